@@ -1,0 +1,83 @@
+# iowhy: `make` builds everything in the checkout (BPF objects, the recorder, .venv with
+# iowhy installed); `make test` runs lint and every test tier; `make demo` is the main job.
+# On a fresh Debian 12 machine, as root, it installs what it needs first (quietly when
+# everything is already there).
+
+SHELL := /bin/bash
+PYTHON ?= /usr/bin/python3
+VENV := .venv
+OUT := probes/.output
+CLANG ?= clang
+BPFTOOL ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
+ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
+
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
+	xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatmydata fuse3 \
+	python3 python3-venv python3-dev util-linux xz-utils tar linux-source-6.1 chromium
+PY_SRC := $(shell find analyzer reports -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
+
+.PHONY: all deps probes venv lint test test-fast demo lab gallery bench clean
+
+all: probes venv
+
+# -- system packages ---------------------------------------------------------------
+deps: $(OUT)/.deps
+$(OUT)/.deps: Makefile
+	@mkdir -p $(OUT)
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		if [ "$$(id -u)" != 0 ]; then echo "make: need root to install $$missing" >&2; exit 1; fi; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+			|| { echo "make: apt-get install failed for: $$missing" >&2; exit 1; }; \
+	fi
+	@touch $@
+
+# -- probes -------------------------------------------------------------------------
+probes: probes/iowhy-record
+
+$(OUT)/vmlinux.h: | $(OUT)/.deps
+	@test -r /sys/kernel/btf/vmlinux || { echo "make: no /sys/kernel/btf/vmlinux: iowhy needs a kernel with BTF (CONFIG_DEBUG_INFO_BTF=y)" >&2; exit 1; }
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(OUT)/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bpf.h $(OUT)/vmlinux.h
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Iprobes \
+		-Wall -Wno-unused-function -c probes/iowhy.bpf.c -o $@.tmp.o
+	$(BPFTOOL) gen object $@ $@.tmp.o && rm -f $@.tmp.o
+
+$(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
+	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
+
+probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes probes/recorder.c \
+		-o $@ -lbpf -lelf -lz
+
+# -- python -------------------------------------------------------------------------
+venv: $(VENV)/.installed
+# The recorder goes to the venv's libexec/iowhy, where `iowhy record` looks for it.
+$(VENV)/.installed: $(PY_SRC) probes/iowhy-record | $(OUT)/.deps
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check '.[dev]' >/dev/null
+	@install -D -m 0755 probes/iowhy-record $(VENV)/libexec/iowhy/iowhy-record
+	@touch $@
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/flake8 analyzer reports tests lab bench
+	$(VENV)/bin/mypy
+
+test: all lint
+	$(VENV)/bin/pytest -ra -v tests
+
+test-fast: all
+	$(VENV)/bin/pytest -ra -q -m 'not bpf and not lab' tests
+
+demo: all
+	bash lab/demo.sh
+
+bench: all
+	$(VENV)/bin/python bench/run.py
+
+clean:
+	rm -rf $(OUT) probes/iowhy-record build *.egg-info

@@ -1,0 +1,172 @@
+"""numpy mirror of probes/iowhy.h: record dtypes and constants.
+
+tests/test_abi.py compiles the C header and checks every size and offset here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FORMAT_VERSION = 1
+COMM_LEN = 16
+FILE_MAGIC = b"IOWHYTRC"
+CHUNK_MAGIC = b"IWCK"
+
+REC_REQUEST = 1
+REC_FSYNC = 2
+REC_JOURNAL = 3
+REC_OFFCPU = 4
+REC_TASK = 5
+REC_SYSCALL = 6
+
+CHUNK_META = 0x100
+CHUNK_RECORDER = 0x101
+CHUNK_PROGRESS = 0x102
+CHUNK_TRAILER = 0x1FF
+JSON_CHUNKS = {CHUNK_META: "meta", CHUNK_RECORDER: "recorder", CHUNK_PROGRESS: "progress",
+               CHUNK_TRAILER: "trailer"}
+
+# request flags_u16
+RQ_INCOMPLETE = 1 << 0
+RQ_TRACKED = 1 << 1
+RQ_ORIGIN = 1 << 2
+RQ_FLUSH_SEQ = 1 << 3
+RQ_NO_ISSUE = 1 << 4
+RQ_UNMATCHED = 1 << 5
+
+OP_READ, OP_WRITE, OP_FLUSH, OP_DISCARD, OP_OTHER = 0, 1, 2, 3, 15
+
+F_SYNC = 1 << 0
+F_META = 1 << 1
+F_FUA = 1 << 2
+F_PREFLUSH = 1 << 3
+F_RAHEAD = 1 << 4
+F_PRIO = 1 << 5
+F_IDLE = 1 << 6
+
+CALL_FSYNC = 1
+CALL_FDATASYNC = 2
+CALL_SYNC = 3
+CALL_SYNCFS = 4
+CALL_SYNC_FILE_RANGE = 5
+CALL_MSYNC = 6
+CALL_OSYNC_WRITE = 7
+CALL_NAMES = {CALL_FSYNC: "fsync", CALL_FDATASYNC: "fdatasync", CALL_SYNC: "sync",
+              CALL_SYNCFS: "syncfs", CALL_SYNC_FILE_RANGE: "sync_file_range",
+              CALL_MSYNC: "msync", CALL_OSYNC_WRITE: "osync_write"}
+
+FS_NONE, FS_EXT4, FS_XFS, FS_BTRFS = 0, 1, 2, 3
+FS_NAMES = {FS_NONE: "", FS_EXT4: "ext4", FS_XFS: "xfs", FS_BTRFS: "btrfs"}
+
+FS_F_DATASYNC = 1 << 0
+FS_F_FSEVENT = 1 << 1
+FS_F_SEQ = 1 << 2
+FS_F_INCOMPLETE = 1 << 3
+
+J_JBD2_START = 1
+J_JBD2_LOCKING = 2
+J_JBD2_FLUSHING = 3
+J_JBD2_LOGGING = 4
+J_JBD2_END = 5
+J_JBD2_STATS = 6
+J_EXT4_FC_START = 7
+J_EXT4_FC_STOP = 8
+J_XFS_FORCE = 9
+J_XLOG_SYNC = 10
+J_XLOG_WRITE = 11
+J_XLOG_DONE = 12
+J_BTRFS_SYNC = 13
+J_BTRFS_COMMIT = 14
+JOURNAL_EVENT_NAMES = {
+    J_JBD2_START: "jbd2_start", J_JBD2_LOCKING: "jbd2_locking", J_JBD2_FLUSHING: "jbd2_flushing",
+    J_JBD2_LOGGING: "jbd2_logging", J_JBD2_END: "jbd2_end", J_JBD2_STATS: "jbd2_stats",
+    J_EXT4_FC_START: "ext4_fc_start", J_EXT4_FC_STOP: "ext4_fc_stop",
+    J_XFS_FORCE: "xfs_log_force", J_XLOG_SYNC: "xlog_iclog_sync", J_XLOG_WRITE: "xlog_iclog_write",
+    J_XLOG_DONE: "xlog_iclog_done", J_BTRFS_SYNC: "btrfs_sync_file",
+    J_BTRFS_COMMIT: "btrfs_transaction_commit",
+}
+
+OFF_PREEMPT = 1 << 0
+OFF_IOWAIT = 1 << 1
+OFF_D = 1 << 2
+
+TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT = 1, 2, 3, 4
+
+# Loss and anomaly counters (trailer "counters"), in IOWHY_C_* order.
+COUNTER_NAMES = (
+    "lost_ringbuf_request", "lost_ringbuf_fsync", "lost_ringbuf_journal", "lost_ringbuf_offcpu",
+    "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
+    "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
+    "bio_walk_capped",
+)
+# Counters that mean an event was lost (the rest are anomalies that lose nothing).
+LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
+
+_HDR = [("type", "<u2"), ("size_bytes", "<u2"), ("cpu", "<u4"), ("ts_ns", "<u8")]
+_COMM = ("comm", "S16")
+
+REQUEST_DTYPE = np.dtype(_HDR + [
+    ("start_sector", "<u8"), ("submit_ns", "<u8"), ("insert_ns", "<u8"), ("issue_ns", "<u8"),
+    ("data_done_ns", "<u8"), ("done_ns", "<u8"), ("len_bytes", "<u4"), ("done_bytes", "<u4"),
+    ("dev_major", "<u4"), ("dev_minor", "<u4"), ("cmd_flags", "<u4"), ("rq_flags", "<u4"),
+    ("bio_flags", "<u4"), ("tgid", "<u4"), ("tid", "<u4"), ("error", "<i4"), ("seq", "<u8"),
+    ("op", "u1"), ("pad0", "u1"), ("iflags", "<u2"), ("flags_u16", "<u2"), ("requeues", "<u2"),
+    ("nr_bios", "<u4"), ("pad1", "<u4"), _COMM,
+])
+
+FSYNC_DTYPE = np.dtype(_HDR + [
+    ("enter_ns", "<u8"), ("exit_ns", "<u8"), ("ino", "<u8"), ("commit_seq", "<u8"), ("ret", "<i8"),
+    ("tgid", "<u4"), ("tid", "<u4"), ("dev_major", "<u4"), ("dev_minor", "<u4"), ("fd", "<i4"),
+    ("syscall_nr", "<u4"), ("call_u16", "<u2"), ("fs_u16", "<u2"), ("flags_u16", "<u2"),
+    ("pad0", "<u2"), _COMM,
+])
+
+JOURNAL_DTYPE = np.dtype(_HDR + [
+    ("seq", "<u8"), ("aux0", "<u8"), ("aux1", "<u8"), ("aux2", "<u8"),
+    ("dev_major", "<u4"), ("dev_minor", "<u4"), ("tgid", "<u4"), ("tid", "<u4"),
+    ("event_u16", "<u2"), ("fs_u16", "<u2"), ("pad0", "<u4"), _COMM,
+])
+
+OFFCPU_DTYPE = np.dtype(_HDR + [
+    ("start_ns", "<u8"), ("waking_ns", "<u8"), ("end_ns", "<u8"), ("tgid", "<u4"), ("tid", "<u4"),
+    ("state", "<u4"), ("syscall_nr", "<i4"), ("waker_tgid", "<u4"), ("waker_tid", "<u4"),
+    ("flags_u16", "<u2"), ("pad0", "<u2"), ("pad1", "<u4"), ("waker_comm", "S16"),
+])
+
+TASK_DTYPE = np.dtype(_HDR + [
+    ("tgid", "<u4"), ("tid", "<u4"), ("parent_tgid", "<u4"), ("exit_code", "<i4"),
+    ("event_u16", "<u2"), ("pad0", "<u2"), ("pad1", "<u4"), _COMM,
+])
+
+SYSCALL_DTYPE = np.dtype(_HDR + [
+    ("count", "<u8"), ("total_ns", "<u8"), ("syscall_nr", "<u4"), ("pad0", "<u4"),
+])
+
+FILE_HDR_DTYPE = np.dtype([
+    ("magic", "S8"), ("version", "<u4"), ("hdr_bytes", "<u4"), ("chunk_hdr_bytes", "<u4"),
+    ("endian_tag", "<u4"), ("created_realtime_ns", "<u8"), ("reserved", "u1", (32,)),
+])
+
+CHUNK_HDR_DTYPE = np.dtype([
+    ("magic", "S4"), ("type", "<u2"), ("rec_size_bytes", "<u2"), ("count", "<u4"),
+    ("payload_bytes", "<u4"), ("data_bytes", "<u4"), ("crc32", "<u4"), ("seq", "<u8"),
+])
+
+# Record type -> (name used in the CLI and JSON, dtype). Names are stable API.
+RECORD_TYPES: dict[int, tuple[str, np.dtype]] = {
+    REC_REQUEST: ("request", REQUEST_DTYPE),
+    REC_FSYNC: ("fsync", FSYNC_DTYPE),
+    REC_JOURNAL: ("journal", JOURNAL_DTYPE),
+    REC_OFFCPU: ("offcpu", OFFCPU_DTYPE),
+    REC_TASK: ("task", TASK_DTYPE),
+    REC_SYSCALL: ("syscall", SYSCALL_DTYPE),
+}
+RECORD_NAMES = {name: code for code, (name, _) in RECORD_TYPES.items()}
+
+# C struct name for each dtype, for the ABI test.
+C_STRUCTS = {
+    "iowhy_rec_hdr": np.dtype(_HDR),
+    "iowhy_request": REQUEST_DTYPE, "iowhy_fsync": FSYNC_DTYPE, "iowhy_journal": JOURNAL_DTYPE,
+    "iowhy_offcpu": OFFCPU_DTYPE, "iowhy_task": TASK_DTYPE, "iowhy_syscall": SYSCALL_DTYPE,
+    "iowhy_file_hdr": FILE_HDR_DTYPE, "iowhy_chunk_hdr": CHUNK_HDR_DTYPE,
+}

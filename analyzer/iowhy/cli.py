@@ -1,0 +1,290 @@
+"""The `iowhy` command line: one entry point, one subcommand per job.
+
+Errors the user can fix end in one line on stderr (`iowhy: <what>` and a hint) and a
+non-zero exit, never a traceback. Warnings go through `logging` to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from . import __version__, abi
+from .traceformat import Trace, TraceError, read_trace
+
+log = logging.getLogger("iowhy")
+
+EXIT_USAGE = 2
+EXIT_FAIL = 1
+EXIT_NOT_FOUND = 127
+
+
+class UserError(Exception):
+    """A problem the user can fix: printed as one line plus a hint, exit non-zero."""
+
+    def __init__(self, message: str, hint: str = "", code: int = EXIT_FAIL) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.code = code
+
+
+# -- recorder ----------------------------------------------------------------------------
+
+def find_recorder() -> str:
+    """The C recorder: $IOWHY_RECORDER, the install's libexec, or the checkout's probes/."""
+    cands = []
+    if os.environ.get("IOWHY_RECORDER"):
+        cands.append(Path(os.environ["IOWHY_RECORDER"]))
+    cands.append(Path(sys.prefix) / "libexec" / "iowhy" / "iowhy-record")
+    cands.append(Path(__file__).resolve().parents[2] / "probes" / "iowhy-record")
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    raise UserError("the recorder iowhy-record is not built",
+                    "run `make` in the iowhy checkout (or set IOWHY_RECORDER)")
+
+
+def check_privileges() -> None:
+    if os.geteuid() != 0:
+        raise UserError("recording needs root (CAP_BPF and CAP_PERFMON)",
+                        "run it with sudo")
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        raise UserError("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing)",
+                        "iowhy's CO-RE probes need CONFIG_DEBUG_INFO_BTF=y")
+
+
+def parse_dev(spec: str) -> tuple[int, int]:
+    """--dev accepts a block device path or MAJ:MIN."""
+    from .metadata import block_device_number
+    try:
+        return block_device_number(spec)
+    except ValueError as e:
+        raise UserError(str(e), "pass a block device such as /dev/loop0 or MAJ:MIN") from None
+
+
+def _check_output(path: str) -> None:
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if not os.path.isdir(d):
+        raise UserError(f"cannot write {path}: directory {d} does not exist",
+                        "choose an output path in an existing directory with -o")
+    if os.path.isdir(path):
+        raise UserError(f"cannot write {path}: it is a directory", "give a file name with -o")
+    if not os.access(d, os.W_OK):
+        raise UserError(f"cannot write {path}: {d} is not writable", "choose another -o path")
+
+
+def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
+    from .metadata import collect
+    check_privileges()
+    recorder = find_recorder()
+    _check_output(args.output)
+    devs = [parse_dev(d) for d in (args.dev or [])]
+    meta = collect(command=target if target and target[0] != "-p" else None,
+                   devices=devs or None)
+    with tempfile.NamedTemporaryFile("w", prefix="iowhy-meta-", suffix=".json",
+                                     delete=False) as mf:
+        json.dump(meta, mf)
+    cmd = [recorder, "-o", args.output, "-m", mf.name, "-r", str(args.ringbuf)]
+    for maj, mn in devs:
+        cmd += ["-D", f"{maj}:{mn}"]
+    if args.duration:
+        cmd += ["-d", str(args.duration)]
+    if args.quiet:
+        cmd.append("-q")
+    if getattr(args, "dry_run", False):
+        cmd.append("-n")
+    cmd += target
+    # The recorder owns the terminal's signals: Ctrl-C reaches it directly (same process
+    # group); we ignore it here and forward SIGTERM so it always writes its trailer.
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    proc = subprocess.Popen(cmd)
+    old_term = signal.signal(signal.SIGTERM, lambda s, f: proc.send_signal(signal.SIGTERM))
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        os.unlink(mf.name)
+    if rc < 0:
+        rc = 128 - rc
+    if not getattr(args, "dry_run", False) and os.path.exists(args.output) and not args.quiet:
+        _after_record(args.output)
+    return rc
+
+
+def _after_record(path: str) -> None:
+    """Print the short "where the time went" once a recording stops."""
+    try:
+        from .summary import short_summary
+    except ImportError:
+        return
+    try:
+        text = short_summary(path)
+    except TraceError as e:
+        log.warning("cannot summarize %s: %s", path, e)
+        return
+    if text:
+        print(text, file=sys.stderr)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    target = list(args.command)
+    if target and target[0] == "--":
+        target = target[1:]
+    if not target and not args.dry_run:
+        raise UserError("no workload command given", "usage: iowhy record -o OUT -- CMD [ARGS...]",
+                        EXIT_USAGE)
+    if target and shutil.which(target[0]) is None:
+        raise UserError(f"command not found: {target[0]}",
+                        "check the spelling or give the full path", EXIT_NOT_FOUND)
+    return _run_recorder(args, ["--", *target] if target else [])
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    pid = args.pid
+    if pid <= 0 or not Path(f"/proc/{pid}").exists():
+        raise UserError(f"no process with PID {pid}", "check the PID with `pgrep -a NAME`")
+    return _run_recorder(args, ["-p", str(pid)])
+
+
+def load(path: str) -> Trace:
+    try:
+        return read_trace(path)
+    except TraceError as e:
+        raise UserError(str(e), e.hint) from None
+
+
+def info_dict(tr: Trace) -> dict:
+    records = {name: tr.count(name) for name in abi.RECORD_NAMES}
+    return {
+        "path": tr.path,
+        "format_version": tr.version,
+        "iowhy_version": tr.meta.get("iowhy_version") or tr.recorder.get("iowhy_version"),
+        "host": tr.meta.get("host"),
+        "kernel": tr.meta.get("kernel"),
+        "command": tr.recorder.get("command") or tr.meta.get("command"),
+        "start_ns": tr.start_ns,
+        "end_ns": tr.end_ns,
+        "duration_ns": tr.duration_ns,
+        "records": records,
+        "counters": tr.counters,
+        "lost_events": tr.lost_events,
+        "truncated": tr.truncated,
+        "missing_bytes": tr.missing_bytes,
+        "bad_regions": tr.bad_regions,
+        "unknown_chunks": tr.unknown_chunks,
+        "chunks": tr.chunk_count,
+        "stop_reason": (tr.trailer or {}).get("stop_reason"),
+        "exit_status": (tr.trailer or {}).get("exit_status"),
+        "probes": tr.recorder.get("probes", {}),
+        "devices": [{k: d.get(k) for k in ("name", "major", "minor", "size_bytes", "rotational",
+                                           "write_cache", "fua", "scheduler")}
+                    for d in tr.meta.get("devices", [])],
+        "filesystems": [{k: f.get(k) for k in ("source", "mountpoint", "fstype", "options", "log")}
+                        for f in tr.meta.get("filesystems", [])],
+    }
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    tr = load(args.trace)
+    d = info_dict(tr)
+    if args.json:
+        json.dump(d, sys.stdout, indent=2, sort_keys=True)
+        print()
+        return 0
+    from .reports.info import render_info
+    print(render_info(d, tr.problems()))
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------
+
+def _record_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("recording")
+    g.add_argument("-o", "--output", default="iowhy.iowt",
+                   help="trace file to write, mode 0600 (default: %(default)s)")
+    g.add_argument("-d", "--duration", type=float, default=0, metavar="SEC",
+                   help="stop after SEC seconds (default: when the workload exits)")
+    g.add_argument("-r", "--ringbuf", type=int, default=64, metavar="MiB",
+                   help="BPF ring buffer size in MiB, a power of two (default: %(default)s)")
+    g.add_argument("--dev", action="append", metavar="DEV",
+                   help="only record block requests of this device (path or MAJ:MIN); repeatable "
+                        "(default: every device)")
+    g.add_argument("-q", "--quiet", action="store_true", help="print nothing when recording stops")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="iowhy",
+        description="Where did the elapsed time of this I/O-heavy workload go? "
+                    "Record block requests, flushes, journal commits, fsyncs and off-CPU time "
+                    "with eBPF, then attribute the elapsed time.")
+    p.add_argument("-V", "--version", action="version", version=f"iowhy {__version__}")
+    p.add_argument("--log-level", default="warning",
+                   choices=["debug", "info", "warning", "error"],
+                   help="stderr log level (default: %(default)s)")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    r = sub.add_parser("record", help="run a command and record where its time goes",
+                       description="Attach every probe, start CMD, record until it exits. "
+                                   "Exits with CMD's exit status.")
+    _record_options(r)
+    r.add_argument("-n", "--dry-run", action="store_true",
+                   help="load and attach every probe, then detach and exit")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
+                   help="the workload")
+    r.set_defaults(func=cmd_record)
+
+    a = sub.add_parser("attach", help="record a running process and its future children",
+                       description="Track PID (all its threads) and every child it forks from "
+                                   "now on, until it exits, Ctrl-C or --duration.")
+    a.add_argument("-p", "--pid", type=int, required=True, help="process to attach to")
+    _record_options(a)
+    a.set_defaults(func=cmd_attach)
+
+    i = sub.add_parser("info", help="what a trace holds: records, losses, devices",
+                       description="Summarize a trace file: counts per record type, loss "
+                                   "counters, truncation, devices and filesystems.")
+    i.add_argument("trace", help="trace file (.iowt)")
+    i.add_argument("--json", action="store_true", help="print JSON (keys in docs/trace-format.md)")
+    i.set_defaults(func=cmd_info)
+
+    try:
+        from .commands import add_analysis_parsers
+    except ImportError:  # analysis commands not installed in this build
+        add_analysis_parsers = None
+    if add_analysis_parsers is not None:
+        add_analysis_parsers(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="iowhy: %(levelname)s: %(message)s")
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return func(args)
+    except UserError as e:
+        msg = f"iowhy: {e}"
+        if e.hint:
+            msg += f" ({e.hint})"
+        print(msg, file=sys.stderr)
+        return e.code
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130

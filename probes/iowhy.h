@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * iowhy ABI: every record the BPF probes and the recorder write to a trace.
+ *
+ * This header is shared by the BPF side (after vmlinux.h) and the recorder (after
+ * <linux/types.h>); the analyzer mirrors it in analyzer/iowhy/abi.py and
+ * tests/test_abi.py compiles this file to check every size and offset.
+ *
+ * Rules: fixed-width types only (no bool, enum, long, pid_t in records), explicit
+ * padding, 8-byte aligned sizes, a unit suffix on every quantity (_ns: nanoseconds
+ * of CLOCK_MONOTONIC, _bytes, _sector: 512-byte sectors). A record never changes
+ * shape within a format version: new fields mean a new version (docs/trace-format.md).
+ */
+#ifndef IOWHY_H
+#define IOWHY_H
+
+#define IOWHY_FORMAT_VERSION 1
+#define IOWHY_COMM_LEN 16
+
+/* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
+#define IOWHY_REC_REQUEST 1 /* one block request, written when it is finally done */
+#define IOWHY_REC_FSYNC 2   /* one fsync-family call of a tracked task */
+#define IOWHY_REC_JOURNAL 3 /* one journal/log event (jbd2, ext4 fc, XFS log, btrfs) */
+#define IOWHY_REC_OFFCPU 4  /* one off-CPU interval of a tracked task */
+#define IOWHY_REC_TASK 5    /* fork/exec/exit of a tracked task */
+#define IOWHY_REC_SYSCALL 6 /* per-syscall count and time, aggregated in the kernel */
+#define IOWHY_REC_MAX 6
+
+/* Common header: every record starts with it. */
+struct iowhy_rec_hdr {
+	__u16 type;       /* IOWHY_REC_* */
+	__u16 size_bytes; /* sizeof the whole record */
+	__u32 cpu;        /* CPU the record was emitted on */
+	__u64 ts_ns;      /* when the record was emitted */
+};
+
+/* iowhy_request.flags_u16 */
+#define IOWHY_RQ_INCOMPLETE (1 << 0)  /* still in flight when recording stopped */
+#define IOWHY_RQ_TRACKED (1 << 1)     /* submitted by a tracked (workload) task */
+#define IOWHY_RQ_ORIGIN (1 << 2)      /* the origin fields come from the submitting bio */
+#define IOWHY_RQ_FLUSH_SEQ (1 << 3)   /* went through the flush state machine (RQF_FLUSH_SEQ) */
+#define IOWHY_RQ_NO_ISSUE (1 << 4)    /* completed without an issue seen (pending flush-only, or pre-dated recording) */
+#define IOWHY_RQ_UNMATCHED (1 << 5)   /* first seen at completion: started before recording */
+
+/*
+ * Normalized operation and flag bits (the kernel's REQ_* bit numbers move between
+ * versions; the probes translate them with bpf_core_enum_value so the trace does not).
+ */
+#define IOWHY_OP_READ 0
+#define IOWHY_OP_WRITE 1
+#define IOWHY_OP_FLUSH 2
+#define IOWHY_OP_DISCARD 3
+#define IOWHY_OP_OTHER 15
+
+#define IOWHY_F_SYNC (1 << 0)
+#define IOWHY_F_META (1 << 1)
+#define IOWHY_F_FUA (1 << 2)
+#define IOWHY_F_PREFLUSH (1 << 3)
+#define IOWHY_F_RAHEAD (1 << 4)
+#define IOWHY_F_PRIO (1 << 5)
+#define IOWHY_F_IDLE (1 << 6)
+
+struct iowhy_request {
+	struct iowhy_rec_hdr hdr;  /* ts_ns: final completion (or stop time if incomplete) */
+	__u64 start_sector;        /* first sector at issue (512-byte units); 0 for flushes */
+	__u64 submit_ns;           /* block_bio_queue of its first bio (0 if unknown) */
+	__u64 insert_ns;           /* block_rq_insert (0: direct issue or never inserted) */
+	__u64 issue_ns;            /* last block_rq_issue (0: never issued) */
+	__u64 data_done_ns;        /* first block_rq_complete (data stage of a flush sequence) */
+	__u64 done_ns;             /* final block_rq_complete (0 if incomplete) */
+	__u32 len_bytes;           /* data length at issue (0 for flushes) */
+	__u32 done_bytes;          /* sum of bytes completed over all completions */
+	__u32 dev_major;           /* whole disk */
+	__u32 dev_minor;
+	__u32 cmd_flags;           /* raw rq->cmd_flags at issue (kernel bit layout) */
+	__u32 rq_flags;            /* raw rq->rq_flags at issue (kernel bit layout) */
+	__u32 bio_flags;           /* raw OR of bi_opf of its bios at submission (PREFLUSH/FUA live here) */
+	__u32 tgid;                /* originating task, taken at bio submission */
+	__u32 tid;
+	__s32 error;               /* blk_status_t of the final completion */
+	__u64 seq;                 /* per-recording request number, in order of first sight */
+	__u8 op;                   /* IOWHY_OP_* */
+	__u8 pad0;
+	__u16 iflags;              /* IOWHY_F_*: cmd_flags | bio_flags, normalized */
+	__u16 flags_u16;           /* IOWHY_RQ_* */
+	__u16 requeues;            /* block_rq_requeue count */
+	__u32 nr_bios;             /* bios seen in the request at issue (capped at IOWHY_MAX_BIO_WALK) */
+	__u32 pad1;
+	char comm[IOWHY_COMM_LEN]; /* originating task's comm */
+};
+
+/* iowhy_fsync.call_u16 */
+#define IOWHY_CALL_FSYNC 1
+#define IOWHY_CALL_FDATASYNC 2
+#define IOWHY_CALL_SYNC 3
+#define IOWHY_CALL_SYNCFS 4
+#define IOWHY_CALL_SYNC_FILE_RANGE 5
+#define IOWHY_CALL_MSYNC 6
+#define IOWHY_CALL_OSYNC_WRITE 7 /* a write(2)-family call that ran the fs fsync path (O_SYNC/O_DSYNC) */
+
+/* iowhy_fsync.fs_u16 and iowhy_journal.fs_u16 */
+#define IOWHY_FS_NONE 0
+#define IOWHY_FS_EXT4 1
+#define IOWHY_FS_XFS 2
+#define IOWHY_FS_BTRFS 3
+
+/* iowhy_fsync.flags_u16 */
+#define IOWHY_FS_F_DATASYNC (1 << 0)  /* the fs was asked for a datasync */
+#define IOWHY_FS_F_FSEVENT (1 << 1)   /* the filesystem's sync event fired inside the call */
+#define IOWHY_FS_F_SEQ (1 << 2)       /* commit_seq is valid */
+#define IOWHY_FS_F_INCOMPLETE (1 << 3)/* still running when recording stopped */
+
+struct iowhy_fsync {
+	struct iowhy_rec_hdr hdr; /* ts_ns: syscall exit */
+	__u64 enter_ns;
+	__u64 exit_ns;
+	__u64 ino;                /* inode from the fs sync event (0 if none fired) */
+	__u64 commit_seq;         /* ext4: i_(data)sync_tid = jbd2 tid; XFS: ili_(datasync|commit)_seq = CIL seq */
+	__s64 ret;                /* syscall return value */
+	__u32 tgid;
+	__u32 tid;
+	__u32 dev_major;          /* filesystem's device from the fs sync event (partition; btrfs: anon dev) */
+	__u32 dev_minor;
+	__s32 fd;                 /* first argument for fd-taking calls, -1 otherwise */
+	__u32 syscall_nr;
+	__u16 call_u16;           /* IOWHY_CALL_* */
+	__u16 fs_u16;             /* IOWHY_FS_* of the sync event seen */
+	__u16 flags_u16;          /* IOWHY_FS_F_* */
+	__u16 pad0;
+	char comm[IOWHY_COMM_LEN];
+};
+
+/* iowhy_journal.event_u16, with what seq/aux0..2 hold for each */
+#define IOWHY_J_JBD2_START 1    /* seq = tid */
+#define IOWHY_J_JBD2_LOCKING 2  /* seq = tid */
+#define IOWHY_J_JBD2_FLUSHING 3 /* seq = tid */
+#define IOWHY_J_JBD2_LOGGING 4  /* seq = tid */
+#define IOWHY_J_JBD2_END 5      /* seq = tid */
+#define IOWHY_J_JBD2_STATS 6    /* seq = tid, aux0 = handles, aux1 = blocks, aux2 = blocks logged */
+#define IOWHY_J_EXT4_FC_START 7 /* seq = tid */
+#define IOWHY_J_EXT4_FC_STOP 8  /* seq = tid, aux0 = fc blocks, aux1 = status (0 ok, 1 ineligible, 2 skipped, 3 failed) */
+#define IOWHY_J_XFS_FORCE 9     /* seq = CIL sequence asked for (0: force everything) */
+#define IOWHY_J_XLOG_SYNC 10    /* seq = iclog lsn (cycle << 32 | block), aux0 = ic_flags, aux1 = ic_offset bytes */
+#define IOWHY_J_XLOG_WRITE 11   /* same fields as XLOG_SYNC */
+#define IOWHY_J_XLOG_DONE 12    /* same fields as XLOG_SYNC: iclog I/O completed */
+#define IOWHY_J_BTRFS_SYNC 13   /* aux0 = ino, aux1 = datasync */
+#define IOWHY_J_BTRFS_COMMIT 14 /* seq = generation */
+
+struct iowhy_journal {
+	struct iowhy_rec_hdr hdr; /* ts_ns: event time */
+	__u64 seq;
+	__u64 aux0;
+	__u64 aux1;
+	__u64 aux2;
+	__u32 dev_major;          /* filesystem's device (partition; btrfs: the anon dev of its superblock) */
+	__u32 dev_minor;
+	__u32 tgid;               /* context task */
+	__u32 tid;
+	__u16 event_u16;          /* IOWHY_J_* */
+	__u16 fs_u16;             /* IOWHY_FS_* */
+	__u32 pad0;
+	char comm[IOWHY_COMM_LEN];
+};
+
+/* iowhy_offcpu.flags_u16 */
+#define IOWHY_OFF_PREEMPT (1 << 0) /* switched out while runnable */
+#define IOWHY_OFF_IOWAIT (1 << 1)  /* in_iowait: waiting on its own block I/O */
+#define IOWHY_OFF_D (1 << 2)       /* uninterruptible sleep (TASK_UNINTERRUPTIBLE, not TASK_IDLE) */
+
+struct iowhy_offcpu {
+	struct iowhy_rec_hdr hdr;  /* ts_ns: back on CPU */
+	__u64 start_ns;            /* switched out */
+	__u64 waking_ns;           /* made runnable (0: never slept: preempted or yielded) */
+	__u64 end_ns;              /* switched back in */
+	__u32 tgid;
+	__u32 tid;
+	__u32 state;               /* raw prev_state at switch-out (kernel bit layout) */
+	__s32 syscall_nr;          /* syscall in progress (-1: none) */
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	__u16 flags_u16;           /* IOWHY_OFF_* */
+	__u16 pad0;
+	__u32 pad1;
+	char waker_comm[IOWHY_COMM_LEN];
+};
+
+/* iowhy_task.event_u16 */
+#define IOWHY_TASK_ROOT 1 /* tracked from the start (the workload, or a task of the attached process) */
+#define IOWHY_TASK_FORK 2 /* new task (thread or process) of a tracked process */
+#define IOWHY_TASK_EXEC 3
+#define IOWHY_TASK_EXIT 4
+
+struct iowhy_task {
+	struct iowhy_rec_hdr hdr; /* ts_ns: event time */
+	__u32 tgid;
+	__u32 tid;
+	__u32 parent_tgid;
+	__s32 exit_code;          /* raw exit_code for EXIT, 0 otherwise */
+	__u16 event_u16;          /* IOWHY_TASK_* */
+	__u16 pad0;
+	__u32 pad1;
+	char comm[IOWHY_COMM_LEN];
+};
+
+struct iowhy_syscall {
+	struct iowhy_rec_hdr hdr; /* ts_ns: when the recorder read the totals */
+	__u64 count;
+	__u64 total_ns;           /* sum of enter-to-exit time of tracked tasks */
+	__u32 syscall_nr;
+	__u32 pad0;
+};
+
+/*
+ * Loss and anomaly counters: a per-CPU array in the kernel indexed by these, summed
+ * by the recorder into the trailer under the names listed in docs/trace-format.md.
+ * The IOWHY_C_LOST_* and IOWHY_C_*_FULL ones are losses; the rest are anomalies the
+ * analyzer reports but that lose nothing.
+ */
+#define IOWHY_C_RB_REQUEST 0      /* ring buffer full: request records lost */
+#define IOWHY_C_RB_FSYNC 1
+#define IOWHY_C_RB_JOURNAL 2
+#define IOWHY_C_RB_OFFCPU 3
+#define IOWHY_C_RB_TASK 4
+#define IOWHY_C_RQMAP_FULL 5      /* in-flight request map full: a request not followed */
+#define IOWHY_C_TASKMAP_FULL 6    /* per-thread state map full: a syscall/off-CPU interval lost */
+#define IOWHY_C_TRACKMAP_FULL 7   /* tracked-process map full: a child not tracked */
+#define IOWHY_C_BIOMAP_FULL 8     /* bio origin map could not insert */
+#define IOWHY_C_UNMATCHED_DONE 9  /* completion of a request never seen before (written, flagged) */
+#define IOWHY_C_NO_ORIGIN 10      /* request whose bios were not seen at submission (written, flagged) */
+#define IOWHY_C_RQ_MERGED 11      /* requests merged into another request (not a loss) */
+#define IOWHY_C_BIO_WALK_CAP 12   /* requests with more bios than the walk follows (flags of the rest unseen) */
+#define IOWHY_C_MAX 13
+
+#define IOWHY_MAX_BIO_WALK 32
+
+/*
+ * Trace file layout (docs/trace-format.md): one iowhy_file_hdr, then chunks until
+ * end of file. Each chunk is an iowhy_chunk_hdr followed by payload_bytes of payload
+ * (zero-padded to a multiple of 8). A record chunk holds `count` records of one type,
+ * rec_size_bytes each; JSON chunks hold UTF-8 text. Little-endian throughout.
+ */
+#define IOWHY_FILE_MAGIC "IOWHYTRC"
+#define IOWHY_CHUNK_MAGIC "IWCK"
+
+#define IOWHY_CHUNK_META 0x100      /* JSON: host, devices, filesystems (written by `iowhy record`) */
+#define IOWHY_CHUNK_RECORDER 0x101  /* JSON: recorder settings, probes attached, clocks */
+#define IOWHY_CHUNK_PROGRESS 0x102  /* JSON: counters so far (last one stands in for a lost trailer) */
+#define IOWHY_CHUNK_TRAILER 0x1ff   /* JSON: record counts, loss counters, stop reason; last chunk */
+
+struct iowhy_file_hdr {
+	char magic[8];            /* IOWHY_FILE_MAGIC, no NUL */
+	__u32 version;            /* IOWHY_FORMAT_VERSION */
+	__u32 hdr_bytes;          /* sizeof(struct iowhy_file_hdr) */
+	__u32 chunk_hdr_bytes;    /* sizeof(struct iowhy_chunk_hdr) */
+	__u32 endian_tag;         /* 0x01020304 as written by the host */
+	__u64 created_realtime_ns;/* CLOCK_REALTIME at creation */
+	__u8 reserved[32];
+};
+
+struct iowhy_chunk_hdr {
+	char magic[4];            /* IOWHY_CHUNK_MAGIC */
+	__u16 type;               /* IOWHY_REC_* or IOWHY_CHUNK_* */
+	__u16 rec_size_bytes;     /* record size for record chunks, 0 for JSON */
+	__u32 count;              /* records in the chunk (1 for JSON) */
+	__u32 payload_bytes;      /* payload length including padding, a multiple of 8 */
+	__u32 data_bytes;         /* meaningful bytes of the payload (JSON text length; count * rec_size) */
+	__u32 crc32;              /* zlib crc32 of the payload_bytes of payload */
+	__u64 seq;                /* chunk number, from 0 */
+};
+
+#endif /* IOWHY_H */

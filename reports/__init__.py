@@ -1,0 +1,1 @@
+"""Presentation of iowhy's figures: terminal tables, histograms, matplotlib figures, HTML."""
