@@ -9,6 +9,7 @@ VENV := .venv
 OUT := probes/.output
 CLANG ?= clang
 BPFTOOL ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' analyzer/iowhy/__init__.py)
 ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
@@ -43,15 +44,16 @@ $(OUT)/vmlinux.h: | $(OUT)/.deps
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 $(OUT)/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bpf.h $(OUT)/vmlinux.h
-	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Iprobes \
+	$(CLANG) -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Iprobes \
 		-Wall -Wno-unused-function -c probes/iowhy.bpf.c -o $@.tmp.o
 	$(BPFTOOL) gen object $@ $@.tmp.o && rm -f $@.tmp.o
 
 $(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h
+probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes probes/recorder.c \
+		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz
 
 # -- python -------------------------------------------------------------------------

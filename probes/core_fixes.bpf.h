@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Kernel differences, handled by CO-RE feature detection (never by version number).
+ * Each shim names the kernel commit that made it necessary. Everything the probes
+ * read that moved between releases goes through here.
+ */
+#ifndef IOWHY_CORE_FIXES_BPF_H
+#define IOWHY_CORE_FIXES_BPF_H
+
+#include <bpf/bpf_core_read.h>
+
+/*
+ * task_struct::state was renamed to __state.
+ * commit 2f064a59a11f ("sched: Change task_struct::state")
+ */
+struct task_struct___o {
+	volatile long int state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 get_task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___o *)t, state);
+}
+
+/* in_iowait is a bitfield whose position moves with neighbouring fields. */
+static __always_inline __u32 task_in_iowait(struct task_struct *t)
+{
+	return BPF_CORE_READ_BITFIELD_PROBED(t, in_iowait);
+}
+
+/*
+ * request::rq_disk was removed; the disk is reached through the queue.
+ * commit f3fa33acca9f ("block: remove the ->rq_disk field in struct request")
+ */
+struct request___o {
+	struct gendisk *rq_disk;
+} __attribute__((preserve_access_index));
+
+static __always_inline struct gendisk *rq_disk(struct request *rq)
+{
+	if (bpf_core_field_exists(((struct request___o *)rq)->rq_disk))
+		return BPF_CORE_READ((struct request___o *)rq, rq_disk);
+	return BPF_CORE_READ(rq, q, disk);
+}
+
+/*
+ * bio::bi_disk became bio::bi_bdev.
+ * commit 309dca309fc3 ("block: store a block_device pointer in struct bio")
+ */
+struct bio___o {
+	struct gendisk *bi_disk;
+} __attribute__((preserve_access_index));
+
+static __always_inline struct gendisk *bio_disk(struct bio *bio)
+{
+	if (bpf_core_field_exists(((struct bio___o *)bio)->bi_disk))
+		return BPF_CORE_READ((struct bio___o *)bio, bi_disk);
+	return BPF_CORE_READ(bio, bi_bdev, bd_disk);
+}
+
+/*
+ * enum req_opf was renamed enum req_op.
+ * commit ff07a02e9e8e ("treewide: Rename enum req_opf into enum req_op")
+ * The REQ_* flag bit numbers (enum req_flag_bits) move whenever a flag is added
+ * or removed, so they are always resolved by name, never hard-coded.
+ */
+enum req_opf___o { REQ_OP_FLUSH___o = 2 };
+
+static __always_inline __u32 req_op_flush(void)
+{
+	if (bpf_core_enum_value_exists(enum req_op, REQ_OP_FLUSH))
+		return bpf_core_enum_value(enum req_op, REQ_OP_FLUSH);
+	return bpf_core_enum_value(enum req_opf___o, REQ_OP_FLUSH___o);
+}
+
+#define REQ_BIT(name) (1U << bpf_core_enum_value(enum req_flag_bits, name))
+
+/*
+ * RQF_FLUSH_SEQ: a #define (bit 4 through 6.1) until the RQF_ bits became an enum.
+ * commit 5f89154e8e9e ("block: Use enum to define RQF_x bit indexes")
+ */
+enum rqf_flags___o { __RQF_FLUSH_SEQ___o = 4 };
+
+static __always_inline __u32 rqf_flush_seq(void)
+{
+	if (bpf_core_enum_value_exists(enum rqf_flags, __RQF_FLUSH_SEQ))
+		return 1U << bpf_core_enum_value(enum rqf_flags, __RQF_FLUSH_SEQ);
+	return 1U << 4;
+}
+
+/*
+ * XFS: ili_datasync_seq appeared next to ili_commit_seq (the 2025 rework of XFS
+ * datasync tracking that replaced ili_fsync_fields; hash not verified here), so
+ * fdatasync forces only the CIL sequence that logged data-relevant changes. Older
+ * kernels have ili_commit_seq only, which is what fsync forces there.
+ */
+struct xfs_inode_log_item___o {
+	__u64 ili_datasync_seq;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 xfs_fsync_seq(struct xfs_inode *ip, int datasync)
+{
+	struct xfs_inode_log_item *iip = BPF_CORE_READ(ip, i_itemp);
+
+	if (!iip)
+		return 0;
+	if (datasync &&
+	    bpf_core_field_exists(((struct xfs_inode_log_item___o *)iip)->ili_datasync_seq))
+		return BPF_CORE_READ((struct xfs_inode_log_item___o *)iip, ili_datasync_seq);
+	return BPF_CORE_READ(iip, ili_commit_seq);
+}
+
+/*
+ * XFS iclog header: reached through the ic_data union (xlog_in_core_2_t) on the kernels
+ * we know; a kernel that exposes ic_header directly is handled by the flavour below.
+ */
+struct xlog_in_core___new {
+	struct xlog_rec_header *ic_header;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 xlog_iclog_lsn(struct xlog_in_core *ic)
+{
+	__u64 be;
+
+	if (bpf_core_field_exists(((struct xlog_in_core___new *)ic)->ic_header))
+		be = BPF_CORE_READ((struct xlog_in_core___new *)ic, ic_header, h_lsn);
+	else
+		be = BPF_CORE_READ(ic, ic_data, hic_header.h_lsn);
+	return __builtin_bswap64(be);
+}
+
+/*
+ * sched_process_exit gained a group_dead argument late; signal->live reaches zero
+ * before the tracepoint fires on every kernel, so that is what we test.
+ */
+static __always_inline int task_group_dead(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, signal, live.counter) == 0;
+}
+
+#endif /* IOWHY_CORE_FIXES_BPF_H */

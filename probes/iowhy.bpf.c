@@ -1,0 +1,803 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * iowhy probes: block requests, journal/log events, fsync-family calls, off-CPU time
+ * and per-syscall totals of a tracked workload. Tracepoints only: every program
+ * exists as tp_btf (preferred) and raw_tp (fallback); the recorder picks one flavour
+ * by trying to load it. Handlers read through CO-RE either way.
+ *
+ * Cost: block events fire for every request on the traced devices (one hash update
+ * per bio, one per request event, one ring-buffer record per finished request);
+ * syscall, sched and fs events do one hash lookup for untracked tasks and exit.
+ * Filtering by task happens at submission and syscall time, never at completion
+ * (interrupt context).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "iowhy.h"
+#include "core_fixes.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the recorder before load. */
+const volatile __u8 filter_devs = 0;        /* only devices in `devs` */
+const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
+const volatile __s32 nr_fsync = -1, nr_fdatasync = -1, nr_sync = -1, nr_syncfs = -1,
+		     nr_sync_file_range = -1, nr_msync = -1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 20); /* resized by the recorder (--ringbuf) */
+} rb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, IOWHY_C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Processes (tgid) of the workload; the recorder seeds it, forks extend it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} tracked SEC(".maps");
+
+/* Whole-disk dev_t (kernel encoding) to record when filter_devs is set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} devs SEC(".maps");
+
+/* Who submitted a bio and with which flags, until its request is issued. LRU: bios of
+ * bio-based devices never reach a request and must not pin the map. */
+struct bio_info {
+	__u64 ts_ns;
+	__u32 tgid;
+	__u32 tid;
+	__u32 opf;
+	__u32 tracked;
+	char comm[IOWHY_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct bio_info);
+} bios SEC(".maps");
+
+/* Requests in flight, keyed by struct request *; the value becomes the record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u64);
+	__type(value, struct iowhy_request);
+} rqs SEC(".maps");
+
+/* Per-thread state of tracked tasks: syscall in progress, fs sync event, off-CPU. */
+struct task_state {
+	__u64 sys_enter_ns;
+	__u64 arg0;
+	__s32 sys_nr;
+	__u16 fs_flags;
+	__u16 fs_kind;
+	__u64 fs_ino;
+	__u64 fs_seq;
+	__u32 fs_dev;
+	__u32 off_state;
+	__u64 off_ns;
+	__u64 waking_ns;
+	__u16 off_flags;
+	__u16 pad0;
+	__s32 off_sys_nr;
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	char waker_comm[IOWHY_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+struct sys_stat {
+	__u64 count;
+	__u64 total_ns;
+};
+
+#define SYS_SLOTS 1024
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SYS_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sys_stat);
+} sysstats SEC(".maps");
+
+/* Scratch for building records bigger than is comfortable on the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iowhy_request);
+} rq_scratch SEC(".maps");
+
+__u64 rq_seq = 0;
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline __u64 wakeup_flag(void)
+{
+	return bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									 : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline int is_tracked(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+static __always_inline void fill_hdr(struct iowhy_rec_hdr *h, __u16 type, __u16 size, __u64 ts)
+{
+	h->type = type;
+	h->size_bytes = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts_ns = ts;
+}
+
+#define DEV_MAJOR(d) ((__u32)(d) >> 20)
+#define DEV_MINOR(d) ((__u32)(d) & ((1U << 20) - 1))
+
+/* ---------------------------------------------------------------- block layer --- */
+
+static __always_inline __u32 disk_devt(struct gendisk *disk)
+{
+	__u32 major = BPF_CORE_READ(disk, major);
+	__u32 minor = BPF_CORE_READ(disk, first_minor);
+
+	return major << 20 | minor;
+}
+
+static __always_inline int dev_wanted(__u32 devt)
+{
+	return !filter_devs || bpf_map_lookup_elem(&devs, &devt) != NULL;
+}
+
+/* Normalize op and REQ_* bits, whose numbering changes across kernels. */
+static __always_inline void normalize(struct iowhy_request *r)
+{
+	__u32 all = r->cmd_flags | r->bio_flags;
+	__u32 op = r->cmd_flags & 0xff;
+	__u16 f = 0;
+
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_READ))
+		r->op = IOWHY_OP_READ;
+	else if (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE))
+		r->op = IOWHY_OP_WRITE;
+	else if (op == req_op_flush())
+		r->op = IOWHY_OP_FLUSH;
+	else if (op == bpf_core_enum_value(enum req_op, REQ_OP_DISCARD))
+		r->op = IOWHY_OP_DISCARD;
+	else
+		r->op = IOWHY_OP_OTHER;
+	if (all & REQ_BIT(__REQ_SYNC))
+		f |= IOWHY_F_SYNC;
+	if (all & REQ_BIT(__REQ_META))
+		f |= IOWHY_F_META;
+	if (all & REQ_BIT(__REQ_FUA))
+		f |= IOWHY_F_FUA;
+	if (all & REQ_BIT(__REQ_PREFLUSH))
+		f |= IOWHY_F_PREFLUSH;
+	if (all & REQ_BIT(__REQ_RAHEAD))
+		f |= IOWHY_F_RAHEAD;
+	if (all & REQ_BIT(__REQ_PRIO))
+		f |= IOWHY_F_PRIO;
+	if (all & REQ_BIT(__REQ_IDLE))
+		f |= IOWHY_F_IDLE;
+	r->iflags = f;
+}
+
+static __always_inline void on_bio_queue(struct bio *bio)
+{
+	struct bio_info info = {};
+	__u64 key = (__u64)bio;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (filter_devs && !dev_wanted(disk_devt(bio_disk(bio))))
+		return;
+	info.ts_ns = bpf_ktime_get_ns();
+	info.tgid = id >> 32;
+	info.tid = (__u32)id;
+	info.opf = BPF_CORE_READ(bio, bi_opf);
+	info.tracked = is_tracked(info.tgid);
+	bpf_get_current_comm(info.comm, sizeof(info.comm));
+	if (bpf_map_update_elem(&bios, &key, &info, BPF_ANY))
+		count(IOWHY_C_BIOMAP_FULL);
+}
+
+/* The request's entry, created on first sight (insert, issue or completion). */
+static __always_inline struct iowhy_request *rq_entry(struct request *rq, int create)
+{
+	__u64 key = (__u64)rq;
+	struct iowhy_request *r = bpf_map_lookup_elem(&rqs, &key);
+	__u32 zero = 0, devt;
+
+	if (r || !create)
+		return r;
+	devt = disk_devt(rq_disk(rq));
+	if (!dev_wanted(devt))
+		return NULL;
+	r = bpf_map_lookup_elem(&rq_scratch, &zero);
+	if (!r)
+		return NULL;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->dev_major = DEV_MAJOR(devt);
+	r->dev_minor = DEV_MINOR(devt);
+	r->seq = __sync_fetch_and_add(&rq_seq, 1);
+	if (bpf_map_update_elem(&rqs, &key, r, BPF_NOEXIST)) {
+		count(IOWHY_C_RQMAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&rqs, &key);
+}
+
+/* Fold the bios now in the request into it: origin of the first, flags of all. */
+static __always_inline void rq_take_bios(struct iowhy_request *r, struct request *rq)
+{
+	struct bio *bio = BPF_CORE_READ(rq, bio);
+	__u32 n = 0;
+
+	for (int i = 0; i < IOWHY_MAX_BIO_WALK; i++) {
+		__u64 key = (__u64)bio;
+		struct bio_info *info;
+
+		if (!bio)
+			break;
+		info = bpf_map_lookup_elem(&bios, &key);
+		if (info) {
+			if (!(r->flags_u16 & IOWHY_RQ_ORIGIN)) {
+				r->flags_u16 |= IOWHY_RQ_ORIGIN;
+				if (info->tracked)
+					r->flags_u16 |= IOWHY_RQ_TRACKED;
+				r->submit_ns = info->ts_ns;
+				r->tgid = info->tgid;
+				r->tid = info->tid;
+				__builtin_memcpy(r->comm, info->comm, sizeof(r->comm));
+			}
+			r->bio_flags |= info->opf;
+			bpf_map_delete_elem(&bios, &key);
+		} else {
+			r->bio_flags |= BPF_CORE_READ(bio, bi_opf);
+		}
+		n++;
+		bio = BPF_CORE_READ(bio, bi_next);
+	}
+	if (bio)
+		count(IOWHY_C_BIO_WALK_CAP);
+	if (n > r->nr_bios)
+		r->nr_bios = n;
+}
+
+static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 now)
+{
+	struct iowhy_request *out;
+
+	normalize(r);
+	if (!(r->flags_u16 & IOWHY_RQ_ORIGIN) && r->nr_bios)
+		count(IOWHY_C_NO_ORIGIN);
+	out = bpf_ringbuf_reserve(&rb, sizeof(*out), 0);
+	if (!out) {
+		count(IOWHY_C_RB_REQUEST);
+	} else {
+		__builtin_memcpy(out, r, sizeof(*out));
+		fill_hdr(&out->hdr, IOWHY_REC_REQUEST, sizeof(*out), now);
+		bpf_ringbuf_submit(out, wakeup_flag());
+	}
+	bpf_map_delete_elem(&rqs, &key);
+}
+
+static __always_inline void on_rq_insert(struct request *rq)
+{
+	struct iowhy_request *r = rq_entry(rq, 1);
+
+	if (!r)
+		return;
+	if (!r->insert_ns)
+		r->insert_ns = bpf_ktime_get_ns();
+	rq_take_bios(r, rq);
+}
+
+static __always_inline void on_rq_issue(struct request *rq)
+{
+	struct iowhy_request *r = rq_entry(rq, 1);
+
+	if (!r)
+		return;
+	r->issue_ns = bpf_ktime_get_ns();
+	r->start_sector = BPF_CORE_READ(rq, __sector);
+	r->len_bytes = BPF_CORE_READ(rq, __data_len);
+	r->cmd_flags = BPF_CORE_READ(rq, cmd_flags);
+	r->rq_flags |= BPF_CORE_READ(rq, rq_flags);
+	if (r->rq_flags & rqf_flush_seq())
+		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
+	rq_take_bios(r, rq);
+	if ((r->cmd_flags & 0xff) == req_op_flush())
+		r->start_sector = 0;
+}
+
+static __always_inline void on_rq_requeue(struct request *rq)
+{
+	struct iowhy_request *r = rq_entry(rq, 0);
+
+	if (r)
+		r->requeues++;
+}
+
+/* A request merged into another one is freed without completing. */
+static __always_inline void on_rq_merge(struct request *rq)
+{
+	__u64 key = (__u64)rq;
+
+	if (bpf_map_delete_elem(&rqs, &key) == 0)
+		count(IOWHY_C_RQ_MERGED);
+}
+
+/*
+ * A flush-sequenced data request completes twice: its data stage (RQF_FLUSH_SEQ still
+ * set) and, once the post-flush is done, again with 0 bytes after the flag is cleared.
+ * Only the latter finishes it. An empty PREFLUSH request is never issued: its single
+ * completion comes when the FF flush it waited for is done.
+ */
+static __always_inline void on_rq_complete(struct request *rq, int error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
+	struct iowhy_request *r = rq_entry(rq, 0);
+	__u32 rqf = BPF_CORE_READ(rq, rq_flags);
+	__u32 cmd = BPF_CORE_READ(rq, cmd_flags);
+
+	if (!r) {
+		r = rq_entry(rq, 1);
+		if (!r)
+			return;
+		r->cmd_flags = cmd;
+		r->rq_flags = rqf;
+		r->start_sector = BPF_CORE_READ(rq, __sector);
+		rq_take_bios(r, rq);
+		r->flags_u16 |= IOWHY_RQ_NO_ISSUE;
+		if (!(r->flags_u16 & IOWHY_RQ_ORIGIN) && (cmd & 0xff) != req_op_flush()) {
+			/* no bio of ours: it was submitted before recording started */
+			r->flags_u16 |= IOWHY_RQ_UNMATCHED;
+			count(IOWHY_C_UNMATCHED_DONE);
+		}
+		if ((cmd & 0xff) == req_op_flush() || r->start_sector == (__u64)-1)
+			r->start_sector = 0;
+	}
+	if (!r->data_done_ns)
+		r->data_done_ns = now;
+	r->done_bytes += nr_bytes;
+	if ((rqf & rqf_flush_seq()) && (cmd & 0xff) != req_op_flush()) {
+		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
+		return;
+	}
+	r->done_ns = now;
+	r->error = error;
+	rq_emit(r, key, now);
+}
+
+/* ------------------------------------------------------------- tracked tasks --- */
+
+static __always_inline struct task_state *task_state_get(__u32 tid)
+{
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	struct task_state zero = {};
+
+	if (st)
+		return st;
+	zero.sys_nr = -1;
+	zero.off_sys_nr = -1;
+	if (bpf_map_update_elem(&tasks, &tid, &zero, BPF_NOEXIST) == 0)
+		return bpf_map_lookup_elem(&tasks, &tid);
+	st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st)
+		count(IOWHY_C_TASKMAP_FULL);
+	return st;
+}
+
+static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 parent_tgid,
+				      __s32 code)
+{
+	struct iowhy_task *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+
+	if (!e) {
+		count(IOWHY_C_RB_TASK);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	fill_hdr(&e->hdr, IOWHY_REC_TASK, sizeof(*e), bpf_ktime_get_ns());
+	e->tgid = BPF_CORE_READ(t, tgid);
+	e->tid = BPF_CORE_READ(t, pid);
+	e->parent_tgid = parent_tgid;
+	e->exit_code = code;
+	e->event_u16 = event;
+	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
+	bpf_ringbuf_submit(e, wakeup_flag());
+}
+
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+
+	if (!is_tracked(ptgid))
+		return;
+	if (ctgid != ptgid && bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY))
+		count(IOWHY_C_TRACKMAP_FULL);
+	emit_task(child, IOWHY_TASK_FORK, ptgid, 0);
+}
+
+static __always_inline void on_exec(struct task_struct *p)
+{
+	if (is_tracked(BPF_CORE_READ(p, tgid)))
+		emit_task(p, IOWHY_TASK_EXEC, 0, 0);
+}
+
+static __always_inline void on_exit(struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid);
+
+	if (!is_tracked(tgid))
+		return;
+	emit_task(p, IOWHY_TASK_EXIT, 0, BPF_CORE_READ(p, exit_code));
+	bpf_map_delete_elem(&tasks, &tid);
+	/* The recorder learns of the workload's end from waitpid, not from this map. */
+	if (task_group_dead(p))
+		bpf_map_delete_elem(&tracked, &tgid);
+}
+
+/* ----------------------------------------------------------------- syscalls --- */
+
+static __always_inline void on_sys_enter(struct pt_regs *regs, long id)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct task_state *st;
+
+	if (!is_tracked(pt >> 32))
+		return;
+	st = task_state_get((__u32)pt);
+	if (!st)
+		return;
+	st->sys_nr = id;
+	st->sys_enter_ns = bpf_ktime_get_ns();
+	st->arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	st->fs_flags = 0;
+	st->fs_kind = 0;
+	st->fs_ino = 0;
+	st->fs_seq = 0;
+	st->fs_dev = 0;
+}
+
+static __always_inline __u16 fsync_call(__s32 nr, __u16 fs_flags)
+{
+	if (nr == nr_fsync)
+		return IOWHY_CALL_FSYNC;
+	if (nr == nr_fdatasync)
+		return IOWHY_CALL_FDATASYNC;
+	if (nr == nr_sync)
+		return IOWHY_CALL_SYNC;
+	if (nr == nr_syncfs)
+		return IOWHY_CALL_SYNCFS;
+	if (nr == nr_sync_file_range)
+		return IOWHY_CALL_SYNC_FILE_RANGE;
+	if (nr == nr_msync)
+		return IOWHY_CALL_MSYNC;
+	if (fs_flags & IOWHY_FS_F_FSEVENT)
+		return IOWHY_CALL_OSYNC_WRITE;
+	return 0;
+}
+
+static __always_inline void on_sys_exit(long ret)
+{
+	__u64 pt = bpf_get_current_pid_tgid(), now;
+	__u32 tid = (__u32)pt, slot;
+	struct task_state *st;
+	struct sys_stat *ss;
+	struct iowhy_fsync *e;
+	__u16 call;
+
+	if (!is_tracked(pt >> 32))
+		return;
+	st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st || !st->sys_enter_ns)
+		return;
+	now = bpf_ktime_get_ns();
+	slot = (__u32)st->sys_nr & (SYS_SLOTS - 1);
+	ss = bpf_map_lookup_elem(&sysstats, &slot);
+	if (ss) {
+		ss->count++;
+		ss->total_ns += now - st->sys_enter_ns;
+	}
+	call = fsync_call(st->sys_nr, st->fs_flags);
+	if (call) {
+		e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+		if (!e) {
+			count(IOWHY_C_RB_FSYNC);
+		} else {
+			__builtin_memset(e, 0, sizeof(*e));
+			fill_hdr(&e->hdr, IOWHY_REC_FSYNC, sizeof(*e), now);
+			e->enter_ns = st->sys_enter_ns;
+			e->exit_ns = now;
+			e->ino = st->fs_ino;
+			e->commit_seq = st->fs_seq;
+			e->ret = ret;
+			e->tgid = pt >> 32;
+			e->tid = tid;
+			e->dev_major = DEV_MAJOR(st->fs_dev);
+			e->dev_minor = DEV_MINOR(st->fs_dev);
+			e->fd = (call == IOWHY_CALL_SYNC) ? -1 : (__s32)st->arg0;
+			e->syscall_nr = st->sys_nr;
+			e->call_u16 = call;
+			e->fs_u16 = st->fs_kind;
+			e->flags_u16 = st->fs_flags;
+			bpf_get_current_comm(e->comm, sizeof(e->comm));
+			bpf_ringbuf_submit(e, wakeup_flag());
+		}
+	}
+	st->sys_enter_ns = 0;
+	st->sys_nr = -1;
+}
+
+/* The filesystem's fsync path ran inside the current tracked task's syscall. */
+static __always_inline void note_fs_sync(__u16 kind, __u32 dev, __u64 ino, __u64 seq, int has_seq,
+					 int datasync)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pt;
+	struct task_state *st;
+
+	if (!is_tracked(pt >> 32))
+		return;
+	st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st || !st->sys_enter_ns)
+		return;
+	st->fs_flags |= IOWHY_FS_F_FSEVENT | (has_seq ? IOWHY_FS_F_SEQ : 0) |
+			(datasync ? IOWHY_FS_F_DATASYNC : 0);
+	st->fs_kind = kind;
+	st->fs_dev = dev;
+	st->fs_ino = ino;
+	st->fs_seq = seq;
+}
+
+static __always_inline int current_syscall_is(__s32 nr)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+
+	return st && st->sys_nr == nr;
+}
+
+/* ------------------------------------------------------------------ off-CPU --- */
+
+static __always_inline void on_switch(int preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid;
+	struct task_state *st;
+
+	if (is_tracked(BPF_CORE_READ(prev, tgid))) {
+		tid = BPF_CORE_READ(prev, pid);
+		st = task_state_get(tid);
+		if (st) {
+			__u32 state = get_task_state(prev);
+			__u16 f = 0;
+
+			if (preempt || state == 0)
+				f |= IOWHY_OFF_PREEMPT;
+			if (task_in_iowait(prev))
+				f |= IOWHY_OFF_IOWAIT;
+			if ((state & 0x2) && !(state & 0x400))
+				f |= IOWHY_OFF_D;
+			st->off_ns = now;
+			st->off_state = state;
+			st->off_flags = f;
+			st->off_sys_nr = st->sys_enter_ns ? st->sys_nr : -1;
+			st->waking_ns = 0;
+			st->waker_tgid = 0;
+			st->waker_tid = 0;
+		}
+	}
+	if (is_tracked(BPF_CORE_READ(next, tgid))) {
+		struct iowhy_offcpu *e;
+
+		tid = BPF_CORE_READ(next, pid);
+		st = bpf_map_lookup_elem(&tasks, &tid);
+		if (!st || !st->off_ns)
+			return;
+		e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+		if (!e) {
+			count(IOWHY_C_RB_OFFCPU);
+		} else {
+			__builtin_memset(e, 0, sizeof(*e));
+			fill_hdr(&e->hdr, IOWHY_REC_OFFCPU, sizeof(*e), now);
+			e->start_ns = st->off_ns;
+			e->waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
+			e->end_ns = now;
+			e->tgid = BPF_CORE_READ(next, tgid);
+			e->tid = tid;
+			e->state = st->off_state;
+			e->syscall_nr = st->off_sys_nr;
+			e->waker_tgid = st->waker_tgid;
+			e->waker_tid = st->waker_tid;
+			e->flags_u16 = st->off_flags;
+			__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
+			bpf_ringbuf_submit(e, wakeup_flag());
+		}
+		st->off_ns = 0;
+	}
+}
+
+static __always_inline void on_waking(struct task_struct *p)
+{
+	__u32 tid;
+	__u64 pt;
+	struct task_state *st;
+
+	if (!is_tracked(BPF_CORE_READ(p, tgid)))
+		return;
+	tid = BPF_CORE_READ(p, pid);
+	st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st || !st->off_ns || st->waking_ns)
+		return;
+	pt = bpf_get_current_pid_tgid();
+	st->waking_ns = bpf_ktime_get_ns();
+	st->waker_tgid = pt >> 32;
+	st->waker_tid = (__u32)pt;
+	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+}
+
+/* ------------------------------------------------------------ journal / log --- */
+
+static __always_inline void emit_journal(__u16 event, __u16 fs, __u32 dev, __u64 seq, __u64 a0,
+					 __u64 a1, __u64 a2)
+{
+	struct iowhy_journal *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	__u64 pt = bpf_get_current_pid_tgid();
+
+	if (!e) {
+		count(IOWHY_C_RB_JOURNAL);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	fill_hdr(&e->hdr, IOWHY_REC_JOURNAL, sizeof(*e), bpf_ktime_get_ns());
+	e->seq = seq;
+	e->aux0 = a0;
+	e->aux1 = a1;
+	e->aux2 = a2;
+	e->dev_major = DEV_MAJOR(dev);
+	e->dev_minor = DEV_MINOR(dev);
+	e->tgid = pt >> 32;
+	e->tid = (__u32)pt;
+	e->event_u16 = event;
+	e->fs_u16 = fs;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, wakeup_flag());
+}
+
+static __always_inline void on_jbd2(__u16 event, journal_t *j, transaction_t *t)
+{
+	emit_journal(event, IOWHY_FS_EXT4, BPF_CORE_READ(j, j_fs_dev, bd_dev),
+		     BPF_CORE_READ(t, t_tid), 0, 0, 0);
+}
+
+static __always_inline void on_ext4_sync_enter(struct file *file, int datasync)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	struct ext4_inode_info *ei;
+	__u32 tid;
+
+	ei = (void *)inode - bpf_core_field_offset(struct ext4_inode_info, vfs_inode);
+	tid = datasync ? BPF_CORE_READ(ei, i_datasync_tid) : BPF_CORE_READ(ei, i_sync_tid);
+	note_fs_sync(IOWHY_FS_EXT4, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino),
+		     tid, 1, datasync);
+}
+
+static __always_inline void on_xfs_fsync(struct xfs_inode *ip)
+{
+	int datasync = current_syscall_is(nr_fdatasync);
+	__u64 seq = xfs_fsync_seq(ip, datasync);
+
+	note_fs_sync(IOWHY_FS_XFS, BPF_CORE_READ(ip, i_mount, m_super, s_dev), BPF_CORE_READ(ip, i_ino),
+		     seq, seq != 0, datasync);
+}
+
+static __always_inline void on_xlog(__u16 event, struct xlog_in_core *ic)
+{
+	emit_journal(event, IOWHY_FS_XFS, BPF_CORE_READ(ic, ic_log, l_mp, m_super, s_dev),
+		     xlog_iclog_lsn(ic), BPF_CORE_READ(ic, ic_flags), BPF_CORE_READ(ic, ic_offset), 0);
+}
+
+static __always_inline void on_btrfs_sync(struct file *file, int datasync)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	__u64 ino = BPF_CORE_READ(inode, i_ino);
+
+	emit_journal(IOWHY_J_BTRFS_SYNC, IOWHY_FS_BTRFS, dev, 0, ino, datasync, 0);
+	note_fs_sync(IOWHY_FS_BTRFS, dev, ino, 0, 0, datasync);
+}
+
+/* ---------------------------------------------------------------- programs --- */
+
+/*
+ * Each tracepoint gets a tp_btf and a raw_tp program calling the same handler; the
+ * recorder disables one flavour before load. Program names are tpb_<tp> / raw_<tp>.
+ */
+#define IOWHY_TP(tp, call, ...)                                                      \
+	SEC("tp_btf/" #tp) int BPF_PROG(tpb_##tp, ##__VA_ARGS__) { call; return 0; } \
+	SEC("raw_tp/" #tp) int BPF_PROG(raw_##tp, ##__VA_ARGS__) { call; return 0; }
+
+IOWHY_TP(block_bio_queue, on_bio_queue(bio), struct bio *bio)
+IOWHY_TP(block_rq_insert, on_rq_insert(rq), struct request *rq)
+IOWHY_TP(block_rq_issue, on_rq_issue(rq), struct request *rq)
+IOWHY_TP(block_rq_requeue, on_rq_requeue(rq), struct request *rq)
+IOWHY_TP(block_rq_merge, on_rq_merge(rq), struct request *rq)
+IOWHY_TP(block_rq_complete, on_rq_complete(rq, error, nr_bytes), struct request *rq, int error,
+	 unsigned int nr_bytes)
+
+IOWHY_TP(sched_process_fork, on_fork(parent, child), struct task_struct *parent,
+	 struct task_struct *child)
+IOWHY_TP(sched_process_exec, on_exec(p), struct task_struct *p)
+IOWHY_TP(sched_process_exit, on_exit(p), struct task_struct *p)
+IOWHY_TP(sched_switch, on_switch(preempt, prev, next), bool preempt, struct task_struct *prev,
+	 struct task_struct *next)
+IOWHY_TP(sched_waking, on_waking(p), struct task_struct *p)
+
+IOWHY_TP(sys_enter, on_sys_enter(regs, id), struct pt_regs *regs, long id)
+IOWHY_TP(sys_exit, on_sys_exit(ret), struct pt_regs *regs, long ret)
+
+IOWHY_TP(jbd2_start_commit, on_jbd2(IOWHY_J_JBD2_START, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_commit_locking, on_jbd2(IOWHY_J_JBD2_LOCKING, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_commit_flushing, on_jbd2(IOWHY_J_JBD2_FLUSHING, j, t), journal_t *j,
+	 transaction_t *t)
+IOWHY_TP(jbd2_commit_logging, on_jbd2(IOWHY_J_JBD2_LOGGING, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_end_commit, on_jbd2(IOWHY_J_JBD2_END, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_run_stats,
+	 emit_journal(IOWHY_J_JBD2_STATS, IOWHY_FS_EXT4, dev, tid, BPF_CORE_READ(s, rs_handle_count),
+		      BPF_CORE_READ(s, rs_blocks), BPF_CORE_READ(s, rs_blocks_logged)),
+	 dev_t dev, tid_t tid, struct transaction_run_stats_s *s)
+IOWHY_TP(ext4_fc_commit_start,
+	 emit_journal(IOWHY_J_EXT4_FC_START, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), tid, 0, 0, 0),
+	 struct super_block *sb, tid_t tid)
+IOWHY_TP(ext4_fc_commit_stop,
+	 emit_journal(IOWHY_J_EXT4_FC_STOP, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), tid, nblks,
+		      reason, 0),
+	 struct super_block *sb, int nblks, int reason, tid_t tid)
+IOWHY_TP(ext4_sync_file_enter, on_ext4_sync_enter(file, datasync), struct file *file, int datasync)
+
+IOWHY_TP(xfs_file_fsync, on_xfs_fsync(ip), struct xfs_inode *ip)
+IOWHY_TP(xfs_log_force,
+	 emit_journal(IOWHY_J_XFS_FORCE, IOWHY_FS_XFS, BPF_CORE_READ(mp, m_super, s_dev), lsn, 0, 0,
+		      0),
+	 struct xfs_mount *mp, xfs_lsn_t lsn, unsigned long caller)
+IOWHY_TP(xlog_iclog_sync, on_xlog(IOWHY_J_XLOG_SYNC, ic), struct xlog_in_core *ic)
+IOWHY_TP(xlog_iclog_write, on_xlog(IOWHY_J_XLOG_WRITE, ic), struct xlog_in_core *ic)
+IOWHY_TP(xlog_iclog_sync_done, on_xlog(IOWHY_J_XLOG_DONE, ic), struct xlog_in_core *ic)
+
+IOWHY_TP(btrfs_sync_file, on_btrfs_sync(file, datasync), struct file *file, int datasync)
+IOWHY_TP(btrfs_transaction_commit,
+	 emit_journal(IOWHY_J_BTRFS_COMMIT, IOWHY_FS_BTRFS, BPF_CORE_READ(fi, sb, s_dev),
+		      BPF_CORE_READ(fi, generation), 0, 0, 0),
+	 struct btrfs_fs_info *fi)

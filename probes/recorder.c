@@ -1,0 +1,974 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * iowhy-record: load the iowhy probes, run or attach to a workload, and stream the
+ * records to a trace file (docs/trace-format.md).
+ *
+ * Shape of libbpf-bootstrap's bootstrap.c: open, configure, load, attach, poll. Every
+ * failure prints "failed to <step>: <strerror>" and exits non-zero. Records are
+ * buffered per type and written as CRC'd chunks at least once a second, so a kill -9
+ * or a full disk keeps everything up to the last complete chunk readable.
+ *
+ * Usage: iowhy-record -o OUT [-m META.json] [-r MiB] [-d SEC] [-D MAJ:MIN]... [-q] [-v]
+ *                     (-p PID | -- CMD [ARGS...])
+ *        iowhy-record -n [-- CMD]      load and attach every probe, then detach and exit
+ * Exit: the workload's exit status (run mode), 0 (attach), 1 (failure), 2 (usage),
+ *       127 (command not found).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <zlib.h>
+#include "iowhy.h"
+#include "iowhy.skel.h"
+
+#ifndef IOWHY_VERSION
+#define IOWHY_VERSION "unknown"
+#endif
+
+#define CHUNK_BYTES (256 * 1024)
+#define FLUSH_INTERVAL_NS 1000000000ULL
+
+static volatile sig_atomic_t exiting;
+static volatile sig_atomic_t stop_signal;
+
+static const char *counter_names[IOWHY_C_MAX] = {
+	[IOWHY_C_RB_REQUEST] = "lost_ringbuf_request",
+	[IOWHY_C_RB_FSYNC] = "lost_ringbuf_fsync",
+	[IOWHY_C_RB_JOURNAL] = "lost_ringbuf_journal",
+	[IOWHY_C_RB_OFFCPU] = "lost_ringbuf_offcpu",
+	[IOWHY_C_RB_TASK] = "lost_ringbuf_task",
+	[IOWHY_C_RQMAP_FULL] = "lost_rqmap_full",
+	[IOWHY_C_TASKMAP_FULL] = "lost_taskmap_full",
+	[IOWHY_C_TRACKMAP_FULL] = "lost_trackmap_full",
+	[IOWHY_C_BIOMAP_FULL] = "lost_biomap_full",
+	[IOWHY_C_UNMATCHED_DONE] = "unmatched_completion",
+	[IOWHY_C_NO_ORIGIN] = "request_without_origin",
+	[IOWHY_C_RQ_MERGED] = "requests_merged",
+	[IOWHY_C_BIO_WALK_CAP] = "bio_walk_capped",
+};
+
+static const char *rec_names[IOWHY_REC_MAX + 1] = {
+	[IOWHY_REC_REQUEST] = "request", [IOWHY_REC_FSYNC] = "fsync",
+	[IOWHY_REC_JOURNAL] = "journal", [IOWHY_REC_OFFCPU] = "offcpu",
+	[IOWHY_REC_TASK] = "task",       [IOWHY_REC_SYSCALL] = "syscall",
+};
+
+static const size_t rec_sizes[IOWHY_REC_MAX + 1] = {
+	[IOWHY_REC_REQUEST] = sizeof(struct iowhy_request),
+	[IOWHY_REC_FSYNC] = sizeof(struct iowhy_fsync),
+	[IOWHY_REC_JOURNAL] = sizeof(struct iowhy_journal),
+	[IOWHY_REC_OFFCPU] = sizeof(struct iowhy_offcpu),
+	[IOWHY_REC_TASK] = sizeof(struct iowhy_task),
+	[IOWHY_REC_SYSCALL] = sizeof(struct iowhy_syscall),
+};
+
+struct recbuf {
+	char *data;
+	size_t len;
+	__u32 count;
+	__u64 total;
+};
+
+static struct env {
+	const char *output;
+	const char *meta;
+	long ringbuf_mib;
+	double duration;
+	int dry_run, quiet, verbose, raw_tp;
+	pid_t pid;
+	char **cmd;
+	__u32 devs[64];
+	int ndevs;
+} env = { .ringbuf_mib = 64 };
+
+static struct writer {
+	int fd;
+	off_t good_off; /* end of the last chunk fully written */
+	__u64 seq;
+	int failed;     /* a write failed: stop, keep what is readable */
+	int err;
+	struct recbuf bufs[IOWHY_REC_MAX + 1];
+	__u64 unknown_records;
+	__u64 incomplete_requests;
+} w = { .fd = -1 };
+
+static __u64 now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG && !env.verbose)
+		return 0;
+	if (level == LIBBPF_INFO && !env.verbose)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static void sig_handler(int sig)
+{
+	stop_signal = sig;
+	exiting = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: iowhy-record -o OUT [-m META.json] [-r MiB] [-d SEC] [-D MAJ:MIN]... "
+		   "[-q] [-v] (-p PID | -- CMD [ARGS...])\n"
+		   "       iowhy-record -n            load and attach every probe, then exit\n"
+		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n");
+}
+
+/* ---------------------------------------------------------------- file writing --- */
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static void write_chunk(__u16 type, __u16 rec_size, __u32 count, const void *data, size_t len)
+{
+	static const char zeros[8];
+	struct iowhy_chunk_hdr h = {};
+	size_t pad = (8 - len % 8) % 8;
+	uLong crc;
+	int err;
+
+	if (w.failed)
+		return;
+	memcpy(h.magic, IOWHY_CHUNK_MAGIC, 4);
+	h.type = type;
+	h.rec_size_bytes = rec_size;
+	h.count = count;
+	h.payload_bytes = len + pad;
+	h.data_bytes = len;
+	crc = crc32(0L, Z_NULL, 0);
+	crc = crc32(crc, data, len);
+	crc = crc32(crc, (const Bytef *)zeros, pad);
+	h.crc32 = crc;
+	h.seq = w.seq;
+	err = write_all(w.fd, &h, sizeof(h));
+	if (!err)
+		err = write_all(w.fd, data, len);
+	if (!err && pad)
+		err = write_all(w.fd, zeros, pad);
+	if (err) {
+		/* Cut back to the last whole chunk so the file stays clean, and stop. */
+		w.failed = 1;
+		w.err = -err;
+		if (ftruncate(w.fd, w.good_off))
+			(void)0; /* the reader skips a torn tail anyway */
+		lseek(w.fd, w.good_off, SEEK_SET);
+		exiting = 1;
+		return;
+	}
+	w.good_off += sizeof(h) + len + pad;
+	w.seq++;
+}
+
+static void flush_type(int t)
+{
+	struct recbuf *b = &w.bufs[t];
+
+	if (!b->count)
+		return;
+	write_chunk(t, rec_sizes[t], b->count, b->data, b->len);
+	b->len = 0;
+	b->count = 0;
+}
+
+static void flush_all(void)
+{
+	for (int t = 1; t <= IOWHY_REC_MAX; t++)
+		flush_type(t);
+}
+
+static void add_record(int t, const void *data)
+{
+	struct recbuf *b = &w.bufs[t];
+
+	if (b->len + rec_sizes[t] > CHUNK_BYTES)
+		flush_type(t);
+	memcpy(b->data + b->len, data, rec_sizes[t]);
+	b->len += rec_sizes[t];
+	b->count++;
+	b->total++;
+}
+
+/* A growable string for JSON chunks. */
+struct sbuf {
+	char *p;
+	size_t len;
+	FILE *f;
+};
+
+static void sb_open(struct sbuf *s)
+{
+	s->p = NULL;
+	s->len = 0;
+	s->f = open_memstream(&s->p, &s->len);
+}
+
+static void sb_close_write(struct sbuf *s, __u16 type)
+{
+	fclose(s->f);
+	write_chunk(type, 0, 1, s->p, s->len);
+	free(s->p);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* ---------------------------------------------------------------- events --- */
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	const struct iowhy_rec_hdr *h = data;
+
+	if (size < sizeof(*h) || h->type < 1 || h->type > IOWHY_REC_MAX ||
+	    h->size_bytes != rec_sizes[h->type] || size < rec_sizes[h->type]) {
+		w.unknown_records++;
+		return 0;
+	}
+	add_record(h->type, data);
+	return 0;
+}
+
+static void emit_root_task(pid_t tgid, pid_t tid)
+{
+	struct iowhy_task t = {};
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", tgid, tid);
+	f = fopen(path, "r");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+	}
+	t.hdr.type = IOWHY_REC_TASK;
+	t.hdr.size_bytes = sizeof(t);
+	t.hdr.ts_ns = now_ns(CLOCK_MONOTONIC);
+	t.tgid = tgid;
+	t.tid = tid;
+	t.event_u16 = IOWHY_TASK_ROOT;
+	memcpy(t.comm, comm, sizeof(t.comm) - 1);
+	add_record(IOWHY_REC_TASK, &t);
+}
+
+static __u64 counters_sum(int fd, __u64 *out)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 *vals = calloc(ncpu, sizeof(__u64)), total = 0;
+
+	for (__u32 i = 0; i < IOWHY_C_MAX; i++) {
+		out[i] = 0;
+		if (vals && bpf_map_lookup_elem(fd, &i, vals) == 0)
+			for (int c = 0; c < ncpu; c++)
+				out[i] += vals[c];
+		total += out[i];
+	}
+	free(vals);
+	return total;
+}
+
+static void write_counts_json(FILE *f, int counters_fd)
+{
+	__u64 c[IOWHY_C_MAX];
+
+	counters_sum(counters_fd, c);
+	fprintf(f, "\"counters\": {");
+	for (int i = 0; i < IOWHY_C_MAX; i++)
+		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", counter_names[i], (unsigned long long)c[i]);
+	fprintf(f, ", \"unknown_record\": %llu}, \"records\": {", (unsigned long long)w.unknown_records);
+	for (int t = 1; t <= IOWHY_REC_MAX; t++)
+		fprintf(f, "%s\"%s\": %llu", t > 1 ? ", " : "", rec_names[t],
+			(unsigned long long)w.bufs[t].total);
+	fprintf(f, "}");
+}
+
+static void write_progress(int counters_fd)
+{
+	struct sbuf s;
+
+	sb_open(&s);
+	fprintf(s.f, "{\"end_ns\": %llu, ", (unsigned long long)now_ns(CLOCK_MONOTONIC));
+	write_counts_json(s.f, counters_fd);
+	fprintf(s.f, "}");
+	sb_close_write(&s, IOWHY_CHUNK_PROGRESS);
+}
+
+/* Requests still in flight at stop become records marked incomplete. */
+static void dump_inflight(struct iowhy_bpf *skel, __u64 stop)
+{
+	int fd = bpf_map__fd(skel->maps.rqs);
+	__u64 key, next, *prev = NULL;
+	struct iowhy_request r;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &r))
+			continue;
+		r.hdr.type = IOWHY_REC_REQUEST;
+		r.hdr.size_bytes = sizeof(r);
+		r.hdr.ts_ns = stop;
+		r.flags_u16 |= IOWHY_RQ_INCOMPLETE;
+		add_record(IOWHY_REC_REQUEST, &r);
+		w.incomplete_requests++;
+	}
+}
+
+static void dump_syscalls(struct iowhy_bpf *skel, __u64 stop)
+{
+	int fd = bpf_map__fd(skel->maps.sysstats), ncpu = libbpf_num_possible_cpus();
+	struct { __u64 count, total_ns; } *vals = calloc(ncpu, 16);
+
+	if (!vals)
+		return;
+	for (__u32 nr = 0; nr < 1024; nr++) {
+		struct iowhy_syscall s = {};
+
+		if (bpf_map_lookup_elem(fd, &nr, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++) {
+			s.count += vals[c].count;
+			s.total_ns += vals[c].total_ns;
+		}
+		if (!s.count)
+			continue;
+		s.hdr.type = IOWHY_REC_SYSCALL;
+		s.hdr.size_bytes = sizeof(s);
+		s.hdr.ts_ns = stop;
+		s.syscall_nr = nr;
+		add_record(IOWHY_REC_SYSCALL, &s);
+	}
+	free(vals);
+}
+
+/* ---------------------------------------------------------------- probes --- */
+
+struct probe_state {
+	char tp[64];
+	const char *how; /* "tp_btf", "raw_tp", or a reason it was skipped */
+};
+
+static struct probe_state probes[64];
+static int nprobes;
+static struct bpf_link *links[128];
+static int nlinks;
+
+static const char *tp_of(const char *prog_name, int *is_btf)
+{
+	if (!strncmp(prog_name, "tpb_", 4)) {
+		*is_btf = 1;
+		return prog_name + 4;
+	}
+	if (!strncmp(prog_name, "raw_", 4)) {
+		*is_btf = 0;
+		return prog_name + 4;
+	}
+	return NULL;
+}
+
+/*
+ * Configure an opened object: rodata, map sizes, and which flavour of each program
+ * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
+ */
+static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf)
+{
+	struct bpf_program *prog;
+	char tname[96];
+
+	skel->rodata->filter_devs = env.ndevs > 0;
+	skel->rodata->wakeup_bytes = ((__u64)env.ringbuf_mib << 20) / 8;
+	skel->rodata->nr_fsync = SYS_fsync;
+	skel->rodata->nr_fdatasync = SYS_fdatasync;
+	skel->rodata->nr_sync = SYS_sync;
+	skel->rodata->nr_syncfs = SYS_syncfs;
+	skel->rodata->nr_sync_file_range = SYS_sync_file_range;
+	skel->rodata->nr_msync = SYS_msync;
+	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)env.ringbuf_mib << 20))
+		return -EINVAL;
+	nprobes = 0;
+	bpf_object__for_each_program(prog, skel->obj) {
+		int is_btf;
+		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
+		int present;
+
+		if (!tp)
+			continue;
+		snprintf(tname, sizeof(tname), "btf_trace_%s", tp);
+		present = btf__find_by_name_kind(vmlinux, tname, BTF_KIND_TYPEDEF) > 0;
+		bpf_program__set_autoload(prog, present && is_btf == use_btf);
+		if (is_btf && nprobes < 64) {
+			snprintf(probes[nprobes].tp, sizeof(probes[nprobes].tp), "%s", tp);
+			probes[nprobes].how = present ? (use_btf ? "tp_btf" : "raw_tp")
+						      : "skipped: no such tracepoint in this kernel";
+			nprobes++;
+		}
+	}
+	return 0;
+}
+
+static int attach_all(struct iowhy_bpf *skel)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, skel->obj) {
+		struct bpf_link *link;
+		int is_btf;
+		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
+
+		if (!tp || !bpf_program__autoload(prog))
+			continue;
+		link = bpf_program__attach(prog);
+		if (!link) {
+			int err = errno;
+
+			fprintf(stderr, "failed to attach %s: %s\n", tp, strerror(err));
+			return -err;
+		}
+		/* Attached by hand, so not owned by the skeleton: destroyed at cleanup. */
+		if (nlinks < 128)
+			links[nlinks++] = link;
+	}
+	return 0;
+}
+
+static int parse_dev(const char *s, __u32 *out)
+{
+	unsigned int maj, min;
+
+	if (sscanf(s, "%u:%u", &maj, &min) != 2)
+		return -1;
+	*out = maj << 20 | min;
+	return 0;
+}
+
+/* Attach mode: the process and its existing descendants. */
+static void track_tree(int tracked_fd, pid_t root)
+{
+	pid_t queue[4096];
+	int head = 0, tail = 0;
+	__u8 one = 1;
+	DIR *d;
+	struct dirent *de;
+
+	queue[tail++] = root;
+	while (head < tail) {
+		pid_t p = queue[head++];
+		__u32 key = p;
+		char path[64];
+
+		bpf_map_update_elem(tracked_fd, &key, &one, BPF_ANY);
+		snprintf(path, sizeof(path), "/proc/%d/task", p);
+		d = opendir(path);
+		if (d) {
+			while ((de = readdir(d)))
+				if (de->d_name[0] != '.')
+					emit_root_task(p, atoi(de->d_name));
+			closedir(d);
+		}
+		/* children of p, from /proc/<pid>/stat field 4 */
+		d = opendir("/proc");
+		if (!d)
+			continue;
+		while ((de = readdir(d)) && tail < 4096) {
+			char sp[300], buf[512], *rp;
+			int ppid;
+			FILE *f;
+
+			if (de->d_name[0] < '0' || de->d_name[0] > '9')
+				continue;
+			snprintf(sp, sizeof(sp), "/proc/%s/stat", de->d_name);
+			f = fopen(sp, "r");
+			if (!f)
+				continue;
+			if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) &&
+			    sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == p)
+				queue[tail++] = atoi(de->d_name);
+			fclose(f);
+		}
+		closedir(d);
+	}
+}
+
+/* ---------------------------------------------------------------- main --- */
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' }, { "meta", required_argument, NULL, 'm' },
+		{ "ringbuf", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'd' },
+		{ "dev", required_argument, NULL, 'D' },    { "pid", required_argument, NULL, 'p' },
+		{ "dry-run", no_argument, NULL, 'n' },      { "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },      { "list-counters", no_argument, NULL, 'L' },
+		{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
+		{},
+	};
+	__u64 t_main = now_ns(CLOCK_MONOTONIC), start_ns = 0, end_ns, last_flush;
+	struct iowhy_bpf *skel = NULL;
+	struct btf *vmlinux = NULL;
+	struct ring_buffer *rb = NULL;
+	const char *attach_mode = "tp_btf";
+	const char *stop_reason = "workload-exit";
+	int opt, err = 0, ret = 1, go_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
+	int child_status = 0, child_done = 0, counters_fd;
+	pid_t child = 0;
+
+	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'o': env.output = optarg; break;
+		case 'm': env.meta = optarg; break;
+		case 'r':
+			env.ringbuf_mib = strtol(optarg, NULL, 10);
+			if (env.ringbuf_mib < 1 || env.ringbuf_mib > 4096 ||
+			    (env.ringbuf_mib & (env.ringbuf_mib - 1))) {
+				fprintf(stderr, "iowhy-record: --ringbuf takes a power of two MiB (1..4096)\n");
+				return 2;
+			}
+			break;
+		case 'd': env.duration = strtod(optarg, NULL); break;
+		case 'D':
+			if (env.ndevs >= 64 || parse_dev(optarg, &env.devs[env.ndevs])) {
+				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
+				return 2;
+			}
+			env.ndevs++;
+			break;
+		case 'p': env.pid = atoi(optarg); break;
+		case 'n': env.dry_run = 1; break;
+		case 'q': env.quiet = 1; break;
+		case 'v': env.verbose = 1; break;
+		case 'R': env.raw_tp = 1; break;
+		case 'L':
+			for (int i = 0; i < IOWHY_C_MAX; i++)
+				printf("%s\n", counter_names[i]);
+			return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc)
+		env.cmd = &argv[optind];
+	if (!env.dry_run && !env.output) {
+		usage(stderr);
+		return 2;
+	}
+	if (!env.dry_run && !env.cmd && env.pid <= 0) {
+		fprintf(stderr, "iowhy-record: give a command after -- or a PID with -p\n");
+		return 2;
+	}
+	if (env.cmd && env.pid > 0) {
+		fprintf(stderr, "iowhy-record: -p and a command exclude each other\n");
+		return 2;
+	}
+	if (env.pid > 0 && kill(env.pid, 0) && errno == ESRCH) {
+		fprintf(stderr, "iowhy-record: no process with PID %d\n", env.pid);
+		return 1;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr, "failed to find kernel BTF: %s (iowhy needs CONFIG_DEBUG_INFO_BTF=y)\n",
+			strerror(errno));
+		return 1;
+	}
+	libbpf_set_print(libbpf_print);
+
+	for (int t = 1; t <= IOWHY_REC_MAX; t++) {
+		w.bufs[t].data = malloc(CHUNK_BYTES);
+		if (!w.bufs[t].data) {
+			fprintf(stderr, "failed to allocate buffers: %s\n", strerror(ENOMEM));
+			return 1;
+		}
+	}
+
+	/* Fail on an unwritable output before touching the kernel. */
+	if (!env.dry_run) {
+		w.fd = open(env.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (w.fd < 0) {
+			fprintf(stderr, "failed to open %s: %s\n", env.output, strerror(errno));
+			return 1;
+		}
+		if (fchmod(w.fd, 0600))
+			fprintf(stderr, "iowhy-record: warning: cannot chmod %s: %s\n", env.output,
+				strerror(errno));
+	}
+
+	vmlinux = btf__load_vmlinux_btf();
+	if (!vmlinux) {
+		fprintf(stderr, "failed to load kernel BTF: %s\n", strerror(errno));
+		goto cleanup;
+	}
+
+	/* Open and load: tp_btf first; if the kernel refuses it, everything as raw_tp. */
+	for (int use_btf = !env.raw_tp; use_btf >= 0; use_btf--) {
+		skel = iowhy_bpf__open();
+		if (!skel) {
+			err = -errno;
+			fprintf(stderr, "failed to open BPF object: %s\n", strerror(-err));
+			goto cleanup;
+		}
+		err = configure(skel, vmlinux, use_btf);
+		if (err) {
+			fprintf(stderr, "failed to configure BPF object: %s\n", strerror(-err));
+			goto cleanup;
+		}
+		err = iowhy_bpf__load(skel);
+		if (!err) {
+			attach_mode = use_btf ? "tp_btf" : "raw_tp";
+			break;
+		}
+		if (use_btf && env.verbose)
+			fprintf(stderr, "iowhy-record: tp_btf load failed (%s), trying raw_tp\n",
+				strerror(-err));
+		iowhy_bpf__destroy(skel);
+		skel = NULL;
+		if (!use_btf) {
+			fprintf(stderr, "failed to load BPF programs: %s%s\n", strerror(-err),
+				err == -EPERM ? " (need root: CAP_BPF and CAP_PERFMON)" : "");
+			goto cleanup;
+		}
+	}
+
+	for (int i = 0; i < env.ndevs; i++) {
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(bpf_map__fd(skel->maps.devs), &env.devs[i], &one, BPF_ANY)) {
+			fprintf(stderr, "failed to set device filter: %s\n", strerror(errno));
+			goto cleanup;
+		}
+	}
+
+	err = attach_all(skel);
+	if (err)
+		goto cleanup;
+
+	if (env.dry_run) {
+		int attached = 0;
+
+		for (int i = 0; i < nprobes; i++) {
+			printf("%-28s %s\n", probes[i].tp, probes[i].how);
+			attached += strncmp(probes[i].how, "skipped", 7) != 0;
+		}
+		printf("attached %d of %d probes (%s), startup %.1f ms\n", attached, nprobes,
+		       attach_mode, (now_ns(CLOCK_MONOTONIC) - t_main) / 1e6);
+		ret = 0;
+		goto cleanup;
+	}
+
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), handle_event, NULL, NULL);
+	if (!rb) {
+		err = -errno;
+		fprintf(stderr, "failed to create ring buffer: %s\n", strerror(-err));
+		goto cleanup;
+	}
+	counters_fd = bpf_map__fd(skel->maps.counters);
+
+	signal(SIGINT, sig_handler);
+	signal(SIGTERM, sig_handler);
+	signal(SIGPIPE, SIG_IGN);
+
+	/* The file header and the metadata gathered by `iowhy record`. */
+	{
+		struct iowhy_file_hdr fh = {};
+
+		memcpy(fh.magic, IOWHY_FILE_MAGIC, 8);
+		fh.version = IOWHY_FORMAT_VERSION;
+		fh.hdr_bytes = sizeof(fh);
+		fh.chunk_hdr_bytes = sizeof(struct iowhy_chunk_hdr);
+		fh.endian_tag = 0x01020304;
+		fh.created_realtime_ns = now_ns(CLOCK_REALTIME);
+		if ((err = write_all(w.fd, &fh, sizeof(fh)))) {
+			fprintf(stderr, "failed to write %s: %s\n", env.output, strerror(-err));
+			goto cleanup;
+		}
+		w.good_off = sizeof(fh);
+	}
+	if (env.meta) {
+		FILE *f = fopen(env.meta, "r");
+		char *buf = NULL;
+		size_t cap = 0, len = 0;
+
+		if (!f) {
+			fprintf(stderr, "failed to read metadata %s: %s\n", env.meta, strerror(errno));
+			goto cleanup;
+		}
+		for (;;) {
+			if (len == cap) {
+				cap = cap ? cap * 2 : 65536;
+				buf = realloc(buf, cap);
+				if (!buf)
+					break;
+			}
+			size_t n = fread(buf + len, 1, cap - len, f);
+
+			if (!n)
+				break;
+			len += n;
+		}
+		fclose(f);
+		if (buf)
+			write_chunk(IOWHY_CHUNK_META, 0, 1, buf, len);
+		free(buf);
+	}
+
+	/* Start the workload only now that every probe is attached. */
+	if (env.cmd) {
+		if (pipe2(go_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
+			fprintf(stderr, "failed to create pipes: %s\n", strerror(errno));
+			goto cleanup;
+		}
+		child = fork();
+		if (child < 0) {
+			fprintf(stderr, "failed to fork: %s\n", strerror(errno));
+			goto cleanup;
+		}
+		if (child == 0) {
+			char c;
+			int e;
+
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			close(go_pipe[1]);
+			close(err_pipe[0]);
+			if (read(go_pipe[0], &c, 1) != 1)
+				_exit(1);
+			execvp(env.cmd[0], env.cmd);
+			e = errno;
+			if (write(err_pipe[1], &e, sizeof(e)) < 0)
+				(void)0;
+			_exit(e == ENOENT ? 127 : 126);
+		}
+		close(go_pipe[0]);
+		close(err_pipe[1]);
+		{
+			__u32 key = child;
+			__u8 one = 1;
+
+			if (bpf_map_update_elem(bpf_map__fd(skel->maps.tracked), &key, &one, BPF_ANY)) {
+				fprintf(stderr, "failed to track workload: %s\n", strerror(errno));
+				kill(child, SIGKILL);
+				waitpid(child, NULL, 0);
+				goto cleanup;
+			}
+		}
+		emit_root_task(child, child);
+		start_ns = now_ns(CLOCK_MONOTONIC);
+		if (write(go_pipe[1], "g", 1) != 1) {
+			fprintf(stderr, "failed to start workload: %s\n", strerror(errno));
+			goto cleanup;
+		}
+		close(go_pipe[1]);
+		{
+			int e = 0;
+			ssize_t n = read(err_pipe[0], &e, sizeof(e));
+
+			close(err_pipe[0]);
+			if (n == sizeof(e)) {
+				waitpid(child, NULL, 0);
+				fprintf(stderr, "iowhy-record: cannot run %s: %s\n", env.cmd[0], strerror(e));
+				ret = e == ENOENT ? 127 : 126;
+				stop_reason = "error";
+				child_done = 1;
+				exiting = 1;
+			}
+		}
+	} else {
+		track_tree(bpf_map__fd(skel->maps.tracked), env.pid);
+		start_ns = now_ns(CLOCK_MONOTONIC);
+		stop_reason = "target-exit";
+	}
+
+	{
+		struct sbuf s;
+		struct utsname u;
+		__u64 rt = now_ns(CLOCK_REALTIME), mono = now_ns(CLOCK_MONOTONIC);
+
+		uname(&u);
+		sb_open(&s);
+		fprintf(s.f, "{\"iowhy_version\": ");
+		json_str(s.f, IOWHY_VERSION);
+		fprintf(s.f, ", \"mode\": \"%s\", \"pid\": %d, \"recorder_pid\": %d, \"command\": [",
+			env.cmd ? "run" : "attach", env.cmd ? child : env.pid, getpid());
+		for (int i = 0; env.cmd && env.cmd[i]; i++) {
+			fprintf(s.f, "%s", i ? ", " : "");
+			json_str(s.f, env.cmd[i]);
+		}
+		fprintf(s.f, "], \"kernel\": ");
+		json_str(s.f, u.release);
+		fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
+			     "\"ringbuf_bytes\": %llu, \"devices_filter\": [",
+			(unsigned long long)start_ns, (unsigned long long)(start_ns - t_main), attach_mode,
+			(unsigned long long)env.ringbuf_mib << 20);
+		for (int i = 0; i < env.ndevs; i++)
+			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", env.devs[i] >> 20,
+				env.devs[i] & ((1U << 20) - 1));
+		fprintf(s.f, "], \"clock\": {\"realtime_minus_monotonic_ns\": %lld}, \"probes\": {",
+			(long long)(rt - mono));
+		for (int i = 0; i < nprobes; i++) {
+			fprintf(s.f, "%s\"%s\": ", i ? ", " : "", probes[i].tp);
+			json_str(s.f, probes[i].how);
+		}
+		fprintf(s.f, "}}");
+		sb_close_write(&s, IOWHY_CHUNK_RECORDER);
+	}
+
+	last_flush = now_ns(CLOCK_MONOTONIC);
+	while (!exiting) {
+		__u64 now;
+
+		err = ring_buffer__poll(rb, 100);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "failed to poll ring buffer: %s\n", strerror(-err));
+			stop_reason = "error";
+			break;
+		}
+		now = now_ns(CLOCK_MONOTONIC);
+		if (child && !child_done && waitpid(child, &child_status, WNOHANG) == child) {
+			child_done = 1;
+			stop_reason = "workload-exit";
+			break;
+		}
+		if (!child && kill(env.pid, 0) && errno == ESRCH) {
+			stop_reason = "target-exit";
+			break;
+		}
+		if (env.duration > 0 && now - start_ns >= (__u64)(env.duration * 1e9)) {
+			stop_reason = "duration";
+			break;
+		}
+		if (now - last_flush >= FLUSH_INTERVAL_NS) {
+			flush_all();
+			write_progress(counters_fd);
+			last_flush = now;
+		}
+	}
+	if (stop_signal)
+		stop_reason = "signal";
+	if (w.failed)
+		stop_reason = "disk-full";
+	end_ns = now_ns(CLOCK_MONOTONIC);
+
+	/* Drain what the kernel still holds, then what is still in flight. */
+	ring_buffer__consume(rb);
+	dump_inflight(skel, end_ns);
+	dump_syscalls(skel, end_ns);
+	flush_all();
+	{
+		struct sbuf s;
+		int code = 0;
+
+		if (child && child_done)
+			code = WIFEXITED(child_status) ? WEXITSTATUS(child_status)
+						       : 128 + WTERMSIG(child_status);
+		sb_open(&s);
+		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %d, "
+			     "\"in_flight_at_stop\": %llu, ",
+			(unsigned long long)end_ns, stop_reason, code,
+			(unsigned long long)w.incomplete_requests);
+		write_counts_json(s.f, counters_fd);
+		fprintf(s.f, "}");
+		sb_close_write(&s, IOWHY_CHUNK_TRAILER);
+		if (w.failed) {
+			fprintf(stderr, "failed to write %s: %s; recording stopped, the trace holds "
+					"everything before that point (truncated)\n",
+				env.output, strerror(w.err));
+			if (child && !child_done)
+				fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
+					child);
+			ret = 1;
+		} else if (!strcmp(stop_reason, "error")) {
+			/* ret already set */
+		} else if (child) {
+			ret = child_done ? code : 128 + (stop_signal ? stop_signal : SIGINT);
+		} else {
+			ret = 0;
+		}
+		{
+			__u64 c[IOWHY_C_MAX], lost = 0;
+
+			counters_sum(counters_fd, c);
+			for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
+				lost += c[i];
+			if (lost)
+				fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
+						"(ring buffer or maps full); record again with a bigger "
+						"--ringbuf (now %ld MiB)\n",
+					(unsigned long long)lost, env.ringbuf_mib);
+			if (w.unknown_records)
+				fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",
+					(unsigned long long)w.unknown_records);
+		}
+		if (!env.quiet && !w.failed)
+			fprintf(stderr, "iowhy-record: %s: %llu requests, %llu fsync calls, %llu journal "
+					"events, %.3f s (%s)\n",
+				env.output, (unsigned long long)w.bufs[IOWHY_REC_REQUEST].total,
+				(unsigned long long)w.bufs[IOWHY_REC_FSYNC].total,
+				(unsigned long long)w.bufs[IOWHY_REC_JOURNAL].total,
+				(end_ns - start_ns) / 1e9, stop_reason);
+	}
+
+cleanup:
+	ring_buffer__free(rb);
+	for (int i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
+	iowhy_bpf__destroy(skel);
+	btf__free(vmlinux);
+	if (w.fd >= 0)
+		close(w.fd);
+	for (int t = 1; t <= IOWHY_REC_MAX; t++)
+		free(w.bufs[t].data);
+	return ret;
+}
