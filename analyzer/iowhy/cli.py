@@ -57,9 +57,10 @@ def check_privileges() -> None:
     if os.geteuid() != 0:
         raise UserError("recording needs root (CAP_BPF and CAP_PERFMON)",
                         "run it with sudo")
-    if not Path("/sys/kernel/btf/vmlinux").exists():
-        raise UserError("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing)",
-                        "iowhy's CO-RE probes need CONFIG_DEBUG_INFO_BTF=y")
+    btf = os.environ.get("IOWHY_SYSFS_BTF", "/sys/kernel/btf/vmlinux")
+    if not Path(btf).exists():
+        raise UserError(f"this kernel has no BTF ({btf} is missing)",
+                        "iowhy's CO-RE probes need a kernel built with CONFIG_DEBUG_INFO_BTF=y")
 
 
 def parse_dev(spec: str) -> tuple[int, int]:

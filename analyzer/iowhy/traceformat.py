@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import stat
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -132,7 +133,8 @@ class Trace:
             parts = ", ".join(f"{v} {k[5:].replace('_', ' ')}" for k, v in sorted(lost.items()))
             out.append(f"{sum(lost.values())} events lost in the kernel ({parts})")
         if c.get("unmatched_completion"):
-            out.append(f"{c['unmatched_completion']} completions of requests issued before recording")
+            out.append(f"{c['unmatched_completion']} completions of requests issued "
+                       "before recording")
         if c.get("request_without_origin"):
             out.append(f"{c['request_without_origin']} requests whose submitting task is unknown")
         if c.get("bio_walk_capped"):
@@ -146,7 +148,7 @@ CHDR_SIZE = abi.CHUNK_HDR_DTYPE.itemsize
 
 def _json_chunk(buf: memoryview, n: int) -> dict[str, Any] | None:
     try:
-        obj = json.loads(bytes(buf[:n]).decode("utf-8"))
+        obj = json.loads(bytes(buf[:n]).decode("utf-8", errors="replace"))
     except (UnicodeDecodeError, ValueError):
         return None
     return obj if isinstance(obj, dict) else None
@@ -158,9 +160,13 @@ def read_trace(path: str) -> Trace:
         fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         raise TraceError(f"cannot open {path}: {e.strerror}",
-                         "check the path; traces are written mode 0600, read them as root") from None
+                         "check the path; traces are mode 0600, read them as root") from None
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(f"{path} is not a regular file",
+                             "give the path of a trace file written by `iowhy record`")
         if size == 0:
             raise TraceError(f"{path} is empty",
                              "the recorder never wrote to it; record again with `iowhy record`")
@@ -170,7 +176,7 @@ def read_trace(path: str) -> Trace:
     buf = memoryview(mm)
     if size < HDR_SIZE or bytes(buf[:8]) != abi.FILE_MAGIC:
         raise TraceError(f"{path} is not an iowhy trace (bad magic)",
-                         "iowhy reads files written by `iowhy record` (.iowt)")
+                         "iowhy reads .iowt files written by `iowhy record`")
     hdr = np.frombuffer(buf, dtype=abi.FILE_HDR_DTYPE, count=1)[0]
     version = int(hdr["version"])
     if version != abi.FORMAT_VERSION:
@@ -214,7 +220,8 @@ def read_trace(path: str) -> Trace:
     return tr
 
 
-def _take_chunk(tr: Trace, ch: np.void, payload: memoryview, known_sizes: dict[int, int]) -> None:
+def _take_chunk(tr: Trace, ch: np.void, payload: memoryview,
+                known_sizes: dict[int, int]) -> None:
     ctype = int(ch["type"])
     n = int(ch["data_bytes"])
     if ctype in abi.JSON_CHUNKS:
@@ -235,7 +242,7 @@ def _take_chunk(tr: Trace, ch: np.void, payload: memoryview, known_sizes: dict[i
     if ctype in abi.RECORD_TYPES and int(ch["rec_size_bytes"]) == known_sizes[ctype]:
         name, dtype = abi.RECORD_TYPES[ctype]
         count = int(ch["count"])
-        if count * dtype.itemsize > n:
+        if count * dtype.itemsize != n:
             tr.unknown_chunks += 1
             return
         view = np.frombuffer(payload, dtype=dtype, count=count)
@@ -250,6 +257,7 @@ class TraceWriter:
 
     def __init__(self, path: str, created_realtime_ns: int = 0) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
         self.f: BinaryIO = os.fdopen(fd, "wb")
         self.seq = 0
         self.counts: dict[str, int] = {}
@@ -288,7 +296,7 @@ class TraceWriter:
         else:
             raise ValueError(f"not a record dtype: {arr.dtype}")
         a = np.ascontiguousarray(arr)
-        if "type" in dtype.names:
+        if "type" in (dtype.names or ()):
             a = a.copy()
             a["type"] = code
             a["size_bytes"] = dtype.itemsize

@@ -1,0 +1,157 @@
+"""Classify every block request into exactly one class.
+
+Rules, applied in this order (the first that matches wins):
+
+1. ``flush``: REQ_OP_FLUSH requests (the ``FF`` pre- and post-flushes the block layer
+   issues), and empty PREFLUSH requests (a write of 0 bytes with PREFLUSH: the
+   ``blkdev_issue_flush()`` of an fsync, or btrfs' ``write_dev_flush``).
+2. ``discard``: REQ_OP_DISCARD.
+3. ``log``: writes that belong to a filesystem's journal or log:
+
+   * a write whose start sector lies inside one of the ``log.ranges`` or
+     ``log.fc_ranges`` of a filesystem in the trace metadata (whole-disk sectors,
+     ``[start, end)``) on that filesystem's disk: the ext4 journal and its fast-commit
+     area, the XFS internal log;
+   * btrfs (no log region): a REQ_META write submitted by a task while it is inside a
+     ``btrfs_sync_file`` call (its fsync-family syscall, between entry and exit: the
+     log-tree writes), and any write to a btrfs superblock copy (partition sectors 128,
+     131072, 536870912) on a btrfs filesystem's disk.
+4. ``metadata``: any other REQ_META request (reads included: inode tables, directories).
+5. ``readahead``: reads with REQ_RAHEAD.
+6. ``read``: other reads.
+7. ``data``: every other write (and any other operation carrying data).
+
+PREFLUSH and FUA stay attributes of the request that carried them (``iflags``); they do
+not make a data or log write a flush.
+
+For the time views, classes map to categories: ``flush`` -> ``barrier``, ``log`` ->
+``log``, ``metadata`` -> ``metadata``, ``data`` and ``discard`` -> ``data``, ``read`` and
+``readahead`` -> ``read`` (CATEGORY_OF_CLASS).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import abi
+
+FLUSH, LOG, METADATA, DATA, READ, READAHEAD, DISCARD = range(7)
+CLASS_NAMES: tuple[str, ...] = ("flush", "log", "metadata", "data", "read", "readahead",
+                                "discard")
+CLASS_CODES = {n: i for i, n in enumerate(CLASS_NAMES)}
+
+# Device categories in priority order (index = priority, 0 highest).
+CATEGORIES: tuple[str, ...] = ("barrier", "log", "metadata", "data", "read")
+CATEGORY_OF_CLASS = np.array([0, 1, 2, 3, 4, 4, 3], dtype=np.int8)
+
+BTRFS_SUPER_SECTORS = (128, 131072, 536870912)
+
+
+def _disk_key(fs: Mapping[str, Any]) -> tuple[int, int] | None:
+    if fs.get("disk_major") is None or fs.get("disk_minor") is None:
+        return None
+    return int(fs["disk_major"]), int(fs["disk_minor"])
+
+
+def log_ranges(meta: Mapping[str, Any]) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """Journal/log regions per whole disk (major, minor): [start_sector, end_sector)."""
+    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for fs in meta.get("filesystems", []) or []:
+        key = _disk_key(fs)
+        lg = fs.get("log") or {}
+        if key is None or not isinstance(lg, Mapping):
+            continue
+        for r in list(lg.get("ranges") or []) + list(lg.get("fc_ranges") or []):
+            if len(r) >= 2 and int(r[1]) > int(r[0]):
+                out.setdefault(key, []).append((int(r[0]), int(r[1])))
+    return out
+
+
+def btrfs_disks(meta: Mapping[str, Any]) -> dict[tuple[int, int], list[int]]:
+    """Disks holding a btrfs filesystem -> whole-disk sectors of its superblock copies."""
+    out: dict[tuple[int, int], list[int]] = {}
+    for fs in meta.get("filesystems", []) or []:
+        if fs.get("fstype") != "btrfs":
+            continue
+        key = _disk_key(fs)
+        if key is None:
+            continue
+        base = int(fs.get("part_start_sector") or 0)
+        out.setdefault(key, []).extend(base + s for s in BTRFS_SUPER_SECTORS)
+    return out
+
+
+def _device_masks(requests: Any, devices: Sequence[tuple[int, int]] | None):
+    """A function (major, minor) -> bool mask of the requests on that disk."""
+    if devices is not None:
+        dev = requests["dev"] if not hasattr(requests, "dev") else requests.dev
+        index = {d: i for i, d in enumerate(devices)}
+
+        def on(key: tuple[int, int]) -> np.ndarray | None:
+            i = index.get(key)
+            return None if i is None else dev == i
+        return on
+    majors = np.asarray(requests["dev_major"])
+    minors = np.asarray(requests["dev_minor"])
+
+    def on_disk(key: tuple[int, int]) -> np.ndarray | None:
+        m = (majors == key[0]) & (minors == key[1])
+        return m if m.any() else None
+    return on_disk
+
+
+def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | None = None,
+             devices: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
+    """Class code (int8, index into CLASS_NAMES) of every request.
+
+    `requests`: a request record array, or any mapping of its fields (op, iflags,
+    len_bytes, start_sector and dev_major/dev_minor; or a `match.Requests` with its dense
+    `dev` index and `devices`). `btrfs_sync`: bool per request, True when it was
+    submitted by a task inside its own btrfs fsync call (match.join_calls).
+    """
+    if devices is None and hasattr(requests, "devices"):
+        devices = requests.devices
+    op = np.asarray(requests["op"])
+    iflags = np.asarray(requests["iflags"])
+    nbytes = np.asarray(requests["len_bytes"])
+    sector = np.asarray(requests["start_sector"])
+    n = len(op)
+    cls = np.full(n, DATA, dtype=np.int8)
+    is_read = op == abi.OP_READ
+    meta_flag = (iflags & abi.F_META) != 0
+    cls[is_read] = READ
+    cls[is_read & ((iflags & abi.F_RAHEAD) != 0)] = READAHEAD
+    cls[meta_flag] = METADATA
+    write = op == abi.OP_WRITE
+    on = _device_masks(requests, devices)
+    logm = np.zeros(n, dtype=bool)
+    for key, ranges in log_ranges(meta).items():
+        m = on(key)
+        if m is None:
+            continue
+        inr = np.zeros(n, dtype=bool)
+        for lo, hi in ranges:
+            inr |= (sector >= lo) & (sector < hi)
+        logm |= m & inr
+    bdisks = btrfs_disks(meta)
+    if bdisks:
+        supers = np.zeros(n, dtype=bool)
+        bdisk = np.zeros(n, dtype=bool)
+        for key, secs in bdisks.items():
+            m = on(key)
+            if m is None:
+                continue
+            bdisk |= m
+            supers |= m & np.isin(sector, np.asarray(secs, dtype=sector.dtype))
+        logm |= supers
+        if btrfs_sync is not None:
+            logm |= bdisk & meta_flag & np.asarray(btrfs_sync, dtype=bool)
+    elif btrfs_sync is not None:
+        logm |= meta_flag & np.asarray(btrfs_sync, dtype=bool)
+    cls[logm & write & (nbytes > 0)] = LOG
+    cls[op == abi.OP_DISCARD] = DISCARD
+    cls[(op == abi.OP_FLUSH)
+        | ((op == abi.OP_WRITE) & (nbytes == 0) & ((iflags & abi.F_PREFLUSH) != 0))] = FLUSH
+    return cls

@@ -1,0 +1,756 @@
+"""What the analyzer needs to know about the machine, captured once before recording.
+
+`collect()` describes the host, the block devices and the ext4/XFS/btrfs filesystems on
+them, including where each filesystem's log lives on disk, so that the analyzer can classify
+log writes by sector without ever touching the device again. Everything here is read-only
+and best effort: an unreadable sysfs file or superblock costs a warning and a null field,
+never the recording.
+
+Sector numbers are always 512-byte units; log ranges are relative to the whole disk,
+because block tracepoints report whole-disk sectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import stat
+import struct
+import time
+import uuid
+from typing import Callable, Iterator, TypeVar
+
+from . import __version__
+
+log = logging.getLogger("iowhy")
+
+SECTOR = 512
+SYS_BLOCK = "/sys/block"
+SYS_DEV_BLOCK = "/sys/dev/block"
+MOUNTINFO = "/proc/self/mountinfo"
+LOG_FSTYPES = ("ext4", "xfs", "btrfs")
+
+Range = list[int]  # [start_sector, end_sector_exclusive]
+Extent = tuple[int, int, int]  # (logical block, physical block, length in blocks)
+ReadFn = Callable[[int, int], bytes]  # (byte offset, length) -> bytes
+T = TypeVar("T")
+
+# ext4 on-disk layout (struct ext4_super_block, little-endian; checked against the
+# kernel's BTF for 6.18). Offsets are within the superblock, which starts at byte 1024.
+EXT4_SB_OFFSET = 1024
+EXT4_MAGIC = 0xEF53
+EXT4_COMPAT_HAS_JOURNAL = 0x0004
+EXT4_COMPAT_FAST_COMMIT = 0x0400
+EXT4_INCOMPAT_JOURNAL_DEV = 0x0008
+EXT4_INCOMPAT_64BIT = 0x0080
+EXT4_EXTENTS_FL = 0x80000
+EXT4_EXT_MAGIC = 0xF30A
+EXT4_EXT_MAX_DEPTH = 5
+EXT4_EXT_INIT_MAX_LEN = 1 << 15
+EXT3_JNL_BACKUP_BLOCKS = 1
+# jbd2 superblock (journal_superblock_t, big-endian), in the journal's first block.
+JBD2_MAGIC = 0xC03B3998
+JBD2_SUPERBLOCK_V2 = 4
+JBD2_INCOMPAT_FAST_COMMIT = 0x20
+JBD2_DEFAULT_FC_BLOCKS = 256
+
+# XFS (struct xfs_dsb, big-endian, at byte 0 of the data device).
+XFS_MAGIC = b"XFSB"
+
+# btrfs: primary superblock at 64 KiB, mirrors at 16 KiB << (12 * i) for i = 1, 2.
+BTRFS_MAGIC = b"_BHRfS_M"
+BTRFS_SUPER_OFFSETS = (64 << 10, 64 << 20, 256 << 30)
+BTRFS_SUPER_SIZE = 4096
+
+
+# -- public API --------------------------------------------------------------------------
+
+def block_device_number(spec: str) -> tuple[int, int]:
+    """(major, minor) of a block device given as a path or as "MAJ:MIN"."""
+    m = re.fullmatch(r"(\d+):(\d+)", spec.strip())
+    if m:
+        if not os.path.exists(f"{SYS_DEV_BLOCK}/{int(m[1])}:{int(m[2])}"):
+            raise ValueError(f"no block device {spec}")
+        return int(m[1]), int(m[2])
+    try:
+        st = os.stat(spec)
+    except FileNotFoundError:
+        raise ValueError(f"{spec}: no such file") from None
+    except OSError as e:
+        raise ValueError(f"{spec}: {e.strerror}") from None
+    if not stat.S_ISBLK(st.st_mode):
+        raise ValueError(f"{spec} is not a block device")
+    return os.major(st.st_rdev), os.minor(st.st_rdev)
+
+
+def collect(command: list[str] | None = None,
+            devices: list[tuple[int, int]] | None = None) -> dict:
+    """The trace's metadata: host, clocks, block devices and their filesystems' logs.
+
+    `devices` restricts the device list to those disks (a partition selects its disk).
+    """
+    uts = os.uname()
+    realtime_ns, offset_ns = _clock_offset()
+    disks = _collect_devices(devices)
+    return {
+        "host": socket.gethostname() or uts.nodename,
+        "kernel": uts.release,
+        "machine": uts.machine,
+        "iowhy_version": __version__,
+        "command": list(command) if command is not None else None,
+        "created_realtime_ns": realtime_ns,
+        "clock": {"realtime_minus_monotonic_ns": offset_ns},
+        "page_size_bytes": os.sysconf("SC_PAGE_SIZE"),
+        "ncpus": os.cpu_count() or 1,
+        "devices": disks,
+        "filesystems": _collect_filesystems(disks),
+    }
+
+
+# -- clocks ------------------------------------------------------------------------------
+
+def _clock_offset() -> tuple[int, int]:
+    """(realtime now, CLOCK_REALTIME - CLOCK_MONOTONIC) from the tightest of a few samples.
+
+    BPF timestamps are CLOCK_MONOTONIC; the offset turns them into wall-clock time.
+    """
+    best: tuple[int, int, int] | None = None
+    for _ in range(5):
+        m0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        rt = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        m1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        width = m1 - m0
+        if best is None or width < best[0]:
+            best = (width, rt, rt - (m0 + width // 2))
+    assert best is not None
+    return best[1], best[2]
+
+
+# -- sysfs -------------------------------------------------------------------------------
+
+def _read_text(path: str) -> str | None:
+    """A sysfs attribute, stripped; None when absent or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            return os.fsdecode(f.read()).strip()
+    except OSError:
+        return None
+
+
+def _attr(path: str, conv: Callable[[str], T], what: str) -> T | None:
+    """A required attribute: None plus a warning when it cannot be read or parsed."""
+    text = _read_text(path)
+    if text is None:
+        log.warning("cannot read %s (%s)", path, what)
+        return None
+    try:
+        return conv(text)
+    except ValueError:
+        log.warning("unexpected %s in %s: %r", what, path, text)
+        return None
+
+
+def _parse_devnum(text: str) -> tuple[int, int]:
+    major, minor = text.split(":")
+    return int(major), int(minor)
+
+
+def _bracketed(text: str) -> str:
+    """The selected entry of a sysfs choice list such as "none [mq-deadline] kyber"."""
+    m = re.search(r"\[([^\]]+)\]", text)
+    if m:
+        return m.group(1)
+    if text and " " not in text:
+        return text
+    raise ValueError(text)
+
+
+def _scheduler(queue_dir: str) -> str | None:
+    # Bio-based devices (zram, some dm targets) have no scheduler attribute at all.
+    if not os.path.exists(f"{queue_dir}/scheduler"):
+        return "none"
+    return _attr(f"{queue_dir}/scheduler", _bracketed, "I/O scheduler")
+
+
+def _write_cache(text: str) -> str:
+    if text not in ("write back", "write through"):
+        raise ValueError(text)
+    return text
+
+
+def _sysfs_block_dir(major: int, minor: int) -> str | None:
+    """The canonical sysfs directory of a device number (disk or partition)."""
+    path = f"{SYS_DEV_BLOCK}/{major}:{minor}"
+    if not os.path.exists(path):
+        return None
+    return os.path.realpath(path)
+
+
+def _is_partition(sysdir: str) -> bool:
+    return os.path.exists(os.path.join(sysdir, "partition"))
+
+
+def _disk_of(major: int, minor: int) -> tuple[str, int] | None:
+    """(disk name, partition start sector) of a device number; start is 0 for a disk."""
+    sysdir = _sysfs_block_dir(major, minor)
+    if sysdir is None:
+        return None
+    if _is_partition(sysdir):
+        start = _attr(os.path.join(sysdir, "start"), int, "partition start")
+        if start is None:
+            return None
+        return os.path.basename(os.path.dirname(sysdir)), start
+    return os.path.basename(sysdir), 0
+
+
+def _wanted_disks(devices: list[tuple[int, int]] | None) -> set[str] | None:
+    if devices is None:
+        return None
+    names = set()
+    for major, minor in devices:
+        found = _disk_of(major, minor)
+        if found is None:
+            log.warning("no block device %d:%d in sysfs; it is left out of the metadata",
+                        major, minor)
+            continue
+        names.add(found[0])
+    return names
+
+
+def _loop_backing_file(name: str) -> str | None:
+    text = _read_text(f"{SYS_BLOCK}/{name}/loop/backing_file")
+    return text or None
+
+
+def _collect_devices(devices: list[tuple[int, int]] | None) -> list[dict]:
+    try:
+        names = os.listdir(SYS_BLOCK)
+    except OSError as e:
+        log.warning("cannot list %s: %s; no device metadata", SYS_BLOCK, e.strerror)
+        return []
+    wanted = _wanted_disks(devices)
+    out = []
+    for name in names:
+        if name.startswith("ram"):
+            continue
+        if wanted is not None and name not in wanted:
+            continue
+        if name.startswith("loop") and _loop_backing_file(name) is None:
+            continue  # unbound loop device: nothing can do I/O on it
+        try:
+            out.append(_describe_disk(name))
+        except Exception as e:  # an odd device must not stop the recording
+            log.warning("cannot describe block device %s: %s", name, e)
+    out.sort(key=lambda d: (d["major"] is None, d["major"] or 0, d["minor"] or 0, d["name"]))
+    return out
+
+
+def _describe_disk(name: str) -> dict:
+    base = f"{SYS_BLOCK}/{name}"
+    q = f"{base}/queue"
+    major, minor = _attr(f"{base}/dev", _parse_devnum, "device number") or (None, None)
+    size = _attr(f"{base}/size", int, "size")
+    return {
+        "name": name,
+        "major": major,
+        "minor": minor,
+        "size_bytes": size * SECTOR if size is not None else None,
+        "rotational": _attr(f"{q}/rotational", int, "rotational flag"),
+        "write_cache": _attr(f"{q}/write_cache", _write_cache, "write cache mode"),
+        "fua": _attr(f"{q}/fua", int, "FUA support"),
+        "logical_block_bytes": _attr(f"{q}/logical_block_size", int, "logical block size"),
+        "physical_block_bytes": _attr(f"{q}/physical_block_size", int, "physical block size"),
+        "scheduler": _scheduler(q),
+        "backing_file": _loop_backing_file(name) if name.startswith("loop") else None,
+        "model": _read_text(f"{base}/device/model") or None,
+        "partitions": _describe_partitions(base),
+    }
+
+
+def _describe_partitions(base: str) -> list[dict]:
+    parts: list[dict] = []
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return parts
+    for entry in entries:
+        pdir = os.path.join(base, entry)
+        if not _is_partition(pdir):
+            continue
+        major, minor = _attr(f"{pdir}/dev", _parse_devnum, "device number") or (None, None)
+        size = _attr(f"{pdir}/size", int, "size")
+        parts.append({
+            "name": entry,
+            "major": major,
+            "minor": minor,
+            "start_sector": _attr(f"{pdir}/start", int, "partition start"),
+            "size_bytes": size * SECTOR if size is not None else None,
+        })
+    parts.sort(key=lambda p: (p["start_sector"] or 0, p["name"]))
+    return parts
+
+
+# -- mounts ------------------------------------------------------------------------------
+
+def _unescape(field: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as \\ooo."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mountinfo() -> Iterator[dict]:
+    try:
+        with open(MOUNTINFO, "rb") as f:
+            text = os.fsdecode(f.read())
+    except OSError as e:
+        log.warning("cannot read %s: %s; no filesystem metadata", MOUNTINFO, e.strerror)
+        return
+    for line in text.splitlines():
+        head, sep, tail = line.partition(" - ")
+        if not sep:
+            continue
+        a, b = head.split(), tail.split()
+        if len(a) < 6 or len(b) < 3:
+            continue
+        try:
+            devnum = _parse_devnum(a[2])
+        except ValueError:
+            continue
+        yield {"devnum": devnum, "root": _unescape(a[3]), "mountpoint": _unescape(a[4]),
+               "mount_options": a[5], "fstype": b[0], "source": _unescape(b[1]),
+               "super_options": b[2]}
+
+
+def _merge_options(mount_opts: str, super_opts: str) -> str:
+    """Per-mount options then superblock options, each option once."""
+    seen: dict[str, None] = {}
+    for opt in mount_opts.split(",") + super_opts.split(","):
+        if opt:
+            seen.setdefault(opt, None)
+    return ",".join(seen)
+
+
+def _blockdev_of_path(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISBLK(st.st_mode):
+        return None
+    return os.major(st.st_rdev), os.minor(st.st_rdev)
+
+
+def _device_node(major: int, minor: int, hint: str | None = None) -> str | None:
+    """A /dev path that really is this device: the mount source, udev's name or link."""
+    cands = []
+    if hint and hint.startswith("/"):
+        cands.append(hint)
+    uevent = _read_text(f"{SYS_DEV_BLOCK}/{major}:{minor}/uevent") or ""
+    for line in uevent.splitlines():
+        if line.startswith("DEVNAME="):
+            cands.append("/dev/" + line[len("DEVNAME="):])
+    cands.append(f"/dev/block/{major}:{minor}")
+    for c in cands:
+        if _blockdev_of_path(c) == (major, minor):
+            return c
+    return None
+
+
+def _collect_filesystems(disks: list[dict]) -> list[dict]:
+    known = {d["name"]: d for d in disks}
+    out: list[dict] = []
+    seen: set[tuple[int, int]] = set()
+    # Bind mounts repeat a filesystem; describe it once, preferring its root mount.
+    mounts = sorted((m for m in _mountinfo() if m["fstype"] in LOG_FSTYPES),
+                    key=lambda m: m["root"] != "/")
+    for m in mounts:
+        try:
+            for fs in _describe_mount(m, known, seen):
+                key = (fs["dev_major"], fs["dev_minor"])
+                seen.add(key)
+                out.append(fs)
+        except Exception as e:  # an odd filesystem must not stop the recording
+            log.warning("cannot describe %s filesystem at %s: %s",
+                        m["fstype"], m["mountpoint"], e)
+    return out
+
+
+def _describe_mount(m: dict, disks: dict[str, dict], done: set[tuple[int, int]]) -> list[dict]:
+    """One entry per block device of the mounted filesystem that is on one of `disks`
+    and not already described in `done`."""
+    fstype = m["fstype"]
+    if fstype == "btrfs":
+        # mountinfo shows btrfs's anonymous device; the source names a real member.
+        first = _blockdev_of_path(m["source"])
+        if first is None:
+            log.warning("btrfs at %s: cannot resolve source %s to a block device",
+                        m["mountpoint"], m["source"])
+            return []
+        members = _btrfs_members(first, m["source"])
+    else:
+        members = [m["devnum"]]
+    # Filesystem tracepoints report the superblock's s_dev, which is mountinfo's maj:min
+    # (for btrfs an anonymous device; stat() would give a subvolume's, which differs).
+    st_dev: tuple[int | None, int | None] = m["devnum"]
+    out = []
+    for major, minor in members:
+        where = _disk_of(major, minor)
+        if (major, minor) in done or where is None or where[0] not in disks:
+            continue
+        disk, part_start = where
+        disk_major, disk_minor = (_attr(f"{SYS_BLOCK}/{disk}/dev", _parse_devnum, "device number")
+                                  or (None, None))
+        node = _device_node(major, minor, m["source"])
+        sb = _read_superblock(fstype, node, major, minor, part_start)
+        source = m["source"] if (major, minor) == members[0] else (node or m["source"])
+        out.append({
+            "source": source,
+            "mountpoint": m["mountpoint"],
+            "fstype": fstype,
+            "options": _merge_options(m["mount_options"], m["super_options"]),
+            "dev_major": major,
+            "dev_minor": minor,
+            "st_dev_major": st_dev[0],
+            "st_dev_minor": st_dev[1],
+            "disk": disk,
+            "disk_major": disk_major,
+            "disk_minor": disk_minor,
+            "part_start_sector": part_start,
+            "uuid": sb.get("uuid"),
+            "btrfs_fsid": sb.get("btrfs_fsid"),
+            "block_bytes": sb.get("block_bytes"),
+            "log": sb.get("log") or _unknown_log(),
+        })
+    return out
+
+
+def _btrfs_members(first: tuple[int, int], source: str) -> list[tuple[int, int]]:
+    """Every device of the btrfs holding `first`, the mounted source first."""
+    node = _device_node(first[0], first[1], source)
+    fsid = None
+    if node is not None:
+        try:
+            fsid = _btrfs_fsid(_reader_for(node))
+        except (OSError, ValueError):
+            pass
+    members = [first]
+    if fsid is None:
+        return members
+    base = f"/sys/fs/btrfs/{fsid}/devices"
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return members
+    for entry in entries:
+        devnum = _attr(f"{base}/{entry}/dev", _parse_devnum, "btrfs member device number")
+        if devnum is not None and devnum not in members:
+            members.append(devnum)
+    return members
+
+
+# -- superblocks -------------------------------------------------------------------------
+
+def _unknown_log() -> dict:
+    return {"kind": "unknown", "ranges": [], "fc_ranges": [], "bytes": 0}
+
+
+def _reader_for(node: str) -> ReadFn:
+    """pread-based reader on a device node, opened per call (few reads, no fd leaks)."""
+    def read(offset: int, length: int) -> bytes:
+        fd = os.open(node, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise ValueError(f"short read at byte {offset} of {node}")
+        return data
+    return read
+
+
+def _read_superblock(fstype: str, node: str | None, major: int, minor: int,
+                     part_start: int) -> dict:
+    """uuid, fs block size and log placement read from the device; {} when unreadable."""
+    if node is None:
+        log.warning("no device node for %d:%d; %s log placement unknown", major, minor, fstype)
+        return {}
+    read = _reader_for(node)
+    try:
+        if fstype == "ext4":
+            return _ext4_info(read, part_start)
+        if fstype == "xfs":
+            return _xfs_info(read, part_start)
+        if fstype == "btrfs":
+            return _btrfs_info(read, part_start, _device_bytes(major, minor))
+    except (OSError, ValueError, struct.error) as e:
+        log.warning("cannot read the %s superblock of %s: %s", fstype, node, e)
+    return {}
+
+
+def _device_bytes(major: int, minor: int) -> int | None:
+    sysdir = _sysfs_block_dir(major, minor)
+    if sysdir is None:
+        return None
+    size = _attr(os.path.join(sysdir, "size"), int, "size")
+    return size * SECTOR if size is not None else None
+
+
+def _merge(ranges: list[Range]) -> list[Range]:
+    """Sorted, with overlapping or touching ranges joined."""
+    out: list[Range] = []
+    for s, e in sorted(ranges):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _le32(buf: bytes, off: int) -> int:
+    return int(struct.unpack_from("<I", buf, off)[0])
+
+
+def _le16(buf: bytes, off: int) -> int:
+    return int(struct.unpack_from("<H", buf, off)[0])
+
+
+def _be32(buf: bytes, off: int) -> int:
+    return int(struct.unpack_from(">I", buf, off)[0])
+
+
+def _be64(buf: bytes, off: int) -> int:
+    return int(struct.unpack_from(">Q", buf, off)[0])
+
+
+# ext4 ----------------------------------------------------------------------------------
+
+def _ext4_info(read: ReadFn, part_start: int) -> dict:
+    sb = read(EXT4_SB_OFFSET, 1024)
+    if _le16(sb, 0x38) != EXT4_MAGIC:
+        raise ValueError("no ext4 superblock magic")
+    bs = 1024 << _le32(sb, 0x18)
+    info = {"uuid": str(uuid.UUID(bytes=sb[0x68:0x78])), "block_bytes": bs}
+    try:
+        info["log"] = _ext4_log(read, sb, bs, part_start)
+    except (OSError, ValueError, struct.error) as e:
+        log.warning("ext4 journal placement unknown: %s", e)
+        info["log"] = _unknown_log()
+    return info
+
+
+def _ext4_log(read: ReadFn, sb: bytes, bs: int, part_start: int) -> dict:
+    compat, incompat = _le32(sb, 0x5C), _le32(sb, 0x60)
+    if not compat & EXT4_COMPAT_HAS_JOURNAL:
+        return _unknown_log()  # no journal at all
+    inum, jdev = _le32(sb, 0xE0), _le32(sb, 0xE4)
+    if inum == 0 or jdev != 0 or incompat & EXT4_INCOMPAT_JOURNAL_DEV:
+        return {"kind": "external", "ranges": [], "fc_ranges": [], "bytes": 0}
+
+    extents = _ext4_journal_extents(read, sb, bs, inum)
+    spb = bs // SECTOR
+
+    def to_sectors(exts: list[Extent]) -> list[Range]:
+        return _merge([[part_start + p * spb, part_start + (p + n) * spb] for _, p, n in exts])
+
+    ranges = to_sectors(extents)
+    try:
+        fc_ranges = to_sectors(_jbd2_fc_area(read, extents, bs, compat))
+    except (OSError, ValueError, struct.error) as e:
+        log.warning("ext4 fast-commit area unknown: %s", e)
+        fc_ranges = []
+    return {"kind": "jbd2", "ranges": ranges, "fc_ranges": fc_ranges,
+            "bytes": sum(e - s for s, e in ranges) * SECTOR}
+
+
+def _jbd2_fc_area(read: ReadFn, extents: list[Extent], bs: int, ext4_compat: int
+                  ) -> list[Extent]:
+    """The journal blocks reserved for fast commits: the last s_num_fc_blks of the journal
+    (jbd2's default when the field is 0); none when fast commit is off."""
+    jsb = read(_map_block(extents, 0) * bs, 1024)
+    if _be32(jsb, 0) != JBD2_MAGIC:
+        raise ValueError("journal superblock has no jbd2 magic")
+    # ext4 sets its compat bit at mkfs/tune2fs time; jbd2's incompat bit appears once
+    # fast commits may be in the journal. Either means the tail is reserved.
+    if not (ext4_compat & EXT4_COMPAT_FAST_COMMIT
+            or _be32(jsb, 0x28) & JBD2_INCOMPAT_FAST_COMMIT):
+        return []
+    nfc = _be32(jsb, 0x54) if _be32(jsb, 4) == JBD2_SUPERBLOCK_V2 else 0
+    nfc = nfc or JBD2_DEFAULT_FC_BLOCKS
+    mapped_end = max(lblk + n for lblk, _, n in extents)
+    maxlen = _be32(jsb, 0x10)
+    end = min(maxlen, mapped_end) if maxlen else mapped_end
+    return _map_range(extents, max(0, end - nfc), end)
+
+
+def _ext4_journal_extents(read: ReadFn, sb: bytes, bs: int, inum: int) -> list[Extent]:
+    """The journal inode's block map, from the inode itself or else the superblock's copy."""
+    try:
+        i_block, size, flags = _ext4_read_inode(read, sb, bs, inum)
+    except (OSError, ValueError, struct.error) as e:
+        if sb[0xFD] != EXT3_JNL_BACKUP_BLOCKS:
+            raise
+        log.debug("journal inode unreadable (%s); using the superblock's backup", e)
+        jnl = sb[0x10C:0x10C + 17 * 4]
+        i_block = jnl[:60]
+        size = (_le32(jnl, 60) << 32) | _le32(jnl, 64)
+        flags = EXT4_EXTENTS_FL if _le16(i_block, 0) == EXT4_EXT_MAGIC else 0
+    nblocks = (size + bs - 1) // bs
+    if flags & EXT4_EXTENTS_FL:
+        extents = _ext4_extent_tree(read, i_block, bs)
+    else:
+        extents = _ext4_indirect_map(read, i_block, bs, nblocks)
+    if not extents:
+        raise ValueError("the journal inode maps no blocks")
+    return sorted(extents)
+
+
+def _ext4_read_inode(read: ReadFn, sb: bytes, bs: int, inum: int) -> tuple[bytes, int, int]:
+    """(i_block, i_size, i_flags) of an inode, located through the group descriptors."""
+    ipg = _le32(sb, 0x28)
+    if ipg == 0:
+        raise ValueError("zero inodes per group")
+    isize = _le16(sb, 0x58) if _le32(sb, 0x4C) >= 1 else 128
+    desc_size = 32
+    if _le32(sb, 0x60) & EXT4_INCOMPAT_64BIT:
+        desc_size = _le16(sb, 0xFE) or 64
+    group, index = divmod(inum - 1, ipg)
+    gdt_block = _le32(sb, 0x14) + 1
+    desc = read(gdt_block * bs + group * desc_size, desc_size)
+    table = _le32(desc, 0x08)
+    if desc_size >= 64:
+        table |= _le32(desc, 0x28) << 32
+    if table == 0:
+        raise ValueError("group descriptor has no inode table")
+    ino = read(table * bs + index * isize, 128)
+    size = _le32(ino, 0x04) | (_le32(ino, 0x6C) << 32)
+    return ino[0x28:0x28 + 60], size, _le32(ino, 0x20)
+
+
+def _ext4_extent_tree(read: ReadFn, node: bytes, bs: int, depth_left: int = EXT4_EXT_MAX_DEPTH
+                      ) -> list[Extent]:
+    """Leaf extents under an extent-tree node (the inode's root or an on-disk block)."""
+    magic, entries, _, depth = struct.unpack_from("<HHHH", node, 0)
+    if magic != EXT4_EXT_MAGIC:
+        raise ValueError("bad extent header magic")
+    if depth > depth_left or 12 + entries * 12 > len(node):
+        raise ValueError("corrupt extent tree")
+    out: list[Extent] = []
+    for i in range(entries):
+        off = 12 + 12 * i
+        if depth == 0:
+            lblk, length, hi, lo = struct.unpack_from("<IHHI", node, off)
+            if length > EXT4_EXT_INIT_MAX_LEN:
+                length -= EXT4_EXT_INIT_MAX_LEN  # unwritten extent: same blocks
+            out.append((lblk, (hi << 32) | lo, length))
+        else:
+            _, lo, hi = struct.unpack_from("<IIH", node, off)
+            child = read(((hi << 32) | lo) * bs, bs)
+            out.extend(_ext4_extent_tree(read, child, bs, depth - 1))
+    return out
+
+
+def _ext4_indirect_map(read: ReadFn, i_block: bytes, bs: int, nblocks: int) -> list[Extent]:
+    """Block-mapped (ext3-style) inode: follow direct, indirect, double and triple blocks."""
+    per = bs // 4
+    ptrs = struct.unpack_from("<15I", i_block, 0)
+    blocks: list[int] = list(ptrs[:12])
+
+    def walk(blk: int, level: int) -> None:
+        if len(blocks) >= nblocks:
+            return
+        if blk == 0:
+            blocks.extend([0] * min(per ** level, nblocks - len(blocks)))
+            return
+        children = struct.unpack_from(f"<{per}I", read(blk * bs, bs), 0)
+        for c in children:
+            if len(blocks) >= nblocks:
+                return
+            if level == 1:
+                blocks.append(c)
+            else:
+                walk(c, level - 1)
+
+    for level, blk in ((1, ptrs[12]), (2, ptrs[13]), (3, ptrs[14])):
+        walk(blk, level)
+    out: list[Extent] = []
+    for lblk, pblk in enumerate(blocks[:nblocks]):
+        if pblk == 0:
+            continue
+        if out and out[-1][0] + out[-1][2] == lblk and out[-1][1] + out[-1][2] == pblk:
+            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + 1)
+        else:
+            out.append((lblk, pblk, 1))
+    return out
+
+
+def _map_block(extents: list[Extent], lblk: int) -> int:
+    for start, pblk, n in extents:
+        if start <= lblk < start + n:
+            return pblk + lblk - start
+    raise ValueError(f"journal block {lblk} is not mapped")
+
+
+def _map_range(extents: list[Extent], first: int, end: int) -> list[Extent]:
+    """The physical pieces of logical blocks [first, end)."""
+    out = []
+    for start, pblk, n in extents:
+        s, e = max(first, start), min(end, start + n)
+        if s < e:
+            out.append((s, pblk + s - start, e - s))
+    return out
+
+
+# XFS -----------------------------------------------------------------------------------
+
+def _xfs_info(read: ReadFn, part_start: int) -> dict:
+    sb = read(0, 512)
+    if sb[:4] != XFS_MAGIC:
+        raise ValueError("no XFS superblock magic")
+    bs = _be32(sb, 4)
+    logstart = _be64(sb, 48)
+    agblocks = _be32(sb, 84)
+    logblocks = _be32(sb, 96)
+    agblklog = sb[124]
+    info: dict = {"uuid": str(uuid.UUID(bytes=sb[32:48])), "block_bytes": bs}
+    nbytes = logblocks * bs
+    if logstart == 0:
+        info["log"] = {"kind": "external", "ranges": [], "fc_ranges": [], "bytes": nbytes}
+        return info
+    if bs < SECTOR or bs % SECTOR:
+        raise ValueError(f"odd XFS block size {bs}")
+    # logstart is an AG-encoded fs block number: AG in the high bits, block in AG below.
+    agno, agbno = logstart >> agblklog, logstart & ((1 << agblklog) - 1)
+    start = part_start + (agno * agblocks + agbno) * (bs // SECTOR)
+    info["log"] = {"kind": "xfs", "ranges": [[start, start + nbytes // SECTOR]],
+                   "fc_ranges": [], "bytes": nbytes}
+    return info
+
+
+# btrfs ---------------------------------------------------------------------------------
+
+def _btrfs_fsid(read: ReadFn) -> str:
+    sb = read(BTRFS_SUPER_OFFSETS[0], 0x100)
+    if sb[0x40:0x48] != BTRFS_MAGIC:
+        raise ValueError("no btrfs superblock magic")
+    return str(uuid.UUID(bytes=sb[0x20:0x30]))
+
+
+def _btrfs_info(read: ReadFn, part_start: int, dev_bytes: int | None) -> dict:
+    sb = read(BTRFS_SUPER_OFFSETS[0], 0x100)
+    if sb[0x40:0x48] != BTRFS_MAGIC:
+        raise ValueError("no btrfs superblock magic")
+    fsid = str(uuid.UUID(bytes=sb[0x20:0x30]))
+    # The size btrfs believes this device has (dev_item.total_bytes) decides which
+    # superblock copies it writes; the block device's size stands in if that is unset.
+    size = int(struct.unpack_from("<Q", sb, 0xC9 + 8)[0]) or dev_bytes
+    # btrfs has no log region: its superblock copies are what every commit rewrites,
+    # and the kernel writes a copy only if it ends before the device does.
+    ranges = [[part_start + off // SECTOR, part_start + (off + BTRFS_SUPER_SIZE) // SECTOR]
+              for off in BTRFS_SUPER_OFFSETS
+              if off == BTRFS_SUPER_OFFSETS[0] or (size and off + BTRFS_SUPER_SIZE < size)]
+    return {"uuid": fsid, "btrfs_fsid": fsid, "block_bytes": _le32(sb, 0x90),
+            "log": {"kind": "btrfs-super", "ranges": ranges, "fc_ranges": [],
+                    "bytes": len(ranges) * BTRFS_SUPER_SIZE}}
