@@ -231,7 +231,7 @@ struct iowhy_syscall {
 #define IOWHY_C_BIO_WALK_CAP 12   /* requests with more bios than the walk follows (flags of the rest unseen) */
 #define IOWHY_C_MAX 13
 
-#define IOWHY_MAX_BIO_WALK 32
+#define IOWHY_MAX_BIO_WALK 256
 
 /*
  * Trace file layout (docs/trace-format.md): one iowhy_file_hdr, then chunks until

@@ -81,10 +81,17 @@ def make_loop(root, tmp_path, request):
         dev = run(["losetup", "--find", "--show", str(f)]).stdout.strip()
         lp = Loop(dev, f)
         made.append(lp)
+        # The write_cache setting outlives the binding on this kernel: start from the
+        # loop default, and give it back that way.
+        lp.set_write_cache("write back")
         return lp
 
     def _teardown():
         for lp in reversed(made):
+            try:
+                lp.set_write_cache("write back")
+            except OSError:
+                pass
             subprocess.run(["losetup", "-d", lp.dev], capture_output=True)
 
     request.addfinalizer(_teardown)

@@ -483,6 +483,9 @@ def _read_superblock(fstype: str, node: str | None, major: int, minor: int,
             return _xfs_info(read, part_start)
         if fstype == "btrfs":
             return _btrfs_info(read, part_start, _device_bytes(major, minor))
+    except PermissionError as e:
+        # Common for the root disk of a VM or container: its log is simply not placed.
+        log.info("cannot read the %s superblock of %s: %s", fstype, node, e.strerror)
     except (OSError, ValueError, struct.error) as e:
         log.warning("cannot read the %s superblock of %s: %s", fstype, node, e)
     return {}
