@@ -79,7 +79,8 @@ demo: all
 	bash lab/demo.sh
 
 bench: all
-	$(VENV)/bin/python bench/run.py
+	$(VENV)/bin/python bench/bench_record.py
+	$(VENV)/bin/python bench/bench_analyze.py
 
 clean:
 	rm -rf $(OUT) probes/iowhy-record build *.egg-info

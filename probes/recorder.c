@@ -135,6 +135,11 @@ static void sig_handler(int sig)
 	exiting = 1;
 }
 
+/* Only interrupts the ring-buffer poll, so the workload's exit is seen at once. */
+static void sigchld_handler(int sig)
+{
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iowhy-record -o OUT [-m META.json] [-r MiB] [-d SEC] [-D MAJ:MIN]... "
@@ -719,6 +724,12 @@ int main(int argc, char **argv)
 	signal(SIGINT, sig_handler);
 	signal(SIGTERM, sig_handler);
 	signal(SIGPIPE, SIG_IGN);
+	{
+		struct sigaction sa = { .sa_handler = sigchld_handler }; /* no SA_RESTART */
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGCHLD, &sa, NULL);
+	}
 
 	/* The file header and the metadata gathered by `iowhy record`. */
 	{
