@@ -38,12 +38,16 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* Processes (tgid) of the workload; the recorder seeds it, forks extend it. */
+/*
+ * Processes (tgid) of the workload, one bit per tgid: the recorder sizes it to
+ * pid_max and seeds it, forks extend it. An array lookup is inlined by the verifier,
+ * which matters because every syscall and context switch on the machine asks.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536); /* u64 words: pid_max / 64, set by the recorder */
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u64);
 } tracked SEC(".maps");
 
 /* Whole-disk dev_t (kernel encoding) to record when filter_devs is set. */
@@ -147,7 +151,24 @@ static __always_inline __u64 wakeup_flag(void)
 
 static __always_inline int is_tracked(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+	__u32 word = tgid >> 6;
+	__u64 *w = bpf_map_lookup_elem(&tracked, &word);
+
+	return w && ((*w >> (tgid & 63)) & 1);
+}
+
+static __always_inline int set_tracked(__u32 tgid, int on)
+{
+	__u32 word = tgid >> 6;
+	__u64 *w = bpf_map_lookup_elem(&tracked, &word);
+
+	if (!w)
+		return -1;
+	if (on)
+		__sync_fetch_and_or(w, 1ULL << (tgid & 63));
+	else
+		__sync_fetch_and_and(w, ~(1ULL << (tgid & 63)));
+	return 0;
 }
 
 static __always_inline void fill_hdr(struct iowhy_rec_hdr *h, __u16 type, __u16 size, __u64 ts)
@@ -440,11 +461,9 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	__u8 one = 1;
-
 	if (!is_tracked(ptgid))
 		return;
-	if (ctgid != ptgid && bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY))
+	if (ctgid != ptgid && set_tracked(ctgid, 1))
 		count(IOWHY_C_TRACKMAP_FULL);
 	emit_task(child, IOWHY_TASK_FORK, ptgid, 0);
 }
@@ -465,7 +484,7 @@ static __always_inline void on_exit(struct task_struct *p)
 	bpf_map_delete_elem(&tasks, &tid);
 	/* The recorder learns of the workload's end from waitpid, not from this map. */
 	if (task_group_dead(p))
-		bpf_map_delete_elem(&tracked, &tgid);
+		set_tracked(tgid, 0);
 }
 
 /* ----------------------------------------------------------------- syscalls --- */

@@ -427,6 +427,31 @@ static const char *tp_of(const char *prog_name, int *is_btf)
 	return NULL;
 }
 
+/* Words of the tracked-tgid bitmap: one bit per possible PID. */
+static __u32 pid_max_words(void)
+{
+	long pid_max = 4194304;
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &pid_max) != 1)
+			pid_max = 4194304;
+		fclose(f);
+	}
+	return (__u32)((pid_max + 63) / 64);
+}
+
+static int track_pid(int fd, pid_t pid)
+{
+	__u32 word = (__u32)pid >> 6;
+	__u64 bits = 0;
+
+	if (bpf_map_lookup_elem(fd, &word, &bits))
+		return -errno;
+	bits |= 1ULL << (pid & 63);
+	return bpf_map_update_elem(fd, &word, &bits, BPF_ANY) ? -errno : 0;
+}
+
 /*
  * Configure an opened object: rodata, map sizes, and which flavour of each program
  * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
@@ -445,6 +470,8 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf)
 	skel->rodata->nr_sync_file_range = SYS_sync_file_range;
 	skel->rodata->nr_msync = SYS_msync;
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)env.ringbuf_mib << 20))
+		return -EINVAL;
+	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
 		return -EINVAL;
 	nprobes = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
@@ -507,17 +534,15 @@ static void track_tree(int tracked_fd, pid_t root)
 {
 	pid_t queue[4096];
 	int head = 0, tail = 0;
-	__u8 one = 1;
 	DIR *d;
 	struct dirent *de;
 
 	queue[tail++] = root;
 	while (head < tail) {
 		pid_t p = queue[head++];
-		__u32 key = p;
 		char path[64];
 
-		bpf_map_update_elem(tracked_fd, &key, &one, BPF_ANY);
+		track_pid(tracked_fd, p);
 		snprintf(path, sizeof(path), "/proc/%d/task", p);
 		d = opendir(path);
 		if (d) {
@@ -805,11 +830,10 @@ int main(int argc, char **argv)
 		close(go_pipe[0]);
 		close(err_pipe[1]);
 		{
-			__u32 key = child;
-			__u8 one = 1;
+			int terr = track_pid(bpf_map__fd(skel->maps.tracked), child);
 
-			if (bpf_map_update_elem(bpf_map__fd(skel->maps.tracked), &key, &one, BPF_ANY)) {
-				fprintf(stderr, "failed to track workload: %s\n", strerror(errno));
+			if (terr) {
+				fprintf(stderr, "failed to track workload: %s\n", strerror(-terr));
 				kill(child, SIGKILL);
 				waitpid(child, NULL, 0);
 				goto cleanup;
