@@ -13,13 +13,13 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' analyzer/iowhy/__init
 ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
-	xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatmydata fuse3 \
+	xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatmydata fuse3 libfuse3-dev \
 	python3 python3-venv python3-dev util-linux xz-utils tar linux-source-6.1 chromium
-PY_SRC := $(shell find analyzer reports -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
+PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
 .PHONY: all deps probes venv lint test test-fast demo lab gallery bench clean
 
-all: probes venv
+all: probes lab/emudisk venv
 
 # -- system packages ---------------------------------------------------------------
 deps: $(OUT)/.deps
@@ -56,13 +56,19 @@ probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h analyz
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz
 
+# -- lab: the emulated disk (FUSE daemon) --------------------------------------------
+lab/emudisk: lab/emudisk.c | $(OUT)/.deps
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter lab/emudisk.c -o $@ \
+		$$(pkg-config --cflags --libs fuse3) -lm
+
 # -- python -------------------------------------------------------------------------
 venv: $(VENV)/.installed
 # The recorder goes to the venv's libexec/iowhy, where `iowhy record` looks for it.
-$(VENV)/.installed: $(PY_SRC) probes/iowhy-record | $(OUT)/.deps
+$(VENV)/.installed: $(PY_SRC) probes/iowhy-record lab/emudisk | $(OUT)/.deps
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	@$(VENV)/bin/pip install -q --disable-pip-version-check '.[dev]' >/dev/null
 	@install -D -m 0755 probes/iowhy-record $(VENV)/libexec/iowhy/iowhy-record
+	@install -D -m 0755 lab/emudisk $(VENV)/libexec/iowhy/emudisk
 	@touch $@
 
 lint: $(VENV)/.installed
@@ -83,4 +89,4 @@ bench: all
 	$(VENV)/bin/python bench/bench_analyze.py
 
 clean:
-	rm -rf $(OUT) probes/iowhy-record build *.egg-info
+	rm -rf $(OUT) probes/iowhy-record lab/emudisk build *.egg-info

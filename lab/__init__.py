@@ -1,0 +1,1 @@
+"""iowhy's lab: workloads, the emulated disk with ground truth, and the seed scenarios."""
