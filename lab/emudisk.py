@@ -383,6 +383,12 @@ class EmulatedDisk:
         if self.proc is not None and self.proc.poll() is None:
             self._stopped_by_us = True
             self._terminate(errors)
+            # A kill that landed just before our SIGTERM shows in the exit status.
+            rc = self.proc.returncode
+            if died is None and rc not in (0, -signal.SIGTERM, None):
+                died = self.died = (
+                    f"the emudisk daemon (pid {self.proc.pid}) died before stop "
+                    f"({_describe_status(rc)}); log: {self._log_tail(500) or '(empty)'}")
         if self.dir is not None:
             self._unmount(errors)
         if self._log is not None:
