@@ -259,12 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print JSON (keys in docs/trace-format.md)")
     i.set_defaults(func=cmd_info)
 
-    try:
-        from .commands import add_analysis_parsers
-    except ImportError:  # analysis commands not installed in this build
-        add_analysis_parsers = None
-    if add_analysis_parsers is not None:
-        add_analysis_parsers(sub)
+    from .commands import add_analysis_parsers
+    add_analysis_parsers(sub)
     return p
 
 

@@ -33,7 +33,7 @@ different groups never touch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -53,31 +53,6 @@ def key_span(start_ns: int, end_ns: int) -> int:
 def check_keyed(groups: int, span: int) -> None:
     if groups and groups * span >= _KEY_LIMIT:
         raise OverflowError(f"{groups} groups x {span} ns do not fit a 62-bit key")
-
-
-def dense_index(keys: np.ndarray, hint: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """Map integer keys to 0..k-1 (int32) in sorted-key order; returns (index, uniques).
-
-    Tuned for few distinct values over many rows (devices): equality masks instead of
-    a sort or a binary search per row.
-    """
-    keys = np.asarray(keys)
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, np.int32), np.array(sorted(set(hint)), dtype=I64)
-    sample = np.unique(keys[:: max(1, n // 4096)])
-    uniq = np.union1d(sample, np.asarray(list(hint), dtype=I64)).astype(I64)
-    if len(uniq) <= 32:
-        idx = np.full(n, -1, np.int32)
-        for i, k in enumerate(uniq):
-            idx[keys == k] = i
-        missing = idx < 0
-        if missing.any():
-            uniq = np.union1d(uniq, np.unique(keys[missing])).astype(I64)
-            return dense_index(keys, uniq.tolist())
-        return idx, uniq
-    uniq = np.unique(keys).astype(I64)
-    return np.searchsorted(uniq, keys).astype(np.int32), uniq
 
 
 def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -150,20 +125,6 @@ class Coverage:
         return np.maximum(self.upto(np.maximum(a, b)) - self.upto(a), 0)
 
 
-def grouped_union(group: np.ndarray, s: np.ndarray, e: np.ndarray, origin: int, span: int,
-                  ngroups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-group union of intervals; returns (group, start, end) of disjoint intervals."""
-    keep = e > s
-    group, s, e = group[keep], s[keep], e[keep]
-    check_keyed(ngroups, span)
-    base = group.astype(I64) * span - origin
-    ks = s + base
-    order = np.argsort(ks, kind="stable")
-    us, ue = union_sorted(ks[order], (e + base)[order])
-    g = us // span
-    return g, us - g * span + origin, ue - g * span + origin
-
-
 def log2_slots(values: np.ndarray) -> np.ndarray:
     """biolatency's log2 slot of each non-negative value: 0 and 1 -> 0, [2^i, 2^(i+1)) -> i."""
     v = np.asarray(values, dtype=I64)
@@ -181,8 +142,13 @@ def log2_hist(values: np.ndarray) -> list[int]:
     return counts[: int(nz[-1]) + 1].tolist() if len(nz) else []
 
 
-def percentiles(values: np.ndarray, qs: Sequence[int] = (50, 99)) -> dict[str, int | None]:
-    """Nearest-rank percentiles (the value at rank ceil(q/100 * n)) and max, as ints."""
+def percentiles(values: np.ndarray, qs: Sequence[int] = (50, 99),
+                inplace: bool = False) -> dict[str, int | None]:
+    """Nearest-rank percentiles (the value at rank ceil(q/100 * n)) and max, as ints.
+
+    Chained in-place partitions (each on the part above the previous rank) are several
+    times faster than one np.partition with many kth. `inplace` reorders `values`.
+    """
     n = len(values)
     out: dict[str, int | None] = {}
     if n == 0:
@@ -190,12 +156,48 @@ def percentiles(values: np.ndarray, qs: Sequence[int] = (50, 99)) -> dict[str, i
             out[f"p{q}"] = None
         out["max"] = None
         return out
-    ks = sorted({max(0, (q * n + 99) // 100 - 1) for q in qs} | {n - 1})
-    part = np.partition(np.asarray(values), ks)
+    arr = values if inplace else np.array(values, copy=True)
+    rank = {q: max(0, (q * n + 99) // 100 - 1) for q in qs}
+    got: dict[int, int] = {}
+    lo = 0
+    if n > 4096:
+        # Many zeros (queue times of direct issues) make introselect crawl: rank the
+        # non-zero values only when zeros are a large share of non-negative data.
+        zeros = int(np.count_nonzero(arr == 0))
+        if zeros > n // 8 and int(arr.min()) == 0:
+            rest = arr[arr != 0]
+            for q in qs:
+                k = rank[q]
+                got[k] = 0 if k < zeros else -1
+            pend = sorted({k - zeros for k, v in got.items() if v == -1})
+            sub = percentiles_at(rest, pend)
+            for k in list(got):
+                if got[k] == -1:
+                    got[k] = sub[k - zeros]
+            for q in qs:
+                out[f"p{q}"] = got[rank[q]]
+            out["max"] = int(rest.max()) if len(rest) else 0
+            return out
+    for k in sorted(set(rank.values())):
+        part = arr[lo:]
+        part.partition(k - lo)
+        got[k] = int(arr[k])
+        lo = k + 1
     for q in qs:
-        out[f"p{q}"] = int(part[max(0, (q * n + 99) // 100 - 1)])
-    out["max"] = int(part[n - 1])
+        out[f"p{q}"] = got[rank[q]]
+    out["max"] = int(arr[lo:].max()) if lo < n else got[n - 1]
     return out
+
+
+def percentiles_at(arr: np.ndarray, ranks: Sequence[int]) -> dict[int, int]:
+    """Values at sorted ranks of `arr` (reordered in place) by chained partitions."""
+    got: dict[int, int] = {}
+    lo = 0
+    for k in sorted(set(ranks)):
+        arr[lo:].partition(k - lo)
+        got[k] = int(arr[k])
+        lo = k + 1
+    return got
 
 
 # -- trace window --------------------------------------------------------------------------
@@ -275,66 +277,103 @@ class Requests:
         return self.extra[name]
 
 
-def _gather_columns(trace: Any, names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Copy fields out of every request chunk in one pass per chunk (cache friendly)."""
-    views = trace.chunks("request")
+SUBCHUNK = 8192  # records copied at a time: a few fields of 8192 records stay in L2
+
+
+def gather_columns(views: Sequence[np.ndarray], fields: Sequence[str],
+                   dtype: np.dtype) -> dict[str, np.ndarray]:
+    """Copy fields out of record chunks, a cache-sized slice at a time (one pass)."""
     n = sum(len(v) for v in views)
-    out = {f: np.empty(n, dtype=abi.REQUEST_DTYPE[f]) for f in names}
+    out = {f: np.empty(n, dtype=dtype[f]) for f in fields}
     off = 0
     for v in views:
-        m = len(v)
-        for f in names:
-            out[f][off:off + m] = v[f]
-        off += m
+        for i in range(0, len(v), SUBCHUNK):
+            w = v[i:i + SUBCHUNK]
+            m = len(w)
+            for f in fields:
+                out[f][off:off + m] = w[f]
+            off += m
     return out
 
 
 def load_requests(trace: Any, window: Window) -> Requests:
-    """Pull the request columns out of a trace and normalise times (see module doc)."""
-    cols = _gather_columns(trace, REQUEST_FIELDS)
-    return requests_from_columns(cols, window, trace.meta.get("devices", []))
+    """Pull the request columns out of a trace and normalise them (see module doc).
 
+    One pass over the mapped records, a cache-sized slice at a time: fields are copied,
+    the device is mapped to a dense index and unknown times are fixed while the slice
+    is hot.
+    """
+    views = trace.chunks("request")
+    n = sum(len(v) for v in views)
+    cols = {f: np.empty(n, dtype=abi.REQUEST_DTYPE[f]) for f in REQUEST_FIELDS
+            if f not in ("dev_major", "dev_minor")}
+    dev = np.empty(n, dtype=np.int32)
+    keys: list[int] = [(int(d["major"]) << 20) | int(d["minor"])
+                       for d in trace.meta.get("devices", []) or []
+                       if d.get("major") is not None and d.get("minor") is not None]
+    end = np.uint64(window.end_ns)
+    fixed = ("done_ns", "data_done_ns", "flags_u16")
+    off = 0
+    for v in views:
+        for i in range(0, len(v), SUBCHUNK):
+            w = v[i:i + SUBCHUNK]
+            m = len(w)
+            sl = slice(off, off + m)
+            for f in cols:
+                if f not in fixed:
+                    cols[f][sl] = w[f]
+            fl = w["flags_u16"]
+            cols["flags_u16"][sl] = fl
+            done = w["done_ns"].copy()
+            done[(done == 0) | ((fl & abi.RQ_INCOMPLETE) != 0)] = end
+            np.minimum(done, end, out=done)
+            cols["done_ns"][sl] = done
+            dd = w["data_done_ns"].copy()
+            bad = (dd == 0) | (dd > done)
+            dd[bad] = done[bad]
+            cols["data_done_ns"][sl] = dd
+            dk = (w["dev_major"].astype(I64) << 20) | w["dev_minor"]
+            _map_devices(dk, keys, dev[sl])
+            off += m
+    # Devices in (major, minor) order, whatever order they were first met in.
+    order = sorted(range(len(keys)), key=lambda k: keys[k])
+    if order != list(range(len(keys))):
+        remap = np.empty(len(keys), np.int32)
+        remap[order] = np.arange(len(keys), dtype=np.int32)
+        dev = remap[dev]
+    devices = [(keys[k] >> 20, keys[k] & 0xFFFFF) for k in order]
 
-def requests_from_columns(cols: Mapping[str, np.ndarray], window: Window,
-                          meta_devices: Sequence[Mapping[str, Any]] = ()) -> Requests:
     def i64(name: str) -> np.ndarray:
-        a = np.asarray(cols[name])
-        return a.view(I64) if a.dtype == np.uint64 else a.astype(I64)
-
-    flags = np.asarray(cols["flags_u16"])
-    done = i64("done_ns")
-    data_done = i64("data_done_ns")
-    issue = i64("issue_ns")
-    end = window.end_ns
-    open_ = (done == 0) | ((flags & abi.RQ_INCOMPLETE) != 0)
-    if open_.any():
-        done = done.copy() if not done.flags.writeable else done
-        done[open_] = end
-    np.minimum(done, end, out=done)
-    # data_done: first completion; 0 (never completed) or after done -> done.
-    bad = (data_done == 0) | (data_done > done)
-    if bad.any():
-        data_done = data_done.copy() if not data_done.flags.writeable else data_done
-        data_done[bad] = done[bad]
-    majors = np.asarray(cols["dev_major"]).astype(I64)
-    devkey = (majors << 20) | np.asarray(cols["dev_minor"]).astype(I64)
-    del majors
-    hint = [(int(d.get("major", 0)) << 20) | int(d.get("minor", 0)) for d in meta_devices
-            if d.get("major") is not None]
-    dev, uniq = dense_index(devkey, hint)
-    del devkey
-    devices = [(int(k) >> 20, int(k) & 0xFFFFF) for k in uniq]
-    return Requests(submit=i64("submit_ns"), insert=i64("insert_ns"), issue=issue,
-                    data_done=data_done, done=done, sector=i64("start_sector"),
-                    nbytes=np.asarray(cols["len_bytes"]), dev=dev, devices=devices,
-                    op=np.asarray(cols["op"]), iflags=np.asarray(cols["iflags"]), flags=flags,
-                    tid=np.asarray(cols["tid"]))
+        return cols[name].view(I64)
+    return Requests(submit=i64("submit_ns"), insert=i64("insert_ns"), issue=i64("issue_ns"),
+                    data_done=i64("data_done_ns"), done=i64("done_ns"),
+                    sector=i64("start_sector"), nbytes=cols["len_bytes"], dev=dev,
+                    devices=devices, op=cols["op"], iflags=cols["iflags"],
+                    flags=cols["flags_u16"], tid=cols["tid"])
 
 
-def first_start(rq: Requests) -> np.ndarray:
-    """submit, else insert, else issue (0 if none is known)."""
-    s = np.where(rq.submit > 0, rq.submit, rq.insert)
-    return np.where(s > 0, s, rq.issue)
+def _map_devices(dk: np.ndarray, keys: list[int], out: np.ndarray) -> None:
+    """Dense device index of each key into `out`; unseen keys are appended to `keys`."""
+    if len(dk) == 0:
+        return
+    first = int(dk[0])
+    if first in keys and (dk == first).all():
+        out[:] = keys.index(first)
+        return
+    out[:] = -1
+    for k in np.unique(dk).tolist():
+        if k not in keys:
+            keys.append(k)
+        out[dk == k] = keys.index(k)
+
+
+def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
+    """submit, else insert, else issue (0 if none is known), for all or `sel` requests."""
+    sub = rq.submit if sel is None else rq.submit[sel]
+    ins = rq.insert if sel is None else rq.insert[sel]
+    iss = rq.issue if sel is None else rq.issue[sel]
+    s = np.where(sub > 0, sub, ins)
+    return np.where(s > 0, s, iss)
 
 
 def queue_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
@@ -354,7 +393,7 @@ def device_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
 
 def total_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
     """Final completion - first known start; -1 if no start is known."""
-    st = first_start(rq) if sel is None else first_start(rq)[sel]
+    st = first_start(rq, sel)
     done = rq.done if sel is None else rq.done[sel]
     return np.where(st > 0, np.maximum(done - st, 0), -1)
 
@@ -375,50 +414,69 @@ class Stages:
     idx: np.ndarray  # request index of each stage, in (device, start) order
     ks: np.ndarray  # keyed start, sorted
     ke: np.ndarray  # keyed end
-    seek: np.ndarray  # per request: signed seek in sectors (0 where not valid)
-    seek_valid: np.ndarray  # per request: has a seek distance
+    seek_idx: np.ndarray  # requests that have a seek distance, in issue order per device
+    seek: np.ndarray  # their signed seek distance in sectors
 
 
 def device_stages(rq: Requests, window: Window) -> Stages:
     """Device stage of every request (see module doc), sorted by (device, issue)."""
     w0, w1 = window.start_ns, window.end_ns
     span = window.span
-    check_keyed(len(rq.devices), span)
-    is_ff = rq.op == abi.OP_FLUSH
+    ndev = len(rq.devices)
+    check_keyed(ndev, span)
+    issue = rq.issue
+    has = issue > 0
     unmatched = (rq.flags & abi.RQ_UNMATCHED) != 0
-    s = np.where((rq.issue == 0) & unmatched, w0, rq.issue)
-    e = np.where(is_ff, rq.done, rq.data_done)
-    np.clip(s, w0, w1, out=s)
+    any_unmatched = bool(unmatched.any())
+    if any_unmatched:
+        has |= unmatched
+    idx = np.flatnonzero(has)
+    del has
+    s = np.clip(issue[idx], w0, w1)
+    if any_unmatched:
+        s[(issue[idx] == 0) & unmatched[idx]] = w0
+    del unmatched
+    e = rq.data_done[idx]
+    ff = np.flatnonzero(rq.op[idx] == abi.OP_FLUSH)
+    e[ff] = rq.done[idx[ff]]
     np.clip(e, w0, w1, out=e)
-    valid = (e > s) & ((rq.issue > 0) | unmatched)
-    # Issued zero-length stages still count for issue order (seek), not for busy time.
-    ordered = valid | ((rq.issue > 0) & (rq.issue >= w0) & (rq.issue <= w1))
-    idx = np.flatnonzero(ordered)
-    base = rq.dev[idx].astype(I64) * span - w0
-    ks = s[idx] + base
+    e -= s  # duration
+    s -= w0
+    if ndev > 1:
+        s += rq.dev[idx].astype(I64) * span
+    order = np.argsort(s, kind="stable")
+    idx = idx[order].astype(np.int32) if len(rq) < (1 << 31) else idx[order]
+    ks = s[order]
     del s
-    order = np.argsort(ks, kind="stable")
-    idx = idx[order]
-    ks = ks[order]
-    ke = e[idx] + base[order]
-    del e, base, order
-    # Seeks: data-bearing reads/writes in issue order, per device.
-    sk = (rq.op[idx] <= abi.OP_WRITE) & (rq.nbytes[idx] > 0) & (rq.issue[idx] > 0)
+    ke = ks + e[order]
+    del e, order
+    # Seeks: data-bearing reads/writes, in issue order per device.
+    sk = rq.op[idx] <= abi.OP_WRITE
+    nb = rq.nbytes[idx]
+    sk &= nb > 0
+    if any_unmatched:
+        sk &= rq.issue[idx] > 0
     sidx = idx[sk]
-    seek = np.zeros(len(rq), I64)
-    seek_valid = np.zeros(len(rq), bool)
+    nsec = (nb[sk] + np.uint32(511)) >> np.uint32(9)
+    del nb, sk
     if len(sidx) > 1:
         sec = rq.sector[sidx]
-        end = sec + ((rq.nbytes[sidx].astype(I64) + 511) >> 9)
-        d = rq.dev[sidx]
-        same = d[1:] == d[:-1]
-        tgt = sidx[1:][same]
-        seek[tgt] = sec[1:][same] - end[:-1][same]
-        seek_valid[tgt] = True
+        seek = sec[1:] - sec[:-1]
+        seek -= nsec[:-1]
+        del sec
+        seek_idx = sidx[1:]
+        if len(seek) and int(np.abs(seek).max()) < (1 << 31):
+            seek = seek.astype(np.int32)
+        if ndev > 1:
+            d = rq.dev[sidx]
+            same = d[1:] == d[:-1]
+            seek_idx, seek = seek_idx[same], seek[same]
+    else:
+        seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
     keep = ke > ks
     if not keep.all():
         idx, ks, ke = idx[keep], ks[keep], ke[keep]
-    return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek=seek, seek_valid=seek_valid)
+    return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek)
 
 
 # -- flush generations ---------------------------------------------------------------------
@@ -454,7 +512,7 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
         return FlushShare(ff, ff_ns, np.zeros(len(ff), I64), waiters,
                           np.zeros(len(waiters), I64), empty, empty, empty)
     wbase = rq.dev[waiters].astype(I64) * span - w0
-    ws = np.clip(first_start(rq)[waiters], w0, w1) + wbase
+    ws = np.clip(first_start(rq, waiters), w0, w1) + wbase
     we = np.clip(rq.done[waiters], w0, w1) + wbase
     issued = rq.issue[waiters] > 0
     ds = np.where(issued, np.clip(rq.issue[waiters], w0, w1) + wbase, we)
@@ -498,7 +556,7 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
 # -- request -> call join ------------------------------------------------------------------
 
 def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
-               call_enter: np.ndarray, call_exit: np.ndarray, window: Window,
+               call_enter: np.ndarray, call_exit: np.ndarray,
                sel: np.ndarray | None = None) -> np.ndarray:
     """Index of the call (same tid, enter <= t <= exit) each request falls in, else -1.
 
@@ -506,30 +564,40 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     `sel` restricts the search to some requests (others get -1).
     """
     n = len(req_tid)
-    out = np.full(n, -1, np.int64)
+    out = np.full(n, -1, np.int32)
     if len(call_tid) == 0 or n == 0:
         return out
-    w0, span = window.start_ns, window.span
     utids = np.unique(call_tid)
     cands = np.arange(n) if sel is None else np.flatnonzero(sel)
-    rt = req_tid[cands]
-    if len(utids) <= 16:
-        ti = np.full(len(cands), -1, np.int64)
-        for i, t in enumerate(utids):
-            ti[rt == t] = i
+    top = int(utids.max())
+    if top < (1 << 23) and utids.min() >= 0:
+        # tid -> dense index through a lookup table (tids are small: pid_max <= 2^22).
+        table = np.full(top + 2, -1, np.int32)
+        table[utids] = np.arange(len(utids), dtype=np.int32)
+        ti = table[np.minimum(req_tid[cands], top + 1)]
     else:
-        ti = np.searchsorted(utids, rt)
+        rt = req_tid[cands].astype(I64)
+        ti = np.searchsorted(utids, rt).astype(np.int32)
         ti[ti >= len(utids)] = 0
-        ti = np.where(utids[ti] == rt, ti, -1)
+        ti = np.where(utids[ti] == rt, ti, -1).astype(np.int32)
+        del rt
     m = ti >= 0
     cands, ti = cands[m], ti[m]
-    tt = np.clip(req_t[cands], w0, window.end_ns)
-    m = req_t[cands] > 0
+    tt = req_t[cands].astype(I64)
+    m = tt > 0
     cands, ti, tt = cands[m], ti[m], tt[m]
+    del m
+    if not len(cands):
+        return out
+    # Raw times (not clipped to the window): keyed over the span they cover.
+    ce = np.asarray(call_enter, dtype=I64)
+    cxr = np.maximum(np.asarray(call_exit, dtype=I64), ce)
+    w0 = min(int(ce.min()), int(tt.min()))
+    span = max(int(cxr.max()), int(tt.max())) - w0 + 2
     check_keyed(len(utids), span)
     ctid = np.searchsorted(utids, call_tid).astype(I64)
-    ck = ctid * span + np.clip(call_enter, w0, window.end_ns) - w0
-    cx = ctid * span + np.clip(call_exit, w0, window.end_ns) - w0
+    ck = ctid * span + (ce - w0)
+    cx = ctid * span + (cxr - w0)
     co = np.argsort(ck, kind="stable")
     ck, cx = ck[co], cx[co]
     # Search in tid-major order so the needles are nearly sorted (fast binary search).
@@ -537,11 +605,18 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         o = np.argsort(ti.astype(np.int16), kind="stable")
     else:
         o = np.argsort(ti, kind="stable")
-    rk = ti[o] * span + tt[o] - w0
-    pos = np.searchsorted(ck, rk, side="right") - 1
+    cands = cands[o]
+    rk = ti[o].astype(I64)
+    del ti
+    rk *= span
+    rk += tt[o]
+    del tt, o
+    rk -= w0
+    pos = np.searchsorted(ck, rk, side="right")
+    pos -= 1
     ok = pos >= 0
-    pos_c = np.maximum(pos, 0)
-    ok &= rk <= cx[pos_c]
-    res = np.where(ok, co[pos_c], -1)
-    out[cands[o]] = res
+    np.maximum(pos, 0, out=pos)
+    ok &= rk <= cx[pos]
+    del rk
+    out[cands] = np.where(ok, co[pos], -1)
     return out

@@ -1,0 +1,496 @@
+"""Analysis entry point: `analyze(trace, config) -> dict`, the JSON-ready result.
+
+Every key is documented in docs/report-json.md. Times are integer nanoseconds, sizes
+bytes, shares floats in [0, 1], percentages floats in [0, 100]. Nothing here prints or
+plots; the CLI (commands.py) and the renderers (iowhy.reports) do.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import abi
+from .attribute import (
+    WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
+    locality, per_class, relevant_devices, seq_key, workload_covers, workload_view,
+)
+from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
+from .match import (
+    Requests, Window, device_ns, device_stages, flush_generations, gather_columns, join_calls,
+    latency_ok, load_requests, percentiles, queue_ns, total_ns, trace_window,
+)
+
+SCHEMA = "iowhy-report/1"
+I64 = np.int64
+
+FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "flags_u16",
+                "dev_major", "dev_minor", "commit_seq", "ret", "ino")
+JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_minor", "tid",
+                  "event_u16", "fs_u16")
+TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
+OFFCPU_FIELDS = ("start_ns", "waking_ns", "end_ns", "tid", "syscall_nr", "flags_u16")
+
+
+@dataclass
+class AnalysisConfig:
+    """What to compute. Defaults give the full report."""
+
+    locality_gap_ns: int = 10_000_000  # adjacent writes further apart than this "could have merged"
+    queue_depth_buckets: int = 60  # time buckets of the per-device queue-depth series
+    placement: bool = True  # seek histograms, sequential share, positioning cost
+    locality: bool = True  # adjacent write pairs issued far apart
+    max_findings: int = 6
+    min_finding_share: float = 0.01  # findings below this share of elapsed are dropped
+    threads: int = 2  # run the time views and the request views side by side (numpy
+    #                   releases the GIL); 1 runs everything in the calling thread
+    timings: bool = False  # record seconds per phase in result["_timings_s"] (benchmarks)
+
+
+class _Clock:
+    """Seconds per phase, when asked for (AnalysisConfig.timings)."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.spent: dict[str, float] = {}
+        self.last: dict[int, float] = {}
+
+    def start(self) -> None:
+        if self.on:
+            self.last[threading.get_ident()] = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        if self.on:
+            now = time.perf_counter()
+            me = threading.get_ident()
+            self.spent[name] = self.spent.get(name, 0.0) + now - self.last.get(me, now)
+            self.last[me] = now
+
+
+def tune_allocator() -> bool:
+    """Keep freed memory in the process for reuse (glibc): the analysis allocates and
+    frees many large temporaries, and glibc would otherwise return each to the kernel
+    and fault it in again on the next allocation. For processes that exit after the
+    analysis (the CLI). Returns whether it applied."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_max = -1, -4
+        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 40))
+    except (OSError, AttributeError):
+        return False
+
+
+def columns(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarray]:
+    """Fields of one record type, copied a cache-sized slice at a time."""
+    dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+    return gather_columns(trace.chunks(name), fields, dtype)
+
+
+def _pct_of(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 3) if whole else 0.0
+
+
+def flush_wait_by_class(cls: np.ndarray, fl: Any) -> np.ndarray:
+    if not len(fl.waiter_idx):
+        return np.zeros(len(CLASS_NAMES), I64)
+    return np.bincount(cls[fl.waiter_idx], weights=fl.waiter_flush_ns,
+                       minlength=len(CLASS_NAMES)).round().astype(I64)
+
+
+def _fs_summary(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for f in meta.get("filesystems", []) or []:
+        lg = f.get("log") or {}
+        ranges = list(lg.get("ranges") or []) if isinstance(lg, Mapping) else []
+        out.append({
+            "fstype": f.get("fstype"), "source": f.get("source"),
+            "mountpoint": f.get("mountpoint"), "options": f.get("options"),
+            "disk": f.get("disk"),
+            "log_kind": lg.get("kind") if isinstance(lg, Mapping) else None,
+            "log_bytes": int(sum(int(r[1]) - int(r[0]) for r in ranges if len(r) >= 2) * 512),
+        })
+    return out
+
+
+def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
+    """Analyze a trace (traceformat.Trace); returns the report dict (docs/report-json.md)."""
+    cfg = config or AnalysisConfig()
+    clock = _Clock(cfg.timings)
+    clock.start()
+    win = trace_window(trace)
+    meta = trace.meta or {}
+    rq = load_requests(trace, win)
+    clock.lap("load requests")
+    fs = columns(trace, "fsync", FSYNC_FIELDS)
+    jr = columns(trace, "journal", JOURNAL_FIELDS)
+    tasks = columns(trace, "task", TASK_FIELDS)
+    off = columns(trace, "offcpu", OFFCPU_FIELDS)
+    clock.lap("load other records")
+    return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock)
+
+
+def _join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
+                            win: Window) -> np.ndarray:
+    fl = np.asarray(fs["flags_u16"])
+    ex = np.asarray(fs["exit_ns"]).astype(I64)
+    exit_ = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
+    tracked = ((rq.flags & abi.RQ_TRACKED) != 0) & (rq.op != abi.OP_READ)
+    return join_calls(rq.tid, rq.submit, np.asarray(fs["tid"]).astype(I64),
+                      np.asarray(fs["enter_ns"]).astype(I64), exit_, sel=tracked)
+
+
+def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
+                    fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
+                    tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
+                    cfg: AnalysisConfig, trace: Any = None,
+                    clock: _Clock | None = None) -> dict[str, Any]:
+    elapsed = win.elapsed_ns
+    clock = clock or _Clock(cfg.timings)
+    clock.start()
+    fs_type = np.asarray(fs["fs_u16"])
+    btrfs_sync = None
+    joined: list[np.ndarray] = []
+    if (fs_type == abi.FS_BTRFS).any():
+        # btrfs log writes are classified by the fsync call they were submitted in.
+        call_of_req = _join_requests_to_calls(rq, fs, win)
+        joined.append(call_of_req)
+        clock.lap("join requests to calls")
+        btrfs_sync = np.zeros(len(rq), bool)
+        inc = call_of_req >= 0
+        btrfs_sync[inc] = fs_type[call_of_req[inc]] == abi.FS_BTRFS
+    cls = classify(rq, meta, btrfs_sync=btrfs_sync, devices=rq.devices)
+    del btrfs_sync
+    clock.lap("classify")
+    st = device_stages(rq, win)
+    clock.lap("device stages and seeks")
+    fsdevs = set(zip(np.asarray(fs["dev_major"]).tolist(), np.asarray(fs["dev_minor"]).tolist()))
+    relevant = relevant_devices(rq, sorted(fsdevs), meta)
+
+    def time_views() -> tuple[Any, ...]:
+        """Device and workload views (the interval sweeps), and locality."""
+        clock.start()
+        fl = flush_generations(rq, win)
+        clock.lap("flush generations")
+        per_cat, cumul = device_unions(rq, st, cls)
+        del per_cat
+        clock.lap("device unions")
+        devices = device_view(rq, st, cls, win, fl, meta, cumul, cfg.queue_depth_buckets)
+        clock.lap("device view")
+        covers, waits = workload_covers(rq, st, cumul, fl, relevant)
+        del cumul
+        wv = workload_view(win, tasks, off, covers, waits)
+        clock.lap("workload view")
+        loc = locality(rq, cls, cfg.locality_gap_ns) if cfg.locality else None
+        clock.lap("locality")
+        return fl, devices, wv, loc
+
+    def request_views() -> tuple[Any, ...]:
+        """Per-class figures, placement, fsync and commits."""
+        clock.start()
+        requests, pl, dev_op, dev_bytes = per_class(rq, st, cls, cfg.placement)
+        clock.lap("per class and placement")
+        call_of_req = joined[0] if joined else _join_requests_to_calls(rq, fs, win)
+        clock.lap("join requests to calls")
+        fsv = fsync_view(win, fs, jr, rq, cls, call_of_req)
+        del call_of_req
+        commits = commits_view(win, jr, fsv, fs, requests["log"]["bytes"])
+        empty_pf = int((rq.op[np.flatnonzero(cls == FLUSH)] != abi.OP_FLUSH).sum())
+        clock.lap("fsync and commits")
+        return requests, pl, fsv, commits, empty_pf, dev_op, dev_bytes
+
+    if cfg.threads > 1:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            fut = pool.submit(request_views)
+            fl, devices, wv, loc = time_views()
+            requests, pl, fsv, commits, empty_pf, dev_op, dev_bytes = fut.result()
+    else:
+        fl, devices, wv, loc = time_views()
+        requests, pl, fsv, commits, empty_pf, dev_op, dev_bytes = request_views()
+    att = wv["attribution_ns"]
+    for k, w in zip(CLASS_NAMES, flush_wait_by_class(cls, fl).tolist()):
+        requests[k]["flush_wait_ns"] = int(w)
+    # Metadata vs data: writes on the workload's devices (any submitter: jbd2, writeback).
+    rel = list(relevant) if relevant else []
+    wb = dev_bytes[rel][:, :, abi.OP_WRITE].sum(axis=0) if rel else np.zeros(len(CLASS_NAMES))
+    wn = dev_op[rel][:, :, abi.OP_WRITE].sum(axis=0) if rel else np.zeros(len(CLASS_NAMES))
+    md_bytes = int(round(wb[METADATA]))
+    data_bytes = int(round(wb[DATA]))
+    md_n = int(wn[METADATA])
+    data_n = int(wn[DATA])
+    rel_log = int(round(wb[LOG]))
+    ff_all = fl.ff_ns
+    ff_rel = fl.ff_ns[np.isin(rq.dev[fl.ff_idx], np.asarray(rel, dtype=np.int32))]
+    rec = getattr(trace, "recorder", {}) or {}
+    trailer = getattr(trace, "trailer", None) or {}
+    res: dict[str, Any] = {
+        "schema": SCHEMA,
+        "trace": {
+            "path": getattr(trace, "path", None),
+            "command": rec.get("command") or meta.get("command"),
+            "pid": rec.get("pid"),
+            "start_ns": win.start_ns, "end_ns": win.end_ns,
+            "stop_reason": trailer.get("stop_reason"),
+            "exit_status": trailer.get("exit_status"),
+            "truncated": bool(getattr(trace, "truncated", False)),
+        },
+        "problems": trace.problems() if trace is not None else [],
+        "lost_events": int(getattr(trace, "lost_events", 0)) if trace is not None else 0,
+        "elapsed_ns": int(elapsed),
+        "attribution_ns": {k: int(att[k]) for k in WORKLOAD_CATEGORIES},
+        "attribution_pct": {k: _pct_of(int(att[k]), elapsed) for k in WORKLOAD_CATEGORIES},
+        "wait_other_by_syscall_ns": wv["wait_other_by_syscall_ns"],
+        "blocked_by_syscall_ns": wv["blocked_by_syscall_ns"],
+        "workload": {"threads": wv["threads"], "offcpu_intervals": wv["offcpu_intervals"],
+                     "devices": [devices[i]["name"] for i in relevant],
+                     "flushes": {"count": int(len(ff_rel)),
+                                 "device_ns": percentiles(ff_rel, (50, 90, 99))}},
+        "filesystems": _fs_summary(meta),
+        "requests": requests,
+        "flushes": {
+            "count": int(len(fl.ff_idx)),
+            "device_ns": percentiles(ff_all, (50, 90, 99)),
+            "total_ns": int(ff_all.sum()),
+            "empty_preflush": empty_pf,
+        },
+        "devices": devices,
+        "fsync": {k: v for k, v in fsv.items() if not k.startswith("_")},
+        "commits": commits,
+        "metadata_data_ratio": round(md_bytes / data_bytes, 4) if data_bytes else None,
+        "metadata_data": {"metadata_bytes": md_bytes, "data_bytes": data_bytes,
+                          "metadata_requests": md_n, "data_requests": data_n,
+                          "log_bytes": rel_log,
+                          "request_ratio": round(md_n / data_n, 4) if data_n else None},
+        "placement": pl,
+        "locality": loc,
+    }
+    res["findings"] = findings(res, cfg)
+    if trace is None:
+        res.pop("trace")
+    if cfg.timings:
+        res["_timings_s"] = {k: round(v, 4) for k, v in clock.spent.items()}
+    return res
+
+
+# -- findings ----------------------------------------------------------------------------
+
+def fmt_ns(ns: float | None) -> str:
+    """A duration in the unit that suits it: 16 ns, 850 us, 9.6 ms, 12.3 s."""
+    if ns is None:
+        return "-"
+    a = abs(ns)
+    if a >= 100e9:
+        return f"{ns / 1e9:,.0f} s"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if a >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{int(ns)} ns"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{int(n):,} {word if n == 1 else (words or word + 's')}"
+
+
+def _n(x: float) -> str:
+    return f"{int(round(x)):,}"
+
+
+def _ms(ns: int | None) -> str:
+    return fmt_ns(ns)
+
+
+def _s(ns: int) -> str:
+    return fmt_ns(ns)
+
+
+def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
+    """A few statements in plain words, largest first, each with its evidence."""
+    el = r["elapsed_ns"]
+    att = r["attribution_ns"]
+    pct = r["attribution_pct"]
+    out: list[dict[str, Any]] = []
+    fsync_n = r["fsync"]["count"]
+    req = r["requests"]
+    com = r["commits"]
+
+    def add(key: str, weight: int, text: str, **evidence: Any) -> None:
+        out.append({"key": key, "weight_ns": int(weight), "text": text, "evidence": evidence})
+
+    if att["barrier"]:
+        wfl = r["workload"]["flushes"]
+        fc = wfl["count"]
+        p50 = wfl["device_ns"]["p50"]
+        text = (f"{pct['barrier']:.0f}% of elapsed is barrier: "
+                f"{plural(fc, 'cache flush', 'cache flushes')}, median {_ms(p50)}; ")
+        text += (f"{plural(fsync_n, 'fsync call')} caused them" if fsync_n else
+                 "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
+                 "caused them")
+        mine = set(r["workload"]["devices"])
+        wc = [d["name"] for d in r["devices"] if d.get("write_cache") == "write back"
+              and not d.get("fua") and d["flush"]["count"] and d["name"] in mine]
+        if wc:
+            text += (f"; {', '.join(wc)} {'has' if len(wc) == 1 else 'have'} a volatile write "
+                     "cache without FUA, so every FUA write costs a post-flush")
+        add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=fsync_n)
+    if att["log"]:
+        n = com["count"]
+        text = f"{pct['log']:.0f}% of elapsed is journal/log writes: {plural(n, 'commit')}"
+        j = com.get("jbd2")
+        if j and j["duration_ns"]["p50"] is not None:
+            text += f", median commit {_ms(j['duration_ns']['p50'])}"
+        if com.get("fsyncs_per_commit"):
+            text += f"; {com['fsyncs_per_commit']:.2f} fsync-family calls per commit"
+        if com.get("bytes_logged_per_commit"):
+            text += f"; {com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit"
+        add("log", att["log"], text, commits=n, fsyncs_per_commit=com.get("fsyncs_per_commit"))
+    if att["metadata"]:
+        m = req["metadata"]
+        ratio = r["metadata_data_ratio"]
+        text = (f"{pct['metadata']:.0f}% of elapsed is metadata I/O: "
+                f"{plural(m['count'], 'request')}, {m['bytes'] / 2**20:,.1f} MiB, device median "
+                f"{_ms(m['device_ns']['p50'])}")
+        if ratio is not None:
+            text += f"; metadata:data ratio {ratio:.2f} by bytes written"
+        add("metadata", att["metadata"], text, requests=m["count"], ratio=ratio)
+    for key, cls_names, what in (("data", ("data", "discard"), "data writes"),
+                                 ("read", ("read", "readahead"), "reads")):
+        if att[key]:
+            cnt = sum(req[c]["count"] for c in cls_names)
+            mib = sum(req[c]["bytes"] for c in cls_names) / 2**20
+            p50 = req[cls_names[0]]["device_ns"]["p50"]
+            add(key, att[key], f"{pct[key]:.0f}% of elapsed is waiting on {what}: "
+                               f"{plural(cnt, 'request')}, {mib:,.1f} MiB, device median "
+                               f"{_ms(p50)}",
+                requests=cnt)
+    if att["cpu"]:
+        add("cpu", att["cpu"], f"{pct['cpu']:.0f}% of elapsed the workload was on CPU "
+                               f"({_s(att['cpu'])})")
+    if att["runqueue"]:
+        add("runqueue", att["runqueue"], f"{pct['runqueue']:.0f}% of elapsed the workload was "
+                                         "runnable but waiting for a CPU")
+    if att["wait-other"]:
+        wo = r["wait_other_by_syscall_ns"]
+        top = next(iter(wo.items()), None)
+        text = (f"{pct['wait-other']:.0f}% of elapsed is blocked with no I/O in flight on its "
+                "devices")
+        if top:
+            text += f", mostly in {top[0]} ({_s(top[1])})"
+        add("wait-other", att["wait-other"], text, by_syscall=dict(list(wo.items())[:5]))
+    pl = r.get("placement") or {}
+    for cname in ("metadata", "data", "log", "read"):
+        p = pl.get(cname)
+        if not p or not p["device_ns"] or p["positioning_ns"] <= 0:
+            continue
+        share = p["positioning_ns"] / p["device_ns"]
+        if share < 0.2:
+            continue
+        seq = p["sequential_share"] or 0.0
+        add(f"positioning-{cname}", p["positioning_ns"],
+            f"{cname} requests spent {_s(p['positioning_ns'])} positioning ({share:.0%} of "
+            f"their device time of {_s(p['device_ns'])}); only {seq:.0%} were sequential",
+            positioning_ns=p["positioning_ns"], device_ns=p["device_ns"])
+    loc = r.get("locality")
+    if loc and loc["late_pairs"] and (loc["late_share"] or 0) >= 0.1:
+        dat = req["data"]["device_ns"]["p50"] or 0
+        add("locality", loc["late_pairs"] * dat,
+            f"{loc['late_share']:.0%} of {_n(loc['adjacent_pairs'])} write pairs adjacent on "
+            f"disk were issued more than {loc['gap_ns'] / 1e6:g} ms apart: they could have "
+            "merged and did not", late_pairs=loc["late_pairs"],
+            adjacent_pairs=loc["adjacent_pairs"])
+    ratio = r.get("metadata_data_ratio")
+    if ratio is not None and ratio >= 0.5:
+        md = r["metadata_data"]
+        add("metadata-ratio", req["metadata"]["device_total_ns"],
+            f"{md['metadata_bytes'] / 2**20:,.1f} MiB of metadata written for "
+            f"{md['data_bytes'] / 2**20:,.1f} MiB of data (ratio {ratio:.2f})",
+            ratio=ratio)
+    floor = cfg.min_finding_share * el
+    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
+    out.sort(key=lambda f: -f["weight_ns"])
+    return out[: cfg.max_findings]
+
+
+# -- metrics for histograms --------------------------------------------------------------
+
+METRICS = ("device", "queue", "total", "fsync", "commit", "seek")
+
+
+def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np.ndarray, str]:
+    """Values of one metric for `iowhy hist`: (values, unit) with unit "ns" or "sectors".
+
+    klass: a request class (device/queue/total/seek), a call type (fsync) or a commit
+    kind (commit: jbd2, xfs, fc). Raises ValueError for an unknown metric or class.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    win = trace_window(trace)
+    meta = trace.meta or {}
+    if metric in ("device", "queue", "total", "seek"):
+        if klass is not None and klass not in CLASS_NAMES:
+            raise ValueError(f"unknown class {klass!r} (one of {', '.join(CLASS_NAMES)})")
+        rq = load_requests(trace, win)
+        fs = columns(trace, "fsync", FSYNC_FIELDS)
+        call_of_req = _join_requests_to_calls(rq, fs, win)
+        bs = np.zeros(len(rq), bool)
+        inc = call_of_req >= 0
+        bs[inc] = np.asarray(fs["fs_u16"])[call_of_req[inc]] == abi.FS_BTRFS
+        cls = classify(rq, meta, btrfs_sync=bs, devices=rq.devices)
+        sel = np.ones(len(rq), bool) if klass is None else cls == CLASS_NAMES.index(klass)
+        if metric == "seek":
+            st = device_stages(rq, win)
+            return np.abs(st.seek[sel[st.seek_idx]]), "sectors"
+        ok = sel & latency_ok(rq)
+        if metric == "total":
+            v = total_ns(rq, np.flatnonzero(ok))
+        else:
+            ok &= rq.issue > 0
+            idx = np.flatnonzero(ok)
+            v = device_ns(rq, idx) if metric == "device" else queue_ns(rq, idx)
+        return v[v >= 0], "ns"
+    if metric == "fsync":
+        fs = columns(trace, "fsync", FSYNC_FIELDS)
+        enter = np.asarray(fs["enter_ns"]).astype(I64)
+        ex = np.asarray(fs["exit_ns"]).astype(I64)
+        ok = (ex > 0) & ((np.asarray(fs["flags_u16"]) & abi.FS_F_INCOMPLETE) == 0)
+        if klass is not None:
+            codes = {v: k for k, v in abi.CALL_NAMES.items()}
+            if klass not in codes:
+                raise ValueError(f"unknown call type {klass!r} "
+                                 f"(one of {', '.join(abi.CALL_NAMES.values())})")
+            ok &= np.asarray(fs["call_u16"]) == codes[klass]
+        return (ex - enter)[ok], "ns"
+    jr = columns(trace, "journal", JOURNAL_FIELDS)
+    kinds = ("jbd2", "xfs", "fc")
+    if klass is not None and klass not in kinds:
+        raise ValueError(f"unknown commit kind {klass!r} (one of {', '.join(kinds)})")
+    ev = np.asarray(jr["event_u16"])
+    ts = np.asarray(jr["ts_ns"]).astype(I64)
+    key = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])
+    vals = []
+    pairs = {"jbd2": (abi.J_JBD2_START, abi.J_JBD2_END), "xfs": (abi.J_XLOG_SYNC, abi.J_XLOG_DONE)}
+    for kind, (a, b) in pairs.items():
+        if klass not in (None, kind):
+            continue
+        ka, kb = key[ev == a], key[ev == b]
+        ta, tb = ts[ev == a], ts[ev == b]
+        oa = np.argsort(ka)
+        ka, ta = ka[oa], ta[oa]
+        p = np.clip(np.searchsorted(ka, kb), 0, max(len(ka) - 1, 0))
+        if len(ka):
+            hit = ka[p] == kb
+            vals.append(tb[hit] - ta[p[hit]])
+    if klass in (None, "fc"):
+        tid = np.asarray(jr["tid"]).astype(I64)
+        m = (ev == abi.J_EXT4_FC_START) | (ev == abi.J_EXT4_FC_STOP)
+        o = np.lexsort((ts[m], tid[m]))
+        e2, t2, d2 = ev[m][o], ts[m][o], tid[m][o]
+        pr = (e2[:-1] == abi.J_EXT4_FC_START) & (e2[1:] == abi.J_EXT4_FC_STOP) & \
+            (d2[:-1] == d2[1:])
+        vals.append((t2[1:] - t2[:-1])[pr])
+    v = np.concatenate(vals) if vals else np.zeros(0, I64)
+    return v[v >= 0], "ns"

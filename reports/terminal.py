@@ -1,0 +1,277 @@
+"""The terminal report of `iowhy report`: plain text, every line at most 100 columns.
+
+Renders the dict of iowhy.analysis.analyze(); computes nothing new.
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from typing import Any, Mapping, Sequence
+
+WIDTH = 100
+BAR = 46
+ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "wait-other")
+
+
+def fmt_ns(ns: float | None) -> str:
+    """16 ns, 850 us, 9.6 ms, 12.3 s."""
+    if ns is None:
+        return "-"
+    a = abs(ns)
+    if a >= 100e9:
+        return f"{ns / 1e9:,.0f} s"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if a >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{int(ns)} ns"
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f}"
+
+
+def _mib(b: int) -> str:
+    return f"{b / 2**20:,.1f}"
+
+
+def _num(x: int | None) -> str:
+    """Counts that fit a 10-column cell: 99,999 then 123.4k, 422.6M, 1.2G."""
+    if x is None:
+        return "-"
+    if abs(x) < 100_000:
+        return f"{x:,}"
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.1f}{suffix}"
+    return str(x)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _command(r: Mapping[str, Any]) -> str:
+    tr = r.get("trace") or {}
+    cmd = tr.get("command")
+    if isinstance(cmd, (list, tuple)):
+        cmd = shlex.join(str(c) for c in cmd)
+    return str(cmd) if cmd else "(attached process)" if tr.get("pid") else "(unknown)"
+
+
+def _yes_no(v: Any) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, (bool, int)):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _header(r: Mapping[str, Any]) -> list[str]:
+    tr = r.get("trace") or {}
+    lines = [f"iowhy report  {tr.get('path') or ''}".rstrip()]
+    for p in r.get("problems") or []:
+        lines += _wrap(p, "! ", "  ")
+    lines.append(f"workload    {_command(r)}")
+    names = set(r["workload"].get("devices") or [])
+    fss = [f for f in r.get("filesystems") or [] if not names or f.get("disk") in names]
+    for i, f in enumerate(fss[:3]):
+        desc = f"{f.get('fstype') or '?'} {f.get('source') or ''} on {f.get('mountpoint') or '?'}"
+        if f.get("log_kind") and f.get("log_bytes"):
+            desc += f" (log: {f['log_kind']}, {f['log_bytes'] / 2**20:,.0f} MiB)"
+        lines.append(("filesystem  " if i == 0 else "            ") + desc)
+    if len(fss) > 3:
+        lines.append(f"            and {len(fss) - 3} more")
+    names = set(r["workload"].get("devices") or [])
+    for i, d in enumerate(x for x in r["devices"] if x["name"] in names):
+        wc = d.get("write_cache") or "unknown"
+        fua = _yes_no(d.get("fua"))
+        rot = _yes_no(d.get("rotational"))
+        lines.append(("device      " if i == 0 else "            ")
+                     + f"{d['name']}: write cache {wc}, FUA {fua}, rotational {rot}")
+    stop = tr.get("stop_reason")
+    who = f"pid {tr['pid']}, " if tr.get("pid") else ""
+    lines.append(f"duration    {fmt_ns(r['elapsed_ns'])}" + (f" ({stop})" if stop else "")
+                 + f"; {who}{r['workload']['threads']} thread(s)")
+    return lines
+
+
+def _where(r: Mapping[str, Any]) -> list[str]:
+    el = r["elapsed_ns"]
+    att = r["attribution_ns"]
+    lines = [f"{'WHERE THE TIME WENT':<60}{'elapsed ' + fmt_ns(el):>40}"]
+    top = max(att.values()) if att else 0
+    for k in ORDER:
+        v = att.get(k, 0)
+        pct = 100.0 * v / el if el else 0.0
+        bar = "#" * (round(BAR * v / top) if top else 0)
+        if v and not bar:
+            bar = "."
+        lines.append(f"  {k:<11}{fmt_ns(v) if v else '0':>10}{pct:>7.1f}%  {bar}")
+    wo = r.get("wait_other_by_syscall_ns") or {}
+    if wo:
+        parts = ", ".join(f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:6])
+        lines += _wrap(f"wait-other by syscall: {parts}", "  ", "    ")
+    return lines
+
+
+def _classes(r: Mapping[str, Any]) -> list[str]:
+    lines = ["REQUESTS BY CLASS" + " " * 30 + "device latency (ms)",
+             f"  {'class':<10}{'count':>11}{'MiB':>10}{'p50':>10}{'p99':>10}{'max':>10}"
+             f"{'queue p50':>11}{'seek p50':>10}{'seq':>8}"]
+    pl = r.get("placement") or {}
+    for name, c in r["requests"].items():
+        if not c["count"]:
+            continue
+        dn = c["device_ns"]
+        seek = c["seek_sectors"]["p50"]
+        seq = (pl.get(name) or {}).get("sequential_share")
+        lines.append(f"  {name:<10}{c['count']:>11,}{_mib(c['bytes']):>10}{_ms(dn['p50']):>10}"
+                     f"{_ms(dn['p99']):>10}{_ms(dn['max']):>10}"
+                     f"{_ms(c['queue_ns']['p50']):>11}"
+                     f"{_num(seek):>10}{_pct(seq):>8}")
+    ff = r.get("flushes") or {}
+    if ff.get("empty_preflush"):
+        lines.append(f"  flush includes {ff['empty_preflush']:,} empty PREFLUSH requests "
+                     "(never issued: they wait for an FF flush)")
+    return lines
+
+
+def _fsync(r: Mapping[str, Any]) -> list[str]:
+    fs = r["fsync"]
+    com = r["commits"]
+    lines = ["FSYNC AND COMMITS"]
+    if not fs["count"]:
+        lines.append("  no fsync-family calls")
+    for name, c in fs.get("by_call", {}).items():
+        lat = c["latency_ns"]
+        lines.append(f"  {name:<12}{c['count']:>9,} calls  p50 {fmt_ns(lat['p50'])}  p90 "
+                     f"{fmt_ns(lat['p90'])}  p99 {fmt_ns(lat['p99'])}  max {fmt_ns(lat['max'])}")
+        sp = c["split_ns"]
+        tot = sum(sp.values())
+        if tot:
+            lines.append(f"  {'':<12}waiting for: own data {sp['data'] / tot:.0%}, commit/log "
+                         f"{sp['commit'] / tot:.0%}, own flushes {sp['flush'] / tot:.0%}, "
+                         f"other {sp['other'] / tot:.0%}")
+    if com["count"]:
+        parts = [f"{com['count']:,} commits"]
+        if com.get("fsyncs_per_commit"):
+            parts.append(f"{com['fsyncs_per_commit']:.2f} fsync calls per commit")
+        if com.get("bytes_logged_per_commit") is not None:
+            parts.append(f"{com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit")
+        lines += _wrap(", ".join(parts), f"  {'commits':<12}", " " * 14)
+        j = com.get("jbd2")
+        if j:
+            ph = j["phases_ns"]
+            lines.append(f"  {'':<12}jbd2 p50: commit {fmt_ns(j['duration_ns']['p50'])}, "
+                         f"locking {fmt_ns(ph['locking']['p50'])}, flushing "
+                         f"{fmt_ns(ph['flushing']['p50'])}, logging "
+                         f"{fmt_ns(ph['logging']['p50'])}")
+        x = com.get("xfs")
+        if x:
+            lines.append(f"  {'':<12}xfs: {x['forces']:,} log forces, force to iclog done p50 "
+                         f"{fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
+                         f"{fmt_ns(x['iclog_ns']['p50'])}")
+        b = com.get("btrfs")
+        if b:
+            lines.append(f"  {'':<12}btrfs: {b['transaction_commits']:,} transaction commits, "
+                         f"{b['log_syncs']:,} log-tree syncs")
+        fc = com.get("ext4_fast_commit")
+        if fc:
+            st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
+            lines.append(f"  {'':<12}ext4 fast commits: {fc['count']:,} ({st})")
+    return lines
+
+
+def _devices(r: Mapping[str, Any]) -> list[str]:
+    lines = ["DEVICES"]
+    mine = set(r["workload"].get("devices") or [])
+    shown = ([d for d in r["devices"] if d["name"] in mine]
+             + [d for d in r["devices"] if d["name"] not in mine and d["busy_ns"]])
+    for d in shown:
+        b = d["busy_by_category_ns"]
+        busy = d["busy_ns"] or 1
+        cats = " ".join(f"{k} {100 * v / busy:.0f}%" for k, v in b.items() if v)
+        tag = "" if d["name"] in mine else " (not the workload's)"
+        lines += _wrap(f"{d['name']}{tag}  busy {100 * d['utilisation']:.1f}% "
+                       f"({fmt_ns(d['busy_ns'])}): {cats or 'idle'}", "  ", "      ")
+        q = d["queue_depth"]
+        fl = d["flush"]
+        extra = f"queue depth mean {q['mean']:.2f} (busy {q['mean_busy']:.2f}) max {q['max']}"
+        if fl["count"]:
+            extra += (f"; {fl['count']:,} flushes ({fmt_ns(fl['total_ns'])}) waited on by "
+                      f"{fl['waiters']:,} requests")
+        lines += _wrap(extra, "      ", "      ")
+    return lines
+
+
+def _placement(r: Mapping[str, Any]) -> list[str]:
+    pl = r.get("placement") or {}
+    loc = r.get("locality")
+    md = r.get("metadata_data") or {}
+    lines = ["PLACEMENT AND LOCALITY"]
+    ratio = r.get("metadata_data_ratio")
+    lines.append(f"  metadata:data {'-' if ratio is None else f'{ratio:.2f}'} by bytes written "
+                 f"({_mib(md.get('metadata_bytes', 0))} MiB metadata, "
+                 f"{_mib(md.get('data_bytes', 0))} MiB data, {_mib(md.get('log_bytes', 0))} "
+                 "MiB log)")
+    if pl:
+        lines.append(f"  {'class':<10}{'sequential':>11}{'seek p50':>12}{'seek p90':>12}"
+                     f"{'positioning':>13}{'device time':>13}{'share':>8}")
+        for name, p in pl.items():
+            base = p["positioning_basis"] > 0  # no zero-seek baseline: no positioning figure
+            share = p["positioning_ns"] / p["device_ns"] if p["device_ns"] and base else None
+            sk = p["seek_sectors"]
+            posn = fmt_ns(p["positioning_ns"]) if base else "-"
+            lines.append(f"  {name:<10}{_pct(p['sequential_share']):>11}"
+                         f"{_num(sk['p50']):>12}{_num(sk['p90']):>12}"
+                         f"{posn:>13}{fmt_ns(p['device_ns']):>13}{_pct(share):>8}")
+    if loc:
+        if loc["adjacent_pairs"]:
+            lines.append(f"  adjacent write pairs issued > {loc['gap_ns'] / 1e6:g} ms apart: "
+                         f"{_pct(loc['late_share'])} ({loc['late_pairs']:,} of "
+                         f"{loc['adjacent_pairs']:,})")
+        else:
+            lines.append("  no write pairs adjacent on disk")
+    return lines
+
+
+def _findings(r: Mapping[str, Any]) -> list[str]:
+    fs = r.get("findings") or []
+    lines = ["FINDINGS"]
+    if not fs:
+        lines.append("  nothing stands out")
+    for i, f in enumerate(fs, 1):
+        lines += _wrap(f["text"], f"  {i}. ", "     ")
+    return lines
+
+
+def render_report(r: Mapping[str, Any]) -> str:
+    """The whole report as one string (no trailing newline)."""
+    sections: Sequence[list[str]] = (
+        _header(r), _where(r), _classes(r), _fsync(r), _devices(r), _placement(r), _findings(r))
+    out: list[str] = []
+    for s in sections:
+        if out:
+            out.append("")
+        out += [_fit(line.rstrip()) for line in s]
+    return "\n".join(out)
+
+
+def render_where(r: Mapping[str, Any]) -> str:
+    """The short "where the time went" printed when a recording stops."""
+    lines = [_fit(p) for p in (r.get("problems") or [])[:3]]
+    lines += [_fit(line.rstrip()) for line in _where(r)]
+    fs = r.get("findings") or []
+    if fs:
+        lines += _wrap(fs[0]["text"], "  -> ", "     ")
+    return "\n".join(lines)

@@ -1,0 +1,593 @@
+"""Pure tests of the analysis on synthetic traces written with TraceWriter.
+
+Every expected figure is computed by hand in the comments (times in ns, window
+[1000, 1100) unless said otherwise), or by a brute-force per-nanosecond reference.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from iowhy import abi
+from iowhy.analysis import AnalysisConfig, analyze, metric_values
+from iowhy.classify import CLASS_NAMES, classify
+from iowhy.traceformat import TraceWriter, read_trace
+
+DEV = (8, 0)  # whole disk
+PART = (8, 1)  # its partition
+LOG_RANGE = (10_000, 20_000)  # journal, whole-disk sectors
+CATS = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "wait-other")
+
+
+# -- builder ---------------------------------------------------------------------------------
+
+def records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
+    arr = np.zeros(len(rows), dtype=dtype)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            arr[k][i] = v
+    return arr
+
+
+def req(issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 1000,
+        nbytes: int = 4096, dev: tuple[int, int] = DEV, submit: int | None = None,
+        insert: int = 0, data_done: int | None = None, iflags: int = 0,
+        flags: int = abi.RQ_TRACKED, tid: int = 100) -> dict[str, Any]:
+    if op == abi.OP_FLUSH:
+        sector, nbytes = 0, 0
+    return {"issue_ns": issue, "done_ns": done, "op": op, "start_sector": sector,
+            "len_bytes": nbytes, "done_bytes": nbytes, "dev_major": dev[0], "dev_minor": dev[1],
+            "submit_ns": issue if submit is None else submit, "insert_ns": insert,
+            "data_done_ns": done if data_done is None else data_done, "iflags": iflags,
+            "flags_u16": flags, "tid": tid, "tgid": tid, "ts_ns": done or 0}
+
+
+def off(tid: int, start: int, end: int, waking: int = 0, syscall: int = 74,
+        preempt: bool = False) -> dict[str, Any]:
+    return {"tid": tid, "tgid": tid, "start_ns": start, "end_ns": end,
+            "waking_ns": 0 if preempt else (waking or end), "syscall_nr": syscall,
+            "flags_u16": abi.OFF_PREEMPT if preempt else abi.OFF_D, "ts_ns": end}
+
+
+def task(tid: int, ts: int, event: int = abi.TASK_ROOT) -> dict[str, Any]:
+    return {"tid": tid, "tgid": tid, "ts_ns": ts, "event_u16": event}
+
+
+def fsync(tid: int, enter: int, exit_: int, *, call: int = abi.CALL_FSYNC, fs: int = abi.FS_EXT4,
+          seq: int | None = None, dev: tuple[int, int] = PART) -> dict[str, Any]:
+    flags = abi.FS_F_FSEVENT | (abi.FS_F_SEQ if seq is not None else 0)
+    return {"tid": tid, "tgid": tid, "enter_ns": enter, "exit_ns": exit_, "call_u16": call,
+            "fs_u16": fs, "flags_u16": flags, "commit_seq": seq or 0, "dev_major": dev[0],
+            "dev_minor": dev[1], "ts_ns": exit_, "fd": 3, "syscall_nr": 74}
+
+
+def jev(event: int, ts: int, seq: int = 0, *, tid: int = 50, dev: tuple[int, int] = PART,
+        aux0: int = 0, aux1: int = 0, aux2: int = 0, fs: int = abi.FS_EXT4) -> dict[str, Any]:
+    return {"event_u16": event, "ts_ns": ts, "seq": seq, "tid": tid, "tgid": tid,
+            "dev_major": dev[0], "dev_minor": dev[1], "aux0": aux0, "aux1": aux1, "aux2": aux2,
+            "fs_u16": fs}
+
+
+def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) -> dict[str, Any]:
+    log = {"kind": "jbd2" if fstype == "ext4" else "xlog", "ranges": [list(LOG_RANGE)],
+           "fc_ranges": []}
+    return {
+        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 30,
+                     "rotational": 1, "write_cache": write_cache, "fua": fua}],
+        "filesystems": [{"fstype": fstype, "source": "/dev/sdz1", "mountpoint": "/mnt/t",
+                         "dev_major": PART[0], "dev_minor": PART[1], "st_dev_major": PART[0],
+                         "st_dev_minor": PART[1], "disk": "sdz", "disk_major": DEV[0],
+                         "disk_minor": DEV[1], "part_start_sector": 2048,
+                         "log": log if fstype != "btrfs" else None}],
+    }
+
+
+def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(), journal=(),
+                offcpu=(), tasks=None, meta_obj=None, counters=None, trailer: bool = True,
+                command=("star", "-x"), pid: int = 100) -> str:
+    w = TraceWriter(str(path))
+    w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid})
+    if tasks is None:
+        tasks = [task(pid, start)]
+    for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),
+                        (abi.JOURNAL_DTYPE, journal), (abi.OFFCPU_DTYPE, offcpu),
+                        (abi.TASK_DTYPE, tasks)):
+        if rows:
+            w.write_records(records(dtype, list(rows)))
+    tr: dict[str, Any] | None = None
+    if trailer:
+        tr = {"end_ns": end, "stop_reason": "workload exited", "exit_status": 0}
+        if counters:
+            c = {n: 0 for n in abi.COUNTER_NAMES}
+            c.update(counters)
+            tr["counters"] = c
+    w.close(tr)
+    return str(path)
+
+
+def run(path, **cfg) -> dict[str, Any]:
+    return analyze(read_trace(str(path)), AnalysisConfig(**cfg))
+
+
+def assert_sums(r: dict[str, Any]) -> None:
+    att = r["attribution_ns"]
+    assert set(att) == set(CATS)
+    assert sum(att.values()) == r["elapsed_ns"]
+    assert all(v >= 0 for v in att.values())
+
+
+# -- hand-computed scenarios ---------------------------------------------------------------------
+
+def test_overlapping_flush_log_data(tmp_path):
+    # One task, off CPU [1010, 1090): blocked in fsync until 1085, then runnable.
+    # data [1020,1060), log [1030,1050), FF [1040,1070) on the same disk:
+    #   [1010,1020) nothing -> wait-other 10   [1020,1030) data 10   [1030,1040) log 10
+    #   [1040,1070) barrier 30                 [1070,1085) wait-other 15
+    # runqueue [1085,1090) = 5; cpu [1000,1010) + [1090,1100) = 20.
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1020, 1060, sector=50_000),
+        req(1030, 1050, sector=LOG_RANGE[0] + 8, iflags=abi.F_META | abi.F_SYNC, flags=0),
+        req(1040, 1070, op=abi.OP_FLUSH, flags=0),
+    ], offcpu=[off(100, 1010, 1090, waking=1085)])
+    r = run(p)
+    assert r["elapsed_ns"] == 100
+    assert r["attribution_ns"] == {"cpu": 20, "runqueue": 5, "barrier": 30, "log": 10,
+                                   "metadata": 0, "data": 10, "read": 0, "wait-other": 25}
+    assert r["wait_other_by_syscall_ns"] == {"fsync": 25}
+    assert_sums(r)
+    d = r["devices"][0]
+    assert d["busy_ns"] == 50 and d["idle_ns"] == 50 and d["utilisation"] == 0.5
+    assert d["busy_by_category_ns"] == {"barrier": 30, "log": 10, "metadata": 0, "data": 10,
+                                        "read": 0}
+    assert d["queue_depth"]["max"] == 3
+    # mean depth = (40 + 20 + 30) / 100; when busy (50 ns): 1.8
+    assert d["queue_depth"]["mean"] == 0.9 and d["queue_depth"]["mean_busy"] == 1.8
+    # 10 buckets of 10 ns: [1020,1030) data; +log; +FF; data+FF; FF
+    r10 = run(p, queue_depth_buckets=10)["devices"][0]["queue_depth"]
+    assert r10["step_ns"] == 10
+    assert r10["series"] == [0.0, 0.0, 1.0, 2.0, 3.0, 2.0, 1.0, 0.0, 0.0, 0.0]
+    r7 = run(p, queue_depth_buckets=7)["devices"][0]["queue_depth"]  # width 15, 7 buckets
+    assert r7["step_ns"] == 15 and len(r7["series"]) == 7
+    assert r7["series"][1] == round(10 / 15, 3)  # [1015,1030): data from 1020 only
+    assert r["requests"]["log"]["count"] == 1
+    assert r["requests"]["data"]["device_ns"] == {"p50": 40, "p90": 40, "p99": 40, "max": 40}
+    assert r["requests"]["flush"]["device_ns"]["max"] == 30
+
+
+def test_one_flush_shared_by_several_requests(tmp_path):
+    # FF1 [1030,1050) (pre-flush) and FF2 [1062,1078) (post-flush).
+    # r1, r3: empty PREFLUSH requests (never issued), submitted 1010 / 1020, done 1050.
+    # r2: PREFLUSH|FUA log write, submitted 1015, data stage [1052,1060), done 1080.
+    # Waits: r1 20 (FF1), r2 20 + 16 = 36, r3 20. FF1 shared 7/7/6 (r1, r2, r3), FF2 16 to r2.
+    # Workload (blocked [1010,1085)): barrier = FF stages U waiting windows
+    #   = [1010,1052) U [1060,1080) = 62; log [1052,1060) = 8; wait-other [1080,1085) = 5.
+    seq = abi.RQ_FLUSH_SEQ | abi.RQ_TRACKED
+    pf = abi.F_PREFLUSH | abi.F_SYNC
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(0, 1050, nbytes=0, submit=1010, iflags=pf, flags=seq | abi.RQ_NO_ISSUE),
+        req(1052, 1080, submit=1015, data_done=1060, sector=LOG_RANGE[0],
+            iflags=pf | abi.F_FUA | abi.F_META, flags=seq),
+        req(0, 1050, nbytes=0, submit=1020, iflags=pf, flags=seq | abi.RQ_NO_ISSUE),
+        req(1030, 1050, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ),
+        req(1062, 1078, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ),
+    ], offcpu=[off(100, 1010, 1090, waking=1085)])
+    r = run(p)
+    assert r["attribution_ns"] == {"cpu": 20, "runqueue": 5, "barrier": 62, "log": 8,
+                                   "metadata": 0, "data": 0, "read": 0, "wait-other": 5}
+    assert_sums(r)
+    fl = r["devices"][0]["flush"]
+    assert fl["count"] == 2 and fl["total_ns"] == 36 and fl["waiters"] == 3
+    assert fl["waiting_ns"] == 20 + 36 + 20
+    assert fl["shared_ns_by_class"] == {"flush": 13, "log": 23}
+    assert fl["unclaimed_ns"] == 0
+    d = r["devices"][0]
+    assert d["busy_by_category_ns"]["barrier"] == 36 and d["busy_by_category_ns"]["log"] == 8
+    rq = r["requests"]
+    assert rq["flush"]["count"] == 4 and rq["flush"]["issued"] == 2
+    assert rq["flush"]["flush_wait_ns"] == 40 and rq["log"]["flush_wait_ns"] == 36
+    assert rq["log"]["fua"] == 1 and rq["log"]["preflush"] == 1
+    # device time of the log write: issue to final completion, post-flush included
+    assert rq["log"]["device_ns"]["p50"] == 28
+    assert r["flushes"]["empty_preflush"] == 2
+
+
+def test_idle_gap_and_no_task(tmp_path):
+    # Root born at 1010, exits at 1090: [1000,1010) and [1090,1100) have no task (20).
+    # Sleeps in nanosleep [1020,1060) while a read is in flight [1030,1040):
+    #   read 10, wait-other (nanosleep) 30. cpu [1010,1020) + [1060,1090) = 40.
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1030, 1040, op=abi.OP_READ, sector=777),
+    ], offcpu=[off(100, 1020, 1060, syscall=35)],
+        tasks=[task(100, 1010), task(100, 1090, abi.TASK_EXIT)])
+    r = run(p)
+    assert r["attribution_ns"] == {"cpu": 40, "runqueue": 0, "barrier": 0, "log": 0,
+                                   "metadata": 0, "data": 0, "read": 10, "wait-other": 50}
+    assert r["wait_other_by_syscall_ns"] == {"nanosleep": 30, "(no task)": 20}
+    d = r["devices"][0]
+    assert d["busy_ns"] == 10 and d["idle_ns"] == 90 and d["utilisation"] == 0.1
+    assert_sums(r)
+
+
+def test_several_tasks(tmp_path):
+    # A (100): off [1010,1060), blocked in fsync until 1050; exits 1095.
+    # B (101): forked 1000, off [1020,1080), blocked in write until 1070.
+    # cpu: [1000,1020) + [1060,1100) = 60; runqueue [1050,1060) = 10 (B still blocked);
+    # blocked [1020,1050) = 30: data [1030,1040) 10, wait-other 20, both blocked with one
+    # thread each -> tie -> lowest syscall number: write.
+    p = write_trace(tmp_path / "t.iowt", requests=[req(1030, 1040, tid=101)],
+                    offcpu=[off(100, 1010, 1060, waking=1050, syscall=74),
+                            off(101, 1020, 1080, waking=1070, syscall=1)],
+                    tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK),
+                           task(100, 1095, abi.TASK_EXIT)])
+    r = run(p)
+    assert r["attribution_ns"] == {"cpu": 60, "runqueue": 10, "barrier": 0, "log": 0,
+                                   "metadata": 0, "data": 10, "read": 0, "wait-other": 20}
+    assert r["wait_other_by_syscall_ns"] == {"write": 20}
+    assert r["blocked_by_syscall_ns"] == {"write": 30}
+    assert r["workload"]["threads"] == 2
+    assert_sums(r)
+
+
+def test_preempted_is_runqueue_and_incomplete_clipped(tmp_path):
+    # Preempted [1010,1030): runqueue 20. Blocked [1050,1100) (still off CPU at stop).
+    # An incomplete data write issued at 1060 is clipped to the end: data 40, wait 10.
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1060, 0, flags=abi.RQ_TRACKED | abi.RQ_INCOMPLETE, data_done=0),
+    ], offcpu=[off(100, 1010, 1030, preempt=True), off(100, 1050, 1100, syscall=74)])
+    r = run(p)
+    att = r["attribution_ns"]
+    assert att["runqueue"] == 20 and att["cpu"] == 30
+    assert att["data"] == 40 and att["wait-other"] == 10
+    assert r["requests"]["data"]["incomplete"] == 1
+    assert r["requests"]["data"]["device_ns"]["p50"] is None  # censored: not in percentiles
+    assert_sums(r)
+
+
+# -- fsync view and commits ------------------------------------------------------------------
+
+def test_fsync_split_and_commits_ext4(tmp_path):
+    # A fsync [1010,1100) of task 100, tid 5: own data [1012,1030) = 18, jbd2 commit 5
+    #   [1035,1090) = 55, other 17.
+    # B fdatasync [1110,1150) of task 100, tid 5 already committed at 1090: only its own
+    #   empty PREFLUSH [1112,1140) = 28 (flush), other 12.
+    # C fsync [1105,1160) of task 101 and E fsync [1115,1155) of task 102 both need tid 6
+    #   [1120,1150): commit 30 each; other 25 and 10.
+    # fsyncs per commit: A, C, E need a commit; distinct commits 5, 6 -> 1.5.
+    j = [jev(abi.J_JBD2_START, 1035, 5), jev(abi.J_JBD2_LOCKING, 1036, 5),
+         jev(abi.J_JBD2_FLUSHING, 1040, 5), jev(abi.J_JBD2_LOGGING, 1050, 5),
+         jev(abi.J_JBD2_END, 1090, 5), jev(abi.J_JBD2_STATS, 1090, 5, aux2=3),
+         jev(abi.J_JBD2_START, 1120, 6), jev(abi.J_JBD2_END, 1150, 6)]
+    p = write_trace(tmp_path / "t.iowt", end=1200, requests=[
+        req(1015, 1030, submit=1012, sector=50_000),
+        req(1052, 1060, sector=LOG_RANGE[0], iflags=abi.F_META, flags=0, tid=50),
+        req(0, 1140, submit=1112, nbytes=0, iflags=abi.F_PREFLUSH,
+            flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | abi.RQ_NO_ISSUE),
+    ], fsyncs=[fsync(100, 1010, 1100, seq=5),
+               fsync(100, 1110, 1150, seq=5, call=abi.CALL_FDATASYNC),
+               fsync(101, 1105, 1160, seq=6), fsync(102, 1115, 1155, seq=6)],
+        journal=j, tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK),
+                          task(102, 1000, abi.TASK_FORK)])
+    r = run(p)
+    f = r["fsync"]
+    assert f["count"] == 4 and f["incomplete"] == 0
+    fs = f["by_call"]["fsync"]
+    assert fs["count"] == 3
+    assert fs["latency_ns"] == {"p50": 55, "p90": 90, "p99": 90, "max": 90}
+    assert fs["split_ns"] == {"data": 18, "commit": 115, "flush": 0, "other": 52}
+    assert fs["needed_commit"] == 3
+    assert fs["hist_log2_us"] == [3]  # all under 2 us
+    fd = f["by_call"]["fdatasync"]
+    assert fd["split_ns"] == {"data": 0, "commit": 0, "flush": 28, "other": 12}
+    assert fd["needed_commit"] == 0
+    c = r["commits"]
+    assert c["count"] == 2 and c["fsyncs_per_commit"] == 1.5
+    assert c["jbd2"]["count"] == 2
+    assert c["jbd2"]["duration_ns"]["p50"] == 30 and c["jbd2"]["duration_ns"]["max"] == 55
+    assert c["jbd2"]["phases_ns"]["locking"]["p50"] == 4
+    assert c["jbd2"]["phases_ns"]["flushing"]["p50"] == 10
+    assert c["jbd2"]["phases_ns"]["logging"]["p50"] == 40
+    assert c["jbd2"]["blocks_logged"] == 3
+    assert c["log_bytes"] == 4096 and c["bytes_logged_per_commit"] == 2048
+
+
+def test_fsync_xfs_log_force(tmp_path):
+    # Two calls force CIL sequence 9; one iclog (sync 1045, write 1046, done 1080).
+    # Call 1 [1010,1100): data [1012,1030) 18, force at 1040 -> commit [1040,1100) 60, other 12.
+    # Call 2 [1020,1090) (task 101): force at 1050 -> commit 40, other 30.
+    lsn = (3 << 32) | 64
+    j = [jev(abi.J_XFS_FORCE, 1040, 9, tid=100, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1050, 9, tid=101, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_SYNC, 1045, lsn, aux1=8192, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_WRITE, 1046, lsn, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1080, lsn, fs=abi.FS_XFS)]
+    p = write_trace(tmp_path / "t.iowt", requests=[req(1015, 1030, submit=1012)],
+                    fsyncs=[fsync(100, 1010, 1100, seq=9, fs=abi.FS_XFS),
+                            fsync(101, 1020, 1090, seq=9, fs=abi.FS_XFS)],
+                    journal=j, meta_obj=meta("xfs"),
+                    tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK)])
+    r = run(p)
+    assert r["fsync"]["split_ns"] == {"data": 18, "commit": 100, "flush": 0, "other": 42}
+    x = r["commits"]["xfs"]
+    assert x["count"] == 1 and x["forces"] == 2 and x["iclog_bytes"] == 8192
+    assert x["iclog_ns"]["p50"] == 35 and x["iclog_io_ns"]["p50"] == 34
+    assert x["force_to_iclog_done_ns"] == {"p50": 30, "p90": 40, "max": 40}
+    assert r["commits"]["fsyncs_per_commit"] == 2.0
+
+
+def test_btrfs_log_writes_in_task(tmp_path):
+    # btrfs: no log region. In the call [1010,1100) of task 100: data [1012,1030); a REQ_META
+    # write submitted at 1040 by the same task -> log; a superblock write (partition
+    # sector 128) -> log. Outside the call, or by another task: metadata.
+    m = meta("btrfs")
+    anon = (0, 45)
+    m["filesystems"][0].update({"st_dev_major": anon[0], "st_dev_minor": anon[1]})
+    p = write_trace(tmp_path / "t.iowt", end=1200, requests=[
+        req(1015, 1030, submit=1012, sector=90_000),
+        req(1041, 1050, submit=1040, sector=70_000, iflags=abi.F_META),
+        req(1061, 1070, submit=1060, sector=2048 + 128, iflags=abi.F_META | abi.F_FUA),
+        req(1045, 1055, submit=1044, sector=71_000, iflags=abi.F_META, flags=0, tid=200),
+        req(1151, 1160, submit=1150, sector=72_000, iflags=abi.F_META),
+    ], fsyncs=[fsync(100, 1010, 1100, fs=abi.FS_BTRFS, dev=anon)],
+        journal=[jev(abi.J_BTRFS_COMMIT, 1180, 77, fs=abi.FS_BTRFS, dev=anon)],
+        meta_obj=m)
+    r = run(p)
+    assert r["requests"]["log"]["count"] == 2
+    assert r["requests"]["metadata"]["count"] == 2
+    assert r["fsync"]["split_ns"] == {"data": 18, "commit": 60, "flush": 0, "other": 12}
+    b = r["commits"]["btrfs"]
+    assert b == {"transaction_commits": 1, "log_syncs": 1}
+    assert r["commits"]["count"] == 2
+
+
+# -- classification ---------------------------------------------------------------------------
+
+def test_classification_rules():
+    m = meta()
+    m["filesystems"][0]["log"]["fc_ranges"] = [[30_000, 30_100]]
+    rows = [
+        (req(1, 2, op=abi.OP_FLUSH), "flush"),
+        (req(0, 2, nbytes=0, iflags=abi.F_PREFLUSH), "flush"),
+        # PREFLUSH and FUA stay attributes of the write that carried them
+        (req(1, 2, iflags=abi.F_PREFLUSH | abi.F_FUA, sector=50), "data"),
+        (req(1, 2, iflags=abi.F_PREFLUSH | abi.F_FUA, sector=LOG_RANGE[0]), "log"),
+        (req(1, 2, sector=LOG_RANGE[1] - 1), "log"),
+        (req(1, 2, sector=LOG_RANGE[1]), "data"),
+        (req(1, 2, sector=30_050), "log"),  # fast-commit area
+        (req(1, 2, sector=LOG_RANGE[0], dev=(8, 16)), "data"),  # another disk
+        (req(1, 2, iflags=abi.F_META, sector=5), "metadata"),
+        (req(1, 2, op=abi.OP_READ, iflags=abi.F_META), "metadata"),
+        (req(1, 2, op=abi.OP_READ, iflags=abi.F_RAHEAD), "readahead"),
+        (req(1, 2, op=abi.OP_READ, sector=LOG_RANGE[0]), "read"),  # journal replay read
+        (req(1, 2, op=abi.OP_DISCARD, sector=LOG_RANGE[0]), "discard"),
+        (req(1, 2, op=abi.OP_WRITE, iflags=abi.F_SYNC), "data"),
+    ]
+    arr = records(abi.REQUEST_DTYPE, [r for r, _ in rows])
+    got = [CLASS_NAMES[c] for c in classify(arr, m)]
+    assert got == [c for _, c in rows]
+
+
+# -- seeks, placement, locality -----------------------------------------------------------------
+
+def test_seeks_placement_positioning(tmp_path):
+    # Disk A in issue order: r0 (no seek: first), r1..r3 contiguous (seek 0; data stages
+    # 10, 20, 30), a flush (skipped), r4 far away (seek 5000 - 1032 = 3968, stage 50).
+    # Baseline (median of zero-seek 4 KiB data) = 20: positioning = -10 + 0 + 10 + 30 = 30.
+    # Disk B: 7000 (first), then 7100: seek 7100 - 7008 = 92. Last write: 50 - 5008.
+    p = write_trace(tmp_path / "t.iowt", end=1300, requests=[
+        req(1010, 1015, sector=1000),
+        req(1020, 1030, sector=1008),
+        req(1031, 1051, sector=1016),
+        req(1052, 1082, sector=1024),
+        req(1060, 1065, op=abi.OP_FLUSH),
+        req(1083, 1133, sector=5000),
+        req(1015, 1016, sector=7000, dev=(8, 16), op=abi.OP_READ),
+        req(1035, 1036, sector=7100, dev=(8, 16), op=abi.OP_READ),
+        req(1140, 1150, sector=50),
+    ])
+    r = run(p)
+    d = r["placement"]["data"]
+    assert d["requests_with_seek"] == 5
+    assert d["sequential_share"] == 0.6
+    assert d["positioning_ns"] == 30 + (10 - 20)  # the backward seek (stage 10) counts too
+    assert d["positioning_basis"] == 5 and d["device_ns"] == 120
+    # |seeks| 0,0,0,3968,4958 -> slots 0 x3, 12 (3968), 13 (4958)
+    assert d["seek_hist_log2"] == [3] + [0] * 11 + [1, 1]
+    assert r["requests"]["data"]["seek_sectors"]["p50"] == 0
+    rd = r["placement"]["read"]
+    assert rd["requests_with_seek"] == 1 and rd["seek_sectors"]["p50"] == 92
+    tr = read_trace(p)
+    vals, unit = metric_values(tr, "seek", "data")
+    assert unit == "sectors" and sorted(vals.tolist()) == [0, 0, 0, 3968, 4958]
+
+
+def test_locality(tmp_path):
+    # On-disk order (equal starts by issue time): 100 (w1), 108 (w2, issued 1015),
+    # 108 (w5, issued 1150), 116 (w3, issued 1100), 500 (w4).
+    # Adjacent consecutive pairs: (w1,w2) 5 ns apart; (w5,w3) 50 ns apart -> late (gap 20).
+    p = write_trace(tmp_path / "t.iowt", end=1300, requests=[
+        req(1010, 1011, sector=100), req(1015, 1016, sector=108),
+        req(1100, 1101, sector=116), req(1120, 1121, sector=500),
+        req(1150, 1151, sector=108, iflags=abi.F_META),
+    ])
+    loc = run(p, locality_gap_ns=20)["locality"]
+    assert loc == {"gap_ns": 20, "adjacent_pairs": 2, "late_pairs": 1, "late_share": 0.5,
+                   "writes": 5}
+
+
+def test_metadata_data_ratio(tmp_path):
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1010, 1011, nbytes=8192), req(1012, 1013, nbytes=4096, sector=9),
+        req(1014, 1015, iflags=abi.F_META, nbytes=12288, sector=77),
+        req(1016, 1017, iflags=abi.F_META, op=abi.OP_READ, nbytes=4096, sector=5),  # a read
+    ])
+    r = run(p)
+    assert r["metadata_data_ratio"] == 1.0
+    assert r["metadata_data"]["metadata_requests"] == 1 and r["metadata_data"]["data_requests"] == 2
+
+
+# -- outputs ------------------------------------------------------------------------------
+
+REQUIRED = {"elapsed_ns", "attribution_ns", "requests", "fsync", "commits",
+            "metadata_data_ratio", "lost_events"}
+
+
+def _busy_trace(tmp_path, n: int = 4000, trailer: bool = True, counters=None) -> str:
+    """A few thousand requests of every kind, fsyncs and commits, for output tests."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_analyze
+    d = bench_analyze.synth(n, seed=3)
+    path = str(tmp_path / "busy.iowt")
+    w = TraceWriter(path)
+    w.write_json(abi.CHUNK_META, meta())
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
+                                      "command": ["star", "-x", "-f", "linux-6.1.tar"],
+                                      "pid": 1000})
+    for name in ("task", "fsync", "journal", "offcpu", "request"):
+        w.write_records(d[name])
+    tr: dict[str, Any] | None = None
+    if trailer:
+        tr = {"end_ns": int(d["end_ns"]), "stop_reason": "workload exited"}
+        if counters:
+            tr["counters"] = {**{c: 0 for c in abi.COUNTER_NAMES}, **counters}
+    w.close(tr)
+    return path
+
+
+def test_json_keys_and_sums(tmp_path):
+    p = _busy_trace(tmp_path)
+    r = run(p)
+    assert REQUIRED <= set(r)
+    assert_sums(r)
+    for name in CLASS_NAMES:
+        c = r["requests"][name]
+        assert {"count", "bytes", "device_ns"} <= set(c)
+        assert {"p50", "p99", "max"} <= set(c["device_ns"])
+    assert {"count", "latency_ns"} <= set(r["fsync"])
+    assert {"p50", "p90", "p99", "max"} <= set(r["fsync"]["latency_ns"])
+    assert {"count", "fsyncs_per_commit"} <= set(r["commits"])
+    assert r["commits"]["count"] > 0 and r["fsync"]["count"] > 0
+    json.loads(json.dumps(r))  # plain JSON types only
+    # single-threaded and threaded runs agree
+    assert run(p, threads=1) == r
+
+
+def test_terminal_report_fits_100_columns(tmp_path):
+    from iowhy.reports.terminal import render_report, render_where
+    p = _busy_trace(tmp_path, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
+    r = run(p)
+    text = render_report(r)
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 100
+    assert lines[1].startswith("! 13 events lost in the kernel")  # drops come first, in words
+    for head in ("WHERE THE TIME WENT", "REQUESTS BY CLASS", "FSYNC AND COMMITS", "DEVICES",
+                 "PLACEMENT AND LOCALITY", "FINDINGS"):
+        assert head in text
+    assert "workload    star -x -f linux-6.1.tar\n" in text
+    assert "; pid 1000, 8 thread(s)" in text
+    assert max(len(x) for x in render_where(r).splitlines()) <= 100
+    for f in r["findings"]:
+        assert f["text"] and f["weight_ns"] > 0
+    weights = [f["weight_ns"] for f in r["findings"]]
+    assert weights == sorted(weights, reverse=True)
+
+
+def test_truncated_trace_says_so_first(tmp_path):
+    from iowhy.reports.terminal import render_report
+    from iowhy.summary import short_summary
+    p = _busy_trace(tmp_path, trailer=False)
+    r = run(p)
+    assert r["trace"]["truncated"]
+    assert render_report(r).splitlines()[1].startswith("! trace is truncated")
+    assert short_summary(p).splitlines()[0].startswith("trace is truncated")
+    assert_sums(r)
+
+
+def test_barrier_finding_wording(tmp_path):
+    # 3 fsyncs, each waiting on one FF flush of 30 ns while blocked.
+    reqs, offs, fss = [], [], []
+    for i in range(3):
+        t = 1010 + 30 * i
+        reqs.append(req(t, t + 30, op=abi.OP_FLUSH, flags=0))
+        offs.append(off(100, t, t + 30))
+        fss.append(fsync(100, t - 1, t + 30))
+    r = run(write_trace(tmp_path / "t.iowt", requests=reqs, offcpu=offs, fsyncs=fss))
+    f = r["findings"][0]
+    assert f["key"] == "barrier"
+    assert f["text"].startswith("90% of elapsed is barrier: 3 cache flushes, median 30 ns; "
+                                "3 fsync calls caused them")
+
+
+def test_hist_text_shape():
+    from iowhy.reports.hist import log2_counts, render_log2_hist
+    counts = log2_counts([0, 1, 3, 3, 900, 1000, 1500])
+    assert counts == [2, 2] + [0] * 7 + [2, 1]
+    text = render_log2_hist(counts, "usecs")
+    lines = text.splitlines()
+    assert lines[0] == "     usecs               : count    distribution"
+    assert lines[1] == "         0 -> 1          : 2        |" + "*" * 40 + "|"
+    assert lines[10] == "       512 -> 1023       : 2        |" + "*" * 40 + "|"
+    assert lines[11] == "      1024 -> 2047       : 1        |" + "*" * 20 + " " * 20 + "|"
+    assert len(lines) == 12
+    assert render_log2_hist([], "usecs") == ""
+
+
+def test_cli_report_json_end_to_end(tmp_path, capsys):
+    from iowhy.cli import main
+    p = _busy_trace(tmp_path)
+    assert main(["report", p, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert REQUIRED <= set(out)
+    assert not any(k.startswith("_") for k in out)
+    assert sum(out["attribution_ns"].values()) == out["elapsed_ns"]
+    assert main(["report", p]) == 0
+    text = capsys.readouterr().out
+    assert max(len(x) for x in text.splitlines()) <= 100
+    assert main(["hist", p, "--metric", "fsync", "--unit", "msecs"]) == 0
+    out = capsys.readouterr().out
+    assert "     msecs               : count    distribution" in out
+    assert main(["hist", p, "--class", "log", "--metric", "queue"]) == 0
+    capsys.readouterr()
+    png = tmp_path / "h.png"
+    assert main(["hist", p, "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_errors(tmp_path, capsys):
+    from iowhy.cli import main
+    p = _busy_trace(tmp_path)
+    assert main(["hist", p, "--class", "nope"]) == 2
+    assert "iowhy: unknown class 'nope'" in capsys.readouterr().err
+    assert main(["hist", p, "--metric", "commit", "--class", "ext3"]) == 2
+    capsys.readouterr()
+    assert main(["hist", p, "--png", str(tmp_path / "no" / "h.png")]) != 0
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing.iowt")]) != 0
+    assert "cannot open" in capsys.readouterr().err
+    assert main(["report", p, "--merge-gap-ms", "-1"]) == 2
+    capsys.readouterr()
+    try:
+        import iowhy.reports.html  # noqa: F401
+    except ImportError:
+        assert main(["report", p, "--html", str(tmp_path / "r.html")]) != 0
+        assert "--html is not available" in capsys.readouterr().err
+
+
+def test_percentiles_nearest_rank():
+    from iowhy.match import percentiles
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 5, 100, 5000, 20000):
+        for zeros in (0.0, 0.3, 0.9, 1.0):
+            v = rng.integers(1, 10**6, n)
+            v[rng.random(n) < zeros] = 0
+            got = percentiles(v.copy(), (50, 90, 99))
+            s = np.sort(v)
+            for q in (50, 90, 99):
+                assert got[f"p{q}"] == int(s[max(0, -(-q * n // 100) - 1)]), (n, zeros, q)
+            assert got["max"] == int(s[-1])
+    assert percentiles(np.zeros(0, np.int64)) == {"p50": None, "p99": None, "max": None}
