@@ -51,6 +51,32 @@ def fsyncmix(a: argparse.Namespace) -> int:
     return 0
 
 
+def callmix(a: argparse.Namespace) -> int:
+    """One call of each fsync-family member, and K O_DSYNC plus K O_SYNC writes."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = f"{a.dir}/mix"
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    os.write(fd, b"m" * 8192)
+    os.sync()
+    if libc.syncfs(fd) != 0:
+        raise OSError(ctypes.get_errno(), "syncfs")
+    # sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE|WRITE|WAIT_AFTER)
+    if libc.sync_file_range(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), 7) != 0:
+        raise OSError(ctypes.get_errno(), "sync_file_range")
+    with mmap.mmap(fd, 8192) as m:
+        m[0:4] = b"mmap"
+        m.flush()  # msync(MS_SYNC)
+    os.close(fd)
+    for flag in (os.O_DSYNC, os.O_SYNC):
+        fd = os.open(f"{a.dir}/sync{flag}", os.O_CREAT | os.O_WRONLY | flag, 0o644)
+        for _ in range(a.k):
+            os.write(fd, b"s" * 4096)
+        os.close(fd)
+    return 0
+
+
 def wait_then_fsync(a: argparse.Namespace) -> int:
     """Wait for GO_FILE to appear (so a tracer can attach), then fsync K files in this
     process and K in a new child: the attach test's target."""
@@ -192,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("fdatasync", type=int)
     s.add_argument("--bytes", type=int, default=8192)
     s.set_defaults(func=fsyncmix)
+    s = sub.add_parser("callmix", help=callmix.__doc__)
+    s.add_argument("dir")
+    s.add_argument("--k", type=int, default=3)
+    s.set_defaults(func=callmix)
     s = sub.add_parser("wait-then-fsync", help=wait_then_fsync.__doc__)
     s.add_argument("dir")
     s.add_argument("go_file")

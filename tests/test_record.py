@@ -120,6 +120,25 @@ def test_fsync_records_flushes_commits(fsyncs_on, fstype, iowhy_bin):
         assert (ev == abi.J_BTRFS_SYNC).sum() == n + m
 
 
+@pytest.mark.parametrize("fstype", FILESYSTEMS)
+def test_every_fsync_family_call(bpf, make_fs, tmp_path, iowhy_bin, fstype):
+    """sync, syncfs, sync_file_range, msync once each, and K O_DSYNC + K O_SYNC writes,
+    which run the filesystem's fsync path inside write(2)."""
+    k = 3
+    lp, mnt = make_fs(fstype)
+    out = tmp_path / "mix.iowt"
+    record(iowhy_bin, out, [PY, WORKLOADS, "callmix", str(mnt), "--k", str(k)])
+    f = read_trace(str(out)).records("fsync")
+    got = {abi.CALL_NAMES[int(c)]: int(n) for c, n in zip(*np.unique(f["call_u16"],
+                                                                     return_counts=True))}
+    assert got == {"sync": 1, "syncfs": 1, "sync_file_range": 1, "msync": 1,
+                   "osync_write": 2 * k}, got
+    osync = f[f["call_u16"] == abi.CALL_OSYNC_WRITE]
+    assert (osync["flags_u16"] & abi.FS_F_FSEVENT).all()
+    assert (osync["ret"] == 4096).all()
+    assert (osync["syscall_nr"] == 1).all()  # write(2) on x86-64
+
+
 def lp_size(lp) -> int:
     return int(Path(f"/sys/block/{lp.name}/size").read_text()) * 512
 
