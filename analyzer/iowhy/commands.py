@@ -1,4 +1,5 @@
-"""The analysis subcommands: `iowhy report` and `iowhy hist` (added to cli.py's parser).
+"""The analysis subcommands: `iowhy report`, `iowhy hist` and `iowhy compare` (added to
+cli.py's parser).
 
 iowhy.cli imports this module while building its parser, so cli's names are imported
 lazily inside functions (no import cycle).
@@ -19,7 +20,7 @@ UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
 
 
 def add_analysis_parsers(sub: Any) -> None:
-    """Add `report` and `hist` to the `iowhy` subparsers."""
+    """Add `report`, `hist` and `compare` to the `iowhy` subparsers."""
     r = sub.add_parser(
         "report", help="where the elapsed time went: terminal report or JSON",
         description="Attribute the workload's elapsed time (cpu, runqueue, barrier, log, "
@@ -66,6 +67,23 @@ def add_analysis_parsers(sub: Any) -> None:
     o.add_argument("--png", metavar="OUT",
                    help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing it")
     h.set_defaults(func=cmd_hist)
+
+    c = sub.add_parser(
+        "compare", help="two runs side by side: which is slower, and why",
+        description="Analyze two traces and explain their difference: the speed ratio, each "
+                    "time category's share of the elapsed difference with its evidence, and "
+                    "the configuration differences (filesystem, write cache, FUA, mount "
+                    "options, command). A is the baseline: deltas are B - A.")
+    c.add_argument("trace_a", metavar="A", help="baseline trace file (.iowt)")
+    c.add_argument("trace_b", metavar="B", help="trace file to compare with A (.iowt)")
+    cout = c.add_argument_group("output")
+    cout.add_argument("--json", action="store_true",
+                      help="print the comparison as JSON on stdout (keys in "
+                           "docs/compare-json.md; times in integer ns)")
+    cout.add_argument("--html", metavar="OUT",
+                      help="write a self-contained HTML comparison to OUT (needs "
+                           "iowhy.reports.html.render_compare_html)")
+    c.set_defaults(func=cmd_compare)
 
 
 def _user_error(message: str, hint: str = "", usage: bool = False) -> Exception:
@@ -117,7 +135,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                          placement=not args.no_placement, locality=not args.no_placement)
     result = _public(analyze(tr, cfg))
     if render_html is not None:
-        text = render_html(result)
+        text = render_html(result, tr)  # the trace too: the figures draw per-request data
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(text)
     if args.json:
@@ -155,4 +173,59 @@ def cmd_hist(args: argparse.Namespace) -> int:
     print(f"{what}: {len(values):,} values")
     print()
     print(render_log2_hist(counts, val_type))
+    return 0
+
+
+def _compare_html_renderer() -> Any:
+    """iowhy.reports.html.render_compare_html, or a UserError saying it is missing."""
+    import importlib
+    why = "this iowhy has no HTML comparison renderer; use the terminal output or --json"
+    try:
+        mod = importlib.import_module("iowhy.reports.html")
+    except ImportError:
+        mod = None
+    fn = getattr(mod, "render_compare_html", None)
+    if fn is None:
+        raise _user_error("compare --html needs iowhy.reports.html.render_compare_html", why)
+    return fn
+
+
+def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(analysis result, trace metadata) of one trace; a trace covering no time is refused."""
+    result = _public(analyze(tr, AnalysisConfig()))
+    if result["elapsed_ns"] <= 0:
+        raise _user_error(f"{tr.path} covers no time (its recording window is empty)",
+                          "the recording was cut before it started; record again")
+    return result, dict(tr.meta or {})
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .cli import load
+    from .compare import compare
+    render_html = None
+    if args.html:
+        render_html = _compare_html_renderer()
+        _check_out(args.html, (".html", ".htm"))
+    # Open both before analyzing either, so that a bad B fails at once.
+    tr_a = load(args.trace_a)
+    try:
+        same = os.path.samefile(args.trace_a, args.trace_b)
+    except OSError:
+        same = False
+    tr_b = tr_a if same else load(args.trace_b)
+    tune_allocator()
+    a, meta_a = _analyze_for_compare(tr_a)
+    # A trace compared with itself is analyzed once (the analysis is deterministic).
+    b, meta_b = (a, meta_a) if same else _analyze_for_compare(tr_b)
+    result = compare(a, b, meta_a, meta_b)
+    if render_html is not None:
+        text = render_html(a, b, result)
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(text)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+    elif render_html is None:
+        from .reports.compare_text import render_compare
+        print(render_compare(result))
     return 0

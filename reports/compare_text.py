@@ -1,0 +1,143 @@
+"""The terminal output of `iowhy compare`: plain text, every line at most 100 columns.
+
+Renders the dict of iowhy.compare.compare(); computes nothing new. Table values carry
+their unit in the row label, chosen per row so that the larger of A and B reads well.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Mapping
+
+from .terminal import _fit, _num, _wrap
+
+LABEL = 34  # row label column (after a 2-column indent)
+CELL = 18  # A and B cells: value, then the share of elapsed for attribution rows
+DELTA = 14
+RATIO = 9
+SECTION_TITLES = {"time": "elapsed and where it went", "requests": "requests by class",
+                  "fsync": "fsync and commits", "flushes": "cache flushes (workload devices)",
+                  "placement": "metadata and placement", "devices": "devices"}
+TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0))
+BYTE_UNITS = (("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("bytes", 1.0))
+
+
+def _scale(row: Mapping[str, Any], units: tuple[tuple[str, float], ...]) -> tuple[str, float]:
+    """The largest unit the larger of A and B reaches (the smallest unit if neither)."""
+    big = max(abs(v) for v in (row["a"] or 0, row["b"] or 0))
+    for name, scale in units:
+        if big >= scale:
+            return name, scale
+    return units[-1]
+
+
+def _decimals(big: float) -> int:
+    return 1 if big >= 100 else 2 if big >= 10 else 3
+
+
+def _cells(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """(label with unit, A, B, delta) for one row."""
+    unit = row["unit"]
+    a, b, d = row["a"], row["b"], row["delta"]
+    if unit in ("ns", "bytes"):
+        name, scale = _scale(row, TIME_UNITS if unit == "ns" else BYTE_UNITS)
+        big = max(abs(v) for v in (a or 0, b or 0)) / scale
+        n = 0 if scale == 1.0 else _decimals(big)
+
+        def fmt(v: Any, sign: str = "") -> str:
+            return "-" if v is None else f"{v / scale:{sign},.{n}f}"
+        return f"{row['label']} ({name})", fmt(a), fmt(b), fmt(d, "+")
+    if unit == "share":
+        def pct(v: Any, sign: str = "") -> str:
+            return "-" if v is None else f"{100 * v:{sign}.1f}"
+        return f"{row['label']} (%)", pct(a), pct(b), pct(d, "+")
+    if unit == "ratio":
+        def r3(v: Any, sign: str = "") -> str:
+            return "-" if v is None else f"{v:{sign}.3f}"
+        return row["label"], r3(a), r3(b), r3(d, "+")
+    # counts and sectors: integers, sectors compact (523.2k)
+
+    def num(v: Any, sign: bool = False) -> str:
+        if v is None:
+            return "-"
+        s = _num(int(v)) if unit == "sectors" else f"{int(v):,}"
+        return ("+" + s) if sign and v > 0 else s
+    label = f"{row['label']} (sectors)" if unit == "sectors" else row["label"]
+    return label, num(a), num(b), num(d, True)
+
+
+def _pct_cell(pct: float | None, present: bool) -> str:
+    if not present:
+        return " " * 7
+    return f"{'-' if pct is None else f'{pct:.1f}%':>7}"
+
+
+def _table(c: Mapping[str, Any]) -> list[str]:
+    lines = [f"{'SIDE BY SIDE':<{LABEL + 2}}{'A':>{CELL}}{'B':>{CELL}}{'B - A':>{DELTA}}"
+             f"{'B / A':>{RATIO}}"]
+    section = None
+    for row in c["rows"]:
+        if row["section"] != section:
+            section = row["section"]
+            lines.append(f"  {SECTION_TITLES.get(section, section)}")
+        label, va, vb, vd = _cells(row)
+        if row["delta"] == 0:
+            vd = "0"  # no "+0.000": an unchanged figure reads as such
+        # attribution rows also show the share of each run's own elapsed
+        va += _pct_cell(row.get("a_pct"), "a_pct" in row)
+        vb += _pct_cell(row.get("b_pct"), "b_pct" in row)
+        ratio = ""
+        if row["ratio"] is not None and row["unit"] in ("ns", "count", "bytes"):
+            ratio = f"{row['ratio']:.2f}x"
+        label = label if len(label) <= LABEL - 2 else label[: LABEL - 5] + "..."
+        lines.append(f"    {label:<{LABEL - 2}}{va:>{CELL}}{vb:>{CELL}}{vd:>{DELTA}}"
+                     f"{ratio:>{RATIO}}")
+    return lines
+
+
+def _header(c: Mapping[str, Any]) -> list[str]:
+    lines = ["iowhy compare"]
+    for who in ("a", "b"):
+        s = c[who]
+        cmd = s.get("command")
+        if isinstance(cmd, (list, tuple)):
+            cmd = shlex.join(str(x) for x in cmd)
+        lines.append(f"  {who.upper()}  {s.get('path') or '(no path)'}")
+        lines += _wrap(f"workload {cmd or '(unknown)'}", "     ", "       ")[:2]
+    for p in c.get("problems") or []:
+        lines += _wrap(p, "! ", "  ")
+    return lines
+
+
+# Keep "3 -> 5,000" and "30 ms" on one line when wrapping: join them with no-break spaces
+# (textwrap does not break on them), then give the plain spaces back.
+_KEEP_UNIT = re.compile(r"(?<=\d) (?=(?:ns|us|ms|s|KiB|MiB|GiB|sectors)\b)")
+
+
+def _wrap_kept(text: str, first: str, rest: str) -> list[str]:
+    kept = _KEEP_UNIT.sub("\u00a0", text.replace(" -> ", "\u00a0->\u00a0"))
+    return [line.replace("\u00a0", " ") for line in _wrap(kept, first, rest)]
+
+
+def _explained(c: Mapping[str, Any]) -> list[str]:
+    lines = ["WHAT CHANGED"]
+    shown_config = False
+    for i, e in enumerate(c["explanations"], 1):
+        if e["category"] == "config" and not shown_config:
+            lines.append("  configuration differences:")
+            shown_config = True
+        lines += _wrap_kept(e["text"], f"  {i}. ", "     ")
+    if not c["config_differences"]:
+        lines.append("  no configuration difference found")
+    return lines
+
+
+def render_compare(c: Mapping[str, Any]) -> str:
+    """The whole comparison as one string (no trailing newline)."""
+    out: list[str] = []
+    for s in (_header(c), _explained(c), _table(c)):
+        if out:
+            out.append("")
+        out += [_fit(line.rstrip()) for line in s]
+    return "\n".join(out)
