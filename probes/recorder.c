@@ -1001,8 +1001,12 @@ cleanup:
 		bpf_link__destroy(links[i]);
 	iowhy_bpf__destroy(skel);
 	btf__free(vmlinux);
-	if (w.fd >= 0)
+	if (w.fd >= 0) {
 		close(w.fd);
+		/* Failed before the header: leave no empty file behind to be mistaken for a trace. */
+		if (!w.good_off)
+			unlink(env.output);
+	}
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		free(w.bufs[t].data);
 	return ret;

@@ -85,6 +85,10 @@ def _check_output(path: str) -> None:
 
 def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
+    rb = args.ringbuf
+    if rb < 1 or rb > 4096 or rb & (rb - 1):
+        raise UserError(f"--ringbuf {rb} is not a power of two between 1 and 4096 MiB",
+                        "try --ringbuf 64 or 256", EXIT_USAGE)
     check_privileges()
     recorder = find_recorder()
     _check_output(args.output)
@@ -117,7 +121,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
         os.unlink(mf.name)
     if rc < 0:
         rc = 128 - rc
-    if not getattr(args, "dry_run", False) and os.path.exists(args.output) and not args.quiet:
+    if (not getattr(args, "dry_run", False) and not args.quiet and os.path.exists(args.output)
+            and os.path.getsize(args.output) > 64):
         _after_record(args.output)
     return rc
 
