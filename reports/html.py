@@ -1,0 +1,686 @@
+"""The HTML report of `iowhy report --html OUT`: one self-contained file.
+
+Figures are PNGs embedded as base64 data URIs, the stylesheet is inline, there is no
+script and nothing is fetched: the file can be mailed, attached to a ticket and opened
+offline. It holds the tables of the terminal report (iowhy.reports.terminal; its
+formatting helpers are reused) and the figures of iowhy.reports.figures.
+
+A page is assembled from section functions that return HTML fragments, so other pages
+(the `iowhy compare` page, render_compare_html) reuse them:
+
+* `page(title, parts)`: the document around the fragments (stylesheet, <h1>);
+* `section(sec_id, title, *parts)`: a titled <section>;
+* `table(headers, rows, ...)`, `kv_table(pairs)`, `figure_block(fig_id, ...)`: building
+  blocks;
+* `section_problems(r)`, `section_header(r, tasks)`, `section_where(r)`,
+  `section_findings(r)`, `section_classes(r)`, `section_fsync(r)`, `section_devices(r)`,
+  `section_placement(r)`: one analysis result (iowhy.analysis.analyze) each;
+* `figure_sections(r, data)`: the figure blocks of one result, by section.
+
+Escaping: every value a helper puts into the page goes through html.escape unless it is
+a `Raw` (markup built here). Everything from the trace (command line, comm, paths,
+device names, syscall names) is plain text to these helpers, so it is always escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from typing import Any, Iterable, Mapping, Sequence
+
+from iowhy import __version__
+
+from . import figures as F
+from .terminal import _command, _mib, _ms, _num, _pct, _yes_no, fmt_ns
+
+__all__ = [
+    "Raw", "esc", "page", "section", "table", "kv_table", "figure_block", "nav",
+    "section_problems", "section_header", "section_where", "section_findings",
+    "section_classes", "section_fsync", "section_devices", "section_placement",
+    "section_mapping", "text_block", "prefix_ids", "figure_sections", "render_html",
+    "render_compare_html", "FIGURES",
+]
+
+
+class Raw(str):
+    """Markup built by this module: inserted as is (everything else is escaped)."""
+
+
+def esc(value: Any) -> str:
+    """A value as HTML text: Raw passes through, None is "-", anything else is escaped."""
+    if isinstance(value, Raw):
+        return str(value)
+    if value is None:
+        return "-"
+    return html.escape(str(value), quote=True)
+
+
+# -- building blocks -----------------------------------------------------------------------
+
+CSS = """
+:root { --fg: #1a1a1a; --muted: #5a5a5a; --line: #d9d9d9; --zebra: #f6f7f9;
+        --warn-bg: #fff4e5; --warn-line: #d9822b; --accent: #0b5cad; }
+* { box-sizing: border-box; }
+body { margin: 0; color: var(--fg); background: #ffffff;
+       font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
+main { max-width: 1240px; margin: 0 auto; padding: 18px 28px 60px; }
+h1 { font-size: 24px; margin: 6px 0 4px; }
+h1 .cmd { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 18px;
+          font-weight: normal; color: var(--muted); word-break: break-all; }
+h2 { font-size: 19px; margin: 34px 0 10px; padding-bottom: 4px;
+     border-bottom: 2px solid var(--fg); }
+h3 { font-size: 16px; margin: 22px 0 8px; }
+p { margin: 6px 0; }
+.muted { color: var(--muted); }
+code, .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 13px; }
+nav.toc { margin: 10px 0 4px; font-size: 14px; }
+nav.toc a { margin-right: 14px; color: var(--accent); text-decoration: none; }
+.problems { background: var(--warn-bg); border-left: 6px solid var(--warn-line);
+            padding: 10px 14px; margin: 12px 0; }
+.problems p { margin: 3px 0; font-weight: 600; }
+.problems p.note { font-weight: normal; }
+.problems p:not(.note)::before { content: "\\26A0\\FE0E  "; color: var(--warn-line); }
+.ok { color: #1b7a3a; font-weight: 600; }
+table { border-collapse: collapse; margin: 6px 0 10px; font-size: 14px; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { text-align: left; background: #eceef2; font-weight: 600; }
+thead th { vertical-align: bottom; }
+td:first-child { white-space: nowrap; }
+.scroll { max-width: 100%; overflow-x: auto; }
+tbody tr:nth-child(even) td { background: var(--zebra); }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th.num { text-align: right; }
+table.kv th { background: none; color: var(--muted); font-weight: normal; width: 11em; }
+table.kv td { word-break: break-word; }
+.swatch { display: inline-block; width: 11px; height: 11px; margin-right: 6px;
+          border-radius: 2px; vertical-align: -1px; }
+.barcell { width: 330px; }
+.bar { display: block; height: 13px; border-radius: 2px; min-width: 1px; }
+ol.findings li { margin: 5px 0; font-size: 16px; }
+figure { margin: 14px 0 22px; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); }
+figcaption { margin-top: 5px; font-size: 14px; color: var(--muted); }
+figcaption b { color: var(--fg); }
+.cols { display: flex; gap: 28px; flex-wrap: wrap; }
+.cols > div { flex: 1 1 480px; min-width: 0; }
+pre.text { font: 13px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; background: var(--zebra);
+           border: 1px solid var(--line); padding: 10px 12px; overflow-x: auto; }
+details > summary { cursor: pointer; color: var(--accent); margin: 8px 0; }
+footer { margin-top: 40px; font-size: 12px; color: var(--muted); }
+"""
+
+
+def page(title: str, parts: Iterable[str], heading: str | Raw | None = None) -> str:
+    """A whole HTML document: inline stylesheet, <h1>, then the fragments in order."""
+    body = "\n".join(parts)
+    h1 = heading if heading is not None else esc(title)
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
+            f"<h1>{esc(h1) if not isinstance(h1, Raw) else h1}</h1>\n{body}\n"
+            f"<footer>iowhy {esc(__version__)}: times in s/ms/us (10^-6 s), sizes in MiB "
+            "(2^20 bytes), sectors of 512 bytes. Definitions: docs/report-json.md."
+            "</footer>\n</main>\n</body>\n</html>\n")
+
+
+def section(sec_id: str, title: str, *parts: str) -> str:
+    """A titled section; `sec_id` is its anchor (used by nav())."""
+    return (f"<section id=\"{esc(sec_id)}\">\n<h2>{esc(title)}</h2>\n"
+            + "\n".join(p for p in parts if p) + "\n</section>")
+
+
+def nav(entries: Sequence[tuple[str, str]]) -> str:
+    """Links to sections: (anchor, label) pairs."""
+    links = " ".join(f"<a href=\"#{esc(a)}\">{esc(label)}</a>" for a, label in entries)
+    return f"<nav class=\"toc\">{links}</nav>"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Iterable[int] = (),
+          table_id: str | None = None, cls: str | None = None) -> str:
+    """A table; `numeric` are the column indices to right-align. Cells are escaped unless
+    they are Raw."""
+    num = set(numeric)
+    tid = f" id=\"{esc(table_id)}\"" if table_id else ""
+    tcl = f" class=\"{esc(cls)}\"" if cls else ""
+    right = " class=\"num\""
+    head = "".join(f"<th{right if i in num else ''}>{esc(h)}</th>"
+                   for i, h in enumerate(headers))
+    body = []
+    for row in rows:
+        cells = "".join(f"<td{right if i in num else ''}>{esc(c)}</td>"
+                        for i, c in enumerate(row))
+        body.append(f"<tr>{cells}</tr>")
+    # Wide tables scroll inside their box instead of widening the page.
+    return (f"<div class=\"scroll\"><table{tid}{tcl}>\n<thead><tr>{head}</tr></thead>\n"
+            "<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table></div>")
+
+
+def kv_table(pairs: Iterable[tuple[str, Any]], table_id: str | None = None) -> str:
+    """Label/value lines as a two-column table."""
+    tid = f" id=\"{esc(table_id)}\"" if table_id else ""
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>\n" for k, v in pairs)
+    return f"<table class=\"kv\"{tid}>\n<tbody>\n{rows}</tbody>\n</table>"
+
+
+def figure_block(fig_id: str, title: str, caption: str, png: bytes | None,
+                 note: str = "") -> str:
+    """A figure: the PNG as a data URI, its title and a one-line caption saying how to
+    read it (`note`: an extra sentence, e.g. about downsampling)."""
+    if png is None:
+        img = f"<p class=\"muted\">({esc(note or 'not available')})</p>"
+        note = ""
+    else:
+        data = base64.b64encode(png).decode("ascii")
+        img = f"<img src=\"data:image/png;base64,{data}\" alt=\"{esc(title)}\">"
+    extra = f" {esc(note)}" if note else ""
+    return (f"<figure id=\"{esc(fig_id)}\">\n{img}\n<figcaption><b>{esc(title)}.</b> "
+            f"{esc(caption)}{extra}</figcaption>\n</figure>")
+
+
+def prefix_ids(fragment: str, prefix: str) -> str:
+    """The fragment with every id="x" renamed id="prefix-x": the same section twice on
+    one page (run A and run B) keeps its ids unique."""
+    return fragment.replace(' id="', f' id="{prefix}-')
+
+
+def _swatch(color: str) -> Raw:
+    return Raw(f"<span class=\"swatch\" style=\"background:{esc(color)}\"></span>")
+
+
+def _bar(frac: float, color: str) -> Raw:
+    w = max(0.0, min(1.0, frac)) * 100
+    return Raw(f"<span class=\"bar\" style=\"width:{w:.2f}%;background:{esc(color)}\"></span>"
+               if frac > 0 else "")
+
+
+def _label(name: str, color: str | None) -> Raw:
+    return Raw(f"{_swatch(color) if color else ''}{esc(name)}")
+
+
+# -- sections of one result ----------------------------------------------------------------
+
+def section_problems(r: Mapping[str, Any]) -> str:
+    """Everything lost or suspicious, in words, in the order of the terminal report."""
+    probs = r.get("problems") or []
+    if not probs:
+        return "<div id=\"problems\" class=\"muted\"><p>No events lost, trace complete.</p></div>"
+    lines = "".join(f"<p>{esc(p)}</p>\n" for p in probs)
+    return (f"<div id=\"problems\" class=\"problems\">\n{lines}<p class=\"note\">The figures "
+            "below are computed from what was recorded; read them with the above in mind.</p>"
+            "\n</div>")
+
+
+def header_pairs(r: Mapping[str, Any],
+                 tasks: Mapping[int, str] | None = None) -> list[tuple[str, Any]]:
+    """The header of the terminal report as (label, value) pairs."""
+    tr = r.get("trace") or {}
+    pairs: list[tuple[str, Any]] = [("trace", tr.get("path") or "-"),
+                                    ("workload", _command(r))]
+    if tasks:
+        summ = F.task_summary(tasks)
+        more = len(set(tasks.values())) - len(summ)
+        text = ", ".join(f"{c} x{n}" if n > 1 else c for c, n in summ)
+        pairs.append(("tasks", text + (f" and {more} more" if more > 0 else "")))
+    names = set(r["workload"].get("devices") or [])
+    for i, f in enumerate(x for x in r.get("filesystems") or []
+                          if not names or x.get("disk") in names):
+        desc = f"{f.get('fstype') or '?'} {f.get('source') or ''} on {f.get('mountpoint') or '?'}"
+        if f.get("log_kind") and f.get("log_bytes"):
+            desc += f" (log: {f['log_kind']}, {f['log_bytes'] / 2**20:,.0f} MiB)"
+        if f.get("options"):
+            desc += f"; options {f['options']}"
+        pairs.append(("filesystem" if i == 0 else "", desc))
+    for i, d in enumerate(x for x in r["devices"] if x["name"] in names):
+        pairs.append(("device" if i == 0 else "",
+                      f"{d['name']}: write cache {d.get('write_cache') or 'unknown'}, "
+                      f"FUA {_yes_no(d.get('fua'))}, rotational {_yes_no(d.get('rotational'))}"))
+    stop = tr.get("stop_reason")
+    who = f"pid {tr['pid']}, " if tr.get("pid") else ""
+    pairs.append(("duration", f"{fmt_ns(r['elapsed_ns'])}" + (f" ({stop})" if stop else "")
+                  + f"; {who}{r['workload']['threads']} thread(s)"))
+    if tr.get("exit_status") is not None:
+        pairs.append(("exit status", tr["exit_status"]))
+    pairs.append(("lost events", f"{r.get('lost_events', 0):,}"))
+    return pairs
+
+
+def section_header(r: Mapping[str, Any], tasks: Mapping[int, str] | None = None) -> str:
+    """What was recorded: trace, command, tasks, filesystems, devices, duration."""
+    return kv_table(header_pairs(r, tasks), table_id="header")
+
+
+def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
+    """Rows (category, time, %, bar) of the attribution."""
+    el = r["elapsed_ns"]
+    att = r["attribution_ns"]
+    top = max(att.values()) if att else 0
+    rows = []
+    for k in F.CATEGORY_ORDER:
+        v = att.get(k, 0)
+        color = F.CATEGORY_COLORS[k]
+        rows.append([_label(k, color), fmt_ns(v) if v else "0",
+                     f"{100.0 * v / el if el else 0.0:.1f}%",
+                     Raw(f"<div class=\"barcell\">{_bar(v / top if top else 0, color)}</div>")])
+    return rows
+
+
+def section_where(r: Mapping[str, Any], figure: str = "") -> str:
+    """Where the time went: the attribution table (and its figure, when given)."""
+    parts = [f"<p>Elapsed <b>{esc(fmt_ns(r['elapsed_ns']))}</b>; every nanosecond is in "
+             "exactly one category (what the workload's best-off thread was doing, or what "
+             "its disks were doing while all of them were blocked).</p>",
+             table(("category", "time", "% of elapsed", ""), where_rows(r), numeric=(1, 2),
+                   table_id="table-where")]
+    wo = r.get("wait_other_by_syscall_ns") or {}
+    if wo:
+        parts.append("<p>wait-other by syscall: " + esc(", ".join(
+            f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:8])) + "</p>")
+    bl = r.get("blocked_by_syscall_ns") or {}
+    if bl:
+        parts.append("<p class=\"muted\">all blocked time by syscall: " + esc(", ".join(
+            f"{k} {fmt_ns(v)}" for k, v in list(bl.items())[:8])) + "</p>")
+    if figure:
+        parts.append(figure)
+    return section("where", "Where the time went", *parts)
+
+
+def section_findings(r: Mapping[str, Any]) -> str:
+    """The findings, largest first."""
+    fs = r.get("findings") or []
+    if not fs:
+        body = "<p id=\"findings-list\">Nothing stands out (no finding above 1% of elapsed).</p>"
+    else:
+        body = ("<ol class=\"findings\" id=\"findings-list\">\n"
+                + "\n".join(f"<li>{esc(f['text'])}</li>" for f in fs) + "\n</ol>")
+    return section("findings", "Findings", body)
+
+
+def class_rows(r: Mapping[str, Any]) -> list[list[Any]]:
+    """Rows of the per-class request table (classes with requests only)."""
+    pl = r.get("placement") or {}
+    rows = []
+    for name, c in r["requests"].items():
+        if not c["count"]:
+            continue
+        dn = c["device_ns"]
+        seq = (pl.get(name) or {}).get("sequential_share")
+        rows.append([_label(name, F.CLASS_COLORS.get(name)), f"{c['count']:,}", _mib(c["bytes"]),
+                     _ms(dn["p50"]), _ms(dn["p90"]), _ms(dn["p99"]), _ms(dn["max"]),
+                     _ms(c["queue_ns"]["p50"]), _ms(c["total_ns"]["p99"]),
+                     _num(c["seek_sectors"]["p50"]), _pct(seq), f"{c['fua']:,}",
+                     f"{c['preflush']:,}",
+                     fmt_ns(c["flush_wait_ns"]) if c.get("flush_wait_ns") else "0"])
+    return rows
+
+
+def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
+    """Requests by class: counts, bytes, device/queue/total latency, seeks, FUA/PREFLUSH."""
+    head = ("class", "requests", "MiB", "device p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)",
+            "queue p50 (ms)", "total p99 (ms)", "seek p50 (sectors)", "sequential", "FUA",
+            "PREFLUSH", "flush wait")
+    rows = class_rows(r)
+    parts = [table(head, rows, numeric=range(1, len(head)), table_id="table-classes")
+             if rows else "<p id=\"table-classes\">No block requests in the trace.</p>"]
+    ff = r.get("flushes") or {}
+    if ff.get("empty_preflush"):
+        parts.append(f"<p class=\"muted\">flush includes {ff['empty_preflush']:,} empty "
+                     "PREFLUSH requests (never issued: they wait for an FF flush).</p>")
+    parts.append("<p class=\"muted\">device = issue to final completion, queue = insert to "
+                 "issue, total = submission to completion; fully observed requests only.</p>")
+    if figure:
+        parts.append(figure)
+    return section("classes", "Requests by class", *parts)
+
+
+def commit_pairs(r: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The commit lines of the terminal report as (label, value) pairs."""
+    com = r["commits"]
+    out: list[tuple[str, Any]] = []
+    parts = [f"{com['count']:,} commits"]
+    if com.get("fsyncs_per_commit"):
+        parts.append(f"{com['fsyncs_per_commit']:.2f} fsync calls per commit")
+    if com.get("bytes_logged_per_commit") is not None:
+        parts.append(f"{com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit")
+    out.append(("commits", ", ".join(parts)))
+    j = com.get("jbd2")
+    if j:
+        ph = j["phases_ns"]
+        out.append(("jbd2", f"{j['count']:,} commits; p50: commit "
+                            f"{fmt_ns(j['duration_ns']['p50'])}, locking "
+                            f"{fmt_ns(ph['locking']['p50'])}, flushing "
+                            f"{fmt_ns(ph['flushing']['p50'])}, logging "
+                            f"{fmt_ns(ph['logging']['p50'])}; {j.get('blocks_logged', 0):,} "
+                            "blocks logged"))
+    x = com.get("xfs")
+    if x:
+        out.append(("xfs", f"{x['count']:,} iclog writes, {x['forces']:,} log forces, force to "
+                           f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, "
+                           f"iclog p50 {fmt_ns(x['iclog_ns']['p50'])}"))
+    b = com.get("btrfs")
+    if b:
+        out.append(("btrfs", f"{b['transaction_commits']:,} transaction commits, "
+                             f"{b['log_syncs']:,} log-tree syncs"))
+    fc = com.get("ext4_fast_commit")
+    if fc:
+        st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
+        out.append(("ext4 fast commits", f"{fc['count']:,} ({st})"))
+    out.append(("log written", f"{_mib(com.get('log_bytes') or 0)} MiB"))
+    return out
+
+
+def section_fsync(r: Mapping[str, Any], figure: str = "") -> str:
+    """fsync-family calls by type (latency and what they waited for) and commits."""
+    fs = r["fsync"]
+    parts = []
+    if not fs["count"]:
+        parts.append("<p id=\"table-fsync\">No fsync-family calls.</p>")
+    else:
+        rows = []
+        for name, c in fs.get("by_call", {}).items():
+            lat = c["latency_ns"]
+            sp = c["split_ns"]
+            tot = sum(sp.values())
+
+            def share(k: str, sp: Mapping[str, int] = sp, tot: int = tot) -> str:
+                return f"{sp[k] / tot:.0%}" if tot else "-"
+            rows.append([name, f"{c['count']:,}", f"{c['incomplete']:,}", fmt_ns(lat["p50"]),
+                         fmt_ns(lat["p90"]), fmt_ns(lat["p99"]), fmt_ns(lat["max"]),
+                         fmt_ns(c["total_ns"]), share("data"), share("commit"),
+                         share("flush"), share("other"), f"{c['needed_commit']:,}"])
+        head = ("call", "calls", "still running", "p50", "p90", "p99", "max", "total",
+                "own data", "commit/log", "own flushes", "other", "needed a commit")
+        parts.append(table(head, rows, numeric=range(1, len(head)), table_id="table-fsync"))
+        parts.append("<p class=\"muted\">own data / commit/log / own flushes / other: share of "
+                     "the calls' time spent waiting for each, by priority.</p>")
+    parts.append(kv_table(commit_pairs(r), table_id="table-commits"))
+    if figure:
+        parts.append(figure)
+    return section("fsync", "fsync and commits", *parts)
+
+
+def _busy_split(busy_by_category: Mapping[str, int], busy_ns: int) -> Raw:
+    """'barrier 21% data 77%' with each category's colour swatch."""
+    parts = [f"<span style=\"white-space:nowrap\">{_swatch(F.CATEGORY_COLORS.get(k, '#999'))}"
+             f"{esc(k)} {100 * v / busy_ns:.0f}%</span>"
+             for k, v in busy_by_category.items() if v and busy_ns]
+    return Raw(" ".join(parts) if parts else "idle")
+
+
+def device_rows(r: Mapping[str, Any]) -> list[list[Any]]:
+    """Rows of the device table: the workload's disks, then the others that were busy."""
+    mine = set(r["workload"].get("devices") or [])
+    shown = ([d for d in r["devices"] if d["name"] in mine]
+             + [d for d in r["devices"] if d["name"] not in mine and d["busy_ns"]])
+    rows = []
+    for d in shown:
+        q = d["queue_depth"]
+        fl = d["flush"]
+        name = esc(d["name"]) + ("" if d["name"] in mine else
+                                 "<br><span class=\"muted\">not the workload's</span>")
+        rows.append([Raw(name), f"{100 * d['utilisation']:.1f}%", fmt_ns(d["busy_ns"]),
+                     _busy_split(d["busy_by_category_ns"], d["busy_ns"]),
+                     f"{q['mean']:.2f}", f"{q['mean_busy']:.2f}", f"{q['max']:,}",
+                     f"{d['requests']:,}", _mib(d["read_bytes"]), _mib(d["write_bytes"]),
+                     f"{fl['count']:,}", fmt_ns(fl["total_ns"]) if fl["count"] else "-",
+                     f"{fl['waiters']:,}",
+                     f"{d.get('write_cache') or 'unknown'}, FUA {_yes_no(d.get('fua'))}"])
+    return rows
+
+
+def section_devices(r: Mapping[str, Any], figure: str = "") -> str:
+    """Per disk: busy time by category, queue depth, bytes, flushes, cache settings."""
+    head = ("device", "busy", "busy time", "busy time by category", "depth mean",
+            "depth mean busy", "depth max", "requests", "read MiB", "write MiB", "flushes",
+            "flush time", "flush waiters", "write cache")
+    rows = device_rows(r)
+    parts = [table(head, rows, numeric=(1, 2, *range(4, len(head) - 1)),
+                   table_id="table-devices")
+             if rows else "<p id=\"table-devices\">No disk had requests.</p>"]
+    parts.append("<p class=\"muted\">busy = time at least one request was on the device "
+                 "(each instant counted once, for the highest-priority category in flight); "
+                 "depth = requests on the device, time-weighted.</p>")
+    if figure:
+        parts.append(figure)
+    return section("devices", "Devices", *parts)
+
+
+def section_placement(r: Mapping[str, Any], *figs: str) -> str:
+    """Metadata:data ratio, seeks and positioning per class, time locality."""
+    pl = r.get("placement") or {}
+    loc = r.get("locality")
+    md = r.get("metadata_data") or {}
+    ratio = r.get("metadata_data_ratio")
+    parts = [f"<p>metadata:data <b>{'-' if ratio is None else f'{ratio:.2f}'}</b> by bytes "
+             f"written ({esc(_mib(md.get('metadata_bytes', 0)))} MiB metadata, "
+             f"{esc(_mib(md.get('data_bytes', 0)))} MiB data, "
+             f"{esc(_mib(md.get('log_bytes', 0)))} MiB log).</p>"]
+    if pl:
+        rows = []
+        for name, p in pl.items():
+            base = p["positioning_basis"] > 0
+            share = p["positioning_ns"] / p["device_ns"] if p["device_ns"] and base else None
+            sk = p["seek_sectors"]
+            rows.append([_label(name, F.CLASS_COLORS.get(name)),
+                         f"{p['requests_with_seek']:,}", _pct(p["sequential_share"]),
+                         _num(sk["p50"]), _num(sk["p90"]), _num(sk["max"]),
+                         fmt_ns(p["positioning_ns"]) if base else "-",
+                         fmt_ns(p["device_ns"]), _pct(share)])
+        head = ("class", "with a seek", "sequential", "seek p50 (sectors)", "p90 (sectors)",
+                "max (sectors)", "positioning", "device time", "share")
+        parts.append(table(head, rows, numeric=range(1, len(head)), table_id="table-placement"))
+        parts.append("<p class=\"muted\">positioning: data-stage time beyond the median of "
+                     "zero-seek requests of the same device, class and size.</p>")
+    else:
+        parts.append("<p id=\"table-placement\" class=\"muted\">Placement not computed "
+                     "(--no-placement).</p>")
+    if loc:
+        if loc["adjacent_pairs"]:
+            parts.append(f"<p>adjacent write pairs issued &gt; {loc['gap_ns'] / 1e6:g} ms apart: "
+                         f"<b>{esc(_pct(loc['late_share']))}</b> ({loc['late_pairs']:,} of "
+                         f"{loc['adjacent_pairs']:,}): they could have merged and did not.</p>")
+        else:
+            parts.append("<p>no write pairs adjacent on disk.</p>")
+    parts.extend(f for f in figs if f)
+    return section("placement", "Placement and locality", *parts)
+
+
+def section_mapping(sec_id: str, title: str, obj: Any, folded: str = "") -> str:
+    """Any JSON-like value as nested tables (for results without a dedicated section,
+    e.g. the comparison of `iowhy compare`); `folded`: a summary line under which the
+    tables are folded away (<details>, no script)."""
+    body = _mapping_html(obj, 0)
+    if folded:
+        body = f"<details><summary>{esc(folded)}</summary>\n{body}\n</details>"
+    return section(sec_id, title, body)
+
+
+def text_block(text: str, block_id: str | None = None) -> str:
+    """Preformatted terminal text (escaped), e.g. a text report embedded in a page."""
+    bid = f" id=\"{esc(block_id)}\"" if block_id else ""
+    return f"<pre class=\"text\"{bid}>{esc(text)}</pre>"
+
+
+def _mapping_html(obj: Any, depth: int) -> str:
+    if isinstance(obj, Mapping):
+        if not obj:
+            return "<span class=\"muted\">(empty)</span>"
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{_mapping_html(v, depth + 1)}</td></tr>\n"
+                       for k, v in obj.items())
+        return f"<table class=\"kv\">\n<tbody>\n{rows}</tbody>\n</table>"
+    if isinstance(obj, (list, tuple)):
+        if all(not isinstance(x, (Mapping, list, tuple)) for x in obj):
+            return esc(", ".join("-" if x is None else str(x) for x in obj)) or "-"
+        return "".join(f"<div>{_mapping_html(x, depth + 1)}</div>" for x in obj)
+    if isinstance(obj, float):
+        return esc(f"{obj:.6g}")
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return esc(f"{obj:,}")
+    return esc(obj)
+
+
+# -- figures of one result -----------------------------------------------------------------
+
+# id -> (title, how to read it). The ids are stable: tests and links use them.
+FIGURES: dict[str, tuple[str, str]] = {
+    "fig-attribution": (
+        "Where the time went",
+        "The elapsed time as one bar, left to right in the table's order; the wider a "
+        "segment, the more of the run it explains."),
+    "fig-latency": (
+        "Device latency per class",
+        "One histogram per request class, log2 buckets on a log axis (each bucket twice as "
+        "wide as the previous); dashed line = p50, dotted = p99; mass far right = slow "
+        "requests."),
+    "fig-fsync-timeline": (
+        "fsync calls and commits over time",
+        "Each row is a thread; a bar is one fsync-family call from entry to return (calls "
+        "closer than a pixel merge); the rows below mark commit-side events of the "
+        "filesystem (journal commits, log forces, iclog writes): long bars between sparse "
+        "marks mean calls waiting for a commit."),
+    "fig-throughput": (
+        "Throughput and queue depth over time",
+        "Top: MiB/s of reads and writes completed in each time bucket; bottom: mean number "
+        "of requests on each device in the same time frame; dips in MiB/s with a full queue "
+        "mean slow requests, dips with an empty queue mean nothing was submitted."),
+    "fig-seek": (
+        "Seek distance per class",
+        "One histogram per class of the distance from the end of the previous request on "
+        "the disk to the start of this one, in issue order; the hatched bar at 0 is "
+        "contiguous (sequential), bars far right are long jumps."),
+    "fig-sectors": (
+        "Disk sectors over time",
+        "Every dot is a request at its issue time and start sector, coloured by class; the "
+        "shaded band is the filesystem's log; diagonal lines are sequential streams, "
+        "scattered dots are random I/O, alternating bands are seeks between areas."),
+}
+
+
+def figure_sections(r: Mapping[str, Any], data: Any | None) -> dict[str, str]:
+    """The figure blocks of one result, by id; `data` is figures.figure_data() (None: only
+    the figures the result alone can draw)."""
+    out = {"fig-attribution": figure_block(
+        "fig-attribution", *FIGURES["fig-attribution"],
+        png=F.attribution_figure([("this run", r)]))}
+    if data is None:
+        for fid in ("fig-latency", "fig-fsync-timeline", "fig-throughput", "fig-seek",
+                    "fig-sectors"):
+            out[fid] = figure_block(fid, *FIGURES[fid], png=None,
+                                    note="needs the trace: render with render_html(result, "
+                                         "trace)")
+        return out
+    out["fig-latency"] = figure_block("fig-latency", *FIGURES["fig-latency"],
+                                      png=F.latency_figure(data, r))
+    out["fig-fsync-timeline"] = figure_block("fig-fsync-timeline",
+                                             *FIGURES["fig-fsync-timeline"],
+                                             png=F.fsync_timeline_figure(data))
+    out["fig-throughput"] = figure_block("fig-throughput", *FIGURES["fig-throughput"],
+                                         png=F.throughput_figure(data, r))
+    out["fig-seek"] = figure_block("fig-seek", *FIGURES["fig-seek"], png=F.seek_figure(data, r))
+    note = ""
+    sampled = [s for s in data.scatters if s.total > len(s.t_s)]
+    if sampled:
+        note = ("Downsampled: " + "; ".join(
+            f"{s.name} shows {len(s.t_s):,} of {s.total:,} requests" for s in sampled)
+            + f" (a fixed-seed random sample, the same on every run; above "
+              f"{F.SCATTER_LIMIT:,} points in all).")
+    hidden = data.scatter_devices_total - len(data.scatters)
+    if hidden > 0:
+        note += f" {hidden} more disk(s) with fewer requests not drawn."
+    out["fig-sectors"] = figure_block("fig-sectors", *FIGURES["fig-sectors"],
+                                      png=F.sector_figure(data), note=note.strip())
+    return out
+
+
+def _short(text: str, width: int = 110) -> str:
+    """A heading-sized version of a long command line (the header table has it whole)."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+NAV = (("where", "where the time went"), ("findings", "findings"), ("classes", "requests"),
+       ("fsync", "fsync & commits"), ("devices", "devices"), ("placement", "placement"))
+
+
+def render_html(result: Mapping[str, Any], trace: Any = None) -> str:
+    """The whole report for one analysis result. With the trace (traceformat.Trace) every
+    figure is drawn; without it only those the result alone gives."""
+    data = F.figure_data(trace, result) if trace is not None else None
+    figs = figure_sections(result, data)
+    cmd = _command(result)
+    parts = [
+        section_problems(result),
+        section_header(result, data.tasks if data is not None else None),
+        nav(NAV),
+        section_where(result, figs["fig-attribution"]),
+        section_findings(result),
+        section_classes(result, figs["fig-latency"]),
+        section_fsync(result, figs["fig-fsync-timeline"]),
+        section_devices(result, figs["fig-throughput"]),
+        section_placement(result, figs["fig-seek"], figs["fig-sectors"]),
+    ]
+    heading = Raw(f"iowhy report <span class=\"cmd\">{esc(_short(cmd))}</span>")
+    return page(f"iowhy report: {cmd}", parts, heading=heading)
+
+
+# -- comparison page -----------------------------------------------------------------------
+
+def _where_compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    rows = []
+    for k in F.CATEGORY_ORDER:
+        va = a["attribution_ns"].get(k, 0)
+        vb = b["attribution_ns"].get(k, 0)
+        d = vb - va
+        rows.append([_label(k, F.CATEGORY_COLORS[k]), fmt_ns(va) if va else "0",
+                     fmt_ns(vb) if vb else "0", ("+" if d > 0 else "") + (fmt_ns(d) if d else "0")])
+    d = b["elapsed_ns"] - a["elapsed_ns"]
+    rows.append([Raw("<b>elapsed</b>"), fmt_ns(a["elapsed_ns"]), fmt_ns(b["elapsed_ns"]),
+                 ("+" if d > 0 else "") + (fmt_ns(d) if d else "0")])
+    return table(("category", "A", "B", "B - A"), rows, numeric=(1, 2, 3),
+                 table_id="table-where-compare")
+
+
+def _compare_words(comparison: Mapping[str, Any]) -> str:
+    """The terminal text of `iowhy compare` (iowhy.reports.compare_text), escaped; this
+    page does not re-derive its sentences."""
+    try:
+        from .compare_text import render_compare
+        return text_block(render_compare(comparison), block_id="compare-text")
+    except Exception as e:  # a comparison this renderer cannot read: keep the page
+        return (f"<p id=\"compare-text\" class=\"muted\">(the comparison text could not be "
+                f"rendered: {esc(type(e).__name__)}: {esc(e)}; its figures are below)</p>")
+
+
+def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any],
+                        comparison: Mapping[str, Any]) -> str:
+    """A page comparing two analysis results (A, B) with the comparison computed by
+    `iowhy compare` (iowhy.compare.compare, docs/compare-json.md).
+
+    Reuses the sections of the single report: problems and header of each run, then what
+    changed (the terminal text of the comparison), the attribution of both on one time
+    axis, every figure of the comparison (folded), then the findings, per-class, fsync and
+    device tables of each run.
+    """
+    att = figure_block("fig-attribution", "Where the time went, A and B",
+                       "One bar per run on the same time axis, so the longer run has the "
+                       "longer bar; compare segment widths category by category.",
+                       png=F.attribution_figure([("A", a), ("B", b)]))
+    parts = [
+        "<div class=\"cols\">"
+        f"<div><h3>A: {esc(_command(a))}</h3>"
+        f"{prefix_ids(section_problems(a) + section_header(a), 'a')}</div>"
+        f"<div><h3>B: {esc(_command(b))}</h3>"
+        f"{prefix_ids(section_problems(b) + section_header(b), 'b')}</div>"
+        "</div>",
+        section("changed", "What changed", _compare_words(comparison)),
+        section("where", "Where the time went", _where_compare(a, b), att),
+        section_mapping("comparison", "Comparison: every figure", comparison,
+                        folded="show the comparison's figures (the keys of `iowhy compare "
+                               "--json`)"),
+    ]
+    for label, r in (("A", a), ("B", b)):
+        parts.append(f"<h2 id=\"run-{label.lower()}\">Run {label}</h2>")
+        for s in (section_findings(r), section_classes(r), section_fsync(r),
+                  section_devices(r)):
+            parts.append(prefix_ids(s, label.lower()))
+    heading = Raw("iowhy compare <span class=\"cmd\">" + esc(_short(_command(a), 60))
+                  + " vs " + esc(_short(_command(b), 60)) + "</span>")
+    return page(f"iowhy compare: {_command(a)} vs {_command(b)}", parts, heading=heading)

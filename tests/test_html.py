@@ -1,0 +1,312 @@
+"""The HTML report (`iowhy report --html`): self-contained, complete, escaped, and it
+renders in a real browser (headless Chromium) without console errors.
+
+Synthetic traces come from the builders of test_analysis.py; the real recording
+out/untar-xfs.iowt is used when it is present.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, need
+from iowhy import abi
+from iowhy.analysis import AnalysisConfig, analyze
+from iowhy.reports import figures as F
+from iowhy.reports import html as H
+from iowhy.traceformat import read_trace
+from test_analysis import _busy_trace, fsync, jev, meta, off, req, task, write_trace
+
+REAL = REPO / "out" / "untar-xfs.iowt"
+FIG_IDS = ("fig-attribution", "fig-latency", "fig-seek", "fig-sectors", "fig-throughput",
+           "fig-fsync-timeline")
+TABLE_IDS = ("header", "table-where", "findings-list", "table-classes", "table-fsync",
+             "table-commits", "table-devices", "table-placement")
+EVIL = "<script>alert(1)</script>"
+LOG0 = 10_000  # start of test_analysis.LOG_RANGE: a journal write
+
+
+def render(trace: str | Path, out: Path, *extra: str) -> str:
+    """`iowhy report TRACE --html OUT` through the CLI; returns the file's text."""
+    from iowhy.cli import main
+    assert main(["report", str(trace), "--html", str(out), *extra]) == 0
+    return out.read_text(encoding="utf-8")
+
+
+def assert_self_contained(text: str) -> None:
+    assert text.startswith("<!DOCTYPE html>")
+    assert 'src="http' not in text and "src='http" not in text
+    assert "<link" not in text.lower()
+    assert "<script" not in text.lower()  # no script at all, inline or external
+    assert "@import" not in text and "url(" not in text
+    # Every src/href is an embedded image or an anchor on the page.
+    for m in re.finditer(r'\b(?:src|href)\s*=\s*"([^"]*)"', text):
+        assert m.group(1).startswith(("data:image/png;base64,", "#")), m.group(1)[:60]
+
+
+def figures_of(text: str) -> dict[str, tuple[bytes, str]]:
+    """id -> (PNG bytes, caption) of every <figure> of the page."""
+    out = {}
+    for m in re.finditer(r'<figure id="([^"]+)">\n<img src="data:image/png;base64,([^"]+)"'
+                         r'[^>]*>\n<figcaption>(.*?)</figcaption>', text, re.S):
+        out[m.group(1)] = (base64.b64decode(m.group(2)), m.group(3))
+    return out
+
+
+def assert_complete(text: str) -> None:
+    figs = figures_of(text)
+    for fid in FIG_IDS:
+        assert fid in figs, f"figure {fid} missing or not an embedded PNG"
+        png, caption = figs[fid]
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert len(png) > 2000
+        assert len(caption) > 40 and "\n" not in caption  # one line saying how to read it
+    for tid in TABLE_IDS:
+        assert f'id="{tid}"' in text, f"table {tid} missing"
+    for head in ("Where the time went", "Findings", "Requests by class", "fsync and commits",
+                 "Devices", "Placement and locality"):
+        assert f"<h2>{head}</h2>" in text
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids)), "duplicate ids"
+
+
+def problems_block(text: str) -> str:
+    m = re.search(r'<div id="problems"[^>]*>(.*?)</div>', text, re.S)
+    assert m, "no problems block"
+    assert m.start() < text.index('<section id="where"'), "problems must come first"
+    return m.group(1)
+
+
+# -- synthetic traces ------------------------------------------------------------------------
+
+def test_busy_trace_lossy(tmp_path):
+    p = _busy_trace(tmp_path, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
+    text = render(p, tmp_path / "r.html")
+    assert_self_contained(text)
+    assert_complete(text)
+    first = read_trace(p).problems()[0]
+    assert first.startswith("13 events lost in the kernel")
+    probs = problems_block(text)
+    assert f"<p>{first}</p>" in probs
+    # Every class with requests is a row of the table, every finding an item.
+    r = analyze(read_trace(p))
+    for name, c in r["requests"].items():
+        if c["count"]:
+            assert f"{name}</td><td class=\"num\">{c['count']:,}</td>" in text
+    for f in r["findings"]:
+        assert f"<li>{f['text']}</li>" in text
+
+
+def test_truncated_trace_says_so_first(tmp_path):
+    p = _busy_trace(tmp_path, trailer=False)
+    text = render(p, tmp_path / "r.html")
+    assert_self_contained(text)
+    assert_complete(text)
+    probs = problems_block(text)
+    first = re.search(r"<p>(.*?)</p>", probs)
+    assert first and first.group(1).startswith("trace is truncated (no trailer")
+
+
+def test_trace_text_is_escaped(tmp_path):
+    m = meta()
+    m["devices"][0]["name"] = "sd<b>z"
+    m["filesystems"][0]["disk"] = "sd<b>z"
+    m["filesystems"][0]["mountpoint"] = "/mnt/<img src=x onerror=alert(2)>"
+    comm = b"<script>alert("
+    tasks = [{**task(100, 1000), "comm": comm}]
+    calls = [{**fsync(100, 1015, 1070, seq=7), "comm": comm}]
+    p = write_trace(tmp_path / "evil.iowt", command=(EVIL, "-x"), tasks=tasks, fsyncs=calls,
+                    requests=[req(1020, 1060, sector=50_000),
+                              req(1061, 1068, sector=LOG0, iflags=abi.F_META, flags=0)],
+                    journal=[jev(abi.J_JBD2_START, 1040, 7), jev(abi.J_JBD2_END, 1069, 7)],
+                    offcpu=[off(100, 1015, 1070)], meta_obj=m)
+    text = render(p, tmp_path / "evil.html")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text  # the command line
+    assert "<th>tasks</th><td>&lt;script&gt;alert(</td>" in text  # the task comm
+    assert "<script" not in text.lower()
+    assert "sd&lt;b&gt;z" in text and "sd<b>z" not in text
+    assert "&lt;img src=x onerror=alert(2)&gt;" in text and "<img src=x" not in text
+    assert_self_contained(text)
+    assert_complete(text)
+
+
+def test_empty_trace_renders(tmp_path):
+    # No request, no call, no commit: every section and figure says so instead of failing.
+    p = write_trace(tmp_path / "empty.iowt", offcpu=[off(100, 1010, 1090)])
+    text = render(p, tmp_path / "e.html")
+    assert_self_contained(text)
+    for fid in FIG_IDS:
+        assert f'<figure id="{fid}">' in text
+    assert "No block requests in the trace." in text
+    assert "No fsync-family calls." in text
+
+
+def test_sector_scatter_downsampled_deterministically(tmp_path, monkeypatch):
+    p = _busy_trace(tmp_path)
+    tr = read_trace(p)
+    r = analyze(tr)
+    full = F.figure_data(tr, r)
+    monkeypatch.setattr(F, "SCATTER_LIMIT", 600)
+    d1 = F.figure_data(tr, r)
+    d2 = F.figure_data(read_trace(p), r)
+    assert d1.scatters and sum(len(s.t_s) for s in d1.scatters) <= 600
+    for a, b, whole in zip(d1.scatters, d2.scatters, full.scatters):
+        assert a.total == whole.total == len(whole.t_s) > len(a.t_s)
+        assert np.array_equal(a.t_s, b.t_s) and np.array_equal(a.sector, b.sector)
+        # A sample of the requests themselves, each with its own class.
+        every = set(zip(whole.t_s.tolist(), whole.sector.tolist(), whole.cls.tolist()))
+        assert set(zip(a.t_s.tolist(), a.sector.tolist(), a.cls.tolist())) <= every
+    text = render(p, tmp_path / "r.html")
+    assert "Downsampled: " in text and "a fixed-seed random sample" in text
+    assert text == render(p, tmp_path / "r2.html")  # the same page on every run
+
+
+def test_figure_data_matches_the_analysis(tmp_path):
+    p = _busy_trace(tmp_path)
+    tr = read_trace(p)
+    r = analyze(tr)
+    d = F.figure_data(tr, r)
+    for name, c in r["requests"].items():
+        h = d.latency_hist_us.get(name)
+        mx = c["device_ns"]["max"]
+        if mx is None:
+            assert not h
+            continue
+        # The largest latency lands in the last log2 slot of the histogram.
+        assert len(h) - 1 == int(np.floor(np.log2(max(mx // 1000, 1))))
+    assert d.seek_hist == {k: v["seek_hist_log2"] for k, v in r["placement"].items()}
+    # Without placement in the result the seeks come from the trace: the same histograms.
+    r2 = analyze(tr, AnalysisConfig(placement=False, locality=False))
+    assert r2["placement"] == {}
+    assert F.figure_data(tr, r2).seek_hist == d.seek_hist
+    assert len(d.calls_tid) == r["fsync"]["count"]
+    assert d.tasks and all(isinstance(v, str) for v in d.tasks.values())
+
+
+def test_no_placement_and_result_only(tmp_path):
+    p = _busy_trace(tmp_path)
+    text = render(p, tmp_path / "r.html", "--no-placement")
+    assert_complete(text)
+    assert "Placement not computed" in text
+    # Without the trace, the figures the result alone gives are drawn, the others explained.
+    r = analyze(read_trace(p))
+    only = H.render_html(r)
+    assert "fig-attribution" in figures_of(only)
+    for fid in FIG_IDS[1:]:
+        assert f'<figure id="{fid}">' in only and "needs the trace" in only
+
+
+def test_compare_page_reuses_sections(tmp_path):
+    from iowhy.cli import main
+    pa = _busy_trace(tmp_path)
+    (tmp_path / "b").mkdir()
+    pb = _busy_trace(tmp_path / "b", n=2000, trailer=False)
+    out = tmp_path / "c.html"
+    assert main(["compare", pa, pb, "--html", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert_self_contained(text)
+    assert "fig-attribution" in figures_of(text)
+    assert 'id="compare-text"' in text and "WHAT CHANGED" in text
+    assert 'id="table-where-compare"' in text and 'id="comparison"' in text
+    for run in ("a", "b"):
+        for sec in ("classes", "fsync", "devices", "findings"):
+            assert f'<section id="{run}-{sec}">' in text
+    assert "trace is truncated" in text  # B's problems are shown
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids))
+    # A comparison the text renderer cannot read still gives a page, escaped.
+    a = analyze(read_trace(pa))
+    odd = H.render_compare_html(a, a, {"note": EVIL})
+    assert_self_contained(odd)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in odd
+    assert "could not be rendered" in odd
+
+
+# -- the real recording ----------------------------------------------------------------------
+
+@pytest.fixture
+def real_html(tmp_path) -> Path:
+    if not REAL.exists():
+        pytest.skip(f"{REAL} not present (recorded by `make demo`)")
+    out = tmp_path / "untar-xfs.html"
+    render(REAL, out)
+    return out
+
+
+def test_real_trace(real_html):
+    text = real_html.read_text(encoding="utf-8")
+    assert_self_contained(text)
+    assert_complete(text)
+    tr = read_trace(str(REAL))
+    probs = problems_block(text)
+    if tr.problems():
+        assert f"<p>{tr.problems()[0]}</p>" in probs
+    else:
+        assert "No events lost, trace complete." in probs
+    r = analyze(tr)
+    import html
+    from iowhy.reports.terminal import _command
+    assert f"<th>workload</th><td>{html.escape(_command(r))}</td>" in text
+    for dev in r["workload"]["devices"]:
+        assert f"<td>{html.escape(dev)}</td>" in text  # a row of the device table
+
+
+# -- in a browser ----------------------------------------------------------------------------
+
+def chromium(page: Path, tmp: Path, height: int = 4000) -> tuple[np.ndarray, str]:
+    """Screenshot of the page in headless Chromium, and its log (console messages)."""
+    exe = shutil.which("chromium")
+    need(exe is not None, "chromium is not installed (apt-get install chromium)")
+    assert exe is not None
+    shot = tmp / "shot.png"
+    profile = tmp / "chromium-profile"
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
+           f"--window-size=1280,{height}", "--enable-logging=stderr", "--v=0",
+           f"file://{page.resolve()}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert shot.exists(), f"no screenshot (exit {p.returncode}): {p.stderr[-2000:]}"
+    import matplotlib.image as mpimg
+    return mpimg.imread(str(shot)), p.stderr
+
+
+def assert_renders(page: Path, tmp: Path) -> None:
+    img, log = chromium(page, tmp)
+    bad = [ln for ln in log.splitlines()
+           if "Uncaught" in ln or "ERROR:CONSOLE" in ln or "net::ERR_" in ln]
+    assert not bad, bad
+    assert img.shape[0] == 4000 and img.shape[1] == 1280
+    px = img[:, :, :3]
+    assert float(px.std()) > 0.05, "the screenshot is (nearly) one colour"
+    # The figures reached the screen: some strongly coloured pixels (not only text).
+    sat = px.max(axis=2) - px.min(axis=2)
+    assert float((sat > 0.3).mean()) > 0.005
+
+
+def test_chromium_synthetic(tmp_path):
+    p = _busy_trace(tmp_path, counters={"lost_ringbuf_request": 3})
+    out = tmp_path / "busy.html"
+    render(p, out)
+    assert_renders(out, tmp_path)
+
+
+def test_chromium_escaped_page(tmp_path):
+    m = meta()
+    tasks = [{**task(100, 1000), "comm": b"<script>alert("}]
+    p = write_trace(tmp_path / "evil.iowt", command=(EVIL,), tasks=tasks, meta_obj=m,
+                    requests=[req(1020, 1060, sector=50_000)], offcpu=[off(100, 1015, 1070)])
+    out = tmp_path / "evil.html"
+    render(p, out)
+    assert_renders(out, tmp_path)
+
+
+def test_chromium_real_trace(real_html, tmp_path):
+    assert_renders(real_html, tmp_path)
