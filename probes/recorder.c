@@ -881,6 +881,24 @@ int main(int argc, char **argv)
 			fprintf(s.f, "%s", i ? ", " : "");
 			json_str(s.f, env.cmd[i]);
 		}
+		if (!env.cmd) {
+			/* attach: the target's own command line, NUL-separated in /proc */
+			char path[64], buf[4096];
+			size_t n = 0;
+			FILE *f;
+
+			snprintf(path, sizeof(path), "/proc/%d/cmdline", env.pid);
+			f = fopen(path, "r");
+			if (f) {
+				n = fread(buf, 1, sizeof(buf) - 1, f);
+				fclose(f);
+			}
+			buf[n] = 0;
+			for (size_t off = 0; off < n; off += strlen(buf + off) + 1) {
+				fprintf(s.f, "%s", off ? ", " : "");
+				json_str(s.f, buf + off);
+			}
+		}
 		fprintf(s.f, "], \"kernel\": ");
 		json_str(s.f, u.release);
 		fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "

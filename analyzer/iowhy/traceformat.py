@@ -137,6 +137,9 @@ class Trace:
                        "before recording")
         if c.get("request_without_origin"):
             out.append(f"{c['request_without_origin']} requests whose submitting task is unknown")
+        if c.get("unknown_record"):
+            out.append(f"{c['unknown_record']} malformed records from the probes were dropped "
+                       "(recorder and probes from different builds?)")
         if c.get("bio_walk_capped"):
             out.append(f"{c['bio_walk_capped']} requests with more bios than the probe follows")
         return out
