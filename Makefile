@@ -84,6 +84,11 @@ test-fast: all
 demo: all
 	bash lab/demo.sh
 
+# Every lab scenario on each of its filesystems, emulated hdd-7200, checked against the
+# ground truth (root; a few minutes). Results side by side in out/lab.
+lab: all
+	$(VENV)/bin/iowhy lab run all --out out/lab
+
 bench: all
 	$(VENV)/bin/python bench/bench_record.py
 	$(VENV)/bin/python bench/bench_analyze.py

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tarfile
 import time
@@ -203,6 +204,69 @@ def untar_fsync(a: argparse.Namespace) -> int:
     return 0
 
 
+def untar_eatmydata(a: argparse.Namespace) -> int:
+    """untar-fsync under eatmydata: its fsync calls become no-ops (GNU tar's behaviour)."""
+    os.execvp("eatmydata", ["eatmydata", sys.executable, os.path.abspath(__file__),
+                            "untar-fsync", a.dir, "--files", str(a.files)])
+    return 127
+
+
+def _syncfs(path: str) -> None:
+    """syncfs(2) on the filesystem holding PATH (only that one, unlike sync(2))."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+    finally:
+        os.close(fd)
+
+
+def rmtree(a: argparse.Namespace) -> int:
+    """rm -rf of a tree (extracted beforehand), then syncfs of its filesystem."""
+    parent = os.path.dirname(os.path.abspath(a.tree))
+    rc = subprocess.run(["rm", "-rf", a.tree]).returncode
+    _syncfs(parent)
+    return rc
+
+
+def sqlite(a: argparse.Namespace) -> int:
+    """K autocommit INSERTs (one transaction each) by the sqlite3 CLI into DIR/lab.db,
+    with PRAGMA synchronous=FULL or OFF (rollback journal). K=0 only creates the table."""
+    lines = [f"PRAGMA synchronous={a.synchronous};",
+             "CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v TEXT);"]
+    lines += [f"INSERT INTO t(v) VALUES('row {i:06d} {'s' * 100}');" for i in range(a.k)]
+    p = subprocess.run(["sqlite3", "-bail", os.path.join(a.dir, "lab.db")],
+                       input="\n".join(lines) + "\n", text=True)
+    return p.returncode
+
+
+def _fio(a: argparse.Namespace, rw: str, create_only: bool) -> int:
+    cmd = ["fio", "--name=lab", f"--directory={a.dir}", "--filename=fio.dat",
+           f"--rw={rw}", f"--bs={a.bs}", f"--size={a.size}", "--ioengine=psync",
+           "--direct=1", "--overwrite=1", "--randrepeat=1", "--random_generator=lfsr",
+           "--output-format=terse", "--output=/dev/null"]
+    if create_only:
+        cmd.append("--create_only=1")
+    else:
+        cmd.append(f"--number_ios={a.ios}")
+    return subprocess.run(cmd).returncode
+
+
+def fio_seq(a: argparse.Namespace) -> int:
+    """fio: IOS O_DIRECT writes of BS, sequential through DIR/fio.dat (every seek 0).
+    --layout only lays the file out (setup, before measuring)."""
+    return _fio(a, "write", a.layout)
+
+
+def fio_rand(a: argparse.Namespace) -> int:
+    """fio: IOS O_DIRECT writes of BS at uniformly random BS-aligned offsets of the
+    SIZE-byte DIR/fio.dat, each block at most once (mean |seek| = SIZE/3)."""
+    return _fio(a, "randwrite", a.layout)
+
+
 def prepare(a: argparse.Namespace) -> int:
     """Build the cached tarball outside any measurement."""
     print(kernel_tar(a.files))
@@ -239,7 +303,24 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("tasks", type=int)
     s.add_argument("k", type=int)
     s.set_defaults(func=fsync_tasks)
-    for name, fn in (("untar", untar), ("untar-fsync", untar_fsync), ("prepare", prepare)):
+    s = sub.add_parser("rmtree", help=rmtree.__doc__)
+    s.add_argument("tree")
+    s.set_defaults(func=rmtree)
+    s = sub.add_parser("sqlite", help=sqlite.__doc__)
+    s.add_argument("dir")
+    s.add_argument("k", type=int)
+    s.add_argument("--synchronous", choices=("FULL", "OFF", "NORMAL", "EXTRA"), default="FULL")
+    s.set_defaults(func=sqlite)
+    for name, fn in (("fio-seq", fio_seq), ("fio-rand", fio_rand)):
+        s = sub.add_parser(name, help=fn.__doc__)
+        s.add_argument("dir")
+        s.add_argument("--ios", type=int, default=256)
+        s.add_argument("--bs", default="4k")
+        s.add_argument("--size", default="32m")
+        s.add_argument("--layout", action="store_true")
+        s.set_defaults(func=fn)
+    for name, fn in (("untar", untar), ("untar-fsync", untar_fsync),
+                     ("untar-eatmydata", untar_eatmydata), ("prepare", prepare)):
         s = sub.add_parser(name, help=fn.__doc__)
         if name != "prepare":
             s.add_argument("dir")

@@ -1,0 +1,610 @@
+"""The lab's scenarios: a workload, a filesystem, a disk and a cache setting, recorded by
+iowhy on an emulated disk and checked against the disk's ground truth.
+
+    iowhy lab list
+    iowhy lab run SCENARIO [--disk hdd-7200|ssd|ram] [--fs ext4|xfs|btrfs] [--json] [--out DIR]
+
+A run: prepare what the workload needs outside the disk (the tarball); start the
+emulated disk (lab/emudisk.py) with the scenario's cache setting; make the filesystem
+and mount it; run the setup steps (extract a tree, lay out a file, create a database)
+and drain the disk's cache, so nothing of the setup is left to be paid for inside the
+window; record the measured workload with ``iowhy record`` (a subprocess); unmount,
+stop the disk; analyze the trace; compare with the truth (lab/validate.py). The output
+directory gets, side by side, named after the run ``<scenario>-<fs>-<disk>``:
+``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html`` (when
+iowhy.reports.html.render_html exists), ``.truth.bin`` (ground truth) and ``.run.json``
+(the run's figures and its validation list).
+
+The emulated disk is set up so that one block request is one FUSE call and one truth
+record (the loop device's max_sectors_kb is capped at the daemon's FUSE max_write),
+which lets lab/validate.py match the trace to the truth request by request. After a
+run, the seeds' comparisons whose two runs are both in the output directory are
+written as `iowhy compare` pages (``compare-<A>-vs-<B>-<fs>-<disk>.txt`` and ``.html``;
+`gallery`), when iowhy.compare exists.
+
+Scenarios cover the seeds (/work/shared/seeds): GNU tar vs an fsync-per-file tar
+(star's default) and eatmydata; the 2008 XFS write-barrier benchmark's three settings;
+rm -rf of a tree; N tasks each fsyncing its own file; SQLite autocommit inserts with
+synchronous=FULL vs OFF; and fio's sequential vs random writes. Sizes are chosen so a
+run takes seconds on hdd-7200.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+try:  # as iowhy.lab.scenarios
+    from . import emudisk, validate
+except ImportError:  # as a flat module next to emudisk.py
+    import emudisk  # type: ignore[no-redef]
+    import validate  # type: ignore[no-redef]
+
+LAB_DIR = Path(__file__).resolve().parent
+WORKLOADS = LAB_DIR / "workloads.py"
+# workloads.py is standard library only and runs with the system interpreter, as a user
+# would run the commands (the venv's Python is only for iowhy itself).
+SYSTEM_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+FILESYSTEMS = ("ext4", "xfs", "btrfs")
+DISKS = emudisk.PRESETS
+DISK_BYTES = 1 << 30
+DEFAULT_WORKDIR = "/var/tmp/iowhy-lab"
+FUSE_MAX_WRITE_KB = 1024   # emudisk's FUSE max_write
+
+MKFS = {
+    # Inode tables and the journal zeroed by mkfs, so no ext4lazyinit thread writes
+    # into the measured window.
+    "ext4": ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
+    "xfs": ["mkfs.xfs", "-q", "-f"],
+    "btrfs": ["mkfs.btrfs", "-q", "-f"],
+}
+
+# How each filesystem is told not to send cache flushes with the disk's cache still on.
+# ext4 and btrfs still have a mount option; XFS removed `nobarrier` in 4.19, so there the
+# loop device is set to "write through": the block layer then strips PREFLUSH/FUA and
+# sends no flush at all to a disk that still caches -- exactly what nobarrier did.
+NOBARRIER_MOUNT = {"ext4": "barrier=0", "btrfs": "nobarrier"}
+
+CACHE_MODES = {
+    "on": "volatile write cache on, barriers on (the kernel flushes it: FUA/PREFLUSH)",
+    "nobarrier": "write cache on, barriers off (no flush ever reaches the disk)",
+    "off": "write cache off (every write goes to the media before it completes)",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario. Command templates are lists of arguments in which `{mnt}` (the
+    mounted filesystem), `{tree}` (the directory tar extracts into) and the params are
+    filled in; a list starting with "workload" runs lab/workloads.py."""
+
+    name: str
+    summary: str
+    description: str
+    filesystems: tuple[str, ...]
+    measure: tuple[tuple[str, ...], ...]   # run one after another under `iowhy record`
+    setup: tuple[tuple[str, ...], ...] = ()
+    cache: str = "on"
+    syncfs_after: bool = True     # end the measured part with syncfs of the filesystem
+    cold: bool = False            # remount after setup: the workload starts with no cache
+    params: Mapping[str, int] = field(default_factory=dict)
+    group: str = ""               # scenarios compared with each other (tests, gallery)
+
+    def default_fs(self) -> str:
+        return self.filesystems[0]
+
+
+TAR_FILES = 300
+RM_FILES = 2000
+TASK_FSYNCS = 16
+
+_TAR = ("workload", "untar", "{tree}", "--files", "{files}")
+_SEED_2008 = (
+    "The 2008 XFS write-barrier benchmark (Steigerwald, LKML): tar -xf of a kernel "
+    "tree, sync, rm -rf of it, sync -- here the first {files} files, syncfs instead of "
+    "a global sync.")
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def _add(s: Scenario) -> None:
+    assert s.name not in SCENARIOS
+    assert s.cache in CACHE_MODES
+    SCENARIOS[s.name] = s
+
+
+_add(Scenario(
+    "tar", "GNU tar extracting {files} kernel files, then syncfs (no fsync)",
+    "GNU tar does not fsync: the kernel decides when to write, and the syncfs at the "
+    "end pays for all of it at once (one journal commit, one cache flush).",
+    ("ext4", "xfs", "btrfs"), (_TAR,), params={"files": TAR_FILES}, group="tar"))
+_add(Scenario(
+    "fsync-tar", "the same files, each fsynced before close (star's default), then syncfs",
+    "Schilling's star fsyncs every file: one journal commit and its cache flushes per "
+    "file. In the seed (2012, a kernel tree on a hard disk) star took 23 min on ext4 "
+    "where GNU tar plus sync took 6 s; the extra time should be barrier and log.",
+    ("ext4", "xfs", "btrfs"), (("workload", "untar-fsync", "{tree}", "--files", "{files}"),),
+    params={"files": TAR_FILES}, group="tar"))
+_add(Scenario(
+    "fsync-tar-wc-off", "fsync-tar with the disk's write cache off, then syncfs",
+    "The same fsync per file on a disk without a volatile cache (hdparm -W0, or a drive "
+    "with power-loss protection): the kernel sends no flush at all, and each data and "
+    "journal write pays its own positioning before it completes.",
+    ("ext4", "xfs", "btrfs"), (("workload", "untar-fsync", "{tree}", "--files", "{files}"),),
+    cache="off", params={"files": TAR_FILES}, group="tar"))
+_add(Scenario(
+    "eatmydata-tar", "fsync-tar under eatmydata (fsync is a no-op), then syncfs",
+    "eatmydata turns star into GNU tar: the fsync calls return at once; only the final "
+    "syncfs makes the data durable.",
+    ("ext4", "xfs"), (("workload", "untar-eatmydata", "{tree}", "--files", "{files}"),),
+    params={"files": TAR_FILES}, group="tar"))
+_add(Scenario(
+    "wc-barrier", "2008 setting 1: write cache on, barriers on; tar, syncfs, rm -rf, syncfs",
+    _SEED_2008 + " Setting 1, the default: a volatile write cache and barriers, so every "
+    "journal commit flushes the cache.",
+    ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
+    cache="on", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
+_add(Scenario(
+    "wc-nobarrier", "2008 setting 2: write cache on, barriers off (nobarrier); same workload",
+    _SEED_2008 + " Setting 2: barriers off with the cache on -- fast and unsafe. XFS "
+    "removed `nobarrier` in 4.19, so it is emulated: the loop device is set to \"write "
+    "through\" while the emulated disk's cache stays on; the kernel then sends no flush "
+    "to a disk that still caches, exactly what nobarrier did. ext4 uses -o barrier=0, "
+    "btrfs -o nobarrier.",
+    ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
+    cache="nobarrier", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
+_add(Scenario(
+    "wc-off", "2008 setting 3: write cache off (hdparm -W0); same workload",
+    _SEED_2008 + " Setting 3: the write cache off, so the kernel sends no flushes "
+    "(the loop device is write through) and every write pays its positioning and media "
+    "transfer before it completes.",
+    ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
+    cache="off", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
+_add(Scenario(
+    "rmtree", "rm -rf of {files} extracted files (cold cache), then syncfs",
+    "The tree is extracted, synced and the filesystem remounted before recording, so "
+    "rm -rf reads directories and inodes from the disk (positioning on reads), then "
+    "syncfs writes the freed metadata.",
+    ("xfs", "ext4", "btrfs"), (("workload", "rmtree", "{tree}"),),
+    setup=(_TAR,), cold=True, syncfs_after=False, params={"files": RM_FILES}))
+for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
+    _add(Scenario(
+        f"fsync-tasks-{_n}",
+        f"{_n} task{'s' if _n > 1 else ''}, each appending 1 KiB and fsyncing its own file "
+        f"{_k} times",
+        "The Tux3/XFS fsync thread (2015): concurrent fsyncs share journal commits, so "
+        "fsyncs per commit grows with the task count.",
+        ("ext4", "xfs", "btrfs"),
+        (("workload", "fsync-tasks", "{mnt}", "{tasks}", "{k}"),),
+        syncfs_after=False, params={"tasks": _n, "k": _k}, group="fsync-tasks"))
+for _mode in ("FULL", "OFF"):
+    _add(Scenario(
+        f"sqlite-{_mode.lower()}",
+        f"{{k}} autocommit INSERTs by the sqlite3 CLI, synchronous={_mode}, then syncfs",
+        "One transaction per INSERT in rollback-journal mode. synchronous=FULL fsyncs the "
+        "journal and the database for every transaction; OFF never does (the final "
+        "syncfs makes it durable).",
+        ("ext4", "xfs"),
+        (("workload", "sqlite", "{mnt}", "{k}", "--synchronous", _mode),),
+        setup=(("workload", "sqlite", "{mnt}", "0"),), params={"k": 100}, group="sqlite"))
+for _kind, _what in (("seq", "sequential (every seek 0)"),
+                     ("rand", "at uniformly random offsets (mean seek: a third of the file)")):
+    _add(Scenario(
+        f"fio-{_kind}", f"fio: {{ios}} O_DIRECT 64 KiB writes {_what}, write cache off",
+        "A 64 MiB file laid out during setup, then O_DIRECT 64 KiB overwrites, one at a "
+        "time (psync). The write cache is off so each write pays its own positioning, "
+        "which the report's placement figures estimate.",
+        ("ext4", "xfs", "btrfs"), (("workload", f"fio-{_kind}", "{mnt}", "--ios", "{ios}",
+                                    "--bs", "64k", "--size", "64m"),),
+        setup=(("workload", f"fio-{_kind}", "{mnt}", "--layout", "--bs", "64k",
+                "--size", "64m"),),
+        cache="off", syncfs_after=False, params={"ios": 256}, group="fio"))
+
+
+class LabError(RuntimeError):
+    """A scenario could not be set up or run; str() says which step and why."""
+
+
+def describe(s: Scenario) -> str:
+    return s.summary.format(**s.params)
+
+
+def list_lines() -> list[str]:
+    """`iowhy lab list`: name first, then filesystems, cache setting and a short line."""
+    w = max(len(n) for n in SCENARIOS)
+    return [f"{s.name:<{w}}  {','.join(s.filesystems):<14} cache={s.cache:<9}  {describe(s)}"
+            for s in SCENARIOS.values()]
+
+
+def run_id(name: str, fs: str, disk: str) -> str:
+    return f"{name}-{fs}-{disk}"
+
+
+# -- running ------------------------------------------------------------------------------
+
+def _run(cmd: Sequence[str], what: str, timeout: float = 600, **kw: Any) -> str:
+    try:
+        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{what}: {shlex.join(cmd)} did not finish in {timeout:.0f}s") from None
+    except OSError as e:
+        raise LabError(f"{what}: cannot run {cmd[0]}: {e}") from None
+    if p.returncode != 0:
+        raise LabError(f"{what}: {shlex.join(cmd)} exited {p.returncode}: "
+                       f"{(p.stderr or p.stdout).strip()[-800:]}")
+    return p.stdout
+
+
+def _expand(tpl: Sequence[str], ctx: Mapping[str, Any]) -> list[str]:
+    args = [a.format(**ctx) for a in tpl]
+    if args and args[0] == "workload":
+        return [SYSTEM_PY, str(WORKLOADS), *args[1:]]
+    return args
+
+
+def measured_command(s: Scenario, ctx: Mapping[str, Any]) -> list[str]:
+    """What `iowhy record` runs: one command, or `sh -c` chaining several with &&."""
+    cmds = [_expand(t, ctx) for t in s.measure]
+    if s.syncfs_after:
+        cmds.append(["sync", "-f", str(ctx["mnt"])])
+    if len(cmds) == 1:
+        return cmds[0]
+    return ["sh", "-c", " && ".join(shlex.join(c) for c in cmds)]
+
+
+def iowhy_command() -> list[str]:
+    """The iowhy CLI of this interpreter (as a subprocess)."""
+    return [sys.executable, "-m", "iowhy"]
+
+
+def _drain_cache(d: emudisk.EmulatedDisk) -> None:
+    """Flush the emulated disk's cache straight through its FUSE file (not through the
+    loop device, which may be write through): setup data must not be destaged inside the
+    measured window."""
+    fd = os.open(str(d.image_path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _set_write_cache(d: emudisk.EmulatedDisk, mode: str) -> None:
+    Path(f"/sys/block/{d.loop_name}/queue/write_cache").write_text(mode + "\n")
+
+
+def _record(cmd: list[str], trace: Path, dev: str, log: Path) -> None:
+    """`iowhy record` as a subprocess; on our own interruption the recorder is asked to
+    stop (SIGTERM, which it forwards) before anything is torn down."""
+    full = [*iowhy_command(), "record", "-q", "-o", str(trace), "--dev", dev, "--", *cmd]
+    with open(log, "w") as lf:
+        lf.write(shlex.join(full) + "\n")
+        lf.flush()
+        proc = subprocess.Popen(full, stdout=lf, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait()
+        except BaseException:
+            try:
+                proc.wait(timeout=5)       # a terminal ^C reached it too
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            raise
+    if rc != 0:
+        tail = log.read_text(errors="replace").strip()[-1500:]
+        raise LabError(f"iowhy record exited {rc} (log {log}): {tail}")
+
+
+def _umount(mnt: Path) -> None:
+    for _ in range(50):
+        p = subprocess.run(["umount", str(mnt)], capture_output=True, text=True)
+        if p.returncode == 0 or not os.path.ismount(mnt):
+            return
+        time.sleep(0.1)
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    raise LabError(f"cannot unmount {mnt}: {p.stderr.strip()}")
+
+
+def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
+        out_dir: str | os.PathLike = "out/lab", workdir: str | os.PathLike = DEFAULT_WORKDIR,
+        realtime: bool = True, progress: Optional[Callable[[str], None]] = None
+        ) -> dict[str, Any]:
+    """Run one scenario; returns the run's figures with its validation list (the content
+    of <out_dir>/<run id>.run.json). Every disk, mount and loop setting it makes is
+    undone before it returns or raises."""
+    if name not in SCENARIOS:
+        raise LabError(f"unknown scenario {name!r} (see `iowhy lab list`)")
+    s = SCENARIOS[name]
+    fs = fs or s.default_fs()
+    if fs not in FILESYSTEMS:
+        raise LabError(f"unknown filesystem {fs!r} (one of {', '.join(FILESYSTEMS)})")
+    if disk not in DISKS:
+        raise LabError(f"unknown disk {disk!r} (one of {', '.join(DISKS)})")
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (emulated disk, mounts, BPF)")
+    say = progress or (lambda m: None)
+    rid = run_id(name, fs, disk)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {k: out / f"{rid}{ext}" for k, ext in (
+        ("trace", ".iowt"), ("report_text", ".report.txt"), ("report_json", ".report.json"),
+        ("report_html", ".report.html"), ("truth", ".truth.bin"), ("run", ".run.json"),
+        ("record_log", ".record.log"))}
+    for p in paths.values():
+        if p.exists():
+            p.unlink()
+    files = int(s.params.get("files", 0))
+    if files:
+        say(f"{rid}: preparing the tarball ({files} files)")
+        _run([SYSTEM_PY, str(WORKLOADS), "prepare", "--files", str(files)], "prepare")
+    ctx: dict[str, Any] = dict(s.params)
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    t_run = time.monotonic()
+    disk_info: dict[str, Any] = {}
+    with emudisk.EmulatedDisk(workdir, DISK_BYTES, preset=disk, cache=s.cache != "off",
+                              realtime=realtime) as d:
+        assert d.dir is not None and d.dev is not None and d.loop_name is not None
+        mnt = d.dir / "fs"
+        mnt.mkdir()
+        ctx.update(mnt=str(mnt), tree=str(mnt / "tree"))
+        mount_opts = []
+        if s.cache == "nobarrier" and fs in NOBARRIER_MOUNT:
+            mount_opts.append(NOBARRIER_MOUNT[fs])
+        mount = ["mount"] + (["-o", ",".join(mount_opts)] if mount_opts else []) + \
+            [d.dev, str(mnt)]
+        wc_changed = False
+        mounted = False
+        # One block request, one FUSE call, one truth record: no request larger than the
+        # daemon's FUSE max_write (1 MiB; the loop default allows 1280 KiB).
+        msk = Path(f"/sys/block/{d.loop_name}/queue/max_sectors_kb")
+        msk_old = msk.read_text().strip()
+        try:
+            if int(msk_old) > FUSE_MAX_WRITE_KB:
+                msk.write_text(f"{FUSE_MAX_WRITE_KB}\n")
+            say(f"{rid}: mkfs.{fs} on {d.dev} ({disk}, cache {s.cache})")
+            _run([*MKFS[fs], d.dev], f"mkfs.{fs}")
+            if s.cache == "nobarrier" and fs not in NOBARRIER_MOUNT:
+                _set_write_cache(d, "write through")
+                wc_changed = True
+            _run(mount, "mount")
+            mounted = True
+            os.mkdir(ctx["tree"])     # where tar extracts (tar -C needs it)
+            for tpl in s.setup:
+                say(f"{rid}: setup: {' '.join(tpl)}")
+                _run(_expand(tpl, ctx), "setup")
+            _run(["sync", "-f", str(mnt)], "syncfs after setup")
+            if s.cold:
+                _umount(mnt)
+                mounted = False
+                _run(mount, "remount")
+                mounted = True
+            if s.cache != "off":
+                _drain_cache(d)
+            cmd = measured_command(s, ctx)
+            say(f"{rid}: recording {shlex.join(cmd)}")
+            _record(cmd, paths["trace"], d.dev, paths["record_log"])
+            disk_info = {"dev": d.dev, "major": d.major, "minor": d.minor,
+                         "loop_write_cache": Path(
+                             f"/sys/block/{d.loop_name}/queue/write_cache").read_text().strip()}
+        finally:
+            # every step runs; an error here is raised below only if nothing else is
+            undo = []
+            if mounted:
+                undo.append(lambda: _umount(mnt))
+            if wc_changed:
+                # the setting outlives the loop binding: give the device back as found
+                undo.append(lambda: _set_write_cache(d, "write back"))
+            undo.append(lambda: msk.write_text(msk_old + "\n"))
+            cleanup_errors = []
+            for step in undo:
+                try:
+                    step()
+                except (LabError, OSError) as e:
+                    cleanup_errors.append(str(e))
+        if cleanup_errors:
+            raise LabError("cleanup: " + "; ".join(cleanup_errors))
+        truth_src = d.truth_path
+    shutil.copyfile(truth_src, paths["truth"])
+    if d.dir is not None:
+        shutil.rmtree(d.dir, ignore_errors=True)
+    say(f"{rid}: analyzing")
+    result = analyze_run(s, fs, disk, paths, disk_info, measured_command(s, ctx))
+    result["run_seconds"] = round(time.monotonic() - t_run, 2)
+    paths["run"].write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
+                disk_info: Mapping[str, Any], command: Sequence[str]) -> dict[str, Any]:
+    """Report (text, JSON, HTML when available) and validation of a recorded run."""
+    from iowhy.analysis import AnalysisConfig, analyze
+    from iowhy.reports.terminal import render_report
+    from iowhy.traceformat import read_trace
+    tr = read_trace(str(paths["trace"]))
+    report = {k: v for k, v in analyze(tr, AnalysisConfig()).items() if not k.startswith("_")}
+    paths["report_json"].write_text(json.dumps(report, indent=2) + "\n")
+    paths["report_text"].write_text(render_report(report) + "\n")
+    html = _html_renderer()
+    if html is not None:
+        try:
+            page = html(report, tr)     # with the trace: every figure drawn
+        except TypeError:
+            page = html(report)
+        paths["report_html"].write_text(page, encoding="utf-8")
+    truth = emudisk.read_truth(paths["truth"])
+    dname = f"loop{disk_info['minor']}" if disk_info else ""
+    for dd in tr.meta.get("devices", []) or []:
+        if (dd.get("major"), dd.get("minor")) == (disk_info["major"], disk_info["minor"]):
+            dname = dd.get("name") or dname
+    maj, mn = int(disk_info["major"]), int(disk_info["minor"])
+    w0, w1 = int(report["trace"]["start_ns"]), int(report["trace"]["end_ns"])
+    counts = validate.request_counts(truth, tr.records("request"), w0, w1, maj, mn)
+    emulation = validate.emulation_latency(truth, tr.records("request"), w0, w1, maj, mn)
+    val = validate.compare(report, truth, tr.meta, dname, maj, mn,
+                           jitter_ns=emulation["jitter_ns"])
+    dev = validate.find_device(report, maj, mn) or {}
+    tsum = validate.truth_summary(truth, report, tr.meta, dname)
+    fsv = report.get("fsync") or {}
+    com = report.get("commits") or {}
+    return {
+        "scenario": s.name, "fs": fs, "disk": disk, "cache": s.cache,
+        "cache_setting": CACHE_MODES[s.cache], "group": s.group,
+        "summary": describe(s), "description": s.description.format(**s.params),
+        "params": dict(s.params), "command": list(command),
+        "device": dict(disk_info, name=dname),
+        "files": {k: str(p) for k, p in paths.items() if p.exists() or k == "run"},
+        "elapsed_ns": report["elapsed_ns"],
+        "attribution_ns": report["attribution_ns"],
+        "attribution_pct": report["attribution_pct"],
+        "device_view": {
+            "busy_ns": dev.get("busy_ns", 0),
+            "busy_by_category_ns": dev.get("busy_by_category_ns", {}),
+            "flush_count": (dev.get("flush") or {}).get("count", 0),
+            "flush_total_ns": (dev.get("flush") or {}).get("total_ns", 0),
+            "requests": dev.get("requests", 0),
+        },
+        "flushes": report["flushes"]["count"],
+        "fsync": {"count": fsv.get("count", 0), "latency_ns": fsv.get("latency_ns"),
+                  "split_ns": fsv.get("split_ns")},
+        "commits": {"count": com.get("count", 0),
+                    "fsyncs_per_commit": com.get("fsyncs_per_commit")},
+        "placement_positioning_ns": {k: v.get("positioning_ns")
+                                     for k, v in (report.get("placement") or {}).items()},
+        "problems": report.get("problems", []),
+        "lost_events": report.get("lost_events", 0),
+        "truth": tsum,
+        "request_counts": counts,
+        "emulation": emulation,
+        "validation": val,
+        "ok": all(e["ok"] for e in val if e.get("comparable", True)),
+    }
+
+
+def _html_renderer() -> Optional[Callable[..., str]]:
+    try:
+        from iowhy.reports import html as html_mod  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(html_mod, "render_html", None)
+
+
+def render_run(r: Mapping[str, Any]) -> str:
+    """A run as a few lines of text: the attribution and the validation table."""
+    el = r["elapsed_ns"]
+    att = r["attribution_pct"]
+    top = sorted(att.items(), key=lambda kv: -kv[1])
+    parts = ", ".join(f"{k} {v:.1f}%" for k, v in top if v >= 0.5)
+    dv = r["device_view"]
+    lines = [
+        f"== {r['scenario']} on {r['fs']}, {r['disk']} ({r['cache_setting']})",
+        f"   {r['summary']}",
+        f"   elapsed {el / 1e9:.3f} s: {parts}",
+        f"   device {r['device']['name']}: busy {dv['busy_ns'] / 1e9:.3f} s, "
+        f"{dv['flush_count']} flushes ({dv['flush_total_ns'] / 1e9:.3f} s); "
+        f"fsync calls {r['fsync']['count']}, commits {r['commits']['count']}, "
+        f"fsyncs/commit {r['commits']['fsyncs_per_commit']}",
+    ]
+    rc = r.get("request_counts")
+    if rc:
+        tt, tc = rc["truth"], rc["trace"]
+        lines.append(f"   requests served (truth / trace): reads {tt['reads']}/{tc['reads']}, "
+                     f"writes {tt['writes']}/{tc['writes']}, flushes "
+                     f"{tt['flushes']}/{tc['flushes']}" + ("" if tt == tc else "  MISMATCH"))
+    em = r.get("emulation")
+    if em and em["matched"]:
+        lines.append(f"   emulation latency (loop + FUSE): median {em['median_ns'] / 1e3:.0f} us "
+                     f"per request, jitter above it {em['jitter_ns'] / 1e6:.1f} ms "
+                     f"({100 * em['jitter_ns'] / max(el, 1):.2f}% of elapsed)")
+    if r.get("problems"):
+        lines.append("   problems: " + "; ".join(r["problems"]))
+    lines.append("")
+    lines += ["   " + ln for ln in validate.render_table(r["validation"]).splitlines()]
+    lines.append("")
+    lines.append(f"   files: {Path(r['files']['run']).parent}/"
+                 f"{run_id(r['scenario'], r['fs'], r['disk'])}.*")
+    return "\n".join(lines)
+
+
+def all_runs(fs: Optional[str] = None) -> list[tuple[str, str]]:
+    """(scenario, fs) of `lab run all`: every scenario on each of its filesystems, or on
+    FS only."""
+    return [(n, f) for n, s in SCENARIOS.items() for f in s.filesystems
+            if fs is None or f == fs]
+
+
+def reanalyze(run_json: str | os.PathLike) -> dict[str, Any]:
+    """Analyze and validate a recorded run again (after a change to iowhy's analysis),
+    from the files a run left; rewrites its reports and .run.json."""
+    prev = json.loads(Path(run_json).read_text())
+    s = SCENARIOS[prev["scenario"]]
+    files = {k: Path(v) for k, v in prev["files"].items()}
+    base = Path(run_json).parent / run_id(prev["scenario"], prev["fs"], prev["disk"])
+    for k, ext in (("report_html", ".report.html"), ("record_log", ".record.log")):
+        files.setdefault(k, Path(f"{base}{ext}"))
+    disk_info = {k: v for k, v in prev["device"].items() if k != "name"}
+    result = analyze_run(s, prev["fs"], prev["disk"], files, disk_info, prev["command"])
+    result["run_seconds"] = prev.get("run_seconds")
+    files["run"].write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+# -- gallery: the seeds' comparisons as `iowhy compare` pages -------------------------------
+
+# (baseline A, B): each page explains why B differs from A, on the same filesystem.
+GALLERY_PAIRS = (
+    ("tar", "fsync-tar"), ("tar", "eatmydata-tar"), ("fsync-tar", "fsync-tar-wc-off"),
+    ("wc-nobarrier", "wc-barrier"), ("wc-nobarrier", "wc-off"), ("wc-barrier", "wc-off"),
+    ("fsync-tasks-1", "fsync-tasks-8"), ("fsync-tasks-8", "fsync-tasks-32"),
+    ("sqlite-off", "sqlite-full"), ("fio-seq", "fio-rand"),
+)
+
+
+def gallery(out_dir: str | os.PathLike, disk: str = "hdd-7200",
+            only: Optional[set[str]] = None) -> list[Path]:
+    """Comparison pages (text, and HTML when the renderer exists) for every pair of
+    GALLERY_PAIRS whose two runs are in OUT_DIR; with ONLY (run ids), just the pairs
+    involving one of them. Needs iowhy.compare; returns the files written ([] without)."""
+    try:
+        from iowhy.compare import compare
+        from iowhy.reports.compare_text import render_compare
+    except ImportError:
+        return []
+    try:
+        from iowhy.reports.html import render_compare_html  # type: ignore[attr-defined]
+    except ImportError:
+        render_compare_html = None
+    from iowhy.traceformat import read_trace
+    out = Path(out_dir)
+    written = []
+    for a, b in GALLERY_PAIRS:
+        for fs in FILESYSTEMS:
+            ra, rb = run_id(a, fs, disk), run_id(b, fs, disk)
+            if only is not None and ra not in only and rb not in only:
+                continue
+            ja, jb = out / f"{ra}.report.json", out / f"{rb}.report.json"
+            if not (ja.exists() and jb.exists()):
+                continue
+            rep_a, rep_b = json.loads(ja.read_text()), json.loads(jb.read_text())
+            meta_a = read_trace(str(out / f"{ra}.iowt")).meta
+            meta_b = read_trace(str(out / f"{rb}.iowt")).meta
+            result = compare(rep_a, rep_b, meta_a, meta_b)
+            base = out / f"compare-{a}-vs-{b}-{fs}-{disk}"
+            Path(f"{base}.txt").write_text(render_compare(result) + "\n")
+            written.append(Path(f"{base}.txt"))
+            if render_compare_html is not None:
+                Path(f"{base}.html").write_text(render_compare_html(rep_a, rep_b, result),
+                                                encoding="utf-8")
+                written.append(Path(f"{base}.html"))
+    return written

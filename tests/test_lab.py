@@ -1,0 +1,482 @@
+"""The lab: iowhy against the emulated disk's ground truth, and the seeds reproduced.
+
+Live tests (marked `lab`, root): every scenario runs once per session on an emulated
+hdd-7200 (lab/scenarios.py), its report is compared with the disk's truth file
+(lab/validate.py), and the seeds' conclusions are asserted on iowhy's figures with the
+truth as a cross-check. Disks are torn down by the runs themselves (context managers);
+the session finalizer also removes anything a crashed run could have left in its work
+directory (mounts, loop devices, daemons), touching nothing else.
+
+Figures are never hard-coded: each assertion compares runs with each other, or iowhy
+with the truth of the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, need
+
+from iowhy.lab import emudisk, scenarios, validate
+
+DISK = "hdd-7200"
+IO_CATEGORIES = ("barrier", "log", "metadata", "data", "read")
+
+# Scenarios whose four figures must agree with the truth (validate.TOLERANCE_*): I/O-bound
+# runs (the disk busy most of the window), across the three filesystems. On btrfs, `log`
+# is comparable only without fsync calls (validate.py), and positioning under rm -rf is
+# one of the known bugs below: fsync-tar covers barrier, busy and positioning there,
+# rmtree barrier, log and busy. Short CPU-bound
+# runs (plain tar + syncfs: ~0.15 s) are left out on purpose: each request pays the
+# emulation's own loop + FUSE round trip (~0.1 ms, more when the CPUs are busy), which
+# the truth cannot see and which is not small against such a window.
+VALIDATED = [
+    ("fsync-tar", "ext4"), ("fsync-tar", "xfs"), ("fsync-tar", "btrfs"),
+    ("sqlite-full", "ext4"), ("sqlite-full", "xfs"),
+    ("fsync-tasks-1", "ext4"), ("fsync-tasks-1", "xfs"),
+    ("rmtree", "btrfs"),
+]
+
+# Figures iowhy gets wrong today, each with its diagnosis (details in the lab report).
+# strict: the test fails once the bug is fixed, so the mark gets removed.
+POSITIONING_NO_BASELINE = (
+    "iowhy bug: placement.positioning_ns leaves out every request whose (device, class, "
+    "size bucket) has no zero-seek request; here almost no seeking request has one")
+POSITIONING_QUEUED = (
+    "iowhy bug: placement.positioning_ns uses the data stage (issue -> completion), which "
+    "includes time queued inside the device behind other requests when several are in "
+    "flight; the excess is counted as positioning")
+POSITIONING_BOTH = (
+    "iowhy bug: placement.positioning_ns is wrong both ways here: writeback queues dozens of "
+    "requests inside the device (their data stages include each other's service) and many "
+    "size buckets have no zero-seek baseline (their requests are left out)")
+KNOWN_BUGS = {
+    ("fsync-tar-wc-off", "ext4", "positioning"): (POSITIONING_NO_BASELINE, True),
+    ("fsync-tar-wc-off", "xfs", "positioning"): (POSITIONING_NO_BASELINE, True),
+    ("fio-rand", "ext4", "positioning"): (POSITIONING_NO_BASELINE, True),
+    ("fio-rand", "xfs", "positioning"): (POSITIONING_NO_BASELINE, True),
+    ("wc-off", "xfs", "positioning"): (POSITIONING_BOTH, True),
+    ("fsync-tasks-8", "ext4", "positioning"): (POSITIONING_QUEUED, True),
+    ("fsync-tasks-32", "ext4", "positioning"): (POSITIONING_QUEUED, True),
+    ("rmtree", "btrfs", "positioning"): (POSITIONING_QUEUED, True),
+    # close to the tolerance: it may pass on a quiet machine
+    ("rmtree", "xfs", "positioning"): (POSITIONING_QUEUED, False),
+}
+KNOWN_RUNS = sorted({(s, f) for s, f, _ in KNOWN_BUGS})
+FIGURES = ("barrier", "log", "device_busy", "positioning")
+
+
+# -- the runs -------------------------------------------------------------------------------
+
+def _cleanup_workdir(workdir: Path) -> None:
+    """Undo whatever a crashed run left under WORKDIR: filesystems mounted there, loop
+    devices on its images, emudisk daemons started there, their FUSE mounts."""
+    prefix = str(workdir) + "/"
+
+    def mounts() -> list[str]:
+        return sorted((mp for _, mp in emudisk._mountinfo() if mp.startswith(prefix)),
+                      key=len, reverse=True)
+
+    for mp in [m for m in mounts() if not m.endswith("/mnt")]:
+        if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mp], capture_output=True)
+    for bf in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            if bf.read_text().strip().startswith(prefix):
+                dev = "/dev/" + bf.parent.parent.name
+                Path(bf.parent.parent / "queue" / "write_cache").write_text("write back\n")
+                subprocess.run(["losetup", "-d", dev], capture_output=True)
+        except OSError:
+            pass
+    for pidfile in workdir.glob("emudisk-*/emudisk.pid"):
+        try:
+            pid = int(pidfile.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if b"emudisk" in cmdline and prefix.encode() in cmdline:
+            os.kill(pid, signal.SIGTERM)
+    for mp in mounts():
+        if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", mp], capture_output=True)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+class Runs:
+    """Each (scenario, fs) recorded once per session; a failed run fails every test
+    that needs it with the same error, without running it again."""
+
+    def __init__(self, out: Path, workdir: Path):
+        self.out = out
+        self.workdir = workdir
+        self.done: dict[tuple[str, str], object] = {}
+
+    def __call__(self, name: str, fs: str) -> dict:
+        key = (name, fs)
+        if key not in self.done:
+            try:
+                self.done[key] = scenarios.run(name, fs, DISK, out_dir=self.out,
+                                               workdir=self.workdir)
+            except Exception as e:  # kept, and raised again by every test that needs it
+                self.done[key] = e
+        r = self.done[key]
+        if isinstance(r, Exception):
+            raise AssertionError(f"lab run {name} on {fs} failed: {r}") from r
+        assert isinstance(r, dict)
+        return r
+
+    def report(self, name: str, fs: str) -> dict:
+        r = self(name, fs)
+        return json.loads(Path(r["files"]["report_json"]).read_text())
+
+
+@pytest.fixture(scope="session")
+def lab_runs(tmp_path_factory):
+    need(os.geteuid() == 0, "needs root")
+    need(Path("/sys/kernel/btf/vmlinux").exists(), "needs a kernel with BTF")
+    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError as e:
+        need(False, f"{e} (or `make`)")
+    for tool in ("losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "fio", "sqlite3",
+                 "eatmydata"):
+        need(shutil.which(tool) is not None, f"{tool} not installed")
+    out = tmp_path_factory.mktemp("lab")
+    workdir = Path(tempfile.mkdtemp(prefix="iowhy-lab-test-", dir="/var/tmp"))
+    try:
+        yield Runs(out, workdir)
+    finally:
+        _cleanup_workdir(workdir)
+
+
+def att(r: dict, *cats: str) -> int:
+    return sum(int(r["attribution_ns"][c]) for c in cats)
+
+
+# -- validation -----------------------------------------------------------------------------
+
+def _validation_params():
+    params = []
+    for name, fs in VALIDATED + [k for k in KNOWN_RUNS if k not in VALIDATED]:
+        for fig in FIGURES:
+            marks = [pytest.mark.lab]
+            bug = KNOWN_BUGS.get((name, fs, fig))
+            if bug:
+                marks.append(pytest.mark.xfail(reason=bug[0], strict=bug[1]))
+            params.append(pytest.param(name, fs, fig, marks=marks,
+                                       id=f"{name}-{fs}-{fig}"))
+    return params
+
+
+@pytest.mark.parametrize("name,fs,figure", _validation_params())
+def test_figure_matches_ground_truth(lab_runs, name, fs, figure):
+    r = lab_runs(name, fs)
+    e = {v["figure"]: v for v in r["validation"]}[figure]
+    assert set(e) >= {"figure", "truth_ns", "iowhy_ns", "error_pct_of_elapsed"}
+    if not e["comparable"]:
+        pytest.skip(f"{name} on {fs}, {figure}: not comparable: {e['note']}")
+    assert r["lost_events"] == 0, r["problems"]
+    el = r["elapsed_ns"]
+    detail = (f"{name} on {fs}: {figure} truth {e['truth_ns'] / 1e6:.1f} ms, iowhy "
+              f"{e['iowhy_ns'] / 1e6:.1f} ms, elapsed {el / 1e6:.1f} ms "
+              f"({e['error_pct_of_elapsed']}% of elapsed; tolerance {e['tolerance']})")
+    if figure == "positioning":
+        allowed = max(validate.POSITIONING_TOLERANCE_PCT / 100 * e["truth_ns"],
+                      validate.POSITIONING_FLOOR_PCT_OF_ELAPSED / 100 * el)
+    else:
+        allowed = validate.TOLERANCE_PCT_OF_ELAPSED / 100 * el
+    assert abs(e["iowhy_ns"] - e["truth_ns"]) <= allowed, detail
+    assert e["ok"], detail
+
+
+def test_validated_set_covers_six_scenarios_on_three_filesystems():
+    assert len(VALIDATED) >= 6
+    assert {fs for _, fs in VALIDATED} == set(scenarios.FILESYSTEMS)
+    for name, fs in VALIDATED + KNOWN_RUNS:
+        assert fs in scenarios.SCENARIOS[name].filesystems
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("name,fs", VALIDATED)
+def test_validated_runs_are_io_bound(lab_runs, name, fs):
+    """The premise of VALIDATED: the disk (truth) was busy most of the window."""
+    r = lab_runs(name, fs)
+    assert r["truth"]["device_busy"] >= 0.5 * r["elapsed_ns"]
+
+
+LOST_REQUESTS = (
+    "recorder bug: now and then a request the disk served is missing from the trace with "
+    "every loss counter at 0 (its block_rq_complete never reached the recorder; its map "
+    "entry was reused by a later request on the same struct request)")
+
+
+@pytest.mark.lab
+@pytest.mark.xfail(reason=LOST_REQUESTS, strict=False)
+def test_every_request_the_disk_served_is_in_the_trace(lab_runs):
+    """Reads, writes and flushes served inside the window: as many in the trace as in the
+    truth, for every validated run."""
+    differ = {}
+    for name, fs in VALIDATED + [k for k in KNOWN_RUNS if k not in VALIDATED]:
+        c = lab_runs(name, fs)["request_counts"]
+        if c["trace"] != c["truth"]:
+            differ[f"{name}-{fs}"] = c
+    assert not differ, differ
+
+
+# -- the seeds ------------------------------------------------------------------------------
+
+@pytest.mark.lab
+@pytest.mark.parametrize("fs", ["ext4", "xfs"])
+def test_fsync_per_file_is_several_times_slower_and_the_extra_is_barrier_and_log(
+        lab_runs, fs):
+    tar, star = lab_runs("tar", fs), lab_runs("fsync-tar", fs)
+    files = scenarios.SCENARIOS["fsync-tar"].params["files"]
+    assert star["fsync"]["count"] >= files          # one per file, plus the syncfs
+    assert star["elapsed_ns"] >= 3 * tar["elapsed_ns"], (tar["elapsed_ns"], star["elapsed_ns"])
+    extra = star["elapsed_ns"] - tar["elapsed_ns"]
+    extra_bl = att(star, "barrier", "log") - att(tar, "barrier", "log")
+    assert extra_bl >= 0.5 * extra, (extra_bl, extra, star["attribution_ns"])
+    # the disk agrees: it really spent that time flushing its cache and writing the log
+    truth_bl = (star["truth"]["barrier"] + star["truth"]["log"]
+                - tar["truth"]["barrier"] - tar["truth"]["log"])
+    assert truth_bl >= 0.5 * extra, (truth_bl, extra)
+    # and the flushes were the fsyncs' own: many more of them
+    assert star["flushes"] >= files > tar["flushes"]
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("fs", ["ext4", "xfs"])
+def test_eatmydata_turns_star_into_gnu_tar(lab_runs, fs):
+    tar, star = lab_runs("tar", fs), lab_runs("fsync-tar", fs)
+    eat = lab_runs("eatmydata-tar", fs)
+    by_call = lab_runs.report("eatmydata-tar", fs)["fsync"]["by_call"]
+    assert int((by_call.get("fsync") or {}).get("count") or 0) == 0
+    assert eat["flushes"] <= 2 * max(tar["flushes"], 1)
+    assert eat["elapsed_ns"] * 3 <= star["elapsed_ns"]
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("name,fs", [("fsync-tar-wc-off", "ext4"), ("fsync-tar-wc-off", "xfs"),
+                                     ("wc-off", "xfs")])
+def test_write_cache_off_sends_no_flushes_and_barrier_is_zero(lab_runs, name, fs):
+    r = lab_runs(name, fs)
+    rep = lab_runs.report(name, fs)
+    assert r["device"]["loop_write_cache"] == "write through"
+    assert rep["flushes"]["count"] == 0
+    assert r["device_view"]["flush_count"] == 0
+    assert r["truth"]["flushes"] == 0                # the disk saw none either
+    assert rep["attribution_pct"]["barrier"] < 0.5
+    assert r["device_view"]["busy_by_category_ns"]["barrier"] == 0
+    if name == "fsync-tar-wc-off":
+        # the same fsyncs now wait for writes that go to the media: log and data
+        on = lab_runs("fsync-tar", fs)
+        assert att(r, "log", "data", "metadata") >= 0.5 * r["elapsed_ns"]
+        assert att(on, "barrier") >= 0.5 * on["elapsed_ns"]
+
+
+@pytest.mark.lab
+def test_2008_xfs_settings_order_is_explained_by_the_attribution(lab_runs):
+    """Steigerwald 2008: tar + rm -rf with (1) cache on + barriers, (2) cache on, no
+    barriers, (3) cache off. Whatever order the three come in, each run is slower than the
+    next for the reason its setting predicts, and the attribution says so."""
+    runs = {n: lab_runs(n, "xfs") for n in ("wc-barrier", "wc-nobarrier", "wc-off")}
+    # what each setting does to the disk, from the truth and from iowhy alike
+    assert runs["wc-barrier"]["truth"]["flushes"] > 0 and runs["wc-barrier"]["flushes"] > 0
+    for n in ("wc-nobarrier", "wc-off"):
+        assert runs[n]["truth"]["flushes"] == 0 and runs[n]["flushes"] == 0
+        assert runs[n]["attribution_ns"]["barrier"] == 0
+    # the cause each pair of settings differs by, as a set of attribution categories
+    cause = {("wc-barrier", "wc-nobarrier"): ("barrier",),
+             ("wc-off", "wc-nobarrier"): ("data", "metadata", "log"),
+             ("wc-off", "wc-barrier"): ("data", "metadata", "log")}
+    order = sorted(runs, key=lambda n: runs[n]["elapsed_ns"], reverse=True)
+    for i, slow in enumerate(order):
+        for fast in order[i + 1:]:
+            d = runs[slow]["elapsed_ns"] - runs[fast]["elapsed_ns"]
+            delta = {k: runs[slow]["attribution_ns"][k] - runs[fast]["attribution_ns"][k]
+                     for k in runs[slow]["attribution_ns"]}
+            assert sum(delta.values()) == d            # the attribution is exhaustive
+            why = cause.get((slow, fast))
+            assert why is not None, (
+                f"{slow} ({runs[slow]['elapsed_ns']} ns) slower than {fast} "
+                f"({runs[fast]['elapsed_ns']} ns): no setting predicts that; {delta}")
+            explained = sum(delta[k] for k in why)
+            assert explained >= 0.7 * d, (slow, fast, why, delta)
+            # and it is the largest growth of any category
+            assert max(delta, key=lambda k: delta[k]) in why, (slow, fast, delta)
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("fs", ["ext4", "xfs"])
+def test_fsyncs_per_commit_grows_with_the_task_count(lab_runs, fs):
+    runs = [lab_runs(f"fsync-tasks-{n}", fs) for n in (1, 8, 32)]
+    fpc = [r["commits"]["fsyncs_per_commit"] for r in runs]
+    assert all(v is not None for v in fpc), fpc
+    assert fpc[0] < fpc[1] < fpc[2], fpc
+    # the disk sees it too: fewer cache flushes per fsync call as commits are shared
+    per_call = [r["truth"]["flushes"] / r["fsync"]["count"] for r in runs]
+    assert per_call[0] > per_call[1] > per_call[2], per_call
+
+
+@pytest.mark.lab
+def test_sqlite_full_pays_barriers_that_off_does_not(lab_runs):
+    full, off = lab_runs("sqlite-full", "ext4"), lab_runs("sqlite-off", "ext4")
+    k = scenarios.SCENARIOS["sqlite-full"].params["k"]
+    assert full["fsync"]["count"] >= 2 * k           # journal and database, per INSERT
+    assert off["fsync"]["count"] <= 1                # only the final syncfs
+    assert full["elapsed_ns"] >= 5 * off["elapsed_ns"]
+    extra = full["elapsed_ns"] - off["elapsed_ns"]
+    assert att(full, "barrier", "log") - att(off, "barrier", "log") >= 0.5 * extra
+
+
+# -- the command ---------------------------------------------------------------------------
+
+def test_lab_list_names_every_scenario():
+    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "list"], capture_output=True,
+                       text=True, check=True)
+    names = [ln.split()[0] for ln in p.stdout.splitlines() if ln.strip()]
+    assert names == list(scenarios.SCENARIOS)
+    for required in ("tar", "fsync-tar", "rmtree", "fsync-tasks-1", "fsync-tasks-8",
+                     "fsync-tasks-32", "sqlite-full", "sqlite-off", "fio-seq", "fio-rand",
+                     "wc-barrier", "wc-nobarrier", "wc-off"):
+        assert required in names
+    desc = scenarios.SCENARIOS["wc-nobarrier"].description
+    assert "write through" in desc and "nobarrier" in desc
+
+
+@pytest.mark.lab
+def test_lab_run_json_and_files_side_by_side(lab_runs, tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "run", "fsync-tasks-1", "--fs",
+                        "btrfs", "--json", "--out", str(out), "--workdir",
+                        str(lab_runs.workdir)], capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 3), p.stderr
+    r = json.loads(p.stdout)
+    assert (r["scenario"], r["fs"], r["disk"]) == ("fsync-tasks-1", "btrfs", DISK)
+    figs = [e["figure"] for e in r["validation"]]
+    assert figs == ["barrier", "log", "device_busy", "positioning"]
+    for e in r["validation"]:
+        assert {"figure", "truth_ns", "iowhy_ns", "error_pct_of_elapsed"} <= set(e)
+    assert r["elapsed_ns"] > 0 and r["fsync"]["count"] >= 64
+    base = out / "fsync-tasks-1-btrfs-hdd-7200"
+    for ext in (".iowt", ".report.txt", ".report.json", ".truth.bin", ".run.json"):
+        assert Path(f"{base}{ext}").is_file(), ext
+    assert len(emudisk.read_truth(f"{base}.truth.bin")) > 0
+    assert "where the time went" in Path(f"{base}.report.txt").read_text().lower()
+
+
+def test_lab_run_refuses_unknown_scenario():
+    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "run", "no-such-scenario"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "unknown scenario" in p.stderr
+
+
+# -- validate.py on synthetic truth ---------------------------------------------------------
+
+def _truth(rows):
+    t = np.zeros(len(rows), emudisk.TRUTH_DTYPE)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            t[i][k] = v
+    return t
+
+
+def test_union_ns():
+    s = np.array([0, 5, 20, 21, 40], np.int64)
+    e = np.array([10, 12, 25, 22, 40], np.int64)
+    assert validate.union_ns(s, e) == 12 + 5
+    assert validate.union_ns(np.zeros(0, np.int64), np.zeros(0, np.int64)) == 0
+
+
+def test_truth_figures_clip_to_the_window_and_classify_by_log_range():
+    W, R, F = emudisk.KIND_WRITE, emudisk.KIND_READ, emudisk.KIND_FLUSH
+    t = _truth([
+        # before the window: left out entirely
+        {"kind": F, "start_ns": 0, "end_ns": 50},
+        # first read in the window: its seek started from an unseen head position
+        {"kind": R, "start_ns": 100, "end_ns": 120, "offset_bytes": 0, "positioning_ns": 15},
+        {"kind": W, "start_ns": 130, "end_ns": 150, "offset_bytes": 512 * 1000,
+         "len_bytes": 4096, "positioning_ns": 10},
+        # a log write (sector 2000 inside [2000, 3000))
+        {"kind": W, "start_ns": 150, "end_ns": 160, "offset_bytes": 512 * 2000,
+         "len_bytes": 4096},
+        {"kind": F, "start_ns": 170, "end_ns": 200, "destage_positioning_ns": 25},
+        {"kind": emudisk.KIND_MARK, "start_ns": 180, "end_ns": 180},
+        # cut by the window end at 210: counted up to the end, no positioning
+        {"kind": W, "start_ns": 205, "end_ns": 230, "offset_bytes": 0, "positioning_ns": 20},
+    ])
+    f = validate.truth_figures(t, 90, 210, [(2000, 3000)])
+    assert f["device_busy"] == 20 + 20 + 10 + 30 + 5
+    assert f["barrier"] == 30
+    assert f["log"] == 10
+    assert f["positioning"] == 10         # flush destage and the two edge requests excluded
+    assert f["flushes"] == 1 and f["log_writes"] == 1
+
+
+def test_compare_marks_btrfs_log_not_comparable_with_fsync_calls():
+    report = {"elapsed_ns": 1000, "trace": {"start_ns": 0, "end_ns": 1000},
+              "devices": [{"major": 7, "minor": 3, "busy_ns": 100,
+                           "busy_by_category_ns": {"log": 40},
+                           "flush": {"total_ns": 50, "count": 1}}],
+              "placement": {}, "fsync": {"by_call": {"fsync": {"count": 3}}}}
+    meta = {"filesystems": [{"disk": "loop3", "fstype": "btrfs",
+                             "log": {"ranges": [[128, 136]]}}]}
+    t = _truth([{"kind": emudisk.KIND_FLUSH, "start_ns": 10, "end_ns": 60}])
+    entries = {e["figure"]: e for e in validate.compare(report, t, meta, "loop3", 7, 3)}
+    assert entries["log"]["comparable"] is False and entries["log"]["ok"] is None
+    assert entries["barrier"]["truth_ns"] == 50 and entries["barrier"]["ok"]
+    report["fsync"]["by_call"] = {"syncfs": {"count": 1}}
+    entries = {e["figure"]: e for e in validate.compare(report, t, meta, "loop3", 7, 3)}
+    assert entries["log"]["comparable"] is True
+
+
+def test_emulation_latency_separates_queueing_from_the_emulation_delay():
+    from iowhy import abi
+    W, F = emudisk.KIND_WRITE, emudisk.KIND_FLUSH
+    # the disk served A [100, 200), then B [200, 300) (B waited behind A), then a flush
+    t = _truth([{"kind": W, "start_ns": 100, "end_ns": 200, "offset_bytes": 0, "len_bytes": 512},
+                {"kind": W, "start_ns": 200, "end_ns": 300, "offset_bytes": 512,
+                 "len_bytes": 512},
+                {"kind": F, "start_ns": 400, "end_ns": 450}])
+    r = np.zeros(3, abi.REQUEST_DTYPE)
+    for i, (op, sec, ln, issue, done) in enumerate([(1, 0, 512, 90, 210), (1, 1, 512, 95, 310),
+                                                    (2, 0, 0, 380, 470)]):
+        r[i]["op"], r[i]["start_sector"], r[i]["len_bytes"] = op, sec, ln
+        r[i]["issue_ns"], r[i]["data_done_ns"], r[i]["done_ns"] = issue, done, done
+        r[i]["dev_major"], r[i]["dev_minor"] = 7, 1
+    em = validate.emulation_latency(t, r, 0, 1000, 7, 1)
+    # A: 10 before + 10 after; B: queued behind A (not a delay) + 10 after; F: 20 + 20
+    assert em["matched"] == 3
+    assert em["total_ns"] == 20 + 10 + 40
+    assert em["median_ns"] == 20 and em["jitter_ns"] == 20
+    assert validate.request_counts(t, r, 0, 1000, 7, 1)["trace"] == \
+        validate.request_counts(t, r, 0, 1000, 7, 1)["truth"]
+
+
+def test_compare_does_not_judge_a_figure_the_emulation_jitter_swamps():
+    report = {"elapsed_ns": 1000, "trace": {"start_ns": 0, "end_ns": 1000},
+              "devices": [], "placement": {}, "fsync": {}}
+    entries = validate.compare(report, _truth([]), {}, "loop1", 7, 1, jitter_ns=30)
+    by = {e["figure"]: e for e in entries}
+    assert by["positioning"]["comparable"] is False          # allowed: 1% of 1000 = 10
+    assert by["barrier"]["comparable"] is True               # allowed: 5% of 1000 = 50
+
+
+def test_workloads_lists_the_lab_workloads():
+    p = subprocess.run([sys.executable, str(REPO / "lab" / "workloads.py"), "--help"],
+                       capture_output=True, text=True, check=True)
+    for name in ("untar", "untar-fsync", "untar-eatmydata", "rmtree", "fsync-tasks", "sqlite",
+                 "fio-seq", "fio-rand"):
+        assert name in p.stdout
