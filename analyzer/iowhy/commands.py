@@ -85,6 +85,8 @@ def add_analysis_parsers(sub: Any) -> None:
                            "iowhy.reports.html.render_compare_html)")
     c.set_defaults(func=cmd_compare)
 
+    add_lab_parser(sub)
+
 
 def _user_error(message: str, hint: str = "", usage: bool = False) -> Exception:
     from .cli import EXIT_FAIL, EXIT_USAGE, UserError
@@ -229,3 +231,103 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from .reports.compare_text import render_compare
         print(render_compare(result))
     return 0
+
+
+# -- iowhy lab ------------------------------------------------------------------------------
+
+LAB_DISKS = ("hdd-7200", "ssd", "ram")
+LAB_FILESYSTEMS = ("ext4", "xfs", "btrfs")
+
+
+def add_lab_parser(sub: Any) -> None:
+    """Add `lab list` and `lab run` (the scenarios of iowhy.lab.scenarios)."""
+    lab = sub.add_parser(
+        "lab", help="seed scenarios on an emulated disk, checked against its ground truth",
+        description="Run a workload on an emulated disk (a FUSE-backed loop device with an "
+                    "HDD/SSD/RAM model that logs what it served), record it with `iowhy "
+                    "record`, and compare iowhy's figures with the disk's ground truth.")
+    lsub = lab.add_subparsers(dest="lab_cmd", metavar="ACTION")
+    ls = lsub.add_parser("list", help="the scenarios, one per line, name first")
+    ls.set_defaults(func=cmd_lab_list)
+    rn = lsub.add_parser(
+        "run", help="run a scenario (or `all`) and validate iowhy against the ground truth",
+        description="Create the emulated disk and the filesystem, set the cache mode, run the "
+                    "setup, record the workload, then write the trace, the report (text, "
+                    "JSON, HTML when available), the ground truth and the run's figures side "
+                    "by side in --out, named <scenario>-<fs>-<disk>. Needs root. Exit status: "
+                    "0 all validated, 3 a figure out of tolerance, 1 a run failed.")
+    rn.add_argument("scenario", help="a name from `iowhy lab list`, or `all` (every scenario "
+                                     "on each of its filesystems)")
+    rn.add_argument("--disk", choices=LAB_DISKS, default="hdd-7200",
+                    help="disk model (default: %(default)s)")
+    rn.add_argument("--fs", choices=LAB_FILESYSTEMS,
+                    help="filesystem (default: the scenario's first; with `all`: only the "
+                         "scenarios that list it)")
+    rn.add_argument("--json", action="store_true",
+                    help="print the run's figures and its `validation` list as JSON (a list "
+                         "for `all`)")
+    rn.add_argument("--out", default="out/lab", metavar="DIR",
+                    help="output directory (default: %(default)s)")
+    rn.add_argument("--workdir", default="/var/tmp/iowhy-lab", metavar="DIR",
+                    help="where the emulated disk's backing file lives while it runs "
+                         "(default: %(default)s)")
+    rn.set_defaults(func=cmd_lab_run)
+    lab.set_defaults(func=lambda a: (lab.print_help(sys.stderr), 2)[1])
+
+
+def cmd_lab_list(args: argparse.Namespace) -> int:
+    from .lab.scenarios import list_lines
+    print("\n".join(list_lines()))
+    return 0
+
+
+def cmd_lab_run(args: argparse.Namespace) -> int:
+    import signal
+
+    from .lab import scenarios
+    if args.scenario == "all":
+        runs = scenarios.all_runs(args.fs)
+    elif args.scenario in scenarios.SCENARIOS:
+        runs = [(args.scenario, args.fs or scenarios.SCENARIOS[args.scenario].default_fs())]
+    else:
+        raise _user_error(f"unknown scenario {args.scenario!r}",
+                          "see `iowhy lab list`", usage=True)
+    if os.geteuid() != 0:
+        raise _user_error("the lab needs root (emulated disk, mounts, BPF)", "run it with sudo")
+
+    def stop(signum: int, frame: Any) -> None:
+        # unwind through the runs' cleanup (unmount, loop device, daemon) before exiting
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, stop)
+    results: list[dict[str, Any]] = []
+    failed = False
+    try:
+        for name, fs in runs:
+            try:
+                r = scenarios.run(name, fs, args.disk, out_dir=args.out, workdir=args.workdir,
+                                  progress=lambda m: print(f"iowhy lab: {m}", file=sys.stderr))
+            except scenarios.LabError as e:
+                failed = True
+                print(f"iowhy lab: {scenarios.run_id(name, fs, args.disk)} failed: {e}",
+                      file=sys.stderr)
+                continue
+            results.append(r)
+            if not args.json:
+                print(scenarios.render_run(r))
+                print()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    if results:
+        # the seeds' comparisons whose two runs are now in the output directory
+        made = {scenarios.run_id(r["scenario"], r["fs"], r["disk"]) for r in results}
+        for page in scenarios.gallery(args.out, args.disk, only=made):
+            print(f"iowhy lab: comparison {page}", file=sys.stderr)
+    if args.json:
+        json.dump(results[0] if len(runs) == 1 and results else results, sys.stdout, indent=2)
+        print()
+    if failed:
+        if len(runs) == 1:
+            raise _user_error("the lab run failed (see above)", "")
+        return 1
+    return 0 if all(r["ok"] for r in results) else 3
