@@ -317,6 +317,7 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 	struct iowhy_request *out;
 
 	normalize(r);
+	r->pad0 = 0;
 	if (!(r->flags_u16 & IOWHY_RQ_ORIGIN) && r->nr_bios)
 		count(IOWHY_C_NO_ORIGIN);
 	out = bpf_ringbuf_reserve(&rb, sizeof(*out), 0);
@@ -330,9 +331,31 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 	bpf_map_delete_elem(&rqs, &key);
 }
 
+#define RQ_REQUEUED 1 /* pad0: requeued, so seeing it issued again is expected */
+
+/*
+ * An entry already issued and not requeued, seen inserted or issued again: the same
+ * struct request now carries a new I/O, and the previous one's completion was never
+ * seen (the kernel skips a tracing program that is already running on this CPU, e.g.
+ * when a completion interrupts the probe). Write the old one out, flagged, and count it.
+ */
+static __always_inline struct iowhy_request *rq_fresh(struct request *rq)
+{
+	__u64 key = (__u64)rq, now;
+	struct iowhy_request *r = rq_entry(rq, 0);
+
+	if (r && r->issue_ns && !(r->pad0 & RQ_REQUEUED)) {
+		now = bpf_ktime_get_ns();
+		r->flags_u16 |= IOWHY_RQ_LOST_DONE;
+		count(IOWHY_C_LOST_DONE);
+		rq_emit(r, key, now);
+	}
+	return rq_entry(rq, 1);
+}
+
 static __always_inline void on_rq_insert(struct request *rq)
 {
-	struct iowhy_request *r = rq_entry(rq, 1);
+	struct iowhy_request *r = rq_fresh(rq);
 
 	if (!r)
 		return;
@@ -343,10 +366,11 @@ static __always_inline void on_rq_insert(struct request *rq)
 
 static __always_inline void on_rq_issue(struct request *rq)
 {
-	struct iowhy_request *r = rq_entry(rq, 1);
+	struct iowhy_request *r = rq_fresh(rq);
 
 	if (!r)
 		return;
+	r->pad0 &= ~RQ_REQUEUED;
 	r->issue_ns = bpf_ktime_get_ns();
 	r->start_sector = BPF_CORE_READ(rq, __sector);
 	r->len_bytes = BPF_CORE_READ(rq, __data_len);
@@ -363,8 +387,10 @@ static __always_inline void on_rq_requeue(struct request *rq)
 {
 	struct iowhy_request *r = rq_entry(rq, 0);
 
-	if (r)
+	if (r) {
 		r->requeues++;
+		r->pad0 |= RQ_REQUEUED;
+	}
 }
 
 /* A request merged into another one is freed without completing. */

@@ -41,6 +41,9 @@ struct iowhy_rec_hdr {
 #define IOWHY_RQ_FLUSH_SEQ (1 << 3)   /* went through the flush state machine (RQF_FLUSH_SEQ) */
 #define IOWHY_RQ_NO_ISSUE (1 << 4)    /* completed without an issue seen (pending flush-only, or pre-dated recording) */
 #define IOWHY_RQ_UNMATCHED (1 << 5)   /* first seen at completion: started before recording */
+#define IOWHY_RQ_LOST_DONE (1 << 6)   /* its final completion was never seen (the kernel skipped the
+					 probe, e.g. recursion); done_ns is 0, ts_ns is when the
+					 request was seen issued again */
 
 /*
  * Normalized operation and flag bits (the kernel's REQ_* bit numbers move between
@@ -80,7 +83,7 @@ struct iowhy_request {
 	__s32 error;               /* blk_status_t of the final completion */
 	__u64 seq;                 /* per-recording request number, in order of first sight */
 	__u8 op;                   /* IOWHY_OP_* */
-	__u8 pad0;
+	__u8 pad0;                 /* zero in the file (the probes keep requeue state here) */
 	__u16 iflags;              /* IOWHY_F_*: cmd_flags | bio_flags, normalized */
 	__u16 flags_u16;           /* IOWHY_RQ_* */
 	__u16 requeues;            /* block_rq_requeue count */
@@ -229,7 +232,8 @@ struct iowhy_syscall {
 #define IOWHY_C_NO_ORIGIN 10      /* request whose bios were not seen at submission (written, flagged) */
 #define IOWHY_C_RQ_MERGED 11      /* requests merged into another request (not a loss) */
 #define IOWHY_C_BIO_WALK_CAP 12   /* requests with more bios than the walk follows (flags of the rest unseen) */
-#define IOWHY_C_MAX 13
+#define IOWHY_C_LOST_DONE 13      /* a request's final completion never seen (written, flagged IOWHY_RQ_LOST_DONE) */
+#define IOWHY_C_MAX 14
 
 #define IOWHY_MAX_BIO_WALK 256
 

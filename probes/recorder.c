@@ -65,6 +65,7 @@ static const char *counter_names[IOWHY_C_MAX] = {
 	[IOWHY_C_NO_ORIGIN] = "request_without_origin",
 	[IOWHY_C_RQ_MERGED] = "requests_merged",
 	[IOWHY_C_BIO_WALK_CAP] = "bio_walk_capped",
+	[IOWHY_C_LOST_DONE] = "lost_completion",
 };
 
 static const char *rec_names[IOWHY_REC_MAX + 1] = {
@@ -328,6 +329,37 @@ static __u64 counters_sum(int fd, __u64 *out)
 	return total;
 }
 
+/*
+ * Runs of our programs the kernel skipped because the same program was already running
+ * on that CPU (bpf_prog_info.recursion_misses): events that happened and were not seen.
+ */
+static struct bpf_object *rec_obj;
+
+static __u64 recursion_misses(FILE *detail)
+{
+	struct bpf_program *prog;
+	__u64 total = 0;
+	int first = 1;
+
+	if (!rec_obj)
+		return 0;
+	bpf_object__for_each_program(prog, rec_obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			continue;
+		total += info.recursion_misses;
+		if (detail && info.recursion_misses) {
+			fprintf(detail, "%s\"%s\": %llu", first ? "" : ", ", bpf_program__name(prog),
+				(unsigned long long)info.recursion_misses);
+			first = 0;
+		}
+	}
+	return total;
+}
+
 static void write_counts_json(FILE *f, int counters_fd)
 {
 	__u64 c[IOWHY_C_MAX];
@@ -336,7 +368,11 @@ static void write_counts_json(FILE *f, int counters_fd)
 	fprintf(f, "\"counters\": {");
 	for (int i = 0; i < IOWHY_C_MAX; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", counter_names[i], (unsigned long long)c[i]);
-	fprintf(f, ", \"unknown_record\": %llu}, \"records\": {", (unsigned long long)w.unknown_records);
+	fprintf(f, ", \"lost_recursion\": %llu", (unsigned long long)recursion_misses(NULL));
+	fprintf(f, ", \"unknown_record\": %llu}, \"recursion_misses\": {",
+		(unsigned long long)w.unknown_records);
+	recursion_misses(f);
+	fprintf(f, "}, \"records\": {");
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		fprintf(f, "%s\"%s\": %llu", t > 1 ? ", " : "", rec_names[t],
 			(unsigned long long)w.bufs[t].total);
@@ -370,6 +406,7 @@ static void dump_inflight(struct iowhy_bpf *skel, __u64 stop)
 		r.hdr.size_bytes = sizeof(r);
 		r.hdr.ts_ns = stop;
 		r.flags_u16 |= IOWHY_RQ_INCOMPLETE;
+		r.pad0 = 0;
 		add_record(IOWHY_REC_REQUEST, &r);
 		w.incomplete_requests++;
 	}
@@ -724,6 +761,7 @@ int main(int argc, char **argv)
 	err = attach_all(skel);
 	if (err)
 		goto cleanup;
+	rec_obj = skel->obj;
 
 	if (env.dry_run) {
 		int attached = 0;
@@ -995,10 +1033,11 @@ int main(int argc, char **argv)
 			counters_sum(counters_fd, c);
 			for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
 				lost += c[i];
+			lost += c[IOWHY_C_LOST_DONE] + recursion_misses(NULL);
 			if (lost)
 				fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
-						"(ring buffer or maps full); record again with a bigger "
-						"--ringbuf (now %ld MiB)\n",
+						"(see `iowhy info`); if the ring buffer or a map was full, "
+						"record again with a bigger --ringbuf (now %ld MiB)\n",
 					(unsigned long long)lost, env.ringbuf_mib);
 			if (w.unknown_records)
 				fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",

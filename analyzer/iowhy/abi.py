@@ -33,6 +33,7 @@ RQ_ORIGIN = 1 << 2
 RQ_FLUSH_SEQ = 1 << 3
 RQ_NO_ISSUE = 1 << 4
 RQ_UNMATCHED = 1 << 5
+RQ_LOST_DONE = 1 << 6
 
 OP_READ, OP_WRITE, OP_FLUSH, OP_DISCARD, OP_OTHER = 0, 1, 2, 3, 15
 
@@ -97,7 +98,7 @@ COUNTER_NAMES = (
     "lost_ringbuf_request", "lost_ringbuf_fsync", "lost_ringbuf_journal", "lost_ringbuf_offcpu",
     "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
     "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
-    "bio_walk_capped",
+    "bio_walk_capped", "lost_completion",
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
