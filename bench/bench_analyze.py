@@ -233,7 +233,8 @@ def main() -> int:
     ap.add_argument("--keep", metavar="PATH", help="write the trace here and keep it")
     ap.add_argument("--trace", metavar="PATH", help="analyze an existing trace instead")
     ap.add_argument("--threads", type=int, default=2,
-                    help="AnalysisConfig.threads: 2 runs the two view groups side by side "
+                    help="AnalysisConfig.threads: 2 loads the requests and runs the analysis "
+                         "tasks two at a time "
                          "(default: %(default)s)")
     ap.add_argument("--child", choices=("time", "mem"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -274,7 +275,8 @@ def main() -> int:
               f"total {rss / TARGET_BYTES:.2f}x)")
         print(f"(under tracemalloc the analysis took {m['seconds']:.2f} s; 1-min load average "
               f"during the timed run: {res['time']['load']:.2f} on {os.cpu_count()} CPUs)")
-        print("seconds per phase (the two views after 'device stages' run side by side):")
+        print("seconds per phase (the tasks after 'load other records' run two at a time, "
+              "so their sum exceeds the elapsed time):")
         for k, v in res["time"]["phases"].items():
             print(f"  {k:<28}{v:8.3f}")
     finally:

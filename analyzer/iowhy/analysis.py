@@ -11,14 +11,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import abi
 from .attribute import (
     WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
-    locality, per_class, relevant_devices, seq_key, workload_covers, workload_view,
+    locality, per_class, queue_depth, relevant_devices, request_counts, seq_key,
+    workload_covers, workload_view,
 )
 from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
 from .match import (
@@ -47,8 +48,9 @@ class AnalysisConfig:
     locality: bool = True  # adjacent write pairs issued far apart
     max_findings: int = 6
     min_finding_share: float = 0.01  # findings below this share of elapsed are dropped
-    threads: int = 2  # run the time views and the request views side by side (numpy
-    #                   releases the GIL); 1 runs everything in the calling thread
+    threads: int = 2  # load the requests and run the analysis tasks (run_graph) this many
+    #                   at a time (numpy releases the GIL); 1 runs everything in the
+    #                   calling thread
     timings: bool = False  # record seconds per phase in result["_timings_s"] (benchmarks)
 
 
@@ -71,17 +73,96 @@ class _Clock:
             self.spent[name] = self.spent.get(name, 0.0) + now - self.last.get(me, now)
             self.last[me] = now
 
+    def add(self, name: str, seconds: float) -> None:
+        if self.on:
+            self.spent[name] = self.spent.get(name, 0.0) + seconds
+
+
+def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]]],
+              results: dict[str, Any], threads: int, clock: _Clock,
+              releases: Sequence[tuple[tuple[str, ...], Callable[[], None]]] = ()) -> None:
+    """Run tasks (name, key, dependencies, function) on `threads` threads (the calling
+    one and threads - 1 more): each free thread takes the first task, in list order,
+    whose dependencies are done, and stores its result in results[key]. numpy releases
+    the GIL in its loops, so two tasks progress side by side. The first error is
+    raised once every started task has finished.
+
+    releases: (keys, function) called once every task of `keys` is done, to drop data
+    no later task needs (lower peak memory)."""
+    lock = threading.Condition()
+    pending = list(releases)
+    started: set[str] = set()
+    running = [0]
+    errors: list[BaseException] = []
+    keys = [g[1] for g in graph]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                while True:
+                    if errors or len(started) == len(graph):
+                        return
+                    task = next((g for g in graph if g[1] not in started
+                                 and all(d in results for d in g[2])), None)
+                    if task is not None:
+                        break
+                    if not running[0]:  # nothing can make a task ready any more
+                        return
+                    lock.wait()
+                started.add(task[1])
+                running[0] += 1
+            name, key, _, fn = task
+            t0 = time.perf_counter()
+            try:
+                value = fn()
+            except BaseException as e:  # re-raised by the caller
+                with lock:
+                    errors.append(e)
+                    running[0] -= 1
+                    lock.notify_all()
+                return
+            dt = time.perf_counter() - t0
+            with lock:
+                results[key] = value
+                del value
+                running[0] -= 1
+                clock.add(name, dt)
+                for rel in [p for p in pending if all(k in results for k in p[0])]:
+                    pending.remove(rel)
+                    rel[1]()
+                lock.notify_all()
+
+    if threads > 1:
+        with ThreadPoolExecutor(max_workers=threads - 1) as pool:
+            futs = [pool.submit(worker) for _ in range(threads - 1)]
+            worker()
+            for f in futs:
+                f.result()
+    else:
+        worker()
+    if errors:
+        raise errors[0]
+    missing = [k for k in keys if k not in results]
+    if missing:
+        raise RuntimeError(f"analysis tasks never ran: {missing}")
+
 
 def tune_allocator() -> bool:
     """Keep freed memory in the process for reuse (glibc): the analysis allocates and
     frees many large temporaries, and glibc would otherwise return each to the kernel
-    and fault it in again on the next allocation. For processes that exit after the
-    analysis (the CLI). Returns whether it applied."""
+    and fault it in again on the next allocation. One arena for all threads, so that
+    memory one analysis thread frees serves the other. For processes that exit after
+    the analysis (the CLI); call it before starting threads. Returns whether it applied."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_max = -1, -4
-        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 40))
+        m_trim_threshold, m_mmap_max, m_arena_max = -1, -4, -8
+        # mallopt() takes a C int: the largest threshold is INT_MAX (a larger Python int
+        # would be truncated by ctypes, 1 << 40 to 0: trim on every free).
+        int_max = ctypes.c_int((1 << 31) - 1)
+        return (bool(libc.mallopt(m_mmap_max, 0))
+                and bool(libc.mallopt(m_trim_threshold, int_max))
+                and bool(libc.mallopt(m_arena_max, 1)))
     except (OSError, AttributeError):
         return False
 
@@ -125,7 +206,7 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     clock.start()
     win = trace_window(trace)
     meta = trace.meta or {}
-    rq = load_requests(trace, win)
+    rq = load_requests(trace, win, threads=cfg.threads)
     clock.lap("load requests")
     fs = columns(trace, "fsync", FSYNC_FIELDS)
     jr = columns(trace, "journal", JOURNAL_FIELDS)
@@ -154,64 +235,111 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     clock = clock or _Clock(cfg.timings)
     clock.start()
     fs_type = np.asarray(fs["fs_u16"])
-    btrfs_sync = None
-    joined: list[np.ndarray] = []
-    if (fs_type == abi.FS_BTRFS).any():
-        # btrfs log writes are classified by the fsync call they were submitted in.
-        call_of_req = _join_requests_to_calls(rq, fs, win)
-        joined.append(call_of_req)
-        clock.lap("join requests to calls")
-        btrfs_sync = np.zeros(len(rq), bool)
-        inc = call_of_req >= 0
-        btrfs_sync[inc] = fs_type[call_of_req[inc]] == abi.FS_BTRFS
-    cls = classify(rq, meta, btrfs_sync=btrfs_sync, devices=rq.devices)
-    del btrfs_sync
-    clock.lap("classify")
-    st = device_stages(rq, win)
-    clock.lap("device stages and seeks")
-    fsdevs = set(zip(np.asarray(fs["dev_major"]).tolist(), np.asarray(fs["dev_minor"]).tolist()))
-    relevant = relevant_devices(rq, sorted(fsdevs), meta)
+    btrfs = bool((fs_type == abi.FS_BTRFS).any())
+    # Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy.
+    pairs = np.unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
+                      | np.asarray(fs["dev_minor"]).astype(np.uint64))
+    fsdevs = {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist()}
+    del pairs
+    r: dict[str, Any] = {}  # results by task name
 
-    def time_views() -> tuple[Any, ...]:
-        """Device and workload views (the interval sweeps), and locality."""
-        clock.start()
-        fl = flush_generations(rq, win)
-        clock.lap("flush generations")
-        per_cat, cumul = device_unions(rq, st, cls)
-        del per_cat
-        clock.lap("device unions")
-        devices = device_view(rq, st, cls, win, fl, meta, cumul, cfg.queue_depth_buckets)
-        clock.lap("device view")
-        covers, waits = workload_covers(rq, st, cumul, fl, relevant)
-        del cumul
-        wv = workload_view(win, tasks, off, covers, waits)
-        clock.lap("workload view")
-        loc = locality(rq, cls, cfg.locality_gap_ns) if cfg.locality else None
-        clock.lap("locality")
-        return fl, devices, wv, loc
+    def join() -> np.ndarray:
+        return _join_requests_to_calls(rq, fs, win)
 
-    def request_views() -> tuple[Any, ...]:
-        """Per-class figures, placement, fsync and commits."""
-        clock.start()
-        requests, pl, dev_op, dev_bytes = per_class(rq, st, cls, cfg.placement)
-        clock.lap("per class and placement")
-        call_of_req = joined[0] if joined else _join_requests_to_calls(rq, fs, win)
-        clock.lap("join requests to calls")
-        fsv = fsync_view(win, fs, jr, rq, cls, call_of_req)
-        del call_of_req
-        commits = commits_view(win, jr, fsv, fs, requests["log"]["bytes"])
-        empty_pf = int((rq.op[np.flatnonzero(cls == FLUSH)] != abi.OP_FLUSH).sum())
-        clock.lap("fsync and commits")
-        return requests, pl, fsv, commits, empty_pf, dev_op, dev_bytes
+    def classes() -> np.ndarray:
+        btrfs_sync = None
+        if btrfs:
+            # btrfs log writes are classified by the fsync call they were submitted in.
+            call_of_req = r["join"]
+            btrfs_sync = np.zeros(len(rq), bool)
+            inc = call_of_req >= 0
+            btrfs_sync[inc] = fs_type[call_of_req[inc]] == abi.FS_BTRFS
+        return classify(rq, meta, btrfs_sync=btrfs_sync, devices=rq.devices)
 
-    if cfg.threads > 1:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            fut = pool.submit(request_views)
-            fl, devices, wv, loc = time_views()
-            requests, pl, fsv, commits, empty_pf, dev_op, dev_bytes = fut.result()
-    else:
-        fl, devices, wv, loc = time_views()
-        requests, pl, fsv, commits, empty_pf, dev_op, dev_bytes = request_views()
+    def counts() -> Any:
+        rc = request_counts(rq, r["classify"])
+        return rc, relevant_devices(rq, sorted(fsdevs), meta, rc)
+
+    def unions() -> Any:
+        return device_unions(rq, r["stages"], r["classify"])[1]
+
+    def qdepth() -> Any:
+        return queue_depth(r["stages"], len(rq.devices), elapsed, cfg.queue_depth_buckets)
+
+    def devview() -> Any:
+        return device_view(rq, r["stages"], r["classify"], win, r["flush"], meta, r["unions"],
+                           cfg.queue_depth_buckets, r["counts"][0], qd=r["queue depth"])
+
+    def workload() -> Any:
+        covers, waits = workload_covers(rq, r["stages"], r["unions"], r["flush"],
+                                        r["counts"][1])
+        return workload_view(win, tasks, off, covers, waits)
+
+    def local() -> Any:
+        return locality(rq, r["classify"], cfg.locality_gap_ns, r["stages"])
+
+    def classes_view() -> Any:
+        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0])
+
+    def fsync_commits() -> Any:
+        rc = r["counts"][0]
+        fsv = fsync_view(win, fs, jr, rq, r["classify"], r["join"])
+        log_bytes = int(round(rc.dev_bytes.sum(axis=0)[LOG].sum()))
+        return fsv, commits_view(win, jr, fsv, fs, log_bytes)
+
+    # (name, result key, dependencies, function) in priority order: a free thread takes
+    # the first task whose dependencies are done (the long chain through device stages
+    # and the per-class figures first).
+    graph: list[tuple[str, str, tuple[str, ...], Callable[[], Any]]] = [
+        ("classify", "classify", ("join",) if btrfs else (), classes),
+        ("device stages and seeks", "stages", (), lambda: device_stages(rq, win)),
+        ("request counts", "counts", ("classify",), counts),
+        ("per class and placement", "per class", ("stages", "classify", "counts"),
+         classes_view),
+        ("join requests to calls", "join", (), join),
+        ("flush generations", "flush", (), lambda: flush_generations(rq, win)),
+        ("device unions", "unions", ("stages", "classify"), unions),
+        ("queue depth", "queue depth", ("stages",), qdepth),
+        ("fsync and commits", "fsync", ("join", "classify", "counts"), fsync_commits),
+        ("locality", "locality", ("stages", "classify"), local if cfg.locality else
+         (lambda: None)),
+        ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
+                                    "queue depth"), devview),
+        ("workload view", "workload", ("stages", "unions", "flush", "counts"), workload),
+    ]
+    if btrfs:  # the join first: classify waits for it
+        graph.insert(0, graph.pop(4))
+
+    def drop_stage_times() -> None:
+        st = r["stages"]
+        st.ks = st.ke = np.zeros(0, I64)
+
+    def drop_stage_order() -> None:
+        st = r["stages"]
+        st.idx = np.zeros(0, np.int32)
+        st.all_idx = None
+
+    def drop_seeks() -> None:
+        st = r["stages"]
+        st.seek_idx = st.seek = np.zeros(0, I64)
+
+    def drop_join() -> None:
+        r["join"] = None
+
+    # Data the remaining tasks no longer need, dropped as soon as its last user is done.
+    releases = [(("unions", "queue depth"), drop_stage_times),
+                (("unions", "locality"), drop_stage_order),
+                (("per class",), drop_seeks),
+                (("fsync", "classify"), drop_join)]
+    run_graph(graph, r, max(1, cfg.threads), clock, releases)
+    fl, devices, wv, loc = r["flush"], r["devices"], r["workload"], r["locality"]
+    requests, pl, dev_op, dev_bytes = r["per class"]
+    fsv, commits = r["fsync"]
+    rc, relevant = r["counts"]
+    cls = r["classify"]
+    # Empty PREFLUSHes: class flush without being an FF.
+    fl_ops = rc.n[:, FLUSH].sum(axis=(0, 2))
+    empty_pf = int(fl_ops.sum() - fl_ops[abi.OP_FLUSH])
     att = wv["attribution_ns"]
     for k, w in zip(CLASS_NAMES, flush_wait_by_class(cls, fl).tolist()):
         requests[k]["flush_wait_ns"] = int(w)

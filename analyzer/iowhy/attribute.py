@@ -24,6 +24,7 @@ Sweeps are vectorised: boundaries are sorted once, counters are cumulative sums 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -31,8 +32,9 @@ import numpy as np
 from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
-    Coverage, FlushShare, Requests, Stages, Window, check_keyed, first_start, join_calls, log2_hist,
-    merge_unions, percentiles, union_intervals, union_sorted,
+    Coverage, FlushShare, Requests, Stages, Window, check_keyed, first_start, group_sort,
+    join_calls, log2_hist, merge_unions, percentiles, select, sort_with_order,
+    sorted_percentiles, union_intervals, union_sorted,
 )
 
 I64 = np.int64
@@ -68,22 +70,15 @@ def syscall_name(nr: int) -> str:
 
 # -- generic priority machinery ---------------------------------------------------------
 
-def cumulative_unions(ks: np.ndarray, ke: np.ndarray, prio: np.ndarray, nprio: int,
-                      presorted: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
-    """V_k = union of the intervals of priority 0..k, for each k (keyed or plain time)."""
-    out = []
-    prev: tuple[np.ndarray, np.ndarray] = (np.zeros(0, I64), np.zeros(0, I64))
-    for k in range(nprio):
-        m = prio == k
-        if m.any():
-            u = union_sorted(ks[m], ke[m]) if presorted else union_intervals(ks[m], ke[m])
-            prev = merge_unions(prev, u)
-        out.append(prev)
-    return out
-
-
 def group_lengths(us: np.ndarray, ue: np.ndarray, span: int, ngroups: int) -> np.ndarray:
     """Total length per group of disjoint keyed intervals (exact int64)."""
+    if ngroups > 64 and span < (1 << 53):
+        # Many groups: count each interval in its group directly. A group's total is at
+        # most span < 2^53, so the float64 sums of integer lengths are exact.
+        if not len(us):
+            return np.zeros(ngroups, I64)
+        g = us // span
+        return np.bincount(g, weights=ue - us, minlength=ngroups)[:ngroups].astype(I64)
     cum = np.zeros(len(us) + 1, I64)
     np.cumsum(ue - us, out=cum[1:])
     b = np.searchsorted(us, np.arange(ngroups + 1, dtype=I64) * span)
@@ -118,12 +113,15 @@ def _unkey(u: tuple[np.ndarray, np.ndarray], span: int, origin: int,
 
 def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
     """Per-category keyed unions of device stages (U_c) and their cumulative unions."""
-    prio = CATEGORY_OF_CLASS[cls[st.idx]]
+    prio = np.take(CATEGORY_OF_CLASS, cls[st.idx])
     per_cat = []
     for k in range(len(CATEGORIES)):
-        m = prio == k
-        per_cat.append(union_sorted(st.ks[m], st.ke[m]) if m.any()
+        # Positions then gathers: cheaper than two boolean-mask selections.
+        sel = np.flatnonzero(prio == k)
+        per_cat.append(union_sorted(st.ks[sel], st.ke[sel]) if len(sel)
                        else (np.zeros(0, I64), np.zeros(0, I64)))
+        del sel
+    del prio
     cumul = []
     prev = (np.zeros(0, I64), np.zeros(0, I64))
     for u in per_cat:
@@ -135,97 +133,105 @@ def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
 def queue_depth(st: Stages, ndev: int, elapsed: int, buckets: int) -> dict[str, Any]:
     """Depth (device stages in flight) per device: area, exact max, mean per time bucket.
 
-    One sort merges every stage start and end (ends first at equal times); the running
-    count is the depth, and its integral sampled at the bucket edges gives the exact
-    time-weighted mean depth of each bucket.
+    The integral of the depth up to t is sum(t - start) over starts before t minus
+    sum(t - end) over ends before t: exact integers from the sorted starts and ends at
+    the bucket edges. The max needs the running count: the sorted ends and the (already
+    sorted) starts are merged (ends first at equal times) and the count accumulated.
     """
     span = st.span
     nb = max(buckets, 1)
     width = max(1, -(-elapsed // nb))
+    n = len(st.ks)
     maxd = np.zeros(ndev, I64)
     area = np.zeros(ndev, I64)
     series = np.zeros((ndev, nb))
-    if not len(st.ks) or elapsed <= 0:
+    if not n or elapsed <= 0:
         return {"area": area, "max": maxd, "series": series, "step_ns": width}
-    n = len(st.ks)
-    ev = np.empty(2 * n, I64)
-    np.left_shift(st.ke, 1, out=ev[:n])
-    np.left_shift(st.ks, 1, out=ev[n:])
-    ev[n:] |= 1
-    ev.sort()
-    step = (ev & 1).astype(np.int8)
-    step *= 2
-    step -= 1
-    depth = np.cumsum(step, dtype=np.int32)
-    del step
-    ev >>= 1  # event times (keyed)
+    ke = np.sort(st.ke)
     starts = np.arange(ndev + 1, dtype=I64) * span
-    b = np.searchsorted(ev, starts)
+    bs = np.searchsorted(st.ks, starts)
+    be = np.searchsorted(ke, starts)
     edges_rel = np.minimum(np.arange(nb + 1, dtype=I64) * width, elapsed)
-    # For every device and bucket edge t: j = last event <= t. The integral of depth from
-    # the first event to t is P(j) + depth[j] * (t - ev[j]), P(j) = sum over i < j of
-    # (ev[i+1] - ev[i]) * depth[i]; P is accumulated block by block (no 2N temporary).
-    devs, js, ts = [], [], []
+    lens = np.diff(edges_rel)
     for g in range(ndev):
-        lo, hi = int(b[g]), int(b[g + 1])
-        if hi <= lo:
+        if bs[g + 1] <= bs[g]:
             continue
-        maxd[g] = int(depth[lo:hi].max())
-        t = g * span + edges_rel
-        j = np.searchsorted(ev[lo:hi], t, side="right") - 1 + lo
-        devs.append(g)
-        js.append(np.concatenate(([lo], np.maximum(j, lo))))
-        ts.append(np.concatenate(([-1], np.where(j >= lo, t, -1))))
-    if devs:
-        jall = np.concatenate(js)
-        order = np.argsort(jall, kind="stable")
-        want = jall[order]
-        pj = np.zeros(len(want), I64)
-        carry = 0
-        block = 1 << 20
-        k = 0
-        for a in range(0, len(ev) - 1, block):
-            e = min(a + block, len(ev) - 1)
-            seg = ev[a + 1:e + 1] - ev[a:e]
-            seg *= depth[a:e]
-            cs = np.cumsum(seg)
-            del seg
-            # wanted p in [a, e): P(p) = carry + (cs[p - a - 1] if p > a else 0)
-            k2 = int(np.searchsorted(want, e, side="left"))
-            sel = want[k:k2]
-            pj[k:k2] = carry + np.where(sel > a, cs[np.maximum(sel - a - 1, 0)], 0)
-            k = k2
-            carry += int(cs[-1])
-        pj[k:] = carry  # the last event
-        pall = np.empty_like(pj)
-        pall[order] = pj
-        tall = np.concatenate(ts)
-        part = pall + depth[jall].astype(I64) * np.maximum(tall - ev[jall], 0)
-        lens = np.diff(edges_rel)
-        for i, g in enumerate(devs):
-            blk = slice(i * (nb + 2), (i + 1) * (nb + 2))
-            p0 = pall[blk][0]  # P at the device's first event
-            integ = np.where(tall[blk][1:] >= 0, part[blk][1:] - p0, 0)
-            area[g] = int(integ[-1])
-            series[g] = np.diff(integ) / np.maximum(lens, 1)
+        maxd[g] = _max_depth(st.ks[bs[g]:bs[g + 1]], ke[be[g]:be[g + 1]])
+        t = (g * span + edges_rel).tolist()
+        integ = np.array(_integrals(st.ks[bs[g]:bs[g + 1]], t), dtype=I64)
+        integ -= np.array(_integrals(ke[be[g]:be[g + 1]], t), dtype=I64)
+        area[g] = int(integ[-1])
+        series[g] = np.diff(integ) / np.maximum(lens, 1)
     used = -(-elapsed // width)  # buckets that hold some of the window
     return {"area": area, "max": maxd, "series": series[:, :used], "step_ns": width}
 
 
+def _max_depth(ks: np.ndarray, ke: np.ndarray, block: int = 1 << 18) -> int:
+    """Largest number of intervals in flight, given their starts and their ends, each
+    sorted (ends before starts at equal times).
+
+    It is reached just after a start: after start i (0-based) the depth is
+    i + 1 - (ends <= ks[i]). Block by block of starts, the ends up to the block's last
+    start are merged with its starts (time << 1 | is_start: two sorted runs, which a
+    stable sort merges) and counted, so the temporaries stay small.
+    """
+    best = 0
+    j0 = 0  # ends <= the previous block's last start
+    for i0 in range(0, len(ks), block):
+        s = ks[i0:i0 + block]
+        j1 = int(np.searchsorted(ke, s[-1], side="right"))
+        ev = np.empty(len(s) + j1 - j0, I64)
+        np.left_shift(ke[j0:j1], 1, out=ev[:j1 - j0])
+        np.left_shift(s, 1, out=ev[j1 - j0:])
+        ev[j1 - j0:] |= 1
+        ev.sort(kind="stable")
+        # After each event: starts so far (from i0) minus ends so far (from j0).
+        step = np.empty(len(ev), np.int8)
+        np.bitwise_and(ev, 1, out=step, casting="unsafe")
+        del ev
+        step += step
+        step -= 1
+        depth = np.cumsum(step, dtype=np.int32)
+        del step
+        # Depth before the block: i0 started, j0 ended.
+        best = max(best, i0 - j0 + int(depth.max()))
+        j0 = j1
+    return best
+
+
+def _integrals(x: np.ndarray, ts: list[int]) -> list[int]:
+    """sum(t - v) over the values v < t of sorted x, for each t of increasing ts (exact;
+    one pass over x)."""
+    pos = np.searchsorted(x, ts, side="left").tolist()
+    top = max(int(x[-1]), 1) if len(x) else 1
+    block = max(1, ((1 << 63) - 1) // top)  # int64 sums of this many values cannot overflow
+    out, below, prev = [], 0, 0
+    for t, p in zip(ts, pos):
+        for a in range(prev, p, block):
+            below += int(x[a:min(a + block, p)].sum())
+        prev = max(prev, p)
+        out.append(p * t - below)
+    return out
+
+
 def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: FlushShare,
-                meta: Mapping[str, Any], cumul, buckets: int) -> list[dict[str, Any]]:
+                meta: Mapping[str, Any], cumul, buckets: int,
+                counts: RequestCounts | None = None,
+                qd: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One object per disk (docs/report-json.md); counts (request_counts) and qd
+    (queue_depth) are computed if not given."""
     ndev = len(rq.devices)
     elapsed = window.elapsed_ns
     excl = exclusive_by_priority(cumul, st.span, ndev)
-    qd = queue_depth(st, ndev, elapsed, buckets)
+    if qd is None:
+        qd = queue_depth(st, ndev, elapsed, buckets)
     by_mm = {(int(d.get("major", -1)), int(d.get("minor", -1))): d
              for d in meta.get("devices", []) or []}
-    # Requests and bytes per (device, op) in one weighted count.
-    key = rq.dev * 16 + np.minimum(rq.op, 15)
-    cnt = np.bincount(key, minlength=ndev * 16).reshape(ndev, 16)
-    byt = np.bincount(key, weights=rq.nbytes, minlength=ndev * 16).reshape(ndev, 16)
-    del key
-    counts = cnt.sum(axis=1)
+    # Requests and bytes per (device, op).
+    rc = counts if counts is not None else request_counts(rq, cls)
+    cnt = rc.n.sum(axis=(1, 3))[:ndev]
+    byt = rc.nbytes.sum(axis=(1, 3))[:ndev]
+    nreq = cnt.sum(axis=1)
     rbytes = byt[:, abi.OP_READ]
     wbytes = byt[:, abi.OP_WRITE]
     ffdev = rq.dev[fl.ff_idx]
@@ -249,7 +255,7 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
             "major": maj, "minor": mn,
             "rotational": m.get("rotational"), "write_cache": m.get("write_cache"),
             "fua": m.get("fua"),
-            "requests": int(counts[g]),
+            "requests": int(nreq[g]),
             "read_bytes": int(rbytes[g]), "write_bytes": int(wbytes[g]),
             "busy_ns": busy,
             "busy_by_category_ns": {CATEGORIES[k]: int(excl[g, k]) for k in range(len(CATEGORIES))},
@@ -278,6 +284,16 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
 
 # -- workload view -----------------------------------------------------------------------
 
+def small_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique of integers; by marking a table when they are small non-negative ones
+    (thread ids: pid_max <= 2^22), without a sort."""
+    if len(x) and int(x.min()) >= 0 and int(x.max()) < (1 << 23):
+        seen = np.zeros(int(x.max()) + 1, bool)
+        seen[x] = True
+        return np.flatnonzero(seen).astype(x.dtype, copy=False)
+    return np.unique(x)
+
+
 def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                    window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tids, birth, death) of every thread seen. Birth: its ROOT/FORK event, else its
@@ -285,7 +301,7 @@ def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray
     w0, w1 = window.start_ns, window.end_ns
     ttid = np.asarray(tasks["tid"]).astype(I64)
     otid = np.asarray(off["tid"]).astype(I64)
-    tids = np.unique(np.concatenate((ttid, otid)))
+    tids = small_unique(np.concatenate((ttid, otid)))
     n = len(tids)
     birth = np.full(n, w1 + 1, I64)
     death = np.full(n, w1, I64)
@@ -311,6 +327,11 @@ def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray
     return tids, birth, death
 
 
+# Workload events: thread birth and death; off-CPU start, wakeup and end (back on CPU);
+# the window's bounds; a flush wait's start and end.
+_EV_BIRTH, _EV_DEATH, _EV_OFF, _EV_WAKE, _EV_ON, _EV_EDGE, _EV_WAIT, _EV_UNWAIT = range(8)
+
+
 def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
                   off: Mapping[str, np.ndarray], covers: Sequence[Coverage],
                   waits: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
@@ -330,9 +351,12 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     e_raw = np.asarray(off["end_ns"]).astype(I64)
     e = np.clip(np.where(e_raw > 0, e_raw, hi), lo, hi)
     e = np.maximum(e, s)
+    del e_raw
     wk = np.asarray(off["waking_ns"]).astype(I64)
     w = np.clip(np.where(wk > 0, wk, s), s, e)
+    del wk, lo, hi, oi, otid
     sysnr = np.asarray(off["syscall_nr"]).astype(np.int32)
+    sys_cands = np.unique(sysnr[w > s])  # syscalls of intervals with a blocked part
     nt, no = len(tids), len(s)
     ws, we = waits if waits is not None else (np.zeros(0, I64), np.zeros(0, I64))
     ws = np.clip(ws, w0, w1)
@@ -340,44 +364,56 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     nw = len(ws)
     # Events: time, dAlive, dOff, dRunq, dBlocked (+syscall of blocked events), dWait.
     T = np.concatenate((birth, death, s, w, e, np.array([w0, w1], I64), ws, we))
-    tail = np.zeros(2 + 2 * nw, np.int8)
-    dA = np.concatenate((np.ones(nt, np.int8), -np.ones(nt, np.int8),
-                         np.zeros(3 * no, np.int8), tail))
-    dO = np.concatenate((np.zeros(2 * nt, np.int8), np.ones(no, np.int8), np.zeros(no, np.int8),
-                         -np.ones(no, np.int8), tail))
-    dR = np.concatenate((np.zeros(2 * nt + no, np.int8), np.ones(no, np.int8),
-                         -np.ones(no, np.int8), tail))
-    dW = np.concatenate((np.zeros(2 * nt + 3 * no + 2, np.int8), np.ones(nw, np.int8),
-                         -np.ones(nw, np.int8)))
-    order = np.argsort(T, kind="stable")
-    T = T[order]
-    n_alive = np.cumsum(dA[order], dtype=np.int32)
-    n_off = np.cumsum(dO[order], dtype=np.int32)
-    n_runq = np.cumsum(dR[order], dtype=np.int32)
-    n_wait = np.cumsum(dW[order], dtype=np.int32)
+    del birth, death, s, w, e, ws, we
+    # The kind of each event of T (_EV_*).
+    kind = np.repeat(np.array([_EV_BIRTH, _EV_DEATH, _EV_OFF, _EV_WAKE, _EV_ON, _EV_EDGE,
+                               _EV_WAIT, _EV_UNWAIT], np.int8),
+                     [nt, nt, no, no, no, 2, nw, nw])
+    # Every event time is inside the window: sorted relative to its start.
+    T -= w0
+    T, order = sort_with_order(T)
+    T += w0
+    kind = kind[order]
     # State after all events at one time holds until the next distinct time.
     last = np.flatnonzero(np.append(T[1:] != T[:-1], True))
-    seg_a = T[last][:-1]
-    seg_b = T[last][1:]
-    n_alive, n_off, n_runq = n_alive[last][:-1], n_off[last][:-1], n_runq[last][:-1]
-    in_wait = n_wait[last][:-1] > 0
+    tl = T[last]
+    del T
+    seg_a = tl[:-1]
+    seg_b = tl[1:]
+    head = last[:-1]
+
+    def delta(plus: int, minus: int) -> np.ndarray:
+        """+1 at the events of kind `plus`, -1 at those of kind `minus`."""
+        d = (kind == plus).view(np.int8)
+        d -= (kind == minus).view(np.int8)
+        return d
+
+    def count(plus: int, minus: int, at: np.ndarray) -> np.ndarray:
+        """Running count, after the last event of each time."""
+        return np.cumsum(delta(plus, minus), dtype=np.int32)[at]
+    n_alive = count(_EV_BIRTH, _EV_DEATH, head)
+    n_off = count(_EV_OFF, _EV_ON, head)
+    n_runq = count(_EV_WAKE, _EV_ON, head)
+    in_wait = count(_EV_WAIT, _EV_UNWAIT, head) > 0
+    del head
     inside = (seg_a >= w0) & (seg_b <= w1)
-    seg_len = np.where(inside, seg_b - seg_a, 0)
+    seg_len = seg_b - seg_a
+    seg_len *= inside
     oncpu = (n_alive - n_off) > 0
     runq = ~oncpu & (n_runq > 0)
     blocked = ~oncpu & ~runq & ((n_off - n_runq) > 0)
     none = ~oncpu & ~runq & ~blocked
     res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
-    res["cpu"] = int(seg_len[oncpu].sum())
-    res["runqueue"] = int(seg_len[runq].sum())
+    res["cpu"] = int((seg_len * oncpu).sum())  # masked sums without a selection
+    res["runqueue"] = int((seg_len * runq).sum())
     bi = np.flatnonzero(blocked & (seg_len > 0))
     ba, bb = seg_a[bi], seg_b[bi]
     # A whole elementary segment is inside the flush-wait windows or outside them.
     wseg = in_wait[bi]
     blen = bb - ba
-    prev = np.where(wseg, blen, 0)
+    prev = blen * wseg
     for k, cat in enumerate(CATEGORIES):
-        cur = prev if k >= len(covers) else np.where(wseg, blen, covers[k].within(ba, bb))
+        cur = prev if k >= len(covers) else select(wseg, blen, covers[k].within(ba, bb))
         res[cat] = int((cur - prev).sum()) + (int(prev.sum()) if k == 0 else 0)
         prev = cur
     leftover = blen - prev
@@ -387,15 +423,13 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         # The syscall most blocked threads are in during each blocked segment.
         ev_sys = np.concatenate((np.full(2 * nt, -2, np.int32), sysnr, sysnr,
                                  np.full(no + 2 + 2 * nw, -2, np.int32)))[order]
-        dB = np.concatenate((np.zeros(2 * nt, np.int8), np.ones(no, np.int8),
-                             -np.ones(no, np.int8), np.zeros(no + 2 + 2 * nw, np.int8)))[order]
-        cands = np.unique(sysnr[w > s])
-        cands = np.concatenate((cands[cands >= 0], cands[cands < 0]))
+        dB = delta(_EV_OFF, _EV_WAKE)  # blocked: from going off CPU to the wakeup
+        cands = np.concatenate((sys_cands[sys_cands >= 0], sys_cands[sys_cands < 0]))
         best = np.full(len(bi), -3, np.int32)
         best_n = np.zeros(len(bi), np.int32)
         seg_idx = last[:-1][bi]
         for nr in cands:
-            cnt = np.cumsum(np.where(ev_sys == nr, dB, 0), dtype=np.int32)[seg_idx]
+            cnt = np.cumsum(np.multiply(ev_sys == nr, dB, dtype=np.int8), dtype=np.int32)[seg_idx]
             better = cnt > best_n
             best[better] = nr
             best_n[better] = cnt[better]
@@ -406,7 +440,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
             if lv:
                 by_sys[name] = by_sys.get(name, 0) + lv
             blocked_by_sys[name] = blocked_by_sys.get(name, 0) + int((bb - ba)[m].sum())
-    no_task = int(seg_len[none].sum())
+    no_task = int((seg_len * none).sum())
     if no_task:
         by_sys[NO_TASK] = no_task
     res["wait-other"] = int(leftover.sum()) + no_task
@@ -434,22 +468,26 @@ def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: S
     ws = np.clip(first_start(rq, wi), w0, w1)
     we = np.clip(rq.done[wi], w0, w1)
     issued = rq.issue[wi] > 0
-    ds = np.clip(np.where(issued, rq.issue[wi], we), ws, we)
-    de = np.clip(np.where(issued, rq.data_done[wi], we), ds, we)
+    ds = np.clip(select(issued, rq.issue[wi], we), ws, we)
+    de = np.clip(select(issued, rq.data_done[wi], we), ds, we)
     return covers, (np.concatenate((ws, de)), np.concatenate((ds, we)))
 
 
 def relevant_devices(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
-                     meta: Mapping[str, Any]) -> list[int]:
+                     meta: Mapping[str, Any], counts: RequestCounts | None = None) -> list[int]:
     """The workload's devices: disks it writes to (writes, flushes or discards submitted by
     a workload task) or holding a filesystem it called an fsync-family call on; else the
-    disks it read from; else every disk."""
+    disks it read from; else every disk. counts: request_counts(), if computed."""
     nd = len(rq.devices)
     if not nd:
         return []
-    key = rq.dev * 2 + (rq.op != abi.OP_READ)
-    key = key[(rq.flags & abi.RQ_TRACKED) != 0]
-    cnt = np.bincount(key, minlength=2 * nd).reshape(nd, 2)
+    if counts is not None:
+        tr = counts.n[:nd, :, :, 1].sum(axis=1)  # tracked requests by (device, op)
+        cnt = np.stack((tr[:, abi.OP_READ], tr.sum(axis=1) - tr[:, abi.OP_READ]), axis=1)
+    else:
+        key = rq.dev * 2 + (rq.op != abi.OP_READ)
+        key = key[(rq.flags & abi.RQ_TRACKED) != 0]
+        cnt = np.bincount(key, minlength=2 * nd).reshape(nd, 2)
     rel = {int(i) for i in np.flatnonzero(cnt[:, 1])}
     index = {d: i for i, d in enumerate(rq.devices)}
     for fs in meta.get("filesystems", []) or []:
@@ -494,7 +532,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     ex_raw = np.asarray(fs["exit_ns"]).astype(I64)
     fflags = np.asarray(fs["flags_u16"])
     incomplete = ((fflags & abi.FS_F_INCOMPLETE) != 0) | (ex_raw == 0)
-    exit_ = np.clip(np.where(ex_raw > 0, ex_raw, w1), enter, w1)
+    exit_ = np.clip(select(ex_raw > 0, ex_raw, w1), enter, w1)
     lat = exit_ - enter
     call = np.asarray(fs["call_u16"])
     fstype = np.asarray(fs["fs_u16"])
@@ -562,19 +600,10 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         needed[rc[bl]] = True
     has_c = c1 > c0
     # Per-call priority timeline: data (0) > commit (1) > flush (2), call-relative keys.
-    dm = rcls == DATA
-    fm = rcls == FLUSH
-    gi = np.concatenate((rc[dm], np.flatnonzero(has_c), rc[fm]))
-    gs = np.concatenate((st[dm], c0[has_c], st[fm]))
-    ge = np.concatenate((en[dm], c1[has_c], en[fm]))
-    gp = np.concatenate((np.zeros(int(dm.sum()), np.int8), np.ones(int(has_c.sum()), np.int8),
-                         np.full(int(fm.sum()), 2, np.int8)))
     cspan = int(lat.max()) + 2 if n else 2
     check_keyed(n, cspan)
-    ks = gi.astype(I64) * cspan + (gs - enter[gi])
-    ke = gi.astype(I64) * cspan + (ge - enter[gi])
-    unions = cumulative_unions(ks, ke, gp, 3, presorted=False)
-    comp = exclusive_by_priority(unions, cspan, n)
+    comp = _call_split(rc, st, en, rcls, c0, c1, has_c, enter, cspan, n)
+    del rc, st, en, rcls
     other = lat - comp.sum(axis=1)
     per_call = {"latency": lat, "data": comp[:, 0], "commit": comp[:, 1], "flush": comp[:, 2],
                 "other": other, "call": call, "needed": needed, "commit_id": commit_id,
@@ -602,6 +631,49 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
             "needed_commit": int((m & needed).sum()),
         }
     out["_per_call"] = per_call
+    return out
+
+
+def _call_split(rc: np.ndarray, st: np.ndarray, en: np.ndarray, rcls: np.ndarray,
+                c0: np.ndarray, c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray,
+                cspan: int, n: int) -> np.ndarray:
+    """[n, 3] time of each call exclusive to its own data writes, then its commit, then
+    its own flushes (priority in that order), in call-keyed time.
+
+    D = union of the data writes, C the commit (one interval per call), F the union of
+    the flushes: data = |D|, commit = |C| - |C & D|, flush = |F| - |F & (D | C)| with
+    |F & (D | C)| = |F & D| + |F & C| - |F & C & D|, every term a measure of D inside
+    intervals (Coverage) or an interval overlap.
+    """
+    out = np.zeros((n, 3), I64)
+
+    def keyed(sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+        g = rc[sel]
+        base = g.astype(I64) * cspan - enter[g]
+        return a[sel] + base, b[sel] + base
+
+    dsel = np.flatnonzero(rcls == DATA)
+    d = union_intervals(*keyed(dsel, st, en))
+    del dsel
+    out[:, 0] = group_lengths(d[0], d[1], cspan, n)
+    cov = Coverage(*d)
+    del d
+    ci = np.flatnonzero(has_c)
+    cbase = ci.astype(I64) * cspan - enter[ci]
+    cs, ce = c0[ci] + cbase, c1[ci] + cbase
+    out[ci, 1] = (ce - cs) - cov.within(cs, ce)
+    fs_, fe_ = union_intervals(*keyed(np.flatnonzero(rcls == FLUSH), st, en))
+    if len(fs_):
+        g = fs_ // cspan
+        # The commit interval of each flush's call (empty if it had none).
+        has = has_c[g]
+        gcs = np.where(has, c0[g] + g * cspan - enter[g], 0)
+        gce = np.where(has, c1[g] + g * cspan - enter[g], 0)
+        xs, xe = np.maximum(fs_, gcs), np.minimum(fe_, gce)
+        both = np.maximum(xe - xs, 0)
+        excl = (fe_ - fs_) - cov.within(fs_, fe_) - both + cov.within(xs, np.maximum(xs, xe))
+        # Per call: at most cspan each, so float64 sums of these integers are exact.
+        out[:, 2] = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
     return out
 
 
@@ -757,20 +829,41 @@ def seek_slots(absseek: np.ndarray) -> np.ndarray:
     return np.where(v > 0, floor_log2(np.maximum(v, 1)) + 1, 0)
 
 
-def _positioning(sk: np.ndarray, stage: np.ndarray, okl: np.ndarray,
+def seek_hist(absseek: np.ndarray) -> np.ndarray:
+    """np.bincount(seek_slots(absseek)), counted on the float64 exponent directly: 0 has
+    exponent 0, a value in [2^(i-1), 2^i) (slot i) has exponent 1022 + i."""
+    ex = np.asarray(absseek).astype(np.float64).view(I64)
+    ex >>= 52
+    cnt = np.bincount(ex)
+    return np.concatenate((cnt[:1], cnt[1023:]))
+
+
+def _positioning(sk: np.ndarray, stage: np.ndarray, okl: np.ndarray | None,
                  bucket: np.ndarray) -> tuple[int, int, int]:
     """(positioning ns, requests with a baseline, data-stage ns) for one class.
 
     bucket: the baseline group of each request, (device, size bucket) as one small int.
+    stage: non-negative. okl: fully observed requests (None: all).
     """
-    z = (sk == 0) & okl
-    zb = bucket[z]
+    if okl is None:
+        okl = np.ones(len(sk), bool)
+        allok = True
+    else:
+        allok = bool(okl.all())
+    z = sk == 0
+    if not allok:
+        z &= okl
+    zi = np.flatnonzero(z)
+    del z
+    zb = bucket[zi]
     # (bucket, time) packed: the median of a bucket is the packed value at rank
     # first + (count + 1) // 2 - 1, found by chained partitions (no full sort).
     ng = int(bucket.max()) + 1 if len(bucket) else 1
-    zk = (zb << 44) | np.minimum(stage[z], (1 << 44) - 1)
+    zk = zb << 44
+    zk |= np.minimum(stage[zi], (1 << 44) - 1)
+    del zi
     cnt = np.bincount(zb, minlength=ng)
-    del zb, z
+    del zb
     hg = cnt > 0
     ranks = (np.cumsum(cnt) - cnt + (cnt + 1) // 2 - 1)[hg]
     lo = 0
@@ -780,12 +873,102 @@ def _positioning(sk: np.ndarray, stage: np.ndarray, okl: np.ndarray,
     med = np.zeros(ng, I64)
     med[hg] = zk[ranks] & ((1 << 44) - 1)
     del zk
+    if allok:
+        b_ok, s_ok = bucket, stage
+    else:
+        oi = np.flatnonzero(okl)
+        b_ok, s_ok = bucket[oi], stage[oi]
+        del oi
+    devt = int(s_ok.sum())
+    if devt < (1 << 53):
+        # Per-bucket sums: float64 sums of non-negative integers whose total is below
+        # 2^53 are exact. positioning = sum over buckets with a baseline of
+        # (their data-stage sum - median * their count).
+        n_b = np.bincount(b_ok, minlength=ng)
+        s_b = np.bincount(b_ok, weights=s_ok, minlength=ng)
+        keep = np.flatnonzero(hg)
+        posn = sum(int(s_b[g]) - int(med[g]) * int(n_b[g]) for g in keep.tolist())
+        return posn, int(n_b[keep].sum()), devt
     has = hg[bucket] & okl
     posn = int((stage - med[bucket])[has].sum())
-    return posn, int(has.sum()), int(stage[okl].sum())
+    return posn, int(has.sum()), devt
 
 
-def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True
+@dataclass
+class RequestCounts:
+    """Requests and bytes by (device, class, op, tracked), and by (class, attribute bits)
+    (see request_counts)."""
+
+    n: np.ndarray  # [ndev, nclass, 16, 2] requests; op >= 15 counted as 15
+    nbytes: np.ndarray  # the same, bytes (float64 sums of integers, as np.bincount gives)
+    attrs: np.ndarray  # [nclass, 64] requests by ATTR_* bits
+
+    @property
+    def dev_op(self) -> np.ndarray:
+        return self.n.sum(axis=3)
+
+    @property
+    def dev_bytes(self) -> np.ndarray:
+        return self.nbytes.sum(axis=3)
+
+    def attr(self, k: int, bit: int) -> int:
+        """Requests of class k with attribute bit `bit` set."""
+        return int(self.attrs[k][(np.arange(64) & bit) != 0].sum())
+
+
+# Attribute bits of request_counts().attrs: the iflags bits kept as they are, then ours.
+ATTR_IFLAGS = abi.F_SYNC | abi.F_FUA | abi.F_PREFLUSH
+ATTR_ISSUED = 1 << 4
+ATTR_INCOMPLETE = 1 << 5
+assert ATTR_IFLAGS < ATTR_ISSUED
+
+
+def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 20) -> RequestCounts:
+    """Requests and bytes by (device, class, op, tracked) and attribute counts by class:
+    weighted counts over small integer keys, block by block (small temporaries; the
+    float64 byte sums are sums of integers, exact whatever the order)."""
+    ncls = len(CLASS_NAMES)
+    ndev = max(len(rq.devices), 1)
+    n = len(rq)
+    shape = (ndev, ncls, 16, 2)
+    size = ndev * ncls * 32
+    kdt = np.uint16 if size <= (1 << 16) else np.int64
+    cnt = np.zeros(size, I64)
+    byt = np.zeros(size)
+    attrs = np.zeros(ncls * 64, I64)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        c = cls[lo:hi]
+        key: Any = np.empty(hi - lo, kdt)
+        np.multiply(rq.dev[lo:hi], ncls, out=key, casting="unsafe")
+        key += c.astype(kdt)
+        key <<= 4
+        key |= np.minimum(rq.op[lo:hi], 15)
+        key <<= 1
+        t = np.empty(hi - lo, np.uint16)
+        np.bitwise_and(rq.flags[lo:hi], abi.RQ_TRACKED, out=t)
+        t >>= (abi.RQ_TRACKED.bit_length() - 1)
+        key |= t
+        cnt += np.bincount(key, minlength=size)
+        byt += np.bincount(key, weights=rq.nbytes[lo:hi], minlength=size)
+        del key
+        # (class, issued, incomplete, SYNC/FUA/PREFLUSH) in 9 bits.
+        a: Any = c.astype(np.uint16)
+        a <<= 6
+        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t)
+        a |= t
+        np.bitwise_and(rq.flags[lo:hi], abi.RQ_INCOMPLETE, out=t)
+        t <<= (ATTR_INCOMPLETE.bit_length() - abi.RQ_INCOMPLETE.bit_length())
+        a |= t
+        np.left_shift(rq.issue[lo:hi] > 0, ATTR_ISSUED.bit_length() - 1, out=t,
+                      casting="unsafe")
+        a |= t
+        attrs += np.bincount(a, minlength=ncls * 64)
+    return RequestCounts(cnt.reshape(shape), byt.reshape(shape), attrs.reshape(ncls, 64))
+
+
+def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
+              counts: RequestCounts | None = None
               ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray, np.ndarray]:
     """Per-class request figures and metadata placement; also requests and bytes by
     (device, class, op) as two [ndev, nclass, 16] arrays.
@@ -797,104 +980,261 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
     (data-stage time - the median data-stage time of the zero-seek requests of the same
     device, class and size bucket, floor(log2(bytes))); requests whose bucket has no
     zero-seek request are left out (positioning_basis counts those kept).
+
+    Latencies are computed for all requests at once and sorted within classes by one
+    sort per figure (group_sort); `counts` (request_counts) is computed if not given.
     """
-    bad = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED
-    ncls = len(CLASS_NAMES)
-    # Counts and bytes by (class, flag bits) and (class, op): a few passes over all rows.
-    c32 = cls.astype(np.int32)
-    key = c32 * 64 + (rq.flags & 63)
-    by_flags = np.bincount(key, minlength=ncls * 64).reshape(ncls, 64)
-    key = c32 * 128 + (rq.iflags & 127)
-    by_iflags = np.bincount(key, minlength=ncls * 128).reshape(ncls, 128)
-    ndev = max(len(rq.devices), 1)
-    key = (rq.dev * ncls + c32) * 16 + np.minimum(rq.op, 15)
-    dev_op = np.bincount(key, minlength=ndev * ncls * 16).reshape(ndev, ncls, 16)
-    dev_bytes = np.bincount(key, weights=rq.nbytes,
-                            minlength=ndev * ncls * 16).reshape(ndev, ncls, 16)
+    rc = counts if counts is not None else request_counts(rq, cls)
+    dev_op, dev_bytes = rc.dev_op, rc.dev_bytes
     by_op = dev_op.sum(axis=0)
     bytes_op = dev_bytes.sum(axis=0)
-    del key, c32
-    fbits = np.arange(64)
-    ibits = np.arange(128)
-
-    def nflag(k: int, table: np.ndarray, bits: np.ndarray, bit: int) -> int:
-        return int(table[k][(bits & bit) != 0].sum())
+    tracked = rc.n[..., 1].sum(axis=(0, 2))
+    lat_figs = _latency_figures(rq, cls)
     reqs: dict[str, Any] = {}
-    place: dict[str, Any] = {}
     for k, name in enumerate(CLASS_NAMES):
-        idx = np.flatnonzero(cls == k)
-        issue, done = rq.issue[idx], rq.done[idx]
-        insert = rq.insert[idx]
-        ok = (rq.flags[idx] & bad) == 0
-        issued = issue > 0
-        lat = ok & issued
-        dev = (done - issue)[lat]
-        q = np.where(insert > 0, issue - insert, 0)[lat]
-        start = np.where(insert > 0, insert, issue)
-        sub = rq.submit[idx]
-        start = np.where(sub > 0, sub, start)
-        del sub
-        tm = ok & (start > 0)
-        tot = (done - start)[tm]
-        del start, tm, done, insert
         reqs[name] = {
             "count": int(by_op[k].sum()),
             "bytes": int(round(bytes_op[k].sum())),
             "writes": int(by_op[k, abi.OP_WRITE]),
             "write_bytes": int(round(bytes_op[k, abi.OP_WRITE])),
-            "issued": int(issued.sum()),
-            "incomplete": nflag(k, by_flags, fbits, abi.RQ_INCOMPLETE),
-            "tracked": nflag(k, by_flags, fbits, abi.RQ_TRACKED),
-            "fua": nflag(k, by_iflags, ibits, abi.F_FUA),
-            "preflush": nflag(k, by_iflags, ibits, abi.F_PREFLUSH),
-            "sync": nflag(k, by_iflags, ibits, abi.F_SYNC),
-            "device_total_ns": int(dev.sum()),
-            "device_ns": percentiles(dev, (50, 90, 99), inplace=True),
-            "queue_ns": percentiles(np.maximum(q, 0), (50, 90, 99), inplace=True),
-            "total_ns": percentiles(np.maximum(tot, 0), (50, 90, 99), inplace=True),
+            "issued": rc.attr(k, ATTR_ISSUED),
+            "incomplete": rc.attr(k, ATTR_INCOMPLETE),
+            "tracked": int(tracked[k]),
+            "fua": rc.attr(k, abi.F_FUA),
+            "preflush": rc.attr(k, abi.F_PREFLUSH),
+            "sync": rc.attr(k, abi.F_SYNC),
+            **lat_figs[k],
             "seek_sectors": {"p50": None, "max": None},
         }
-        del dev, q, tot, issue, issued
-    # Placement: the requests with a seek distance, class by class.
+    place = _placement(rq, st, cls, reqs, with_placement)
+    return reqs, place, dev_op, dev_bytes
+
+
+LATENCY_BLOCK = 1 << 15  # requests per block: the temporaries of a block stay in cache
+
+
+def _latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
+    """device_total_ns and the device, queue and total percentiles of each class.
+
+    Each figure's values are sorted within classes by one sort: (class, value) packed
+    in an int32 when every value is below 2^28 (the keys are built block by block,
+    whose temporaries stay in cache), else by group_sort on full arrays.
+    """
+    ncls = len(CLASS_NAMES)
+    out: list[dict[str, Any]] = [{} for _ in range(ncls)]
+    keys, fits = _latency_keys(rq, cls)
+    mask = np.int32((1 << _LAT_VBITS) - 1)
+    starts = (np.arange(ncls + 1, dtype=I64) << _LAT_VBITS).astype(np.int32)
+    for m, name in enumerate(("device_ns", "queue_ns", "total_ns")):
+        if fits[m]:
+            vals = keys[m]
+            vals.sort()
+            off = np.searchsorted(vals, starts)
+            vals &= mask
+        else:
+            vals, off = group_sort(*_latency_values(rq, cls, m), ncls)
+        keys[m] = np.zeros(0, np.int32)
+        for k in range(ncls):
+            x = vals[off[k]:off[k + 1]]
+            if m == 0:
+                out[k]["device_total_ns"] = int(x.sum(dtype=I64))
+            out[k][name] = sorted_percentiles(x, (50, 90, 99))
+        del vals
+    # Keep the keys in the order of the report.
+    order = ("device_total_ns", "device_ns", "queue_ns", "total_ns")
+    return [{key: o[key] for key in order} for o in out]
+
+
+_LAT_VBITS = 28  # value bits of the packed int32 keys (3 bits of class, 8 groups)
+
+
+def _latency_keys(rq: Requests, cls: np.ndarray) -> tuple[list[np.ndarray], list[bool]]:
+    """(class << 28 | value) as int32 for the device, queue and total time of every
+    request (class 7 for a request left out, with value 0), and whether each figure's
+    values all fit 28 bits (else its keys are incomplete: see _latency_values)."""
+    n = len(rq)
+    bad = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED
+    none = len(CLASS_NAMES)
+    lim = 1 << _LAT_VBITS
+    keys = [np.empty(n, np.int32) for _ in range(3)]
+    fits = [True, True, True]
+    for a in range(0, n, LATENCY_BLOCK):
+        b = min(a + LATENCY_BLOCK, n)
+        iss, ins, done, sub = rq.issue[a:b], rq.insert[a:b], rq.done[a:b], rq.submit[a:b]
+        ok = (rq.flags[a:b] & bad) == 0
+        c = cls[a:b].astype(np.int32)
+        c -= none
+        # device and queue times: fully observed, issued requests.
+        use = iss > 0
+        use &= ok
+        g = c * use  # class, or `none` for a request left out, << 28
+        g += none
+        g <<= _LAT_VBITS
+        v = done - iss
+        v *= use
+        if fits[0]:
+            if int(v.min()) < 0 or int(v.max()) >= lim:
+                fits[0] = False
+            else:
+                np.bitwise_or(v, g, out=keys[0][a:b], casting="unsafe")
+        np.subtract(iss, ins, out=v)
+        v *= ins > 0
+        np.maximum(v, 0, out=v)
+        v *= use
+        if fits[1]:
+            if int(v.max()) >= lim:
+                fits[1] = False
+            else:
+                np.bitwise_or(v, g, out=keys[1][a:b], casting="unsafe")
+        # total time: from the first known start (submit, else insert, else issue).
+        st = select(ins > 0, ins, iss)
+        st = select(sub > 0, sub, st)
+        ok &= st > 0
+        np.multiply(c, ok, out=g)
+        g += none
+        g <<= _LAT_VBITS
+        np.subtract(done, st, out=v)
+        np.maximum(v, 0, out=v)
+        v *= ok
+        if fits[2]:
+            if int(v.max()) >= lim:
+                fits[2] = False
+            else:
+                np.bitwise_or(v, g, out=keys[2][a:b], casting="unsafe")
+    return keys, fits
+
+
+def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(class or 7 for left out, value) of figure m (0 device, 1 queue, 2 total) for
+    every request, as full arrays (for values beyond 28 bits)."""
+    none = np.int8(len(CLASS_NAMES))
+    ok = np.bitwise_and(rq.flags, abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED) == 0
+    issue, insert, done = rq.issue, rq.insert, rq.done
+    if m < 2:
+        lat = issue > 0
+        lat &= ok
+        grp = select(lat, cls, none)
+        if m == 0:
+            return grp, done - issue
+        v = issue - insert
+        v *= insert > 0
+        np.maximum(v, 0, out=v)
+        return grp, v
+    start = first_start(rq)
+    ok &= start > 0
+    grp = select(ok, cls, none)
+    np.subtract(done, start, out=start)
+    np.maximum(start, 0, out=start)
+    return grp, start
+
+
+def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
+               with_placement: bool) -> dict[str, Any]:
+    """Placement figures per class (and reqs[class]["seek_sectors"]), see per_class.
+    The requests with a seek are grouped by class once (a stable sort of their class)."""
+    bad = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED
+    ncls = len(CLASS_NAMES)
+    ndev = len(rq.devices)
+    place: dict[str, Any] = {}
     scls = cls[st.seek_idx]
+    sb = st.seek_bounds
+
+    def class_counts(c: np.ndarray) -> np.ndarray:
+        return np.array([np.count_nonzero(c == k) for k in range(ncls)], dtype=I64)
+
+    if sb is not None and ndev > 1:
+        # Requests with a seek by (device, class): the device of each follows from its
+        # position, as the seeks are in device order (kept within a class below).
+        nkd = np.stack([class_counts(scls[sb[g]:sb[g + 1]]) for g in range(ndev)])
+        nk = nkd.sum(axis=0)
+    else:
+        nk = class_counts(scls)
+        nkd = None
+    off = np.zeros(len(nk) + 1, I64)
+    np.cumsum(nk, out=off[1:])
+    # All fully observed (the usual case): no per-request check needed.
+    all_ok = not np.bitwise_and(rq.flags, bad).any()
+    if (nk > 0).sum() > 1:
+        order = np.argsort(scls, kind="stable")  # a radix sort of small integers
+        seek_idx = st.seek_idx[order]
+        seek = st.seek[order]
+        del order
+        np.abs(seek, out=seek)
+    else:
+        seek_idx, seek = st.seek_idx, np.abs(st.seek)
+    del scls
     for k, name in enumerate(CLASS_NAMES):
-        m = scls == k
-        if not m.any():
+        if not nk[k]:
             continue
-        sidx = st.seek_idx[m]
-        sk = np.abs(st.seek[m])
+        sidx = seek_idx[off[k]:off[k + 1]]
+        sk = seek[off[k]:off[k + 1]]
         if not with_placement:
             reqs[name]["seek_sectors"] = percentiles(sk, (50,), inplace=True)
             continue
         issue = rq.issue[sidx]
-        stage = np.maximum(rq.data_done[sidx] - issue, 0)
+        stage = rq.data_done[sidx]
+        stage -= issue
+        np.maximum(stage, 0, out=stage)
         del issue
-        ok = (rq.flags[sidx] & bad) == 0
-        bucket = rq.dev[sidx].astype(I64) * 64 + floor_log2(np.maximum(rq.nbytes[sidx], 1))
+        ok = None if all_ok else (rq.flags[sidx] & bad) == 0
+        # Size bucket floor(log2(bytes)) from the float64 exponent, plus 64 * device.
+        nb = rq.nbytes[sidx]
+        np.maximum(nb, 1, out=nb)
+        bucket = nb.astype(np.float64).view(I64)
+        del nb
+        bucket >>= 52
+        bucket -= 1023
+        if nkd is not None:
+            lo = 0
+            for g in range(ndev):
+                hi = lo + int(nkd[g, k])
+                if g:
+                    bucket[lo:hi] += g * 64
+                lo = hi
+        elif ndev > 1:
+            bucket += rq.dev[sidx] * 64
         posn, basis, devt = _positioning(sk, stage, ok, bucket)
         del stage, bucket, ok
-        hist = np.bincount(seek_slots(sk))
-        seek = percentiles(sk, (50, 90), inplace=True)
-        reqs[name]["seek_sectors"] = {"p50": seek["p50"], "max": seek["max"]}
+        hist = seek_hist(sk)
+        seek_p = percentiles(sk, (50, 90), inplace=True)
+        reqs[name]["seek_sectors"] = {"p50": seek_p["p50"], "max": seek_p["max"]}
         place[name] = {
             "requests_with_seek": int(len(sk)),
             "sequential_share": round(float(hist[0]) / len(sk), 6),
-            "seek_sectors": seek,
+            "seek_sectors": seek_p,
             "seek_hist_log2": hist.tolist(),
             "positioning_ns": posn,
             "positioning_basis": basis,
             "device_ns": devt,
         }
-    return reqs, place, dev_op, dev_bytes
+    return place
 
 
-def locality(rq: Requests, cls: np.ndarray, gap_ns: int) -> dict[str, Any]:
+def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = None
+             ) -> dict[str, Any]:
     """Write pairs adjacent on disk (one ends where the next starts, consecutive in on-disk
-    order; equal starts ordered by issue time) and how many were issued > gap_ns apart."""
+    order; equal starts ordered by issue time) and how many were issued > gap_ns apart.
+
+    With the device stages `st`, the writes are taken in issue order from them and one
+    value sort of (device, start sector, issue rank) gives the on-disk order directly."""
     wm = (rq.op == abi.OP_WRITE) & (rq.nbytes > 0) & (rq.issue > 0) & \
         ((cls == LOG) | (cls == METADATA) | (cls == DATA))
-    wi = np.flatnonzero(wm)
-    del wm
+    w0 = st.origin if st is not None else 0
+    w1 = w0 + st.span - 2 if st is not None else 0
+    issue = rq.issue
+    if st is not None and len(issue) and int(issue.max()) <= w1 and \
+            int(np.min(issue, where=issue > 0, initial=w0)) >= w0:
+        # The stage order is the issue order (no issue time was clipped to the window).
+        order_all = st.issue_order
+        wi = order_all[wm[order_all]]
+        del wm
+        fast = _locality_in_issue_order(rq, wi, gap_ns)
+        if fast is not None:
+            return fast
+        wi = np.sort(wi)
+    else:
+        wi = np.flatnonzero(wm)
+        del wm
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
                            "late_share": None, "writes": int(len(wi))}
     if len(wi) < 2:
@@ -939,6 +1279,49 @@ def locality(rq: Requests, cls: np.ndarray, gap_ns: int) -> dict[str, Any]:
     iss = rq.issue[wi]
     late = adj & (np.abs(iss[1:] - iss[:-1]) > gap_ns)
     na, nl = int(adj.sum()), int(late.sum())
+    res.update({"adjacent_pairs": na, "late_pairs": nl,
+                "late_share": round(nl / na, 6) if na else None})
+    return res
+
+
+def _locality_in_issue_order(rq: Requests, wi: np.ndarray, gap_ns: int
+                             ) -> dict[str, Any] | None:
+    """locality() of writes `wi` given in (device, issue) order; None if (device, sector,
+    rank) does not fit a 63-bit key."""
+    n = len(wi)
+    res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
+                           "late_share": None, "writes": int(n)}
+    if n < 2:
+        return res
+    sec = rq.sector[wi]
+    nbmax = int(rq.nbytes.max())  # of all requests: a bound, without a gather
+    sbits = (int(sec.max()) + (nbmax >> 9) + 1).bit_length()
+    dbits = max(1, (len(rq.devices) - 1).bit_length())
+    ibits = n.bit_length()
+    if dbits + sbits + ibits > 63:
+        return None
+    # (device, sector, rank in issue order) packed in one int64: one value sort gives the
+    # on-disk order with equal starts in issue order.
+    key = rq.dev[wi].astype(I64) if len(rq.devices) > 1 else np.zeros(n, I64)
+    key <<= sbits
+    key |= sec
+    del sec
+    key <<= ibits
+    key |= np.arange(n, dtype=I64)
+    key.sort()
+    order = key & ((1 << ibits) - 1)  # rank in issue order of each write, on-disk order
+    key >>= ibits
+    end = rq.nbytes[wi][order]
+    end += np.uint32(511)
+    end >>= np.uint32(9)
+    adj = np.flatnonzero((key[:-1] + end[:-1]) == key[1:])
+    del end, key
+    # Issue times of the adjacent pairs only (few, compared with the writes).
+    first = wi[order[adj]]
+    second = wi[order[adj + 1]]
+    del order
+    gap = np.abs(rq.issue[second] - rq.issue[first])
+    na, nl = len(adj), int(np.count_nonzero(gap > gap_ns))
     res.update({"adjacent_pairs": na, "late_pairs": nl,
                 "late_share": round(nl / na, 6) if na else None})
     return res

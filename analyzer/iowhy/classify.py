@@ -118,13 +118,6 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
     nbytes = np.asarray(requests["len_bytes"])
     sector = np.asarray(requests["start_sector"])
     n = len(op)
-    cls = np.full(n, DATA, dtype=np.int8)
-    is_read = op == abi.OP_READ
-    meta_flag = (iflags & abi.F_META) != 0
-    cls[is_read] = READ
-    cls[is_read & ((iflags & abi.F_RAHEAD) != 0)] = READAHEAD
-    cls[meta_flag] = METADATA
-    write = op == abi.OP_WRITE
     on = _device_masks(requests, devices)
     logm = np.zeros(n, dtype=bool)
     for key, ranges in log_ranges(meta).items():
@@ -133,8 +126,11 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
             continue
         inr = np.zeros(n, dtype=bool)
         for lo, hi in ranges:
-            inr |= (sector >= lo) & (sector < hi)
-        logm |= m & inr
+            inr |= _in_range(sector, lo, hi)
+        inr &= m
+        logm |= inr
+        del inr, m
+    meta_flag = None
     bdisks = btrfs_disks(meta)
     if bdisks:
         supers = np.zeros(n, dtype=bool)
@@ -147,11 +143,82 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
             supers |= m & np.isin(sector, np.asarray(secs, dtype=sector.dtype))
         logm |= supers
         if btrfs_sync is not None:
+            meta_flag = (iflags & abi.F_META) != 0
             logm |= bdisk & meta_flag & np.asarray(btrfs_sync, dtype=bool)
     elif btrfs_sync is not None:
+        meta_flag = (iflags & abi.F_META) != 0
         logm |= meta_flag & np.asarray(btrfs_sync, dtype=bool)
+    if op.dtype == np.uint8 and iflags.dtype.kind in "iu" and iflags.dtype.itemsize <= 2 \
+            and nbytes.dtype.kind == "u":
+        return _class_lookup(op, iflags, nbytes, logm)
+    cls = np.full(n, DATA, dtype=np.int8)
+    is_read = op == abi.OP_READ
+    if meta_flag is None:
+        meta_flag = (iflags & abi.F_META) != 0
+    cls[is_read] = READ
+    cls[is_read & ((iflags & abi.F_RAHEAD) != 0)] = READAHEAD
+    cls[meta_flag] = METADATA
+    write = op == abi.OP_WRITE
     cls[logm & write & (nbytes > 0)] = LOG
     cls[op == abi.OP_DISCARD] = DISCARD
     cls[(op == abi.OP_FLUSH)
         | ((op == abi.OP_WRITE) & (nbytes == 0) & ((iflags & abi.F_PREFLUSH) != 0))] = FLUSH
     return cls
+
+
+def _in_range(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """lo <= x < hi, as one unsigned comparison of x - lo."""
+    if x.dtype.kind in "iu" and x.dtype.itemsize == 8 and 0 <= lo < hi < (1 << 62):
+        # Modulo 2^64, x - lo < hi - lo exactly when lo <= x < hi (x read as unsigned;
+        # an int64 x below 0 is a uint64 sector above 2^63: outside, as before).
+        d = x - x.dtype.type(lo)
+        return d.view(np.uint64) < np.uint64(hi - lo)
+    return (x >= lo) & (x < hi)
+
+
+# The iflags bits the class depends on; the two others below them carry our own bits.
+_CLASS_IFLAGS = abi.F_META | abi.F_RAHEAD | abi.F_PREFLUSH
+_BIT_DATA, _BIT_LOG = 1 << 0, 1 << 2  # nbytes > 0; in a log region (logm)
+assert not _CLASS_IFLAGS & (_BIT_DATA | _BIT_LOG) and _CLASS_IFLAGS < 32
+
+
+def _class_table() -> np.ndarray:
+    """Class of every (op, iflags bits, nbytes > 0, logm) code: the rules of classify()."""
+    table = np.empty(256 << 5, np.int8)
+    for code in range(len(table)):
+        op, low = code >> 5, code & 31
+        has_data, in_log = bool(low & _BIT_DATA), bool(low & _BIT_LOG)
+        c = DATA
+        if op == abi.OP_READ:
+            c = READAHEAD if low & abi.F_RAHEAD else READ
+        if low & abi.F_META:
+            c = METADATA
+        if in_log and op == abi.OP_WRITE and has_data:
+            c = LOG
+        if op == abi.OP_DISCARD:
+            c = DISCARD
+        if op == abi.OP_FLUSH or (op == abi.OP_WRITE and not has_data
+                                  and low & abi.F_PREFLUSH):
+            c = FLUSH
+        table[code] = c
+    return table
+
+
+_TABLE = _class_table()
+
+
+def _class_lookup(op: np.ndarray, iflags: np.ndarray, nbytes: np.ndarray,
+                  logm: np.ndarray) -> np.ndarray:
+    """classify()'s rules as one table lookup per request (a few passes over small ints)."""
+    code = op.astype(np.uint16)
+    code <<= 5
+    t = np.empty(len(op), np.uint16)
+    np.bitwise_and(iflags, _CLASS_IFLAGS, out=t, casting="unsafe")
+    code |= t
+    np.greater(nbytes, 0, out=t, casting="unsafe")
+    code |= t
+    if logm.any():
+        np.left_shift(logm, 2, out=t, casting="unsafe")
+        code |= t
+    del t
+    return np.take(_TABLE, code)

@@ -32,6 +32,8 @@ different groups never touch.
 
 from __future__ import annotations
 
+import bisect
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -55,6 +57,16 @@ def check_keyed(groups: int, span: int) -> None:
         raise OverflowError(f"{groups} groups x {span} ns do not fit a 62-bit key")
 
 
+def select(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
+    """np.where(cond, a, b) for integers, as b + (a - b) * cond: the same values (integer
+    arithmetic wraps around exactly) and several times faster on unpredictable
+    conditions, where np.where and masked copies branch element by element."""
+    out = np.subtract(a, b)
+    out *= cond
+    out += b
+    return out
+
+
 def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of intervals [s, e) given sorted by start; returns disjoint sorted intervals.
 
@@ -74,12 +86,36 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], cm[last]
 
 
+def sort_with_order(x: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(x sorted, the stable order that sorts it) of an integer array.
+
+    When x >= 0 and (value, position) fit 64 bits they are packed in one uint64 and
+    sorted by value, several times faster than an argsort; runs=True for data made of
+    a few sorted runs (a stable value sort merges them).
+    """
+    n = len(x)
+    ibits = max(1, (n - 1).bit_length())
+    if n and int(x.min()) >= 0 and int(x.max()).bit_length() + ibits <= 64:
+        key = x.astype(np.uint64)
+        key <<= np.uint64(ibits)
+        key |= np.arange(n, dtype=np.uint64)
+        key.sort(kind="stable" if runs else None)
+        order = (key & np.uint64((1 << ibits) - 1)).view(I64)
+        key >>= np.uint64(ibits)
+        return key.view(I64).astype(x.dtype, copy=False), order
+    order = np.argsort(x, kind="stable")
+    return x[order], order
+
+
 def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of arbitrary intervals [s, e) (empty ones ignored)."""
     keep = e > s
-    s, e = s[keep], e[keep]
-    order = np.argsort(s, kind="stable")
-    return union_sorted(s[order], e[order])
+    if not keep.all():
+        sel = np.flatnonzero(keep)
+        s, e = s[sel], e[sel]
+    del keep
+    s, order = sort_with_order(np.asarray(s, dtype=I64))
+    return union_sorted(s, e[order])
 
 
 def merge_unions(a: tuple[np.ndarray, np.ndarray],
@@ -91,8 +127,8 @@ def merge_unions(a: tuple[np.ndarray, np.ndarray],
         return a
     s = np.concatenate((a[0], b[0]))
     e = np.concatenate((a[1], b[1]))
-    order = np.argsort(s, kind="stable")  # two sorted runs: timsort merges them
-    return union_sorted(s[order], e[order])
+    s, order = sort_with_order(s, runs=True)  # two sorted runs: merged
+    return union_sorted(s, e[order])
 
 
 class Coverage:
@@ -200,6 +236,48 @@ def percentiles_at(arr: np.ndarray, ranks: Sequence[int]) -> dict[int, int]:
     return got
 
 
+def sorted_percentiles(x: np.ndarray, qs: Sequence[int] = (50, 99)) -> dict[str, int | None]:
+    """percentiles() of values already sorted ascending."""
+    n = len(x)
+    out: dict[str, int | None] = {}
+    for q in qs:
+        out[f"p{q}"] = int(x[max(0, (q * n + 99) // 100 - 1)]) if n else None
+    out["max"] = int(x[-1]) if n else None
+    return out
+
+
+def group_sort(group: np.ndarray, values: np.ndarray, ngroups: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Values sorted within groups, one sort for all groups.
+
+    group: int8 in [0, ngroups]; the value ngroups leaves a value out. values: int64,
+    overwritten. Returns (vals, off): group g's values ascending in vals[off[g]:off[g+1]].
+    (group, value) is packed in one integer when the values allow: int32 for small
+    values (a 32-bit sort is twice as fast), else int64; otherwise a lexsort.
+    """
+    values *= group != ngroups
+    gbits = max(1, int(ngroups).bit_length())
+    lo = int(values.min()) if len(values) else 0
+    hi = int(values.max()) if len(values) else 0
+    starts = np.arange(ngroups + 1, dtype=I64)
+    dtype: Any
+    for dtype, bits in ((np.int32, 31), (I64, 63)):
+        vbits = bits - gbits
+        if lo >= 0 and hi < (1 << vbits):
+            key: Any = values.astype(dtype) if dtype is np.int32 else values
+            g: Any = group.astype(dtype)
+            g <<= vbits
+            key |= g
+            del g
+            key.sort()
+            off = np.searchsorted(key, (starts << vbits).astype(dtype))
+            key &= dtype((1 << vbits) - 1)
+            return key, off
+    order = np.lexsort((values, group))
+    off = np.searchsorted(group[order], starts)
+    return values[order], off
+
+
 # -- trace window --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -296,12 +374,13 @@ def gather_columns(views: Sequence[np.ndarray], fields: Sequence[str],
     return out
 
 
-def load_requests(trace: Any, window: Window) -> Requests:
+def load_requests(trace: Any, window: Window, threads: int = 1) -> Requests:
     """Pull the request columns out of a trace and normalise them (see module doc).
 
     One pass over the mapped records, a cache-sized slice at a time: fields are copied,
     the device is mapped to a dense index and unknown times are fixed while the slice
-    is hot.
+    is hot. threads=2 loads the two halves of the records side by side (numpy releases
+    the GIL while it copies).
     """
     views = trace.chunks("request")
     n = sum(len(v) for v in views)
@@ -311,37 +390,37 @@ def load_requests(trace: Any, window: Window) -> Requests:
     keys: list[int] = [(int(d["major"]) << 20) | int(d["minor"])
                        for d in trace.meta.get("devices", []) or []
                        if d.get("major") is not None and d.get("minor") is not None]
-    end = np.uint64(window.end_ns)
-    fixed = ("done_ns", "data_done_ns", "flags_u16")
+    # (view, first, last record in the view, position in the output) per slice.
+    slices = []
     off = 0
     for v in views:
         for i in range(0, len(v), SUBCHUNK):
-            w = v[i:i + SUBCHUNK]
-            m = len(w)
-            sl = slice(off, off + m)
-            for f in cols:
-                if f not in fixed:
-                    cols[f][sl] = w[f]
-            fl = w["flags_u16"]
-            cols["flags_u16"][sl] = fl
-            done = w["done_ns"].copy()
-            done[(done == 0) | ((fl & abi.RQ_INCOMPLETE) != 0)] = end
-            np.minimum(done, end, out=done)
-            cols["done_ns"][sl] = done
-            dd = w["data_done_ns"].copy()
-            bad = (dd == 0) | (dd > done)
-            dd[bad] = done[bad]
-            cols["data_done_ns"][sl] = dd
-            dk = (w["dev_major"].astype(I64) << 20) | w["dev_minor"]
-            _map_devices(dk, keys, dev[sl])
+            m = min(SUBCHUNK, len(v) - i)
+            slices.append((v, i, i + m, off))
             off += m
-    # Devices in (major, minor) order, whatever order they were first met in.
-    order = sorted(range(len(keys)), key=lambda k: keys[k])
-    if order != list(range(len(keys))):
-        remap = np.empty(len(keys), np.int32)
-        remap[order] = np.arange(len(keys), dtype=np.int32)
-        dev = remap[dev]
-    devices = [(keys[k] >> 20, keys[k] & 0xFFFFF) for k in order]
+    end = np.uint64(window.end_ns)
+    parts = [slices]
+    if threads > 1 and len(slices) >= 4:
+        parts = [slices[:len(slices) // 2], slices[len(slices) // 2:]]
+    maps = [_DeviceMap(keys) for _ in parts]
+    if len(parts) > 1:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            fut = pool.submit(_load_slices, parts[1], cols, dev, end, maps[1])
+            _load_slices(parts[0], cols, dev, end, maps[0])
+            fut.result()
+    else:
+        _load_slices(parts[0], cols, dev, end, maps[0])
+    # Devices in (major, minor) order (the meta's and those met in requests); a device
+    # is the first entry of its key.
+    for dm in maps:
+        keys.extend(k for k in dm.keys if k not in keys)
+    keys.sort()
+    for p, dm in zip(parts, maps):
+        final = np.array([bisect.bisect_left(keys, k) for k in dm.keys], dtype=np.int32)
+        if p and not np.array_equal(final, np.arange(len(final))):
+            lo, hi = p[0][3], p[-1][3] + p[-1][2] - p[-1][1]
+            np.take(final, dev[lo:hi], out=dev[lo:hi])
+    devices = [(k >> 20, k & 0xFFFFF) for k in keys]
 
     def i64(name: str) -> np.ndarray:
         return cols[name].view(I64)
@@ -352,19 +431,112 @@ def load_requests(trace: Any, window: Window) -> Requests:
                     flags=cols["flags_u16"], tid=cols["tid"])
 
 
-def _map_devices(dk: np.ndarray, keys: list[int], out: np.ndarray) -> None:
-    """Dense device index of each key into `out`; unseen keys are appended to `keys`."""
-    if len(dk) == 0:
-        return
-    first = int(dk[0])
-    if first in keys and (dk == first).all():
-        out[:] = keys.index(first)
-        return
-    out[:] = -1
-    for k in np.unique(dk).tolist():
-        if k not in keys:
-            keys.append(k)
-        out[dk == k] = keys.index(k)
+# dev_major and dev_minor (adjacent u32) read as one little-endian u64: major | minor << 32.
+_REQUEST_FIELDS: Any = abi.REQUEST_DTYPE.fields
+_DEV_PAIR_SPEC: Any = {"names": ["pair"], "formats": ["<u8"],
+                       "offsets": [_REQUEST_FIELDS["dev_major"][1]],
+                       "itemsize": abi.REQUEST_DTYPE.itemsize}
+_DEV_PAIR = np.dtype(_DEV_PAIR_SPEC)
+assert _REQUEST_FIELDS["dev_minor"][1] == _REQUEST_FIELDS["dev_major"][1] + 4
+
+
+def _pair_key(pair: int) -> int:
+    """The device key (major << 20 | minor) of a raw (major, minor) pair value."""
+    return ((pair & 0xFFFFFFFF) << 20) | (pair >> 32)
+
+
+class _DeviceMap:
+    """Raw (major, minor) pair -> provisional dense index: the position of its key in
+    `keys`, which lists distinct keys in the order they were met (the meta's first)."""
+
+    def __init__(self, meta_keys: list[int]) -> None:
+        self.keys: list[int] = []
+        self.index: dict[int, int] = {}
+        for k in meta_keys:
+            self._add(((k & 0xFFFFF) << 32) | (k >> 20))
+        self._arrays()
+
+    def _add(self, pair: int) -> None:
+        k = _pair_key(pair)
+        if k not in self.keys:
+            self.keys.append(k)
+        self.index[pair] = self.keys.index(k)
+
+    def _arrays(self) -> None:
+        ps = sorted(self.index)
+        self.pairs = np.array(ps, dtype=np.uint64)
+        self.ids = np.array([self.index[p] for p in ps], dtype=np.int32)
+
+    def map(self, pair: np.ndarray, out: np.ndarray) -> None:
+        """Provisional index of each pair into `out`."""
+        if self._try(pair, out):
+            return
+        for p in np.unique(pair).tolist():
+            if p not in self.index:
+                self._add(p)
+        self._arrays()
+        if not self._try(pair, out):
+            raise AssertionError("device map")
+
+    def _try(self, pair: np.ndarray, out: np.ndarray) -> bool:
+        np_ = len(self.pairs)
+        if np_ == 0:
+            return len(pair) == 0
+        if np_ <= 4:
+            # A few devices: one comparison per known pair.
+            eq = np.empty(len(pair), bool)
+            found = 0
+            for p, i in zip(self.pairs.tolist(), self.ids.tolist()):
+                np.equal(pair, p, out=eq)
+                k = int(np.count_nonzero(eq))
+                if k == len(pair):
+                    out.fill(i)
+                    return True
+                if k:
+                    np.copyto(out, i, where=eq)
+                    found += k
+            return found == len(pair)
+        pos = np.searchsorted(self.pairs, pair)
+        np.minimum(pos, np_ - 1, out=pos)
+        if not (self.pairs[pos] == pair).all():
+            return False
+        np.take(self.ids, pos, out=out)
+        return True
+
+
+def _load_slices(slices: list[tuple[np.ndarray, int, int, int]], cols: dict[str, np.ndarray],
+                 dev: np.ndarray, end: np.uint64, dmap: _DeviceMap) -> None:
+    """Copy and normalise some slices of request records (see load_requests)."""
+    done_c, dd_c, fl_c = cols["done_ns"], cols["data_done_ns"], cols["flags_u16"]
+    plain = [(cols[f], f) for f in cols if f not in ("done_ns", "data_done_ns")]
+    pair = np.empty(SUBCHUNK, np.uint64)
+    bad = np.empty(SUBCHUNK, bool)
+    tmp = np.empty(SUBCHUNK, bool)
+    for v, i, j, off in slices:
+        w = v[i:j]
+        m = j - i
+        sl = slice(off, off + m)
+        for c, f in plain:
+            c[sl] = w[f]
+        # Final completion: unknown or incomplete -> the window end; never after it.
+        done = done_c[sl]
+        done[...] = w["done_ns"]
+        b, t = bad[:m], tmp[:m]
+        np.equal(done, 0, out=b)
+        np.bitwise_and(fl_c[sl], abi.RQ_INCOMPLETE, out=t, casting="unsafe")
+        b |= t
+        np.copyto(done, end, where=b)
+        np.minimum(done, end, out=done)
+        # First completion: unknown or after the final one -> the final one.
+        dd = dd_c[sl]
+        dd[...] = w["data_done_ns"]
+        np.equal(dd, 0, out=b)
+        np.greater(dd, done, out=t)
+        b |= t
+        np.copyto(dd, done, where=b)
+        p = pair[:m]
+        p[...] = w.view(_DEV_PAIR)["pair"]
+        dmap.map(p, dev[sl])
 
 
 def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
@@ -372,8 +544,8 @@ def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
     sub = rq.submit if sel is None else rq.submit[sel]
     ins = rq.insert if sel is None else rq.insert[sel]
     iss = rq.issue if sel is None else rq.issue[sel]
-    s = np.where(sub > 0, sub, ins)
-    return np.where(s > 0, s, iss)
+    s = select(sub > 0, sub, ins)
+    return select(s > 0, s, iss)
 
 
 def queue_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
@@ -416,6 +588,16 @@ class Stages:
     ke: np.ndarray  # keyed end
     seek_idx: np.ndarray  # requests that have a seek distance, in issue order per device
     seek: np.ndarray  # their signed seek distance in sectors
+    # Every request with a stage, empty ones included, in (device, start) order; None
+    # when no stage was empty (then it is idx).
+    all_idx: np.ndarray | None = None
+    # seek_idx[seek_bounds[g]:seek_bounds[g + 1]] are device g's (None: not known).
+    seek_bounds: np.ndarray | None = None
+
+    @property
+    def issue_order(self) -> np.ndarray:
+        """Requests with a stage (empty ones included) in (device, clipped issue) order."""
+        return self.idx if self.all_idx is None else self.all_idx
 
 
 def device_stages(rq: Requests, window: Window) -> Stages:
@@ -424,59 +606,143 @@ def device_stages(rq: Requests, window: Window) -> Stages:
     span = window.span
     ndev = len(rq.devices)
     check_keyed(ndev, span)
-    issue = rq.issue
-    has = issue > 0
-    unmatched = (rq.flags & abi.RQ_UNMATCHED) != 0
-    any_unmatched = bool(unmatched.any())
-    if any_unmatched:
+    n = len(rq)
+    ibits = max(1, (n - 1).bit_length())
+    if n and (ndev * span).bit_length() + ibits <= 64:
+        # (keyed start, request index) packed in one uint64: a value sort orders by
+        # start, ties by index (as a stable argsort would), and is several times
+        # faster than an argsort. Requests without a stage are sorted past the end.
+        key, ns = _stage_keys(rq, w0, w1, span, ibits)
+        key.sort()
+        key = key[:ns]
+        low = key & np.uint64((1 << ibits) - 1)
+        idx: np.ndarray = low.astype(np.int32) if n < (1 << 31) else low.view(I64)
+        del low
+        key >>= np.uint64(ibits)
+        ks = key.view(I64)
+        del key
+    else:
+        issue = rq.issue
+        has = issue > 0
+        unmatched = (rq.flags & abi.RQ_UNMATCHED) != 0
         has |= unmatched
-    idx = np.flatnonzero(has)
-    del has
-    s = np.clip(issue[idx], w0, w1)
-    if any_unmatched:
-        s[(issue[idx] == 0) & unmatched[idx]] = w0
-    del unmatched
-    e = rq.data_done[idx]
-    ff = np.flatnonzero(rq.op[idx] == abi.OP_FLUSH)
-    e[ff] = rq.done[idx[ff]]
-    np.clip(e, w0, w1, out=e)
-    e -= s  # duration
-    s -= w0
-    if ndev > 1:
-        s += rq.dev[idx].astype(I64) * span
-    order = np.argsort(s, kind="stable")
-    idx = idx[order].astype(np.int32) if len(rq) < (1 << 31) else idx[order]
-    ks = s[order]
-    del s
-    ke = ks + e[order]
-    del e, order
+        sel = np.flatnonzero(has)
+        del has
+        ks = np.clip(issue[sel], w0, w1)
+        ks -= w0
+        ks *= ~(unmatched[sel] & (issue[sel] == 0))  # first seen at completion: the start
+        del unmatched
+        if ndev > 1:
+            ks += rq.dev[sel].astype(I64) * span
+        order = np.argsort(ks, kind="stable")
+        idx = sel[order].astype(np.int32) if n < (1 << 31) else sel[order]
+        ks = ks[order]
+        del sel, order
+    any_unmatched = bool(np.bitwise_and(rq.flags, abi.RQ_UNMATCHED).any())
+    # Keyed end: the first completion (the final one for an FF), clipped to the window.
+    op = rq.op[idx]
+    ke = rq.data_done[idx]
+    ff = np.flatnonzero(op == abi.OP_FLUSH)
+    ke[ff] = rq.done[idx[ff]]
+    del ff
+    np.clip(ke, w0, w1, out=ke)
+    ke -= w0
+    # Stages are grouped by device: bounds[g] is the first stage of device g.
+    bounds = np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span) if ndev > 1 else \
+        np.array([0, len(ks)])
+    for g in range(1, ndev):
+        ke[bounds[g]:bounds[g + 1]] += g * span
     # Seeks: data-bearing reads/writes, in issue order per device.
-    sk = rq.op[idx] <= abi.OP_WRITE
+    sk = op <= abi.OP_WRITE
+    del op
     nb = rq.nbytes[idx]
     sk &= nb > 0
     if any_unmatched:
         sk &= rq.issue[idx] > 0
     sidx = idx[sk]
-    nsec = (nb[sk] + np.uint32(511)) >> np.uint32(9)
-    del nb, sk
+    nsec = nb[sk]
+    del nb
+    nsec += np.uint32(511)
+    nsec >>= np.uint32(9)
+    # Requests with a seek distance per device: all but the first of the device's.
+    per_dev = np.array([np.count_nonzero(sk[bounds[g]:bounds[g + 1]]) for g in range(ndev)],
+                       dtype=I64)
+    seek_bounds = np.zeros(ndev + 1, I64)
+    np.cumsum(np.maximum(per_dev - 1, 0), out=seek_bounds[1:])
     if len(sidx) > 1:
-        sec = rq.sector[sidx]
-        seek = sec[1:] - sec[:-1]
-        seek -= nsec[:-1]
-        del sec
+        seek = _seeks(rq.sector, sidx, nsec)
+        del nsec
         seek_idx = sidx[1:]
-        if len(seek) and int(np.abs(seek).max()) < (1 << 31):
-            seek = seek.astype(np.int32)
         if ndev > 1:
-            d = rq.dev[sidx]
-            same = d[1:] == d[:-1]
-            seek_idx, seek = seek_idx[same], seek[same]
+            # Drop the pairs that straddle two devices (the first seek of a device).
+            first = np.cumsum(per_dev[:-1])
+            cut = first[(first > 0) & (first < len(sidx))] - 1
+            if len(cut):
+                seek_idx, seek = np.delete(seek_idx, cut), np.delete(seek, cut)
     else:
         seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
+    del sk
     keep = ke > ks
+    all_idx = None
     if not keep.all():
+        all_idx = idx
         idx, ks, ke = idx[keep], ks[keep], ke[keep]
-    return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek)
+    return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
+                  all_idx=all_idx, seek_bounds=seek_bounds)
+
+
+STAGE_BLOCK = 1 << 15  # requests per block of _stage_keys (temporaries stay in cache)
+
+
+def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
+                ) -> tuple[np.ndarray, int]:
+    """(keyed start << ibits | request index) as uint64 for every request, all ones for
+    one without a stage; and how many have one. Block by block."""
+    n = len(rq)
+    ndev = len(rq.devices)
+    key = np.empty(n, np.uint64)
+    none = np.uint64((1 << 64) - 1)
+    shift = np.uint64(ibits)
+    ns = 0
+    for a in range(0, n, STAGE_BLOCK):
+        b = min(a + STAGE_BLOCK, n)
+        iss = rq.issue[a:b]
+        k = np.clip(iss, w0, w1)
+        k -= w0
+        unmatched = (rq.flags[a:b] & abi.RQ_UNMATCHED) != 0
+        has = iss > 0
+        if unmatched.any():
+            k *= ~(unmatched & ~has)  # first seen at completion: from the window start
+            has |= unmatched
+        if ndev > 1:
+            k += rq.dev[a:b] * np.int64(span)
+        kb = k.view(np.uint64)
+        kb <<= shift
+        kb |= np.arange(a, b, dtype=np.uint64)
+        np.copyto(kb, none, where=~has)
+        key[a:b] = kb
+        ns += int(np.count_nonzero(has))
+    return key, ns
+
+
+def _seeks(sector: np.ndarray, sidx: np.ndarray, nsec: np.ndarray,
+           block: int = 1 << 20) -> np.ndarray:
+    """sector[sidx[i]] - (sector[sidx[i-1]] + nsec[i-1]) for i >= 1: int32 when every
+    value fits, else int64. Block by block (small temporaries)."""
+    n = len(sidx) - 1
+    out32 = np.empty(n, np.int32)
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        sec = sector[sidx[a:b + 1]]
+        d = sec[1:] - sec[:-1]
+        d -= nsec[a:b]
+        if not (-(1 << 31) < int(d.min()) and int(d.max()) < (1 << 31)):
+            sec = sector[sidx]  # a seek beyond 32 bits: int64 for all
+            d = sec[1:] - sec[:-1]
+            d -= nsec[:-1]
+            return d
+        out32[a:b] = d
+    return out32
 
 
 # -- flush generations ---------------------------------------------------------------------
@@ -515,8 +781,8 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     ws = np.clip(first_start(rq, waiters), w0, w1) + wbase
     we = np.clip(rq.done[waiters], w0, w1) + wbase
     issued = rq.issue[waiters] > 0
-    ds = np.where(issued, np.clip(rq.issue[waiters], w0, w1) + wbase, we)
-    de = np.where(issued, np.clip(rq.data_done[waiters], w0, w1) + wbase, we)
+    ds = select(issued, np.clip(rq.issue[waiters], w0, w1) + wbase, we)
+    de = select(issued, np.clip(rq.data_done[waiters], w0, w1) + wbase, we)
     ds = np.clip(ds, ws, we)
     de = np.clip(de, ds, we)
     # Two waiting windows per request: before its data stage and after it.
@@ -535,19 +801,41 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     good = ov > 0
     rep, pf, ov = rep[good], pf[good], ov[good]
     pw = owner[rep]
+    del rep, ov, good
     # A waiter may meet the same FF in both windows only if the FF spans its data stage;
-    # count the pair once.
-    pair_key = pw.astype(I64) * len(ff) + pf
-    uk, first = np.unique(pair_key, return_index=True)
-    pw_u, pf_u = pw[first], pf[first]
+    # count the pair once. Pairs in (FF, waiter) order; waiters are in request order.
+    wbits = max(1, (len(waiters) - 1).bit_length())
+    if len(ff).bit_length() + wbits <= 63:
+        # (FF, waiter) packed in one int64: one value sort orders and deduplicates.
+        key = pf.astype(I64) << wbits
+        key |= pw
+        key.sort()
+        if len(key) > 1:
+            key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+        pf_u = key >> wbits
+        pw_u = key & ((1 << wbits) - 1)
+        del key
+    else:
+        pair_key = pw.astype(I64) * len(ff) + pf
+        uk, first = np.unique(pair_key, return_index=True)
+        pw_u, pf_u = pw[first], pf[first]
+        o = np.lexsort((waiters[pw_u], pf_u))
+        pw_u, pf_u = pw_u[o], pf_u[o]
+    del pw, pf
     # flush_wait per waiter: FF union inside its two windows.
     fu = Coverage(*union_sorted(fks, fke))
     wait = fu.within(ws, ds) + fu.within(de, we)
     n_w = np.bincount(pf_u, minlength=len(ff)).astype(I64)
     # Equal integer shares; the first (ff_ns % n) waiters (by request index) get +1.
-    o = np.lexsort((waiters[pw_u], pf_u))
-    pw_u, pf_u = pw_u[o], pf_u[o]
-    rank = np.arange(len(pf_u)) - np.searchsorted(pf_u, pf_u, side="left")
+    # rank: position of the pair among its FF's (runs of equal pf_u).
+    pos = np.arange(len(pf_u))
+    run_start = np.zeros(len(pf_u), I64)
+    if len(pf_u) > 1:
+        new_run = np.flatnonzero(pf_u[1:] != pf_u[:-1]) + 1
+        run_start[new_run] = new_run
+        np.maximum.accumulate(run_start, out=run_start)
+    rank = pos - run_start
+    del pos, run_start
     nn = n_w[pf_u]
     share = ff_ns[pf_u] // nn + (rank < (ff_ns[pf_u] % nn))
     return FlushShare(ff, ff_ns, n_w, waiters, wait, waiters[pw_u], pf_u, share.astype(I64))
@@ -569,6 +857,8 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         return out
     utids = np.unique(call_tid)
     cands = np.arange(n) if sel is None else np.flatnonzero(sel)
+    if n < (1 << 31):
+        cands = cands.astype(np.int32)
     top = int(utids.max())
     if top < (1 << 23) and utids.min() >= 0:
         # tid -> dense index through a lookup table (tids are small: pid_max <= 2^22).
@@ -581,11 +871,13 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         ti[ti >= len(utids)] = 0
         ti = np.where(utids[ti] == rt, ti, -1).astype(np.int32)
         del rt
+    tt = np.asarray(req_t[cands], dtype=I64)
     m = ti >= 0
-    cands, ti = cands[m], ti[m]
-    tt = req_t[cands].astype(I64)
-    m = tt > 0
-    cands, ti, tt = cands[m], ti[m], tt[m]
+    m &= tt > 0
+    if not m.all():
+        keep = np.flatnonzero(m)
+        cands, ti, tt = cands[keep], ti[keep], tt[keep]
+        del keep
     del m
     if not len(cands):
         return out
@@ -600,23 +892,25 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     cx = ctid * span + (cxr - w0)
     co = np.argsort(ck, kind="stable")
     ck, cx = ck[co], cx[co]
-    # Search in tid-major order so the needles are nearly sorted (fast binary search).
-    if len(utids) < 32768:
-        o = np.argsort(ti.astype(np.int16), kind="stable")
-    else:
-        o = np.argsort(ti, kind="stable")
-    cands = cands[o]
-    rk = ti[o].astype(I64)
-    del ti
-    rk *= span
-    rk += tt[o]
-    del tt, o
-    rk -= w0
-    pos = np.searchsorted(ck, rk, side="right")
-    pos -= 1
-    ok = pos >= 0
-    np.maximum(pos, 0, out=pos)
-    ok &= rk <= cx[pos]
-    del rk
-    out[cands] = np.where(ok, co[pos], -1)
+    # Block by block of requests (small temporaries), searched in tid-major order so
+    # that the needles are nearly sorted (fast binary search).
+    small = np.int8 if len(utids) < 128 else np.int16 if len(utids) < 32768 else np.int32
+    for a in range(0, len(cands), JOIN_BLOCK):
+        b = min(a + JOIN_BLOCK, len(cands))
+        o = np.argsort(ti[a:b].astype(small), kind="stable")  # radix sort of small ints
+        o += a
+        rk = ti[o].astype(I64)
+        rk *= span
+        rk += tt[o]
+        rk -= w0
+        pos = np.searchsorted(ck, rk, side="right")
+        pos -= 1
+        ok = pos >= 0
+        np.maximum(pos, 0, out=pos)
+        ok &= rk <= cx[pos]
+        del rk
+        out[cands[o]] = select(ok, co[pos], -1)
     return out
+
+
+JOIN_BLOCK = 1 << 18  # requests joined at a time
