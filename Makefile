@@ -93,5 +93,9 @@ bench: all
 	$(VENV)/bin/python bench/bench_record.py
 	$(VENV)/bin/python bench/bench_analyze.py
 
+# The seeds' scenarios as HTML reports and compare pages in reports/gallery (root).
+gallery: all
+	$(VENV)/bin/python -m iowhy.lab.gallery --out reports/gallery --work out/gallery
+
 clean:
 	rm -rf $(OUT) probes/iowhy-record lab/emudisk build *.egg-info

@@ -1,0 +1,107 @@
+"""`make gallery`: the seeds' experiments as iowhy pages.
+
+Runs the seed scenarios on the emulated 7200 rpm disk (lab/scenarios.py), copies each
+run's HTML report and each comparison page into reports/gallery/, and writes
+reports/gallery/README.md listing every scenario with its headline finding, plus one
+figure (attribution.png: plain tar, fsync per file, fsync per file with the write cache
+off) that the main README shows. Needs root (loop devices, FUSE, BPF).
+
+    .venv/bin/python -m iowhy.lab.gallery [--out reports/gallery] [--work out/gallery]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from iowhy.lab import scenarios
+
+DISK = "hdd-7200"
+# (scenario, filesystem): the seeds' experiments, smallest set that shows each of them.
+RUNS = (
+    ("tar", "ext4"), ("fsync-tar", "ext4"), ("fsync-tar-wc-off", "ext4"),
+    ("tar", "xfs"), ("fsync-tar", "xfs"),
+    ("wc-barrier", "xfs"), ("wc-nobarrier", "xfs"), ("wc-off", "xfs"),
+    ("fsync-tasks-1", "ext4"), ("fsync-tasks-8", "ext4"), ("fsync-tasks-32", "ext4"),
+    ("rmtree", "xfs"), ("sqlite-off", "ext4"), ("sqlite-full", "ext4"),
+)
+FIGURE_RUNS = (("tar", "ext4"), ("fsync-tar", "ext4"), ("fsync-tar-wc-off", "ext4"))
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.0f} ms" if ns >= 10e6 else f"{ns / 1e6:.1f} ms"
+
+
+def _headline(report: dict[str, Any]) -> str:
+    found = report.get("findings") or []
+    return str(found[0]["text"]) if found else "(no finding)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="reports/gallery",
+                   help="pages and README (default: %(default)s)")
+    p.add_argument("--work", default="out/gallery",
+                   help="traces, truth and reports of the runs (default: %(default)s)")
+    a = p.parse_args(argv)
+    out, work = Path(a.out), Path(a.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+
+    rows = []
+    for name, fs in RUNS:
+        print(f"gallery: {name} on {fs} ({DISK})", file=sys.stderr, flush=True)
+        scenarios.run(name, fs, DISK, out_dir=work)
+        rid = scenarios.run_id(name, fs, DISK)
+        report = json.loads((work / f"{rid}.report.json").read_text())
+        page = work / f"{rid}.report.html"
+        if page.exists():
+            shutil.copyfile(page, out / f"{rid}.html")
+        rows.append((name, fs, rid, report))
+
+    compares = []
+    for f in scenarios.gallery(work, DISK):
+        if f.suffix == ".html":
+            shutil.copyfile(f, out / f.name)
+            text = f.with_suffix(".txt").read_text().splitlines()
+            compares.append((f.name, next((ln.strip() for ln in text if "slower" in ln
+                                           or "difference" in ln or "within" in ln), "")))
+
+    from iowhy.reports.figures import attribution_figure
+    by_key = {(n, fs): r for n, fs, _, r in rows}
+    runs = [(f"{n} ({fs})", by_key[(n, fs)]) for n, fs in FIGURE_RUNS if (n, fs) in by_key]
+    if runs:
+        (out / "attribution.png").write_bytes(attribution_figure(runs))
+
+    lines = [
+        "# Gallery: the seeds' experiments, explained by iowhy",
+        "",
+        f"Each run is a seed scenario on the emulated {DISK} disk (`iowhy lab run`), recorded",
+        "and analyzed by iowhy; the pages are self-contained HTML. Regenerate with",
+        "`make gallery` (root; a few minutes). Figures differ a little from run to run.",
+        "",
+        "![where the time went](attribution.png)",
+        "",
+        "| scenario | fs | elapsed | headline finding | page |",
+        "|---|---|---|---|---|",
+    ]
+    for name, fs, rid, r in rows:
+        lines.append(f"| {name} | {fs} | {_ms(int(r['elapsed_ns']))} | "
+                     f"{_headline(r).replace('|', '/')} | [{rid}]({rid}.html) |")
+    if compares:
+        lines += ["", "## Comparisons (`iowhy compare`)", "", "| page | verdict |",
+                  "|---|---|"]
+        for page_name, verdict in compares:
+            lines.append(f"| [{page_name}]({page_name}) | {verdict.replace('|', '/')} |")
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+    print(f"gallery: {len(rows)} runs, {len(compares)} comparisons in {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
