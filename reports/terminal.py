@@ -9,22 +9,11 @@ import shlex
 import textwrap
 from typing import Any, Mapping, Sequence
 
+from iowhy.analysis import fmt_ns  # one duration format for findings and tables
+
 WIDTH = 100
 BAR = 46
 ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "wait-other")
-
-
-def fmt_ns(ns: float | None) -> str:
-    """16 ns, 850 us, 9.6 ms, 12.3 s."""
-    if ns is None:
-        return "-"
-    a = abs(ns)
-    if a >= 100e9:
-        return f"{ns / 1e9:,.0f} s"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if a >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{int(ns)} ns"
 
 
 def _ms(ns: int | None) -> str:

@@ -136,17 +136,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement)
     result = _public(analyze(tr, cfg))
-    if render_html is not None:
-        text = render_html(result, tr)  # the trace too: the figures draw per-request data
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(text)
-    if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        print()
-    elif render_html is None:
-        from .reports.terminal import render_report
-        print(render_report(result))
-    return 0
+    # the trace too: the figures draw per-request data
+    html = render_html(result, tr) if render_html is not None else None
+    from .reports.terminal import render_report
+    return _emit(args, result, html, render_report)
 
 
 def cmd_hist(args: argparse.Namespace) -> int:
@@ -220,16 +213,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # A trace compared with itself is analyzed once (the analysis is deterministic).
     b, meta_b = (a, meta_a) if same else _analyze_for_compare(tr_b)
     result = compare(a, b, meta_a, meta_b)
-    if render_html is not None:
-        text = render_html(a, b, result)
+    html = render_html(a, b, result) if render_html is not None else None
+    from .reports.compare_text import render_compare
+    return _emit(args, result, html, render_compare)
+
+
+def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
+          render_text: Any) -> int:
+    """Write the HTML page if one was made; print JSON, or the text when no page was asked."""
+    if html is not None:
         with open(args.html, "w", encoding="utf-8") as f:
-            f.write(text)
+            f.write(html)
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         print()
-    elif render_html is None:
-        from .reports.compare_text import render_compare
-        print(render_compare(result))
+    elif html is None:
+        print(render_text(result))
     return 0
 
 
