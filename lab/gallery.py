@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -69,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         if f.suffix == ".html":
             shutil.copyfile(f, out / f.name)
             text = f.with_suffix(".txt").read_text().splitlines()
-            compares.append((f.name, next((ln.strip() for ln in text if "slower" in ln
-                                           or "difference" in ln or "within" in ln), "")))
+            verdict = next((ln.strip() for ln in text if "slower" in ln
+                            or "difference" in ln or "within" in ln), "")
+            compares.append((f.name, re.sub(r"^\d+\.\s*", "", verdict)))
 
     from iowhy.reports.figures import attribution_figure
     by_key = {(n, fs): r for n, fs, _, r in rows}
