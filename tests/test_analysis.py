@@ -247,6 +247,57 @@ def test_preempted_is_runqueue_and_incomplete_clipped(tmp_path):
     assert_sums(r)
 
 
+def test_lost_completion_is_in_no_time_interval(tmp_path):
+    # RQ_LOST_DONE: the final completion was never seen (done_ns 0; ts_ns is when the
+    # struct request was seen reused). One task blocked in fsync [1010, 1090).
+    # A data [1020,1040) and C data [1060,1070) are observed. B (data, lost, issued 1030
+    # between them on disk), an FF (lost, 1045) and a PREFLUSH|FUA log write (lost,
+    # flush-sequenced, 1075) must add no time anywhere: data = 20 + 10, no barrier, no
+    # log; taking their completion as the trace end would have made [1030, 1090) data
+    # and [1045, 1090) barrier.
+    lost = abi.RQ_LOST_DONE
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1020, 1040, sector=50_000),
+        {**req(1030, 0, sector=50_008, data_done=0, flags=abi.RQ_TRACKED | lost),
+         "ts_ns": 1080},
+        {**req(1045, 0, op=abi.OP_FLUSH, data_done=0, flags=abi.RQ_FLUSH_SEQ | lost),
+         "ts_ns": 1085},
+        {**req(1075, 0, submit=1073, data_done=0, sector=LOG_RANGE[0],
+               iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_META,
+               flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | lost), "ts_ns": 1086},
+        req(1060, 1070, sector=50_016),
+    ], offcpu=[off(100, 1010, 1090)], fsyncs=[fsync(100, 1010, 1090)],
+        counters={"lost_completion": 3})
+    r = run(p)
+    assert r["attribution_ns"] == {"cpu": 20, "runqueue": 0, "barrier": 0, "log": 0,
+                                   "metadata": 0, "data": 30, "read": 0, "wait-other": 50}
+    assert_sums(r)
+    d = r["devices"][0]
+    assert d["busy_ns"] == 30 and d["busy_by_category_ns"]["data"] == 30
+    assert d["queue_depth"]["max"] == 1 and d["queue_depth"]["mean"] == 0.3
+    assert d["flush"]["count"] == 0 and d["flush"]["waiters"] == 0
+    assert d["requests"] == 5  # still requests of the disk
+    rq = r["requests"]
+    assert rq["data"]["count"] == 3 and rq["data"]["lost"] == 1
+    assert rq["data"]["incomplete"] == 0 and rq["data"]["issued"] == 3
+    assert rq["data"]["device_ns"] == {"p50": 10, "p90": 20, "p99": 20, "max": 20}
+    assert rq["data"]["device_total_ns"] == 30
+    assert rq["flush"]["count"] == 1 and rq["flush"]["lost"] == 1
+    assert rq["flush"]["device_ns"]["p50"] is None
+    assert rq["log"]["lost"] == 1 and rq["log"]["total_ns"]["max"] is None
+    assert rq["log"]["flush_wait_ns"] == 0
+    assert all(rq[c]["lost"] == 0 for c in ("metadata", "read", "readahead", "discard"))
+    # The fsync call's own data writes: A and C only.
+    assert r["fsync"]["split_ns"] == {"data": 30, "commit": 0, "flush": 0, "other": 50}
+    # B keeps its place in the issue order: C is contiguous with it (seek 0), but B has
+    # no service time, so only C is measured.
+    pl = r["placement"]["data"]
+    assert pl["requests_with_seek"] == 2 and pl["sequential_share"] == 1.0
+    assert pl["positioning_basis"] == 1
+    assert r["lost_events"] == 3 and "3 completion" in r["problems"][0]
+    assert metric_values(read_trace(p), "device", "data")[0].tolist() == [20, 10]
+
+
 # -- fsync view and commits ------------------------------------------------------------------
 
 def test_fsync_split_and_commits_ext4(tmp_path):
@@ -292,6 +343,55 @@ def test_fsync_split_and_commits_ext4(tmp_path):
     assert c["jbd2"]["phases_ns"]["logging"]["p50"] == 40
     assert c["jbd2"]["blocks_logged"] == 3
     assert c["log_bytes"] == 4096 and c["bytes_logged_per_commit"] == 2048
+
+
+def test_commits_of_other_filesystems_are_left_out(tmp_path):
+    # The recorder sees every filesystem's journal. The workload writes to sdz only.
+    # Counted: jbd2 commits 5 and 6 of sdz1 (its filesystem, PART) and commit 9 of
+    # (8, 49), a filesystem the metadata does not describe but the workload fsynced.
+    # Left out: the ext4 on sdy1 (8, 17; in the metadata, on a disk the workload did not
+    # write to) with a commit, a fast commit and its log write; the root filesystem
+    # (8, 33; not in the metadata) with two commits and an iclog; an unrelated btrfs
+    # (0, 99) transaction commit.
+    m = meta()
+    m["devices"].append({"name": "sdy", "major": 8, "minor": 16, "rotational": 1,
+                         "write_cache": "write back", "fua": 0})
+    m["filesystems"].append({**m["filesystems"][0], "source": "/dev/sdy1",
+                             "mountpoint": "/mnt/other", "dev_major": 8, "dev_minor": 17,
+                             "st_dev_major": 8, "st_dev_minor": 17, "disk": "sdy",
+                             "disk_major": 8, "disk_minor": 16})
+    other, root, elsewhere = (8, 17), (8, 33), (8, 49)
+    j = [jev(abi.J_JBD2_START, 1010, 5), jev(abi.J_JBD2_END, 1020, 5),
+         jev(abi.J_JBD2_START, 1030, 6), jev(abi.J_JBD2_END, 1060, 6),
+         jev(abi.J_JBD2_START, 1062, 9, dev=elsewhere),
+         jev(abi.J_JBD2_END, 1066, 9, dev=elsewhere),
+         jev(abi.J_JBD2_START, 1011, 70, dev=other), jev(abi.J_JBD2_END, 1090, 70, dev=other),
+         jev(abi.J_EXT4_FC_START, 1040, 0, dev=other),
+         jev(abi.J_EXT4_FC_STOP, 1041, 0, dev=other),
+         jev(abi.J_JBD2_START, 1012, 300, dev=root), jev(abi.J_JBD2_END, 1013, 300, dev=root),
+         jev(abi.J_JBD2_START, 1050, 301, dev=root), jev(abi.J_JBD2_END, 1095, 301, dev=root),
+         jev(abi.J_XLOG_SYNC, 1070, 1 << 32, dev=root, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1072, 1 << 32, dev=root, fs=abi.FS_XFS),
+         jev(abi.J_BTRFS_COMMIT, 1080, 12, dev=(0, 99), fs=abi.FS_BTRFS)]
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1015, 1030, sector=50_000),
+        req(1052, 1060, sector=LOG_RANGE[0], iflags=abi.F_META, flags=0, tid=50),
+        req(1052, 1060, sector=LOG_RANGE[0], nbytes=8192, iflags=abi.F_META, flags=0,
+            tid=51, dev=(8, 16)),
+    ], fsyncs=[fsync(100, 1061, 1070, seq=9, dev=elsewhere)], journal=j, meta_obj=m)
+    r = run(p)
+    assert r["workload"]["devices"] == ["sdz"]
+    c = r["commits"]
+    assert c["count"] == 3
+    assert c["jbd2"]["count"] == 3 and c["jbd2"]["duration_ns"]["max"] == 30
+    assert "xfs" not in c and "ext4_fast_commit" not in c and "btrfs" not in c
+    assert c["log_bytes"] == 4096 == r["metadata_data"]["log_bytes"]
+    assert c["bytes_logged_per_commit"] == 4096 // 3
+    assert r["fsync"]["by_call"]["fsync"]["needed_commit"] == 1
+    # `iowhy hist --metric commit` shows the same commits.
+    vals, unit = metric_values(read_trace(p), "commit")
+    assert unit == "ns" and sorted(vals.tolist()) == [4, 10, 30]
+    assert metric_values(read_trace(p), "commit", "xfs")[0].tolist() == []
 
 
 def test_fsync_xfs_log_force(tmp_path):
@@ -373,10 +473,15 @@ def test_classification_rules():
 # -- seeks, placement, locality -----------------------------------------------------------------
 
 def test_seeks_placement_positioning(tmp_path):
-    # Disk A in issue order: r0 (no seek: first), r1..r3 contiguous (seek 0; data stages
-    # 10, 20, 30), a flush (skipped), r4 far away (seek 5000 - 1032 = 3968, stage 50).
-    # Baseline (median of zero-seek 4 KiB data) = 20: positioning = -10 + 0 + 10 + 30 = 30.
-    # Disk B: 7000 (first), then 7100: seek 7100 - 7008 = 92. Last write: 50 - 5008.
+    # Disk A in issue order: r0 (no seek: first), r1..r3 contiguous (seek 0), a flush
+    # (skipped by the seeks), r4 far away (seek 5000 - 1032 = 3968), r5 back (50 - 5008).
+    # Service times (completion order: r0 1015, r1 1030, r2 1051, FF 1065, r3 1082, r4
+    # 1133, r5 1150): r1 10, r2 1051 - 1031 = 20, r3 1082 - max(1052, FF's 1065) = 17
+    # (it waited for the flush inside the device), r4 50, r5 10.
+    # Zero-seek 4 KiB data 10, 17, 20: baseline 17 (median), p90 20; the device fit
+    # (one size: slope 0, a = 17) has residuals -7, 0, 3: spread p90 - p50 = 3. Threshold
+    # max(20 - 17, 3) = 3. r4: 50 - 17 = 33 > 3 counts; r5: 10 - 17 does not.
+    # Disk B: 7000 (first), then 7100: seek 7100 - 7008 = 92.
     p = write_trace(tmp_path / "t.iowt", end=1300, requests=[
         req(1010, 1015, sector=1000),
         req(1020, 1030, sector=1008),
@@ -392,16 +497,118 @@ def test_seeks_placement_positioning(tmp_path):
     d = r["placement"]["data"]
     assert d["requests_with_seek"] == 5
     assert d["sequential_share"] == 0.6
-    assert d["positioning_ns"] == 30 + (10 - 20)  # the backward seek (stage 10) counts too
-    assert d["positioning_basis"] == 5 and d["device_ns"] == 120
+    assert d["positioning_ns"] == 33
+    assert d["positioning_basis"] == 5 and d["positioned_requests"] == 1
+    assert d["baseline"] == "zero-seek bucket"
+    assert d["baseline_requests"] == {"zero-seek bucket": 2, "device fit": 0,
+                                      "fastest decile": 0}
+    assert d["device_ns"] == 10 + 20 + 17 + 50 + 10  # service times
+    # device_ns percentiles keep their definition: issue to final completion (5, 10, 20,
+    # 30, 50, 10: r3's stage 30 includes the flush it waited for)
+    assert r["requests"]["data"]["device_ns"] == {"p50": 10, "p90": 50, "p99": 50, "max": 50}
     # |seeks| 0,0,0,3968,4958 -> slots 0 x3, 12 (3968), 13 (4958)
     assert d["seek_hist_log2"] == [3] + [0] * 11 + [1, 1]
     assert r["requests"]["data"]["seek_sectors"]["p50"] == 0
     rd = r["placement"]["read"]
     assert rd["requests_with_seek"] == 1 and rd["seek_sectors"]["p50"] == 92
+    # Disk B has no zero-seek request: the one read is its own fastest decile and p90.
+    assert rd["baseline"] == "fastest decile" and rd["positioning_ns"] == 0
     tr = read_trace(p)
     vals, unit = metric_values(tr, "seek", "data")
     assert unit == "sectors" and sorted(vals.tolist()) == [0, 0, 0, 3968, 4958]
+
+
+def test_positioning_leaves_out_time_queued_in_the_device(tmp_path):
+    # One disk serving one request at a time. r0 (first), r1..r3 contiguous, each alone:
+    # service 10. Then r4, r5, r6 issued together at 1050 to far places (seeks 3968,
+    # 3992, 11992) and served one after the other: completions 1080, 1110, 1140. Their
+    # device stages are 30, 60, 90 (queued behind each other), their service 30 each.
+    # (Sectors avoid the journal, [10000, 20000).)
+    # r7 and r8 complete out of order: r8 [1155, 1170) service 15, r7 [1150, 1200) after
+    # it: 1200 - 1170 = 30. r9 [1210, 1230) and r10 [1215, 1230) complete at the same
+    # instant: in issue order r9 (1230 - max(1210, 1200) = 20), then r10 (0).
+    # Baseline 10 (zero-seek), threshold 0: positioning 3 x 20 + 20 + 5 + 10 = 95 (the
+    # data stages would give 20 + 50 + 80 + ...).
+    rows = [req(1010, 1020, sector=1000), req(1020, 1030, sector=1008),
+            req(1030, 1040, sector=1016), req(1040, 1050, sector=1024),
+            req(1050, 1080, sector=5000), req(1050, 1110, sector=9000),
+            req(1050, 1140, sector=21000),
+            req(1150, 1200, sector=25000), req(1155, 1170, sector=29000),
+            req(1210, 1230, sector=33000), req(1215, 1230, sector=37000)]
+    r = run(write_trace(tmp_path / "t.iowt", end=1300, requests=rows))
+    d = r["placement"]["data"]
+    assert d["requests_with_seek"] == 10 and d["sequential_share"] == 0.3
+    assert d["positioning_ns"] == 95
+    assert d["positioned_requests"] == 6
+    assert d["device_ns"] == 3 * 10 + 3 * 30 + 30 + 15 + 20 + 0
+    # The service intervals of a device completing in order tile its busy time.
+    busy = r["devices"][0]["busy_ns"]
+    assert busy == 10 + 3 * 10 + 3 * 30 + (1200 - 1150) + (1230 - 1210)
+    # the device view keeps its definitions: up to 3 in flight
+    assert r["devices"][0]["queue_depth"]["max"] == 3
+    assert r["requests"]["data"]["device_ns"]["max"] == 90
+
+
+def test_positioning_baselines_device_fit_and_fastest_decile(tmp_path):
+    # Disk A, one request at a time (service = stage). Zero-seek data: 4 KiB r1, r2, r4
+    # (10 each) and 64 KiB r3 (40). Device fit through the size-bucket medians (4096, 10)
+    # and (65536, 40): slope 30 / 61440 = 1/2048 ns per byte, a = median(10 - 2,
+    # 40 - 32) = 8; residuals all 0: spread 0.
+    # Metadata (16 KiB, every one seeking, no zero-seek of its own): baseline
+    # 8 + 16384 / 2048 = 16, threshold 0: r5 26 -> 10, r6 20 -> 4, r7 16 -> 0.
+    # Data r8 (4 KiB, seeks back): zero-seek bucket baseline 10 -> 15.
+    # Disk B: reads at scattered places, never contiguous: fastest decile. 10 measured
+    # requests, services 5..13 and 50: the decile is {5}: baseline 5; the bucket's p90
+    # (9th of 10) is 13: only 50 counts: 45.
+    rows = [req(1010, 1020, sector=1000), req(1020, 1030, sector=1008),
+            req(1030, 1040, sector=1016), req(1040, 1080, sector=1024, nbytes=65536),
+            req(1080, 1090, sector=1152),
+            req(1090, 1116, sector=50000, nbytes=16384, iflags=abi.F_META),
+            req(1116, 1136, sector=60000, nbytes=16384, iflags=abi.F_META),
+            req(1136, 1152, sector=70000, nbytes=16384, iflags=abi.F_META),
+            req(1152, 1177, sector=1160)]
+    t = 1000
+    for i, svc in enumerate([7, 5, 6, 7, 8, 9, 10, 11, 12, 13, 50]):
+        rows.append(req(t, t + svc, op=abi.OP_READ, sector=1000 + 2000 * i, dev=(8, 16)))
+        t += svc
+    m = meta()
+    m["devices"].append({"name": "sdy", "major": 8, "minor": 16, "rotational": 1,
+                         "write_cache": "write through", "fua": 1})
+    r = run(write_trace(tmp_path / "t.iowt", end=1300, requests=rows, meta_obj=m))
+    md = r["placement"]["metadata"]
+    assert md["requests_with_seek"] == 3 and md["sequential_share"] == 0.0
+    assert md["positioning_ns"] == 14 and md["positioned_requests"] == 2
+    assert md["baseline"] == "device fit"
+    assert md["baseline_requests"] == {"zero-seek bucket": 0, "device fit": 3,
+                                       "fastest decile": 0}
+    assert md["device_ns"] == 26 + 20 + 16
+    d = r["placement"]["data"]
+    assert d["positioning_ns"] == 15 and d["baseline"] == "zero-seek bucket"
+    assert d["device_ns"] == 10 + 10 + 40 + 10 + 25
+    rd = r["placement"]["read"]
+    assert rd["requests_with_seek"] == 10
+    assert rd["positioning_ns"] == 45 and rd["positioned_requests"] == 1
+    assert rd["baseline"] == "fastest decile"
+    assert rd["device_ns"] == sum(range(5, 14)) + 50
+    f = next(f for f in r["findings"] if f["key"] == "positioning-read")
+    assert f["evidence"]["baseline"] == "fastest decile" and "at least" in f["text"]
+
+
+def test_positioning_ignores_jitter_within_the_baselines_spread(tmp_path):
+    # Zero-seek 4 KiB data services 10, 12, 11, 13, 30 (jitter): median 12, p90 30, so
+    # the threshold is 18 (the device fit, one size, has the same spread: residuals
+    # -2, -1, 0, 1, 18). Seeking requests: 14 (+2), 29 (+17), 31 (+19), 9 (-3): only 19
+    # is beyond the noise. The old sum of every excess would be 2 + 17 + 19 - 3 = 35; the
+    # zero-seek requests' own deviations (+18 for the 30) add nothing either.
+    rows, t = [], 1000
+    for sector, svc in [(1000, 5), (1008, 10), (1016, 12), (1024, 11), (1032, 13),
+                        (1040, 30), (5000, 14), (9000, 29), (21000, 31), (25000, 9)]:
+        rows.append(req(t, t + svc, sector=sector))
+        t += svc
+    d = run(write_trace(tmp_path / "t.iowt", end=1300, requests=rows))["placement"]["data"]
+    assert d["positioning_ns"] == 19
+    assert d["positioned_requests"] == 1 and d["positioning_basis"] == 9
+    assert d["device_ns"] == 10 + 12 + 11 + 13 + 30 + 14 + 29 + 31 + 9
 
 
 def test_locality(tmp_path):

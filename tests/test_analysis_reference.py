@@ -1,6 +1,7 @@
 """The vectorised attribution against a brute-force reference, nanosecond by nanosecond,
 on many small random traces (several tasks, two disks, overlapping flushes, flush
-sequences, empty PREFLUSHes, idle gaps, tasks born and exiting mid-trace)."""
+sequences, empty PREFLUSHes, idle gaps, tasks born and exiting mid-trace, requests whose
+final completion was lost)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,30 @@ def random_trace(rng: random.Random):
     return reqs, tasks, offs, life
 
 
+def lost_requests(rng: random.Random):
+    """A few requests whose final completion was never seen (RQ_LOST_DONE): a data write,
+    a flush-sequenced log write, an FF."""
+    out = []
+    for _ in range(rng.randint(0, 3)):
+        dev = DEV_A if rng.random() < 0.75 else DEV_B
+        a = rng.randint(W0, W1 - 5)
+        kind = rng.choice(["data", "seq", "ff"])
+        lost = abi.RQ_LOST_DONE
+        if kind == "ff":
+            r = req(a, 0, op=abi.OP_FLUSH, dev=dev, data_done=0, flags=abi.RQ_FLUSH_SEQ | lost)
+            out.append(({**r, "ts_ns": W1}, "flush", dev))
+        elif kind == "seq":
+            r = req(a, 0, submit=a - rng.randint(0, 30), data_done=0, dev=dev,
+                    sector=LOG_RANGE[0] + 8, iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_META,
+                    flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | lost)
+            out.append(({**r, "ts_ns": W1}, "log" if dev == DEV_A else "metadata", dev))
+        else:
+            r = req(a, 0, sector=rng.randint(0, 9000), dev=dev, data_done=0,
+                    flags=abi.RQ_TRACKED | lost)
+            out.append(({**r, "ts_ns": W1}, "data", dev))
+    return out
+
+
 def reference(reqs, offs, life):
     """Per-ns attribution, device busy by priority, max depth."""
     devices = sorted({d for _, _, d in reqs})
@@ -86,13 +111,16 @@ def reference(reqs, offs, life):
     relevant = writes or reads or set(devices)
 
     def stage(r, cls):
-        if r["issue_ns"] == 0:
+        # A request whose final completion was lost is in no interval (definition added
+        # with RQ_LOST_DONE).
+        if r["issue_ns"] == 0 or r["flags_u16"] & abi.RQ_LOST_DONE:
             return None
         end = r["done_ns"] if r["op"] == abi.OP_FLUSH else r["data_done_ns"]
         return max(r["issue_ns"], W0), min(end, W1)
 
     def waits(r):
-        if not (r["flags_u16"] & abi.RQ_FLUSH_SEQ) or r["op"] == abi.OP_FLUSH:
+        if not (r["flags_u16"] & abi.RQ_FLUSH_SEQ) or r["op"] == abi.OP_FLUSH \
+                or r["flags_u16"] & abi.RQ_LOST_DONE:
             return []
         st = r["submit_ns"] or r["insert_ns"] or r["issue_ns"]
         if r["issue_ns"]:
@@ -163,6 +191,10 @@ def reference(reqs, offs, life):
 def test_random_traces_match_reference(tmp_path, seed):
     rng = random.Random(seed)
     reqs, tasks, offs, life = random_trace(rng)
+    # Lost completions from a separate stream, in every other trace (the other traces
+    # stay as they were).
+    if seed % 2:
+        reqs += lost_requests(random.Random(10_000 + seed))
     m = meta()
     m["devices"].append({"name": "sdy", "major": DEV_B[0], "minor": DEV_B[1],
                          "write_cache": "write back", "fua": 0, "rotational": 0})
@@ -183,3 +215,5 @@ def test_random_traces_match_reference(tmp_path, seed):
         assert d["queue_depth"]["mean"] == round(area[dev] / (W1 - W0), 4)
     counts = Counter(c for _, c, _ in reqs)
     assert {k: v["count"] for k, v in r["requests"].items() if v["count"]} == dict(counts)
+    lost = Counter(c for q, c, _ in reqs if q["flags_u16"] & abi.RQ_LOST_DONE)
+    assert {k: v["lost"] for k, v in r["requests"].items() if v["lost"]} == dict(lost)

@@ -34,9 +34,8 @@ IO_CATEGORIES = ("barrier", "log", "metadata", "data", "read")
 
 # Scenarios whose four figures must agree with the truth (validate.TOLERANCE_*): I/O-bound
 # runs (the disk busy most of the window), across the three filesystems. On btrfs, `log`
-# is comparable only without fsync calls (validate.py), and positioning under rm -rf is
-# one of the known bugs below: fsync-tar covers barrier, busy and positioning there,
-# rmtree barrier, log and busy. Short CPU-bound
+# is comparable only without fsync calls (validate.py): fsync-tar covers barrier, busy
+# and positioning there, rmtree barrier, log, busy and positioning. Short CPU-bound
 # runs (plain tar + syncfs: ~0.15 s) are left out on purpose: each request pays the
 # emulation's own loop + FUSE round trip (~0.1 ms, more when the CPUs are busy), which
 # the truth cannot see and which is not small against such a window.
@@ -52,27 +51,15 @@ VALIDATED = [
 POSITIONING_NO_BASELINE = (
     "iowhy bug: placement.positioning_ns leaves out every request whose (device, class, "
     "size bucket) has no zero-seek request; here almost no seeking request has one")
-POSITIONING_QUEUED = (
-    "iowhy bug: placement.positioning_ns uses the data stage (issue -> completion), which "
-    "includes time queued inside the device behind other requests when several are in "
-    "flight; the excess is counted as positioning")
-POSITIONING_BOTH = (
-    "iowhy bug: placement.positioning_ns is wrong both ways here: writeback queues dozens of "
-    "requests inside the device (their data stages include each other's service) and many "
-    "size buckets have no zero-seek baseline (their requests are left out)")
 KNOWN_BUGS = {
-    ("fsync-tar-wc-off", "ext4", "positioning"): (POSITIONING_NO_BASELINE, True),
-    ("fsync-tar-wc-off", "xfs", "positioning"): (POSITIONING_NO_BASELINE, True),
     ("fio-rand", "ext4", "positioning"): (POSITIONING_NO_BASELINE, True),
     ("fio-rand", "xfs", "positioning"): (POSITIONING_NO_BASELINE, True),
-    ("wc-off", "xfs", "positioning"): (POSITIONING_BOTH, True),
-    ("fsync-tasks-8", "ext4", "positioning"): (POSITIONING_QUEUED, True),
-    ("fsync-tasks-32", "ext4", "positioning"): (POSITIONING_QUEUED, True),
-    ("rmtree", "btrfs", "positioning"): (POSITIONING_QUEUED, True),
-    # close to the tolerance: it may pass on a quiet machine
-    ("rmtree", "xfs", "positioning"): (POSITIONING_QUEUED, False),
 }
-KNOWN_RUNS = sorted({(s, f) for s, f, _ in KNOWN_BUGS})
+# Runs that came in with a known bug since fixed: still checked, without a mark.
+FIXED_RUNS = [("fsync-tar-wc-off", "ext4"), ("fsync-tar-wc-off", "xfs"), ("wc-off", "xfs"),
+              ("fsync-tasks-8", "ext4"), ("fsync-tasks-32", "ext4"), ("rmtree", "btrfs"),
+              ("rmtree", "xfs")]
+KNOWN_RUNS = sorted({(s, f) for s, f, _ in KNOWN_BUGS} | set(FIXED_RUNS))
 FIGURES = ("barrier", "log", "device_busy", "positioning")
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from . import abi
 from .attribute import (
     WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
-    locality, per_class, queue_depth, relevant_devices, request_counts, seq_key,
-    workload_covers, workload_view,
+    journal_of, locality, per_class, queue_depth, relevant_devices, request_counts, seq_key,
+    workload_covers, workload_filesystems, workload_view,
 )
 from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
 from .match import (
@@ -226,6 +226,13 @@ def _join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
                       np.asarray(fs["enter_ns"]).astype(I64), exit_, sel=tracked)
 
 
+def _call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
+    """Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy."""
+    pairs = np.unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
+                      | np.asarray(fs["dev_minor"]).astype(np.uint64))
+    return {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist()}
+
+
 def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                     tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
@@ -236,11 +243,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     clock.start()
     fs_type = np.asarray(fs["fs_u16"])
     btrfs = bool((fs_type == abi.FS_BTRFS).any())
-    # Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy.
-    pairs = np.unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
-                      | np.asarray(fs["dev_minor"]).astype(np.uint64))
-    fsdevs = {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist()}
-    del pairs
+    fsdevs = _call_devices(fs)
     r: dict[str, Any] = {}  # results by task name
 
     def join() -> np.ndarray:
@@ -282,10 +285,12 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0])
 
     def fsync_commits() -> Any:
-        rc = r["counts"][0]
+        rc, rel = r["counts"]
         fsv = fsync_view(win, fs, jr, rq, r["classify"], r["join"])
-        log_bytes = int(round(rc.dev_bytes.sum(axis=0)[LOG].sum()))
-        return fsv, commits_view(win, jr, fsv, fs, log_bytes)
+        # Commits and log bytes of the workload's filesystems and devices only.
+        mine = journal_of(jr, workload_filesystems(meta, rq.devices, rel, fs))
+        log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
+        return fsv, commits_view(win, mine, fsv, fs, log_bytes)
 
     # (name, result key, dependencies, function) in priority order: a free thread takes
     # the first task whose dependencies are done (the long chain through device stages
@@ -313,6 +318,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     def drop_stage_times() -> None:
         st = r["stages"]
         st.ks = st.ke = np.zeros(0, I64)
+        st.ends_sorted = None
 
     def drop_stage_order() -> None:
         st = r["stages"]
@@ -321,7 +327,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
 
     def drop_seeks() -> None:
         st = r["stages"]
-        st.seek_idx = st.seek = np.zeros(0, I64)
+        st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
 
     def drop_join() -> None:
         r["join"] = None
@@ -518,10 +524,15 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
         if share < 0.2:
             continue
         seq = p["sequential_share"] or 0.0
-        add(f"positioning-{cname}", p["positioning_ns"],
-            f"{cname} requests spent {_s(p['positioning_ns'])} positioning ({share:.0%} of "
-            f"their device time of {_s(p['device_ns'])}); only {seq:.0%} were sequential",
-            positioning_ns=p["positioning_ns"], device_ns=p["device_ns"])
+        text = (f"{cname} requests spent {_s(p['positioning_ns'])} positioning ({share:.0%} "
+                f"of their device time of {_s(p['device_ns'])}); only {seq:.0%} were "
+                "sequential")
+        if p.get("baseline") == "fastest decile":
+            text += ("; at least: no contiguous request on the device to compare with, so "
+                     "only the slowest tenth was counted")
+        add(f"positioning-{cname}", p["positioning_ns"], text,
+            positioning_ns=p["positioning_ns"], device_ns=p["device_ns"],
+            baseline=p.get("baseline"))
     loc = r.get("locality")
     if loc and loc["late_pairs"] and (loc["late_share"] or 0) >= 0.1:
         dat = req["data"]["device_ns"]["p50"] or 0
@@ -592,10 +603,16 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
                                  f"(one of {', '.join(abi.CALL_NAMES.values())})")
             ok &= np.asarray(fs["call_u16"]) == codes[klass]
         return (ex - enter)[ok], "ns"
-    jr = columns(trace, "journal", JOURNAL_FIELDS)
     kinds = ("jbd2", "xfs", "fc")
     if klass is not None and klass not in kinds:
         raise ValueError(f"unknown commit kind {klass!r} (one of {', '.join(kinds)})")
+    # The commits of the filesystems on the workload's devices, as in the report.
+    rq = load_requests(trace, win)
+    fs = columns(trace, "fsync", FSYNC_FIELDS)
+    rel = relevant_devices(rq, sorted(_call_devices(fs)), meta)
+    jr = journal_of(columns(trace, "journal", JOURNAL_FIELDS),
+                    workload_filesystems(meta, rq.devices, rel, fs))
+    del rq
     ev = np.asarray(jr["event_u16"])
     ts = np.asarray(jr["ts_ns"]).astype(I64)
     key = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])

@@ -32,8 +32,8 @@ import numpy as np
 from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
-    Coverage, FlushShare, Requests, Stages, Window, check_keyed, first_start, group_sort,
-    join_calls, log2_hist, merge_unions, percentiles, select, sort_with_order,
+    UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, check_keyed, first_start,
+    group_sort, join_calls, log2_hist, merge_unions, percentiles, select, sort_with_order,
     sorted_percentiles, union_intervals, union_sorted,
 )
 
@@ -147,7 +147,9 @@ def queue_depth(st: Stages, ndev: int, elapsed: int, buckets: int) -> dict[str, 
     series = np.zeros((ndev, nb))
     if not n or elapsed <= 0:
         return {"area": area, "max": maxd, "series": series, "step_ns": width}
-    ke = np.sort(st.ke)
+    # The sorted ends: computed with the stages' service times (match.service_times).
+    ke = st.ends_sorted if st.ends_sorted is not None and len(st.ends_sorted) == n else \
+        np.sort(st.ke)
     starts = np.arange(ndev + 1, dtype=I64) * span
     bs = np.searchsorted(st.ks, starts)
     be = np.searchsorted(ke, starts)
@@ -541,9 +543,13 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
              "by_call": {}, "split_ns": {"data": 0, "commit": 0, "flush": 0, "other": 0}}
     if n == 0:
         return {**empty, "_per_call": None}
-    # Per-call waiting components: own data writes, the commit/log force, own flushes.
-    own = call_of_req >= 0
-    ri = np.flatnonzero(own)
+    # Per-call waiting components: own data writes, the commit/log force, own flushes
+    # (requests whose final completion was seen: a lost one has no observed interval).
+    ri = np.flatnonzero(call_of_req >= 0)
+    lost = (rq.flags[ri] & abi.RQ_LOST_DONE) != 0
+    if lost.any():
+        ri = ri[~lost]
+    del lost
     rc = call_of_req[ri]
     rcls = cls[ri]
     st = np.clip(first_start(rq, ri), enter[rc], exit_[rc])
@@ -683,8 +689,43 @@ def _phase(d: np.ndarray) -> dict[str, Any]:
     return percentiles(d[d >= 0], (50, 90))
 
 
+def workload_filesystems(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]],
+                         relevant: Sequence[int], fs: Mapping[str, np.ndarray]
+                         ) -> set[tuple[int, int]]:
+    """The device numbers a journal record of a filesystem on the workload's devices
+    carries: (dev and st_dev of) every filesystem of the metadata whose disk is one of
+    `relevant` (indices into `devices`), plus the filesystem of every fsync-family call
+    of the workload (a filesystem the metadata may not describe)."""
+    disks = {devices[i] for i in relevant}
+    out: set[tuple[int, int]] = set()
+    for f in meta.get("filesystems", []) or []:
+        if (f.get("disk_major"), f.get("disk_minor")) not in disks:
+            continue
+        for a, b in (("dev_major", "dev_minor"), ("st_dev_major", "st_dev_minor")):
+            if f.get(a) is not None and f.get(b) is not None:
+                out.add((int(f[a]), int(f[b])))
+    if len(fs.get("dev_major", [])):
+        pairs = np.unique((np.asarray(fs["dev_major"]).astype(I64) << 32)
+                          | np.asarray(fs["dev_minor"]).astype(I64))
+        out |= {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist() if p}
+    return out
+
+
+def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
+               ) -> dict[str, np.ndarray]:
+    """The journal records of the filesystems `devs` (workload_filesystems)."""
+    if not len(jr.get("dev_major", [])):
+        return dict(jr)
+    key = (np.asarray(jr["dev_major"]).astype(I64) << 32) | np.asarray(jr["dev_minor"])
+    want = np.array(sorted((a << 32) | b for a, b in devs), dtype=I64)
+    keep = np.isin(key, want)
+    return {k: np.asarray(v)[keep] for k, v in jr.items()}
+
+
 def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str, Any],
                  fs: Mapping[str, np.ndarray], log_bytes: int) -> dict[str, Any]:
+    """Commits of the journal records `jr` (those of the workload's filesystems:
+    journal_of) and the batching of the fsync-family calls `fs`."""
     w0, w1 = window.start_ns, window.end_ns
     ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
     ts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
@@ -838,60 +879,180 @@ def seek_hist(absseek: np.ndarray) -> np.ndarray:
     return np.concatenate((cnt[:1], cnt[1023:]))
 
 
-def _positioning(sk: np.ndarray, stage: np.ndarray, okl: np.ndarray | None,
-                 bucket: np.ndarray) -> tuple[int, int, int]:
-    """(positioning ns, requests with a baseline, data-stage ns) for one class.
+# Baselines of the positioning estimate, best first (see _positioning).
+BASELINES = ("zero-seek bucket", "device fit", "fastest decile")
+SIZE_BITS = 6  # a size bucket floor(log2(bytes)) of a uint32 is < 2^6: (device << 6) | size
 
-    bucket: the baseline group of each request, (device, size bucket) as one small int.
-    stage: non-negative. okl: fully observed requests (None: all).
-    """
-    if okl is None:
-        okl = np.ones(len(sk), bool)
-        allok = True
+
+def _rank(n: int, q: int) -> int:
+    """0-based nearest rank of percentile q among n values."""
+    return max(0, (q * n + 99) // 100 - 1)
+
+
+def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int, qs: Sequence[int]
+                ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """(count per group, {q: nearest-rank percentile q per group}) of int64 `values` in
+    groups 0..ngroups-1 (0 for an empty group). (group, value - min) packed in one int64
+    and sorted by value (a vectorised sort, much faster than partitions group by group);
+    a lexsort when they do not fit."""
+    cnt = np.bincount(groups, minlength=ngroups)[:ngroups].astype(I64)
+    out = {q: np.zeros(ngroups, I64) for q in qs}
+    if not len(values):
+        return cnt, out
+    v = np.asarray(values, dtype=I64)
+    lo = int(v.min())
+    vbits = max(1, (int(v.max()) - lo).bit_length())
+    if vbits + max(1, (int(ngroups) - 1).bit_length()) <= 63:
+        key = np.left_shift(groups, vbits, dtype=I64)
+        key += v
+        if lo:
+            key -= lo  # v - lo is in [0, 2^vbits): it stays below the group's bits
+        key.sort()
+        key &= (1 << vbits) - 1
+        if lo:
+            key += lo
     else:
-        allok = bool(okl.all())
+        key = v[np.lexsort((v, groups))]
+    first = np.cumsum(cnt) - cnt
+    has = np.flatnonzero(cnt)
+    for q in qs:
+        out[q][has] = key[first[has] + np.maximum(0, (q * cnt[has] + 99) // 100 - 1)]
+    return cnt, out
+
+
+@dataclass
+class DeviceFit:
+    """Per device: a transfer-time baseline a + b * bytes fitted on its zero-seek
+    requests, and the spread of those requests around it (see device_fits)."""
+
+    zero: np.ndarray  # bool: the device has fully observed zero-seek requests
+    a: np.ndarray  # float64 intercept, ns
+    b: np.ndarray  # float64 slope, ns per byte
+    spread: np.ndarray  # int64: p90 - p50 of the zero-seek requests' residuals
+
+    def baseline(self, dev: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        """round(a + b * bytes), at least 0, for requests on devices `dev`."""
+        if len(self.a) == 1:  # one device: no gathers
+            v = np.maximum(nbytes, 1) * self.b[0]
+            v += self.a[0]
+        else:
+            v = self.a[dev] + self.b[dev] * np.maximum(nbytes, 1)
+        np.maximum(v, 0, out=v)
+        return np.rint(v).astype(I64)
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(intercept, slope) of the line through points (x, y): the slope is the median of
+    the slopes between pairs of points with different x (0 without any, and never below
+    0: a transfer does not get faster with size), the intercept the median of
+    y - slope * x."""
+    i, j = np.triu_indices(len(x), 1)
+    dx = x[j] - x[i]
+    use = dx != 0
+    slope = float(np.median((y[j] - y[i])[use] / dx[use])) if use.any() else 0.0
+    slope = max(slope, 0.0)
+    return float(np.median(y - slope * x)), slope
+
+
+def device_fits(rq: Requests, st: Stages, all_ok: bool) -> DeviceFit:
+    """The device fit of every device, from its fully observed zero-seek requests: their
+    median service time per size bucket (floor(log2(bytes))), paired with the bucket's
+    mean size, then a Theil-Sen line through those points; its spread is p90 - p50 of
+    the residuals (service - fitted baseline) of the zero-seek requests themselves."""
+    ndev = max(len(rq.devices), 1)
+    fit = DeviceFit(np.zeros(ndev, bool), np.zeros(ndev), np.zeros(ndev), np.zeros(ndev, I64))
+    z = st.seek == 0
+    if not all_ok:
+        z &= (rq.flags[st.seek_idx] & UNOBSERVED) == 0
+    zi = np.flatnonzero(z)
+    del z
+    if not len(zi) or st.seek_service is None:
+        return fit
+    sv = st.seek_service[zi]
+    nb = rq.nbytes[st.seek_idx[zi]].astype(I64)
+    np.maximum(nb, 1, out=nb)
+    if ndev == 1:
+        dev = np.zeros(len(zi), I64)
+    elif st.seek_bounds is not None:  # seeks are in device order: positions give devices
+        dev = np.searchsorted(st.seek_bounds[1:], zi, side="right").astype(I64)
+    else:
+        dev = rq.dev[st.seek_idx[zi]].astype(I64)
+    del zi
+    code = dev << SIZE_BITS
+    code |= floor_log2(nb)
+    ng = ndev << SIZE_BITS
+    cnt, med = group_stats(code, sv, ng, (50,))
+    size_sum = np.bincount(code, weights=nb, minlength=ng)
+    del code
+    for g in range(ndev):
+        sl = slice(g << SIZE_BITS, (g + 1) << SIZE_BITS)
+        has = cnt[sl] > 0
+        if not has.any():
+            continue
+        x = size_sum[sl][has] / cnt[sl][has]
+        y = med[50][sl][has].astype(np.float64)
+        fit.a[g], fit.b[g] = theil_sen(x, y)
+        fit.zero[g] = True
+    resid = sv - fit.baseline(dev, nb)
+    del sv, nb
+    _, q = group_stats(dev, resid, ndev, (50, 90))
+    fit.spread = q[90] - q[50]
+    return fit
+
+
+def _positioning(sk: np.ndarray, svc: np.ndarray, okl: np.ndarray | None,
+                 bucket: np.ndarray, nbytes: np.ndarray, fit: DeviceFit, ndev: int
+                 ) -> dict[str, Any]:
+    """Positioning figures of one class's requests with a seek distance (see per_class).
+
+    sk: absolute seek; svc: service time; okl: fully observed (None: all); bucket:
+    (device << 6) | size bucket; nbytes: sizes (for the device fit).
+    """
+    ng = max(ndev, 1) << SIZE_BITS
     z = sk == 0
-    if not allok:
+    if okl is not None:
         z &= okl
     zi = np.flatnonzero(z)
     del z
-    zb = bucket[zi]
-    # (bucket, time) packed: the median of a bucket is the packed value at rank
-    # first + (count + 1) // 2 - 1, found by chained partitions (no full sort).
-    ng = int(bucket.max()) + 1 if len(bucket) else 1
-    zk = zb << 44
-    zk |= np.minimum(stage[zi], (1 << 44) - 1)
+    cnt, q = group_stats(bucket[zi], svc[zi], ng, (50, 90))
+    dev_of = np.arange(ng) >> SIZE_BITS
+    # Fully observed requests per bucket, and those with a non-zero seek (measured).
+    per_b = np.bincount(bucket if okl is None else bucket[okl], minlength=ng)[:ng]
+    measured_b = per_b - cnt
+    # Per bucket: which baseline (BASELINES index), its value, its noise threshold.
+    kind = np.where(cnt > 0, 0, np.where(fit.zero[dev_of], 1, 2))
+    base = q[50]
+    thr = np.where(cnt > 0, np.maximum(q[90] - q[50], fit.spread[dev_of]), fit.spread[dev_of])
+    for g in np.flatnonzero((measured_b > 0) & (kind == 2)).tolist():
+        # No zero-seek request on the device: the bucket's fastest decile is its
+        # baseline, and only requests slower than the bucket's p90 count.
+        v = svc[(bucket == g) & (True if okl is None else okl)]
+        n = len(v)
+        k = -(-n // 10)
+        v.partition(sorted({k - 1, _rank(n, 90)}))
+        base[g] = np.sort(v[:k])[_rank(k, 50)]
+        thr[g] = int(v[_rank(n, 90)]) - int(base[g])
+    # Excess over the baseline; 0 for the zero-seek requests (and any not fully
+    # observed), which no threshold (>= 0) lets through.
+    ex = svc - base[bucket]
+    if ((measured_b > 0) & (kind == 1)).any():
+        fi = np.flatnonzero(kind[bucket] == 1)
+        ex[fi] = svc[fi] - fit.baseline(dev_of[bucket[fi]], nbytes[fi].astype(I64))
+        del fi
+    ex[zi] = 0
     del zi
-    cnt = np.bincount(zb, minlength=ng)
-    del zb
-    hg = cnt > 0
-    ranks = (np.cumsum(cnt) - cnt + (cnt + 1) // 2 - 1)[hg]
-    lo = 0
-    for r in ranks.tolist():
-        zk[lo:].partition(r - lo)
-        lo = r + 1
-    med = np.zeros(ng, I64)
-    med[hg] = zk[ranks] & ((1 << 44) - 1)
-    del zk
-    if allok:
-        b_ok, s_ok = bucket, stage
-    else:
-        oi = np.flatnonzero(okl)
-        b_ok, s_ok = bucket[oi], stage[oi]
-        del oi
-    devt = int(s_ok.sum())
-    if devt < (1 << 53):
-        # Per-bucket sums: float64 sums of non-negative integers whose total is below
-        # 2^53 are exact. positioning = sum over buckets with a baseline of
-        # (their data-stage sum - median * their count).
-        n_b = np.bincount(b_ok, minlength=ng)
-        s_b = np.bincount(b_ok, weights=s_ok, minlength=ng)
-        keep = np.flatnonzero(hg)
-        posn = sum(int(s_b[g]) - int(med[g]) * int(n_b[g]) for g in keep.tolist())
-        return posn, int(n_b[keep].sum()), devt
-    has = hg[bucket] & okl
-    posn = int((stage - med[bucket])[has].sum())
-    return posn, int(has.sum()), devt
+    if okl is not None:
+        ex *= okl
+    hit = ex > thr[bucket]
+    by = np.bincount(kind, weights=measured_b, minlength=len(BASELINES)).astype(I64)
+    return {
+        "positioning_ns": int(ex.sum(where=hit)),
+        "positioning_basis": int(per_b.sum()),
+        "positioned_requests": int(np.count_nonzero(hit)),
+        "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
+        "baseline_requests": {name: int(by[i]) for i, name in enumerate(BASELINES)},
+        "device_ns": int(svc.sum() if okl is None else svc.sum(where=okl)),
+    }
 
 
 @dataclass
@@ -916,11 +1077,14 @@ class RequestCounts:
         return int(self.attrs[k][(np.arange(64) & bit) != 0].sum())
 
 
-# Attribute bits of request_counts().attrs: the iflags bits kept as they are, then ours.
+# Attribute bits of request_counts().attrs: the iflags bits kept as they are, then ours
+# (ATTR_LOST in the bit of F_META, which the attributes do not keep).
 ATTR_IFLAGS = abi.F_SYNC | abi.F_FUA | abi.F_PREFLUSH
+ATTR_LOST = abi.F_META
 ATTR_ISSUED = 1 << 4
 ATTR_INCOMPLETE = 1 << 5
-assert ATTR_IFLAGS < ATTR_ISSUED
+assert ATTR_IFLAGS < ATTR_ISSUED and not ATTR_IFLAGS & ATTR_LOST
+assert abi.RQ_LOST_DONE > ATTR_LOST
 
 
 def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 20) -> RequestCounts:
@@ -952,13 +1116,16 @@ def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 20) -> Reque
         cnt += np.bincount(key, minlength=size)
         byt += np.bincount(key, weights=rq.nbytes[lo:hi], minlength=size)
         del key
-        # (class, issued, incomplete, SYNC/FUA/PREFLUSH) in 9 bits.
+        # (class, issued, incomplete, lost, SYNC/FUA/PREFLUSH) in 9 bits.
         a: Any = c.astype(np.uint16)
         a <<= 6
         np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t)
         a |= t
         np.bitwise_and(rq.flags[lo:hi], abi.RQ_INCOMPLETE, out=t)
         t <<= (ATTR_INCOMPLETE.bit_length() - abi.RQ_INCOMPLETE.bit_length())
+        a |= t
+        np.bitwise_and(rq.flags[lo:hi], abi.RQ_LOST_DONE, out=t)
+        t >>= (abi.RQ_LOST_DONE.bit_length() - ATTR_LOST.bit_length())
         a |= t
         np.left_shift(rq.issue[lo:hi] > 0, ATTR_ISSUED.bit_length() - 1, out=t,
                       casting="unsafe")
@@ -974,12 +1141,25 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
     (device, class, op) as two [ndev, nclass, 16] arrays.
 
     Requests: counts, bytes, attributes, latency percentiles (fully observed requests
-    only: not incomplete, not pre-dating the trace), seek p50.
+    only: not incomplete, not pre-dating the trace, final completion seen; `lost`
+    counts those whose final completion was never seen), seek p50.
     Placement: seek histogram (seek_slots), sequential share (seek 0), seek p50/p90,
-    and positioning cost: the sum over the class's requests with a seek distance of
-    (data-stage time - the median data-stage time of the zero-seek requests of the same
-    device, class and size bucket, floor(log2(bytes))); requests whose bucket has no
-    zero-seek request are left out (positioning_basis counts those kept).
+    and positioning cost, over the class's fully observed requests with a seek distance
+    and their service times (match.py: the device's time on each alone). Requests are
+    grouped in buckets (device, size bucket floor(log2(bytes))); each bucket has a
+    baseline b and a noise threshold t:
+
+    * "zero-seek bucket": the bucket has zero-seek requests: b is their median service
+      time, t the larger of their p90 - b and the device fit's spread;
+    * "device fit": else, when the device has zero-seek requests (any class): b = the
+      device's fitted a + slope * bytes of the request (device_fits), t its spread;
+    * "fastest decile": the device has no zero-seek request at all: b is the median of
+      the fastest tenth of the bucket's requests, t = the bucket's p90 - b (only the
+      slowest tenth can count: without a request free of positioning, the noise cannot
+      be told apart, so this is a conservative estimate).
+
+    A request with a non-zero seek adds its excess over b when that excess is above t
+    (positioned_requests counts them); zero-seek requests add 0.
 
     Latencies are computed for all requests at once and sorted within classes by one
     sort per figure (group_sort); `counts` (request_counts) is computed if not given.
@@ -999,6 +1179,7 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
             "write_bytes": int(round(bytes_op[k, abi.OP_WRITE])),
             "issued": rc.attr(k, ATTR_ISSUED),
             "incomplete": rc.attr(k, ATTR_INCOMPLETE),
+            "lost": rc.attr(k, ATTR_LOST),
             "tracked": int(tracked[k]),
             "fua": rc.attr(k, abi.F_FUA),
             "preflush": rc.attr(k, abi.F_PREFLUSH),
@@ -1053,7 +1234,7 @@ def _latency_keys(rq: Requests, cls: np.ndarray) -> tuple[list[np.ndarray], list
     request (class 7 for a request left out, with value 0), and whether each figure's
     values all fit 28 bits (else its keys are incomplete: see _latency_values)."""
     n = len(rq)
-    bad = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED
+    bad = UNOBSERVED
     none = len(CLASS_NAMES)
     lim = 1 << _LAT_VBITS
     keys = [np.empty(n, np.int32) for _ in range(3)]
@@ -1108,7 +1289,7 @@ def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, 
     """(class or 7 for left out, value) of figure m (0 device, 1 queue, 2 total) for
     every request, as full arrays (for values beyond 28 bits)."""
     none = np.int8(len(CLASS_NAMES))
-    ok = np.bitwise_and(rq.flags, abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED) == 0
+    ok = np.bitwise_and(rq.flags, UNOBSERVED) == 0
     issue, insert, done = rq.issue, rq.insert, rq.done
     if m < 2:
         lat = issue > 0
@@ -1132,7 +1313,6 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
                with_placement: bool) -> dict[str, Any]:
     """Placement figures per class (and reqs[class]["seek_sectors"]), see per_class.
     The requests with a seek are grouped by class once (a stable sort of their class)."""
-    bad = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED
     ncls = len(CLASS_NAMES)
     ndev = len(rq.devices)
     place: dict[str, Any] = {}
@@ -1153,11 +1333,16 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     off = np.zeros(len(nk) + 1, I64)
     np.cumsum(nk, out=off[1:])
     # All fully observed (the usual case): no per-request check needed.
-    all_ok = not np.bitwise_and(rq.flags, bad).any()
+    all_ok = not np.bitwise_and(rq.flags, UNOBSERVED).any()
+    service = st.seek_service if st.seek_service is not None else np.zeros(len(st.seek), I64)
+    if with_placement:
+        fit = device_fits(rq, st, all_ok)
     if (nk > 0).sum() > 1:
         order = np.argsort(scls, kind="stable")  # a radix sort of small integers
         seek_idx = st.seek_idx[order]
         seek = st.seek[order]
+        if with_placement:
+            service = service[order]
         del order
         np.abs(seek, out=seek)
     else:
@@ -1171,30 +1356,21 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         if not with_placement:
             reqs[name]["seek_sectors"] = percentiles(sk, (50,), inplace=True)
             continue
-        issue = rq.issue[sidx]
-        stage = rq.data_done[sidx]
-        stage -= issue
-        np.maximum(stage, 0, out=stage)
-        del issue
-        ok = None if all_ok else (rq.flags[sidx] & bad) == 0
-        # Size bucket floor(log2(bytes)) from the float64 exponent, plus 64 * device.
+        ok = None if all_ok else (rq.flags[sidx] & UNOBSERVED) == 0
+        # Size bucket floor(log2(bytes)), plus device << 6.
         nb = rq.nbytes[sidx]
-        np.maximum(nb, 1, out=nb)
-        bucket = nb.astype(np.float64).view(I64)
-        del nb
-        bucket >>= 52
-        bucket -= 1023
+        bucket = floor_log2(np.maximum(nb, 1))
         if nkd is not None:
             lo = 0
             for g in range(ndev):
                 hi = lo + int(nkd[g, k])
                 if g:
-                    bucket[lo:hi] += g * 64
+                    bucket[lo:hi] += g << SIZE_BITS
                 lo = hi
         elif ndev > 1:
-            bucket += rq.dev[sidx] * 64
-        posn, basis, devt = _positioning(sk, stage, ok, bucket)
-        del stage, bucket, ok
+            bucket += rq.dev[sidx].astype(I64) << SIZE_BITS
+        posn = _positioning(sk, service[off[k]:off[k + 1]], ok, bucket, nb, fit, ndev)
+        del bucket, ok, nb
         hist = seek_hist(sk)
         seek_p = percentiles(sk, (50, 90), inplace=True)
         reqs[name]["seek_sectors"] = {"p50": seek_p["p50"], "max": seek_p["max"]}
@@ -1203,9 +1379,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
             "sequential_share": round(float(hist[0]) / len(sk), 6),
             "seek_sectors": seek_p,
             "seek_hist_log2": hist.tolist(),
-            "positioning_ns": posn,
-            "positioning_basis": basis,
-            "device_ns": devt,
+            **posn,
         }
     return place
 

@@ -15,6 +15,18 @@ Per request (definitions used by every report):
   still in flight at the end of the recording (RQ_INCOMPLETE) is clipped at the trace
   end; one first seen at completion (RQ_UNMATCHED) is taken as in flight since the trace
   start. Device busy time and queue depth are built from device stages.
+* A request whose final completion was never seen (RQ_LOST_DONE: its struct request was
+  issued again) is *unobserved*: its completions are set to its issue time, so its
+  device stage is empty and it is in no time interval (busy time, attribution, queue
+  depth, flush generations); it is left out of latency figures like an incomplete one.
+  It keeps its place in the issue order (the device did serve it), so seek distances
+  and locality still see it.
+* *Service time* (for the positioning estimate): the device stages of a device taken in
+  completion order (stage end; equal ends in issue order), a request's service runs from
+  max(its issue, the previous completion on the device) to its own completion. On a
+  device that serves one request at a time and completes them in order, this is the time
+  the device spent on that request alone (the time it queued inside the device behind
+  others is left out), and the service intervals tile the device's busy time.
 * *Seek distance* in issue order per device: ``start_sector - previous_end`` in sectors,
   where previous_end is the end sector of the previously issued request on the same
   device (flushes and discards are skipped; the first request of a device has none).
@@ -330,7 +342,8 @@ class Requests:
     insert: np.ndarray
     issue: np.ndarray
     data_done: np.ndarray
-    done: np.ndarray  # final completion, clipped to the window end if incomplete
+    done: np.ndarray  # final completion, clipped to the window end if incomplete (the
+    #                   issue time if it was never seen: RQ_LOST_DONE)
     sector: np.ndarray
     nbytes: np.ndarray  # uint32
     dev: np.ndarray  # int32 index into devices
@@ -421,6 +434,11 @@ def load_requests(trace: Any, window: Window, threads: int = 1) -> Requests:
             lo, hi = p[0][3], p[-1][3] + p[-1][2] - p[-1][1]
             np.take(final, dev[lo:hi], out=dev[lo:hi])
     devices = [(k >> 20, k & 0xFFFFF) for k in keys]
+    # Final completion never seen: both completions at the issue (an empty stage).
+    lost = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_DONE)
+    if len(lost):
+        cols["done_ns"][lost] = cols["data_done_ns"][lost] = cols["issue_ns"][lost]
+    del lost
 
     def i64(name: str) -> np.ndarray:
         return cols[name].view(I64)
@@ -570,9 +588,15 @@ def total_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
     return np.where(st > 0, np.maximum(done - st, 0), -1)
 
 
+# Requests whose latencies are not observed: still in flight at the end, first seen at
+# completion, or with a final completion never seen.
+UNOBSERVED = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED | abi.RQ_LOST_DONE
+
+
 def latency_ok(rq: Requests) -> np.ndarray:
-    """Requests whose latencies are fully observed (not incomplete, not pre-dating the trace)."""
-    return (rq.flags & (abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED)) == 0
+    """Requests whose latencies are fully observed (not incomplete, not pre-dating the
+    trace, final completion seen)."""
+    return (rq.flags & UNOBSERVED) == 0
 
 
 # -- device stages, issue order, seeks ---------------------------------------------------
@@ -593,6 +617,10 @@ class Stages:
     all_idx: np.ndarray | None = None
     # seek_idx[seek_bounds[g]:seek_bounds[g + 1]] are device g's (None: not known).
     seek_bounds: np.ndarray | None = None
+    # Service time (module doc) of each request of seek_idx (0 for an empty stage).
+    seek_service: np.ndarray | None = None
+    # The keyed ends sorted (it is ke itself when the stages complete in start order).
+    ends_sorted: np.ndarray | None = None
 
     @property
     def issue_order(self) -> np.ndarray:
@@ -681,14 +709,70 @@ def device_stages(rq: Requests, window: Window) -> Stages:
                 seek_idx, seek = np.delete(seek_idx, cut), np.delete(seek, cut)
     else:
         seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
-    del sk
     keep = ke > ks
     all_idx = None
     if not keep.all():
         all_idx = idx
         idx, ks, ke = idx[keep], ks[keep], ke[keep]
+        # Service times of the stages kept, then 0 for the empty ones.
+        svc_kept, ends_sorted = service_times(ks, ke)
+        svc = np.zeros(len(keep), I64)
+        svc[keep] = svc_kept
+        del svc_kept
+    else:
+        svc, ends_sorted = service_times(ks, ke)
+    del keep
+    # Service of the requests with a seek distance (seek_idx): sk without each device's
+    # first data-bearing request.
+    for g in range(ndev):
+        part = sk[bounds[g]:bounds[g + 1]]
+        if per_dev[g]:
+            part[int(np.argmax(part))] = False
+    seek_service = svc[sk]
+    del svc, sk
     return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
-                  all_idx=all_idx, seek_bounds=seek_bounds)
+                  all_idx=all_idx, seek_bounds=seek_bounds, seek_service=seek_service,
+                  ends_sorted=ends_sorted)
+
+
+def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(service time of each stage, the keyed ends sorted) for non-empty stages given in
+    (device, start) order in keyed time (module doc): ke - max(ks, the previous end in
+    completion order), equal ends taken in stage order.
+
+    The first stage of a device has no previous end on it: the previous one in keyed
+    time belongs to an earlier device, below the device's keyed origin, so max() ignores
+    it. When the ends are already in stage order (a device completing in order), the
+    previous end is the previous stage's; else (end, position) packed in one uint64 is
+    sorted by value (several times faster than an argsort), and the previous ends are
+    scattered back to their stages."""
+    n = len(ke)
+    prev = np.empty(n, I64)
+    if n == 0:
+        return prev, ke
+    if not (ke[1:] < ke[:-1]).any():
+        prev[0] = ks[0]
+        prev[1:] = ke[:-1]
+        ends = ke
+    else:
+        bits = max(1, (n - 1).bit_length())
+        if int(ke.max()).bit_length() + bits <= 64:
+            key = np.left_shift(ke.view(np.uint64), np.uint64(bits))
+            key |= np.arange(n, dtype=np.uint64)
+            key.sort()
+            order = (key & np.uint64((1 << bits) - 1)).view(I64)
+            key >>= np.uint64(bits)
+            ends = key.view(I64)
+            del key
+        else:
+            order = np.argsort(ke, kind="stable")
+            ends = ke[order]
+        prev[order[1:]] = ends[:-1]
+        prev[order[0]] = ks[order[0]]
+        del order
+    np.maximum(prev, ks, out=prev)
+    np.subtract(ke, prev, out=prev)
+    return prev, ends
 
 
 STAGE_BLOCK = 1 << 15  # requests per block of _stage_keys (temporaries stay in cache)
@@ -772,7 +856,10 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     order = np.argsort(fks, kind="stable")
     ff, fks, fke = ff[order], fks[order], fke[order]
     ff_ns = fke - fks
-    waiters = np.flatnonzero(((rq.flags & abi.RQ_FLUSH_SEQ) != 0) & (rq.op != abi.OP_FLUSH))
+    # Flush-sequenced requests whose final completion was seen (a lost one has no
+    # observed waiting window).
+    waiters = np.flatnonzero(((rq.flags & (abi.RQ_FLUSH_SEQ | abi.RQ_LOST_DONE))
+                              == abi.RQ_FLUSH_SEQ) & (rq.op != abi.OP_FLUSH))
     empty = np.zeros(0, I64)
     if len(ff) == 0 or len(waiters) == 0:
         return FlushShare(ff, ff_ns, np.zeros(len(ff), I64), waiters,
