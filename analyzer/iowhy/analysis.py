@@ -536,7 +536,15 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
     loc = r.get("locality")
     if loc and loc["late_pairs"] and (loc["late_share"] or 0) >= 0.1:
         dat = req["data"]["device_ns"]["p50"] or 0
-        add("locality", loc["late_pairs"] * dat,
+        # A merge that did not happen costs at most one write's positioning: weigh the
+        # late pairs by the mean positioning of a positioned write, never more than the
+        # time the writes spent at all.
+        pos = sum(int((pl.get(c) or {}).get("positioning_ns") or 0)
+                  for c in ("data", "metadata", "log"))
+        npos = sum(int((pl.get(c) or {}).get("positioned_requests") or 0)
+                   for c in ("data", "metadata", "log"))
+        per_pair = min(dat, pos // npos) if npos else 0
+        add("locality", min(loc["late_pairs"] * per_pair, pos),
             f"{loc['late_share']:.0%} of {_n(loc['adjacent_pairs'])} write pairs adjacent on "
             f"disk were issued more than {loc['gap_ns'] / 1e6:g} ms apart: they could have "
             "merged and did not", late_pairs=loc["late_pairs"],
