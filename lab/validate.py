@@ -54,8 +54,9 @@ The figures (name: truth definition -> iowhy figure it is compared with):
     sum over read and write records of `positioning_ns` (the request's own seek +
     rotation) + `destage_positioning_ns` (positioning of dirty extents the disk had to
     destage inside that request because its cache was full) -> the sum over classes of
-    `placement.<class>.positioning_ns` (data-stage time beyond the zero-seek median of
-    the same size bucket). Destage positioning inside *flushes* is left out on purpose:
+    `placement.<class>.positioning_ns` (a seeking request's service time beyond the
+    contiguous-request baseline of its size bucket; docs/report-json.md). Destage
+    positioning inside *flushes* is left out on purpose:
     iowhy sees it as flush time (it is inside `barrier` on both sides), and no
     request-level estimate can see a seek the disk makes inside a cache flush. With the
     write cache on, writes are absorbed and both figures are near zero; the figure is

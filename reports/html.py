@@ -468,8 +468,11 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
         head = ("class", "with a seek", "sequential", "seek p50 (sectors)", "p90 (sectors)",
                 "max (sectors)", "positioning", "device time", "share")
         parts.append(table(head, rows, numeric=range(1, len(head)), table_id="table-placement"))
-        parts.append("<p class=\"muted\">positioning: data-stage time beyond the median of "
-                     "zero-seek requests of the same device, class and size.</p>")
+        parts.append("<p class=\"muted\">positioning: service time (from the later of its "
+                     "issue and the previous completion on the device) beyond the baseline "
+                     "of contiguous requests of the same device, class and size, counted "
+                     "for seeking requests above the baseline's own spread "
+                     "(docs/report-json.md).</p>")
     else:
         parts.append("<p id=\"table-placement\" class=\"muted\">Placement not computed "
                      "(--no-placement).</p>")
