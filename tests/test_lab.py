@@ -112,8 +112,15 @@ class Runs:
         key = (name, fs)
         if key not in self.done:
             try:
-                self.done[key] = scenarios.run(name, fs, DISK, out_dir=self.out,
-                                               workdir=self.workdir)
+                r = scenarios.run(name, fs, DISK, out_dir=self.out, workdir=self.workdir)
+                # Known recorder bug (README, "Known problem"): now and then a block
+                # completion never reaches the probe; the trace counts it
+                # (lost_completion). Such a run is recorded once more; a second lossy
+                # run is kept, and the tests that need a lossless trace fail on it.
+                if r.get("lost_events"):
+                    r = scenarios.run(name, fs, DISK, out_dir=self.out,
+                                      workdir=self.workdir)
+                self.done[key] = r
             except Exception as e:  # kept, and raised again by every test that needs it
                 self.done[key] = e
         r = self.done[key]

@@ -37,9 +37,18 @@ def small_tar() -> tuple[Path, int]:
 
 
 def record(iowhy_bin, out: Path, args: list[str]) -> None:
-    p = run([*iowhy_bin, "record", "-q", "-o", str(out), "--", PY, WORKLOADS, *args],
-            check=False)
-    assert p.returncode == 0, p.stderr
+    for attempt in range(2):
+        p = run([*iowhy_bin, "record", "-q", "-o", str(out), "--", PY, WORKLOADS, *args],
+                check=False)
+        assert p.returncode == 0, p.stderr
+        # Known recorder bug (README, "Known problem"): a rare block completion never
+        # reaches the probe and is counted as lost; such a recording is made once more
+        # (on a fresh directory), and a second lossy one fails the test below.
+        if read_trace(str(out)).lost_events == 0 or attempt:
+            return
+        fresh = Path(args[1]) / f"retry{attempt}"
+        fresh.mkdir()
+        args = [args[0], str(fresh), *args[2:]]
 
 
 def report_all(iowhy_bin, trace: Path) -> dict:
