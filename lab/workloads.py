@@ -188,13 +188,19 @@ def untar(a: argparse.Namespace) -> int:
 def untar_fsync(a: argparse.Namespace) -> int:
     """The same files, each fsynced before close (what star does by default)."""
     src = kernel_tar(a.files)
+    made: set[str] = set()  # directories already there: one mkdir each, not one per file
     with tarfile.open(src, "r") as t:
         for m in t:
             dest = os.path.join(a.dir, m.name)
             if m.isdir():
-                os.makedirs(dest, exist_ok=True)
+                if dest not in made:
+                    os.makedirs(dest, exist_ok=True)
+                    made.add(dest)
             elif m.isreg():
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                parent = os.path.dirname(dest)
+                if parent not in made:
+                    os.makedirs(parent, exist_ok=True)
+                    made.add(parent)
                 f = t.extractfile(m)
                 data = f.read() if f else b""
                 fd = os.open(dest, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
