@@ -284,7 +284,32 @@ def request_counts(truth: np.ndarray, requests: np.ndarray, start_ns: int, end_n
     kinds = (("reads", emudisk.KIND_READ, 0), ("writes", emudisk.KIND_WRITE, 1),
              ("flushes", emudisk.KIND_FLUSH, 2))
     return {"truth": {n: int((t["kind"] == k).sum()) for n, k, _ in kinds},
-            "trace": {n: int((r["op"] == op).sum()) for n, _, op in kinds}}
+            "trace": {n: int((r["op"] == op).sum()) for n, _, op in kinds},
+            "missing": missing_requests(truth, requests, start_ns, end_ns, major, minor)}
+
+
+EDGE_NS = 50_000_000  # truth served this close to the window's ends is not judged
+
+
+def missing_requests(truth: np.ndarray, requests: np.ndarray, start_ns: int, end_ns: int,
+                     major: int, minor: int, edge_ns: int = EDGE_NS) -> int:
+    """Operations the disk served well inside the window (EDGE_NS from either end) that
+    have no request in the trace: reads and writes matched by (kind, offset, length) against
+    every request of the disk, so the window's edges (issue time vs service time) cannot
+    shift a request from one side to the other; flushes, which all look alike, by count
+    against the trace's flushes issued in the whole window."""
+    from collections import Counter
+    t = truth[(truth["start_ns"] >= start_ns + edge_ns) & (truth["end_ns"] <= end_ns - edge_ns)]
+    r = requests[(requests["dev_major"] == major) & (requests["dev_minor"] == minor)]
+    op_of_kind = {emudisk.KIND_READ: 0, emudisk.KIND_WRITE: 1}
+    have = Counter(zip(r["op"].tolist(), (r["start_sector"] * 512).tolist(),
+                       r["len_bytes"].tolist()))
+    want = Counter((op_of_kind[int(k)], int(o), int(n)) for k, o, n in
+                   zip(t["kind"], t["offset_bytes"], t["len_bytes"]) if int(k) in op_of_kind)
+    missing = sum(max(0, c - have.get(key, 0)) for key, c in want.items())
+    ff = r[(r["op"] == 2) & (r["issue_ns"] >= start_ns) & (r["issue_ns"] <= end_ns)]
+    missing += max(0, int((t["kind"] == emudisk.KIND_FLUSH).sum()) - len(ff))
+    return int(missing)
 
 
 def emulation_latency(truth: np.ndarray, requests: np.ndarray, start_ns: int, end_ns: int,
