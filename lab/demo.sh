@@ -65,7 +65,8 @@ $IOWHY info "$TRACE"
 
 if $IOWHY report --help >/dev/null 2>&1; then
     echo
-    echo "== iowhy report $TRACE --html $OUT/untar-$FS.html"
+    echo "== iowhy report $TRACE"
+    $IOWHY report "$TRACE"
     $IOWHY report "$TRACE" --html "$OUT/untar-$FS.html"
     echo
     echo "HTML report: $OUT/untar-$FS.html"
