@@ -18,13 +18,13 @@ import numpy as np
 from . import abi
 from .attribute import (
     WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
-    journal_of, locality, per_class, queue_depth, relevant_devices, request_counts, seq_key,
-    workload_covers, workload_filesystems, workload_view,
+    journal_of, latency_figures, locality, per_class, queue_depth, relevant_devices,
+    request_counts, seq_key, workload_covers, workload_filesystems, workload_view,
 )
 from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
 from .match import (
     Requests, Window, device_ns, device_stages, flush_generations, gather_columns, join_calls,
-    latency_ok, load_requests, percentiles, queue_ns, total_ns, trace_window,
+    latency_ok, load_requests, percentiles, queue_ns, total_ns, trace_window, unique,
 )
 
 SCHEMA = "iowhy-report/1"
@@ -228,8 +228,8 @@ def _join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
 
 def _call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
     """Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy."""
-    pairs = np.unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
-                      | np.asarray(fs["dev_minor"]).astype(np.uint64))
+    pairs = unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
+                   | np.asarray(fs["dev_minor"]).astype(np.uint64))
     return {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist()}
 
 
@@ -263,6 +263,9 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         rc = request_counts(rq, r["classify"])
         return rc, relevant_devices(rq, sorted(fsdevs), meta, rc)
 
+    def latency() -> Any:
+        return latency_figures(rq, r["classify"])
+
     def unions() -> Any:
         return device_unions(rq, r["stages"], r["classify"])[1]
 
@@ -282,7 +285,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return locality(rq, r["classify"], cfg.locality_gap_ns, r["stages"])
 
     def classes_view() -> Any:
-        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0])
+        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0],
+                         r["latency"])
 
     def fsync_commits() -> Any:
         rc, rel = r["counts"]
@@ -299,7 +303,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         ("classify", "classify", ("join",) if btrfs else (), classes),
         ("device stages and seeks", "stages", (), lambda: device_stages(rq, win)),
         ("request counts", "counts", ("classify",), counts),
-        ("per class and placement", "per class", ("stages", "classify", "counts"),
+        ("latency figures", "latency", ("classify",), latency),
+        ("per class and placement", "per class", ("stages", "classify", "counts", "latency"),
          classes_view),
         ("join requests to calls", "join", (), join),
         ("flush generations", "flush", (), lambda: flush_generations(rq, win)),
@@ -313,7 +318,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         ("workload view", "workload", ("stages", "unions", "flush", "counts"), workload),
     ]
     if btrfs:  # the join first: classify waits for it
-        graph.insert(0, graph.pop(4))
+        graph.insert(0, graph.pop(5))
 
     def drop_stage_times() -> None:
         st = r["stages"]

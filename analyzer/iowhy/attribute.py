@@ -34,7 +34,7 @@ from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, L
 from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, check_keyed, first_start,
     group_sort, join_calls, log2_hist, merge_unions, percentiles, select, sort_with_order,
-    sorted_percentiles, union_intervals, union_sorted,
+    sorted_percentiles, union_intervals, union_sorted, unique,
 )
 
 I64 = np.int64
@@ -293,7 +293,7 @@ def small_unique(x: np.ndarray) -> np.ndarray:
         seen = np.zeros(int(x.max()) + 1, bool)
         seen[x] = True
         return np.flatnonzero(seen).astype(x.dtype, copy=False)
-    return np.unique(x)
+    return unique(x)
 
 
 def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
@@ -358,7 +358,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     w = np.clip(np.where(wk > 0, wk, s), s, e)
     del wk, lo, hi, oi, otid
     sysnr = np.asarray(off["syscall_nr"]).astype(np.int32)
-    sys_cands = np.unique(sysnr[w > s])  # syscalls of intervals with a blocked part
+    sys_cands = unique(sysnr[w > s])  # syscalls of intervals with a blocked part
     nt, no = len(tids), len(s)
     ws, we = waits if waits is not None else (np.zeros(0, I64), np.zeros(0, I64))
     ws = np.clip(ws, w0, w1)
@@ -435,7 +435,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
             better = cnt > best_n
             best[better] = nr
             best_n[better] = cnt[better]
-        for nr in np.unique(best):
+        for nr in unique(best):
             m = best == nr
             name = syscall_name(int(nr)) if nr >= -1 else "none"
             lv = int(leftover[m].sum())
@@ -515,7 +515,7 @@ def _hull_update(c0: np.ndarray, c1: np.ndarray, idx: np.ndarray, a: np.ndarray,
 def dev_codes(*pairs: tuple[Any, Any]) -> list[np.ndarray]:
     """One small integer code per (major, minor), shared across several arrays."""
     keys = [(np.asarray(ma).astype(I64) << 20) | np.asarray(mi).astype(I64) for ma, mi in pairs]
-    allk = np.unique(np.concatenate(keys)) if keys else np.zeros(0, I64)
+    allk = unique(np.concatenate(keys)) if keys else np.zeros(0, I64)
     return [np.searchsorted(allk, k).astype(I64) for k in keys]
 
 
@@ -569,7 +569,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         jk = seq_key(jcode, jr["seq"])
         st_m = ev == abi.J_JBD2_START
         en_m = ev == abi.J_JBD2_END
-        keys = np.unique(jk[st_m | en_m])
+        keys = unique(jk[st_m | en_m])
         cs = np.full(len(keys), w0, I64)
         ce = np.full(len(keys), w1, I64)
         cs[np.searchsorted(keys, jk[st_m])] = jts[st_m]
@@ -622,7 +622,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
                      "flush": int(comp[:, 2].sum()), "other": int(other.sum())},
         "by_call": {},
     }
-    for c in np.unique(call):
+    for c in unique(call):
         m = call == c
         ok = m & ~incomplete
         name = abi.CALL_NAMES.get(int(c), f"call_{int(c)}")
@@ -705,8 +705,8 @@ def workload_filesystems(meta: Mapping[str, Any], devices: Sequence[tuple[int, i
             if f.get(a) is not None and f.get(b) is not None:
                 out.add((int(f[a]), int(f[b])))
     if len(fs.get("dev_major", [])):
-        pairs = np.unique((np.asarray(fs["dev_major"]).astype(I64) << 32)
-                          | np.asarray(fs["dev_minor"]).astype(I64))
+        pairs = unique((np.asarray(fs["dev_major"]).astype(I64) << 32)
+                       | np.asarray(fs["dev_minor"]).astype(I64))
         out |= {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist() if p}
     return out
 
@@ -736,7 +736,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
     if jm.any():
         jk = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])[jm]
         jev, jts = ev[jm], ts[jm]
-        keys = np.unique(jk)
+        keys = unique(jk)
         pos = np.searchsorted(keys, jk)
         tab = {}
         for e in (abi.J_JBD2_START, abi.J_JBD2_LOCKING, abi.J_JBD2_FLUSHING,
@@ -775,14 +775,14 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         out["ext4_fast_commit"] = {
             "count": int(fcm.sum()),
             "by_status": {st_names.get(int(k), str(int(k))): int((status == k).sum())
-                          for k in np.unique(status)},
+                          for k in unique(status)},
         }
     # XFS iclogs
     xm = (ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE) | (ev == abi.J_XLOG_DONE)
     if xm.any():
         xk = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])[xm]
         xev, xts = ev[xm], ts[xm]
-        keys = np.unique(xk)
+        keys = unique(xk)
         pos = np.searchsorted(keys, xk)
         cols = {}
         for e in (abi.J_XLOG_SYNC, abi.J_XLOG_WRITE, abi.J_XLOG_DONE):
@@ -801,7 +801,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         force_lat = np.zeros(0, I64)
         if fm.any():
             dkey = (np.asarray(jr["dev_major"]).astype(I64) << 20) | np.asarray(jr["dev_minor"])
-            udev = np.unique(dkey[fm | (ev == abi.J_XLOG_DONE)])
+            udev = unique(dkey[fm | (ev == abi.J_XLOG_DONE)])
             span = window.span
             check_keyed(len(udev), span)
             dmask = ev == abi.J_XLOG_DONE
@@ -837,7 +837,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         if needed.any():
             cid = pc["commit_id"]
             with_id = needed & (cid >= 0)
-            distinct = len(np.unique(cid[with_id])) + int((needed & (cid < 0)).sum())
+            distinct = len(unique(cid[with_id])) + int((needed & (cid < 0)).sum())
             # XFS: calls forcing the same CIL sequence share one commit.
             xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
                 ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0)
@@ -845,7 +845,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
                 xk = seq_key(dev_codes((np.asarray(fs["dev_major"])[xf],
                                         np.asarray(fs["dev_minor"])[xf]))[0],
                              np.asarray(fs["commit_seq"])[xf])
-                distinct -= int(xf.sum()) - len(np.unique(xk))
+                distinct -= int(xf.sum()) - len(unique(xk))
             fpc = round(int(needed.sum()) / distinct, 3) if distinct else None
     out_all = {
         "count": int(total),
@@ -1135,7 +1135,8 @@ def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 20) -> Reque
 
 
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
-              counts: RequestCounts | None = None
+              counts: RequestCounts | None = None,
+              latency: list[dict[str, Any]] | None = None
               ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray, np.ndarray]:
     """Per-class request figures and metadata placement; also requests and bytes by
     (device, class, op) as two [ndev, nclass, 16] arrays.
@@ -1162,14 +1163,15 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
     (positioned_requests counts them); zero-seek requests add 0.
 
     Latencies are computed for all requests at once and sorted within classes by one
-    sort per figure (group_sort); `counts` (request_counts) is computed if not given.
+    sort per figure (group_sort); `counts` (request_counts) and `latency`
+    (latency_figures) are computed if not given.
     """
     rc = counts if counts is not None else request_counts(rq, cls)
     dev_op, dev_bytes = rc.dev_op, rc.dev_bytes
     by_op = dev_op.sum(axis=0)
     bytes_op = dev_bytes.sum(axis=0)
     tracked = rc.n[..., 1].sum(axis=(0, 2))
-    lat_figs = _latency_figures(rq, cls)
+    lat_figs = latency if latency is not None else latency_figures(rq, cls)
     reqs: dict[str, Any] = {}
     for k, name in enumerate(CLASS_NAMES):
         reqs[name] = {
@@ -1194,7 +1196,7 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
 LATENCY_BLOCK = 1 << 15  # requests per block: the temporaries of a block stay in cache
 
 
-def _latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
+def latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
     """device_total_ns and the device, queue and total percentiles of each class.
 
     Each figure's values are sorted within classes by one sort: (class, value) packed

@@ -45,6 +45,7 @@ different groups never touch.
 from __future__ import annotations
 
 import bisect
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -77,6 +78,18 @@ def select(cond: np.ndarray, a: Any, b: Any) -> np.ndarray:
     out *= cond
     out += b
     return out
+
+
+def unique(x: Any) -> np.ndarray:
+    """np.unique of a 1-d array (its distinct values, sorted) by a sort: numpy >= 2.3
+    finds them by hashing, several times slower on the arrays met here."""
+    s = np.sort(np.asarray(x).ravel())
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -489,7 +502,7 @@ class _DeviceMap:
         """Provisional index of each pair into `out`."""
         if self._try(pair, out):
             return
-        for p in np.unique(pair).tolist():
+        for p in unique(pair).tolist():
             if p not in self.index:
                 self._add(p)
         self._arrays()
@@ -628,6 +641,18 @@ class Stages:
         return self.idx if self.all_idx is None else self.all_idx
 
 
+def _low_index(key: np.ndarray, bits: int) -> np.ndarray:
+    """key & (2^bits - 1) of a uint64 array: int32 when bits <= 31 (read from the low
+    words, without a 64-bit temporary), else int64."""
+    if bits <= 31 and sys.byteorder == "little" and key.flags.c_contiguous:
+        out = np.empty(len(key), np.int32)
+        np.bitwise_and(key.view(np.uint32)[::2], np.uint32((1 << bits) - 1), out=out,
+                       casting="unsafe")
+        return out
+    low = key & np.uint64((1 << bits) - 1)
+    return low.astype(np.int32) if bits <= 31 else low.view(I64)
+
+
 def device_stages(rq: Requests, window: Window) -> Stages:
     """Device stage of every request (see module doc), sorted by (device, issue)."""
     w0, w1 = window.start_ns, window.end_ns
@@ -643,9 +668,7 @@ def device_stages(rq: Requests, window: Window) -> Stages:
         key, ns = _stage_keys(rq, w0, w1, span, ibits)
         key.sort()
         key = key[:ns]
-        low = key & np.uint64((1 << ibits) - 1)
-        idx: np.ndarray = low.astype(np.int32) if n < (1 << 31) else low.view(I64)
-        del low
+        idx: np.ndarray = _low_index(key, ibits)
         key >>= np.uint64(ibits)
         ks = key.view(I64)
         del key
@@ -667,48 +690,75 @@ def device_stages(rq: Requests, window: Window) -> Stages:
         ks = ks[order]
         del sel, order
     any_unmatched = bool(np.bitwise_and(rq.flags, abi.RQ_UNMATCHED).any())
-    # Keyed end: the first completion (the final one for an FF), clipped to the window.
-    op = rq.op[idx]
-    ke = rq.data_done[idx]
-    ff = np.flatnonzero(op == abi.OP_FLUSH)
-    ke[ff] = rq.done[idx[ff]]
-    del ff
-    np.clip(ke, w0, w1, out=ke)
-    ke -= w0
+    ns = len(idx)
     # Stages are grouped by device: bounds[g] is the first stage of device g.
-    bounds = np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span) if ndev > 1 else \
-        np.array([0, len(ks)])
-    for g in range(1, ndev):
-        ke[bounds[g]:bounds[g + 1]] += g * span
-    # Seeks: data-bearing reads/writes, in issue order per device.
-    sk = op <= abi.OP_WRITE
-    del op
-    nb = rq.nbytes[idx]
-    sk &= nb > 0
-    if any_unmatched:
-        sk &= rq.issue[idx] > 0
-    sidx = idx[sk]
-    nsec = nb[sk]
-    del nb
-    nsec += np.uint32(511)
-    nsec >>= np.uint32(9)
-    # Requests with a seek distance per device: all but the first of the device's.
-    per_dev = np.array([np.count_nonzero(sk[bounds[g]:bounds[g + 1]]) for g in range(ndev)],
-                       dtype=I64)
+    bounds = np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span).tolist() \
+        if ndev > 1 else [0, ns]
+    ke = np.empty(ns, I64)
+    # Seeks: data-bearing reads/writes, in issue order per device. Per device, block by
+    # block: the keyed ends, then the seek of each data-bearing request from the end
+    # of the previous one on the device (the first of a device has none).
+    seek_pos = np.empty(ns, idx.dtype)  # stage positions of the requests with a seek
+    seek_idx = np.empty(ns, idx.dtype)
+    seek: np.ndarray = np.empty(ns, np.int32)
+    ms = 0  # seeks so far
+    per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
+    sector, nbytes, op_all = rq.sector, rq.nbytes, rq.op
+    for g in range(ndev):
+        last_end = None  # end sector of the device's previous data-bearing request
+        base = g * span - w0
+        for a in range(bounds[g], bounds[g + 1], STAGE_BLOCK):
+            b = min(a + STAGE_BLOCK, bounds[g + 1])
+            ib = idx[a:b]
+            op = op_all[ib]
+            # Keyed end: the first completion (the final one for an FF), clipped.
+            kb = ke[a:b]
+            np.take(rq.data_done, ib, out=kb)
+            ff = np.flatnonzero(op == abi.OP_FLUSH)
+            if len(ff):
+                kb[ff] = rq.done[ib[ff]]
+            np.clip(kb, w0, w1, out=kb)
+            kb += base
+            sk = op <= abi.OP_WRITE
+            nb = nbytes[ib]
+            sk &= nb > 0
+            if any_unmatched:
+                sk &= rq.issue[ib] > 0
+            p = np.flatnonzero(sk)
+            if not len(p):
+                continue
+            per_dev[g] += len(p)
+            si = ib[p]
+            sec = sector[si]
+            end = nb[p]
+            end += np.uint32(511)
+            end >>= np.uint32(9)
+            end = end + sec  # int64: end sector of each
+            d = np.empty(len(p), I64)
+            np.subtract(sec[1:], end[:-1], out=d[1:])
+            if last_end is None:  # the device's first: no seek
+                d, si, p = d[1:], si[1:], p[1:]
+            else:
+                d[0] = int(sec[0]) - last_end
+            last_end = int(end[-1])
+            k = len(d)
+            if not k:
+                continue
+            if seek.dtype == np.int32 and not (
+                    -(1 << 31) < int(d.min()) and int(d.max()) < (1 << 31)):
+                seek = seek.astype(I64)  # a seek beyond 32 bits: int64 for all
+            seek[ms:ms + k] = d
+            seek_idx[ms:ms + k] = si
+            p += a
+            seek_pos[ms:ms + k] = p
+            ms += k
+    seek = seek[:ms]
+    seek_idx = seek_idx[:ms]
+    seek_pos = seek_pos[:ms]
+    if ms == 0:
+        seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
     seek_bounds = np.zeros(ndev + 1, I64)
     np.cumsum(np.maximum(per_dev - 1, 0), out=seek_bounds[1:])
-    if len(sidx) > 1:
-        seek = _seeks(rq.sector, sidx, nsec)
-        del nsec
-        seek_idx = sidx[1:]
-        if ndev > 1:
-            # Drop the pairs that straddle two devices (the first seek of a device).
-            first = np.cumsum(per_dev[:-1])
-            cut = first[(first > 0) & (first < len(sidx))] - 1
-            if len(cut):
-                seek_idx, seek = np.delete(seek_idx, cut), np.delete(seek, cut)
-    else:
-        seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
     keep = ke > ks
     all_idx = None
     if not keep.all():
@@ -722,14 +772,9 @@ def device_stages(rq: Requests, window: Window) -> Stages:
     else:
         svc, ends_sorted = service_times(ks, ke)
     del keep
-    # Service of the requests with a seek distance (seek_idx): sk without each device's
-    # first data-bearing request.
-    for g in range(ndev):
-        part = sk[bounds[g]:bounds[g + 1]]
-        if per_dev[g]:
-            part[int(np.argmax(part))] = False
-    seek_service = svc[sk]
-    del svc, sk
+    # Service of the requests with a seek distance.
+    seek_service = svc[seek_pos]
+    del svc, seek_pos
     return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
                   all_idx=all_idx, seek_bounds=seek_bounds, seek_service=seek_service,
                   ends_sorted=ends_sorted)
@@ -757,11 +802,16 @@ def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarra
     else:
         bits = max(1, (n - 1).bit_length())
         if int(ke.max()).bit_length() + bits <= 64:
-            key = np.left_shift(ke.view(np.uint64), np.uint64(bits))
-            key |= np.arange(n, dtype=np.uint64)
+            key = np.empty(n, np.uint64)
+            shift = np.uint64(bits)
+            for a in range(0, n, STAGE_BLOCK):
+                b = min(a + STAGE_BLOCK, n)
+                kb = key[a:b]
+                np.left_shift(ke[a:b].view(np.uint64), shift, out=kb)
+                kb |= np.arange(a, b, dtype=np.uint64)
             key.sort()
-            order = (key & np.uint64((1 << bits) - 1)).view(I64)
-            key >>= np.uint64(bits)
+            order = _low_index(key, bits)
+            key >>= shift
             ends = key.view(I64)
             del key
         else:
@@ -942,7 +992,7 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     out = np.full(n, -1, np.int32)
     if len(call_tid) == 0 or n == 0:
         return out
-    utids = np.unique(call_tid)
+    utids = unique(call_tid)
     cands = np.arange(n) if sel is None else np.flatnonzero(sel)
     if n < (1 << 31):
         cands = cands.astype(np.int32)
