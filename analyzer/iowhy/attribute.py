@@ -32,9 +32,9 @@ import numpy as np
 from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
-    UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, check_keyed, first_start,
-    group_sort, join_calls, log2_hist, merge_unions, percentiles, select, sort_with_order,
-    sorted_percentiles, union_intervals, union_sorted, unique,
+    UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
+    first_start, group_sort, join_calls, log2_hist, merge_unions, percentiles, select,
+    sort_with_order, sorted_percentiles, union_intervals, union_sorted, unique,
 )
 
 I64 = np.int64
@@ -1087,51 +1087,53 @@ assert ATTR_IFLAGS < ATTR_ISSUED and not ATTR_IFLAGS & ATTR_LOST
 assert abi.RQ_LOST_DONE > ATTR_LOST
 
 
-def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 20) -> RequestCounts:
+def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> RequestCounts:
     """Requests and bytes by (device, class, op, tracked) and attribute counts by class:
     weighted counts over small integer keys, block by block (small temporaries; the
-    float64 byte sums are sums of integers, exact whatever the order)."""
+    float64 byte sums are sums of integers, exact whatever the order). The requests are
+    counted once by (device, class, op, tracked, attribute bits)."""
     ncls = len(CLASS_NAMES)
     ndev = max(len(rq.devices), 1)
     n = len(rq)
     shape = (ndev, ncls, 16, 2)
     size = ndev * ncls * 32
-    kdt = np.uint16 if size <= (1 << 16) else np.int64
-    cnt = np.zeros(size, I64)
+    nj = size * 64
+    kdt = np.uint16 if nj <= (1 << 16) else np.int64
+    cnt = np.zeros(nj, I64)
     byt = np.zeros(size)
-    attrs = np.zeros(ncls * 64, I64)
+    tshift = abi.RQ_TRACKED.bit_length() - 1
+    ishift = ATTR_INCOMPLETE.bit_length() - abi.RQ_INCOMPLETE.bit_length()
+    lshift = abi.RQ_LOST_DONE.bit_length() - ATTR_LOST.bit_length()
     for lo in range(0, n, block):
         hi = min(lo + block, n)
-        c = cls[lo:hi]
         key: Any = np.empty(hi - lo, kdt)
         np.multiply(rq.dev[lo:hi], ncls, out=key, casting="unsafe")
-        key += c.astype(kdt)
+        np.add(key, cls[lo:hi], out=key, casting="unsafe")
         key <<= 4
         key |= np.minimum(rq.op[lo:hi], 15)
         key <<= 1
-        t = np.empty(hi - lo, np.uint16)
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_TRACKED, out=t)
-        t >>= (abi.RQ_TRACKED.bit_length() - 1)
+        t = np.empty(hi - lo, kdt)
+        np.bitwise_and(rq.flags[lo:hi], abi.RQ_TRACKED, out=t, casting="unsafe")
+        t >>= tshift
         key |= t
-        cnt += np.bincount(key, minlength=size)
         byt += np.bincount(key, weights=rq.nbytes[lo:hi], minlength=size)
-        del key
-        # (class, issued, incomplete, lost, SYNC/FUA/PREFLUSH) in 9 bits.
-        a: Any = c.astype(np.uint16)
-        a <<= 6
-        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t)
-        a |= t
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_INCOMPLETE, out=t)
-        t <<= (ATTR_INCOMPLETE.bit_length() - abi.RQ_INCOMPLETE.bit_length())
-        a |= t
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_LOST_DONE, out=t)
-        t >>= (abi.RQ_LOST_DONE.bit_length() - ATTR_LOST.bit_length())
-        a |= t
-        np.left_shift(rq.issue[lo:hi] > 0, ATTR_ISSUED.bit_length() - 1, out=t,
-                      casting="unsafe")
-        a |= t
-        attrs += np.bincount(a, minlength=ncls * 64)
-    return RequestCounts(cnt.reshape(shape), byt.reshape(shape), attrs.reshape(ncls, 64))
+        # (SYNC/FUA/PREFLUSH, lost, issued, incomplete) in 6 bits.
+        key <<= 6
+        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t, casting="unsafe")
+        key |= t
+        np.bitwise_and(rq.flags[lo:hi], abi.RQ_INCOMPLETE, out=t, casting="unsafe")
+        t <<= ishift
+        key |= t
+        np.bitwise_and(rq.flags[lo:hi], abi.RQ_LOST_DONE, out=t, casting="unsafe")
+        t >>= lshift
+        key |= t
+        np.greater(rq.issue[lo:hi], 0, out=t, casting="unsafe")
+        t <<= ATTR_ISSUED.bit_length() - 1
+        key |= t
+        cnt += np.bincount(key, minlength=nj)
+        del key, t
+    full = cnt.reshape(shape + (64,))
+    return RequestCounts(full.sum(axis=4), byt.reshape(shape), full.sum(axis=(0, 2, 3)))
 
 
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
@@ -1393,24 +1395,20 @@ def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = Non
 
     With the device stages `st`, the writes are taken in issue order from them and one
     value sort of (device, start sector, issue rank) gives the on-disk order directly."""
-    wm = (rq.op == abi.OP_WRITE) & (rq.nbytes > 0) & (rq.issue > 0) & \
-        ((cls == LOG) | (cls == METADATA) | (cls == DATA))
-    w0 = st.origin if st is not None else 0
-    w1 = w0 + st.span - 2 if st is not None else 0
-    issue = rq.issue
-    if st is not None and len(issue) and int(issue.max()) <= w1 and \
-            int(np.min(issue, where=issue > 0, initial=w0)) >= w0:
-        # The stage order is the issue order (no issue time was clipped to the window).
-        order_all = st.issue_order
-        wi = order_all[wm[order_all]]
-        del wm
-        fast = _locality_in_issue_order(rq, wi, gap_ns)
-        if fast is not None:
-            return fast
-        wi = np.sort(wi)
-    else:
-        wi = np.flatnonzero(wm)
-        del wm
+    if st is not None:
+        inside = st.issue_in_window
+        if inside is None:
+            w0 = st.origin
+            w1 = w0 + st.span - 2
+            issue = rq.issue
+            inside = not len(issue) or (int(issue.max()) <= w1 and int(
+                np.min(issue, where=issue > 0, initial=w0)) >= w0)
+        if inside:
+            # The stage order is the issue order (no issue time was clipped to the window).
+            fast = _locality_in_issue_order(rq, cls, st, gap_ns)
+            if fast is not None:
+                return fast
+    wi = np.flatnonzero(_locality_writes(rq, cls))
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
                            "late_share": None, "writes": int(len(wi))}
     if len(wi) < 2:
@@ -1460,10 +1458,33 @@ def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = Non
     return res
 
 
-def _locality_in_issue_order(rq: Requests, wi: np.ndarray, gap_ns: int
+_LOCALITY_CLASSES = np.zeros(256, bool)
+_LOCALITY_CLASSES[[LOG, METADATA, DATA]] = True
+LOCALITY_BLOCK = 1 << 16
+
+
+def _locality_writes(rq: Requests, cls: np.ndarray) -> np.ndarray:
+    """Bool per request: a data-bearing, issued write of class log, metadata or data.
+    Block by block (the temporaries stay in cache)."""
+    n = len(rq)
+    wm = np.empty(n, bool)
+    for a in range(0, n, LOCALITY_BLOCK):
+        b = min(a + LOCALITY_BLOCK, n)
+        m = wm[a:b]
+        np.equal(rq.op[a:b], abi.OP_WRITE, out=m)
+        m &= rq.nbytes[a:b] > 0
+        m &= rq.issue[a:b] > 0
+        m &= _LOCALITY_CLASSES[cls[a:b].view(np.uint8)]
+    return wm
+
+
+def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: int
                              ) -> dict[str, Any] | None:
-    """locality() of writes `wi` given in (device, issue) order; None if (device, sector,
-    rank) does not fit a 63-bit key."""
+    """locality() with the writes taken in (device, issue) order from the stages; None if
+    (device, sector, rank) does not fit a 63-bit key."""
+    order_all = st.issue_order
+    pos = np.flatnonzero(_locality_writes(rq, cls)[order_all])
+    wi = order_all[pos]
     n = len(wi)
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
                            "late_share": None, "writes": int(n)}
@@ -1472,26 +1493,43 @@ def _locality_in_issue_order(rq: Requests, wi: np.ndarray, gap_ns: int
     sec = rq.sector[wi]
     nbmax = int(rq.nbytes.max())  # of all requests: a bound, without a gather
     sbits = (int(sec.max()) + (nbmax >> 9) + 1).bit_length()
-    dbits = max(1, (len(rq.devices) - 1).bit_length())
+    ndev = len(rq.devices)
+    dbits = max(1, (ndev - 1).bit_length())
     ibits = n.bit_length()
     if dbits + sbits + ibits > 63:
         return None
     # (device, sector, rank in issue order) packed in one int64: one value sort gives the
-    # on-disk order with equal starts in issue order.
-    key = rq.dev[wi].astype(I64) if len(rq.devices) > 1 else np.zeros(n, I64)
+    # on-disk order with equal starts in issue order. The device of each write follows
+    # from its position in the stage order.
+    key = np.zeros(n, I64)
+    ob = st.order_bounds
+    if ndev > 1:
+        if ob is None:
+            key[:] = rq.dev[wi]
+        else:
+            cut = np.searchsorted(pos, ob).tolist()
+            for g in range(1, ndev):
+                key[cut[g]:cut[g + 1]] = g
+    del pos
     key <<= sbits
     key |= sec
     del sec
     key <<= ibits
     key |= np.arange(n, dtype=I64)
     key.sort()
-    order = key & ((1 << ibits) - 1)  # rank in issue order of each write, on-disk order
+    order = _low_index(key.view(np.uint64), ibits)  # rank in issue order, on-disk order
     key >>= ibits
-    end = rq.nbytes[wi][order]
-    end += np.uint32(511)
-    end >>= np.uint32(9)
-    adj = np.flatnonzero((key[:-1] + end[:-1]) == key[1:])
-    del end, key
+    nsec = rq.nbytes[wi]  # in issue order
+    nsec += np.uint32(511)
+    nsec >>= np.uint32(9)
+    # Adjacent: the next in on-disk order starts where this one ends. Block by block.
+    parts = []
+    for a in range(0, n - 1, LOCALITY_BLOCK):
+        b = min(a + LOCALITY_BLOCK, n - 1)
+        end = nsec[order[a:b]] + key[a:b]
+        parts.append(np.flatnonzero(end == key[a + 1:b + 1]) + a)
+    adj = np.concatenate(parts) if parts else np.zeros(0, I64)
+    del nsec, key, parts
     # Issue times of the adjacent pairs only (few, compared with the writes).
     first = wi[order[adj]]
     second = wi[order[adj + 1]]

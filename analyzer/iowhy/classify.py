@@ -47,6 +47,7 @@ CATEGORIES: tuple[str, ...] = ("barrier", "log", "metadata", "data", "read")
 CATEGORY_OF_CLASS = np.array([0, 1, 2, 3, 4, 4, 3], dtype=np.int8)
 
 BTRFS_SUPER_SECTORS = (128, 131072, 536870912)
+CLASSIFY_BLOCK = 1 << 16  # requests classified at a time
 
 
 def _disk_key(fs: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -114,10 +115,23 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
     if devices is None and hasattr(requests, "devices"):
         devices = requests.devices
     op = np.asarray(requests["op"])
+    n = len(op)
+    if devices is not None and n > CLASSIFY_BLOCK:
+        # Block by block: the temporaries of a block stay in cache.
+        dev = requests["dev"] if not hasattr(requests, "dev") else requests.dev
+        cols = {f: np.asarray(requests[f]) for f in ("op", "iflags", "len_bytes",
+                                                     "start_sector")}
+        out = np.empty(n, np.int8)
+        for a in range(0, n, CLASSIFY_BLOCK):
+            b = min(a + CLASSIFY_BLOCK, n)
+            part = {f: c[a:b] for f, c in cols.items()}
+            part["dev"] = dev[a:b]
+            out[a:b] = classify(part, meta, None if btrfs_sync is None else
+                                np.asarray(btrfs_sync)[a:b], devices)
+        return out
     iflags = np.asarray(requests["iflags"])
     nbytes = np.asarray(requests["len_bytes"])
     sector = np.asarray(requests["start_sector"])
-    n = len(op)
     on = _device_masks(requests, devices)
     logm = np.zeros(n, dtype=bool)
     for key, ranges in log_ranges(meta).items():

@@ -634,6 +634,11 @@ class Stages:
     seek_service: np.ndarray | None = None
     # The keyed ends sorted (it is ke itself when the stages complete in start order).
     ends_sorted: np.ndarray | None = None
+    # issue_order[order_bounds[g]:order_bounds[g + 1]] are device g's (None: not known).
+    order_bounds: list[int] | None = None
+    # Whether every known issue time is inside the window: then the stage order is the
+    # issue order (None: not known).
+    issue_in_window: bool | None = None
 
     @property
     def issue_order(self) -> np.ndarray:
@@ -665,7 +670,7 @@ def device_stages(rq: Requests, window: Window) -> Stages:
         # (keyed start, request index) packed in one uint64: a value sort orders by
         # start, ties by index (as a stable argsort would), and is several times
         # faster than an argsort. Requests without a stage are sorted past the end.
-        key, ns = _stage_keys(rq, w0, w1, span, ibits)
+        key, ns, in_window = _stage_keys(rq, w0, w1, span, ibits)
         key.sort()
         key = key[:ns]
         idx: np.ndarray = _low_index(key, ibits)
@@ -674,6 +679,8 @@ def device_stages(rq: Requests, window: Window) -> Stages:
         del key
     else:
         issue = rq.issue
+        in_window = not len(issue) or (int(issue.max()) <= w1 and int(
+            np.min(issue, where=issue > 0, initial=w0)) >= w0)
         has = issue > 0
         unmatched = (rq.flags & abi.RQ_UNMATCHED) != 0
         has |= unmatched
@@ -777,7 +784,7 @@ def device_stages(rq: Requests, window: Window) -> Stages:
     del svc, seek_pos
     return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
                   all_idx=all_idx, seek_bounds=seek_bounds, seek_service=seek_service,
-                  ends_sorted=ends_sorted)
+                  ends_sorted=ends_sorted, order_bounds=bounds, issue_in_window=in_window)
 
 
 def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -829,18 +836,23 @@ STAGE_BLOCK = 1 << 15  # requests per block of _stage_keys (temporaries stay in 
 
 
 def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
-                ) -> tuple[np.ndarray, int]:
+                ) -> tuple[np.ndarray, int, bool]:
     """(keyed start << ibits | request index) as uint64 for every request, all ones for
-    one without a stage; and how many have one. Block by block."""
+    one without a stage; how many have one; and whether every known issue time is inside
+    the window (none clipped). Block by block."""
     n = len(rq)
     ndev = len(rq.devices)
     key = np.empty(n, np.uint64)
     none = np.uint64((1 << 64) - 1)
     shift = np.uint64(ibits)
     ns = 0
+    inside = True
     for a in range(0, n, STAGE_BLOCK):
         b = min(a + STAGE_BLOCK, n)
         iss = rq.issue[a:b]
+        if inside and (int(iss.max()) > w1
+                       or int(np.min(iss, where=iss > 0, initial=w0)) < w0):
+            inside = False
         k = np.clip(iss, w0, w1)
         k -= w0
         unmatched = (rq.flags[a:b] & abi.RQ_UNMATCHED) != 0
@@ -856,7 +868,7 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
         np.copyto(kb, none, where=~has)
         key[a:b] = kb
         ns += int(np.count_nonzero(has))
-    return key, ns
+    return key, ns, inside
 
 
 def _seeks(sector: np.ndarray, sidx: np.ndarray, nsec: np.ndarray,
