@@ -1112,7 +1112,7 @@ def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> Reque
         key <<= 4
         key |= np.minimum(rq.op[lo:hi], 15)
         key <<= 1
-        t = np.empty(hi - lo, kdt)
+        t: Any = np.empty(hi - lo, kdt)
         np.bitwise_and(rq.flags[lo:hi], abi.RQ_TRACKED, out=t, casting="unsafe")
         t >>= tshift
         key |= t
