@@ -134,6 +134,8 @@ struct {
 } rq_scratch SEC(".maps");
 
 __u64 rq_seq = 0;
+/* Set by the recorder once every probe is attached (CLOCK_MONOTONIC, as bpf_ktime_get_ns). */
+__u64 attach_ns = 0;
 
 static __always_inline void count(__u32 idx)
 {
@@ -336,8 +338,15 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 /*
  * An entry already issued and not requeued, seen inserted or issued again: the same
  * struct request now carries a new I/O, and the previous one's completion was never
- * seen (the kernel skips a tracing program that is already running on this CPU, e.g.
- * when a completion interrupts the probe). Write the old one out, flagged, and count it.
+ * seen. Write the old one out, flagged, and count it.
+ *
+ * The kernel can skip a probe without counting a recursion miss. Found on this
+ * project's VM (a Firecracker guest kernel): bpf_trace_run* returns before running any
+ * tracing program while current->tgid == 1, unless PID 1 loaded the program. Block
+ * completions (and issues) done in softirq on top of a PID 1 thread, such as the
+ * sandbox agent's vsock traffic, are invisible to every BPF program there, bpftrace's
+ * included, while the tracefs event records them. Nothing in BPF can recover the time;
+ * the probes make sure each such request is still written, flagged and counted.
  */
 static __always_inline struct iowhy_request *rq_fresh(struct request *rq)
 {
@@ -351,6 +360,18 @@ static __always_inline struct iowhy_request *rq_fresh(struct request *rq)
 		rq_emit(r, key, now);
 	}
 	return rq_entry(rq, 1);
+}
+
+/*
+ * Whether a request was allocated after every probe was attached, so that its insert and
+ * issue should have been seen. start_time_ns is set only when the queue keeps I/O
+ * statistics or has a scheduler; 0 answers "unknown" (no).
+ */
+static __always_inline int rq_born_recording(struct request *rq)
+{
+	__u64 born = BPF_CORE_READ(rq, start_time_ns);
+
+	return attach_ns && born > attach_ns;
 }
 
 static __always_inline void on_rq_insert(struct request *rq)
@@ -414,28 +435,44 @@ static __always_inline void on_rq_complete(struct request *rq, int error, unsign
 	struct iowhy_request *r = rq_entry(rq, 0);
 	__u32 rqf = BPF_CORE_READ(rq, rq_flags);
 	__u32 cmd = BPF_CORE_READ(rq, cmd_flags);
+	__u32 len = BPF_CORE_READ(rq, __data_len);
+	int is_flush = (cmd & 0xff) == req_op_flush();
 
-	if (!r) {
-		r = rq_entry(rq, 1);
+	if (!r || (!r->issue_ns && len)) {
+		/*
+		 * Not seen issued. Either it started before recording, or the kernel did not run
+		 * the issue probe (see rq_fresh). The request still holds its op, sector
+		 * and length here: blk_update_request traces before it advances them.
+		 */
+		int created = !r;
+
+		if (!r)
+			r = rq_entry(rq, 1);
 		if (!r)
 			return;
 		r->cmd_flags = cmd;
-		r->rq_flags = rqf;
+		r->rq_flags |= rqf;
 		r->start_sector = BPF_CORE_READ(rq, __sector);
+		if (!r->len_bytes)
+			r->len_bytes = len;
 		rq_take_bios(r, rq);
 		r->flags_u16 |= IOWHY_RQ_NO_ISSUE;
-		if (!(r->flags_u16 & IOWHY_RQ_ORIGIN) && (cmd & 0xff) != req_op_flush()) {
+		if (!created || rq_born_recording(rq) ||
+		    ((r->flags_u16 & IOWHY_RQ_ORIGIN) && !is_flush && len)) {
+			r->flags_u16 |= IOWHY_RQ_LOST_ISSUE;
+			count(IOWHY_C_LOST_ISSUE);
+		} else if (!(r->flags_u16 & IOWHY_RQ_ORIGIN) && !is_flush) {
 			/* no bio of ours: it was submitted before recording started */
 			r->flags_u16 |= IOWHY_RQ_UNMATCHED;
 			count(IOWHY_C_UNMATCHED_DONE);
 		}
-		if ((cmd & 0xff) == req_op_flush() || r->start_sector == (__u64)-1)
+		if (is_flush || r->start_sector == (__u64)-1)
 			r->start_sector = 0;
 	}
 	if (!r->data_done_ns)
 		r->data_done_ns = now;
 	r->done_bytes += nr_bytes;
-	if ((rqf & rqf_flush_seq()) && (cmd & 0xff) != req_op_flush()) {
+	if ((rqf & rqf_flush_seq()) && !is_flush) {
 		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
 		return;
 	}
@@ -515,6 +552,46 @@ static __always_inline void on_exit(struct task_struct *p)
 
 /* ----------------------------------------------------------------- syscalls --- */
 
+/* Write the off-CPU interval that started at st->off_ns and ends now. */
+static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
+					__u16 late)
+{
+	struct iowhy_offcpu *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+
+	if (!e) {
+		count(IOWHY_C_RB_OFFCPU);
+	} else {
+		__builtin_memset(e, 0, sizeof(*e));
+		fill_hdr(&e->hdr, IOWHY_REC_OFFCPU, sizeof(*e), now);
+		e->start_ns = st->off_ns;
+		e->waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
+		e->end_ns = now;
+		e->tgid = tgid;
+		e->tid = tid;
+		e->state = st->off_state;
+		e->syscall_nr = st->off_sys_nr;
+		e->waker_tgid = st->waker_tgid;
+		e->waker_tid = st->waker_tid;
+		e->flags_u16 = st->off_flags | late;
+		__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
+		bpf_ringbuf_submit(e, wakeup_flag());
+	}
+	if (late)
+		count(IOWHY_C_LOST_SWITCH_IN);
+	st->off_ns = 0;
+}
+
+/*
+ * The thread is running in its own context (a syscall or its switch-out) while an
+ * off-CPU interval is still open: the switch back in was not seen (rq_fresh says why).
+ * Close the interval now, an upper bound, flagged and counted.
+ */
+static __always_inline void offcpu_seen_running(struct task_state *st, __u32 tgid, __u32 tid)
+{
+	if (st->off_ns)
+		emit_offcpu(st, tgid, tid, bpf_ktime_get_ns(), IOWHY_OFF_LATE_END);
+}
+
 static __always_inline void on_sys_enter(struct pt_regs *regs, long id)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
@@ -525,6 +602,7 @@ static __always_inline void on_sys_enter(struct pt_regs *regs, long id)
 	st = task_state_get((__u32)pt);
 	if (!st)
 		return;
+	offcpu_seen_running(st, pt >> 32, (__u32)pt);
 	st->sys_nr = id;
 	st->sys_enter_ns = bpf_ktime_get_ns();
 	st->arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
@@ -566,7 +644,10 @@ static __always_inline void on_sys_exit(long ret)
 	if (!is_tracked(pt >> 32))
 		return;
 	st = bpf_map_lookup_elem(&tasks, &tid);
-	if (!st || !st->sys_enter_ns)
+	if (!st)
+		return;
+	offcpu_seen_running(st, pt >> 32, tid);
+	if (!st->sys_enter_ns)
 		return;
 	now = bpf_ktime_get_ns();
 	slot = (__u32)st->sys_nr & (SYS_SLOTS - 1);
@@ -639,16 +720,18 @@ static __always_inline int current_syscall_is(__s32 nr)
 static __always_inline void on_switch(int preempt, struct task_struct *prev, struct task_struct *next)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid;
+	__u32 tid, tgid;
 	struct task_state *st;
 
-	if (is_tracked(BPF_CORE_READ(prev, tgid))) {
+	tgid = BPF_CORE_READ(prev, tgid);
+	if (is_tracked(tgid)) {
 		tid = BPF_CORE_READ(prev, pid);
 		st = task_state_get(tid);
 		if (st) {
 			__u32 state = get_task_state(prev);
 			__u16 f = 0;
 
+			offcpu_seen_running(st, tgid, tid);
 			if (preempt || state == 0)
 				f |= IOWHY_OFF_PREEMPT;
 			if (task_in_iowait(prev))
@@ -664,33 +747,13 @@ static __always_inline void on_switch(int preempt, struct task_struct *prev, str
 			st->waker_tid = 0;
 		}
 	}
-	if (is_tracked(BPF_CORE_READ(next, tgid))) {
-		struct iowhy_offcpu *e;
-
+	tgid = BPF_CORE_READ(next, tgid);
+	if (is_tracked(tgid)) {
 		tid = BPF_CORE_READ(next, pid);
 		st = bpf_map_lookup_elem(&tasks, &tid);
 		if (!st || !st->off_ns)
 			return;
-		e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
-		if (!e) {
-			count(IOWHY_C_RB_OFFCPU);
-		} else {
-			__builtin_memset(e, 0, sizeof(*e));
-			fill_hdr(&e->hdr, IOWHY_REC_OFFCPU, sizeof(*e), now);
-			e->start_ns = st->off_ns;
-			e->waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
-			e->end_ns = now;
-			e->tgid = BPF_CORE_READ(next, tgid);
-			e->tid = tid;
-			e->state = st->off_state;
-			e->syscall_nr = st->off_sys_nr;
-			e->waker_tgid = st->waker_tgid;
-			e->waker_tid = st->waker_tid;
-			e->flags_u16 = st->off_flags;
-			__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
-			bpf_ringbuf_submit(e, wakeup_flag());
-		}
-		st->off_ns = 0;
+		emit_offcpu(st, tgid, tid, now, 0);
 	}
 }
 

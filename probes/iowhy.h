@@ -41,9 +41,12 @@ struct iowhy_rec_hdr {
 #define IOWHY_RQ_FLUSH_SEQ (1 << 3)   /* went through the flush state machine (RQF_FLUSH_SEQ) */
 #define IOWHY_RQ_NO_ISSUE (1 << 4)    /* completed without an issue seen (pending flush-only, or pre-dated recording) */
 #define IOWHY_RQ_UNMATCHED (1 << 5)   /* first seen at completion: started before recording */
-#define IOWHY_RQ_LOST_DONE (1 << 6)   /* its final completion was never seen (the kernel skipped the
-					 probe, e.g. recursion); done_ns is 0, ts_ns is when the
-					 request was seen issued again */
+#define IOWHY_RQ_LOST_DONE (1 << 6)   /* its final completion was never seen (the kernel did not run
+					 the probe); done_ns is 0, ts_ns is when the request was
+					 seen issued again */
+#define IOWHY_RQ_LOST_ISSUE (1 << 7)  /* its issue was never seen (the kernel did not run the probe):
+					 op, sector and length were read at completion; issue_ns
+					 is 0 */
 
 /*
  * Normalized operation and flag bits (the kernel's REQ_* bit numbers move between
@@ -169,6 +172,8 @@ struct iowhy_journal {
 #define IOWHY_OFF_PREEMPT (1 << 0) /* switched out while runnable */
 #define IOWHY_OFF_IOWAIT (1 << 1)  /* in_iowait: waiting on its own block I/O */
 #define IOWHY_OFF_D (1 << 2)       /* uninterruptible sleep (TASK_UNINTERRUPTIBLE, not TASK_IDLE) */
+#define IOWHY_OFF_LATE_END (1 << 3) /* its switch back on CPU was not seen: end_ns is when the task
+				       was next seen running (syscall or switch-out), an upper bound */
 
 struct iowhy_offcpu {
 	struct iowhy_rec_hdr hdr;  /* ts_ns: back on CPU */
@@ -233,7 +238,9 @@ struct iowhy_syscall {
 #define IOWHY_C_RQ_MERGED 11      /* requests merged into another request (not a loss) */
 #define IOWHY_C_BIO_WALK_CAP 12   /* requests with more bios than the walk follows (flags of the rest unseen) */
 #define IOWHY_C_LOST_DONE 13      /* a request's final completion never seen (written, flagged IOWHY_RQ_LOST_DONE) */
-#define IOWHY_C_MAX 14
+#define IOWHY_C_LOST_ISSUE 14     /* a request's issue never seen (written, flagged IOWHY_RQ_LOST_ISSUE) */
+#define IOWHY_C_LOST_SWITCH_IN 15 /* a tracked thread's switch back on CPU never seen (written, IOWHY_OFF_LATE_END) */
+#define IOWHY_C_MAX 16
 
 #define IOWHY_MAX_BIO_WALK 256
 

@@ -66,6 +66,8 @@ static const char *counter_names[IOWHY_C_MAX] = {
 	[IOWHY_C_RQ_MERGED] = "requests_merged",
 	[IOWHY_C_BIO_WALK_CAP] = "bio_walk_capped",
 	[IOWHY_C_LOST_DONE] = "lost_completion",
+	[IOWHY_C_LOST_ISSUE] = "lost_issue",
+	[IOWHY_C_LOST_SWITCH_IN] = "lost_switch_in",
 };
 
 static const char *rec_names[IOWHY_REC_MAX + 1] = {
@@ -759,6 +761,8 @@ int main(int argc, char **argv)
 	}
 
 	err = attach_all(skel);
+	if (!err)
+		skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);
 	if (err)
 		goto cleanup;
 	rec_obj = skel->obj;
@@ -1031,14 +1035,21 @@ int main(int argc, char **argv)
 			__u64 c[IOWHY_C_MAX], lost = 0;
 
 			counters_sum(counters_fd, c);
+			__u64 unseen = c[IOWHY_C_LOST_DONE] + c[IOWHY_C_LOST_ISSUE] +
+				       c[IOWHY_C_LOST_SWITCH_IN] + recursion_misses(NULL);
+
 			for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
 				lost += c[i];
-			lost += c[IOWHY_C_LOST_DONE] + recursion_misses(NULL);
 			if (lost)
 				fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
 						"(see `iowhy info`); if the ring buffer or a map was full, "
 						"record again with a bigger --ringbuf (now %ld MiB)\n",
 					(unsigned long long)lost, env.ringbuf_mib);
+			if (unseen)
+				fprintf(stderr, "iowhy-record: WARNING: the kernel did not run the probes "
+						"for %llu events (see `iowhy info`); the requests and "
+						"intervals they end are written flagged\n",
+					(unsigned long long)unseen);
 			if (w.unknown_records)
 				fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",
 					(unsigned long long)w.unknown_records);

@@ -798,3 +798,26 @@ def test_percentiles_nearest_rank():
                 assert got[f"p{q}"] == int(s[max(0, -(-q * n // 100) - 1)]), (n, zeros, q)
             assert got["max"] == int(s[-1])
     assert percentiles(np.zeros(0, np.int64)) == {"p50": None, "p99": None, "max": None}
+
+
+def test_lost_issue_is_unobserved(tmp_path):
+    # RQ_LOST_ISSUE: the issue was never seen (issue_ns 0); op, sector and length were
+    # read at its completion. One task blocked in fsync [1010, 1090): A data [1020,1040)
+    # observed; B (data, completed at 1060, issue unknown) must add no time anywhere
+    # (taking it as issued at the trace start would have made [1000, 1060) data), and it
+    # is counted, with its bytes, as an unobserved request of its class.
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(1020, 1040, sector=50_000),
+        req(0, 1060, sector=50_008, data_done=1060,
+            flags=abi.RQ_TRACKED | abi.RQ_NO_ISSUE | abi.RQ_LOST_ISSUE),
+    ], offcpu=[off(100, 1010, 1090)], fsyncs=[fsync(100, 1010, 1090)],
+        counters={"lost_issue": 1})
+    r = run(p)
+    assert r["attribution_ns"] == {"cpu": 20, "runqueue": 0, "barrier": 0, "log": 0,
+                                   "metadata": 0, "data": 20, "read": 0, "wait-other": 60}
+    assert_sums(r)
+    rq = r["requests"]["data"]
+    assert rq["count"] == 2 and rq["lost"] == 1 and rq["bytes"] == 8192
+    assert rq["device_ns"] == {"p50": 20, "p90": 20, "p99": 20, "max": 20}
+    assert r["devices"][0]["busy_ns"] == 20
+    assert r["lost_events"] == 1 and "issue" in r["problems"][0]

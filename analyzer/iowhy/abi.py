@@ -34,6 +34,7 @@ RQ_FLUSH_SEQ = 1 << 3
 RQ_NO_ISSUE = 1 << 4
 RQ_UNMATCHED = 1 << 5
 RQ_LOST_DONE = 1 << 6
+RQ_LOST_ISSUE = 1 << 7
 
 OP_READ, OP_WRITE, OP_FLUSH, OP_DISCARD, OP_OTHER = 0, 1, 2, 3, 15
 
@@ -90,6 +91,7 @@ JOURNAL_EVENT_NAMES = {
 OFF_PREEMPT = 1 << 0
 OFF_IOWAIT = 1 << 1
 OFF_D = 1 << 2
+OFF_LATE_END = 1 << 3
 
 TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT = 1, 2, 3, 4
 
@@ -98,7 +100,7 @@ COUNTER_NAMES = (
     "lost_ringbuf_request", "lost_ringbuf_fsync", "lost_ringbuf_journal", "lost_ringbuf_offcpu",
     "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
     "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
-    "bio_walk_capped", "lost_completion",
+    "bio_walk_capped", "lost_completion", "lost_issue", "lost_switch_in",
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))

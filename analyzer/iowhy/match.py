@@ -16,7 +16,8 @@ Per request (definitions used by every report):
   end; one first seen at completion (RQ_UNMATCHED) is taken as in flight since the trace
   start. Device busy time and queue depth are built from device stages.
 * A request whose final completion was never seen (RQ_LOST_DONE: its struct request was
-  issued again) is *unobserved*: its completions are set to its issue time, so its
+  issued again), or whose issue was never seen (RQ_LOST_ISSUE, taken as issued at its
+  first completion), is *unobserved*: its completions are set to its issue time, so its
   device stage is empty and it is in no time interval (busy time, attribution, queue
   depth, flush generations); it is left out of latency figures like an incomplete one.
   It keeps its place in the issue order (the device did serve it), so seek distances
@@ -447,6 +448,14 @@ def load_requests(trace: Any, window: Window, threads: int = 1) -> Requests:
             lo, hi = p[0][3], p[-1][3] + p[-1][2] - p[-1][1]
             np.take(final, dev[lo:hi], out=dev[lo:hi])
     devices = [(k >> 20, k & 0xFFFFF) for k in keys]
+    # Issue never seen (RQ_LOST_ISSUE): the device stage is unknown; from here on such a
+    # request is unobserved exactly like one whose final completion was never seen, with
+    # its empty stage at its first completion.
+    li = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_ISSUE)
+    if len(li):
+        cols["issue_ns"][li] = cols["data_done_ns"][li]
+        cols["flags_u16"][li] |= abi.RQ_LOST_DONE
+    del li
     # Final completion never seen: both completions at the issue (an empty stage).
     lost = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_DONE)
     if len(lost):
