@@ -457,7 +457,11 @@ static __always_inline void on_rq_complete(struct request *rq, int error, unsign
 			r->len_bytes = len;
 		rq_take_bios(r, rq);
 		r->flags_u16 |= IOWHY_RQ_NO_ISSUE;
-		if (!created || rq_born_recording(rq) ||
+		/*
+		 * An empty PREFLUSH request (no data, not REQ_OP_FLUSH) is never issued: that
+		 * is its normal life. Anything else created while recording should have been.
+		 */
+		if (!created || ((len || is_flush) && rq_born_recording(rq)) ||
 		    ((r->flags_u16 & IOWHY_RQ_ORIGIN) && !is_flush && len)) {
 			r->flags_u16 |= IOWHY_RQ_LOST_ISSUE;
 			count(IOWHY_C_LOST_ISSUE);

