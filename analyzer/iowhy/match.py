@@ -93,6 +93,22 @@ def unique(x: Any) -> np.ndarray:
     return s[keep]
 
 
+GATHER_BLOCK = 1 << 16
+
+
+def gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """arr[idx] for int32 (or any) indices: block by block with the indices as int64
+    (numpy gathers several times faster with intp indices)."""
+    if idx.dtype == np.intp:
+        return np.take(arr, idx)
+    n = len(idx)
+    out = np.empty(n, arr.dtype)
+    for a in range(0, n, GATHER_BLOCK):
+        b = min(a + GATHER_BLOCK, n)
+        np.take(arr, idx[a:b].astype(np.intp), out=out[a:b])
+    return out
+
+
 def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of intervals [s, e) given sorted by start; returns disjoint sorted intervals.
 
@@ -165,6 +181,11 @@ class Coverage:
         self.e = np.asarray(e, dtype=I64)
         self.cum = np.zeros(len(self.s) + 1, dtype=I64)
         np.cumsum(self.e - self.s, out=self.cum[1:])
+        # The end of the interval before each position: e shifted by one, a time below
+        # any met first (so that nothing is cut from the empty set before the first).
+        self.prev_e = np.empty(len(self.s) + 1, dtype=I64)
+        self.prev_e[0] = -(1 << 62)
+        self.prev_e[1:] = self.e
 
     @property
     def total(self) -> int:
@@ -173,12 +194,16 @@ class Coverage:
     def upto(self, t: np.ndarray) -> np.ndarray:
         """Measure of the set inside (-inf, t)."""
         t = np.asarray(t, dtype=I64)
-        j = np.searchsorted(self.s, t, side="right")
-        jm = np.maximum(j - 1, 0)
         if len(self.s) == 0:
             return np.zeros(t.shape, I64)
-        out = self.cum[j] - np.maximum(self.e[jm] - t, 0)
-        return np.where(j > 0, out, 0)
+        j = np.searchsorted(self.s, t, side="right")
+        # cum[j] minus the part of interval j - 1 at or after t.
+        cut = np.take(self.prev_e, j)
+        cut -= t
+        np.maximum(cut, 0, out=cut)
+        out = np.take(self.cum, j)
+        out -= cut
+        return out
 
     def within(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Measure of the set inside each [a, b) (0 where b <= a)."""
@@ -725,28 +750,28 @@ def device_stages(rq: Requests, window: Window) -> Stages:
         base = g * span - w0
         for a in range(bounds[g], bounds[g + 1], STAGE_BLOCK):
             b = min(a + STAGE_BLOCK, bounds[g + 1])
-            ib = idx[a:b]
-            op = op_all[ib]
+            ib = idx[a:b].astype(I64)  # int64 indices: faster gathers
+            op = np.take(op_all, ib)
             # Keyed end: the first completion (the final one for an FF), clipped.
             kb = ke[a:b]
             np.take(rq.data_done, ib, out=kb)
             ff = np.flatnonzero(op == abi.OP_FLUSH)
             if len(ff):
-                kb[ff] = rq.done[ib[ff]]
+                kb[ff] = np.take(rq.done, np.take(ib, ff))
             np.clip(kb, w0, w1, out=kb)
             kb += base
             sk = op <= abi.OP_WRITE
-            nb = nbytes[ib]
+            nb = np.take(nbytes, ib)
             sk &= nb > 0
             if any_unmatched:
-                sk &= rq.issue[ib] > 0
+                sk &= np.take(rq.issue, ib) > 0
             p = np.flatnonzero(sk)
             if not len(p):
                 continue
             per_dev[g] += len(p)
-            si = ib[p]
-            sec = sector[si]
-            end = nb[p]
+            si = np.take(ib, p)
+            sec = np.take(sector, si)
+            end = np.take(nb, p)
             end += np.uint32(511)
             end >>= np.uint32(9)
             end = end + sec  # int64: end sector of each
@@ -789,7 +814,7 @@ def device_stages(rq: Requests, window: Window) -> Stages:
         svc, ends_sorted = service_times(ks, ke)
     del keep
     # Service of the requests with a seek distance.
-    seek_service = svc[seek_pos]
+    seek_service = gather(svc, seek_pos)
     del svc, seek_pos
     return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
                   all_idx=all_idx, seek_bounds=seek_bounds, seek_service=seek_service,
@@ -833,7 +858,10 @@ def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarra
         else:
             order = np.argsort(ke, kind="stable")
             ends = ke[order]
-        prev[order[1:]] = ends[:-1]
+        # prev[order[1:]] = ends[:-1], block by block with int64 indices (faster).
+        for a in range(0, n - 1, STAGE_BLOCK):
+            b = min(a + STAGE_BLOCK, n - 1)
+            prev[order[a + 1:b + 1].astype(I64)] = ends[a:b]
         prev[order[0]] = ks[order[0]]
         del order
     np.maximum(prev, ks, out=prev)
@@ -852,15 +880,16 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
     n = len(rq)
     ndev = len(rq.devices)
     key = np.empty(n, np.uint64)
-    none = np.uint64((1 << 64) - 1)
     shift = np.uint64(ibits)
     ns = 0
     inside = True
     for a in range(0, n, STAGE_BLOCK):
         b = min(a + STAGE_BLOCK, n)
         iss = rq.issue[a:b]
-        if inside and (int(iss.max()) > w1
-                       or int(np.min(iss, where=iss > 0, initial=w0)) < w0):
+        # Some known issue time outside the window: above w1, or in [1, w0) (one
+        # unsigned comparison of iss - 1).
+        if inside and (int(iss.max()) > w1 or (w0 > 1 and bool(
+                ((iss - 1).view(np.uint64) < np.uint64(w0 - 1)).any()))):
             inside = False
         k = np.clip(iss, w0, w1)
         k -= w0
@@ -874,8 +903,10 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
         kb = k.view(np.uint64)
         kb <<= shift
         kb |= np.arange(a, b, dtype=np.uint64)
-        np.copyto(kb, none, where=~has)
-        key[a:b] = kb
+        # All ones without a stage: or-ed with -(not has), without a masked copy.
+        nh = np.logical_not(has).astype(np.uint64)
+        np.negative(nh, out=nh)
+        np.bitwise_or(kb, nh, out=key[a:b])
         ns += int(np.count_nonzero(has))
     return key, ns, inside
 
@@ -920,7 +951,7 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     ff = np.flatnonzero(rq.op == abi.OP_FLUSH)
     fs = np.clip(rq.issue[ff], w0, w1)
     fe = np.clip(rq.done[ff], w0, w1)
-    ok = (rq.issue[ff] > 0) & (fe > fs)
+    ok = np.flatnonzero((rq.issue[ff] > 0) & (fe > fs))
     ff, fs, fe = ff[ok], fs[ok], fe[ok]
     fbase = rq.dev[ff].astype(I64) * span - w0
     fks, fke = fs + fbase, fe + fbase
@@ -950,16 +981,26 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     cm = np.maximum.accumulate(fke)
     lo = np.searchsorted(cm, a, side="right")
     hi = np.searchsorted(fks, b, side="left")
-    cnt = np.maximum(hi - lo, 0)
+    cnt = hi - lo
+    cnt *= b > a  # an empty window meets no FF
+    np.maximum(cnt, 0, out=cnt)
     tot = int(cnt.sum())
+    # Candidate pairs: window rep meets FF pf, for pf in lo..hi-1.
     rep = np.repeat(np.arange(len(a)), cnt)
-    offs = np.arange(tot) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    pf = np.repeat(lo, cnt) + offs
-    ov = np.minimum(b[rep], fke[pf]) - np.maximum(a[rep], fks[pf])
-    good = ov > 0
-    rep, pf, ov = rep[good], pf[good], ov[good]
-    pw = owner[rep]
-    del rep, ov, good
+    start = np.cumsum(cnt)
+    start -= cnt
+    lo -= start
+    pf = np.repeat(lo, cnt)
+    pf += np.arange(tot)
+    del start, lo, hi, cnt
+    # They overlap when each starts before the other ends (both are non-empty).
+    good = np.take(b, rep) > np.take(fks, pf)
+    good &= np.take(a, rep) < np.take(fke, pf)
+    sel = np.flatnonzero(good)
+    del good
+    rep, pf = np.take(rep, sel), np.take(pf, sel)
+    pw = np.take(owner, rep)
+    del rep, sel
     # A waiter may meet the same FF in both windows only if the FF spans its data stage;
     # count the pair once. Pairs in (FF, waiter) order; waiters are in request order.
     wbits = max(1, (len(waiters) - 1).bit_length())
@@ -969,7 +1010,11 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
         key |= pw
         key.sort()
         if len(key) > 1:
-            key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+            new = np.empty(len(key), bool)
+            new[0] = True
+            np.not_equal(key[1:], key[:-1], out=new[1:])
+            key = np.take(key, np.flatnonzero(new))
+            del new
         pf_u = key >> wbits
         pw_u = key & ((1 << wbits) - 1)
         del key
@@ -994,9 +1039,12 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
         np.maximum.accumulate(run_start, out=run_start)
     rank = pos - run_start
     del pos, run_start
-    nn = n_w[pf_u]
-    share = ff_ns[pf_u] // nn + (rank < (ff_ns[pf_u] % nn))
-    return FlushShare(ff, ff_ns, n_w, waiters, wait, waiters[pw_u], pf_u, share.astype(I64))
+    nn = np.take(n_w, pf_u)
+    fn = np.take(ff_ns, pf_u)
+    share, rem = np.divmod(fn, nn)
+    share += rank < rem
+    return FlushShare(ff, ff_ns, n_w, waiters, wait, np.take(waiters, pw_u), pf_u,
+                      share.astype(I64))
 
 
 # -- request -> call join ------------------------------------------------------------------
