@@ -1062,29 +1062,43 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     if len(call_tid) == 0 or n == 0:
         return out
     utids = unique(call_tid)
-    cands = np.arange(n) if sel is None else np.flatnonzero(sel)
-    if n < (1 << 31):
-        cands = cands.astype(np.int32)
+    small = np.int8 if len(utids) < 128 else np.int16 if len(utids) < 32768 else np.int32
     top = int(utids.max())
+    table = None
     if top < (1 << 23) and utids.min() >= 0:
         # tid -> dense index through a lookup table (tids are small: pid_max <= 2^22).
-        table = np.full(top + 2, -1, np.int32)
-        table[utids] = np.arange(len(utids), dtype=np.int32)
-        ti = table[np.minimum(req_tid[cands], top + 1)]
-    else:
-        rt = req_tid[cands].astype(I64)
-        ti = np.searchsorted(utids, rt).astype(np.int32)
-        ti[ti >= len(utids)] = 0
-        ti = np.where(utids[ti] == rt, ti, -1).astype(np.int32)
-        del rt
-    tt = np.asarray(req_t[cands], dtype=I64)
-    m = ti >= 0
-    m &= tt > 0
-    if not m.all():
-        keep = np.flatnonzero(m)
-        cands, ti, tt = cands[keep], ti[keep], tt[keep]
-        del keep
-    del m
+        table = np.full(top + 2, -1, small)
+        table[utids] = np.arange(len(utids), dtype=small)
+    # The candidates (int64 indices: faster gathers) with a known call thread and time,
+    # block by block.
+    c_parts, ti_parts, tt_parts = [], [], []
+    for a in range(0, n, JOIN_SCAN):
+        b = min(a + JOIN_SCAN, n)
+        c = np.arange(a, b) if sel is None else np.flatnonzero(sel[a:b])
+        if sel is not None:
+            c += a
+        rt = np.take(req_tid, c)
+        if table is not None:
+            np.minimum(rt, top + 1, out=rt)
+            ti = np.take(table, rt)
+        else:
+            rt64 = rt.astype(I64)
+            ti = np.searchsorted(utids, rt64).astype(small)
+            ti[ti >= len(utids)] = 0
+            ti = np.where(utids[ti] == rt64, ti, -1).astype(small)
+        tt = np.take(req_t, c).astype(I64, copy=False)
+        m = ti >= 0
+        m &= tt > 0
+        if not m.all():
+            keep = np.flatnonzero(m)
+            c, ti, tt = np.take(c, keep), np.take(ti, keep), np.take(tt, keep)
+        c_parts.append(c)
+        ti_parts.append(ti)
+        tt_parts.append(tt)
+    cands = np.concatenate(c_parts)
+    ti = np.concatenate(ti_parts)
+    tt = np.concatenate(tt_parts)
+    del c_parts, ti_parts, tt_parts
     if not len(cands):
         return out
     # Raw times (not clipped to the window): keyed over the span they cover.
@@ -1096,27 +1110,27 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     ctid = np.searchsorted(utids, call_tid).astype(I64)
     ck = ctid * span + (ce - w0)
     cx = ctid * span + (cxr - w0)
-    co = np.argsort(ck, kind="stable")
+    co = np.argsort(ck, kind="stable").astype(np.int32)
     ck, cx = ck[co], cx[co]
     # Block by block of requests (small temporaries), searched in tid-major order so
     # that the needles are nearly sorted (fast binary search).
-    small = np.int8 if len(utids) < 128 else np.int16 if len(utids) < 32768 else np.int32
     for a in range(0, len(cands), JOIN_BLOCK):
         b = min(a + JOIN_BLOCK, len(cands))
-        o = np.argsort(ti[a:b].astype(small), kind="stable")  # radix sort of small ints
+        o = np.argsort(ti[a:b], kind="stable")  # a radix sort of small ints
         o += a
-        rk = ti[o].astype(I64)
+        rk = np.take(ti, o).astype(I64)
         rk *= span
-        rk += tt[o]
+        rk += np.take(tt, o)
         rk -= w0
         pos = np.searchsorted(ck, rk, side="right")
         pos -= 1
         ok = pos >= 0
         np.maximum(pos, 0, out=pos)
-        ok &= rk <= cx[pos]
+        ok &= rk <= np.take(cx, pos)
         del rk
-        out[cands[o]] = select(ok, co[pos], -1)
+        out[np.take(cands, o)] = select(ok, np.take(co, pos), -1)
     return out
 
 
+JOIN_SCAN = 1 << 16  # requests scanned at a time for candidates
 JOIN_BLOCK = 1 << 18  # requests joined at a time
