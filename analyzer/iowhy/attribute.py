@@ -33,8 +33,8 @@ from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
-    first_start, group_sort, join_calls, log2_hist, merge_unions, percentiles, select,
-    sort_with_order, sorted_percentiles, union_intervals, union_sorted, unique,
+    first_start, gather, group_sort, join_calls, log2_hist, merge_unions, percentiles,
+    select, sort_with_order, sorted_percentiles, union_intervals, union_sorted, unique,
 )
 
 I64 = np.int64
@@ -113,12 +113,12 @@ def _unkey(u: tuple[np.ndarray, np.ndarray], span: int, origin: int,
 
 def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
     """Per-category keyed unions of device stages (U_c) and their cumulative unions."""
-    prio = np.take(CATEGORY_OF_CLASS, cls[st.idx])
+    prio = np.take(CATEGORY_OF_CLASS, gather(cls, st.idx))
     per_cat = []
     for k in range(len(CATEGORIES)):
         # Positions then gathers: cheaper than two boolean-mask selections.
         sel = np.flatnonzero(prio == k)
-        per_cat.append(union_sorted(st.ks[sel], st.ke[sel]) if len(sel)
+        per_cat.append(union_sorted(np.take(st.ks, sel), np.take(st.ke, sel)) if len(sel)
                        else (np.zeros(0, I64), np.zeros(0, I64)))
         del sel
     del prio
@@ -861,7 +861,10 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
 
 def floor_log2(v: np.ndarray) -> np.ndarray:
     """floor(log2(v)) of integers 1 <= v < 2^53, read from the float64 exponent."""
-    return (np.asarray(v).astype(np.float64).view(I64) >> 52) - 1023
+    x = np.asarray(v).astype(np.float64).view(I64)
+    x >>= 52
+    x -= 1023
+    return x
 
 
 def seek_slots(absseek: np.ndarray) -> np.ndarray:
@@ -968,8 +971,8 @@ def device_fits(rq: Requests, st: Stages, all_ok: bool) -> DeviceFit:
     del z
     if not len(zi) or st.seek_service is None:
         return fit
-    sv = st.seek_service[zi]
-    nb = rq.nbytes[st.seek_idx[zi]].astype(I64)
+    sv = np.take(st.seek_service, zi)
+    nb = gather(rq.nbytes, np.take(st.seek_idx, zi)).astype(I64)
     np.maximum(nb, 1, out=nb)
     if ndev == 1:
         dev = np.zeros(len(zi), I64)
@@ -1034,7 +1037,8 @@ def _positioning(sk: np.ndarray, svc: np.ndarray, okl: np.ndarray | None,
         thr[g] = int(v[_rank(n, 90)]) - int(base[g])
     # Excess over the baseline; 0 for the zero-seek requests (and any not fully
     # observed), which no threshold (>= 0) lets through.
-    ex = svc - base[bucket]
+    ex = np.take(base, bucket)
+    np.subtract(svc, ex, out=ex)
     if ((measured_b > 0) & (kind == 1)).any():
         fi = np.flatnonzero(kind[bucket] == 1)
         ex[fi] = svc[fi] - fit.baseline(dev_of[bucket[fi]], nbytes[fi].astype(I64))
@@ -1043,15 +1047,16 @@ def _positioning(sk: np.ndarray, svc: np.ndarray, okl: np.ndarray | None,
     del zi
     if okl is not None:
         ex *= okl
-    hit = ex > thr[bucket]
+    hit = ex > np.take(thr, bucket)
     by = np.bincount(kind, weights=measured_b, minlength=len(BASELINES)).astype(I64)
+    ex *= hit  # the sum over the hits, without a masked reduction
     return {
-        "positioning_ns": int(ex.sum(where=hit)),
+        "positioning_ns": int(ex.sum()),
         "positioning_basis": int(per_b.sum()),
         "positioned_requests": int(np.count_nonzero(hit)),
         "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
         "baseline_requests": {name: int(by[i]) for i, name in enumerate(BASELINES)},
-        "device_ns": int(svc.sum() if okl is None else svc.sum(where=okl)),
+        "device_ns": int(svc.sum() if okl is None else (svc * okl).sum()),
     }
 
 
@@ -1320,7 +1325,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     ncls = len(CLASS_NAMES)
     ndev = len(rq.devices)
     place: dict[str, Any] = {}
-    scls = cls[st.seek_idx]
+    scls = gather(cls, st.seek_idx)
     sb = st.seek_bounds
 
     def class_counts(c: np.ndarray) -> np.ndarray:
@@ -1343,10 +1348,10 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         fit = device_fits(rq, st, all_ok)
     if (nk > 0).sum() > 1:
         order = np.argsort(scls, kind="stable")  # a radix sort of small integers
-        seek_idx = st.seek_idx[order]
-        seek = st.seek[order]
+        seek_idx = np.take(st.seek_idx, order)
+        seek = np.take(st.seek, order)
         if with_placement:
-            service = service[order]
+            service = np.take(service, order)
         del order
         np.abs(seek, out=seek)
     else:
@@ -1360,9 +1365,9 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         if not with_placement:
             reqs[name]["seek_sectors"] = percentiles(sk, (50,), inplace=True)
             continue
-        ok = None if all_ok else (rq.flags[sidx] & UNOBSERVED) == 0
+        ok = None if all_ok else (gather(rq.flags, sidx) & UNOBSERVED) == 0
         # Size bucket floor(log2(bytes)), plus device << 6.
-        nb = rq.nbytes[sidx]
+        nb = gather(rq.nbytes, sidx)
         bucket = floor_log2(np.maximum(nb, 1))
         if nkd is not None:
             lo = 0
@@ -1372,7 +1377,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
                     bucket[lo:hi] += g << SIZE_BITS
                 lo = hi
         elif ndev > 1:
-            bucket += rq.dev[sidx].astype(I64) << SIZE_BITS
+            bucket += gather(rq.dev, sidx).astype(I64) << SIZE_BITS
         posn = _positioning(sk, service[off[k]:off[k + 1]], ok, bucket, nb, fit, ndev)
         del bucket, ok, nb
         hist = seek_hist(sk)
@@ -1474,7 +1479,7 @@ def _locality_writes(rq: Requests, cls: np.ndarray) -> np.ndarray:
         np.equal(rq.op[a:b], abi.OP_WRITE, out=m)
         m &= rq.nbytes[a:b] > 0
         m &= rq.issue[a:b] > 0
-        m &= _LOCALITY_CLASSES[cls[a:b].view(np.uint8)]
+        m &= np.take(_LOCALITY_CLASSES, cls[a:b].view(np.uint8))
     return wm
 
 
@@ -1483,14 +1488,14 @@ def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: 
     """locality() with the writes taken in (device, issue) order from the stages; None if
     (device, sector, rank) does not fit a 63-bit key."""
     order_all = st.issue_order
-    pos = np.flatnonzero(_locality_writes(rq, cls)[order_all])
-    wi = order_all[pos]
+    pos = np.flatnonzero(gather(_locality_writes(rq, cls), order_all))
+    wi = gather(order_all, pos)
     n = len(wi)
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
                            "late_share": None, "writes": int(n)}
     if n < 2:
         return res
-    sec = rq.sector[wi]
+    sec = gather(rq.sector, wi)
     nbmax = int(rq.nbytes.max())  # of all requests: a bound, without a gather
     sbits = (int(sec.max()) + (nbmax >> 9) + 1).bit_length()
     ndev = len(rq.devices)
@@ -1519,14 +1524,14 @@ def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: 
     key.sort()
     order = _low_index(key.view(np.uint64), ibits)  # rank in issue order, on-disk order
     key >>= ibits
-    nsec = rq.nbytes[wi]  # in issue order
+    nsec = gather(rq.nbytes, wi)  # in issue order
     nsec += np.uint32(511)
     nsec >>= np.uint32(9)
     # Adjacent: the next in on-disk order starts where this one ends. Block by block.
     parts = []
     for a in range(0, n - 1, LOCALITY_BLOCK):
         b = min(a + LOCALITY_BLOCK, n - 1)
-        end = nsec[order[a:b]] + key[a:b]
+        end = np.take(nsec, order[a:b].astype(np.intp)) + key[a:b]
         parts.append(np.flatnonzero(end == key[a + 1:b + 1]) + a)
     adj = np.concatenate(parts) if parts else np.zeros(0, I64)
     del nsec, key, parts

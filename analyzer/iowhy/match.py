@@ -122,10 +122,11 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     brk[0] = True
     np.greater(s[1:], cm[:-1], out=brk[1:])
     first = np.flatnonzero(brk)
+    del brk
     last = np.empty_like(first)
     last[:-1] = first[1:] - 1
     last[-1] = n - 1
-    return s[first], cm[last]
+    return np.take(s, first), np.take(cm, last)
 
 
 def sort_with_order(x: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
