@@ -18,12 +18,14 @@ import numpy as np
 from . import abi
 from .attribute import (
     WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
-    journal_of, latency_figures, locality, per_class, queue_depth, relevant_devices,
-    request_counts, seq_key, workload_covers, workload_filesystems, workload_view,
+    journal_of, latency_figure, locality, merge_latency, per_class, queue_depth,
+    relevant_devices, request_counts, seq_key, workload_covers, workload_filesystems,
+    workload_view,
 )
 from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
 from .match import (
     Requests, Window, device_ns, device_stages, flush_generations, gather_columns, join_calls,
+    stage_service,
     latency_ok, load_requests, percentiles, queue_ns, total_ns, trace_window, unique,
 )
 
@@ -263,14 +265,20 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         rc = request_counts(rq, r["classify"])
         return rc, relevant_devices(rq, sorted(fsdevs), meta, rc)
 
-    def latency() -> Any:
-        return latency_figures(rq, r["classify"])
+    def service() -> Any:
+        # The queue depth right after the service times, while their sorted ends exist
+        # (then dropped: no other task needs them).
+        st = r["stages"]
+        stage_service(st)
+        qd = queue_depth(st, len(rq.devices), elapsed, cfg.queue_depth_buckets)
+        st.ends_sorted = None
+        return qd
+
+    def latency(m: int) -> Callable[[], Any]:
+        return lambda: latency_figure(rq, r["classify"], m)
 
     def unions() -> Any:
         return device_unions(rq, r["stages"], r["classify"])[1]
-
-    def qdepth() -> Any:
-        return queue_depth(r["stages"], len(rq.devices), elapsed, cfg.queue_depth_buckets)
 
     def devview() -> Any:
         return device_view(rq, r["stages"], r["classify"], win, r["flush"], meta, r["unions"],
@@ -285,8 +293,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return locality(rq, r["classify"], cfg.locality_gap_ns, r["stages"])
 
     def classes_view() -> Any:
-        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0],
-                         r["latency"])
+        lat = merge_latency([r[f"latency {m}"] for m in range(3)])
+        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0], lat)
 
     def fsync_commits() -> Any:
         rc, rel = r["counts"]
@@ -297,28 +305,32 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return fsv, commits_view(win, mine, fsv, fs, log_bytes)
 
     # (name, result key, dependencies, function) in priority order: a free thread takes
-    # the first task whose dependencies are done (the long chain through device stages
-    # and the per-class figures first).
+    # the first task whose dependencies are done. The order is by the longest chain of
+    # work left after each task (device stages, service times, per-class figures first),
+    # short tasks last.
     graph: list[tuple[str, str, tuple[str, ...], Callable[[], Any]]] = [
+        ("device stages and seeks", "stages", (), lambda: device_stages(rq, win, False)),
         ("classify", "classify", ("join",) if btrfs else (), classes),
-        ("device stages and seeks", "stages", (), lambda: device_stages(rq, win)),
         ("request counts", "counts", ("classify",), counts),
-        ("latency figures", "latency", ("classify",), latency),
-        ("per class and placement", "per class", ("stages", "classify", "counts", "latency"),
-         classes_view),
+        ("latency: device", "latency 0", ("classify",), latency(0)),
+        ("latency: queue", "latency 1", ("classify",), latency(1)),
+        ("latency: total", "latency 2", ("classify",), latency(2)),
+        ("service times and queue depth", "queue depth", ("stages",), service),
         ("join requests to calls", "join", (), join),
         ("flush generations", "flush", (), lambda: flush_generations(rq, win)),
         ("device unions", "unions", ("stages", "classify"), unions),
-        ("queue depth", "queue depth", ("stages",), qdepth),
+        ("per class and placement", "per class",
+         ("queue depth", "classify", "counts", "latency 0", "latency 1", "latency 2"),
+         classes_view),
         ("fsync and commits", "fsync", ("join", "classify", "counts"), fsync_commits),
         ("locality", "locality", ("stages", "classify"), local if cfg.locality else
          (lambda: None)),
+        ("workload view", "workload", ("stages", "unions", "flush", "counts"), workload),
         ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                     "queue depth"), devview),
-        ("workload view", "workload", ("stages", "unions", "flush", "counts"), workload),
     ]
     if btrfs:  # the join first: classify waits for it
-        graph.insert(0, graph.pop(5))
+        graph.insert(0, graph.pop(7))
 
     def drop_stage_times() -> None:
         st = r["stages"]

@@ -1203,95 +1203,92 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
 LATENCY_BLOCK = 1 << 15  # requests per block: the temporaries of a block stay in cache
 
 
-def latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
-    """device_total_ns and the device, queue and total percentiles of each class.
+LATENCY_FIGURES = ("device_ns", "queue_ns", "total_ns")
 
-    Each figure's values are sorted within classes by one sort: (class, value) packed
-    in an int32 when every value is below 2^28 (the keys are built block by block,
-    whose temporaries stay in cache), else by group_sort on full arrays.
-    """
+
+def latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
+    """device_total_ns and the device, queue and total percentiles of each class."""
+    return merge_latency([latency_figure(rq, cls, m) for m in range(len(LATENCY_FIGURES))])
+
+
+def merge_latency(figures: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The per-class figures of latency_figure(m) for every m, merged (report order)."""
+    order = ("device_total_ns",) + LATENCY_FIGURES
+    out = []
+    for k in range(len(CLASS_NAMES)):
+        d: dict[str, Any] = {}
+        for f in figures:
+            d.update(f[k])
+        out.append({key: d[key] for key in order})
+    return out
+
+
+def latency_figure(rq: Requests, cls: np.ndarray, m: int) -> list[dict[str, Any]]:
+    """Figure m of LATENCY_FIGURES (and device_total_ns with the device time) of each
+    class: its values sorted within classes by one sort, (class, value) packed in an
+    int32 when every value is below 2^28 (the keys are built block by block, whose
+    temporaries stay in cache), else by group_sort on full arrays."""
     ncls = len(CLASS_NAMES)
     out: list[dict[str, Any]] = [{} for _ in range(ncls)]
-    keys, fits = _latency_keys(rq, cls)
-    mask = np.int32((1 << _LAT_VBITS) - 1)
-    starts = (np.arange(ncls + 1, dtype=I64) << _LAT_VBITS).astype(np.int32)
-    for m, name in enumerate(("device_ns", "queue_ns", "total_ns")):
-        if fits[m]:
-            vals = keys[m]
-            vals.sort()
-            off = np.searchsorted(vals, starts)
-            vals &= mask
-        else:
-            vals, off = group_sort(*_latency_values(rq, cls, m), ncls)
-        keys[m] = np.zeros(0, np.int32)
-        for k in range(ncls):
-            x = vals[off[k]:off[k + 1]]
-            if m == 0:
-                out[k]["device_total_ns"] = int(x.sum(dtype=I64))
-            out[k][name] = sorted_percentiles(x, (50, 90, 99))
+    vals, fits = _latency_keys(rq, cls, m)
+    if fits:
+        vals.sort()
+        starts = (np.arange(ncls + 1, dtype=I64) << _LAT_VBITS).astype(np.int32)
+        off = np.searchsorted(vals, starts)
+        vals &= np.int32((1 << _LAT_VBITS) - 1)
+    else:
         del vals
-    # Keep the keys in the order of the report.
-    order = ("device_total_ns", "device_ns", "queue_ns", "total_ns")
-    return [{key: o[key] for key in order} for o in out]
+        vals, off = group_sort(*_latency_values(rq, cls, m), ncls)
+    for k in range(ncls):
+        x = vals[off[k]:off[k + 1]]
+        if m == 0:
+            out[k]["device_total_ns"] = int(x.sum(dtype=I64))
+        out[k][LATENCY_FIGURES[m]] = sorted_percentiles(x, (50, 90, 99))
+    return out
 
 
 _LAT_VBITS = 28  # value bits of the packed int32 keys (3 bits of class, 8 groups)
 
 
-def _latency_keys(rq: Requests, cls: np.ndarray) -> tuple[list[np.ndarray], list[bool]]:
-    """(class << 28 | value) as int32 for the device, queue and total time of every
-    request (class 7 for a request left out, with value 0), and whether each figure's
-    values all fit 28 bits (else its keys are incomplete: see _latency_values)."""
+def _latency_keys(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, bool]:
+    """(class << 28 | value) as int32 of figure m (0 device, 1 queue, 2 total time) of
+    every request (class 7 for a request left out, with value 0), and whether its values
+    all fit 28 bits (else the keys are incomplete: see _latency_values)."""
     n = len(rq)
     bad = UNOBSERVED
     none = len(CLASS_NAMES)
     lim = 1 << _LAT_VBITS
-    keys = [np.empty(n, np.int32) for _ in range(3)]
-    fits = [True, True, True]
+    keys = np.empty(n, np.int32)
     for a in range(0, n, LATENCY_BLOCK):
         b = min(a + LATENCY_BLOCK, n)
-        iss, ins, done, sub = rq.issue[a:b], rq.insert[a:b], rq.done[a:b], rq.submit[a:b]
+        iss, ins, done = rq.issue[a:b], rq.insert[a:b], rq.done[a:b]
         ok = (rq.flags[a:b] & bad) == 0
         c = cls[a:b].astype(np.int32)
         c -= none
-        # device and queue times: fully observed, issued requests.
-        use = iss > 0
-        use &= ok
-        g = c * use  # class, or `none` for a request left out, << 28
-        g += none
-        g <<= _LAT_VBITS
-        v = done - iss
-        v *= use
-        if fits[0]:
-            if int(v.min()) < 0 or int(v.max()) >= lim:
-                fits[0] = False
+        if m < 2:
+            # device and queue times: fully observed, issued requests.
+            ok &= iss > 0
+            if m == 0:
+                v = done - iss
             else:
-                np.bitwise_or(v, g, out=keys[0][a:b], casting="unsafe")
-        np.subtract(iss, ins, out=v)
-        v *= ins > 0
-        np.maximum(v, 0, out=v)
-        v *= use
-        if fits[1]:
-            if int(v.max()) >= lim:
-                fits[1] = False
-            else:
-                np.bitwise_or(v, g, out=keys[1][a:b], casting="unsafe")
-        # total time: from the first known start (submit, else insert, else issue).
-        st = select(ins > 0, ins, iss)
-        st = select(sub > 0, sub, st)
-        ok &= st > 0
-        np.multiply(c, ok, out=g)
-        g += none
-        g <<= _LAT_VBITS
-        np.subtract(done, st, out=v)
-        np.maximum(v, 0, out=v)
+                v = iss - ins
+                v *= ins > 0
+                np.maximum(v, 0, out=v)
+        else:
+            # total time: from the first known start (submit, else insert, else issue).
+            st = select(ins > 0, ins, iss)
+            st = select(rq.submit[a:b] > 0, rq.submit[a:b], st)
+            ok &= st > 0
+            v = done - st
+            np.maximum(v, 0, out=v)
         v *= ok
-        if fits[2]:
-            if int(v.max()) >= lim:
-                fits[2] = False
-            else:
-                np.bitwise_or(v, g, out=keys[2][a:b], casting="unsafe")
-    return keys, fits
+        c *= ok  # class, or `none` for a request left out, << 28
+        c += none
+        c <<= _LAT_VBITS
+        if int(v.max()) >= lim or (m == 0 and int(v.min()) < 0):
+            return keys, False
+        np.bitwise_or(v, c, out=keys[a:b], casting="unsafe")
+    return keys, True
 
 
 def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:

@@ -669,6 +669,9 @@ class Stages:
     seek_service: np.ndarray | None = None
     # The keyed ends sorted (it is ke itself when the stages complete in start order).
     ends_sorted: np.ndarray | None = None
+    # What stage_service needs: (stage position of each request with a seek distance,
+    # positions of the non-empty stages or None if all are, number of stages).
+    _service: tuple[np.ndarray, np.ndarray | None, int] | None = None
     # issue_order[order_bounds[g]:order_bounds[g + 1]] are device g's (None: not known).
     order_bounds: list[int] | None = None
     # Whether every known issue time is inside the window: then the stage order is the
@@ -693,8 +696,9 @@ def _low_index(key: np.ndarray, bits: int) -> np.ndarray:
     return low.astype(np.int32) if bits <= 31 else low.view(I64)
 
 
-def device_stages(rq: Requests, window: Window) -> Stages:
-    """Device stage of every request (see module doc), sorted by (device, issue)."""
+def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
+    """Device stage of every request (see module doc), sorted by (device, issue).
+    service=False leaves the service times and the sorted ends to stage_service()."""
     w0, w1 = window.start_ns, window.end_ns
     span = window.span
     ndev = len(rq.devices)
@@ -803,23 +807,36 @@ def device_stages(rq: Requests, window: Window) -> Stages:
     np.cumsum(np.maximum(per_dev - 1, 0), out=seek_bounds[1:])
     keep = ke > ks
     all_idx = None
+    kept = None
     if not keep.all():
         all_idx = idx
-        idx, ks, ke = idx[keep], ks[keep], ke[keep]
-        # Service times of the stages kept, then 0 for the empty ones.
-        svc_kept, ends_sorted = service_times(ks, ke)
-        svc = np.zeros(len(keep), I64)
-        svc[keep] = svc_kept
-        del svc_kept
-    else:
-        svc, ends_sorted = service_times(ks, ke)
+        kept = np.flatnonzero(keep)
+        idx, ks, ke = np.take(idx, kept), np.take(ks, kept), np.take(ke, kept)
     del keep
-    # Service of the requests with a seek distance.
-    seek_service = gather(svc, seek_pos)
-    del svc, seek_pos
-    return Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
-                  all_idx=all_idx, seek_bounds=seek_bounds, seek_service=seek_service,
-                  ends_sorted=ends_sorted, order_bounds=bounds, issue_in_window=in_window)
+    st = Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
+                all_idx=all_idx, seek_bounds=seek_bounds, order_bounds=bounds,
+                issue_in_window=in_window)
+    st._service = (seek_pos, kept, ns)
+    if service:
+        stage_service(st)
+    return st
+
+
+def stage_service(st: Stages) -> None:
+    """Service times of the requests with a seek distance (Stages.seek_service) and the
+    keyed ends sorted (ends_sorted); device_stages(service=False) leaves them to this."""
+    if st._service is None:
+        return
+    seek_pos, kept, ns = st._service
+    svc, st.ends_sorted = service_times(st.ks, st.ke)
+    if kept is not None:
+        # Service times of the stages kept, then 0 for the empty ones.
+        full = np.zeros(ns, I64)
+        full[kept] = svc
+        svc = full
+        del full
+    st.seek_service = gather(svc, seek_pos)
+    st._service = None
 
 
 def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
