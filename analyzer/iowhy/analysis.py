@@ -345,6 +345,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     def drop_seeks() -> None:
         st = r["stages"]
         st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
+        st.seek_nbytes = None
 
     def drop_join() -> None:
         r["join"] = None

@@ -997,7 +997,8 @@ def device_fits(rq: Requests, st: Stages, all_ok: bool) -> DeviceFit:
     if not len(zi) or st.seek_service is None:
         return fit
     sv = np.take(st.seek_service, zi)
-    nb = gather(rq.nbytes, np.take(st.seek_idx, zi)).astype(I64)
+    nb = (gather(rq.nbytes, np.take(st.seek_idx, zi)) if st.seek_nbytes is None else
+          np.take(st.seek_nbytes, zi)).astype(I64)
     np.maximum(nb, 1, out=nb)
     if ndev == 1:
         dev = np.zeros(len(zi), I64)
@@ -1368,16 +1369,24 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     service = st.seek_service if st.seek_service is not None else np.zeros(len(st.seek), I64)
     if with_placement:
         fit = device_fits(rq, st, all_ok)
+    # The request indices are needed only for what the stages do not give: the flags of
+    # requests not all fully observed, the sizes, the device when not known by position.
+    need_idx = not all_ok or st.seek_nbytes is None or (nkd is None and ndev > 1)
+    nbytes = st.seek_nbytes
+    seek_idx = st.seek_idx
     if (nk > 0).sum() > 1:
         order = np.argsort(scls, kind="stable")  # a radix sort of small integers
-        seek_idx = np.take(st.seek_idx, order)
+        if need_idx:
+            seek_idx = np.take(st.seek_idx, order)
         seek = np.take(st.seek, order)
         if with_placement:
             service = np.take(service, order)
+            if nbytes is not None:
+                nbytes = np.take(nbytes, order)
         del order
         np.abs(seek, out=seek)
     else:
-        seek_idx, seek = st.seek_idx, np.abs(st.seek)
+        seek = np.abs(st.seek)
     del scls
     for k, name in enumerate(CLASS_NAMES):
         if not nk[k]:
@@ -1389,7 +1398,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
             continue
         ok = None if all_ok else (gather(rq.flags, sidx) & UNOBSERVED) == 0
         # Size bucket floor(log2(bytes)), plus device << 6.
-        nb = gather(rq.nbytes, sidx)
+        nb = gather(rq.nbytes, sidx) if nbytes is None else nbytes[off[k]:off[k + 1]]
         bucket = floor_log2(np.maximum(nb, 1))
         if nkd is not None:
             lo = 0

@@ -669,6 +669,8 @@ class Stages:
     seek_service: np.ndarray | None = None
     # The keyed ends sorted (it is ke itself when the stages complete in start order).
     ends_sorted: np.ndarray | None = None
+    # Size in bytes of each request of seek_idx (None: not known).
+    seek_nbytes: np.ndarray | None = None
     # What stage_service needs: (stage position of each request with a seek distance,
     # positions of the non-empty stages or None if all are, number of stages).
     _service: tuple[np.ndarray, np.ndarray | None, int] | None = None
@@ -746,6 +748,7 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
     # of the previous one on the device (the first of a device has none).
     seek_pos = np.empty(ns, idx.dtype)  # stage positions of the requests with a seek
     seek_idx = np.empty(ns, idx.dtype)
+    seek_nb = np.empty(ns, rq.nbytes.dtype)  # and their sizes
     seek: np.ndarray = np.empty(ns, np.int32)
     ms = 0  # seeks so far
     per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
@@ -776,14 +779,14 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
             per_dev[g] += len(p)
             si = np.take(ib, p)
             sec = np.take(sector, si)
-            end = np.take(nb, p)
-            end += np.uint32(511)
+            nbp = np.take(nb, p)
+            end = nbp + np.uint32(511)
             end >>= np.uint32(9)
             end = end + sec  # int64: end sector of each
             d = np.empty(len(p), I64)
             np.subtract(sec[1:], end[:-1], out=d[1:])
             if last_end is None:  # the device's first: no seek
-                d, si, p = d[1:], si[1:], p[1:]
+                d, si, p, nbp = d[1:], si[1:], p[1:], nbp[1:]
             else:
                 d[0] = int(sec[0]) - last_end
             last_end = int(end[-1])
@@ -795,12 +798,14 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
                 seek = seek.astype(I64)  # a seek beyond 32 bits: int64 for all
             seek[ms:ms + k] = d
             seek_idx[ms:ms + k] = si
+            seek_nb[ms:ms + k] = nbp
             p += a
             seek_pos[ms:ms + k] = p
             ms += k
     seek = seek[:ms]
     seek_idx = seek_idx[:ms]
     seek_pos = seek_pos[:ms]
+    seek_nb = seek_nb[:ms]
     if ms == 0:
         seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
     seek_bounds = np.zeros(ndev + 1, I64)
@@ -814,6 +819,7 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
         idx, ks, ke = np.take(idx, kept), np.take(ks, kept), np.take(ke, kept)
     del keep
     st = Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
+                seek_nbytes=seek_nb,
                 all_idx=all_idx, seek_bounds=seek_bounds, order_bounds=bounds,
                 issue_in_window=in_window)
     st._service = (seek_pos, kept, ns)
