@@ -25,7 +25,7 @@ from .attribute import (
 from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
 from .match import (
     Requests, Window, device_ns, device_stages, flush_generations, gather_columns, join_calls,
-    stage_service,
+    join_pairs, stage_service,
     latency_ok, load_requests, percentiles, queue_ns, total_ns, trace_window, unique,
 )
 
@@ -219,13 +219,15 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
 
 
 def _join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
-                            win: Window) -> np.ndarray:
+                            win: Window, pairs: bool = False) -> Any:
+    """join_calls() of the tracked writes (or join_pairs(), with pairs=True)."""
     fl = np.asarray(fs["flags_u16"])
     ex = np.asarray(fs["exit_ns"]).astype(I64)
     exit_ = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
     tracked = ((rq.flags & abi.RQ_TRACKED) != 0) & (rq.op != abi.OP_READ)
-    return join_calls(rq.tid, rq.submit, np.asarray(fs["tid"]).astype(I64),
-                      np.asarray(fs["enter_ns"]).astype(I64), exit_, sel=tracked)
+    return (join_pairs if pairs else join_calls)(
+        rq.tid, rq.submit, np.asarray(fs["tid"]).astype(I64),
+        np.asarray(fs["enter_ns"]).astype(I64), exit_, sel=tracked)
 
 
 def _call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
@@ -248,8 +250,10 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     fsdevs = _call_devices(fs)
     r: dict[str, Any] = {}  # results by task name
 
-    def join() -> np.ndarray:
-        return _join_requests_to_calls(rq, fs, win)
+    def join() -> Any:
+        # The call of every request where btrfs classes need it, else (request, call)
+        # pairs (the fsync view needs no more).
+        return _join_requests_to_calls(rq, fs, win, pairs=not btrfs)
 
     def classes() -> np.ndarray:
         btrfs_sync = None

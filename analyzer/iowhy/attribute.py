@@ -551,8 +551,10 @@ def seq_key(code: np.ndarray, seq: Any) -> np.ndarray:
 
 
 def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
-               rq: Requests, cls: np.ndarray, call_of_req: np.ndarray) -> dict[str, Any]:
-    """fsync-family calls: latency per call type and per-call waiting breakdown."""
+               rq: Requests, cls: np.ndarray,
+               call_of_req: np.ndarray | tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """fsync-family calls: latency per call type and per-call waiting breakdown.
+    call_of_req: join_calls() of the requests, or join_pairs()."""
     w0, w1 = window.start_ns, window.end_ns
     n = len(fs["enter_ns"])
     enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
@@ -570,12 +572,16 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         return {**empty, "_per_call": None}
     # Per-call waiting components: own data writes, the commit/log force, own flushes
     # (requests whose final completion was seen: a lost one has no observed interval).
-    ri = np.flatnonzero(call_of_req >= 0)
-    lost = (rq.flags[ri] & abi.RQ_LOST_DONE) != 0
+    if isinstance(call_of_req, tuple):
+        ri, rc = call_of_req
+    else:
+        ri = np.flatnonzero(call_of_req >= 0)
+        rc = np.take(call_of_req, ri)
+    lost = (np.take(rq.flags, ri) & abi.RQ_LOST_DONE) != 0
     if lost.any():
-        ri = ri[~lost]
+        keep = np.flatnonzero(~lost)
+        ri, rc = np.take(ri, keep), np.take(rc, keep)
     del lost
-    rc = call_of_req[ri]
     rcls = cls[ri]
     st = np.clip(first_start(rq, ri), enter[rc], exit_[rc])
     en = np.clip(rq.done[ri], st, exit_[rc])

@@ -1081,10 +1081,20 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     Calls of one thread never overlap (a thread runs one syscall at a time).
     `sel` restricts the search to some requests (others get -1).
     """
+    out = np.full(len(req_tid), -1, np.int32)
+    ri, rc = join_pairs(req_tid, req_t, call_tid, call_enter, call_exit, sel)
+    out[ri] = rc
+    return out
+
+
+def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
+               call_enter: np.ndarray, call_exit: np.ndarray,
+               sel: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """join_calls() as (indices of the requests in a call, ascending; their call)."""
     n = len(req_tid)
-    out = np.full(n, -1, np.int32)
+    none = (np.zeros(0, I64), np.zeros(0, np.int32))
     if len(call_tid) == 0 or n == 0:
-        return out
+        return none
     utids = unique(call_tid)
     small = np.int8 if len(utids) < 128 else np.int16 if len(utids) < 32768 else np.int32
     top = int(utids.max())
@@ -1124,7 +1134,7 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     tt = np.concatenate(tt_parts)
     del c_parts, ti_parts, tt_parts
     if not len(cands):
-        return out
+        return none
     # Raw times (not clipped to the window): keyed over the span they cover.
     ce = np.asarray(call_enter, dtype=I64)
     cxr = np.maximum(np.asarray(call_exit, dtype=I64), ce)
@@ -1138,6 +1148,7 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
     ck, cx = ck[co], cx[co]
     # Block by block of requests (small temporaries), searched in tid-major order so
     # that the needles are nearly sorted (fast binary search).
+    found_r, found_c = [], []
     for a in range(0, len(cands), JOIN_BLOCK):
         b = min(a + JOIN_BLOCK, len(cands))
         o = np.argsort(ti[a:b], kind="stable")  # a radix sort of small ints
@@ -1152,8 +1163,17 @@ def join_calls(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         np.maximum(pos, 0, out=pos)
         ok &= rk <= np.take(cx, pos)
         del rk
-        out[np.take(cands, o)] = select(ok, np.take(co, pos), -1)
-    return out
+        # Back in request order (o is a permutation of a..b-1): the call of each, or -1.
+        res = np.empty(b - a, np.int32)
+        o -= a
+        res[o] = select(ok, np.take(co, pos), -1)
+        hit = np.flatnonzero(res >= 0)
+        found_c.append(np.take(res, hit))
+        hit += a
+        found_r.append(np.take(cands, hit))
+    ri = np.concatenate(found_r)
+    rc = np.concatenate(found_c)
+    return ri, rc
 
 
 JOIN_SCAN = 1 << 16  # requests scanned at a time for candidates
