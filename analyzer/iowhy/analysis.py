@@ -153,8 +153,16 @@ def tune_allocator() -> bool:
     """Keep freed memory in the process for reuse (glibc): the analysis allocates and
     frees many large temporaries, and glibc would otherwise return each to the kernel
     and fault it in again on the next allocation. One arena for all threads, so that
-    memory one analysis thread frees serves the other. For processes that exit after
-    the analysis (the CLI); call it before starting threads. Returns whether it applied."""
+    memory one analysis thread frees serves the other. Large arrays in small pages:
+    numpy asks for transparent huge pages on them (madvise), and on the VM the benchmark
+    ran on, faulting in the analysis' memory as huge pages took three times the system
+    time of small pages. For processes that exit after the analysis (the CLI); call it
+    before starting threads. Returns whether it applied."""
+    try:
+        from numpy._core import multiarray
+        getattr(multiarray, "_set_madvise_hugepage")(False)
+    except (ImportError, AttributeError):
+        pass
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6")
