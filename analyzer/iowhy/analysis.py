@@ -277,6 +277,11 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         rc = request_counts(rq, r["classify"])
         return rc, relevant_devices(rq, sorted(fsdevs), meta, rc)
 
+    def stages() -> Any:
+        # With the classes (when they do not wait for the join: no btrfs calls), the
+        # stage pass keeps what the unions, locality and per-class figures need of them.
+        return device_stages(rq, win, False, None if btrfs else r["classify"])
+
     def service() -> Any:
         # The queue depth right after the service times, while their sorted ends exist
         # (then dropped: no other task needs them).
@@ -321,8 +326,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     # work left after each task (device stages, service times, per-class figures first),
     # short tasks last.
     graph: list[tuple[str, str, tuple[str, ...], Callable[[], Any]]] = [
-        ("device stages and seeks", "stages", (), lambda: device_stages(rq, win, False)),
         ("classify", "classify", ("join",) if btrfs else (), classes),
+        ("device stages and seeks", "stages", () if btrfs else ("classify",), stages),
         ("request counts", "counts", ("classify",), counts),
         ("latency: device", "latency 0", ("classify",), latency(0)),
         ("latency: queue", "latency 1", ("classify",), latency(1)),
@@ -353,11 +358,12 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         st = r["stages"]
         st.idx = np.zeros(0, np.int32)
         st.all_idx = None
+        st.stage_cat = st.loc_writes = None
 
     def drop_seeks() -> None:
         st = r["stages"]
         st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
-        st.seek_nbytes = None
+        st.seek_nbytes = st.seek_cls = None
 
     def drop_join() -> None:
         r["join"] = None

@@ -113,7 +113,8 @@ def _unkey(u: tuple[np.ndarray, np.ndarray], span: int, origin: int,
 
 def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
     """Per-category keyed unions of device stages (U_c) and their cumulative unions."""
-    prio = np.take(CATEGORY_OF_CLASS, gather(cls, st.idx))
+    prio = st.stage_cat if st.stage_cat is not None else \
+        np.take(CATEGORY_OF_CLASS, gather(cls, st.idx))
     per_cat = []
     for k in range(len(CATEGORIES)):
         # Positions then gathers: cheaper than two boolean-mask selections.
@@ -1354,7 +1355,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     ncls = len(CLASS_NAMES)
     ndev = len(rq.devices)
     place: dict[str, Any] = {}
-    scls = gather(cls, st.seek_idx)
+    scls = st.seek_cls if st.seek_cls is not None else gather(cls, st.seek_idx)
     sb = st.seek_bounds
 
     def class_counts(c: np.ndarray) -> np.ndarray:
@@ -1525,7 +1526,8 @@ def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: 
     """locality() with the writes taken in (device, issue) order from the stages; None if
     (device, sector, rank) does not fit a 63-bit key."""
     order_all = st.issue_order
-    pos = np.flatnonzero(gather(_locality_writes(rq, cls), order_all))
+    pos = np.flatnonzero(st.loc_writes if st.loc_writes is not None else
+                         gather(_locality_writes(rq, cls), order_all))
     wi = gather(order_all, pos)
     n = len(wi)
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,

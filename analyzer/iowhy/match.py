@@ -54,6 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import abi
+from .classify import CATEGORY_OF_CLASS, DATA, LOG, METADATA
 
 I64 = np.int64
 _KEY_LIMIT = 1 << 62
@@ -676,6 +677,12 @@ class Stages:
     ends_sorted: np.ndarray | None = None
     # Size in bytes of each request of seek_idx (None: not known).
     seek_nbytes: np.ndarray | None = None
+    # With the classes (device_stages(cls=...); else None): the category (CATEGORIES)
+    # of each stage (as idx), whether each request of issue_order is a locality write,
+    # the class of each request of seek_idx.
+    stage_cat: np.ndarray | None = None
+    loc_writes: np.ndarray | None = None
+    seek_cls: np.ndarray | None = None
     # What stage_service needs: (stage position of each request with a seek distance,
     # positions of the non-empty stages or None if all are, number of stages).
     _service: tuple[np.ndarray, np.ndarray | None, int] | None = None
@@ -703,9 +710,13 @@ def _low_index(key: np.ndarray, bits: int) -> np.ndarray:
     return low.astype(np.int32) if bits <= 31 else low.view(I64)
 
 
-def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
+def device_stages(rq: Requests, window: Window, service: bool = True,
+                  cls: np.ndarray | None = None) -> Stages:
     """Device stage of every request (see module doc), sorted by (device, issue).
-    service=False leaves the service times and the sorted ends to stage_service()."""
+    service=False leaves the service times and the sorted ends to stage_service().
+    With the class of every request (classify), the pass also keeps what the unions,
+    locality and per-class figures would gather again: Stages.stage_cat, loc_writes,
+    seek_cls."""
     w0, w1 = window.start_ns, window.end_ns
     span = window.span
     ndev = len(rq.devices)
@@ -755,6 +766,10 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
     seek_idx = np.empty(ns, idx.dtype)
     seek_nb = np.empty(ns, rq.nbytes.dtype)  # and their sizes
     seek: np.ndarray = np.empty(ns, np.int32)
+    if cls is not None:
+        stage_cat = np.empty(ns, np.int8)  # category of each stage's class
+        loc_w = np.empty(ns, bool)  # a locality write (locality)
+        seek_cls = np.empty(ns, np.int8)  # class of each request with a seek
     ms = 0  # seeks so far
     per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
     sector, nbytes, op_all = rq.sector, rq.nbytes, rq.op
@@ -778,6 +793,13 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
             sk &= nb > 0
             if any_unmatched:
                 sk &= np.take(rq.issue, ib) > 0
+            if cls is not None:
+                cb = np.take(cls, ib).view(np.uint8)
+                np.take(_CATEGORY_TABLE, cb, out=stage_cat[a:b], mode="clip")
+                lw = loc_w[a:b]
+                np.equal(op, abi.OP_WRITE, out=lw)
+                lw &= sk
+                lw &= np.take(_LOCALITY_TABLE, cb)
             p = np.flatnonzero(sk)
             if not len(p):
                 continue
@@ -794,6 +816,8 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
                 d, si, p, nbp = d[1:], si[1:], p[1:], nbp[1:]
             else:
                 d[0] = int(sec[0]) - last_end
+            if cls is not None:
+                cs = np.take(cb, p)
             last_end = int(end[-1])
             k = len(d)
             if not k:
@@ -804,6 +828,8 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
             seek[ms:ms + k] = d
             seek_idx[ms:ms + k] = si
             seek_nb[ms:ms + k] = nbp
+            if cls is not None:
+                seek_cls[ms:ms + k] = cs
             p += a
             seek_pos[ms:ms + k] = p
             ms += k
@@ -822,12 +848,16 @@ def device_stages(rq: Requests, window: Window, service: bool = True) -> Stages:
         all_idx = idx
         kept = np.flatnonzero(keep)
         idx, ks, ke = np.take(idx, kept), np.take(ks, kept), np.take(ke, kept)
+        if cls is not None:
+            stage_cat = np.take(stage_cat, kept)
     del keep
     st = Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
                 seek_nbytes=seek_nb,
                 all_idx=all_idx, seek_bounds=seek_bounds, order_bounds=bounds,
                 issue_in_window=in_window)
     st._service = (seek_pos, kept, ns)
+    if cls is not None:
+        st.stage_cat, st.loc_writes, st.seek_cls = stage_cat, loc_w, seek_cls[:ms]
     if service:
         stage_service(st)
     return st
@@ -899,6 +929,10 @@ def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 STAGE_BLOCK = 1 << 15  # requests per block of _stage_keys (temporaries stay in cache)
+_CATEGORY_TABLE = np.zeros(256, np.int8)  # the category of a class code (as uint8)
+_CATEGORY_TABLE[:len(CATEGORY_OF_CLASS)] = CATEGORY_OF_CLASS
+_LOCALITY_TABLE = np.zeros(256, bool)  # the classes of the locality writes
+_LOCALITY_TABLE[[LOG, METADATA, DATA]] = True
 
 
 def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
