@@ -583,6 +583,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         keep = np.flatnonzero(~lost)
         ri, rc = np.take(ri, keep), np.take(rc, keep)
     del lost
+    rc = rc.astype(I64)  # int64 indices: faster gathers
     rcls = cls[ri]
     st = np.clip(first_start(rq, ri), enter[rc], exit_[rc])
     en = np.clip(rq.done[ri], st, exit_[rc])

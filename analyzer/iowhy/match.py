@@ -612,12 +612,20 @@ def _load_slices(slices: list[tuple[np.ndarray, int, int, int]], cols: dict[str,
 
 
 def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
-    """submit, else insert, else issue (0 if none is known), for all or `sel` requests."""
-    sub = rq.submit if sel is None else rq.submit[sel]
-    ins = rq.insert if sel is None else rq.insert[sel]
-    iss = rq.issue if sel is None else rq.issue[sel]
-    s = select(sub > 0, sub, ins)
-    return select(s > 0, s, iss)
+    """submit, else insert, else issue (0 if none is known), for all or `sel` requests
+    (block by block: the temporaries stay in cache)."""
+    if sel is None:
+        s = select(rq.submit > 0, rq.submit, rq.insert)
+        return select(s > 0, s, rq.issue)
+    n = len(sel)
+    out = np.empty(n, I64)
+    for a in range(0, n, GATHER_BLOCK):
+        b = min(a + GATHER_BLOCK, n)
+        i = sel[a:b].astype(np.intp, copy=False)
+        sub = np.take(rq.submit, i)
+        s = select(sub > 0, sub, np.take(rq.insert, i))
+        out[a:b] = select(s > 0, s, np.take(rq.issue, i))
+    return out
 
 
 def queue_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
