@@ -34,7 +34,7 @@ from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, L
 from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
     first_start, gather, group_sort, join_calls, log2_hist, merge_unions, percentiles,
-    select, sort_with_order, sorted_percentiles, union_intervals, union_sorted, unique,
+    select, sort_with_order, sorted_percentiles, union_groups, union_intervals, unique,
 )
 
 I64 = np.int64
@@ -115,13 +115,7 @@ def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
     """Per-category keyed unions of device stages (U_c) and their cumulative unions."""
     prio = st.stage_cat if st.stage_cat is not None else \
         np.take(CATEGORY_OF_CLASS, gather(cls, st.idx))
-    per_cat = []
-    for k in range(len(CATEGORIES)):
-        # Positions then gathers: cheaper than two boolean-mask selections.
-        sel = np.flatnonzero(prio == k)
-        per_cat.append(union_sorted(np.take(st.ks, sel), np.take(st.ke, sel)) if len(sel)
-                       else (np.zeros(0, I64), np.zeros(0, I64)))
-        del sel
+    per_cat = union_groups(st.ks, st.ke, prio, len(CATEGORIES))
     del prio
     cumul = []
     prev = (np.zeros(0, I64), np.zeros(0, I64))

@@ -135,6 +135,59 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.take(s, first), np.take(cm, last)
 
 
+def union_groups(s: np.ndarray, e: np.ndarray, group: np.ndarray, ngroups: int,
+                 block: int = 1 << 20) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[union_sorted(s[group == k], e[group == k]) for k in range(ngroups)] of intervals
+    sorted by start (none empty), a block at a time: the interval still open at the end
+    of a block carries over to the next (small temporaries)."""
+    starts: list[list[np.ndarray]] = [[] for _ in range(ngroups)]
+    ends: list[list[np.ndarray]] = [[] for _ in range(ngroups)]
+    carry: list[tuple[int, int] | None] = [None] * ngroups
+    n = len(s)
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        gb = group[a:b]
+        for k in range(ngroups):
+            sel = np.flatnonzero(gb == k)
+            if not len(sel):
+                continue
+            sel += a
+            sk, ek = np.take(s, sel), np.take(e, sel)
+            del sel
+            cm = np.maximum.accumulate(ek)
+            del ek
+            c = carry[k]
+            if c is not None:
+                np.maximum(cm, c[1], out=cm)
+            new = np.empty(len(sk), bool)
+            new[0] = c is None or int(sk[0]) > c[1]
+            np.greater(sk[1:], cm[:-1], out=new[1:])
+            first = np.flatnonzero(new)
+            del new
+            if c is not None:
+                if len(first) and first[0] == 0:  # the carried interval ended before
+                    starts[k].append(np.array([c[0]], I64))
+                    ends[k].append(np.array([c[1]], I64))
+                elif len(first):  # it extends up to the first new interval
+                    starts[k].append(np.array([c[0]], I64))
+                    ends[k].append(cm[first[0] - 1:first[0]].copy())
+                else:  # it extends over the whole block
+                    carry[k] = (c[0], int(cm[-1]))
+                    continue
+            starts[k].append(np.take(sk, first[:-1]))
+            ends[k].append(np.take(cm, first[1:] - 1))
+            carry[k] = (int(sk[first[-1]]), int(cm[-1]))
+    out = []
+    for k in range(ngroups):
+        c = carry[k]
+        if c is not None:
+            starts[k].append(np.array([c[0]], I64))
+            ends[k].append(np.array([c[1]], I64))
+        out.append((np.concatenate(starts[k]) if starts[k] else np.zeros(0, I64),
+                    np.concatenate(ends[k]) if ends[k] else np.zeros(0, I64)))
+    return out
+
+
 def sort_with_order(x: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(x sorted, the stable order that sorts it) of an integer array.
 
@@ -1151,8 +1204,13 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         table = np.full(top + 2, -1, small)
         table[utids] = np.arange(len(utids), dtype=small)
     # The candidates (int64 indices: faster gathers) with a known call thread and time,
-    # block by block.
-    c_parts, ti_parts, tt_parts = [], [], []
+    # block by block, into arrays of room for all (the pages left over are never
+    # touched); and the range of their times.
+    room = n if sel is None else int(np.count_nonzero(sel))
+    cands = np.empty(room, I64)
+    ti = np.empty(room, small)
+    nc = 0
+    t_lo, t_hi = None, None
     for a in range(0, n, JOIN_SCAN):
         b = min(a + JOIN_SCAN, n)
         c = np.arange(a, b) if sel is None else np.flatnonzero(sel[a:b])
@@ -1161,32 +1219,35 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         rt = np.take(req_tid, c)
         if table is not None:
             np.minimum(rt, top + 1, out=rt)
-            ti = np.take(table, rt)
+            tib = np.take(table, rt)
         else:
             rt64 = rt.astype(I64)
-            ti = np.searchsorted(utids, rt64).astype(small)
-            ti[ti >= len(utids)] = 0
-            ti = np.where(utids[ti] == rt64, ti, -1).astype(small)
+            tib = np.searchsorted(utids, rt64).astype(small)
+            tib[tib >= len(utids)] = 0
+            tib = np.where(utids[tib] == rt64, tib, -1).astype(small)
         tt = np.take(req_t, c).astype(I64, copy=False)
-        m = ti >= 0
+        m = tib >= 0
         m &= tt > 0
         if not m.all():
             keep = np.flatnonzero(m)
-            c, ti, tt = np.take(c, keep), np.take(ti, keep), np.take(tt, keep)
-        c_parts.append(c)
-        ti_parts.append(ti)
-        tt_parts.append(tt)
-    cands = np.concatenate(c_parts)
-    ti = np.concatenate(ti_parts)
-    tt = np.concatenate(tt_parts)
-    del c_parts, ti_parts, tt_parts
-    if not len(cands):
+            c, tib, tt = np.take(c, keep), np.take(tib, keep), np.take(tt, keep)
+        k = len(c)
+        if not k:
+            continue
+        cands[nc:nc + k] = c
+        ti[nc:nc + k] = tib
+        nc += k
+        lo, hi = int(tt.min()), int(tt.max())
+        t_lo = lo if t_lo is None else min(t_lo, lo)
+        t_hi = hi if t_hi is None else max(t_hi, hi)
+    if not nc or t_lo is None or t_hi is None:
         return none
+    cands, ti = cands[:nc], ti[:nc]
     # Raw times (not clipped to the window): keyed over the span they cover.
     ce = np.asarray(call_enter, dtype=I64)
     cxr = np.maximum(np.asarray(call_exit, dtype=I64), ce)
-    w0 = min(int(ce.min()), int(tt.min()))
-    span = max(int(cxr.max()), int(tt.max())) - w0 + 2
+    w0 = min(int(ce.min()), t_lo)
+    span = max(int(cxr.max()), t_hi) - w0 + 2
     check_keyed(len(utids), span)
     ctid = np.searchsorted(utids, call_tid).astype(I64)
     ck = ctid * span + (ce - w0)
@@ -1202,7 +1263,7 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         o += a
         rk = np.take(ti, o).astype(I64)
         rk *= span
-        rk += np.take(tt, o)
+        rk += np.take(req_t, np.take(cands, o))
         rk -= w0
         pos = np.searchsorted(ck, rk, side="right")
         pos -= 1
