@@ -283,10 +283,13 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return device_stages(rq, win, False, None if btrfs else r["classify"])
 
     def service() -> Any:
-        # The queue depth right after the service times, while their sorted ends exist
-        # (then dropped: no other task needs them).
+        stage_service(r["stages"])
+        return True
+
+    def qdepth() -> Any:
+        # From the sorted ends of the service times (then dropped: no other task needs
+        # them).
         st = r["stages"]
-        stage_service(st)
         qd = queue_depth(st, len(rq.devices), elapsed, cfg.queue_depth_buckets)
         st.ends_sorted = None
         return qd
@@ -328,17 +331,18 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     graph: list[tuple[str, str, tuple[str, ...], Callable[[], Any]]] = [
         ("classify", "classify", ("join",) if btrfs else (), classes),
         ("device stages and seeks", "stages", () if btrfs else ("classify",), stages),
+        ("service times", "service", ("stages",), service),
         ("request counts", "counts", ("classify",), counts),
         ("latency: device", "latency 0", ("classify",), latency(0)),
         ("latency: queue", "latency 1", ("classify",), latency(1)),
         ("latency: total", "latency 2", ("classify",), latency(2)),
-        ("service times and queue depth", "queue depth", ("stages",), service),
         ("join requests to calls", "join", (), join),
         ("flush generations", "flush", (), lambda: flush_generations(rq, win)),
         ("device unions", "unions", ("stages", "classify"), unions),
         ("per class and placement", "per class",
-         ("queue depth", "classify", "counts", "latency 0", "latency 1", "latency 2"),
+         ("service", "classify", "counts", "latency 0", "latency 1", "latency 2"),
          classes_view),
+        ("queue depth", "queue depth", ("service",), qdepth),
         ("fsync and commits", "fsync", ("join", "classify", "counts"), fsync_commits),
         ("locality", "locality", ("stages", "classify"), local if cfg.locality else
          (lambda: None)),
