@@ -26,9 +26,11 @@ command are printed too.
 
 Max lossless rate (section `rate`): fio 4 KiB O_DIRECT random writes on a block device,
 recorded with `iowhy record --dev DEV` and the default ring buffer, at increasing rates
-until the recorder counts a lost event. A zram device is tried first (`modprobe zram`);
-zram is bio-based (no blk-mq queue, so no block_rq_* events and no request records), in
-which case it falls back to a loop device over a file in /dev/shm.
+until iowhy drops an event (ring buffer or map full). Events the kernel ran no probe for
+(flagged records, README "Events the kernel does not deliver") are printed per step but
+do not end the sweep: no recorder setting changes them. A zram device is tried first
+(`modprobe zram`); zram is bio-based (no blk-mq queue, so no block_rq_* events and no
+request records), in which case it falls back to a loop device over a file in /dev/shm.
 
 Record size and startup (sections `size`, `startup`): abi.REQUEST_DTYPE.itemsize, file
 bytes per request record of real traces, the recorder's startup_ns (its main() to every
@@ -244,7 +246,10 @@ def timed_run(cmd: list[str], traced: bool, tmp: Path, tag: str, timeout: float,
     if traced:
         d = info(trace)
         tr = read_trace(str(trace))
+        c = d["counters"]
         r.update(trace_s=(tr.end_ns - tr.start_ns) / 1e9, lost=int(d["lost_events"]),
+                 dropped=sum(int(c.get(k, 0)) for k in abi.DROP_COUNTERS),
+                 unseen=sum(int(c.get(k, 0)) for k in abi.UNSEEN_COUNTERS),
                  records=d["records"], counters=d["counters"], file_bytes=trace.stat().st_size,
                  startup_ns=int(tr.recorder["startup_ns"]), launch_to_attach_ns=tr.start_ns - t0,
                  path=trace, truncated=d["truncated"])
@@ -260,7 +265,7 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
     say("   untraced, traced: the workload's own wall time (wrapper); trace_el: the trace's"
         " end_ns - start_ns; rec_wall: the whole `iowhy record` command")
     say(f"   {'pair':>4} {'untraced':>9} {'traced':>9} {'ratio':>7} {'trace_el':>9}"
-        f" {'rec_wall':>9} {'lost':>5} {'requests':>9} {'records':>9}")
+        f" {'rec_wall':>9} {'drop':>5} {'unseen':>6} {'requests':>9} {'records':>9}")
     pairs = []
     for i in range(a.pairs):
         res = {}
@@ -273,7 +278,7 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         ratio = t["wall_s"] / u["wall_s"]
         nrec = sum(t["records"].values())
         say(f"   {i + 1:>4} {u['wall_s']:>9.3f} {t['wall_s']:>9.3f} {ratio:>7.3f}"
-            f" {t['trace_s']:>9.3f} {t['outer_s']:>9.3f} {t['lost']:>5}"
+            f" {t['trace_s']:>9.3f} {t['outer_s']:>9.3f} {t['dropped']:>5} {t['unseen']:>6}"
             f" {t['records']['request']:>9} {nrec:>9}")
         if t["truncated"]:
             say("        WARNING: trace truncated")
@@ -284,15 +289,21 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
     uw = [p["u"]["wall_s"] for p in pairs]
     tw = [p["t"]["wall_s"] for p in pairs]
     lost = [p["t"]["lost"] for p in pairs]
+    dropped = [p["t"]["dropped"] for p in pairs]
+    unseen = [p["t"]["unseen"] for p in pairs]
     say(f"   median untraced {median(uw):.3f} s (min {min(uw):.3f}, max {max(uw):.3f}),"
         f" traced {median(tw):.3f} s (min {min(tw):.3f}, max {max(tw):.3f})")
     q1, q3 = (float(x) for x in np.percentile(ratios, [25, 75]))
     say(f"   ratio per pair: {', '.join(f'{r:.3f}' for r in ratios)}")
     say(f"   ratio median {median(ratios):.3f} (p25 {q1:.3f}, p75 {q3:.3f});"
         f" ratio of medians {median(tw) / median(uw):.3f}")
-    say(f"   lost_events per traced run: {lost}")
+    say("   drop: events dropped by iowhy (ring buffer or map full); unseen: events the"
+        " kernel ran no probe for (README, \"Events the kernel does not deliver\"), each a"
+        " flagged record")
+    say(f"   dropped per traced run: {dropped}; unseen per traced run: {unseen}")
     last = pairs[-1]["t"]
     return {"ratio": median(ratios), "ratios": ratios, "lost": lost, "last": last,
+            "dropped": dropped, "unseen": unseen,
             "q1": q1, "q3": q3,
             "untraced": median(uw), "traced": median(tw),
             "trace_s": median([p["t"]["trace_s"] for p in pairs]),
@@ -358,17 +369,19 @@ def max_rate(a: argparse.Namespace, tmp: Path) -> dict:
         steps = [(1, r, 32) for r in a.rate_steps] + [(1, 0, 32), (2, 0, 32), (4, 0, 32)]
         say("   rq/s and records/s: over the span from the first issue to the last completion")
         say(f"   {'jobs':>4} {'iodepth':>7} {'rate_iops':>9} {'fio_iops':>9} {'requests':>9}"
-            f" {'rq/s':>9} {'records/s':>9} {'lost':>5}")
+            f" {'rq/s':>9} {'records/s':>9} {'drop':>5} {'unseen':>6}")
         best = None
         first_loss = None
         for i, (jobs, rate, depth) in enumerate(steps):
             r = rate_step(dev, tmp, f"rate{i}", jobs, rate, depth, a, size_mib)
             lim = f"{rate * jobs}" if rate else "max"
             say(f"   {jobs:>4} {depth:>7} {lim:>9} {r['fio_iops']:>9.0f} {r['requests']:>9}"
-                f" {r['rq_per_s']:>9.0f} {r['rec_per_s']:>9.0f} {r['lost']:>5}")
+                f" {r['rq_per_s']:>9.0f} {r['rec_per_s']:>9.0f} {r['dropped']:>5}"
+                f" {r['unseen']:>6}")
             if r["lost"]:
                 nz = {k: v for k, v in r["counters"].items() if k.startswith("lost_") and v}
                 say(f"        losses: {nz}")
+            if r["dropped"]:
                 first_loss = r
                 break
             if best is None or r["rq_per_s"] > best["rq_per_s"]:
@@ -510,8 +523,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{u['traced']:.3f}", "s", "", None)
         row(rows, "(a) untar: median trace elapsed / `iowhy record` wall",
             f"{u['trace_s']:.3f} / {u['outer_s']:.3f}", "s", "", None)
-        row(rows, "(a) untar: lost_events, max over traced runs", str(max(u["lost"])),
-            "events", "== 0", max(u["lost"]) == 0)
+        row(rows, "(a) untar: events dropped by iowhy, max over traced runs",
+            str(max(u["dropped"])), "events", "== 0", max(u["dropped"]) == 0)
+        row(rows, "(a) untar: events the kernel ran no probe for (flagged), max over runs",
+            str(max(u["unseen"])), "events", "", None)
     if "fsync" in res:
         f = res["fsync"]
         row(rows, f"(b) fsync-tasks {a.tasks}x{a.k}, XFS/loop: wall traced/untraced (median "
@@ -523,19 +538,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{f['traced']:.3f}", "s", "", None)
         row(rows, "(b) fsync: median trace elapsed / `iowhy record` wall",
             f"{f['trace_s']:.3f} / {f['outer_s']:.3f}", "s", "", None)
-        row(rows, "(b) fsync: lost_events, max over traced runs", str(max(f["lost"])),
-            "events", "== 0", max(f["lost"]) == 0)
+        row(rows, "(b) fsync: events dropped by iowhy, max over traced runs",
+            str(max(f["dropped"])), "events", "== 0", max(f["dropped"]) == 0)
+        row(rows, "(b) fsync: events the kernel ran no probe for (flagged), max over runs",
+            str(max(f["unseen"])), "events", "", None)
     if "rate" in res:
         r = res["rate"]
         b, fl = r["best"], r["first_loss"]
         if b:
             lim = f"{b['rate'] * b['jobs']} IOPS" if b["rate"] else "unlimited"
-            row(rows, f"max lossless request rate ({r['dev_kind']}; {b['jobs']} job(s), "
+            row(rows, f"max request rate without drops ({r['dev_kind']}; {b['jobs']} job(s), "
                 f"iodepth {b['depth']}, {lim})", f"{b['rq_per_s']:.0f}", "requests/s",
                 "", None)
             row(rows, "  all records/s at that rate (request + off-CPU + task + ...)",
                 f"{b['rec_per_s']:.0f}", "records/s", "", None)
-        row(rows, "first rate with losses", f"{fl['rq_per_s']:.0f} ({fl['lost']} lost)"
+            row(rows, "  events the kernel ran no probe for at that rate (flagged)",
+                str(b["unseen"]), "events", "", None)
+        row(rows, "first rate with drops", f"{fl['rq_per_s']:.0f} ({fl['dropped']} dropped)"
             if fl else "none reached", "requests/s", "", None)
     if "size" in sections:
         row(rows, "request record size (abi.REQUEST_DTYPE.itemsize)",

@@ -463,7 +463,8 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
             rows.append([_label(name, F.CLASS_COLORS.get(name)),
                          f"{p['requests_with_seek']:,}", _pct(p["sequential_share"]),
                          _num(sk["p50"]), _num(sk["p90"]), _num(sk["max"]),
-                         fmt_ns(p["positioning_ns"]) if base else "-",
+                         (("≥ " if p.get("baseline") == "fastest decile" else "")
+                          + fmt_ns(p["positioning_ns"])) if base else "-",
                          fmt_ns(p["device_ns"]), _pct(share)])
         head = ("class", "with a seek", "sequential", "seek p50 (sectors)", "p90 (sectors)",
                 "max (sectors)", "positioning", "device time", "share")
@@ -472,7 +473,8 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
                      "issue and the previous completion on the device) beyond the baseline "
                      "of contiguous requests of the same device, class and size, counted "
                      "for seeking requests above the baseline's own spread "
-                     "(docs/report-json.md).</p>")
+                     "(docs/report-json.md). ≥: a lower bound, the device had no "
+                     "contiguous request to compare with.</p>")
     else:
         parts.append("<p id=\"table-placement\" class=\"muted\">Placement not computed "
                      "(--no-placement).</p>")

@@ -221,9 +221,15 @@ def _placement(r: Mapping[str, Any]) -> list[str]:
             share = p["positioning_ns"] / p["device_ns"] if p["device_ns"] and base else None
             sk = p["seek_sectors"]
             posn = fmt_ns(p["positioning_ns"]) if base else "-"
+            if base and p.get("baseline") == "fastest decile":
+                posn = ">= " + posn  # no contiguous request to compare with: a lower bound
             lines.append(f"  {name:<10}{_pct(p['sequential_share']):>11}"
                          f"{_num(sk['p50']):>12}{_num(sk['p90']):>12}"
                          f"{posn:>13}{fmt_ns(p['device_ns']):>13}{_pct(share):>8}")
+        if any(p["positioning_basis"] > 0 and p.get("baseline") == "fastest decile"
+               for p in pl.values()):
+            lines.append("  >= : lower bound: no contiguous request on the device to take the "
+                         "transfer time from")
     if loc:
         if loc["adjacent_pairs"]:
             lines.append(f"  adjacent write pairs issued > {loc['gap_ns'] / 1e6:g} ms apart: "

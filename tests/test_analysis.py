@@ -592,6 +592,12 @@ def test_positioning_baselines_device_fit_and_fastest_decile(tmp_path):
     assert rd["device_ns"] == sum(range(5, 14)) + 50
     f = next(f for f in r["findings"] if f["key"] == "positioning-read")
     assert f["evidence"]["baseline"] == "fastest decile" and "at least" in f["text"]
+    # The terminal and HTML placement tables mark that figure as a lower bound.
+    from iowhy.reports import html, terminal
+    place = terminal.render_report(r).split("PLACEMENT AND LOCALITY")[1].split("FINDINGS")[0]
+    rows = {ln.split()[0]: ln for ln in place.splitlines() if ln.startswith("  ")}
+    assert ">= 45 ns" in rows["read"] and ">=" not in rows["data"]
+    assert "\u2265 45 ns" in html.render_html(r)
 
 
 def test_positioning_ignores_jitter_within_the_baselines_spread(tmp_path):

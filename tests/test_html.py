@@ -1,8 +1,9 @@
 """The HTML report (`iowhy report --html`): self-contained, complete, escaped, and it
 renders in a real browser (headless Chromium) without console errors.
 
-Synthetic traces come from the builders of test_analysis.py; the real recording
-out/untar-xfs.iowt is used when it is present.
+Synthetic traces come from the builders of test_analysis.py. The real recording is
+out/untar-xfs.iowt (`make demo`) when it is present, else a small untar recorded by the
+test itself.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, need
+from conftest import REPO, need, run
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
 from iowhy.reports import figures as F
@@ -215,9 +216,9 @@ def test_compare_page_reuses_sections(tmp_path):
     assert "fig-attribution" in figures_of(text)
     assert 'id="compare-text"' in text and "WHAT CHANGED" in text
     assert 'id="table-where-compare"' in text and 'id="comparison"' in text
-    for run in ("a", "b"):
+    for side in ("a", "b"):
         for sec in ("classes", "fsync", "devices", "findings"):
-            assert f'<section id="{run}-{sec}">' in text
+            assert f'<section id="{side}-{sec}">' in text
     assert "trace is truncated" in text  # B's problems are shown
     ids = re.findall(r'\bid="([^"]+)"', text)
     assert len(ids) == len(set(ids))
@@ -232,19 +233,34 @@ def test_compare_page_reuses_sections(tmp_path):
 # -- the real recording ----------------------------------------------------------------------
 
 @pytest.fixture
-def real_html(tmp_path) -> Path:
-    if not REAL.exists():
-        pytest.skip(f"{REAL} not present (recorded by `make demo`)")
-    out = tmp_path / "untar-xfs.html"
-    render(REAL, out)
+def real_trace(request, tmp_path) -> Path:
+    """`make demo`'s recording when it is there; else GNU tar extracting 300 kernel files
+    onto XFS on a loop device, recorded now (needs root and BPF)."""
+    if REAL.exists():
+        return REAL
+    request.getfixturevalue("bpf")
+    make_fs = request.getfixturevalue("make_fs")
+    iowhy_bin = request.getfixturevalue("iowhy_bin")
+    tar = run(["/usr/bin/python3", str(REPO / "lab" / "workloads.py"), "prepare",
+               "--files", "300"]).stdout.strip().splitlines()[-1]
+    _loop, mnt = make_fs("xfs")
+    out = tmp_path / "untar-xfs.iowt"
+    run([*iowhy_bin, "record", "-q", "-o", str(out), "--", "tar", "-xf", tar, "-C", str(mnt)])
     return out
 
 
-def test_real_trace(real_html):
+@pytest.fixture
+def real_html(real_trace, tmp_path) -> Path:
+    out = tmp_path / "untar-xfs.html"
+    render(real_trace, out)
+    return out
+
+
+def test_real_trace(real_trace, real_html):
     text = real_html.read_text(encoding="utf-8")
     assert_self_contained(text)
     assert_complete(text)
-    tr = read_trace(str(REAL))
+    tr = read_trace(str(real_trace))
     probs = problems_block(text)
     if tr.problems():
         assert f"<p>{tr.problems()[0]}</p>" in probs

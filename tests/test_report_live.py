@@ -20,6 +20,7 @@ from conftest import REPO, run
 from iowhy import abi
 from iowhy.classify import CLASS_CODES, classify
 from iowhy.traceformat import read_trace
+from test_html import assert_renders
 
 pytestmark = pytest.mark.bpf
 
@@ -60,6 +61,9 @@ def report_all(iowhy_bin, trace: Path) -> dict:
     html = trace.with_suffix(".html")
     run([*iowhy_bin, "report", str(trace), "--html", str(html)])
     assert html.stat().st_size > 10_000
+    shots = trace.with_suffix(".chromium")
+    shots.mkdir()
+    assert_renders(html, shots)  # in headless Chromium: no console error, not blank
     for metric in ("device", "fsync", "seek"):
         run([*iowhy_bin, "hist", str(trace), "--metric", metric])
     return json.loads(run([*iowhy_bin, "report", str(trace), "--json"]).stdout)

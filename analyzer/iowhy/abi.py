@@ -104,6 +104,11 @@ COUNTER_NAMES = (
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
+# Of those, events the kernel never delivered to the probes (docs/trace-format.md, "Events
+# the kernel does not deliver"): each is still a flagged record. The others are drops:
+# the ring buffer or a map was full, the remedy is a bigger --ringbuf.
+UNSEEN_COUNTERS = ("lost_completion", "lost_issue", "lost_switch_in")
+DROP_COUNTERS = tuple(n for n in LOSS_COUNTERS if n not in UNSEEN_COUNTERS)
 
 _HDR = [("type", "<u2"), ("size_bytes", "<u2"), ("cpu", "<u4"), ("ts_ns", "<u8")]
 _COMM = ("comm", "S16")
