@@ -33,8 +33,9 @@ from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
-    first_start, gather, group_sort, join_calls, log2_hist, merge_unions, percentiles,
-    select, sort_with_order, sorted_percentiles, union_groups, union_intervals, unique,
+    fill_start, first_start, gather, group_sort, join_calls, log2_hist, merge_unions,
+    percentiles, select, sort_with_order, sorted_percentiles, union_groups, union_intervals,
+    unique,
 )
 
 I64 = np.int64
@@ -1304,10 +1305,10 @@ def _latency_keys(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, bo
                 np.maximum(v, 0, out=v)
         else:
             # total time: from the first known start (submit, else insert, else issue).
-            st = select(ins > 0, ins, iss)
-            st = select(rq.submit[a:b] > 0, rq.submit[a:b], st)
+            st = rq.submit[a:b].copy()
+            fill_start(rq, st, None, a)
             ok &= st > 0
-            v = done - st
+            v = np.subtract(done, st, out=st)
             np.maximum(v, 0, out=v)
         v *= ok
         c *= ok  # class, or `none` for a request left out, << 28

@@ -666,19 +666,33 @@ def _load_slices(slices: list[tuple[np.ndarray, int, int, int]], cols: dict[str,
 
 def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
     """submit, else insert, else issue (0 if none is known), for all or `sel` requests
-    (block by block: the temporaries stay in cache)."""
+    (block by block: the temporaries stay in cache). The submit time is known for most
+    requests: insert and issue are looked at only for those without one."""
     if sel is None:
-        s = select(rq.submit > 0, rq.submit, rq.insert)
-        return select(s > 0, s, rq.issue)
+        out = rq.submit.copy()
+        fill_start(rq, out, None)
+        return out
     n = len(sel)
     out = np.empty(n, I64)
     for a in range(0, n, GATHER_BLOCK):
         b = min(a + GATHER_BLOCK, n)
         i = sel[a:b].astype(np.intp, copy=False)
-        sub = np.take(rq.submit, i)
-        s = select(sub > 0, sub, np.take(rq.insert, i))
-        out[a:b] = select(s > 0, s, np.take(rq.issue, i))
+        ob = out[a:b]
+        np.take(rq.submit, i, out=ob, mode="clip")
+        fill_start(rq, ob, i)
     return out
+
+
+def fill_start(rq: Requests, start: np.ndarray, idx: np.ndarray | None,
+               offset: int = 0) -> None:
+    """Where `start` (the submit times of requests idx, else of requests offset, offset
+    + 1, ...) is not > 0: insert, else issue, in place."""
+    z = np.flatnonzero(start <= 0)
+    if not len(z):
+        return
+    r = z + offset if idx is None else np.take(idx, z)
+    ins = np.take(rq.insert, r)
+    start[z] = select(ins > 0, ins, np.take(rq.issue, r))
 
 
 def queue_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
