@@ -1292,8 +1292,6 @@ def _latency_keys(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, bo
         b = min(a + LATENCY_BLOCK, n)
         iss, ins, done = rq.issue[a:b], rq.insert[a:b], rq.done[a:b]
         ok = (rq.flags[a:b] & bad) == 0
-        c = cls[a:b].astype(np.int32)
-        c -= none
         if m < 2:
             # device and queue times: fully observed, issued requests.
             ok &= iss > 0
@@ -1310,13 +1308,15 @@ def _latency_keys(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, bo
             ok &= st > 0
             v = np.subtract(done, st, out=st)
             np.maximum(v, 0, out=v)
-        v *= ok
-        c *= ok  # class, or `none` for a request left out, << 28
-        c += none
-        c <<= _LAT_VBITS
+        # The requests left out (few): value 0, class `none`, set on their own.
+        out = np.flatnonzero(np.logical_not(ok, out=ok))
+        v[out] = 0
         if int(v.max()) >= lim or (m == 0 and int(v.min()) < 0):
             return keys, False
-        np.bitwise_or(v, c, out=keys[a:b], casting="unsafe")
+        kb = keys[a:b]
+        np.left_shift(cls[a:b], _LAT_VBITS, out=kb, dtype=np.int32)
+        np.bitwise_or(kb, v, out=kb, casting="unsafe")
+        kb[out] = none << _LAT_VBITS
     return keys, True
 
 
