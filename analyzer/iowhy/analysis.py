@@ -314,7 +314,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
 
     def classes_view() -> Any:
         lat = merge_latency([r[f"latency {m}"] for m in range(3)])
-        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0], lat)
+        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0], lat,
+                         release=True)
 
     def fsync_commits() -> Any:
         rc, rel = r["counts"]

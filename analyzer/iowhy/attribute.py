@@ -1172,7 +1172,7 @@ def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> Reque
 
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
               counts: RequestCounts | None = None,
-              latency: list[dict[str, Any]] | None = None
+              latency: list[dict[str, Any]] | None = None, release: bool = False
               ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray, np.ndarray]:
     """Per-class request figures and metadata placement; also requests and bytes by
     (device, class, op) as two [ndev, nclass, 16] arrays.
@@ -1200,7 +1200,9 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
 
     Latencies are computed for all requests at once and sorted within classes by one
     sort per figure (group_sort); `counts` (request_counts) and `latency`
-    (latency_figures) are computed if not given.
+    (latency_figures) are computed if not given. release=True drops the seek columns of
+    `st` (seek, seek_idx, seek_service, seek_nbytes, seek_cls) as soon as they are
+    grouped by class, for callers that need them no more (lower peak memory).
     """
     rc = counts if counts is not None else request_counts(rq, cls)
     dev_op, dev_bytes = rc.dev_op, rc.dev_bytes
@@ -1225,7 +1227,7 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
             **lat_figs[k],
             "seek_sectors": {"p50": None, "max": None},
         }
-    place = _placement(rq, st, cls, reqs, with_placement)
+    place = _placement(rq, st, cls, reqs, with_placement, release)
     return reqs, place, dev_op, dev_bytes
 
 
@@ -1345,9 +1347,10 @@ def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, 
 
 
 def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
-               with_placement: bool) -> dict[str, Any]:
+               with_placement: bool, release: bool = False) -> dict[str, Any]:
     """Placement figures per class (and reqs[class]["seek_sectors"]), see per_class.
-    The requests with a seek are grouped by class once (a stable sort of their class)."""
+    The requests with a seek are grouped by class once (a stable sort of their class);
+    release=True drops each seek column of `st` once it is (per_class)."""
     ncls = len(CLASS_NAMES)
     ndev = len(rq.devices)
     place: dict[str, Any] = {}
@@ -1377,20 +1380,34 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     need_idx = not all_ok or st.seek_nbytes is None or (nkd is None and ndev > 1)
     nbytes = st.seek_nbytes
     seek_idx = st.seek_idx
+    empty = np.zeros(0, I64)
+    if release:
+        st.seek_cls = None
+        if not need_idx:
+            seek_idx = st.seek_idx = empty
     if (nk > 0).sum() > 1:
         order = np.argsort(scls, kind="stable")  # a radix sort of small integers
+        del scls
         if need_idx:
             seek_idx = np.take(st.seek_idx, order)
+            if release:
+                st.seek_idx = empty
         seek = np.take(st.seek, order)
+        if release:
+            st.seek = empty
         if with_placement:
             service = np.take(service, order)
             if nbytes is not None:
                 nbytes = np.take(nbytes, order)
+        if release:
+            st.seek_service, st.seek_nbytes = empty, None
         del order
         np.abs(seek, out=seek)
     else:
+        del scls
         seek = np.abs(st.seek)
-    del scls
+        if release:
+            st.seek = empty
     for k, name in enumerate(CLASS_NAMES):
         if not nk[k]:
             continue
