@@ -1021,6 +1021,7 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
     shift = np.uint64(ibits)
     ns = 0
     inside = True
+    dk = np.empty(min(n, STAGE_BLOCK), I64)  # device offsets of a block
     for a in range(0, n, STAGE_BLOCK):
         b = min(a + STAGE_BLOCK, n)
         iss = rq.issue[a:b]
@@ -1029,7 +1030,9 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
         if inside and (int(iss.max()) > w1 or (w0 > 1 and bool(
                 ((iss - 1).view(np.uint64) < np.uint64(w0 - 1)).any()))):
             inside = False
-        k = np.clip(iss, w0, w1)
+        kb = key[a:b]
+        k = kb.view(I64)
+        np.clip(iss, w0, w1, out=k)
         k -= w0
         unmatched = (rq.flags[a:b] & abi.RQ_UNMATCHED) != 0
         has = iss > 0
@@ -1037,15 +1040,15 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
             k *= ~(unmatched & ~has)  # first seen at completion: from the window start
             has |= unmatched
         if ndev > 1:
-            k += rq.dev[a:b] * np.int64(span)
-        kb = k.view(np.uint64)
+            d = dk[:b - a]
+            np.multiply(rq.dev[a:b], np.int64(span), out=d)
+            k += d
         kb <<= shift
         kb |= np.arange(a, b, dtype=np.uint64)
-        # All ones without a stage: or-ed with -(not has), without a masked copy.
-        nh = np.logical_not(has).astype(np.uint64)
-        np.negative(nh, out=nh)
-        np.bitwise_or(kb, nh, out=key[a:b])
-        ns += int(np.count_nonzero(has))
+        # All ones without a stage (few): set on their own.
+        none = np.flatnonzero(np.logical_not(has, out=has))
+        kb[none] = np.uint64(0xFFFFFFFFFFFFFFFF)
+        ns += b - a - len(none)
     return key, ns, inside
 
 
