@@ -580,8 +580,9 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     del lost
     rc = rc.astype(I64)  # int64 indices: faster gathers
     rcls = cls[ri]
-    st = np.clip(first_start(rq, ri), enter[rc], exit_[rc])
-    en = np.clip(rq.done[ri], st, exit_[rc])
+    call_exit = np.take(exit_, rc)
+    st = np.clip(first_start(rq, ri), np.take(enter, rc), call_exit)
+    en = np.clip(np.take(rq.done, ri), st, call_exit, out=call_exit)
     c0 = np.full(n, w1 + 1, I64)
     c1 = np.full(n, w0 - 1, I64)
     seq_ok = (fflags & abi.FS_F_SEQ) != 0
