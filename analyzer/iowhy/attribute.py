@@ -1559,21 +1559,19 @@ def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: 
     # (device, sector, rank in issue order) packed in one int64: one value sort gives the
     # on-disk order with equal starts in issue order. The device of each write follows
     # from its position in the stage order.
-    key = np.zeros(n, I64)
+    key = np.left_shift(sec, ibits)
+    del sec
+    key |= np.arange(n, dtype=I64)
     ob = st.order_bounds
     if ndev > 1:
+        dshift = sbits + ibits
         if ob is None:
-            key[:] = rq.dev[wi]
+            key |= rq.dev[wi].astype(I64) << dshift
         else:
             cut = np.searchsorted(pos, ob).tolist()
             for g in range(1, ndev):
-                key[cut[g]:cut[g + 1]] = g
+                key[cut[g]:cut[g + 1]] |= g << dshift
     del pos
-    key <<= sbits
-    key |= sec
-    del sec
-    key <<= ibits
-    key |= np.arange(n, dtype=I64)
     key.sort()
     order = _low_index(key.view(np.uint64), ibits)  # rank in issue order, on-disk order
     key >>= ibits
