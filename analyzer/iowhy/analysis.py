@@ -170,11 +170,66 @@ def tune_allocator() -> bool:
         # mallopt() takes a C int: the largest threshold is INT_MAX (a larger Python int
         # would be truncated by ctypes, 1 << 40 to 0: trim on every free).
         int_max = ctypes.c_int((1 << 31) - 1)
-        return (bool(libc.mallopt(m_mmap_max, 0))
-                and bool(libc.mallopt(m_trim_threshold, int_max))
-                and bool(libc.mallopt(m_arena_max, 1)))
+        ok = (bool(libc.mallopt(m_mmap_max, 0))
+              and bool(libc.mallopt(m_trim_threshold, int_max))
+              and bool(libc.mallopt(m_arena_max, 1)))
     except (OSError, AttributeError):
         return False
+    global _HEAP_KEPT
+    _HEAP_KEPT = ok
+    return ok
+
+
+# Set by tune_allocator(): glibc keeps freed memory in the process, whose heap analyze()
+# may then fault in up front (prefault_heap).
+_HEAP_KEPT = False
+# Heap faulted in up front per request, below what the analysis of any large trace
+# touches (the request columns alone take 65 bytes a request, the device stages about
+# 40 more); at most PREFAULT_MAX bytes, well below the trim threshold (INT_MAX) so that
+# glibc keeps the block once freed. Only for traces of PREFAULT_MIN requests or more.
+PREFAULT_BYTES = 120
+PREFAULT_MAX = 3 << 29
+PREFAULT_MIN = 1 << 20
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+
+
+def prefault_heap(nbytes: int, threads: int = 2) -> bool:
+    """Fault in `nbytes` of heap at once, then free it: after tune_allocator(), glibc
+    keeps it at the top of its heap, where the analysis' arrays are then carved without
+    a page fault at the first touch of each page. One MADV_POPULATE_WRITE per thread
+    over its share of the block; on the benchmark VM this takes about two thirds of the
+    CPU time of the page faults it replaces (10M requests: 0.2 s on two threads, the
+    analysis then 0.3 s faster). Returns whether it applied."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        malloc, free, madvise = libc.malloc, libc.free, libc.madvise
+    except (OSError, AttributeError):
+        return False
+    malloc.restype = ctypes.c_void_p
+    malloc.argtypes = [ctypes.c_size_t]
+    free.restype = None
+    free.argtypes = [ctypes.c_void_p]
+    madvise.restype = ctypes.c_int
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    p = malloc(nbytes)
+    if not p:
+        return False
+    try:
+        page = 4096
+        lo, hi = (p + page - 1) & -page, (p + nbytes) & -page
+        step = max(page, ((hi - lo) // max(1, threads) + page - 1) & -page)
+        parts = [(a, min(a + step, hi) - a) for a in range(lo, hi, step)]
+
+        def populate(part: tuple[int, int]) -> bool:
+            # ctypes releases the GIL during the call: the parts are faulted in side by side.
+            return madvise(part[0], part[1], _MADV_POPULATE_WRITE) == 0
+        with ThreadPoolExecutor(max_workers=max(1, len(parts) - 1)) as pool:
+            rest = [pool.submit(populate, x) for x in parts[1:]]
+            ok = all([populate(x) for x in parts[:1]] + [f.result() for f in rest])
+    finally:
+        free(p)
+    return ok
 
 
 def columns(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarray]:
@@ -216,6 +271,10 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     clock.start()
     win = trace_window(trace)
     meta = trace.meta or {}
+    n = trace.count("request") if _HEAP_KEPT else 0
+    if n >= PREFAULT_MIN:
+        prefault_heap(min(PREFAULT_BYTES * n, PREFAULT_MAX), max(1, cfg.threads))
+        clock.lap("prefault heap")
     rq = load_requests(trace, win, threads=cfg.threads)
     clock.lap("load requests")
     fs = columns(trace, "fsync", FSYNC_FIELDS)
