@@ -1221,11 +1221,13 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         table = np.full(top + 2, -1, small)
         table[utids] = np.arange(len(utids), dtype=small)
     # The candidates (int64 indices: faster gathers) with a known call thread and time,
+    # their thread and time (kept: the search gathers them without the request index),
     # block by block, into arrays of room for all (the pages left over are never
     # touched); and the range of their times.
     room = n if sel is None else int(np.count_nonzero(sel))
     cands = np.empty(room, I64)
     ti = np.empty(room, small)
+    ct = np.empty(room, I64)
     nc = 0
     t_lo, t_hi = None, None
     for a in range(0, n, JOIN_SCAN):
@@ -1253,13 +1255,14 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
             continue
         cands[nc:nc + k] = c
         ti[nc:nc + k] = tib
+        ct[nc:nc + k] = tt
         nc += k
         lo, hi = int(tt.min()), int(tt.max())
         t_lo = lo if t_lo is None else min(t_lo, lo)
         t_hi = hi if t_hi is None else max(t_hi, hi)
     if not nc or t_lo is None or t_hi is None:
         return none
-    cands, ti = cands[:nc], ti[:nc]
+    cands, ti, ct = cands[:nc], ti[:nc], ct[:nc]
     # Raw times (not clipped to the window): keyed over the span they cover.
     ce = np.asarray(call_enter, dtype=I64)
     cxr = np.maximum(np.asarray(call_exit, dtype=I64), ce)
@@ -1280,7 +1283,7 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         o += a
         rk = np.take(ti, o).astype(I64)
         rk *= span
-        rk += np.take(req_t, np.take(cands, o))
+        rk += np.take(ct, o)
         rk -= w0
         pos = np.searchsorted(ck, rk, side="right")
         pos -= 1
