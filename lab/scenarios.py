@@ -429,6 +429,7 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
 def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
                 disk_info: Mapping[str, Any], command: Sequence[str]) -> dict[str, Any]:
     """Report (text, JSON, HTML when available) and validation of a recorded run."""
+    from iowhy import abi
     from iowhy.analysis import AnalysisConfig, analyze
     from iowhy.reports.terminal import render_report
     from iowhy.traceformat import read_trace
@@ -484,6 +485,8 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
                                      for k, v in (report.get("placement") or {}).items()},
         "problems": report.get("problems", []),
         "lost_events": report.get("lost_events", 0),
+        "request_events_lost": sum(int(tr.counters.get(k, 0))
+                                   for k in abi.REQUEST_LOSS_COUNTERS),
         "truth": tsum,
         "request_counts": counts,
         "emulation": emulation,

@@ -63,7 +63,7 @@ def report_all(iowhy_bin, trace: Path) -> dict:
     assert html.stat().st_size > 10_000
     shots = trace.with_suffix(".chromium")
     shots.mkdir()
-    assert_renders(html, shots)  # in headless Chromium: no console error, not blank
+    assert_renders(html, shots, colourful=False)  # headless Chromium: no error, not blank
     for metric in ("device", "fsync", "seek"):
         run([*iowhy_bin, "hist", str(trace), "--metric", metric])
     return json.loads(run([*iowhy_bin, "report", str(trace), "--json"]).stdout)

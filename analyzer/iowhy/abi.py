@@ -109,6 +109,10 @@ LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
 # the ring buffer or a map was full, the remedy is a bigger --ringbuf.
 UNSEEN_COUNTERS = ("lost_completion", "lost_issue", "lost_switch_in")
 DROP_COUNTERS = tuple(n for n in LOSS_COUNTERS if n not in UNSEEN_COUNTERS)
+# Losses that take requests (or their origin and flags) out of the device figures; the
+# others touch off-CPU intervals, fsync calls, journal events or task tracking only.
+REQUEST_LOSS_COUNTERS = ("lost_ringbuf_request", "lost_rqmap_full", "lost_biomap_full",
+                         "lost_completion", "lost_issue")
 
 _HDR = [("type", "<u2"), ("size_bytes", "<u2"), ("cpu", "<u4"), ("ts_ns", "<u8")]
 _COMM = ("comm", "S16")
