@@ -7,7 +7,7 @@
  *
  * Cost: block events fire for every request on the traced devices (one hash update
  * per bio, one per request event, one ring-buffer record per finished request);
- * syscall, sched and fs events do one hash lookup for untracked tasks and exit.
+ * syscall, sched and fs events test one bit per process for untracked tasks and exit.
  * Filtering by task happens at submission and syscall time, never at completion
  * (interrupt context).
  */
@@ -87,7 +87,6 @@ struct {
 /* Per-thread state of tracked tasks: syscall in progress, fs sync event, off-CPU. */
 struct task_state {
 	__u64 sys_enter_ns;
-	__u64 arg0;
 	__s32 sys_nr;
 	__u16 fs_flags;
 	__u16 fs_kind;
@@ -104,6 +103,22 @@ struct task_state {
 	__u32 waker_tid;
 	char waker_comm[IOWHY_COMM_LEN];
 };
+
+/*
+ * Two homes for it, one chosen at load by trying (recorder.c, load_object): task-local
+ * storage, one helper call with no hashing and no size limit, where the kernel allows
+ * it from these programs; else a hash map by tid. Syscall entry and exit each look the
+ * state up, so on a syscall-heavy workload this lookup is a large part of what tracing
+ * costs.
+ */
+const volatile __u8 use_task_storage = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} task_store SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -487,21 +502,44 @@ static __always_inline void on_rq_complete(struct request *rq, int error, unsign
 
 /* ------------------------------------------------------------- tracked tasks --- */
 
-static __always_inline struct task_state *task_state_get(__u32 tid)
+/*
+ * The state of thread `t` (tid `tid`), created on first use if `create`. `t` is a
+ * BTF task pointer in tp_btf programs; use_task_storage is never set for raw_tp ones,
+ * whose verifier then drops that branch unseen.
+ */
+static __always_inline struct task_state *task_state_of(struct task_struct *t, __u32 tid,
+							int create)
 {
-	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
-	struct task_state zero = {};
+	struct task_state *st;
 
-	if (st)
-		return st;
-	zero.sys_nr = -1;
-	zero.off_sys_nr = -1;
-	if (bpf_map_update_elem(&tasks, &tid, &zero, BPF_NOEXIST) == 0)
-		return bpf_map_lookup_elem(&tasks, &tid);
-	st = bpf_map_lookup_elem(&tasks, &tid);
+	if (use_task_storage) {
+		st = bpf_task_storage_get(&task_store, t, NULL, 0);
+		if (st || !create)
+			return st;
+		st = bpf_task_storage_get(&task_store, t, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (st) {
+			st->sys_nr = -1;
+			st->off_sys_nr = -1;
+		}
+	} else {
+		struct task_state zero = {};
+
+		st = bpf_map_lookup_elem(&tasks, &tid);
+		if (st || !create)
+			return st;
+		zero.sys_nr = -1;
+		zero.off_sys_nr = -1;
+		bpf_map_update_elem(&tasks, &tid, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&tasks, &tid);
+	}
 	if (!st)
 		count(IOWHY_C_TASKMAP_FULL);
 	return st;
+}
+
+static __always_inline struct task_state *current_state(__u32 tid, int create)
+{
+	return task_state_of(use_task_storage ? bpf_get_current_task_btf() : NULL, tid, create);
 }
 
 static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 parent_tgid,
@@ -548,7 +586,9 @@ static __always_inline void on_exit(struct task_struct *p)
 	if (!is_tracked(tgid))
 		return;
 	emit_task(p, IOWHY_TASK_EXIT, 0, BPF_CORE_READ(p, exit_code));
-	bpf_map_delete_elem(&tasks, &tid);
+	/* Task storage goes with the task; a hash entry would outlive it. */
+	if (!use_task_storage)
+		bpf_map_delete_elem(&tasks, &tid);
 	/* The recorder learns of the workload's end from waitpid, not from this map. */
 	if (task_group_dead(p))
 		set_tracked(tgid, 0);
@@ -596,20 +636,19 @@ static __always_inline void offcpu_seen_running(struct task_state *st, __u32 tgi
 		emit_offcpu(st, tgid, tid, bpf_ktime_get_ns(), IOWHY_OFF_LATE_END);
 }
 
-static __always_inline void on_sys_enter(struct pt_regs *regs, long id)
+static __always_inline void on_sys_enter(long id)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
 	struct task_state *st;
 
 	if (!is_tracked(pt >> 32))
 		return;
-	st = task_state_get((__u32)pt);
+	st = current_state((__u32)pt, 1);
 	if (!st)
 		return;
 	offcpu_seen_running(st, pt >> 32, (__u32)pt);
 	st->sys_nr = id;
 	st->sys_enter_ns = bpf_ktime_get_ns();
-	st->arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
 	st->fs_flags = 0;
 	st->fs_kind = 0;
 	st->fs_ino = 0;
@@ -636,7 +675,7 @@ static __always_inline __u16 fsync_call(__s32 nr, __u16 fs_flags)
 	return 0;
 }
 
-static __always_inline void on_sys_exit(long ret)
+static __always_inline void on_sys_exit(struct pt_regs *regs, long ret)
 {
 	__u64 pt = bpf_get_current_pid_tgid(), now;
 	__u32 tid = (__u32)pt, slot;
@@ -647,7 +686,7 @@ static __always_inline void on_sys_exit(long ret)
 
 	if (!is_tracked(pt >> 32))
 		return;
-	st = bpf_map_lookup_elem(&tasks, &tid);
+	st = current_state(tid, 0);
 	if (!st)
 		return;
 	offcpu_seen_running(st, pt >> 32, tid);
@@ -677,7 +716,12 @@ static __always_inline void on_sys_exit(long ret)
 			e->tid = tid;
 			e->dev_major = DEV_MAJOR(st->fs_dev);
 			e->dev_minor = DEV_MINOR(st->fs_dev);
-			e->fd = (call == IOWHY_CALL_SYNC) ? -1 : (__s32)st->arg0;
+			/*
+			 * The saved user registers still hold the arguments at exit (only
+			 * execve and sigreturn rewrite them), so the first one is read here,
+			 * for the few calls that are recorded, not at every entry.
+			 */
+			e->fd = (call == IOWHY_CALL_SYNC) ? -1 : (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
 			e->syscall_nr = st->sys_nr;
 			e->call_u16 = call;
 			e->fs_u16 = st->fs_kind;
@@ -700,7 +744,7 @@ static __always_inline void note_fs_sync(__u16 kind, __u32 dev, __u64 ino, __u64
 
 	if (!is_tracked(pt >> 32))
 		return;
-	st = bpf_map_lookup_elem(&tasks, &tid);
+	st = current_state(tid, 0);
 	if (!st || !st->sys_enter_ns)
 		return;
 	st->fs_flags |= IOWHY_FS_F_FSEVENT | (has_seq ? IOWHY_FS_F_SEQ : 0) |
@@ -713,8 +757,7 @@ static __always_inline void note_fs_sync(__u16 kind, __u32 dev, __u64 ino, __u64
 
 static __always_inline int current_syscall_is(__s32 nr)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	struct task_state *st = current_state((__u32)bpf_get_current_pid_tgid(), 0);
 
 	return st && st->sys_nr == nr;
 }
@@ -730,7 +773,7 @@ static __always_inline void on_switch(int preempt, struct task_struct *prev, str
 	tgid = BPF_CORE_READ(prev, tgid);
 	if (is_tracked(tgid)) {
 		tid = BPF_CORE_READ(prev, pid);
-		st = task_state_get(tid);
+		st = task_state_of(prev, tid, 1);
 		if (st) {
 			__u32 state = get_task_state(prev);
 			__u16 f = 0;
@@ -754,7 +797,7 @@ static __always_inline void on_switch(int preempt, struct task_struct *prev, str
 	tgid = BPF_CORE_READ(next, tgid);
 	if (is_tracked(tgid)) {
 		tid = BPF_CORE_READ(next, pid);
-		st = bpf_map_lookup_elem(&tasks, &tid);
+		st = task_state_of(next, tid, 0);
 		if (!st || !st->off_ns)
 			return;
 		emit_offcpu(st, tgid, tid, now, 0);
@@ -770,7 +813,7 @@ static __always_inline void on_waking(struct task_struct *p)
 	if (!is_tracked(BPF_CORE_READ(p, tgid)))
 		return;
 	tid = BPF_CORE_READ(p, pid);
-	st = bpf_map_lookup_elem(&tasks, &tid);
+	st = task_state_of(p, tid, 0);
 	if (!st || !st->off_ns || st->waking_ns)
 		return;
 	pt = bpf_get_current_pid_tgid();
@@ -877,8 +920,8 @@ IOWHY_TP(sched_switch, on_switch(preempt, prev, next), bool preempt, struct task
 	 struct task_struct *next)
 IOWHY_TP(sched_waking, on_waking(p), struct task_struct *p)
 
-IOWHY_TP(sys_enter, on_sys_enter(regs, id), struct pt_regs *regs, long id)
-IOWHY_TP(sys_exit, on_sys_exit(ret), struct pt_regs *regs, long ret)
+IOWHY_TP(sys_enter, on_sys_enter(id), struct pt_regs *regs, long id)
+IOWHY_TP(sys_exit, on_sys_exit(regs, ret), struct pt_regs *regs, long ret)
 
 IOWHY_TP(jbd2_start_commit, on_jbd2(IOWHY_J_JBD2_START, j, t), journal_t *j, transaction_t *t)
 IOWHY_TP(jbd2_commit_locking, on_jbd2(IOWHY_J_JBD2_LOCKING, j, t), journal_t *j, transaction_t *t)

@@ -495,12 +495,17 @@ static int track_pid(int fd, pid_t pid)
  * Configure an opened object: rodata, map sizes, and which flavour of each program
  * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
  */
-static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf)
+static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, int use_ts)
 {
 	struct bpf_program *prog;
 	char tname[96];
 
 	skel->rodata->filter_devs = env.ndevs > 0;
+	/* Per-thread state lives in one of two maps; the other is not created. */
+	skel->rodata->use_task_storage = use_ts;
+	if (bpf_map__set_autocreate(skel->maps.task_store, use_ts) ||
+	    bpf_map__set_autocreate(skel->maps.tasks, !use_ts))
+		return -EINVAL;
 	skel->rodata->wakeup_bytes = ((__u64)env.ringbuf_mib << 20) / 8;
 	skel->rodata->nr_fsync = SYS_fsync;
 	skel->rodata->nr_fdatasync = SYS_fdatasync;
@@ -631,7 +636,7 @@ int main(int argc, char **argv)
 	struct iowhy_bpf *skel = NULL;
 	struct btf *vmlinux = NULL;
 	struct ring_buffer *rb = NULL;
-	const char *attach_mode = "tp_btf";
+	const char *attach_mode = "tp_btf", *task_state = "task-storage";
 	const char *stop_reason = "workload-exit";
 	int opt, err = 0, ret = 1, go_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
 	int child_status = 0, child_done = 0, counters_fd;
@@ -721,15 +726,25 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
-	/* Open and load: tp_btf first; if the kernel refuses it, everything as raw_tp. */
-	for (int use_btf = !env.raw_tp; use_btf >= 0; use_btf--) {
+	/*
+	 * Open and load, trying the cheapest way first: tp_btf with per-thread state in
+	 * task-local storage, then tp_btf with a hash map (the kernel refused task storage
+	 * from tracing programs), then everything as raw_tp (which cannot pass a task to
+	 * task storage).
+	 */
+	static const struct {
+		int btf, ts;
+	} modes[] = { { 1, 1 }, { 1, 0 }, { 0, 0 } };
+	for (size_t m = env.raw_tp ? 2 : 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		int use_btf = modes[m].btf, use_ts = modes[m].ts;
+
 		skel = iowhy_bpf__open();
 		if (!skel) {
 			err = -errno;
 			fprintf(stderr, "failed to open BPF object: %s\n", strerror(-err));
 			goto cleanup;
 		}
-		err = configure(skel, vmlinux, use_btf);
+		err = configure(skel, vmlinux, use_btf, use_ts);
 		if (err) {
 			fprintf(stderr, "failed to configure BPF object: %s\n", strerror(-err));
 			goto cleanup;
@@ -737,11 +752,13 @@ int main(int argc, char **argv)
 		err = iowhy_bpf__load(skel);
 		if (!err) {
 			attach_mode = use_btf ? "tp_btf" : "raw_tp";
+			task_state = use_ts ? "task-storage" : "hash";
 			break;
 		}
 		if (use_btf && env.verbose)
-			fprintf(stderr, "iowhy-record: tp_btf load failed (%s), trying raw_tp\n",
-				strerror(-err));
+			fprintf(stderr, "iowhy-record: %s load failed (%s), trying %s\n",
+				use_ts ? "tp_btf with task storage" : "tp_btf", strerror(-err),
+				use_ts ? "a hash map" : "raw_tp");
 		iowhy_bpf__destroy(skel);
 		skel = NULL;
 		if (!use_btf) {
@@ -774,8 +791,9 @@ int main(int argc, char **argv)
 			printf("%-28s %s\n", probes[i].tp, probes[i].how);
 			attached += strncmp(probes[i].how, "skipped", 7) != 0;
 		}
-		printf("attached %d of %d probes (%s), startup %.1f ms\n", attached, nprobes,
-		       attach_mode, (now_ns(CLOCK_MONOTONIC) - t_main) / 1e6);
+		printf("attached %d of %d probes (%s, thread state in %s), startup %.1f ms\n",
+		       attached, nprobes, attach_mode, task_state,
+		       (now_ns(CLOCK_MONOTONIC) - t_main) / 1e6);
 		ret = 0;
 		goto cleanup;
 	}
@@ -944,9 +962,9 @@ int main(int argc, char **argv)
 		fprintf(s.f, "], \"kernel\": ");
 		json_str(s.f, u.release);
 		fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
-			     "\"ringbuf_bytes\": %llu, \"devices_filter\": [",
+			     "\"task_state\": \"%s\", \"ringbuf_bytes\": %llu, \"devices_filter\": [",
 			(unsigned long long)start_ns, (unsigned long long)(start_ns - t_main), attach_mode,
-			(unsigned long long)env.ringbuf_mib << 20);
+			task_state, (unsigned long long)env.ringbuf_mib << 20);
 		for (int i = 0; i < env.ndevs; i++)
 			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", env.devs[i] >> 20,
 				env.devs[i] & ((1U << 20) - 1));

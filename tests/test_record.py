@@ -304,7 +304,46 @@ def test_dry_run_attaches_every_probe(bpf, iowhy_bin):
     assert all(ln.split()[1] == "tp_btf" for ln in lines), p.stdout
     assert re.search(r"attached (\d+) of \1 probes", p.stdout), p.stdout
     raw = run([str(recorder_path()), "--dry-run", "--raw-tp"])
-    assert re.search(r"attached (\d+) of \1 probes \(raw_tp\)", raw.stdout), raw.stdout
+    assert re.search(r"attached (\d+) of \1 probes \(raw_tp, thread state in hash\)",
+                     raw.stdout), raw.stdout
+
+
+FD_WORKLOAD = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+os.dup2(fd, 57)
+for i in range(5):
+    os.write(57, b"x" * 4096)
+    (os.fsync if i < 3 else os.fdatasync)(57)
+"""
+
+
+@pytest.mark.parametrize("backend", ["task-storage", "hash"])
+def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin, backend):
+    """Per-thread state lives in task storage (tp_btf) or a hash map (raw_tp fallback).
+    Both give each call's fd (read from the registers at exit), the exact counts, and
+    the per-syscall totals: 3 fsync and 2 fdatasync on fd 57, 5 writes."""
+    lp, mnt = make_fs("ext4")
+    env = dict(os.environ)
+    if backend == "hash":
+        wrapper = tmp_path / "rec-raw-tp"
+        wrapper.write_text(f'#!/bin/sh\nexec {recorder_path()} --raw-tp "$@"\n')
+        wrapper.chmod(0o755)
+        env["IOWHY_RECORDER"] = str(wrapper)
+    out = tmp_path / f"{backend}.iowt"
+    record(iowhy_bin, out, [PY, "-c", FD_WORKLOAD, str(mnt / "f")], env=env)
+    tr = read_trace(str(out))
+    assert tr.recorder["task_state"] == backend
+    assert tr.recorder["attach_mode"] == ("raw_tp" if backend == "hash" else "tp_btf")
+    f = tr.records("fsync")
+    calls = sorted(abi.CALL_NAMES[int(c)] for c in f["call_u16"])
+    assert calls == ["fdatasync"] * 2 + ["fsync"] * 3, calls
+    assert (f["fd"] == 57).all(), f["fd"]
+    assert (f["exit_ns"] > f["enter_ns"]).all()
+    sc = tr.records("syscall")
+    by_nr = {int(n): int(c) for n, c in zip(sc["syscall_nr"], sc["count"])}
+    assert by_nr.get(74) == 3 and by_nr.get(75) == 2, by_nr  # x86-64 fsync, fdatasync
+    assert by_nr.get(1, 0) >= 5  # write(2)
 
 
 def test_recorder_counter_names_match_analyzer(bpf):

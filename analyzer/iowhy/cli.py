@@ -192,6 +192,8 @@ def info_dict(tr: Trace) -> dict:
         "stop_reason": (tr.trailer or {}).get("stop_reason"),
         "exit_status": (tr.trailer or {}).get("exit_status"),
         "probes": tr.recorder.get("probes", {}),
+        "attach_mode": tr.recorder.get("attach_mode"),
+        "task_state": tr.recorder.get("task_state"),
         "devices": [{k: d.get(k) for k in ("name", "major", "minor", "size_bytes", "rotational",
                                            "write_cache", "fua", "scheduler")}
                     for d in tr.meta.get("devices", [])],
