@@ -230,7 +230,7 @@ struct iowhy_syscall {
 #define IOWHY_C_RB_OFFCPU 3
 #define IOWHY_C_RB_TASK 4
 #define IOWHY_C_RQMAP_FULL 5      /* in-flight request map full: a request not followed */
-#define IOWHY_C_TASKMAP_FULL 6    /* per-thread state map full: a syscall/off-CPU interval lost */
+#define IOWHY_C_TASKMAP_FULL 6    /* per-thread state unavailable: a syscall/off-CPU interval lost */
 #define IOWHY_C_TRACKMAP_FULL 7   /* tracked-process map full: a child not tracked */
 #define IOWHY_C_BIOMAP_FULL 8     /* bio origin map could not insert */
 #define IOWHY_C_UNMATCHED_DONE 9  /* completion of a request never seen before (written, flagged) */
