@@ -260,6 +260,7 @@ def timed_run(cmd: list[str], traced: bool, tmp: Path, tag: str, timeout: float,
 
 def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib: int) -> dict:
     say(f"\n== overhead: {name}: {shlex.join(make_cmd(Path('MNT')))}")
+    say(f"   traced with `iowhy record --syscalls {a.syscalls}`")
     say(f"   {a.pairs} pairs, each run on a fresh XFS ({fs_mib} MiB sparse loop in {a.workdir},"
         " write_cache \"write back\"), sync + drop_caches before each run; times in s")
     say("   untraced, traced: the workload's own wall time (wrapper); trace_el: the trace's"
@@ -273,7 +274,8 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
             with fresh_xfs(a.workdir, fs_mib) as (_dev, mnt):
                 drop_caches()
                 res[traced] = timed_run(make_cmd(mnt), traced, tmp,
-                                        f"{name}{i}{'t' if traced else 'u'}", a.timeout)
+                                        f"{name}{i}{'t' if traced else 'u'}", a.timeout,
+                                        extra=("--syscalls", a.syscalls))
         u, t = res[False], res[True]
         ratio = t["wall_s"] / u["wall_s"]
         nrec = sum(t["records"].values())
@@ -457,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace-dir", type=Path,
                    help="where traced runs write their traces (default: --workdir)")
     p.add_argument("--timeout", type=float, default=1800, help="per workload run, s")
+    p.add_argument("--syscalls", choices=("all", "sync"), default="all",
+                   help="`iowhy record --syscalls` for the overhead runs (default: all)")
     a = p.parse_args(argv)
     q = a.quick
     for k, full, quick in (("pairs", 11, 2), ("files", 20000, 2000), ("tasks", 8, 4),
@@ -512,10 +516,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(TRACE_DIR, ignore_errors=True)
 
     rows: list = []
+    sc = "" if a.syscalls == "all" else f", --syscalls {a.syscalls}"
     if "untar" in res:
         u = res["untar"]
         row(rows, f"(a) untar {a.files} files, XFS/loop: wall traced/untraced (median of "
-            f"{a.pairs})", f"{u['ratio']:.3f}", "x", f"<= {TARGET_UNTAR}",
+            f"{a.pairs}){sc}", f"{u['ratio']:.3f}", "x", f"<= {TARGET_UNTAR}",
             u["ratio"] <= TARGET_UNTAR)
         row(rows, "(a) untar: ratio p25 - p75 over pairs", f"{u['q1']:.3f} - {u['q3']:.3f}",
             "x", "", None)
@@ -530,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     if "fsync" in res:
         f = res["fsync"]
         row(rows, f"(b) fsync-tasks {a.tasks}x{a.k}, XFS/loop: wall traced/untraced (median "
-            f"of {a.pairs})", f"{f['ratio']:.3f}", "x", f"<= {TARGET_FSYNC}",
+            f"of {a.pairs}){sc}", f"{f['ratio']:.3f}", "x", f"<= {TARGET_FSYNC}",
             f["ratio"] <= TARGET_FSYNC)
         row(rows, "(b) fsync: ratio p25 - p75 over pairs", f"{f['q1']:.3f} - {f['q3']:.3f}",
             "x", "", None)

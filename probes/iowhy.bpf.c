@@ -23,6 +23,9 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the recorder before load. */
 const volatile __u8 filter_devs = 0;        /* only devices in `devs` */
 const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
+/* 1: time every syscall (raw sys_enter/sys_exit); 0: only the syscalls:sys_*_<call>
+ * tracepoints of the fsync and write families (--syscalls sync). */
+const volatile __u8 all_syscalls = 1;
 const volatile __s32 nr_fsync = -1, nr_fdatasync = -1, nr_sync = -1, nr_syncfs = -1,
 		     nr_sync_file_range = -1, nr_msync = -1;
 
@@ -87,6 +90,7 @@ struct {
 /* Per-thread state of tracked tasks: syscall in progress, fs sync event, off-CPU. */
 struct task_state {
 	__u64 sys_enter_ns;
+	__u64 arg0; /* first argument, kept only where the exit cannot read it */
 	__s32 sys_nr;
 	__u16 fs_flags;
 	__u16 fs_kind;
@@ -636,7 +640,7 @@ static __always_inline void offcpu_seen_running(struct task_state *st, __u32 tgi
 		emit_offcpu(st, tgid, tid, bpf_ktime_get_ns(), IOWHY_OFF_LATE_END);
 }
 
-static __always_inline void on_sys_enter(long id)
+static __always_inline void on_sys_enter(long id, __u64 arg0)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
 	struct task_state *st;
@@ -648,6 +652,7 @@ static __always_inline void on_sys_enter(long id)
 		return;
 	offcpu_seen_running(st, pt >> 32, (__u32)pt);
 	st->sys_nr = id;
+	st->arg0 = arg0;
 	st->sys_enter_ns = bpf_ktime_get_ns();
 	st->fs_flags = 0;
 	st->fs_kind = 0;
@@ -721,7 +726,8 @@ static __always_inline void on_sys_exit(struct pt_regs *regs, long ret)
 			 * execve and sigreturn rewrite them), so the first one is read here,
 			 * for the few calls that are recorded, not at every entry.
 			 */
-			e->fd = (call == IOWHY_CALL_SYNC) ? -1 : (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+			e->fd = (call == IOWHY_CALL_SYNC) ? -1
+				: regs ? (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs) : (__s32)st->arg0;
 			e->syscall_nr = st->sys_nr;
 			e->call_u16 = call;
 			e->fs_u16 = st->fs_kind;
@@ -788,7 +794,8 @@ static __always_inline void on_switch(int preempt, struct task_struct *prev, str
 			st->off_ns = now;
 			st->off_state = state;
 			st->off_flags = f;
-			st->off_sys_nr = st->sys_enter_ns ? st->sys_nr : -1;
+			/* -2: not in a traced syscall, and not every syscall is traced */
+			st->off_sys_nr = st->sys_enter_ns ? st->sys_nr : all_syscalls ? -1 : -2;
 			st->waking_ns = 0;
 			st->waker_tgid = 0;
 			st->waker_tid = 0;
@@ -920,8 +927,55 @@ IOWHY_TP(sched_switch, on_switch(preempt, prev, next), bool preempt, struct task
 	 struct task_struct *next)
 IOWHY_TP(sched_waking, on_waking(p), struct task_struct *p)
 
-IOWHY_TP(sys_enter, on_sys_enter(id), struct pt_regs *regs, long id)
+IOWHY_TP(sys_enter, on_sys_enter(id, 0), struct pt_regs *regs, long id)
 IOWHY_TP(sys_exit, on_sys_exit(regs, ret), struct pt_regs *regs, long ret)
+
+/*
+ * --syscalls sync: instead of sys_enter/sys_exit on every syscall, the classic
+ * tracepoints of the calls iowhy records one by one: the fsync family, and the write
+ * family, inside which an O_SYNC/O_DSYNC write runs the filesystem's fsync. Every other
+ * syscall then pays only the kernel's syscall-tracepoint slow path and a bit test, and
+ * is neither counted nor timed. Program names: sce_<call> / scx_<call>.
+ */
+struct sc_enter {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct sc_exit {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+/* The kernel refuses a program that reads past its event: sync(2) has no argument. */
+#define IOWHY_SC(call) IOWHY_SC_ARG(call, ctx->args[0])
+#define IOWHY_SC_ARG(call, arg0)                                                    \
+	SEC("tracepoint/syscalls/sys_enter_" #call) int sce_##call(struct sc_enter *ctx) \
+	{                                                                           \
+		on_sys_enter(ctx->nr, arg0);                                         \
+		return 0;                                                           \
+	}                                                                           \
+	SEC("tracepoint/syscalls/sys_exit_" #call) int scx_##call(struct sc_exit *ctx)   \
+	{                                                                           \
+		on_sys_exit(NULL, ctx->ret);                                         \
+		return 0;                                                           \
+	}
+
+IOWHY_SC(fsync)
+IOWHY_SC(fdatasync)
+IOWHY_SC_ARG(sync, 0)
+IOWHY_SC(syncfs)
+IOWHY_SC(sync_file_range)
+IOWHY_SC(msync)
+IOWHY_SC(write)
+IOWHY_SC(pwrite64)
+IOWHY_SC(writev)
+IOWHY_SC(pwritev)
+IOWHY_SC(pwritev2)
 
 IOWHY_TP(jbd2_start_commit, on_jbd2(IOWHY_J_JBD2_START, j, t), journal_t *j, transaction_t *t)
 IOWHY_TP(jbd2_commit_locking, on_jbd2(IOWHY_J_JBD2_LOCKING, j, t), journal_t *j, transaction_t *t)

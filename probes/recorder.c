@@ -98,6 +98,7 @@ static struct env {
 	long ringbuf_mib;
 	double duration;
 	int dry_run, quiet, verbose, raw_tp;
+	int sync_syscalls; /* --syscalls sync: only the fsync and write families */
 	pid_t pid;
 	char **cmd;
 	__u32 devs[64];
@@ -148,7 +149,9 @@ static void usage(FILE *f)
 	fprintf(f, "usage: iowhy-record -o OUT [-m META.json] [-r MiB] [-d SEC] [-D MAJ:MIN]... "
 		   "[-q] [-v] (-p PID | -- CMD [ARGS...])\n"
 		   "       iowhy-record -n            load and attach every probe, then exit\n"
-		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n");
+		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
+		   "  --syscalls all|sync  time every syscall of the workload (default), or only\n"
+		   "            the fsync and write families: cheaper on syscall-heavy workloads\n");
 }
 
 /* ---------------------------------------------------------------- file writing --- */
@@ -503,6 +506,7 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 	skel->rodata->filter_devs = env.ndevs > 0;
 	/* Per-thread state lives in one of two maps; the other is not created. */
 	skel->rodata->use_task_storage = use_ts;
+	skel->rodata->all_syscalls = !env.sync_syscalls;
 	if (bpf_map__set_autocreate(skel->maps.task_store, use_ts) ||
 	    bpf_map__set_autocreate(skel->maps.tasks, !use_ts))
 		return -EINVAL;
@@ -523,15 +527,30 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
 		int present;
 
-		if (!tp)
+		if (!tp) {
+			/* syscalls:sys_{enter,exit}_<call>: only with --syscalls sync */
+			int sc = !strncmp(bpf_program__name(prog), "sce_", 4);
+
+			bpf_program__set_autoload(prog, env.sync_syscalls);
+			if (sc && env.sync_syscalls && nprobes < 64) {
+				snprintf(probes[nprobes].tp, sizeof(probes[nprobes].tp),
+					 "sys_enter_%s", bpf_program__name(prog) + 4);
+				probes[nprobes].how = "tracepoint";
+				nprobes++;
+			}
 			continue;
+		}
 		snprintf(tname, sizeof(tname), "btf_trace_%s", tp);
 		present = btf__find_by_name_kind(vmlinux, tname, BTF_KIND_TYPEDEF) > 0;
+		if (env.sync_syscalls && (!strcmp(tp, "sys_enter") || !strcmp(tp, "sys_exit")))
+			present = 0;
 		bpf_program__set_autoload(prog, present && is_btf == use_btf);
 		if (is_btf && nprobes < 64) {
 			snprintf(probes[nprobes].tp, sizeof(probes[nprobes].tp), "%s", tp);
 			probes[nprobes].how = present ? (use_btf ? "tp_btf" : "raw_tp")
-						      : "skipped: no such tracepoint in this kernel";
+				: (env.sync_syscalls && !strncmp(tp, "sys_e", 5))
+					? "skipped: --syscalls sync"
+					: "skipped: no such tracepoint in this kernel";
 			nprobes++;
 		}
 	}
@@ -547,8 +566,10 @@ static int attach_all(struct iowhy_bpf *skel)
 		int is_btf;
 		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
 
-		if (!tp || !bpf_program__autoload(prog))
+		if (!bpf_program__autoload(prog))
 			continue;
+		if (!tp)
+			tp = bpf_program__name(prog);
 		link = bpf_program__attach(prog);
 		if (!link) {
 			int err = errno;
@@ -630,6 +651,7 @@ int main(int argc, char **argv)
 		{ "dry-run", no_argument, NULL, 'n' },      { "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },      { "list-counters", no_argument, NULL, 'L' },
 		{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
+		{ "syscalls", required_argument, NULL, 'S' },
 		{},
 	};
 	__u64 t_main = now_ns(CLOCK_MONOTONIC), start_ns = 0, end_ns, last_flush;
@@ -667,6 +689,13 @@ int main(int argc, char **argv)
 		case 'q': env.quiet = 1; break;
 		case 'v': env.verbose = 1; break;
 		case 'R': env.raw_tp = 1; break;
+		case 'S':
+			if (strcmp(optarg, "all") && strcmp(optarg, "sync")) {
+				fprintf(stderr, "failed to parse --syscalls: %s (all or sync)\n", optarg);
+				return 2;
+			}
+			env.sync_syscalls = !strcmp(optarg, "sync");
+			break;
 		case 'L':
 			for (int i = 0; i < IOWHY_C_MAX; i++)
 				printf("%s\n", counter_names[i]);
@@ -962,9 +991,11 @@ int main(int argc, char **argv)
 		fprintf(s.f, "], \"kernel\": ");
 		json_str(s.f, u.release);
 		fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
-			     "\"task_state\": \"%s\", \"ringbuf_bytes\": %llu, \"devices_filter\": [",
+			     "\"task_state\": \"%s\", \"syscalls\": \"%s\", \"ringbuf_bytes\": %llu, "
+			     "\"devices_filter\": [",
 			(unsigned long long)start_ns, (unsigned long long)(start_ns - t_main), attach_mode,
-			task_state, (unsigned long long)env.ringbuf_mib << 20);
+			task_state, env.sync_syscalls ? "sync" : "all",
+			(unsigned long long)env.ringbuf_mib << 20);
 		for (int i = 0; i < env.ndevs; i++)
 			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", env.devs[i] >> 20,
 				env.devs[i] & ((1U << 20) - 1));

@@ -139,15 +139,20 @@ def test_fsync_records_flushes_commits(fsyncs_on, fstype, iowhy_bin):
         assert (ev == abi.J_BTRFS_SYNC).sum() == n + m
 
 
+@pytest.mark.parametrize("syscalls", ["all", "sync"])
 @pytest.mark.parametrize("fstype", FILESYSTEMS)
-def test_every_fsync_family_call(bpf, make_fs, tmp_path, iowhy_bin, fstype):
+def test_every_fsync_family_call(bpf, make_fs, tmp_path, iowhy_bin, fstype, syscalls):
     """sync, syncfs, sync_file_range, msync once each, and K O_DSYNC + K O_SYNC writes,
-    which run the filesystem's fsync path inside write(2)."""
+    which run the filesystem's fsync path inside write(2). The same with --syscalls sync,
+    which traces only those calls' own tracepoints."""
     k = 3
     lp, mnt = make_fs(fstype)
     out = tmp_path / "mix.iowt"
-    record(iowhy_bin, out, [PY, WORKLOADS, "callmix", str(mnt), "--k", str(k)])
-    f = read_trace(str(out)).records("fsync")
+    record(iowhy_bin, out, [PY, WORKLOADS, "callmix", str(mnt), "--k", str(k)],
+           "--syscalls", syscalls)
+    tr = read_trace(str(out))
+    assert tr.recorder["syscalls"] == syscalls
+    f = tr.records("fsync")
     got = {abi.CALL_NAMES[int(c)]: int(n) for c, n in zip(*np.unique(f["call_u16"],
                                                                      return_counts=True))}
     assert got == {"sync": 1, "syncfs": 1, "sync_file_range": 1, "msync": 1,
@@ -318,11 +323,15 @@ for i in range(5):
 """
 
 
-@pytest.mark.parametrize("backend", ["task-storage", "hash"])
-def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin, backend):
+@pytest.mark.parametrize("backend,syscalls", [("task-storage", "all"), ("hash", "all"),
+                                              ("task-storage", "sync")])
+def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin, backend,
+                                               syscalls):
     """Per-thread state lives in task storage (tp_btf) or a hash map (raw_tp fallback).
-    Both give each call's fd (read from the registers at exit), the exact counts, and
-    the per-syscall totals: 3 fsync and 2 fdatasync on fd 57, 5 writes."""
+    Both give each call's fd (read from the registers at exit, or kept from the entry
+    with --syscalls sync), the exact counts, and the per-syscall totals: 3 fsync and 2
+    fdatasync on fd 57, 5 writes. With --syscalls sync no other syscall is counted, and
+    an off-CPU interval outside a traced call says "unknown" (-2), not "none" (-1)."""
     lp, mnt = make_fs("ext4")
     env = dict(os.environ)
     if backend == "hash":
@@ -331,9 +340,11 @@ def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin
         wrapper.chmod(0o755)
         env["IOWHY_RECORDER"] = str(wrapper)
     out = tmp_path / f"{backend}.iowt"
-    record(iowhy_bin, out, [PY, "-c", FD_WORKLOAD, str(mnt / "f")], env=env)
+    record(iowhy_bin, out, [PY, "-c", FD_WORKLOAD, str(mnt / "f")], "--syscalls", syscalls,
+           env=env)
     tr = read_trace(str(out))
     assert tr.recorder["task_state"] == backend
+    assert tr.recorder["syscalls"] == syscalls
     assert tr.recorder["attach_mode"] == ("raw_tp" if backend == "hash" else "tp_btf")
     f = tr.records("fsync")
     calls = sorted(abi.CALL_NAMES[int(c)] for c in f["call_u16"])
@@ -344,6 +355,13 @@ def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin
     by_nr = {int(n): int(c) for n, c in zip(sc["syscall_nr"], sc["count"])}
     assert by_nr.get(74) == 3 and by_nr.get(75) == 2, by_nr  # x86-64 fsync, fdatasync
     assert by_nr.get(1, 0) >= 5  # write(2)
+    off = tr.records("offcpu")
+    if syscalls == "sync":
+        assert set(by_nr) <= {1, 18, 20, 26, 74, 75, 162, 277, 296, 306, 328}, by_nr
+        assert -1 not in set(off["syscall_nr"].tolist())
+    else:
+        assert len(by_nr) > 10  # python's start-up alone makes many kinds of calls
+        assert -2 not in set(off["syscall_nr"].tolist())
 
 
 def test_recorder_counter_names_match_analyzer(bpf):

@@ -64,6 +64,8 @@ SYSCALL_NAMES_X86_64 = {
 
 
 def syscall_name(nr: int) -> str:
+    if nr == -2:  # recorded with --syscalls sync: not in a traced syscall
+        return "untraced-syscall"
     if nr < 0:
         return "none"
     return SYSCALL_NAMES_X86_64.get(nr, f"syscall_{nr}")
@@ -458,7 +460,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
             best_n[better] = cnt[better]
         for nr in unique(best):
             m = best == nr
-            name = syscall_name(int(nr)) if nr >= -1 else "none"
+            name = syscall_name(int(nr)) if nr >= -2 else "none"
             lv = int(leftover[m].sum())
             if lv:
                 by_sys[name] = by_sys.get(name, 0) + lv
