@@ -208,10 +208,10 @@ static __always_inline void fill_hdr(struct iowhy_rec_hdr *h, __u16 type, __u16 
 
 /* ---------------------------------------------------------------- block layer --- */
 
-static __always_inline __u32 disk_devt(struct gendisk *disk)
+static __always_inline __u32 disk_devt(int btf, struct gendisk *disk)
 {
-	__u32 major = BPF_CORE_READ(disk, major);
-	__u32 minor = BPF_CORE_READ(disk, first_minor);
+	__u32 major = RD(btf, disk, major);
+	__u32 minor = RD(btf, disk, first_minor);
 
 	return major << 20 | minor;
 }
@@ -255,18 +255,18 @@ static __always_inline void normalize(struct iowhy_request *r)
 	r->iflags = f;
 }
 
-static __always_inline void on_bio_queue(struct bio *bio)
+static __always_inline void on_bio_queue(int btf, struct bio *bio)
 {
 	struct bio_info info = {};
 	__u64 key = (__u64)bio;
 	__u64 id = bpf_get_current_pid_tgid();
 
-	if (filter_devs && !dev_wanted(disk_devt(bio_disk(bio))))
+	if (filter_devs && !dev_wanted(disk_devt(btf, bio_disk(btf, bio))))
 		return;
 	info.ts_ns = bpf_ktime_get_ns();
 	info.tgid = id >> 32;
 	info.tid = (__u32)id;
-	info.opf = BPF_CORE_READ(bio, bi_opf);
+	info.opf = RD(btf, bio, bi_opf);
 	info.tracked = is_tracked(info.tgid);
 	bpf_get_current_comm(info.comm, sizeof(info.comm));
 	if (bpf_map_update_elem(&bios, &key, &info, BPF_ANY))
@@ -274,7 +274,7 @@ static __always_inline void on_bio_queue(struct bio *bio)
 }
 
 /* The request's entry, created on first sight (insert, issue or completion). */
-static __always_inline struct iowhy_request *rq_entry(struct request *rq, int create)
+static __always_inline struct iowhy_request *rq_entry(int btf, struct request *rq, int create)
 {
 	__u64 key = (__u64)rq;
 	struct iowhy_request *r = bpf_map_lookup_elem(&rqs, &key);
@@ -282,7 +282,7 @@ static __always_inline struct iowhy_request *rq_entry(struct request *rq, int cr
 
 	if (r || !create)
 		return r;
-	devt = disk_devt(rq_disk(rq));
+	devt = disk_devt(btf, rq_disk(btf, rq));
 	if (!dev_wanted(devt))
 		return NULL;
 	r = bpf_map_lookup_elem(&rq_scratch, &zero);
@@ -300,9 +300,9 @@ static __always_inline struct iowhy_request *rq_entry(struct request *rq, int cr
 }
 
 /* Fold the bios now in the request into it: origin of the first, flags of all. */
-static __always_inline void rq_take_bios(struct iowhy_request *r, struct request *rq)
+static __always_inline void rq_take_bios(int btf, struct iowhy_request *r, struct request *rq)
 {
-	struct bio *bio = BPF_CORE_READ(rq, bio);
+	struct bio *bio = RD(btf, rq, bio);
 	__u32 n = 0;
 
 	for (int i = 0; i < IOWHY_MAX_BIO_WALK; i++) {
@@ -325,10 +325,10 @@ static __always_inline void rq_take_bios(struct iowhy_request *r, struct request
 			r->bio_flags |= info->opf;
 			bpf_map_delete_elem(&bios, &key);
 		} else {
-			r->bio_flags |= BPF_CORE_READ(bio, bi_opf);
+			r->bio_flags |= RD(btf, bio, bi_opf);
 		}
 		n++;
-		bio = BPF_CORE_READ(bio, bi_next);
+		bio = RD(btf, bio, bi_next);
 	}
 	if (bio)
 		count(IOWHY_C_BIO_WALK_CAP);
@@ -370,10 +370,10 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
  * included, while the tracefs event records them. Nothing in BPF can recover the time;
  * the probes make sure each such request is still written, flagged and counted.
  */
-static __always_inline struct iowhy_request *rq_fresh(struct request *rq)
+static __always_inline struct iowhy_request *rq_fresh(int btf, struct request *rq)
 {
 	__u64 key = (__u64)rq, now;
-	struct iowhy_request *r = rq_entry(rq, 0);
+	struct iowhy_request *r = rq_entry(btf, rq, 0);
 
 	if (r && r->issue_ns && !(r->pad0 & RQ_REQUEUED)) {
 		now = bpf_ktime_get_ns();
@@ -381,7 +381,7 @@ static __always_inline struct iowhy_request *rq_fresh(struct request *rq)
 		count(IOWHY_C_LOST_DONE);
 		rq_emit(r, key, now);
 	}
-	return rq_entry(rq, 1);
+	return rq_entry(btf, rq, 1);
 }
 
 /*
@@ -389,46 +389,46 @@ static __always_inline struct iowhy_request *rq_fresh(struct request *rq)
  * issue should have been seen. start_time_ns is set only when the queue keeps I/O
  * statistics or has a scheduler; 0 answers "unknown" (no).
  */
-static __always_inline int rq_born_recording(struct request *rq)
+static __always_inline int rq_born_recording(int btf, struct request *rq)
 {
-	__u64 born = BPF_CORE_READ(rq, start_time_ns);
+	__u64 born = RD(btf, rq, start_time_ns);
 
 	return attach_ns && born > attach_ns;
 }
 
-static __always_inline void on_rq_insert(struct request *rq)
+static __always_inline void on_rq_insert(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_fresh(rq);
+	struct iowhy_request *r = rq_fresh(btf, rq);
 
 	if (!r)
 		return;
 	if (!r->insert_ns)
 		r->insert_ns = bpf_ktime_get_ns();
-	rq_take_bios(r, rq);
+	rq_take_bios(btf, r, rq);
 }
 
-static __always_inline void on_rq_issue(struct request *rq)
+static __always_inline void on_rq_issue(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_fresh(rq);
+	struct iowhy_request *r = rq_fresh(btf, rq);
 
 	if (!r)
 		return;
 	r->pad0 &= ~RQ_REQUEUED;
 	r->issue_ns = bpf_ktime_get_ns();
-	r->start_sector = BPF_CORE_READ(rq, __sector);
-	r->len_bytes = BPF_CORE_READ(rq, __data_len);
-	r->cmd_flags = BPF_CORE_READ(rq, cmd_flags);
-	r->rq_flags |= BPF_CORE_READ(rq, rq_flags);
+	r->start_sector = RD(btf, rq, __sector);
+	r->len_bytes = RD(btf, rq, __data_len);
+	r->cmd_flags = RD(btf, rq, cmd_flags);
+	r->rq_flags |= RD(btf, rq, rq_flags);
 	if (r->rq_flags & rqf_flush_seq())
 		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
-	rq_take_bios(r, rq);
+	rq_take_bios(btf, r, rq);
 	if ((r->cmd_flags & 0xff) == req_op_flush())
 		r->start_sector = 0;
 }
 
-static __always_inline void on_rq_requeue(struct request *rq)
+static __always_inline void on_rq_requeue(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_entry(rq, 0);
+	struct iowhy_request *r = rq_entry(btf, rq, 0);
 
 	if (r) {
 		r->requeues++;
@@ -451,13 +451,14 @@ static __always_inline void on_rq_merge(struct request *rq)
  * Only the latter finishes it. An empty PREFLUSH request is never issued: its single
  * completion comes when the FF flush it waited for is done.
  */
-static __always_inline void on_rq_complete(struct request *rq, int error, unsigned int nr_bytes)
+static __always_inline void on_rq_complete(int btf, struct request *rq, int error,
+					   unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
-	struct iowhy_request *r = rq_entry(rq, 0);
-	__u32 rqf = BPF_CORE_READ(rq, rq_flags);
-	__u32 cmd = BPF_CORE_READ(rq, cmd_flags);
-	__u32 len = BPF_CORE_READ(rq, __data_len);
+	struct iowhy_request *r = rq_entry(btf, rq, 0);
+	__u32 rqf = RD(btf, rq, rq_flags);
+	__u32 cmd = RD(btf, rq, cmd_flags);
+	__u32 len = RD(btf, rq, __data_len);
 	int is_flush = (cmd & 0xff) == req_op_flush();
 
 	if (!r || (!r->issue_ns && len)) {
@@ -469,21 +470,21 @@ static __always_inline void on_rq_complete(struct request *rq, int error, unsign
 		int created = !r;
 
 		if (!r)
-			r = rq_entry(rq, 1);
+			r = rq_entry(btf, rq, 1);
 		if (!r)
 			return;
 		r->cmd_flags = cmd;
 		r->rq_flags |= rqf;
-		r->start_sector = BPF_CORE_READ(rq, __sector);
+		r->start_sector = RD(btf, rq, __sector);
 		if (!r->len_bytes)
 			r->len_bytes = len;
-		rq_take_bios(r, rq);
+		rq_take_bios(btf, r, rq);
 		r->flags_u16 |= IOWHY_RQ_NO_ISSUE;
 		/*
 		 * An empty PREFLUSH request (no data, not REQ_OP_FLUSH) is never issued: that
 		 * is its normal life. Anything else created while recording should have been.
 		 */
-		if (!created || ((len || is_flush) && rq_born_recording(rq)) ||
+		if (!created || ((len || is_flush) && rq_born_recording(btf, rq)) ||
 		    ((r->flags_u16 & IOWHY_RQ_ORIGIN) && !is_flush && len)) {
 			r->flags_u16 |= IOWHY_RQ_LOST_ISSUE;
 			count(IOWHY_C_LOST_ISSUE);
@@ -773,27 +774,29 @@ static __always_inline int current_syscall_is(__s32 nr)
 
 /* ------------------------------------------------------------------ off-CPU --- */
 
-static __always_inline void on_switch(int preempt, struct task_struct *prev, struct task_struct *next)
+static __always_inline void on_switch(int btf, int preempt, struct task_struct *prev,
+				     struct task_struct *next)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = 0; /* read once, and only when a tracked thread is involved */
 	__u32 tid, tgid;
 	struct task_state *st;
 
-	tgid = BPF_CORE_READ(prev, tgid);
+	tgid = RD(btf, prev, tgid);
 	if (is_tracked(tgid)) {
-		tid = BPF_CORE_READ(prev, pid);
+		tid = RD(btf, prev, pid);
 		st = task_state_of(prev, tid, 1);
 		if (st) {
-			__u32 state = get_task_state(prev);
+			__u32 state = get_task_state(btf, prev);
 			__u16 f = 0;
 
 			offcpu_seen_running(st, tgid, tid);
 			if (preempt || state == 0)
 				f |= IOWHY_OFF_PREEMPT;
-			if (task_in_iowait(prev))
+			if (task_in_iowait(btf, prev))
 				f |= IOWHY_OFF_IOWAIT;
 			if ((state & 0x2) && !(state & 0x400))
 				f |= IOWHY_OFF_D;
+			now = bpf_ktime_get_ns();
 			st->off_ns = now;
 			st->off_state = state;
 			st->off_flags = f;
@@ -804,25 +807,25 @@ static __always_inline void on_switch(int preempt, struct task_struct *prev, str
 			st->waker_tid = 0;
 		}
 	}
-	tgid = BPF_CORE_READ(next, tgid);
+	tgid = RD(btf, next, tgid);
 	if (is_tracked(tgid)) {
-		tid = BPF_CORE_READ(next, pid);
+		tid = RD(btf, next, pid);
 		st = task_state_of(next, tid, 0);
 		if (!st || !st->off_ns)
 			return;
-		emit_offcpu(st, tgid, tid, now, 0);
+		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
 	}
 }
 
-static __always_inline void on_waking(struct task_struct *p)
+static __always_inline void on_waking(int btf, struct task_struct *p)
 {
 	__u32 tid;
 	__u64 pt;
 	struct task_state *st;
 
-	if (!is_tracked(BPF_CORE_READ(p, tgid)))
+	if (!is_tracked(RD(btf, p, tgid)))
 		return;
-	tid = BPF_CORE_READ(p, pid);
+	tid = RD(btf, p, pid);
 	st = task_state_of(p, tid, 0);
 	if (!st || !st->off_ns || st->waking_ns)
 		return;
@@ -909,26 +912,37 @@ static __always_inline void on_btrfs_sync(struct file *file, int datasync)
 /*
  * Each tracepoint gets a tp_btf and a raw_tp program calling the same handler; the
  * recorder disables one flavour before load. Program names are tpb_<tp> / raw_<tp>.
+ * `btf` tells the hot handlers whether they may load kernel fields directly (RD()).
  */
-#define IOWHY_TP(tp, call, ...)                                                      \
-	SEC("tp_btf/" #tp) int BPF_PROG(tpb_##tp, ##__VA_ARGS__) { call; return 0; } \
-	SEC("raw_tp/" #tp) int BPF_PROG(raw_##tp, ##__VA_ARGS__) { call; return 0; }
+#define IOWHY_TP(tp, call, ...)                                  \
+	SEC("tp_btf/" #tp) int BPF_PROG(tpb_##tp, ##__VA_ARGS__) \
+	{                                                        \
+		const int btf __attribute__((unused)) = 1;       \
+		call;                                            \
+		return 0;                                        \
+	}                                                        \
+	SEC("raw_tp/" #tp) int BPF_PROG(raw_##tp, ##__VA_ARGS__) \
+	{                                                        \
+		const int btf __attribute__((unused)) = 0;       \
+		call;                                            \
+		return 0;                                        \
+	}
 
-IOWHY_TP(block_bio_queue, on_bio_queue(bio), struct bio *bio)
-IOWHY_TP(block_rq_insert, on_rq_insert(rq), struct request *rq)
-IOWHY_TP(block_rq_issue, on_rq_issue(rq), struct request *rq)
-IOWHY_TP(block_rq_requeue, on_rq_requeue(rq), struct request *rq)
+IOWHY_TP(block_bio_queue, on_bio_queue(btf, bio), struct bio *bio)
+IOWHY_TP(block_rq_insert, on_rq_insert(btf, rq), struct request *rq)
+IOWHY_TP(block_rq_issue, on_rq_issue(btf, rq), struct request *rq)
+IOWHY_TP(block_rq_requeue, on_rq_requeue(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_merge, on_rq_merge(rq), struct request *rq)
-IOWHY_TP(block_rq_complete, on_rq_complete(rq, error, nr_bytes), struct request *rq, int error,
+IOWHY_TP(block_rq_complete, on_rq_complete(btf, rq, error, nr_bytes), struct request *rq, int error,
 	 unsigned int nr_bytes)
 
 IOWHY_TP(sched_process_fork, on_fork(parent, child), struct task_struct *parent,
 	 struct task_struct *child)
 IOWHY_TP(sched_process_exec, on_exec(p), struct task_struct *p)
 IOWHY_TP(sched_process_exit, on_exit(p), struct task_struct *p)
-IOWHY_TP(sched_switch, on_switch(preempt, prev, next), bool preempt, struct task_struct *prev,
+IOWHY_TP(sched_switch, on_switch(btf, preempt, prev, next), bool preempt, struct task_struct *prev,
 	 struct task_struct *next)
-IOWHY_TP(sched_waking, on_waking(p), struct task_struct *p)
+IOWHY_TP(sched_waking, on_waking(btf, p), struct task_struct *p)
 
 IOWHY_TP(sys_enter, on_sys_enter(id, 0), struct pt_regs *regs, long id)
 IOWHY_TP(sys_exit, on_sys_exit(regs, ret), struct pt_regs *regs, long ret)
