@@ -273,15 +273,23 @@ static __always_inline void on_bio_queue(int btf, struct bio *bio)
 		count(IOWHY_C_BIOMAP_FULL);
 }
 
-/* The request's entry, created on first sight (insert, issue or completion). */
-static __always_inline struct iowhy_request *rq_entry(int btf, struct request *rq, int create)
+static __always_inline struct iowhy_request *rq_lookup(struct request *rq)
 {
 	__u64 key = (__u64)rq;
-	struct iowhy_request *r = bpf_map_lookup_elem(&rqs, &key);
+
+	return bpf_map_lookup_elem(&rqs, &key);
+}
+
+/*
+ * The request's entry, created on first sight (insert, issue or completion), by a
+ * caller that has just looked it up and found none.
+ */
+static __always_inline struct iowhy_request *rq_create(int btf, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	struct iowhy_request *r;
 	__u32 zero = 0, devt;
 
-	if (r || !create)
-		return r;
 	devt = disk_devt(btf, rq_disk(btf, rq));
 	if (!dev_wanted(devt))
 		return NULL;
@@ -373,15 +381,16 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 static __always_inline struct iowhy_request *rq_fresh(int btf, struct request *rq)
 {
 	__u64 key = (__u64)rq, now;
-	struct iowhy_request *r = rq_entry(btf, rq, 0);
+	struct iowhy_request *r = rq_lookup(rq);
 
 	if (r && r->issue_ns && !(r->pad0 & RQ_REQUEUED)) {
 		now = bpf_ktime_get_ns();
 		r->flags_u16 |= IOWHY_RQ_LOST_DONE;
 		count(IOWHY_C_LOST_DONE);
 		rq_emit(r, key, now);
+		r = NULL;
 	}
-	return rq_entry(btf, rq, 1);
+	return r ? r : rq_create(btf, rq);
 }
 
 /*
@@ -428,7 +437,7 @@ static __always_inline void on_rq_issue(int btf, struct request *rq)
 
 static __always_inline void on_rq_requeue(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_entry(btf, rq, 0);
+	struct iowhy_request *r = rq_lookup(rq);
 
 	if (r) {
 		r->requeues++;
@@ -455,7 +464,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 					   unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
-	struct iowhy_request *r = rq_entry(btf, rq, 0);
+	struct iowhy_request *r = rq_lookup(rq);
 	__u32 rqf = RD(btf, rq, rq_flags);
 	__u32 cmd = RD(btf, rq, cmd_flags);
 	__u32 len = RD(btf, rq, __data_len);
@@ -470,7 +479,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 		int created = !r;
 
 		if (!r)
-			r = rq_entry(btf, rq, 1);
+			r = rq_create(btf, rq);
 		if (!r)
 			return;
 		r->cmd_flags = cmd;
