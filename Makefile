@@ -54,7 +54,7 @@ $(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
 probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes probes/recorder.c \
 		-DIOWHY_VERSION='"$(VERSION)"' \
-		-o $@ -lbpf -lelf -lz
+		-o $@ -lbpf -lelf -lz -pthread
 
 # -- lab: the emulated disk (FUSE daemon) --------------------------------------------
 lab/emudisk: lab/emudisk.c | $(OUT)/.deps

@@ -459,8 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace-dir", type=Path,
                    help="where traced runs write their traces (default: --workdir)")
     p.add_argument("--timeout", type=float, default=1800, help="per workload run, s")
-    p.add_argument("--syscalls", choices=("all", "sync"), default="all",
-                   help="`iowhy record --syscalls` for the overhead runs (default: all)")
+    p.add_argument("--syscalls", choices=("sync", "all"), default="sync",
+                   help="`iowhy record --syscalls` for the overhead runs (default: sync, as "
+                        "iowhy record's)")
     a = p.parse_args(argv)
     q = a.quick
     for k, full, quick in (("pairs", 11, 2), ("files", 20000, 2000), ("tasks", 8, 4),
@@ -516,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(TRACE_DIR, ignore_errors=True)
 
     rows: list = []
-    sc = "" if a.syscalls == "all" else f", --syscalls {a.syscalls}"
+    sc = "" if a.syscalls == "sync" else f", --syscalls {a.syscalls}"
     if "untar" in res:
         u = res["untar"]
         row(rows, f"(a) untar {a.files} files, XFS/loop: wall traced/untraced (median of "

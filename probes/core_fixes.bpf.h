@@ -145,6 +145,30 @@ static __always_inline __u64 xlog_iclog_lsn(struct xlog_in_core *ic)
 }
 
 /*
+ * The syscall a task is in when it switches out, from the user registers saved at its
+ * kernel entry. x86-64 entry code stores the syscall number in orig_ax, and -1 there for
+ * exceptions and interrupts ("no syscall to restart", the idtentry macros in
+ * arch/x86/entry/entry_64.S), so -1 means "not in a syscall". It needs
+ * bpf_task_pt_regs(), which takes a BTF task pointer (tp_btf only) and appeared in
+ * commit dd6e10fbd9fb ("bpf: Add bpf_task_pt_regs() helper"); both are probed, and
+ * -2 ("unknown") is the answer without them.
+ */
+static __always_inline __s32 task_syscall_nr(int btf, struct task_struct *t)
+{
+	struct pt_regs *regs;
+	long nr;
+
+	if (!btf || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs) ||
+	    !bpf_core_field_exists(struct pt_regs, orig_ax))
+		return -2;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return -2;
+	nr = regs->orig_ax;
+	return nr < 0 ? -1 : (__s32)nr;
+}
+
+/*
  * sched_process_exit gained a group_dead argument late; signal->live reaches zero
  * before the tracepoint fires on every kernel, so that is what we test.
  */

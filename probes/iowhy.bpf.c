@@ -26,9 +26,9 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the recorder before load. */
 const volatile __u8 filter_devs = 0;        /* only devices in `devs` */
 const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
-/* 1: time every syscall (raw sys_enter/sys_exit); 0: only the syscalls:sys_*_<call>
- * tracepoints of the fsync and write families (--syscalls sync). */
-const volatile __u8 all_syscalls = 1;
+/* 1: every syscall is timed (raw sys_enter/sys_exit, --syscalls all); 0: only the
+ * fsync and write families, through their own syscalls:sys_*_<call> tracepoints. */
+const volatile __u8 all_syscalls = 0;
 const volatile __s32 nr_fsync = -1, nr_fdatasync = -1, nr_sync = -1, nr_syncfs = -1,
 		     nr_sync_file_range = -1, nr_msync = -1;
 
@@ -809,8 +809,15 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			st->off_ns = now;
 			st->off_state = state;
 			st->off_flags = f;
-			/* -2: not in a traced syscall, and not every syscall is traced */
-			st->off_sys_nr = st->sys_enter_ns ? st->sys_nr : all_syscalls ? -1 : -2;
+			/*
+			 * The traced syscall in progress, else the one in the saved registers:
+			 * that names waits in untraced syscalls (--syscalls sync) and in
+			 * syscalls whose entry the kernel did not deliver.
+			 */
+			st->off_sys_nr = st->sys_enter_ns ? st->sys_nr : task_syscall_nr(btf, prev);
+			/* unreadable registers: with every syscall traced, "none" is known */
+			if (st->off_sys_nr == -2 && all_syscalls)
+				st->off_sys_nr = -1;
 			st->waking_ns = 0;
 			st->waker_tgid = 0;
 			st->waker_tid = 0;

@@ -108,6 +108,27 @@ def _probes(d: dict) -> list[str]:
     return out
 
 
+SYSCALL_ROWS = 10
+
+
+def _syscalls(d: dict) -> list[str]:
+    """The per-syscall totals, largest first: which calls cost the workload the most time
+    (on and off CPU). With --syscalls sync only the fsync and write families are there."""
+    sc = d.get("syscalls") or []
+    mode = d.get("syscalls_mode")
+    scope = {"sync": "fsync and write families only (--syscalls sync)",
+             "all": "every syscall (--syscalls all)"}.get(str(mode), "unknown")
+    if not sc:
+        return [_kv("syscalls", f"none counted; timed: {scope}")]
+    rows = [[_cut(str(e["name"]), 20), str(e["count"]), f"{e['total_ns'] / 1e6:.3f}",
+             f"{e['total_ns'] / e['count'] / 1e3:.1f}"] for e in sc[:SYSCALL_ROWS]]
+    more = len(sc) - SYSCALL_ROWS
+    tail = [f"  ... {more} more in `iowhy info --json`"] if more > 0 else []
+    return ([f"syscalls (timed: {scope}), largest total first"]
+            + _table(["syscall", "calls(count)", "total(ms)", "mean(us)"], rows,
+                     [False, True, True, True]) + tail)
+
+
 def _devices(d: dict) -> list[str]:
     devs = d.get("devices") or []
     if not devs:
@@ -191,6 +212,8 @@ def render_info(d: dict, problems: list[str]) -> str:
     out += _counters(d)
     out.append("")
     out += _probes(d)
+    out.append("")
+    out += _syscalls(d)
     out.append("")
     out += _devices(d)
     out.append("")

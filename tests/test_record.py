@@ -306,7 +306,13 @@ def test_dry_run_attaches_every_probe(bpf, iowhy_bin):
     p = run([*iowhy_bin, "record", "--dry-run"])
     lines = [ln for ln in p.stdout.splitlines() if ln and not ln.startswith("attached")]
     assert len(lines) >= 29
-    assert all(ln.split()[1] == "tp_btf" for ln in lines), p.stdout
+    # Both flavours of syscall probes: raw sys_enter/sys_exit (--syscalls all) and the
+    # classic syscalls:sys_enter_<call> tracepoints (sync, the default).
+    how = {ln.split()[0]: ln.split()[1] for ln in lines}
+    assert how["sys_enter"] == how["sys_exit"] == "tp_btf", p.stdout
+    assert how["sys_enter_fsync"] == how["sys_enter_write"] == "tracepoint", p.stdout
+    assert all(h == ("tracepoint" if t.startswith("sys_enter_") else "tp_btf")
+               for t, h in how.items()), p.stdout
     assert re.search(r"attached (\d+) of \1 probes", p.stdout), p.stdout
     raw = run([str(recorder_path()), "--dry-run", "--raw-tp"])
     assert re.search(r"attached (\d+) of \1 probes \(raw_tp, thread state in hash\)",
@@ -314,7 +320,8 @@ def test_dry_run_attaches_every_probe(bpf, iowhy_bin):
 
 
 FD_WORKLOAD = """
-import os, sys
+import os, sys, time
+time.sleep(0.05)  # clock_nanosleep(2): an off-CPU interval in an untraced syscall
 fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
 os.dup2(fd, 57)
 for i in range(5):
@@ -324,14 +331,16 @@ for i in range(5):
 
 
 @pytest.mark.parametrize("backend,syscalls", [("task-storage", "all"), ("hash", "all"),
-                                              ("task-storage", "sync")])
+                                              ("task-storage", "sync"), ("hash", "sync")])
 def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin, backend,
                                                syscalls):
     """Per-thread state lives in task storage (tp_btf) or a hash map (raw_tp fallback).
     Both give each call's fd (read from the registers at exit, or kept from the entry
     with --syscalls sync), the exact counts, and the per-syscall totals: 3 fsync and 2
-    fdatasync on fd 57, 5 writes. With --syscalls sync no other syscall is counted, and
-    an off-CPU interval outside a traced call says "unknown" (-2), not "none" (-1)."""
+    fdatasync on fd 57, 5 writes. With --syscalls sync no other syscall is counted. The
+    50 ms sleep's off-CPU interval is named clock_nanosleep in every mode: from the traced
+    entry with --syscalls all, from the saved registers with sync (tp_btf only: the
+    raw_tp fallback cannot reach them and says "unknown", -2)."""
     lp, mnt = make_fs("ext4")
     env = dict(os.environ)
     if backend == "hash":
@@ -356,12 +365,19 @@ def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin
     assert by_nr.get(74) == 3 and by_nr.get(75) == 2, by_nr  # x86-64 fsync, fdatasync
     assert by_nr.get(1, 0) >= 5  # write(2)
     off = tr.records("offcpu")
+    nrs = set(off["syscall_nr"].astype(np.int32).tolist())
+    sleep = off[(off["end_ns"] - off["start_ns"]) >= 45_000_000]
+    assert len(sleep) == 1, sleep
     if syscalls == "sync":
         assert set(by_nr) <= {1, 18, 20, 26, 74, 75, 162, 277, 296, 306, 328}, by_nr
-        assert -1 not in set(off["syscall_nr"].tolist())
     else:
         assert len(by_nr) > 10  # python's start-up alone makes many kinds of calls
-        assert -2 not in set(off["syscall_nr"].tolist())
+        assert by_nr.get(230) == 1, by_nr  # the sleep, counted and timed
+    if backend == "hash" and syscalls == "sync":
+        assert int(sleep["syscall_nr"][0].astype(np.int32)) == -2
+    else:
+        assert int(sleep["syscall_nr"][0].astype(np.int32)) == 230  # x86-64 clock_nanosleep
+        assert -2 not in nrs, nrs
 
 
 def test_recorder_counter_names_match_analyzer(bpf):
