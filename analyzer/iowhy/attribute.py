@@ -64,7 +64,7 @@ SYSCALL_NAMES_X86_64 = {
 
 
 def syscall_name(nr: int) -> str:
-    if nr == -2:  # recorded with --syscalls sync: not in a traced syscall
+    if nr == -2:  # --syscalls sync via raw_tp: outside a traced call, registers unread
         return "untraced-syscall"
     if nr < 0:
         return "none"
