@@ -100,6 +100,7 @@ static struct env {
 	double duration;
 	int dry_run, quiet, verbose, raw_tp;
 	int sync_syscalls; /* --syscalls sync: only the fsync and write families */
+	int probe_stats; /* --probe-stats: run count and time of every program, in the trailer */
 	pid_t pid;
 	char **cmd;
 	__u32 devs[64];
@@ -152,7 +153,9 @@ static void usage(FILE *f)
 		   "       iowhy-record -n            load and attach every probe, then exit\n"
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
 		   "  --syscalls sync|all  time only the fsync and write families (default), or\n"
-		   "            count and time every syscall of the workload (costlier per syscall)\n");
+		   "            count and time every syscall of the workload (costlier per syscall)\n"
+		   "  --probe-stats  measure each program's runs and run time while recording\n"
+		   "            (kernel BPF statistics: adds about two clock reads to every run)\n");
 }
 
 /* ---------------------------------------------------------------- file writing --- */
@@ -366,6 +369,73 @@ static __u64 recursion_misses(FILE *detail)
 	return total;
 }
 
+/*
+ * --probe-stats: what the probes cost, measured by the kernel (BPF_STATS_RUN_TIME, on
+ * while stats_fd is open; it times every BPF program on the machine, so it is opt-in).
+ * Run count and run time of each program over the recording window: stats_take() at
+ * the start, stats_write() at the end writes the differences.
+ */
+#define MAX_PROGS 128
+static int stats_fd = -1;
+static __u64 stats_cnt0[MAX_PROGS], stats_ns0[MAX_PROGS];
+
+static void stats_take(__u64 *cnt, __u64 *ns)
+{
+	struct bpf_program *prog;
+	int i = 0;
+
+	bpf_object__for_each_program(prog, rec_obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (i >= MAX_PROGS)
+			break;
+		cnt[i] = ns[i] = 0;
+		if (fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len)) {
+			cnt[i] = info.run_cnt;
+			ns[i] = info.run_time_ns;
+		}
+		i++;
+	}
+}
+
+static __u64 stats_cnt1[MAX_PROGS], stats_ns1[MAX_PROGS];
+static int stats_done;
+
+static void stats_end(void)
+{
+	if (stats_fd < 0)
+		return;
+	stats_take(stats_cnt1, stats_ns1);
+	close(stats_fd);
+	stats_fd = -1;
+	stats_done = 1;
+}
+
+static void stats_write(FILE *f)
+{
+	__u64 *cnt = stats_cnt1, *ns = stats_ns1;
+	struct bpf_program *prog;
+	int i = 0, first = 1;
+
+	if (!stats_done)
+		return;
+	fprintf(f, "\"probe_stats\": {");
+	bpf_object__for_each_program(prog, rec_obj) {
+		if (i >= MAX_PROGS)
+			break;
+		if (cnt[i] > stats_cnt0[i]) {
+			fprintf(f, "%s\"%s\": {\"runs\": %llu, \"run_ns\": %llu}", first ? "" : ", ",
+				bpf_program__name(prog), (unsigned long long)(cnt[i] - stats_cnt0[i]),
+				(unsigned long long)(ns[i] - stats_ns0[i]));
+			first = 0;
+		}
+		i++;
+	}
+	fprintf(f, "}, ");
+}
+
 static void write_counts_json(FILE *f, int counters_fd)
 {
 	__u64 c[IOWHY_C_MAX];
@@ -383,6 +453,32 @@ static void write_counts_json(FILE *f, int counters_fd)
 		fprintf(f, "%s\"%s\": %llu", t > 1 ? ", " : "", rec_names[t],
 			(unsigned long long)w.bufs[t].total);
 	fprintf(f, "}");
+}
+
+static void stats_start(void)
+{
+	if (!env.probe_stats)
+		return;
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (stats_fd < 0) {
+		fprintf(stderr, "iowhy-record: WARNING: failed to enable BPF run-time statistics: "
+				"%s; recording without --probe-stats\n", strerror(-stats_fd));
+		return;
+	}
+	stats_take(stats_cnt0, stats_ns0);
+}
+
+/* The recorder's own CPU time (all its threads, user and system), in ns. */
+static void cpu_ns(__u64 *user, __u64 *sys)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru)) {
+		*user = *sys = 0;
+		return;
+	}
+	*user = ru.ru_utime.tv_sec * 1000000000ULL + ru.ru_utime.tv_usec * 1000ULL;
+	*sys = ru.ru_stime.tv_sec * 1000000000ULL + ru.ru_stime.tv_usec * 1000ULL;
 }
 
 static void write_progress(int counters_fd)
@@ -619,6 +715,40 @@ static void destroy_links(void)
 	nlinks = 0;
 }
 
+/*
+ * The trace is complete: leave the detaching to a child and return at once. Detaching a
+ * classic syscall tracepoint waits for RCU grace periods (perf_trace_event_unreg), about
+ * 0.8 s in all with --syscalls sync, which would otherwise delay the user's prompt (and
+ * `iowhy record`'s exit) after the workload has ended. The child holds copies of the
+ * link descriptors, so closing ours at exit detaches nothing; the probes stay attached
+ * until the child has detached them, writing to a ring buffer nobody reads any more.
+ * The child keeps no terminal or pipe open (a caller reading our stderr sees its end
+ * now). Without fork(), the caller detaches them itself.
+ */
+static void detach_in_background(void)
+{
+	pid_t pid = fork();
+	int fd;
+
+	if (pid < 0)
+		return;
+	if (pid > 0) {
+		nlinks = 0; /* the child's now */
+		return;
+	}
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	setsid();
+	destroy_links();
+	_exit(0);
+}
+
 static int parse_dev(const char *s, __u32 *out)
 {
 	unsigned int maj, min;
@@ -687,9 +817,11 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },      { "list-counters", no_argument, NULL, 'L' },
 		{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
 		{ "syscalls", required_argument, NULL, 'S' },
+		{ "probe-stats", no_argument, NULL, 'P' },
 		{},
 	};
 	__u64 t_main = now_ns(CLOCK_MONOTONIC), start_ns = 0, end_ns, last_flush;
+	__u64 cpu0_user = 0, cpu0_sys = 0, cpu1_user, cpu1_sys;
 	struct iowhy_bpf *skel = NULL;
 	struct btf *vmlinux = NULL;
 	struct ring_buffer *rb = NULL;
@@ -722,6 +854,7 @@ int main(int argc, char **argv)
 		case 'p': env.pid = atoi(optarg); break;
 		case 'n': env.dry_run = 1; break;
 		case 'q': env.quiet = 1; break;
+		case 'P': env.probe_stats = 1; break;
 		case 'v': env.verbose = 1; break;
 		case 'R': env.raw_tp = 1; break;
 		case 'S':
@@ -964,6 +1097,8 @@ int main(int argc, char **argv)
 			}
 		}
 		emit_root_task(child, child);
+		stats_start();
+		cpu_ns(&cpu0_user, &cpu0_sys);
 		start_ns = now_ns(CLOCK_MONOTONIC);
 		if (write(go_pipe[1], "g", 1) != 1) {
 			fprintf(stderr, "failed to start workload: %s\n", strerror(errno));
@@ -986,6 +1121,8 @@ int main(int argc, char **argv)
 		}
 	} else {
 		track_tree(bpf_map__fd(skel->maps.tracked), env.pid);
+		stats_start();
+		cpu_ns(&cpu0_user, &cpu0_sys);
 		start_ns = now_ns(CLOCK_MONOTONIC);
 		stop_reason = "target-exit";
 	}
@@ -1079,6 +1216,8 @@ int main(int argc, char **argv)
 	if (w.failed)
 		stop_reason = "disk-full";
 	end_ns = now_ns(CLOCK_MONOTONIC);
+	cpu_ns(&cpu1_user, &cpu1_sys);
+	stats_end();
 
 	/* Drain what the kernel still holds, then what is still in flight. */
 	ring_buffer__consume(rb);
@@ -1094,9 +1233,13 @@ int main(int argc, char **argv)
 						       : 128 + WTERMSIG(child_status);
 		sb_open(&s);
 		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %d, "
-			     "\"in_flight_at_stop\": %llu, ",
+			     "\"in_flight_at_stop\": %llu, \"recorder_cpu_ns\": {\"user\": %llu, "
+			     "\"system\": %llu}, ",
 			(unsigned long long)end_ns, stop_reason, code,
-			(unsigned long long)w.incomplete_requests);
+			(unsigned long long)w.incomplete_requests,
+			(unsigned long long)(cpu1_user - cpu0_user),
+			(unsigned long long)(cpu1_sys - cpu0_sys));
+		stats_write(s.f);
 		write_counts_json(s.f, counters_fd);
 		fprintf(s.f, "}");
 		sb_close_write(&s, IOWHY_CHUNK_TRAILER);
@@ -1149,9 +1292,6 @@ int main(int argc, char **argv)
 
 cleanup:
 	ring_buffer__free(rb);
-	destroy_links();
-	iowhy_bpf__destroy(skel);
-	btf__free(vmlinux);
 	if (w.fd >= 0) {
 		close(w.fd);
 		/* Failed before the header: leave no empty file behind to be mistaken for a trace. */
@@ -1160,5 +1300,10 @@ cleanup:
 	}
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		free(w.bufs[t].data);
+	if (nlinks && !env.dry_run)
+		detach_in_background();
+	destroy_links();
+	iowhy_bpf__destroy(skel);
+	btf__free(vmlinux);
 	return ret;
 }

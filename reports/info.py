@@ -129,6 +129,38 @@ def _syscalls(d: dict) -> list[str]:
                      [False, True, True, True]) + tail)
 
 
+PROBE_ROWS = 8
+
+
+def _cost(d: dict) -> list[str]:
+    """What recording cost while it ran: the recorder's own CPU time, and with
+    --probe-stats the kernel's count and run time of each BPF program (every event on the
+    machine, not only the workload's; the programs run on the CPU of the event, so their
+    time is taken from whatever ran there). Compare both with duration x CPUs."""
+    cpu = d.get("recorder_cpu_ns")
+    out = []
+    if isinstance(cpu, dict):
+        u, s = int(cpu.get("user", 0)), int(cpu.get("system", 0))
+        out.append(_kv("recorder cpu(ms)", f"{(u + s) / 1e6:.1f} (user {u / 1e6:.1f}, "
+                                           f"system {s / 1e6:.1f}) while recording"))
+    else:
+        out.append(_kv("recorder cpu(ms)", "not recorded (older recorder)"))
+    ps = d.get("probe_stats")
+    if ps is None:
+        out.append(_kv("probe cost", "not measured (record with --probe-stats)"))
+        return out
+    total = sum(r["run_ns"] for r in ps)
+    runs = sum(r["runs"] for r in ps)
+    out.append(_kv("probe cost(ms)", f"{total / 1e6:.1f} in {runs:,} program runs "
+                                     "(with the statistics' own clock reads)"))
+    rows = [[_cut(r["program"], 28), f"{r['runs']:,}", f"{r['run_ns'] / 1e6:.2f}",
+             f"{r['run_ns'] / max(r['runs'], 1):.0f}"] for r in ps[:PROBE_ROWS]]
+    more = len(ps) - PROBE_ROWS
+    tail = [f"  ... {more} more in `iowhy info --json`"] if more > 0 else []
+    return out + _table(["program", "runs(count)", "total(ms)", "per run(ns)"], rows,
+                        [False, True, True, True]) + tail
+
+
 def _devices(d: dict) -> list[str]:
     devs = d.get("devices") or []
     if not devs:
@@ -212,6 +244,7 @@ def render_info(d: dict, problems: list[str]) -> str:
     out += _counters(d)
     out.append("")
     out += _probes(d)
+    out += _cost(d)
     out.append("")
     out += _syscalls(d)
     out.append("")

@@ -226,6 +226,42 @@ def test_counts_match_bpftrace_and_strace(bpf, make_fs, tmp_path, iowhy_bin):
     assert counts == {"fsync": 9, "fdatasync": 5}
 
 
+def test_probe_stats_and_recorder_cpu(bpf, make_fs, tmp_path, iowhy_bin):
+    """--probe-stats stores the kernel's run count and time of each program over the
+    recording: at least one run of the issue program per request the trace saw issued,
+    of the fsync exit program per fsync call the workload made; the recorder's own CPU
+    time is in every trailer, and `info` shows both."""
+    lp, mnt = make_fs("xfs")
+    out = tmp_path / "s.iowt"
+    record(iowhy_bin, out, [PY, WORKLOADS, "fsyncmix", str(mnt), "7", "3"], "--probe-stats")
+    tr = read_trace(str(out))
+    d = info(iowhy_bin, out)
+    cpu = d["recorder_cpu_ns"]
+    assert set(cpu) == {"user", "system"} and all(int(v) >= 0 for v in cpu.values())
+    ps = {r["program"]: r for r in d["probe_stats"]}
+    assert [r["run_ns"] for r in d["probe_stats"]] == sorted(
+        (r["run_ns"] for r in d["probe_stats"]), reverse=True)
+    rq = tr.records("request")
+    issued = int((rq["issue_ns"] > 0).sum())
+    assert issued > 0
+    issue_prog = "tpb_block_rq_issue" if "tpb_block_rq_issue" in ps else "raw_block_rq_issue"
+    assert ps[issue_prog]["runs"] >= issued
+    assert ps[issue_prog]["run_ns"] > 0
+    f = tr.records("fsync")
+    assert int((f["call_u16"] == abi.CALL_FSYNC).sum()) == 7
+    assert ps["scx_fsync"]["runs"] >= 7 and ps["scx_fdatasync"]["runs"] >= 3
+    assert all(r["runs"] > 0 for r in ps.values())
+    text = run([*iowhy_bin, "info", str(out)]).stdout
+    assert "probe cost(ms):" in text and issue_prog in text and "recorder cpu(ms):" in text
+    # Without the option: no statistics (they cost every program run), CPU time still.
+    out2 = tmp_path / "n.iowt"
+    record(iowhy_bin, out2, ["true"])
+    d2 = info(iowhy_bin, out2)
+    assert d2["probe_stats"] is None and set(d2["recorder_cpu_ns"]) == {"user", "system"}
+    assert "not measured (record with --probe-stats)" in run(
+        [*iowhy_bin, "info", str(out2)]).stdout
+
+
 def test_attach_follows_later_fsyncs_and_children(bpf, make_fs, tmp_path, iowhy_bin, request):
     lp, mnt = make_fs("ext4")
     go = tmp_path / "go"

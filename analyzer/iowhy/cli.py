@@ -106,6 +106,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     if args.quiet:
         cmd.append("-q")
     cmd += ["--syscalls", args.syscalls]
+    if args.probe_stats:
+        cmd.append("--probe-stats")
     if getattr(args, "dry_run", False):
         cmd.append("-n")
     cmd += target
@@ -180,6 +182,17 @@ def syscall_totals(tr: Trace) -> list[dict]:
     return sorted(out, key=lambda e: (-e["total_ns"], e["nr"]))
 
 
+def probe_stats(tr: Trace) -> list[dict] | None:
+    """TRAILER `probe_stats` (recorded with --probe-stats) as a list, costliest program
+    first: `program`, `runs`, `run_ns`; None when the trace has none."""
+    ps = (tr.trailer or {}).get("probe_stats")
+    if not isinstance(ps, dict):
+        return None
+    rows = [{"program": str(k), "runs": int(v.get("runs", 0)), "run_ns": int(v.get("run_ns", 0))}
+            for k, v in ps.items() if isinstance(v, dict)]
+    return sorted(rows, key=lambda r: (-r["run_ns"], r["program"]))
+
+
 def info_dict(tr: Trace) -> dict:
     records = {name: tr.count(name) for name in abi.RECORD_NAMES}
     return {
@@ -207,6 +220,8 @@ def info_dict(tr: Trace) -> dict:
         "task_state": tr.recorder.get("task_state"),
         "syscalls_mode": tr.recorder.get("syscalls"),
         "syscalls": syscall_totals(tr),
+        "recorder_cpu_ns": (tr.trailer or {}).get("recorder_cpu_ns"),
+        "probe_stats": probe_stats(tr),
         "devices": [{k: d.get(k) for k in ("name", "major", "minor", "size_bytes", "rotational",
                                            "write_cache", "fua", "scheduler")}
                     for d in tr.meta.get("devices", [])],
@@ -245,6 +260,10 @@ def _record_options(p: argparse.ArgumentParser) -> None:
                         "per other syscall on the test VM; all: count and time every syscall "
                         "of the workload, about +145 ns per syscall. Off-CPU time is named by "
                         "its syscall either way (default: %(default)s)")
+    g.add_argument("--probe-stats", action="store_true",
+                   help="measure what the probes cost: runs and run time of each BPF program "
+                        "over the recording, shown by `iowhy info` (kernel BPF statistics, "
+                        "about +50 ns per program run on the test VM; default: off)")
     g.add_argument("-q", "--quiet", action="store_true", help="print nothing when recording stops")
 
 
