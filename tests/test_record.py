@@ -525,6 +525,10 @@ def test_output_not_writable(bpf, iowhy_bin, tmp_path):
     p = run([*iowhy_bin, "record", "-o", str(tmp_path / "nodir" / "x.iowt"), "--", "true"],
             check=False)
     one_line_error(p, 1, "cannot write")
+    (tmp_path / "afile").write_text("")
+    p = run([*iowhy_bin, "record", "-o", str(tmp_path / "afile" / "x.iowt"), "--", "true"],
+            check=False)
+    one_line_error(p, 1, "is not a directory")
 
 
 def test_command_not_found(bpf, iowhy_bin, tmp_path):

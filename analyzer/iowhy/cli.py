@@ -74,6 +74,9 @@ def parse_dev(spec: str) -> tuple[int, int]:
 
 def _check_output(path: str) -> None:
     d = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.exists(d) and not os.path.isdir(d):
+        raise UserError(f"cannot write {path}: {d} is not a directory",
+                        "choose an output path in an existing directory with -o")
     if not os.path.isdir(d):
         raise UserError(f"cannot write {path}: directory {d} does not exist",
                         "choose an output path in an existing directory with -o")
