@@ -252,11 +252,39 @@ def timed_run(cmd: list[str], traced: bool, tmp: Path, tag: str, timeout: float,
                  unseen=sum(int(c.get(k, 0)) for k in abi.UNSEEN_COUNTERS),
                  records=d["records"], counters=d["counters"], file_bytes=trace.stat().st_size,
                  startup_ns=int(tr.recorder["startup_ns"]), launch_to_attach_ns=tr.start_ns - t0,
-                 path=trace, truncated=d["truncated"])
+                 path=trace, truncated=d["truncated"],
+                 recorder_cpu_s=sum(int(v) for v in (d["recorder_cpu_ns"] or {}).values()) / 1e9,
+                 probe_stats=d["probe_stats"])
     return r
 
 
 # -- overhead -------------------------------------------------------------------------
+
+def recorders_running() -> list[int]:
+    """PIDs of iowhy-record processes (read from /proc; never signalled)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "comm").read_text().strip() == "iowhy-record":
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+    return pids
+
+
+def wait_probes_detached(timeout_s: float = 20.0) -> None:
+    """A finished `iowhy record` leaves a child detaching its probes (about 0.8 s, see
+    the README): wait until no recorder is left, so that no probe is attached during an
+    untraced run."""
+    t0 = time.monotonic()
+    while recorders_running():
+        if time.monotonic() - t0 > timeout_s:
+            say(f"   WARNING: iowhy-record still running after {timeout_s:.0f} s: "
+                f"{recorders_running()}")
+            return
+        time.sleep(0.05)
+
 
 def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib: int) -> dict:
     say(f"\n== overhead: {name}: {shlex.join(make_cmd(Path('MNT')))}")
@@ -273,6 +301,7 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         for traced in (False, True):
             with fresh_xfs(a.workdir, fs_mib) as (_dev, mnt):
                 drop_caches()
+                wait_probes_detached()
                 res[traced] = timed_run(make_cmd(mnt), traced, tmp,
                                         f"{name}{i}{'t' if traced else 'u'}", a.timeout,
                                         extra=("--syscalls", a.syscalls))
@@ -303,6 +332,25 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         " kernel ran no probe for (README, \"Events the kernel does not deliver\"), each a"
         " flagged record")
     say(f"   dropped per traced run: {dropped}; unseen per traced run: {unseen}")
+    rcpu = [p["t"]["recorder_cpu_s"] for p in pairs]
+    say(f"   the recorder's own CPU while recording (trailer recorder_cpu_ns), median "
+        f"{median(rcpu) * 1e3:.1f} ms (max {max(rcpu) * 1e3:.1f} ms)")
+    # One more traced run, not in the ratios: what the probes themselves cost (kernel BPF
+    # statistics, which add two clock reads to every program run of the machine).
+    with fresh_xfs(a.workdir, fs_mib) as (_dev, mnt):
+        drop_caches()
+        wait_probes_detached()
+        st = timed_run(make_cmd(mnt), True, tmp, f"{name}-stats", a.timeout,
+                       extra=("--syscalls", a.syscalls, "--probe-stats"))
+    ps = st["probe_stats"] or []
+    tot = sum(r["run_ns"] for r in ps)
+    ncpu = os.cpu_count() or 1
+    say(f"   probe cost (one extra run with --probe-stats, wall {st['wall_s']:.3f} s): "
+        f"{tot / 1e6:.1f} ms in {sum(r['runs'] for r in ps):,} program runs = "
+        f"{tot / 1e9 / (st['wall_s'] * ncpu) * 100:.1f}% of {ncpu} CPUs over the run; "
+        + ", ".join(f"{r['program']} {r['runs']:,} x {r['run_ns'] / max(r['runs'], 1):.0f} ns"
+                    for r in ps[:5]))
+    st["path"].unlink(missing_ok=True)
     last = pairs[-1]["t"]
     return {"ratio": median(ratios), "ratios": ratios, "lost": lost, "last": last,
             "dropped": dropped, "unseen": unseen,
@@ -310,7 +358,9 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
             "untraced": median(uw), "traced": median(tw),
             "trace_s": median([p["t"]["trace_s"] for p in pairs]),
             "outer_s": median([p["t"]["outer_s"] for p in pairs]),
-            "startup_ns": [p["t"]["startup_ns"] for p in pairs]}
+            "startup_ns": [p["t"]["startup_ns"] for p in pairs],
+            "probe_ns": tot, "probe_share": tot / 1e9 / (st["wall_s"] * ncpu),
+            "recorder_cpu_s": median(rcpu)}
 
 
 # -- max lossless rate ----------------------------------------------------------------
@@ -464,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                         "iowhy record's)")
     a = p.parse_args(argv)
     q = a.quick
-    for k, full, quick in (("pairs", 11, 2), ("files", 20000, 2000), ("tasks", 8, 4),
+    for k, full, quick in (("pairs", 21, 2), ("files", 20000, 2000), ("tasks", 8, 4),
                            ("k", 300, 50), ("rate_seconds", 3.0, 1.5), ("startup_runs", 5, 3)):
         if getattr(a, k) is None:
             setattr(a, k, quick if q else full)
@@ -533,6 +583,10 @@ def main(argv: list[str] | None = None) -> int:
             str(max(u["dropped"])), "events", "== 0", max(u["dropped"]) == 0)
         row(rows, "(a) untar: events the kernel ran no probe for (flagged), max over runs",
             str(max(u["unseen"])), "events", "", None)
+        row(rows, "(a) untar: BPF program time / CPU time of one --probe-stats run",
+            f"{u['probe_ns'] / 1e6:.1f} ms / {u['probe_share'] * 100:.1f}%", "", "", None)
+        row(rows, "(a) untar: the recorder's own CPU while recording (median)",
+            f"{u['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
     if "fsync" in res:
         f = res["fsync"]
         row(rows, f"(b) fsync-tasks {a.tasks}x{a.k}, XFS/loop: wall traced/untraced (median "
@@ -548,6 +602,10 @@ def main(argv: list[str] | None = None) -> int:
             str(max(f["dropped"])), "events", "== 0", max(f["dropped"]) == 0)
         row(rows, "(b) fsync: events the kernel ran no probe for (flagged), max over runs",
             str(max(f["unseen"])), "events", "", None)
+        row(rows, "(b) fsync: BPF program time / CPU time of one --probe-stats run",
+            f"{f['probe_ns'] / 1e6:.1f} ms / {f['probe_share'] * 100:.1f}%", "", "", None)
+        row(rows, "(b) fsync: the recorder's own CPU while recording (median)",
+            f"{f['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
     if "rate" in res:
         r = res["rate"]
         b, fl = r["best"], r["first_loss"]
