@@ -2,15 +2,15 @@
 """What recording costs: probe overhead, the highest lossless event rate, the size of a
 request record and the time until the probes are attached.
 
-    .venv/bin/python bench/bench_record.py            # the full protocol (~3 min), as root
+    .venv/bin/python bench/bench_record.py            # the full protocol (~8 min), as root
     .venv/bin/python bench/bench_record.py --quick    # a smoke run (~30 s)
 
 Prints figures and their targets; asserts nothing about speed (it exits non-zero only
 when a workload or the recorder fails).
 
-Overhead protocol (sections `untar` and `fsync`): every run gets a fresh XFS on a loop
-device over a sparse file in --workdir, then `sync; echo 3 > /proc/sys/vm/drop_caches`,
-then the workload. Runs alternate untraced, traced (`iowhy record -q -o ... -- CMD`) in
+Overhead protocol (sections `untar` and `fsync`): every run waits until no iowhy-record
+is left detaching probes, gets a fresh XFS on a loop device over a sparse file in
+--workdir, then `sync; echo 3 > /proc/sys/vm/drop_caches`, then at once the workload. Runs alternate untraced, traced (`iowhy record -q -o ... -- CMD`) in
 pairs. The workload's own wall time is taken by a small wrapper around the workload
 process in both runs (CLOCK_MONOTONIC right before it starts the workload and right after
 the workload exits); that is the ratio that counts. For the traced runs the trace's own
@@ -261,15 +261,18 @@ def timed_run(cmd: list[str], traced: bool, tmp: Path, tag: str, timeout: float,
 # -- overhead -------------------------------------------------------------------------
 
 def recorders_running() -> list[int]:
-    """PIDs of iowhy-record processes (read from /proc; never signalled)."""
+    """PIDs of live iowhy-record processes (read from /proc; never signalled). A zombie
+    has closed its descriptors, so its probes are detached: not counted."""
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "comm").read_text().strip() == "iowhy-record":
-                    pids.append(int(d.name))
+                stat = (d / "stat").read_text()
             except OSError:
-                pass
+                continue
+            comm, _, rest = stat.partition("(")[2].rpartition(")")
+            if comm == "iowhy-record" and rest.split()[:1] != ["Z"]:
+                pids.append(int(d.name))
     return pids
 
 
@@ -299,9 +302,12 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
     for i in range(a.pairs):
         res = {}
         for traced in (False, True):
+            # Before the setup, so that every run starts the same time after its
+            # drop_caches (memory freed and left idle for seconds is handed back to the
+            # hypervisor on the test VM, and faulting it in again slows the next run).
+            wait_probes_detached()
             with fresh_xfs(a.workdir, fs_mib) as (_dev, mnt):
                 drop_caches()
-                wait_probes_detached()
                 res[traced] = timed_run(make_cmd(mnt), traced, tmp,
                                         f"{name}{i}{'t' if traced else 'u'}", a.timeout,
                                         extra=("--syscalls", a.syscalls))
@@ -337,9 +343,9 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         f"{median(rcpu) * 1e3:.1f} ms (max {max(rcpu) * 1e3:.1f} ms)")
     # One more traced run, not in the ratios: what the probes themselves cost (kernel BPF
     # statistics, which add two clock reads to every program run of the machine).
+    wait_probes_detached()
     with fresh_xfs(a.workdir, fs_mib) as (_dev, mnt):
         drop_caches()
-        wait_probes_detached()
         st = timed_run(make_cmd(mnt), True, tmp, f"{name}-stats", a.timeout,
                        extra=("--syscalls", a.syscalls, "--probe-stats"))
     ps = st["probe_stats"] or []
