@@ -11,8 +11,9 @@ when a workload or the recorder fails).
 Overhead protocol (sections `untar` and `fsync`): every run waits until no iowhy-record
 is left detaching probes, gets a fresh XFS on a loop device over a sparse file in
 --workdir, then `sync; echo 3 > /proc/sys/vm/drop_caches`, then at once the workload.
-Runs alternate untraced, traced (`iowhy record -q -o ... -- CMD`) in pairs. The workload's own wall time is taken by a small wrapper around the workload
-process in both runs (CLOCK_MONOTONIC right before it starts the workload and right after
+Runs alternate untraced, traced (`iowhy record -q -o ... -- CMD`) in pairs. The
+workload's own wall time is taken by a small wrapper around the workload process in
+both runs (CLOCK_MONOTONIC right before it starts the workload and right after
 the workload exits); that is the ratio that counts. For the traced runs the trace's own
 elapsed time (trailer end_ns - recorder start_ns, which includes the recorder's up to
 100 ms poll granularity at exit) and the outer wall time of the whole `iowhy record`
