@@ -991,19 +991,27 @@ def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarra
                 kb |= np.arange(a, b, dtype=np.uint64)
                 kb.sort()
             key.sort(kind="stable")
-            order = _low_index(key, bits)
-            key >>= shift
             ends = key.view(I64)
+            # prev[order[1:]] = ends[:-1], block by block: the order (int64 indices:
+            # faster scatters) and the ends split off the packed keys while in cache.
+            mask = np.uint64((1 << bits) - 1)
+            for a in range(0, n, STAGE_BLOCK):
+                b = min(a + STAGE_BLOCK, n)
+                kb = key[a:b]
+                o = np.bitwise_and(kb, mask).view(I64)
+                kb >>= shift
+                if a:
+                    prev[o] = ends[a - 1:b - 1]
+                else:
+                    prev[o[1:]] = ends[:b - 1]
+                    prev[o[0]] = ks[o[0]]
             del key
         else:
             order = np.argsort(ke, kind="stable")
             ends = ke[order]
-        # prev[order[1:]] = ends[:-1], block by block with int64 indices (faster).
-        for a in range(0, n - 1, STAGE_BLOCK):
-            b = min(a + STAGE_BLOCK, n - 1)
-            prev[order[a + 1:b + 1].astype(I64)] = ends[a:b]
-        prev[order[0]] = ks[order[0]]
-        del order
+            prev[order[1:]] = ends[:-1]
+            prev[order[0]] = ks[order[0]]
+            del order
     np.maximum(prev, ks, out=prev)
     np.subtract(ke, prev, out=prev)
     return prev, ends
