@@ -801,10 +801,8 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
     if n and (ndev * span).bit_length() + ibits <= 64:
         # (keyed start, request index) packed in one uint64: a value sort orders by
         # start, ties by index (as a stable argsort would), and is several times
-        # faster than an argsort. Requests without a stage are sorted past the end.
-        key, ns, in_window = _stage_keys(rq, w0, w1, span, ibits)
-        key.sort()
-        key = key[:ns]
+        # faster than an argsort.
+        key, in_window = _stage_keys(rq, w0, w1, span, ibits)
         idx: np.ndarray = _low_index(key, ibits)
         key >>= np.uint64(ibits)
         ks = key.view(I64)
@@ -1026,15 +1024,25 @@ _LOCALITY_TABLE[[LOG, METADATA, DATA]] = True
 
 
 def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
-                ) -> tuple[np.ndarray, int, bool]:
-    """(keyed start << ibits | request index) as uint64 for every request, all ones for
-    one without a stage; how many have one; and whether every known issue time is inside
-    the window (none clipped). Block by block."""
+                ) -> tuple[np.ndarray, bool]:
+    """(keyed start << ibits | request index) as uint64 of every request with a stage,
+    sorted; and whether every known issue time is inside the window (none clipped).
+
+    Block by block: the keys of a block are sorted while in cache (those without a stage
+    are set to all ones: sorted past its end, then dropped). The requests come in
+    completion order, which on a device is close to the issue order, so the sorted
+    blocks of a device overlap only at their edges and a stable sort (timsort) merges
+    them almost by copying: together faster than one sort of the whole. The first
+    device's part of each block is packed in place, the others' are kept aside and
+    appended after it (device by device, as the keys order them)."""
     n = len(rq)
     ndev = len(rq.devices)
     key = np.empty(n, np.uint64)
     shift = np.uint64(ibits)
-    ns = 0
+    ns = 0  # keys of the first device packed so far
+    rest: list[list[np.ndarray]] = [[] for _ in range(ndev)]  # the others' parts
+    # Where each device after the first begins among the keys of a block.
+    dev_first = np.arange(1, ndev, dtype=np.uint64) * np.uint64(span) << shift
     inside = True
     dk = np.empty(min(n, STAGE_BLOCK), I64)  # device offsets of a block
     for a in range(0, n, STAGE_BLOCK):
@@ -1045,7 +1053,7 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
         if inside and (int(iss.max()) > w1 or (w0 > 1 and bool(
                 ((iss - 1).view(np.uint64) < np.uint64(w0 - 1)).any()))):
             inside = False
-        kb = key[a:b]
+        kb = key[ns:ns + b - a]
         k = kb.view(I64)
         np.clip(iss, w0, w1, out=k)
         k -= w0
@@ -1063,8 +1071,22 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
         # All ones without a stage (few): set on their own.
         none = np.flatnonzero(np.logical_not(has, out=has))
         kb[none] = np.uint64(0xFFFFFFFFFFFFFFFF)
-        ns += b - a - len(none)
-    return key, ns, inside
+        kb.sort()
+        kb = kb[:b - a - len(none)]
+        if ndev > 1:
+            cut = [0] + np.searchsorted(kb, dev_first).tolist() + [len(kb)]
+            for g in range(1, ndev):
+                if cut[g + 1] > cut[g]:
+                    rest[g].append(kb[cut[g]:cut[g + 1]].copy())
+            kb = kb[:cut[1]]
+        ns += len(kb)
+    for g in range(1, ndev):
+        for part in rest[g]:
+            key[ns:ns + len(part)] = part
+            ns += len(part)
+    key = key[:ns]
+    key.sort(kind="stable")
+    return key, inside
 
 
 def _seeks(sector: np.ndarray, sidx: np.ndarray, nsec: np.ndarray,
