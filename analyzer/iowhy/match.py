@@ -798,15 +798,15 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
     check_keyed(ndev, span)
     n = len(rq)
     ibits = max(1, (n - 1).bit_length())
-    if n and (ndev * span).bit_length() + ibits <= 64:
+    packed = bool(n) and (ndev * span).bit_length() + ibits <= 64
+    if packed:
         # (keyed start, request index) packed in one uint64: a value sort orders by
         # start, ties by index (as a stable argsort would), and is several times
-        # faster than an argsort.
+        # faster than an argsort. Split into start and index block by block below.
         key, in_window = _stage_keys(rq, w0, w1, span, ibits)
-        idx: np.ndarray = _low_index(key, ibits)
-        key >>= np.uint64(ibits)
+        idx: np.ndarray = np.empty(len(key), np.int32 if ibits <= 31 else I64)
         ks = key.view(I64)
-        del key
+        shift, mask = np.uint64(ibits), np.uint64((1 << ibits) - 1)
     else:
         issue = rq.issue
         in_window = not len(issue) or (int(issue.max()) <= w1 and int(
@@ -829,8 +829,13 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
     any_unmatched = bool(np.bitwise_and(rq.flags, abi.RQ_UNMATCHED).any())
     ns = len(idx)
     # Stages are grouped by device: bounds[g] is the first stage of device g.
-    bounds = np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span).tolist() \
-        if ndev > 1 else [0, ns]
+    if ndev == 1:
+        bounds = [0, ns]
+    elif packed:
+        bounds = np.searchsorted(key, np.arange(ndev + 1, dtype=np.uint64)
+                                 * np.uint64(span) << shift).tolist()
+    else:
+        bounds = np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span).tolist()
     ke = np.empty(ns, I64)
     # Seeks: data-bearing reads/writes, in issue order per device. Per device, block by
     # block: the keyed ends, then the seek of each data-bearing request from the end
@@ -844,6 +849,7 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
         loc_w = np.empty(ns, bool)  # a locality write (locality)
         seek_cls = np.empty(ns, np.int8)  # class of each request with a seek
     ms = 0  # seeks so far
+    n_empty = 0  # empty stages
     per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
     sector, nbytes, op_all = rq.sector, rq.nbytes, rq.op
     for g in range(ndev):
@@ -851,7 +857,13 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
         base = g * span - w0
         for a in range(bounds[g], bounds[g + 1], STAGE_BLOCK):
             b = min(a + STAGE_BLOCK, bounds[g + 1])
-            ib = idx[a:b].astype(I64)  # int64 indices: faster gathers
+            if packed:
+                kk = key[a:b]
+                ib = np.bitwise_and(kk, mask).view(I64)  # int64 indices: faster gathers
+                idx[a:b] = ib
+                kk >>= shift
+            else:
+                ib = idx[a:b].astype(I64)
             op = np.take(op_all, ib)
             # Keyed end: the first completion (the final one for an FF), clipped.
             kb = ke[a:b]
@@ -861,6 +873,7 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
                 kb[ff] = np.take(rq.done, np.take(ib, ff))
             np.clip(kb, w0, w1, out=kb)
             kb += base
+            n_empty += b - a - int(np.count_nonzero(kb > ks[a:b]))
             sk = op <= abi.OP_WRITE
             nb = np.take(nbytes, ib)
             sk &= nb > 0
@@ -877,34 +890,36 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
             if not len(p):
                 continue
             per_dev[g] += len(p)
+            if last_end is None:  # the device's first: no seek, only its end
+                f = np.take(ib, p[:1])
+                e = np.take(nbytes, f) + np.uint32(511)
+                e >>= np.uint32(9)
+                last_end = int(e[0]) + int(sector[f[0]])
+                p = p[1:]
+                if not len(p):
+                    continue
+            # Written straight into the outputs where the types allow.
+            k = len(p)
+            out = slice(ms, ms + k)
             si = np.take(ib, p)
             sec = np.take(sector, si)
-            nbp = np.take(nb, p)
+            nbp = seek_nb[out]
+            np.take(nb, p, out=nbp, mode="clip")
             end = nbp + np.uint32(511)
             end >>= np.uint32(9)
             end = end + sec  # int64: end sector of each
-            d = np.empty(len(p), I64)
+            d = np.empty(k, I64)
+            d[0] = int(sec[0]) - last_end
             np.subtract(sec[1:], end[:-1], out=d[1:])
-            if last_end is None:  # the device's first: no seek
-                d, si, p, nbp = d[1:], si[1:], p[1:], nbp[1:]
-            else:
-                d[0] = int(sec[0]) - last_end
-            if cls is not None:
-                cs = np.take(cb, p)
             last_end = int(end[-1])
-            k = len(d)
-            if not k:
-                continue
             if seek.dtype == np.int32 and not (
                     -(1 << 31) < int(d.min()) and int(d.max()) < (1 << 31)):
                 seek = seek.astype(I64)  # a seek beyond 32 bits: int64 for all
-            seek[ms:ms + k] = d
-            seek_idx[ms:ms + k] = si
-            seek_nb[ms:ms + k] = nbp
+            seek[out] = d
+            seek_idx[out] = si
             if cls is not None:
-                seek_cls[ms:ms + k] = cs
-            p += a
-            seek_pos[ms:ms + k] = p
+                np.take(cb, p, out=seek_cls[out].view(np.uint8), mode="clip")
+            np.add(p, a, out=seek_pos[out], casting="unsafe")
             ms += k
     seek = seek[:ms]
     seek_idx = seek_idx[:ms]
@@ -914,16 +929,14 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
         seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
     seek_bounds = np.zeros(ndev + 1, I64)
     np.cumsum(np.maximum(per_dev - 1, 0), out=seek_bounds[1:])
-    keep = ke > ks
     all_idx = None
     kept = None
-    if not keep.all():
+    if n_empty:
         all_idx = idx
-        kept = np.flatnonzero(keep)
+        kept = np.flatnonzero(ke > ks)
         idx, ks, ke = np.take(idx, kept), np.take(ks, kept), np.take(ke, kept)
         if cls is not None:
             stage_cat = np.take(stage_cat, kept)
-    del keep
     st = Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
                 seek_nbytes=seek_nb,
                 all_idx=all_idx, seek_bounds=seek_bounds, order_bounds=bounds,
