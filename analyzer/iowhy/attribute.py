@@ -35,7 +35,7 @@ from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
     fill_start, first_start, gather, group_sort, join_calls, log2_hist, merge_unions,
     percentiles, select, sort_with_order, sorted_percentiles, union_groups, union_intervals,
-    unique,
+    union_sorted, unique,
 )
 
 I64 = np.int64
@@ -581,9 +581,10 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         ri, rc = np.take(ri, keep), np.take(rc, keep)
     del lost
     rc = rc.astype(I64)  # int64 indices: faster gathers
-    rcls = cls[ri]
+    rcls = np.take(cls, ri)
+    call_enter = np.take(enter, rc)
     call_exit = np.take(exit_, rc)
-    st = np.clip(first_start(rq, ri), np.take(enter, rc), call_exit)
+    st = np.clip(first_start(rq, ri), call_enter, call_exit)
     en = np.clip(np.take(rq.done, ri), st, call_exit, out=call_exit)
     c0 = np.full(n, w1 + 1, I64)
     c1 = np.full(n, w0 - 1, I64)
@@ -639,67 +640,74 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     # Per-call priority timeline: data (0) > commit (1) > flush (2), call-relative keys.
     cspan = int(lat.max()) + 2 if n else 2
     check_keyed(n, cspan)
-    comp = _call_split(rc, st, en, rcls, c0, c1, has_c, enter, cspan, n)
-    del rc, st, en, rcls
-    other = lat - comp.sum(axis=1)
-    per_call = {"latency": lat, "data": comp[:, 0], "commit": comp[:, 1], "flush": comp[:, 2],
+    base = np.multiply(rc, cspan)
+    base -= call_enter
+    del rc, call_enter
+    st += base
+    en += base
+    del base
+    data, commit, flush = _call_split(st, en, rcls, c0, c1, has_c, enter, cspan, n)
+    del st, en, rcls
+    other = lat - data
+    other -= commit
+    other -= flush
+    per_call = {"latency": lat, "data": data, "commit": commit, "flush": flush,
                 "other": other, "call": call, "needed": needed, "commit_id": commit_id,
                 "incomplete": incomplete, "enter": enter, "exit": exit_, "tid": tid}
     out: dict[str, Any] = {
         "count": int(n),
         "incomplete": int(incomplete.sum()),
-        "latency_ns": percentiles(lat[~incomplete], (50, 90, 99)),
-        "split_ns": {"data": int(comp[:, 0].sum()), "commit": int(comp[:, 1].sum()),
-                     "flush": int(comp[:, 2].sum()), "other": int(other.sum())},
+        "latency_ns": percentiles(lat[~incomplete], (50, 90, 99), inplace=True),
+        "split_ns": {"data": int(data.sum()), "commit": int(commit.sum()),
+                     "flush": int(flush.sum()), "other": int(other.sum())},
         "by_call": {},
     }
-    for c in unique(call):
-        m = call == c
-        ok = m & ~incomplete
+    kinds = small_unique(call)
+    for c in kinds:
+        # The calls of this type (all of them when there is one type), gathered once.
+        m = np.flatnonzero(call == c) if len(kinds) > 1 else np.arange(n)
+        inc = np.take(incomplete, m)
+        ok_lat = np.take(lat, np.take(m, np.flatnonzero(~inc)))
         name = abi.CALL_NAMES.get(int(c), f"call_{int(c)}")
         out["by_call"][name] = {
-            "count": int(m.sum()),
-            "incomplete": int((m & incomplete).sum()),
-            "latency_ns": percentiles(lat[ok], (50, 90, 99)),
-            "total_ns": int(lat[m].sum()),
-            "hist_log2_us": log2_hist(lat[ok] // 1000),
-            "split_ns": {"data": int(comp[m, 0].sum()), "commit": int(comp[m, 1].sum()),
-                         "flush": int(comp[m, 2].sum()), "other": int(other[m].sum())},
-            "needed_commit": int((m & needed).sum()),
+            "count": len(m),
+            "incomplete": int(np.count_nonzero(inc)),
+            "latency_ns": percentiles(ok_lat, (50, 90, 99), inplace=True),
+            "total_ns": int(np.take(lat, m).sum()),
+            "hist_log2_us": log2_hist(ok_lat // 1000),
+            "split_ns": {"data": int(np.take(data, m).sum()),
+                         "commit": int(np.take(commit, m).sum()),
+                         "flush": int(np.take(flush, m).sum()),
+                         "other": int(np.take(other, m).sum())},
+            "needed_commit": int(np.count_nonzero(np.take(needed, m))),
         }
     out["_per_call"] = per_call
     return out
 
 
-def _call_split(rc: np.ndarray, st: np.ndarray, en: np.ndarray, rcls: np.ndarray,
-                c0: np.ndarray, c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray,
-                cspan: int, n: int) -> np.ndarray:
-    """[n, 3] time of each call exclusive to its own data writes, then its commit, then
-    its own flushes (priority in that order), in call-keyed time.
+def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray,
+                c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray, cspan: int, n: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Time of each of the n calls exclusive to its own data writes, then its commit, then
+    its own flushes (priority in that order): three arrays. ks, ke: the requests' intervals
+    in call-keyed time (call * cspan + time - the call's enter), rcls their classes.
 
     D = union of the data writes, C the commit (one interval per call), F the union of
     the flushes: data = |D|, commit = |C| - |C & D|, flush = |F| - |F & (D | C)| with
     |F & (D | C)| = |F & D| + |F & C| - |F & C & D|, every term a measure of D inside
     intervals (Coverage) or an interval overlap.
     """
-    out = np.zeros((n, 3), I64)
-
-    def keyed(sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
-        g = rc[sel]
-        base = g.astype(I64) * cspan - enter[g]
-        return a[sel] + base, b[sel] + base
-
-    dsel = np.flatnonzero(rcls == DATA)
-    d = union_intervals(*keyed(dsel, st, en))
-    del dsel
-    out[:, 0] = group_lengths(d[0], d[1], cspan, n)
+    d = _keyed_union(ks, ke, rcls == DATA)
+    data = group_lengths(d[0], d[1], cspan, n)
     cov = Coverage(*d)
     del d
+    commit = np.zeros(n, I64)
     ci = np.flatnonzero(has_c)
     cbase = ci.astype(I64) * cspan - enter[ci]
     cs, ce = c0[ci] + cbase, c1[ci] + cbase
-    out[ci, 1] = (ce - cs) - cov.within(cs, ce)
-    fs_, fe_ = union_intervals(*keyed(np.flatnonzero(rcls == FLUSH), st, en))
+    commit[ci] = (ce - cs) - cov.within(cs, ce)
+    flush = np.zeros(n, I64)
+    fs_, fe_ = _keyed_union(ks, ke, rcls == FLUSH)
     if len(fs_):
         g = fs_ // cspan
         # The commit interval of each flush's call (empty if it had none).
@@ -710,8 +718,36 @@ def _call_split(rc: np.ndarray, st: np.ndarray, en: np.ndarray, rcls: np.ndarray
         both = np.maximum(xe - xs, 0)
         excl = (fe_ - fs_) - cov.within(fs_, fe_) - both + cov.within(xs, np.maximum(xs, xe))
         # Per call: at most cspan each, so float64 sums of these integers are exact.
-        out[:, 2] = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
-    return out
+        flush = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
+    return data, commit, flush
+
+
+def _keyed_union(s: np.ndarray, e: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """union_intervals() of the intervals [s, e) where `sel` (s >= 0). When (start,
+    length) fit 64 bits they are packed in one uint64 and sorted by value (the union
+    does not depend on the order of equal starts): no gather of the ends by an order."""
+    sel = sel & (e > s)
+    idx = np.flatnonzero(sel)
+    del sel
+    s = np.take(s, idx)
+    ln = np.take(e, idx)
+    del idx
+    ln -= s
+    if not len(s):
+        return s, ln
+    lbits = int(ln.max()).bit_length()
+    if int(s.max()).bit_length() + lbits > 64:
+        return union_intervals(s, s + ln)
+    key = s.astype(np.uint64)
+    key <<= np.uint64(lbits)
+    key |= ln.view(np.uint64)
+    del s, ln
+    key.sort()
+    ln = (key & np.uint64((1 << lbits) - 1)).view(I64)
+    key >>= np.uint64(lbits)
+    s = key.view(I64)
+    ln += s
+    return union_sorted(s, ln)
 
 
 # -- commits -----------------------------------------------------------------------------
