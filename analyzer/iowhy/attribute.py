@@ -537,15 +537,40 @@ def _hull_update(c0: np.ndarray, c1: np.ndarray, idx: np.ndarray, a: np.ndarray,
 
 def dev_codes(*pairs: tuple[Any, Any]) -> list[np.ndarray]:
     """One small integer code per (major, minor), shared across several arrays."""
-    keys = [(np.asarray(ma).astype(I64) << 20) | np.asarray(mi).astype(I64) for ma, mi in pairs]
-    allk = unique(np.concatenate(keys)) if keys else np.zeros(0, I64)
-    return [np.searchsorted(allk, k).astype(I64) for k in keys]
+    keys = []
+    for ma, mi in pairs:
+        k = np.asarray(ma).astype(I64)
+        k <<= 20
+        k |= np.asarray(mi)
+        keys.append(k)
+    # The distinct devices from the first key of each run of equal ones (records of a
+    # device come in runs): a sort of few.
+    heads = [k[np.flatnonzero(k[1:] != k[:-1]) + 1] for k in keys] + [k[:1] for k in keys]
+    allk = unique(np.concatenate(heads)) if keys else np.zeros(0, I64)
+    if len(allk) == 1:
+        return [np.zeros(len(k), I64) for k in keys]
+    return [np.searchsorted(allk, k) for k in keys]
 
 
 def seq_key(code: np.ndarray, seq: Any) -> np.ndarray:
     """(device code, 52-bit sequence) as one int64 key (XFS lsn cycles stay < 2^20)."""
-    low = (np.asarray(seq).astype(np.uint64) & np.uint64((1 << 52) - 1)).astype(I64)
-    return (np.asarray(code, dtype=I64) << 52) | low
+    key = np.asarray(code).astype(I64)
+    key <<= 52
+    key |= (np.asarray(seq).astype(np.uint64) & np.uint64((1 << 52) - 1)).view(I64)
+    return key
+
+
+def _codes(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique(k), the position of each of k in it); one pass when k is sorted (journal
+    records of one filesystem, in time order)."""
+    if len(k) > 1:
+        new = k[1:] != k[:-1]
+        if (k[1:] >= k[:-1]).all():
+            pos = np.zeros(len(k), I64)
+            np.cumsum(new, out=pos[1:])
+            return k[np.flatnonzero(np.concatenate(([True], new)))], pos
+    keys = unique(k)
+    return keys, np.searchsorted(keys, k)
 
 
 def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
@@ -596,25 +621,34 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     # ext4 jbd2: the commit whose tid the inode needed.
     e4 = np.flatnonzero((fstype == abi.FS_EXT4) & seq_ok)
     if len(e4) and len(ev):
-        jcode, fcode = dev_codes((jr["dev_major"], jr["dev_minor"]),
+        # The commits' starts and ends only.
+        se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
+        jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
                                  (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
-        jk = seq_key(jcode, jr["seq"])
-        st_m = ev == abi.J_JBD2_START
-        en_m = ev == abi.J_JBD2_END
-        keys = unique(jk[st_m | en_m])
+        keys, jpos = _codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
+        del jcode
+        st_m = ev[se] == abi.J_JBD2_START
+        en_m = ~st_m
+        sts = jts[se]
         cs = np.full(len(keys), w0, I64)
         ce = np.full(len(keys), w1, I64)
-        cs[np.searchsorted(keys, jk[st_m])] = jts[st_m]
-        ce[np.searchsorted(keys, jk[en_m])] = jts[en_m]
+        cs[jpos[st_m]] = sts[st_m]
+        ce[jpos[en_m]] = sts[en_m]
+        del se, jpos, sts, st_m, en_m
         fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
         pos = np.clip(np.searchsorted(keys, fk), 0, max(len(keys) - 1, 0))
         hit = (keys[pos] == fk) if len(keys) else np.zeros(len(e4), bool)
         a = np.maximum(cs[pos], enter[e4])
         b = np.minimum(ce[pos], exit_[e4])
         hit &= b > a
-        _hull_update(c0, c1, e4[hit], a[hit], b[hit])
-        needed[e4[hit]] = True
-        commit_id[e4[hit]] = pos[hit]
+        h = np.flatnonzero(hit)
+        e4h = e4[h]
+        # The first hull update, one per call: within [enter, exit] (b > a), so a and b
+        # replace the initial c0 > w1 and c1 < w0.
+        c0[e4h] = a[h]
+        c1[e4h] = b[h]
+        needed[e4h] = True
+        commit_id[e4h] = pos[h]
     # ext4 fast commit and XFS log force, in the calling task.
     for evs, kind in (((abi.J_EXT4_FC_START, abi.J_EXT4_FC_STOP), "fc"),
                       ((abi.J_XFS_FORCE,), "xfs")):
@@ -786,6 +820,8 @@ def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
     key = (np.asarray(jr["dev_major"]).astype(I64) << 32) | np.asarray(jr["dev_minor"])
     want = np.array(sorted((a << 32) | b for a, b in devs), dtype=I64)
     keep = np.isin(key, want)
+    if keep.all():  # the usual case: no copy
+        return {k: np.asarray(v) for k, v in jr.items()}
     return {k: np.asarray(v)[keep] for k, v in jr.items()}
 
 
@@ -801,21 +837,23 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
     # jbd2
     jm = (ev >= abi.J_JBD2_START) & (ev <= abi.J_JBD2_STATS)
     if jm.any():
-        jk = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])[jm]
-        jev, jts = ev[jm], ts[jm]
-        keys = unique(jk)
-        pos = np.searchsorted(keys, jk)
-        tab = {}
-        for e in (abi.J_JBD2_START, abi.J_JBD2_LOCKING, abi.J_JBD2_FLUSHING,
-                  abi.J_JBD2_LOGGING, abi.J_JBD2_END):
-            col = np.full(len(keys), -1, I64)
-            m = jev == e
-            col[pos[m]] = jts[m]
-            tab[e] = col
+        ji = np.flatnonzero(jm)
+        jk = seq_key(dev_codes((np.asarray(jr["dev_major"])[ji],
+                                np.asarray(jr["dev_minor"])[ji]))[0], np.asarray(jr["seq"])[ji])
+        jev, jts = ev[ji], ts[ji]
+        keys, pos = _codes(jk)
+        del jk
+        # The time of each event of each commit: a row per event, filled in one scatter
+        # (the last record wins, as per event; the STATS row is not read).
+        tab = np.full((abi.J_JBD2_STATS + 1, len(keys)), -1, I64)
+        cell = jev.astype(I64) * len(keys)
+        cell += pos
+        tab.reshape(-1)[cell] = jts
+        del cell
         blocks = np.zeros(len(keys), I64)
         sm = jev == abi.J_JBD2_STATS
         if sm.any():
-            blocks[pos[sm]] = np.asarray(jr["aux2"])[jm][sm].astype(I64)
+            blocks[pos[sm]] = np.asarray(jr["aux2"])[ji][sm].astype(I64)
         s, lk, fl, lg, en = (tab[e] for e in (abi.J_JBD2_START, abi.J_JBD2_LOCKING,
                                               abi.J_JBD2_FLUSHING, abi.J_JBD2_LOGGING,
                                               abi.J_JBD2_END))
@@ -847,10 +885,11 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
     # XFS iclogs
     xm = (ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE) | (ev == abi.J_XLOG_DONE)
     if xm.any():
-        xk = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])[xm]
-        xev, xts = ev[xm], ts[xm]
-        keys = unique(xk)
-        pos = np.searchsorted(keys, xk)
+        xi = np.flatnonzero(xm)
+        xk = seq_key(dev_codes((np.asarray(jr["dev_major"])[xi],
+                                np.asarray(jr["dev_minor"])[xi]))[0], np.asarray(jr["seq"])[xi])
+        xev, xts = ev[xi], ts[xi]
+        keys, pos = _codes(xk)
         cols = {}
         for e in (abi.J_XLOG_SYNC, abi.J_XLOG_WRITE, abi.J_XLOG_DONE):
             col = np.full(len(keys), -1, I64)
@@ -859,7 +898,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
             cols[e] = col
         ibytes = np.zeros(len(keys), I64)
         sm = xev == abi.J_XLOG_SYNC
-        ibytes[pos[sm]] = np.asarray(jr["aux1"])[xm][sm].astype(I64)
+        ibytes[pos[sm]] = np.asarray(jr["aux1"])[xi][sm].astype(I64)
         sy, wr, dn = cols[abi.J_XLOG_SYNC], cols[abi.J_XLOG_WRITE], cols[abi.J_XLOG_DONE]
         n_c = int((dn >= 0).sum())
         total += n_c
