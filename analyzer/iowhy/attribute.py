@@ -35,7 +35,7 @@ from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
     fill_start, first_start, gather, group_sort, join_calls, log2_hist, merge_unions,
     percentiles, select, sort_with_order, sorted_percentiles, union_groups, union_intervals,
-    unique,
+    union_sorted, unique,
 )
 
 I64 = np.int64
@@ -537,15 +537,40 @@ def _hull_update(c0: np.ndarray, c1: np.ndarray, idx: np.ndarray, a: np.ndarray,
 
 def dev_codes(*pairs: tuple[Any, Any]) -> list[np.ndarray]:
     """One small integer code per (major, minor), shared across several arrays."""
-    keys = [(np.asarray(ma).astype(I64) << 20) | np.asarray(mi).astype(I64) for ma, mi in pairs]
-    allk = unique(np.concatenate(keys)) if keys else np.zeros(0, I64)
-    return [np.searchsorted(allk, k).astype(I64) for k in keys]
+    keys = []
+    for ma, mi in pairs:
+        k = np.asarray(ma).astype(I64)
+        k <<= 20
+        k |= np.asarray(mi)
+        keys.append(k)
+    # The distinct devices from the first key of each run of equal ones (records of a
+    # device come in runs): a sort of few.
+    heads = [k[np.flatnonzero(k[1:] != k[:-1]) + 1] for k in keys] + [k[:1] for k in keys]
+    allk = unique(np.concatenate(heads)) if keys else np.zeros(0, I64)
+    if len(allk) == 1:
+        return [np.zeros(len(k), I64) for k in keys]
+    return [np.searchsorted(allk, k) for k in keys]
 
 
 def seq_key(code: np.ndarray, seq: Any) -> np.ndarray:
     """(device code, 52-bit sequence) as one int64 key (XFS lsn cycles stay < 2^20)."""
-    low = (np.asarray(seq).astype(np.uint64) & np.uint64((1 << 52) - 1)).astype(I64)
-    return (np.asarray(code, dtype=I64) << 52) | low
+    key = np.asarray(code).astype(I64)
+    key <<= 52
+    key |= (np.asarray(seq).astype(np.uint64) & np.uint64((1 << 52) - 1)).view(I64)
+    return key
+
+
+def _codes(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique(k), the position of each of k in it); one pass when k is sorted (journal
+    records of one filesystem, in time order)."""
+    if len(k) > 1:
+        new = k[1:] != k[:-1]
+        if (k[1:] >= k[:-1]).all():
+            pos = np.zeros(len(k), I64)
+            np.cumsum(new, out=pos[1:])
+            return k[np.flatnonzero(np.concatenate(([True], new)))], pos
+    keys = unique(k)
+    return keys, np.searchsorted(keys, k)
 
 
 def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
@@ -581,9 +606,10 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         ri, rc = np.take(ri, keep), np.take(rc, keep)
     del lost
     rc = rc.astype(I64)  # int64 indices: faster gathers
-    rcls = cls[ri]
+    rcls = np.take(cls, ri)
+    call_enter = np.take(enter, rc)
     call_exit = np.take(exit_, rc)
-    st = np.clip(first_start(rq, ri), np.take(enter, rc), call_exit)
+    st = np.clip(first_start(rq, ri), call_enter, call_exit)
     en = np.clip(np.take(rq.done, ri), st, call_exit, out=call_exit)
     c0 = np.full(n, w1 + 1, I64)
     c1 = np.full(n, w0 - 1, I64)
@@ -595,25 +621,34 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     # ext4 jbd2: the commit whose tid the inode needed.
     e4 = np.flatnonzero((fstype == abi.FS_EXT4) & seq_ok)
     if len(e4) and len(ev):
-        jcode, fcode = dev_codes((jr["dev_major"], jr["dev_minor"]),
+        # The commits' starts and ends only.
+        se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
+        jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
                                  (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
-        jk = seq_key(jcode, jr["seq"])
-        st_m = ev == abi.J_JBD2_START
-        en_m = ev == abi.J_JBD2_END
-        keys = unique(jk[st_m | en_m])
+        keys, jpos = _codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
+        del jcode
+        st_m = ev[se] == abi.J_JBD2_START
+        en_m = ~st_m
+        sts = jts[se]
         cs = np.full(len(keys), w0, I64)
         ce = np.full(len(keys), w1, I64)
-        cs[np.searchsorted(keys, jk[st_m])] = jts[st_m]
-        ce[np.searchsorted(keys, jk[en_m])] = jts[en_m]
+        cs[jpos[st_m]] = sts[st_m]
+        ce[jpos[en_m]] = sts[en_m]
+        del se, jpos, sts, st_m, en_m
         fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
         pos = np.clip(np.searchsorted(keys, fk), 0, max(len(keys) - 1, 0))
         hit = (keys[pos] == fk) if len(keys) else np.zeros(len(e4), bool)
         a = np.maximum(cs[pos], enter[e4])
         b = np.minimum(ce[pos], exit_[e4])
         hit &= b > a
-        _hull_update(c0, c1, e4[hit], a[hit], b[hit])
-        needed[e4[hit]] = True
-        commit_id[e4[hit]] = pos[hit]
+        h = np.flatnonzero(hit)
+        e4h = e4[h]
+        # The first hull update, one per call: within [enter, exit] (b > a), so a and b
+        # replace the initial c0 > w1 and c1 < w0.
+        c0[e4h] = a[h]
+        c1[e4h] = b[h]
+        needed[e4h] = True
+        commit_id[e4h] = pos[h]
     # ext4 fast commit and XFS log force, in the calling task.
     for evs, kind in (((abi.J_EXT4_FC_START, abi.J_EXT4_FC_STOP), "fc"),
                       ((abi.J_XFS_FORCE,), "xfs")):
@@ -639,67 +674,74 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     # Per-call priority timeline: data (0) > commit (1) > flush (2), call-relative keys.
     cspan = int(lat.max()) + 2 if n else 2
     check_keyed(n, cspan)
-    comp = _call_split(rc, st, en, rcls, c0, c1, has_c, enter, cspan, n)
-    del rc, st, en, rcls
-    other = lat - comp.sum(axis=1)
-    per_call = {"latency": lat, "data": comp[:, 0], "commit": comp[:, 1], "flush": comp[:, 2],
+    base = np.multiply(rc, cspan)
+    base -= call_enter
+    del rc, call_enter
+    st += base
+    en += base
+    del base
+    data, commit, flush = _call_split(st, en, rcls, c0, c1, has_c, enter, cspan, n)
+    del st, en, rcls
+    other = lat - data
+    other -= commit
+    other -= flush
+    per_call = {"latency": lat, "data": data, "commit": commit, "flush": flush,
                 "other": other, "call": call, "needed": needed, "commit_id": commit_id,
                 "incomplete": incomplete, "enter": enter, "exit": exit_, "tid": tid}
     out: dict[str, Any] = {
         "count": int(n),
         "incomplete": int(incomplete.sum()),
-        "latency_ns": percentiles(lat[~incomplete], (50, 90, 99)),
-        "split_ns": {"data": int(comp[:, 0].sum()), "commit": int(comp[:, 1].sum()),
-                     "flush": int(comp[:, 2].sum()), "other": int(other.sum())},
+        "latency_ns": percentiles(lat[~incomplete], (50, 90, 99), inplace=True),
+        "split_ns": {"data": int(data.sum()), "commit": int(commit.sum()),
+                     "flush": int(flush.sum()), "other": int(other.sum())},
         "by_call": {},
     }
-    for c in unique(call):
-        m = call == c
-        ok = m & ~incomplete
+    kinds = small_unique(call)
+    for c in kinds:
+        # The calls of this type (all of them when there is one type), gathered once.
+        m = np.flatnonzero(call == c) if len(kinds) > 1 else np.arange(n)
+        inc = np.take(incomplete, m)
+        ok_lat = np.take(lat, np.take(m, np.flatnonzero(~inc)))
         name = abi.CALL_NAMES.get(int(c), f"call_{int(c)}")
         out["by_call"][name] = {
-            "count": int(m.sum()),
-            "incomplete": int((m & incomplete).sum()),
-            "latency_ns": percentiles(lat[ok], (50, 90, 99)),
-            "total_ns": int(lat[m].sum()),
-            "hist_log2_us": log2_hist(lat[ok] // 1000),
-            "split_ns": {"data": int(comp[m, 0].sum()), "commit": int(comp[m, 1].sum()),
-                         "flush": int(comp[m, 2].sum()), "other": int(other[m].sum())},
-            "needed_commit": int((m & needed).sum()),
+            "count": len(m),
+            "incomplete": int(np.count_nonzero(inc)),
+            "latency_ns": percentiles(ok_lat, (50, 90, 99), inplace=True),
+            "total_ns": int(np.take(lat, m).sum()),
+            "hist_log2_us": log2_hist(ok_lat // 1000),
+            "split_ns": {"data": int(np.take(data, m).sum()),
+                         "commit": int(np.take(commit, m).sum()),
+                         "flush": int(np.take(flush, m).sum()),
+                         "other": int(np.take(other, m).sum())},
+            "needed_commit": int(np.count_nonzero(np.take(needed, m))),
         }
     out["_per_call"] = per_call
     return out
 
 
-def _call_split(rc: np.ndarray, st: np.ndarray, en: np.ndarray, rcls: np.ndarray,
-                c0: np.ndarray, c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray,
-                cspan: int, n: int) -> np.ndarray:
-    """[n, 3] time of each call exclusive to its own data writes, then its commit, then
-    its own flushes (priority in that order), in call-keyed time.
+def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray,
+                c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray, cspan: int, n: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Time of each of the n calls exclusive to its own data writes, then its commit, then
+    its own flushes (priority in that order): three arrays. ks, ke: the requests' intervals
+    in call-keyed time (call * cspan + time - the call's enter), rcls their classes.
 
     D = union of the data writes, C the commit (one interval per call), F the union of
     the flushes: data = |D|, commit = |C| - |C & D|, flush = |F| - |F & (D | C)| with
     |F & (D | C)| = |F & D| + |F & C| - |F & C & D|, every term a measure of D inside
     intervals (Coverage) or an interval overlap.
     """
-    out = np.zeros((n, 3), I64)
-
-    def keyed(sel: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
-        g = rc[sel]
-        base = g.astype(I64) * cspan - enter[g]
-        return a[sel] + base, b[sel] + base
-
-    dsel = np.flatnonzero(rcls == DATA)
-    d = union_intervals(*keyed(dsel, st, en))
-    del dsel
-    out[:, 0] = group_lengths(d[0], d[1], cspan, n)
+    d = _keyed_union(ks, ke, rcls == DATA)
+    data = group_lengths(d[0], d[1], cspan, n)
     cov = Coverage(*d)
     del d
+    commit = np.zeros(n, I64)
     ci = np.flatnonzero(has_c)
     cbase = ci.astype(I64) * cspan - enter[ci]
     cs, ce = c0[ci] + cbase, c1[ci] + cbase
-    out[ci, 1] = (ce - cs) - cov.within(cs, ce)
-    fs_, fe_ = union_intervals(*keyed(np.flatnonzero(rcls == FLUSH), st, en))
+    commit[ci] = (ce - cs) - cov.within(cs, ce)
+    flush = np.zeros(n, I64)
+    fs_, fe_ = _keyed_union(ks, ke, rcls == FLUSH)
     if len(fs_):
         g = fs_ // cspan
         # The commit interval of each flush's call (empty if it had none).
@@ -710,8 +752,36 @@ def _call_split(rc: np.ndarray, st: np.ndarray, en: np.ndarray, rcls: np.ndarray
         both = np.maximum(xe - xs, 0)
         excl = (fe_ - fs_) - cov.within(fs_, fe_) - both + cov.within(xs, np.maximum(xs, xe))
         # Per call: at most cspan each, so float64 sums of these integers are exact.
-        out[:, 2] = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
-    return out
+        flush = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
+    return data, commit, flush
+
+
+def _keyed_union(s: np.ndarray, e: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+    """union_intervals() of the intervals [s, e) where `sel` (s >= 0). When (start,
+    length) fit 64 bits they are packed in one uint64 and sorted by value (the union
+    does not depend on the order of equal starts): no gather of the ends by an order."""
+    sel = sel & (e > s)
+    idx = np.flatnonzero(sel)
+    del sel
+    s = np.take(s, idx)
+    ln = np.take(e, idx)
+    del idx
+    ln -= s
+    if not len(s):
+        return s, ln
+    lbits = int(ln.max()).bit_length()
+    if int(s.max()).bit_length() + lbits > 64:
+        return union_intervals(s, s + ln)
+    key = s.astype(np.uint64)
+    key <<= np.uint64(lbits)
+    key |= ln.view(np.uint64)
+    del s, ln
+    key.sort()
+    ln = (key & np.uint64((1 << lbits) - 1)).view(I64)
+    key >>= np.uint64(lbits)
+    s = key.view(I64)
+    ln += s
+    return union_sorted(s, ln)
 
 
 # -- commits -----------------------------------------------------------------------------
@@ -750,6 +820,8 @@ def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
     key = (np.asarray(jr["dev_major"]).astype(I64) << 32) | np.asarray(jr["dev_minor"])
     want = np.array(sorted((a << 32) | b for a, b in devs), dtype=I64)
     keep = np.isin(key, want)
+    if keep.all():  # the usual case: no copy
+        return {k: np.asarray(v) for k, v in jr.items()}
     return {k: np.asarray(v)[keep] for k, v in jr.items()}
 
 
@@ -765,21 +837,23 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
     # jbd2
     jm = (ev >= abi.J_JBD2_START) & (ev <= abi.J_JBD2_STATS)
     if jm.any():
-        jk = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])[jm]
-        jev, jts = ev[jm], ts[jm]
-        keys = unique(jk)
-        pos = np.searchsorted(keys, jk)
-        tab = {}
-        for e in (abi.J_JBD2_START, abi.J_JBD2_LOCKING, abi.J_JBD2_FLUSHING,
-                  abi.J_JBD2_LOGGING, abi.J_JBD2_END):
-            col = np.full(len(keys), -1, I64)
-            m = jev == e
-            col[pos[m]] = jts[m]
-            tab[e] = col
+        ji = np.flatnonzero(jm)
+        jk = seq_key(dev_codes((np.asarray(jr["dev_major"])[ji],
+                                np.asarray(jr["dev_minor"])[ji]))[0], np.asarray(jr["seq"])[ji])
+        jev, jts = ev[ji], ts[ji]
+        keys, pos = _codes(jk)
+        del jk
+        # The time of each event of each commit: a row per event, filled in one scatter
+        # (the last record wins, as per event; the STATS row is not read).
+        tab = np.full((abi.J_JBD2_STATS + 1, len(keys)), -1, I64)
+        cell = jev.astype(I64) * len(keys)
+        cell += pos
+        tab.reshape(-1)[cell] = jts
+        del cell
         blocks = np.zeros(len(keys), I64)
         sm = jev == abi.J_JBD2_STATS
         if sm.any():
-            blocks[pos[sm]] = np.asarray(jr["aux2"])[jm][sm].astype(I64)
+            blocks[pos[sm]] = np.asarray(jr["aux2"])[ji][sm].astype(I64)
         s, lk, fl, lg, en = (tab[e] for e in (abi.J_JBD2_START, abi.J_JBD2_LOCKING,
                                               abi.J_JBD2_FLUSHING, abi.J_JBD2_LOGGING,
                                               abi.J_JBD2_END))
@@ -811,10 +885,11 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
     # XFS iclogs
     xm = (ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE) | (ev == abi.J_XLOG_DONE)
     if xm.any():
-        xk = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])[xm]
-        xev, xts = ev[xm], ts[xm]
-        keys = unique(xk)
-        pos = np.searchsorted(keys, xk)
+        xi = np.flatnonzero(xm)
+        xk = seq_key(dev_codes((np.asarray(jr["dev_major"])[xi],
+                                np.asarray(jr["dev_minor"])[xi]))[0], np.asarray(jr["seq"])[xi])
+        xev, xts = ev[xi], ts[xi]
+        keys, pos = _codes(xk)
         cols = {}
         for e in (abi.J_XLOG_SYNC, abi.J_XLOG_WRITE, abi.J_XLOG_DONE):
             col = np.full(len(keys), -1, I64)
@@ -823,7 +898,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
             cols[e] = col
         ibytes = np.zeros(len(keys), I64)
         sm = xev == abi.J_XLOG_SYNC
-        ibytes[pos[sm]] = np.asarray(jr["aux1"])[xm][sm].astype(I64)
+        ibytes[pos[sm]] = np.asarray(jr["aux1"])[xi][sm].astype(I64)
         sy, wr, dn = cols[abi.J_XLOG_SYNC], cols[abi.J_XLOG_WRITE], cols[abi.J_XLOG_DONE]
         n_c = int((dn >= 0).sum())
         total += n_c

@@ -1270,89 +1270,82 @@ def join_pairs(req_tid: np.ndarray, req_t: np.ndarray, call_tid: np.ndarray,
         # tid -> dense index through a lookup table (tids are small: pid_max <= 2^22).
         table = np.full(top + 2, -1, small)
         table[utids] = np.arange(len(utids), dtype=small)
-    # The candidates (int64 indices: faster gathers) with a known call thread and time,
-    # their thread and time (kept: the search gathers them without the request index),
-    # block by block, into arrays of room for all (the pages left over are never
-    # touched); and the range of their times.
-    room = n if sel is None else int(np.count_nonzero(sel))
-    cands = np.empty(room, I64)
-    ti = np.empty(room, small)
-    ct = np.empty(room, I64)
-    nc = 0
-    t_lo, t_hi = None, None
-    for a in range(0, n, JOIN_SCAN):
-        b = min(a + JOIN_SCAN, n)
+    # Calls keyed by (thread, enter) over the span of their times, lo..hi with a time
+    # to spare on either side: a request time outside it is clipped to one of those,
+    # where no call holds it (so the keys need no pass over the requests first).
+    ce = np.asarray(call_enter, dtype=I64)
+    cxr = np.maximum(np.asarray(call_exit, dtype=I64), ce)
+    lo, hi = int(ce.min()) - 1, int(cxr.max()) + 1
+    span = hi - lo + 1
+    check_keyed(len(utids), span)
+    ctid = np.searchsorted(utids, call_tid).astype(I64)
+    ck = ctid * span + (ce - lo)
+    cx = ctid * span + (cxr - lo)
+    del ctid, cxr
+    ck, co = sort_with_order(ck)
+    # One slot past the calls: a key above any request's (the steps below stop there),
+    # and the exit (below any key) and call read at position -1 (no call before).
+    cx = np.append(np.take(cx, co), -2)
+    co = np.append(co, -1).astype(np.int32)
+    nkeys = len(utids) * span
+    # The number of calls keyed before each bucket of 2^shift keys (about as many
+    # buckets as calls; one more in front for the keys -1 of requests of no call): a
+    # request's call is found from its bucket's first call in a step or two instead of
+    # a binary search over all calls (and in any order: no sort of the requests).
+    shift = max(0, (nkeys // len(ck)).bit_length() - 1)
+    nb = ((nkeys - 1) >> shift) + 1
+    first = np.zeros(nb + 1, np.intp)
+    np.cumsum(np.bincount(ck >> shift, minlength=nb)[:-1], out=first[2:])
+    ckp = np.append(ck, np.iinfo(I64).max)
+    found_r, found_c = [], []
+    for a in range(0, n, JOIN_BLOCK):
+        b = min(a + JOIN_BLOCK, n)
         c = np.arange(a, b) if sel is None else np.flatnonzero(sel[a:b])
         if sel is not None:
             c += a
         rt = np.take(req_tid, c)
         if table is not None:
             np.minimum(rt, top + 1, out=rt)
-            tib = np.take(table, rt)
+            ti = np.take(table, rt)
         else:
             rt64 = rt.astype(I64)
-            tib = np.searchsorted(utids, rt64).astype(small)
-            tib[tib >= len(utids)] = 0
-            tib = np.where(utids[tib] == rt64, tib, -1).astype(small)
-        tt = np.take(req_t, c).astype(I64, copy=False)
-        m = tib >= 0
-        m &= tt > 0
-        if not m.all():
-            keep = np.flatnonzero(m)
-            c, tib, tt = np.take(c, keep), np.take(tib, keep), np.take(tt, keep)
-        k = len(c)
-        if not k:
-            continue
-        cands[nc:nc + k] = c
-        ti[nc:nc + k] = tib
-        ct[nc:nc + k] = tt
-        nc += k
-        lo, hi = int(tt.min()), int(tt.max())
-        t_lo = lo if t_lo is None else min(t_lo, lo)
-        t_hi = hi if t_hi is None else max(t_hi, hi)
-    if not nc or t_lo is None or t_hi is None:
-        return none
-    cands, ti, ct = cands[:nc], ti[:nc], ct[:nc]
-    # Raw times (not clipped to the window): keyed over the span they cover.
-    ce = np.asarray(call_enter, dtype=I64)
-    cxr = np.maximum(np.asarray(call_exit, dtype=I64), ce)
-    w0 = min(int(ce.min()), t_lo)
-    span = max(int(cxr.max()), t_hi) - w0 + 2
-    check_keyed(len(utids), span)
-    ctid = np.searchsorted(utids, call_tid).astype(I64)
-    ck = ctid * span + (ce - w0)
-    cx = ctid * span + (cxr - w0)
-    co = np.argsort(ck, kind="stable").astype(np.int32)
-    ck, cx = ck[co], cx[co]
-    # Block by block of requests (small temporaries), searched in tid-major order so
-    # that the needles are nearly sorted (fast binary search).
-    found_r, found_c = [], []
-    for a in range(0, len(cands), JOIN_BLOCK):
-        b = min(a + JOIN_BLOCK, len(cands))
-        o = np.argsort(ti[a:b], kind="stable")  # a radix sort of small ints
-        o += a
-        rk = np.take(ti, o).astype(I64)
-        rk *= span
-        rk += np.take(ct, o)
-        rk -= w0
-        pos = np.searchsorted(ck, rk, side="right")
-        pos -= 1
-        ok = pos >= 0
-        np.maximum(pos, 0, out=pos)
-        ok &= rk <= np.take(cx, pos)
-        del rk
-        # Back in request order (o is a permutation of a..b-1): the call of each, or -1.
-        res = np.empty(b - a, np.int32)
-        o -= a
-        res[o] = select(ok, np.take(co, pos), -1)
-        hit = np.flatnonzero(res >= 0)
-        found_c.append(np.take(res, hit))
-        hit += a
-        found_r.append(np.take(cands, hit))
+            ti = np.searchsorted(utids, rt64).astype(small)
+            ti[ti >= len(utids)] = 0
+            ti = np.where(utids[ti] == rt64, ti, -1).astype(small)
+        del rt
+        rk = np.take(req_t, c).astype(I64, copy=False)
+        # Requests of no call thread or without a time: key -1, before every call.
+        ti[rk <= 0] = -1
+        np.clip(rk, lo, hi, out=rk)
+        rk -= lo
+        rk += ti.astype(I64) * span
+        del ti
+        np.maximum(rk, -1, out=rk)
+        q = rk >> shift
+        q += 1
+        # The number of calls keyed at or before each request: step over the calls of
+        # its bucket (few) up to it; a binary search for those still stepping after
+        # JOIN_STEPS.
+        cnt = np.take(first, q)
+        del q
+        act = np.flatnonzero(np.take(ckp, cnt) <= rk)
+        for _ in range(JOIN_STEPS):
+            if not len(act):
+                break
+            cnt[act] += 1
+            act = np.take(act, np.flatnonzero(np.take(ckp, np.take(cnt, act))
+                                              <= np.take(rk, act)))
+        if len(act):
+            cnt[act] = np.searchsorted(ck, np.take(rk, act), side="right")
+        # The last of those, if the request is before its exit, is the request's call.
+        cnt -= 1
+        hit = np.flatnonzero(rk <= np.take(cx, cnt))
+        found_c.append(np.take(co, np.take(cnt, hit)))
+        found_r.append(np.take(c, hit))
     ri = np.concatenate(found_r)
     rc = np.concatenate(found_c)
     return ri, rc
 
 
-JOIN_SCAN = 1 << 16  # requests scanned at a time for candidates
-JOIN_BLOCK = 1 << 18  # requests joined at a time
+JOIN_BLOCK = 1 << 17  # requests joined at a time
+JOIN_STEPS = 8  # steps within a bucket before a binary search
