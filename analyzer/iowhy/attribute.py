@@ -24,6 +24,7 @@ Sweeps are vectorised: boundaries are sorted once, counters are cumulative sums 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -396,7 +397,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
                      [nt, nt, no, no, no, 2, nw, nw])
     # Every event time is inside the window: sorted relative to its start.
     T -= w0
-    T, order = sort_with_order(T)
+    T, order = sort_with_order(T, overwrite=True)
     T += w0
     kind = kind[order]
     # State after all events at one time holds until the next distinct time.
@@ -413,20 +414,34 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         d -= (kind == minus).view(np.int8)
         return d
 
-    def count(plus: int, minus: int, at: np.ndarray) -> np.ndarray:
-        """Running count, after the last event of each time."""
-        return np.cumsum(delta(plus, minus), dtype=np.int32)[at]
-    n_alive = count(_EV_BIRTH, _EV_DEATH, head)
-    n_off = count(_EV_OFF, _EV_ON, head)
-    n_runq = count(_EV_WAKE, _EV_ON, head)
-    in_wait = count(_EV_WAIT, _EV_UNWAIT, head) > 0
+    def counts(first: tuple[int, int], second: tuple[int, int], at: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Two running counts, after the last event of each time: for each (plus, minus)
+        pair of kinds, the events of kind plus minus those of kind minus. In one pass:
+        the 32-bit halves of a uint64 sum, each biased by 2^31 (no count reaches 2^31 in
+        size, so neither borrows from the other). Biased alike, counts compare as they
+        are."""
+        t = [0] * 8
+        for shift, (plus, minus) in ((0, first), (32, second)):
+            t[plus] += 1 << shift
+            t[minus] -= 1 << shift
+        c = np.take(np.array([v % (1 << 64) for v in t], np.uint64), kind)
+        np.cumsum(c, out=c)
+        c = np.take(c, at)
+        c += np.uint64((1 << 63) | (1 << 31))
+        halves = c.view(np.uint32)
+        lo = 0 if sys.byteorder == "little" else 1
+        return halves[lo::2], halves[1 - lo::2]
+    n_alive, n_off = counts((_EV_BIRTH, _EV_DEATH), (_EV_OFF, _EV_ON), head)
+    n_runq, n_wait = counts((_EV_WAKE, _EV_ON), (_EV_WAIT, _EV_UNWAIT), head)
     del head
-    inside = (seg_a >= w0) & (seg_b <= w1)
+    zero = np.uint32(1 << 31)
+    in_wait = n_wait > zero
+    del n_wait
     seg_len = seg_b - seg_a
-    seg_len *= inside
-    oncpu = (n_alive - n_off) > 0
-    runq = ~oncpu & (n_runq > 0)
-    blocked = ~oncpu & ~runq & ((n_off - n_runq) > 0)
+    oncpu = n_alive > n_off
+    runq = ~oncpu & (n_runq > zero)
+    blocked = ~oncpu & ~runq & (n_off > n_runq)
     none = ~oncpu & ~runq & ~blocked
     res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
     res["cpu"] = int((seg_len * oncpu).sum())  # masked sums without a selection
