@@ -136,7 +136,7 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def union_groups(s: np.ndarray, e: np.ndarray, group: np.ndarray, ngroups: int,
-                 block: int = 1 << 20) -> list[tuple[np.ndarray, np.ndarray]]:
+                 block: int = 1 << 16) -> list[tuple[np.ndarray, np.ndarray]]:
     """[union_sorted(s[group == k], e[group == k]) for k in range(ngroups)] of intervals
     sorted by start (none empty), a block at a time: the interval still open at the end
     of a block carries over to the next (small temporaries)."""
@@ -235,15 +235,27 @@ def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def merge_unions(a: tuple[np.ndarray, np.ndarray],
                  b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Union of two disjoint sorted interval lists (a linear merge via a stable sort)."""
+    """Union of two disjoint sorted interval lists: the intervals of the shorter are
+    placed among those of the longer by a binary search (a linear merge), then united."""
+    if len(a[0]) > len(b[0]):
+        a, b = b, a
     if len(a[0]) == 0:
         return b
-    if len(b[0]) == 0:
-        return a
-    s = np.concatenate((a[0], b[0]))
-    e = np.concatenate((a[1], b[1]))
-    s, order = sort_with_order(s, runs=True)  # two sorted runs: merged
-    return union_sorted(s, e[order])
+    na = len(a[0])
+    n = na + len(b[0])
+    # Where each interval of a goes: after the intervals of b that start before it and
+    # those of a before it.
+    pos = np.searchsorted(b[0], a[0])
+    pos += np.arange(na)
+    rest = np.ones(n, bool)
+    rest[pos] = False
+    s = np.empty(n, I64)
+    e = np.empty(n, I64)
+    s[pos] = a[0]
+    e[pos] = a[1]
+    s[rest] = b[0]
+    e[rest] = b[1]
+    return union_sorted(s, e)
 
 
 class Coverage:
