@@ -24,6 +24,7 @@ Sweeps are vectorised: boundaries are sorted once, counters are cumulative sums 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -32,7 +33,7 @@ import numpy as np
 from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
-    UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, _low_index, check_keyed,
+    UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, check_keyed,
     fill_start, first_start, gather, group_sort, join_calls, log2_hist, merge_unions,
     percentiles, select, sort_with_order, sorted_percentiles, union_groups, union_intervals,
     union_sorted, unique,
@@ -396,7 +397,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
                      [nt, nt, no, no, no, 2, nw, nw])
     # Every event time is inside the window: sorted relative to its start.
     T -= w0
-    T, order = sort_with_order(T)
+    T, order = sort_with_order(T, overwrite=True)
     T += w0
     kind = kind[order]
     # State after all events at one time holds until the next distinct time.
@@ -413,20 +414,34 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         d -= (kind == minus).view(np.int8)
         return d
 
-    def count(plus: int, minus: int, at: np.ndarray) -> np.ndarray:
-        """Running count, after the last event of each time."""
-        return np.cumsum(delta(plus, minus), dtype=np.int32)[at]
-    n_alive = count(_EV_BIRTH, _EV_DEATH, head)
-    n_off = count(_EV_OFF, _EV_ON, head)
-    n_runq = count(_EV_WAKE, _EV_ON, head)
-    in_wait = count(_EV_WAIT, _EV_UNWAIT, head) > 0
+    def counts(first: tuple[int, int], second: tuple[int, int], at: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Two running counts, after the last event of each time: for each (plus, minus)
+        pair of kinds, the events of kind plus minus those of kind minus. In one pass:
+        the 32-bit halves of a uint64 sum, each biased by 2^31 (no count reaches 2^31 in
+        size, so neither borrows from the other). Biased alike, counts compare as they
+        are."""
+        t = [0] * 8
+        for shift, (plus, minus) in ((0, first), (32, second)):
+            t[plus] += 1 << shift
+            t[minus] -= 1 << shift
+        c = np.take(np.array([v % (1 << 64) for v in t], np.uint64), kind)
+        np.cumsum(c, out=c)
+        c = np.take(c, at)
+        c += np.uint64((1 << 63) | (1 << 31))
+        halves = c.view(np.uint32)
+        lo = 0 if sys.byteorder == "little" else 1
+        return halves[lo::2], halves[1 - lo::2]
+    n_alive, n_off = counts((_EV_BIRTH, _EV_DEATH), (_EV_OFF, _EV_ON), head)
+    n_runq, n_wait = counts((_EV_WAKE, _EV_ON), (_EV_WAIT, _EV_UNWAIT), head)
     del head
-    inside = (seg_a >= w0) & (seg_b <= w1)
+    zero = np.uint32(1 << 31)
+    in_wait = n_wait > zero
+    del n_wait
     seg_len = seg_b - seg_a
-    seg_len *= inside
-    oncpu = (n_alive - n_off) > 0
-    runq = ~oncpu & (n_runq > 0)
-    blocked = ~oncpu & ~runq & ((n_off - n_runq) > 0)
+    oncpu = n_alive > n_off
+    runq = ~oncpu & (n_runq > zero)
+    blocked = ~oncpu & ~runq & (n_off > n_runq)
     none = ~oncpu & ~runq & ~blocked
     res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
     res["cpu"] = int((seg_len * oncpu).sum())  # masked sums without a selection
@@ -1612,61 +1627,123 @@ def _locality_writes(rq: Requests, cls: np.ndarray) -> np.ndarray:
     return wm
 
 
+_HASH = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd: Fibonacci hashing
+
+
+def _sector_hash(x: np.ndarray, shift: np.uint64) -> None:
+    """The top 64 - shift bits of x * _HASH (0 when shift is 64), in place: sectors that
+    differ, even in high bits only, mostly get different hashes."""
+    x *= _HASH
+    x >>= shift
+
+
 def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: int
                              ) -> dict[str, Any] | None:
     """locality() with the writes taken in (device, issue) order from the stages; None if
     (device, sector, rank) does not fit a 63-bit key."""
     order_all = st.issue_order
-    pos = np.flatnonzero(st.loc_writes if st.loc_writes is not None else
-                         gather(_locality_writes(rq, cls), order_all))
-    wi = gather(order_all, pos)
-    n = len(wi)
+    lw = st.loc_writes if st.loc_writes is not None else \
+        gather(_locality_writes(rq, cls), order_all)
+    ndev = len(rq.devices)
+    ob = st.order_bounds
+    # The writes of device g are wi[cut[g]:cut[g + 1]] (when the stage order's device
+    # bounds are known).
+    cut = [0]
+    if ob is not None:
+        for g in range(len(ob) - 1):
+            cut.append(cut[-1] + int(np.count_nonzero(lw[ob[g]:ob[g + 1]])))
+    n = cut[-1] if ob is not None else int(np.count_nonzero(lw))
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
                            "late_share": None, "writes": int(n)}
     if n < 2:
         return res
-    sec = gather(rq.sector, wi)
+    # The writes in issue order, their start sectors (in `key` until it is built) and
+    # sizes in sectors: block by block, one pass over the stage order.
+    wi = np.empty(n, order_all.dtype)
+    key = np.empty(n, I64)
+    nsec = np.empty(n, rq.nbytes.dtype)
+    j = 0
+    smax = 0
+    for a in range(0, len(lw), LOCALITY_BLOCK):
+        p = np.flatnonzero(lw[a:a + LOCALITY_BLOCK])
+        k = len(p)
+        if not k:
+            continue
+        p += a
+        i = np.take(order_all, p).astype(np.intp)
+        wi[j:j + k] = i
+        sb = key[j:j + k]
+        np.take(rq.sector, i, out=sb, mode="clip")
+        smax = max(smax, int(sb.max()))
+        nb = nsec[j:j + k]
+        np.take(rq.nbytes, i, out=nb, mode="clip")
+        nb += np.uint32(511)
+        nb >>= np.uint32(9)
+        j += k
     nbmax = int(rq.nbytes.max())  # of all requests: a bound, without a gather
-    sbits = (int(sec.max()) + (nbmax >> 9) + 1).bit_length()
-    ndev = len(rq.devices)
+    sbits = (smax + (nbmax >> 9) + 1).bit_length()
     dbits = max(1, (ndev - 1).bit_length())
     ibits = n.bit_length()
     if dbits + sbits + ibits > 63:
         return None
-    # (device, sector, rank in issue order) packed in one int64: one value sort gives the
-    # on-disk order with equal starts in issue order. The device of each write follows
-    # from its position in the stage order.
-    key = np.left_shift(sec, ibits)
-    del sec
-    key |= np.arange(n, dtype=I64)
-    ob = st.order_bounds
+    # (device, sector, rank in issue order, a hash of the end sector in the bits left)
+    # packed in one int64: one value sort gives the on-disk order with equal starts in
+    # issue order (the ranks are distinct: the hash below them does not change the
+    # order). Built block by block (the temporaries stay in cache).
+    lbits = 63 - dbits - sbits - ibits
+    hshift = np.uint64(64 - lbits)
+    for a in range(0, n, LOCALITY_BLOCK):
+        b = min(a + LOCALITY_BLOCK, n)
+        kb = key[a:b]
+        h = kb + nsec[a:b]
+        _sector_hash(h.view(np.uint64), hshift)
+        kb <<= ibits + lbits
+        kb |= h
+        del h
+        r = np.arange(a, b, dtype=I64)
+        r <<= lbits
+        kb |= r
     if ndev > 1:
-        dshift = sbits + ibits
+        dshift = sbits + ibits + lbits
         if ob is None:
             key |= rq.dev[wi].astype(I64) << dshift
         else:
-            cut = np.searchsorted(pos, ob).tolist()
             for g in range(1, ndev):
                 key[cut[g]:cut[g + 1]] |= g << dshift
-    del pos
     key.sort()
-    order = _low_index(key.view(np.uint64), ibits)  # rank in issue order, on-disk order
-    key >>= ibits
-    nsec = gather(rq.nbytes, wi)  # in issue order
-    nsec += np.uint32(511)
-    nsec >>= np.uint32(9)
-    # Adjacent: the next in on-disk order starts where this one ends. Block by block.
+    # Adjacent: the next in on-disk order starts where this one ends. Only the pairs
+    # whose end and next start have the same hash are checked in full, with the size
+    # looked up by rank (few: the adjacent ones and about a 2^-lbits share of the
+    # others). Block by block.
+    ku = key.view(np.uint64)
+    low = np.uint64((1 << lbits) - 1)
+    smask = np.uint64((1 << sbits) - 1)
+    rmask = np.uint64((1 << ibits) - 1)
+    lshift = np.uint64(lbits)
+    sshift = np.uint64(ibits + lbits)
     parts = []
     for a in range(0, n - 1, LOCALITY_BLOCK):
         b = min(a + LOCALITY_BLOCK, n - 1)
-        end = np.take(nsec, order[a:b].astype(np.intp)) + key[a:b]
-        parts.append(np.flatnonzero(end == key[a + 1:b + 1]) + a)
+        nxt = ku[a + 1:b + 1] >> sshift
+        nxt &= smask
+        _sector_hash(nxt, hshift)
+        c = np.flatnonzero(np.bitwise_and(ku[a:b], low) == nxt)
+        del nxt
+        c += a
+        kc = np.take(ku, c)
+        rank = kc >> lshift
+        rank &= rmask
+        kc >>= sshift
+        kc += np.take(nsec, rank.astype(np.intp))
+        nxt = np.take(ku, c + 1)
+        nxt >>= sshift
+        parts.append(np.take(c, np.flatnonzero(kc == nxt)))
     adj = np.concatenate(parts) if parts else np.zeros(0, I64)
-    del nsec, key, parts
+    del nsec, parts
     # Issue times of the adjacent pairs only (few, compared with the writes).
-    first = wi[order[adj]]
-    second = wi[order[adj + 1]]
-    del order
+    first = np.take(wi, ((np.take(ku, adj) >> lshift) & rmask).astype(np.intp))
+    second = np.take(wi, ((np.take(ku, adj + 1) >> lshift) & rmask).astype(np.intp))
+    del key, ku
     gap = np.abs(rq.issue[second] - rq.issue[first])
     na, nl = len(adj), int(np.count_nonzero(gap > gap_ns))
     res.update({"adjacent_pairs": na, "late_pairs": nl,

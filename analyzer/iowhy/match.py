@@ -136,7 +136,7 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def union_groups(s: np.ndarray, e: np.ndarray, group: np.ndarray, ngroups: int,
-                 block: int = 1 << 20) -> list[tuple[np.ndarray, np.ndarray]]:
+                 block: int = 1 << 16) -> list[tuple[np.ndarray, np.ndarray]]:
     """[union_sorted(s[group == k], e[group == k]) for k in range(ngroups)] of intervals
     sorted by start (none empty), a block at a time: the interval still open at the end
     of a block carries over to the next (small temporaries)."""
@@ -188,25 +188,38 @@ def union_groups(s: np.ndarray, e: np.ndarray, group: np.ndarray, ngroups: int,
     return out
 
 
-def sort_with_order(x: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def sort_with_order(x: np.ndarray, runs: bool = False, overwrite: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """(x sorted, the stable order that sorts it) of an integer array.
 
-    When x >= 0 and (value, position) fit 64 bits they are packed in one uint64 and
-    sorted by value, several times faster than an argsort; runs=True for data made of
-    a few sorted runs (a stable value sort merges them).
+    When x >= 0 and (value, position) fit 64 bits they are packed in one uint64 (block
+    by block: the temporaries stay in cache) and sorted by value, several times faster
+    than an argsort; runs=True for data made of a few sorted runs (a stable value sort
+    merges them). overwrite=True lets an int64 x hold the packed keys (no copy); x is
+    then left undefined.
     """
     n = len(x)
     ibits = max(1, (n - 1).bit_length())
     if n and int(x.min()) >= 0 and int(x.max()).bit_length() + ibits <= 64:
-        key = x.astype(np.uint64)
-        key <<= np.uint64(ibits)
-        key |= np.arange(n, dtype=np.uint64)
+        inplace = overwrite and x.dtype == I64 and x.flags.c_contiguous
+        key = x.view(np.uint64) if inplace else np.empty(n, np.uint64)
+        shift = np.uint64(ibits)
+        for a in range(0, n, SORT_BLOCK):
+            b = min(a + SORT_BLOCK, n)
+            kb = key[a:b]
+            if not inplace:
+                np.copyto(kb, x[a:b], casting="unsafe")
+            kb <<= shift
+            kb |= np.arange(a, b, dtype=np.uint64)
         key.sort(kind="stable" if runs else None)
         order = (key & np.uint64((1 << ibits) - 1)).view(I64)
         key >>= np.uint64(ibits)
         return key.view(I64).astype(x.dtype, copy=False), order
     order = np.argsort(x, kind="stable")
     return x[order], order
+
+
+SORT_BLOCK = 1 << 16  # values packed at a time by sort_with_order
 
 
 def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -222,15 +235,27 @@ def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def merge_unions(a: tuple[np.ndarray, np.ndarray],
                  b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Union of two disjoint sorted interval lists (a linear merge via a stable sort)."""
+    """Union of two disjoint sorted interval lists: the intervals of the shorter are
+    placed among those of the longer by a binary search (a linear merge), then united."""
+    if len(a[0]) > len(b[0]):
+        a, b = b, a
     if len(a[0]) == 0:
         return b
-    if len(b[0]) == 0:
-        return a
-    s = np.concatenate((a[0], b[0]))
-    e = np.concatenate((a[1], b[1]))
-    s, order = sort_with_order(s, runs=True)  # two sorted runs: merged
-    return union_sorted(s, e[order])
+    na = len(a[0])
+    n = na + len(b[0])
+    # Where each interval of a goes: after the intervals of b that start before it and
+    # those of a before it.
+    pos = np.searchsorted(b[0], a[0])
+    pos += np.arange(na)
+    rest = np.ones(n, bool)
+    rest[pos] = False
+    s = np.empty(n, I64)
+    e = np.empty(n, I64)
+    s[pos] = a[0]
+    e[pos] = a[1]
+    s[rest] = b[0]
+    e[rest] = b[1]
+    return union_sorted(s, e)
 
 
 class Coverage:
