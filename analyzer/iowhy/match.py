@@ -1127,26 +1127,6 @@ def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
     return key, inside
 
 
-def _seeks(sector: np.ndarray, sidx: np.ndarray, nsec: np.ndarray,
-           block: int = 1 << 20) -> np.ndarray:
-    """sector[sidx[i]] - (sector[sidx[i-1]] + nsec[i-1]) for i >= 1: int32 when every
-    value fits, else int64. Block by block (small temporaries)."""
-    n = len(sidx) - 1
-    out32 = np.empty(n, np.int32)
-    for a in range(0, n, block):
-        b = min(a + block, n)
-        sec = sector[sidx[a:b + 1]]
-        d = sec[1:] - sec[:-1]
-        d -= nsec[a:b]
-        if not (-(1 << 31) < int(d.min()) and int(d.max()) < (1 << 31)):
-            sec = sector[sidx]  # a seek beyond 32 bits: int64 for all
-            d = sec[1:] - sec[:-1]
-            d -= nsec[:-1]
-            return d
-        out32[a:b] = d
-    return out32
-
-
 # -- flush generations ---------------------------------------------------------------------
 
 @dataclass
