@@ -994,16 +994,22 @@ def seek_slots(absseek: np.ndarray) -> np.ndarray:
     return np.where(v > 0, floor_log2(np.maximum(v, 1)) + 1, 0)
 
 
-def seek_hist(absseek: np.ndarray) -> np.ndarray:
-    """np.bincount(seek_slots(absseek)), counted on the float64 exponent directly: 0 has
-    exponent 0, a value in [2^(i-1), 2^i) (slot i) has exponent 1022 + i."""
-    ex = np.asarray(absseek).astype(np.float64).view(I64)
-    ex >>= 52
-    cnt = np.bincount(ex)
-    return np.concatenate((cnt[:1], cnt[1023:]))
+SEEK_SUB = 4  # seek_bins: 2^4 bins per seek slot
+SEEK_BINS = 128 << SEEK_SUB  # bins per class: slots 0..127 (an int64 seek has < 66)
 
 
-# Baselines of the positioning estimate, best first (see _positioning).
+def seek_bins(absseek: np.ndarray) -> np.ndarray:
+    """Bin of each |seek| (int64), in value order: its slot (seek_slots) << 4 plus the
+    top 4 mantissa bits of its float64, read from the float64 bits (0 has exponent and
+    mantissa 0: bin 0; a value in [2^(i-1), 2^i) has exponent 1022 + i)."""
+    b = np.asarray(absseek).astype(np.float64).view(I64)
+    b >>= 52 - SEEK_SUB
+    b -= 1022 << SEEK_SUB
+    np.maximum(b, 0, out=b)
+    return b
+
+
+# Baselines of the positioning estimate, best first (see per_class).
 BASELINES = ("zero-seek bucket", "device fit", "fastest decile")
 SIZE_BITS = 6  # a size bucket floor(log2(bytes)) of a uint32 is < 2^6: (device << 6) | size
 
@@ -1078,37 +1084,24 @@ def theil_sen(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(np.median(y - slope * x)), slope
 
 
-def device_fits(rq: Requests, st: Stages, all_ok: bool) -> DeviceFit:
-    """The device fit of every device, from its fully observed zero-seek requests: their
-    median service time per size bucket (floor(log2(bytes))), paired with the bucket's
-    mean size, then a Theil-Sen line through those points; its spread is p90 - p50 of
-    the residuals (service - fitted baseline) of the zero-seek requests themselves."""
-    ndev = max(len(rq.devices), 1)
+def device_fits(service: np.ndarray | None, nbytes: np.ndarray, bucket: np.ndarray,
+                ndev: int) -> DeviceFit:
+    """The device fit of every device, from its fully observed zero-seek requests (their
+    service times, None if there are none; sizes; buckets (device << 6) | size bucket
+    floor(log2(bytes))): their median service time per size bucket, paired with the
+    bucket's mean size, then a Theil-Sen line through those points; its spread is
+    p90 - p50 of the residuals (service - fitted baseline) of the zero-seek requests
+    themselves."""
+    ndev = max(ndev, 1)
     fit = DeviceFit(np.zeros(ndev, bool), np.zeros(ndev), np.zeros(ndev), np.zeros(ndev, I64))
-    z = st.seek == 0
-    if not all_ok:
-        z &= (rq.flags[st.seek_idx] & UNOBSERVED) == 0
-    zi = np.flatnonzero(z)
-    del z
-    if not len(zi) or st.seek_service is None:
+    if service is None or not len(service):
         return fit
-    sv = np.take(st.seek_service, zi)
-    nb = (gather(rq.nbytes, np.take(st.seek_idx, zi)) if st.seek_nbytes is None else
-          np.take(st.seek_nbytes, zi)).astype(I64)
+    nb = nbytes.astype(I64)
     np.maximum(nb, 1, out=nb)
-    if ndev == 1:
-        dev = np.zeros(len(zi), I64)
-    elif st.seek_bounds is not None:  # seeks are in device order: positions give devices
-        dev = np.searchsorted(st.seek_bounds[1:], zi, side="right").astype(I64)
-    else:
-        dev = rq.dev[st.seek_idx[zi]].astype(I64)
-    del zi
-    code = dev << SIZE_BITS
-    code |= floor_log2(nb)
+    dev = bucket >> SIZE_BITS
     ng = ndev << SIZE_BITS
-    cnt, med = group_stats(code, sv, ng, (50,))
-    size_sum = np.bincount(code, weights=nb, minlength=ng)
-    del code
+    cnt, med = group_stats(bucket, service, ng, (50,))
+    size_sum = np.bincount(bucket, weights=nb, minlength=ng)
     for g in range(ndev):
         sl = slice(g << SIZE_BITS, (g + 1) << SIZE_BITS)
         has = cnt[sl] > 0
@@ -1118,68 +1111,49 @@ def device_fits(rq: Requests, st: Stages, all_ok: bool) -> DeviceFit:
         y = med[50][sl][has].astype(np.float64)
         fit.a[g], fit.b[g] = theil_sen(x, y)
         fit.zero[g] = True
-    resid = sv - fit.baseline(dev, nb)
-    del sv, nb
+    resid = service - fit.baseline(dev, nb)
+    del nb
     _, q = group_stats(dev, resid, ndev, (50, 90))
     fit.spread = q[90] - q[50]
     return fit
 
 
-def _positioning(sk: np.ndarray, svc: np.ndarray, okl: np.ndarray | None,
-                 bucket: np.ndarray, nbytes: np.ndarray, fit: DeviceFit, ndev: int
-                 ) -> dict[str, Any]:
-    """Positioning figures of one class's requests with a seek distance (see per_class).
-
-    sk: absolute seek; svc: service time; okl: fully observed (None: all); bucket:
-    (device << 6) | size bucket; nbytes: sizes (for the device fit).
-    """
-    ng = max(ndev, 1) << SIZE_BITS
-    z = sk == 0
-    if okl is not None:
-        z &= okl
-    zi = np.flatnonzero(z)
-    del z
-    cnt, q = group_stats(bucket[zi], svc[zi], ng, (50, 90))
-    dev_of = np.arange(ng) >> SIZE_BITS
-    # Fully observed requests per bucket, and those with a non-zero seek (measured).
-    per_b = np.bincount(bucket if okl is None else bucket[okl], minlength=ng)[:ng]
-    measured_b = per_b - cnt
-    # Per bucket: which baseline (BASELINES index), its value, its noise threshold.
+def _baselines(zcode: np.ndarray, zsv: np.ndarray, per_b: np.ndarray, fit: DeviceFit,
+               ng: int, code: np.ndarray, svc: np.ndarray, ok: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per bucket (class, device, size bucket), see per_class: which baseline (BASELINES
+    index), its value and its noise threshold, and the requests with a non-zero seek
+    (measured). zcode, zsv: bucket and service time of the fully observed zero-seek
+    requests; per_b: fully observed requests per bucket; code, svc, ok: bucket, service
+    time and fully observed (None: all) of every request with a seek."""
+    nbk = len(per_b)
+    cnt, q = group_stats(zcode, zsv, nbk, (50, 90))
+    dev_of = (np.arange(nbk) % ng) >> SIZE_BITS
+    measured = per_b - cnt
     kind = np.where(cnt > 0, 0, np.where(fit.zero[dev_of], 1, 2))
     base = q[50]
     thr = np.where(cnt > 0, np.maximum(q[90] - q[50], fit.spread[dev_of]), fit.spread[dev_of])
-    for g in np.flatnonzero((measured_b > 0) & (kind == 2)).tolist():
+    decile = np.flatnonzero((measured > 0) & (kind == 2))
+    if len(decile):
         # No zero-seek request on the device: the bucket's fastest decile is its
-        # baseline, and only requests slower than the bucket's p90 count.
-        v = svc[(bucket == g) & (True if okl is None else okl)]
-        n = len(v)
-        k = -(-n // 10)
-        v.partition(sorted({k - 1, _rank(n, 90)}))
-        base[g] = np.sort(v[:k])[_rank(k, 50)]
-        thr[g] = int(v[_rank(n, 90)]) - int(base[g])
-    # Excess over the baseline; 0 for the zero-seek requests (and any not fully
-    # observed), which no threshold (>= 0) lets through.
-    ex = np.take(base, bucket)
-    np.subtract(svc, ex, out=ex)
-    if ((measured_b > 0) & (kind == 1)).any():
-        fi = np.flatnonzero(kind[bucket] == 1)
-        ex[fi] = svc[fi] - fit.baseline(dev_of[bucket[fi]], nbytes[fi].astype(I64))
-        del fi
-    ex[zi] = 0
-    del zi
-    if okl is not None:
-        ex *= okl
-    hit = ex > np.take(thr, bucket)
-    by = np.bincount(kind, weights=measured_b, minlength=len(BASELINES)).astype(I64)
-    ex *= hit  # the sum over the hits, without a masked reduction
-    return {
-        "positioning_ns": int(ex.sum()),
-        "positioning_basis": int(per_b.sum()),
-        "positioned_requests": int(np.count_nonzero(hit)),
-        "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
-        "baseline_requests": {name: int(by[i]) for i, name in enumerate(BASELINES)},
-        "device_ns": int(svc.sum() if okl is None else (svc * okl).sum()),
-    }
+        # baseline, and only requests slower than the bucket's p90 count. Their service
+        # times sorted within buckets.
+        pick = np.zeros(nbk, bool)
+        pick[decile] = True
+        sel = np.take(pick, code.astype(np.intp))
+        if ok is not None:
+            sel &= ok
+        sel = np.flatnonzero(sel)
+        g, v = np.take(code, sel), np.take(svc, sel)
+        o = np.lexsort((v, g))
+        g, v = g[o], v[o]
+        lo = np.searchsorted(g, decile)
+        hi = np.searchsorted(g, decile, side="right")
+        for b, i, j in zip(decile.tolist(), lo.tolist(), hi.tolist()):
+            n = j - i
+            base[b] = v[i + _rank(-(-n // 10), 50)]
+            thr[b] = int(v[i + _rank(n, 90)]) - int(base[b])
+    return kind, base, thr, measured
 
 
 @dataclass
@@ -1294,8 +1268,8 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
     Latencies are computed for all requests at once and sorted within classes by one
     sort per figure (group_sort); `counts` (request_counts) and `latency`
     (latency_figures) are computed if not given. release=True drops the seek columns of
-    `st` (seek, seek_idx, seek_service, seek_nbytes, seek_cls) as soon as they are
-    grouped by class, for callers that need them no more (lower peak memory).
+    `st` (seek, seek_idx, seek_service, seek_nbytes, seek_cls) once they are read, for
+    callers that need them no more (lower peak memory).
     """
     rc = counts if counts is not None else request_counts(rq, cls)
     dev_op, dev_bytes = rc.dev_op, rc.dev_bytes
@@ -1439,100 +1413,180 @@ def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, 
     return grp, start
 
 
+PLACEMENT_BLOCK = 1 << 16  # seeks per block of _placement (temporaries stay in cache)
+
+
 def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
                with_placement: bool, release: bool = False) -> dict[str, Any]:
     """Placement figures per class (and reqs[class]["seek_sectors"]), see per_class.
-    The requests with a seek are grouped by class once (a stable sort of their class);
-    release=True drops each seek column of `st` once it is (per_class)."""
+
+    The requests with a seek are taken block by block in stage order, without grouping
+    them by class: a first pass counts them by (class, seek_bins) and by bucket (class,
+    device, size bucket) and keeps the fully observed zero-seek ones, which give the
+    baselines; a second pass sums the excess over them by bucket and picks out the seeks
+    of the bins that hold each class's seek percentiles, ranked then within those bins
+    only. release=True drops the seek columns of `st` once read (per_class)."""
     ncls = len(CLASS_NAMES)
-    ndev = len(rq.devices)
-    place: dict[str, Any] = {}
-    scls = st.seek_cls if st.seek_cls is not None else gather(cls, st.seek_idx)
-    sb = st.seek_bounds
-
-    def class_counts(c: np.ndarray) -> np.ndarray:
-        return np.array([np.count_nonzero(c == k) for k in range(ncls)], dtype=I64)
-
-    if sb is not None and ndev > 1:
-        # Requests with a seek by (device, class): the device of each follows from its
-        # position, as the seeks are in device order (kept within a class below).
-        nkd = np.stack([class_counts(scls[sb[g]:sb[g + 1]]) for g in range(ndev)])
-        nk = nkd.sum(axis=0)
-    else:
-        nk = class_counts(scls)
-        nkd = None
-    off = np.zeros(len(nk) + 1, I64)
-    np.cumsum(nk, out=off[1:])
+    ndev = max(len(rq.devices), 1)
+    ng = ndev << SIZE_BITS
+    nbk = ncls * ng
+    n = len(st.seek)
     # All fully observed (the usual case): no per-request check needed.
     all_ok = not np.bitwise_and(rq.flags, UNOBSERVED).any()
-    service = st.seek_service if st.seek_service is not None else np.zeros(len(st.seek), I64)
-    if with_placement:
-        fit = device_fits(rq, st, all_ok)
-    # The request indices are needed only for what the stages do not give: the flags of
-    # requests not all fully observed, the sizes, the device when not known by position.
-    need_idx = not all_ok or st.seek_nbytes is None or (nkd is None and ndev > 1)
-    nbytes = st.seek_nbytes
-    seek_idx = st.seek_idx
-    empty = np.zeros(0, I64)
-    if release:
-        st.seek_cls = None
-        if not need_idx:
-            seek_idx = st.seek_idx = empty
-    if (nk > 0).sum() > 1:
-        order = np.argsort(scls, kind="stable")  # a radix sort of small integers
-        del scls
-        if need_idx:
-            seek_idx = np.take(st.seek_idx, order)
-            if release:
-                st.seek_idx = empty
-        seek = np.take(st.seek, order)
-        if release:
-            st.seek = empty
-        if with_placement:
-            service = np.take(service, order)
-            if nbytes is not None:
-                nbytes = np.take(nbytes, order)
-        if release:
-            st.seek_service, st.seek_nbytes = empty, None
-        del order
-        np.abs(seek, out=seek)
-    else:
-        del scls
-        seek = np.abs(st.seek)
-        if release:
-            st.seek = empty
-    for k, name in enumerate(CLASS_NAMES):
-        if not nk[k]:
-            continue
-        sidx = seek_idx[off[k]:off[k + 1]]
-        sk = seek[off[k]:off[k + 1]]
+    service = st.seek_service if st.seek_service is not None else np.zeros(n, I64)
+    # The device of each seek follows from its position when the bounds are known.
+    bounds = st.seek_bounds.tolist() if st.seek_bounds is not None and ndev > 1 else None
+
+    def of_request(col: np.ndarray | None, arr: np.ndarray, a: int, b: int) -> np.ndarray:
+        """A seek column's block, else `arr` of the block's requests."""
+        return col[a:b] if col is not None else gather(arr, st.seek_idx[a:b])
+
+    skey = np.empty(n, np.int16)  # class << 11 | seek bin
+    hist = np.zeros(ncls * SEEK_BINS, I64)
+    code = np.empty(n if with_placement else 0, np.int16 if nbk < (1 << 15) else np.int32)
+    ok_all = None if all_ok or not with_placement else np.empty(n, bool)
+    per_b = np.zeros(nbk, I64)  # fully observed requests per bucket
+    zparts = []
+    for a in range(0, n, PLACEMENT_BLOCK):
+        b = min(a + PLACEMENT_BLOCK, n)
+        c = of_request(st.seek_cls, cls, a, b).astype(I64)
+        seek = st.seek[a:b]
+        bins = seek_bins(np.abs(seek))
+        bins += c * SEEK_BINS
+        hist += np.bincount(bins, minlength=len(hist))
+        skey[a:b] = bins
         if not with_placement:
-            reqs[name]["seek_sectors"] = percentiles(sk, (50,), inplace=True)
             continue
-        ok = None if all_ok else (gather(rq.flags, sidx) & UNOBSERVED) == 0
-        # Size bucket floor(log2(bytes)), plus device << 6.
-        nb = gather(rq.nbytes, sidx) if nbytes is None else nbytes[off[k]:off[k + 1]]
-        bucket = floor_log2(np.maximum(nb, 1))
-        if nkd is not None:
-            lo = 0
-            for g in range(ndev):
-                hi = lo + int(nkd[g, k])
-                if g:
-                    bucket[lo:hi] += g << SIZE_BITS
-                lo = hi
+        # Bucket: size bucket floor(log2(bytes)), plus device << 6, plus class * ng.
+        bk = floor_log2(np.maximum(of_request(st.seek_nbytes, rq.nbytes, a, b), 1))
+        if bounds is not None:
+            for g in range(1, ndev):
+                lo, hi = max(bounds[g], a), min(bounds[g + 1], b)
+                if lo < hi:
+                    bk[lo - a:hi - a] += g << SIZE_BITS
         elif ndev > 1:
-            bucket += gather(rq.dev, sidx).astype(I64) << SIZE_BITS
-        posn = _positioning(sk, service[off[k]:off[k + 1]], ok, bucket, nb, fit, ndev)
-        del bucket, ok, nb
-        hist = seek_hist(sk)
-        seek_p = percentiles(sk, (50, 90), inplace=True)
+            bk += gather(rq.dev, st.seek_idx[a:b]).astype(I64) << SIZE_BITS
+        c *= ng
+        bk += c
+        code[a:b] = bk
+        z = seek == 0
+        if ok_all is not None:
+            ok = ok_all[a:b]
+            np.equal(gather(rq.flags, st.seek_idx[a:b]) & UNOBSERVED, 0, out=ok)
+            z &= ok
+            bk = bk[ok]
+        per_b += np.bincount(bk, minlength=nbk)
+        zparts.append(np.flatnonzero(z) + a)
+    if with_placement:
+        zi = np.concatenate(zparts) if zparts else np.zeros(0, I64)
+        zcode = np.take(code, zi).astype(I64)
+        zsv = np.take(service, zi)
+        dev_b = zcode % ng
+        znb = (np.take(st.seek_nbytes, zi) if st.seek_nbytes is not None else
+               gather(rq.nbytes, np.take(st.seek_idx, zi)))
+        fit = device_fits(zsv if st.seek_service is not None else None, znb, dev_b, ndev)
+        del znb, dev_b
+        kind, base, thr, measured = _baselines(zcode, zsv, per_b, fit, ng, code, service,
+                                               ok_all)
+        del zcode, zsv
+        dev_of = (np.arange(nbk) % ng) >> SIZE_BITS
+        fit_kind = (kind == 1) if ((measured > 0) & (kind == 1)).any() else None
+    # The bins that hold each class's seek percentiles (p50, p90 with placement) and max.
+    qs = (50, 90) if with_placement else (50,)
+    counts = hist.reshape(ncls, SEEK_BINS)
+    nk = counts.sum(axis=1)
+    cum = np.cumsum(counts, axis=1)
+    want = np.zeros(ncls * SEEK_BINS, bool)
+    ranks: dict[int, list[tuple[int, int]]] = {}  # class: [(rank, bin)]
+    for cl in np.flatnonzero(nk).tolist():
+        rs = [_rank(int(nk[cl]), q) for q in qs] + [int(nk[cl]) - 1]
+        ranks[cl] = [(r, int(np.searchsorted(cum[cl], r, side="right"))) for r in rs]
+        for _, bn in ranks[cl]:
+            want[cl * SEEK_BINS + bn] = bn > 0  # bin 0 holds only zeros
+    pos = np.zeros(nbk, I64)  # excess over the baselines (the positioning) per bucket
+    hits = np.zeros(nbk, I64)
+    dns = np.zeros(nbk, I64)  # service time per bucket
+    picked = []
+    for a in range(0, n, PLACEMENT_BLOCK):
+        b = min(a + PLACEMENT_BLOCK, n)
+        kb = skey[a:b].astype(np.intp)
+        w = np.flatnonzero(np.take(want, kb))
+        if len(w):
+            picked.append((np.take(kb, w), np.abs(np.take(st.seek[a:b], w)).astype(I64)))
+        if not with_placement:
+            continue
+        cc = code[a:b].astype(np.intp)
+        sv = service[a:b]
+        # Excess over the baseline; 0 for the zero-seek requests (and any not fully
+        # observed), which no threshold (>= 0) lets through.
+        ex = np.take(base, cc)
+        np.subtract(sv, ex, out=ex)
+        if fit_kind is not None:
+            fi = np.flatnonzero(np.take(fit_kind, cc))
+            if len(fi):
+                nb = of_request(st.seek_nbytes, rq.nbytes, a, b)
+                ex[fi] = sv[fi] - fit.baseline(np.take(dev_of, cc[fi]),
+                                               nb[fi].astype(I64))
+        z0, z1 = np.searchsorted(zi, (a, b))
+        ex[zi[z0:z1] - a] = 0
+        if ok_all is not None:
+            ex *= ok_all[a:b]
+            sv = sv * ok_all[a:b]
+        hit = ex > np.take(thr, cc)
+        ex *= hit  # the sums over the hits, without a masked reduction
+        np.add.at(pos, cc, ex)
+        hits += np.bincount(cc[hit], minlength=nbk)
+        np.add.at(dns, cc, sv)
+    if release:
+        st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
+        st.seek_nbytes = st.seek_cls = None
+    # The seeks picked, sorted by (class, bin, value): (class << 11 | bin) << vbits | value
+    # in one int64 when it fits (a value sort), else a lexsort.
+    pk = np.concatenate([p[0] for p in picked]) if picked else np.zeros(0, np.intp)
+    pv = np.concatenate([p[1] for p in picked]) if picked else np.zeros(0, I64)
+    del picked
+    vbits = max(1, int(pv.max()).bit_length()) if len(pv) else 1
+    if vbits + (ncls * SEEK_BINS - 1).bit_length() <= 63:
+        key = pk.astype(I64) << vbits
+        key |= pv
+        key.sort()
+        pv = key & ((1 << vbits) - 1)
+        pk = key >> vbits
+    else:
+        o = np.lexsort((pv, pk))
+        pk, pv = pk[o], pv[o]
+    place: dict[str, Any] = {}
+    for k, rk in ranks.items():
+        name = CLASS_NAMES[k]
+        vals = []
+        for r, bn in rk:
+            if not bn:
+                vals.append(0)
+                continue
+            below = int(cum[k, bn - 1])
+            first = int(np.searchsorted(pk, k * SEEK_BINS + bn))
+            vals.append(int(pv[first + r - below]))
+        seek_p: dict[str, int | None] = {f"p{q}": v for q, v in zip(qs, vals)}
+        seek_p["max"] = vals[-1]
+        if not with_placement:
+            reqs[name]["seek_sectors"] = seek_p
+            continue
         reqs[name]["seek_sectors"] = {"p50": seek_p["p50"], "max": seek_p["max"]}
+        slots = counts[k].reshape(-1, 1 << SEEK_SUB).sum(axis=1)
+        hist_k = slots[:int(np.flatnonzero(slots)[-1]) + 1]
+        sl = slice(k * ng, (k + 1) * ng)
+        by = np.bincount(kind[sl], weights=measured[sl], minlength=len(BASELINES)).astype(I64)
         place[name] = {
-            "requests_with_seek": int(len(sk)),
-            "sequential_share": round(float(hist[0]) / len(sk), 6),
+            "requests_with_seek": int(nk[k]),
+            "sequential_share": round(float(hist_k[0]) / int(nk[k]), 6),
             "seek_sectors": seek_p,
-            "seek_hist_log2": hist.tolist(),
-            **posn,
+            "seek_hist_log2": hist_k.tolist(),
+            "positioning_ns": int(pos[sl].sum()),
+            "positioning_basis": int(per_b[sl].sum()),
+            "positioned_requests": int(hits[sl].sum()),
+            "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
+            "baseline_requests": {bname: int(by[i]) for i, bname in enumerate(BASELINES)},
+            "device_ns": int(dns[sl].sum()),
         }
     return place
 
