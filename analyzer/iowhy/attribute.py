@@ -744,17 +744,23 @@ def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray
     D = union of the data writes, C the commit (one interval per call), F the union of
     the flushes: data = |D|, commit = |C| - |C & D|, flush = |F| - |F & (D | C)| with
     |F & (D | C)| = |F & D| + |F & C| - |F & C & D|, every term a measure of D inside
-    intervals (Coverage) or an interval overlap.
+    intervals (Coverage) or an interval overlap. The intervals of D of call g are
+    first[g]:first[g + 1]: the measures of D up to a time of call g are looked up from
+    there, a step or a few each (_CallCover), instead of by binary searches over all.
     """
     d = _keyed_union(ks, ke, rcls == DATA)
-    data = group_lengths(d[0], d[1], cspan, n)
-    cov = Coverage(*d)
+    cov = _CallCover(Coverage(*d), cspan, n)
     del d
+    data = np.take(cov.cum, cov.first[1:])
+    data -= np.take(cov.cum, cov.first[:-1])
     commit = np.zeros(n, I64)
     ci = np.flatnonzero(has_c)
     cbase = ci.astype(I64) * cspan - enter[ci]
     cs, ce = c0[ci] + cbase, c1[ci] + cbase
-    commit[ci] = (ce - cs) - cov.within(cs, ce)
+    # cs < ce: the measure up to ce is found from the position of cs on.
+    j = np.take(cov.first, ci)
+    before = cov.upto(j, cs)
+    commit[ci] = (ce - cs) - (cov.upto(j, ce) - before)
     flush = np.zeros(n, I64)
     fs_, fe_ = _keyed_union(ks, ke, rcls == FLUSH)
     if len(fs_):
@@ -765,10 +771,55 @@ def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray
         gce = np.where(has, c1[g] + g * cspan - enter[g], 0)
         xs, xe = np.maximum(fs_, gcs), np.minimum(fe_, gce)
         both = np.maximum(xe - xs, 0)
-        excl = (fe_ - fs_) - cov.within(fs_, fe_) - both + cov.within(xs, np.maximum(xs, xe))
+        # fs_ < fe_ and fs_ <= xs <= max(xs, xe): each looked up from the position of
+        # one before it.
+        j = np.take(cov.first, g)
+        excl = fe_ - fs_
+        excl += cov.upto(j, fs_)
+        jx = j.copy()
+        excl -= cov.upto(j, fe_)
+        excl -= both
+        excl -= cov.upto(jx, xs)
+        excl += cov.upto(jx, np.maximum(xs, xe))
         # Per call: at most cspan each, so float64 sums of these integers are exact.
         flush = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
     return data, commit, flush
+
+
+class _CallCover:
+    """Coverage of disjoint sorted intervals in call-keyed time (call * cspan + offset),
+    looked up by call: the intervals of call g are first[g]:first[g + 1], few, so a
+    lookup steps over them from a position known to be at or before its answer."""
+
+    def __init__(self, cov: Coverage, cspan: int, n: int) -> None:
+        self.s, self.cum, self.prev_e = cov.s, cov.cum, cov.prev_e
+        self.first = np.zeros(n + 1, I64)
+        if len(self.s):
+            np.cumsum(np.bincount(self.s // cspan, minlength=n)[:n], out=self.first[1:])
+        # The starts with one above any time after them: the steps stop there.
+        self.s_pad = np.append(self.s, np.iinfo(I64).max)
+
+    def upto(self, j: np.ndarray, t: np.ndarray, steps: int = 8) -> np.ndarray:
+        """Coverage.upto(t), given j: positions at or before searchsorted(s, t, "right"),
+        which j is advanced to in place (a later lookup of a time >= t can start there):
+        a step over the intervals at a time, then a binary search for those still
+        stepping after `steps`."""
+        act = np.flatnonzero(np.take(self.s_pad, j) <= t)
+        for _ in range(steps):
+            if not len(act):
+                break
+            j[act] += 1
+            act = np.take(act, np.flatnonzero(np.take(self.s_pad, np.take(j, act))
+                                              <= np.take(t, act)))
+        if len(act):
+            j[act] = np.searchsorted(self.s, np.take(t, act), side="right")
+        # cum[j] minus the part of interval j - 1 at or after t (as Coverage.upto).
+        cut = np.take(self.prev_e, j)
+        cut -= t
+        np.maximum(cut, 0, out=cut)
+        out = np.take(self.cum, j)
+        out -= cut
+        return out
 
 
 def _keyed_union(s: np.ndarray, e: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, ...]:
