@@ -541,17 +541,12 @@ def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: S
     span, w0 = st.span, st.origin
     covers = [Coverage(*_unkey(u, span, w0, relevant)) for u in cumul]
     wi = fl.waiter_idx
+    a, b = fl.wait_windows
     if len(wi) and len(relevant) < len(rq.devices):
-        wi = wi[np.isin(rq.dev[wi], np.asarray(list(relevant), dtype=np.int32))]
-    if not len(wi):
-        return covers, (np.zeros(0, I64), np.zeros(0, I64))
-    w1 = w0 + span - 2
-    ws = np.clip(first_start(rq, wi), w0, w1)
-    we = np.clip(rq.done[wi], w0, w1)
-    issued = rq.issue[wi] > 0
-    ds = np.clip(select(issued, rq.issue[wi], we), ws, we)
-    de = np.clip(select(issued, rq.data_done[wi], we), ds, we)
-    return covers, (np.concatenate((ws, de)), np.concatenate((ds, we)))
+        keep = np.flatnonzero(np.isin(rq.dev[wi], np.asarray(list(relevant), dtype=np.int32)))
+        keep = np.concatenate((keep, keep + len(wi)))
+        a, b = np.take(a, keep), np.take(b, keep)
+    return covers, (a, b)
 
 
 def relevant_devices(rq: Requests, fsync_devs: Sequence[tuple[int, int]],

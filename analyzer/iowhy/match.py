@@ -1139,6 +1139,9 @@ class FlushShare:
     pair_waiter: np.ndarray  # (waiter request index, FF position, share ns) per pair
     pair_ff: np.ndarray
     pair_share_ns: np.ndarray
+    # The waiting windows [start, end) of the waiters (plain time): the one before each
+    # one's data stage, then (after all of those) the one after it.
+    wait_windows: tuple[np.ndarray, np.ndarray]
 
 
 def flush_generations(rq: Requests, window: Window) -> FlushShare:
@@ -1158,21 +1161,26 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     # observed waiting window).
     waiters = np.flatnonzero(((rq.flags & (abi.RQ_FLUSH_SEQ | abi.RQ_LOST_DONE))
                               == abi.RQ_FLUSH_SEQ) & (rq.op != abi.OP_FLUSH))
+    # Two waiting windows per request: before its data stage and after it.
+    ws = np.clip(first_start(rq, waiters), w0, w1)
+    we = np.clip(rq.done[waiters], w0, w1)
+    iss = rq.issue[waiters]
+    issued = iss > 0
+    ds = np.clip(select(issued, iss, we), ws, we)
+    de = np.clip(select(issued, rq.data_done[waiters], we), ds, we)
+    del iss, issued
+    windows = (np.concatenate((ws, de)), np.concatenate((ds, we)))
+    del ws, we, ds, de
     empty = np.zeros(0, I64)
     if len(ff) == 0 or len(waiters) == 0:
         return FlushShare(ff, ff_ns, np.zeros(len(ff), I64), waiters,
-                          np.zeros(len(waiters), I64), empty, empty, empty)
+                          np.zeros(len(waiters), I64), empty, empty, empty, windows)
+    # The windows in keyed time.
     wbase = rq.dev[waiters].astype(I64) * span - w0
-    ws = np.clip(first_start(rq, waiters), w0, w1) + wbase
-    we = np.clip(rq.done[waiters], w0, w1) + wbase
-    issued = rq.issue[waiters] > 0
-    ds = select(issued, np.clip(rq.issue[waiters], w0, w1) + wbase, we)
-    de = select(issued, np.clip(rq.data_done[waiters], w0, w1) + wbase, we)
-    ds = np.clip(ds, ws, we)
-    de = np.clip(de, ds, we)
-    # Two waiting windows per request: before its data stage and after it.
-    a = np.concatenate((ws, de))
-    b = np.concatenate((ds, we))
+    wbase = np.concatenate((wbase, wbase))
+    a = windows[0] + wbase
+    b = windows[1] + wbase
+    del wbase
     owner = np.concatenate((np.arange(len(waiters)), np.arange(len(waiters))))
     cm = np.maximum.accumulate(fke)
     lo = np.searchsorted(cm, a, side="right")
@@ -1223,7 +1231,8 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     del pw, pf
     # flush_wait per waiter: FF union inside its two windows.
     fu = Coverage(*union_sorted(fks, fke))
-    wait = fu.within(ws, ds) + fu.within(de, we)
+    wait = fu.within(a, b)
+    wait = wait[:len(waiters)] + wait[len(waiters):]
     n_w = np.bincount(pf_u, minlength=len(ff)).astype(I64)
     # Equal integer shares; the first (ff_ns % n) waiters (by request index) get +1.
     # rank: position of the pair among its FF's (runs of equal pf_u).
@@ -1240,7 +1249,7 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     share, rem = np.divmod(fn, nn)
     share += rank < rem
     return FlushShare(ff, ff_ns, n_w, waiters, wait, np.take(waiters, pw_u), pf_u,
-                      share.astype(I64))
+                      share.astype(I64), windows)
 
 
 # -- request -> call join ------------------------------------------------------------------
