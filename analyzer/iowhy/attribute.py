@@ -382,74 +382,112 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     w = np.clip(np.where(wk > 0, wk, s), s, e)
     del wk, lo, hi, oi, otid
     sysnr = np.asarray(off["syscall_nr"]).astype(np.int32)
-    sys_cands = unique(sysnr[w > s])  # syscalls of intervals with a blocked part
     nt, no = len(tids), len(s)
     ws, we = waits if waits is not None else (np.zeros(0, I64), np.zeros(0, I64))
     ws = np.clip(ws, w0, w1)
     we = np.clip(we, w0, w1)
-    nw = len(ws)
-    # Events: time, dAlive, dOff, dRunq, dBlocked (+syscall of blocked events), dWait.
-    T = np.concatenate((birth, death, s, w, e, np.array([w0, w1], I64), ws, we))
-    del birth, death, s, w, e, ws, we
-    # The kind of each event of T (_EV_*).
-    kind = np.repeat(np.array([_EV_BIRTH, _EV_DEATH, _EV_OFF, _EV_WAKE, _EV_ON, _EV_EDGE,
-                               _EV_WAIT, _EV_UNWAIT], np.int8),
-                     [nt, nt, no, no, no, 2, nw, nw])
-    # Every event time is inside the window: sorted relative to its start.
-    T -= w0
-    T, order = sort_with_order(T, overwrite=True)
-    T += w0
-    kind = kind[order]
-    # State after all events at one time holds until the next distinct time.
-    last = np.flatnonzero(np.append(T[1:] != T[:-1], True))
-    tl = T[last]
-    del T
-    seg_a = tl[:-1]
-    seg_b = tl[1:]
-    head = last[:-1]
+    # Events: each one's time (inside the window: relative to its start) << 3 | its kind
+    # (_EV_*) in one uint64, value-sorted. The state after the last event of a time does
+    # not depend on the order of the events at that time.
+    parts = ((birth, _EV_BIRTH), (death, _EV_DEATH), (s, _EV_OFF), (w, _EV_WAKE),
+             (e, _EV_ON), (np.array([w0, w1], I64), _EV_EDGE), (ws, _EV_WAIT),
+             (we, _EV_UNWAIT))
+    n = sum(len(p) for p, _ in parts)
+    packed = (w1 - w0).bit_length() + 3 <= 64
+    key: np.ndarray = np.empty(n, np.uint64 if packed else I64)
+    kind = np.empty(0 if packed else n, np.int8)  # the kinds apart when they do not fit
+    j = 0
+    for p, k in parts:
+        kb: np.ndarray = key[j:j + len(p)]
+        np.subtract(p, w0, out=kb, casting="unsafe")
+        if packed:
+            kb <<= np.uint64(3)
+            kb |= np.uint64(k)
+        else:
+            kind[j:j + len(p)] = k
+        j += len(p)
+    del birth, death, e, ws, we, parts
+    if packed:
+        key.sort()
+    else:
+        key, order = sort_with_order(key, overwrite=True)
+        kind = np.take(kind, order)
+        del order
 
-    def delta(plus: int, minus: int) -> np.ndarray:
-        """+1 at the events of kind `plus`, -1 at those of kind `minus`."""
-        d = (kind == plus).view(np.int8)
-        d -= (kind == minus).view(np.int8)
-        return d
-
-    def counts(first: tuple[int, int], second: tuple[int, int], at: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Two running counts, after the last event of each time: for each (plus, minus)
-        pair of kinds, the events of kind plus minus those of kind minus. In one pass:
-        the 32-bit halves of a uint64 sum, each biased by 2^31 (no count reaches 2^31 in
-        size, so neither borrows from the other). Biased alike, counts compare as they
-        are."""
+    def table(first: tuple[int, int], second: tuple[int, int]) -> np.ndarray:
+        """What each kind of event adds to two running counts, one per (plus, minus) pair
+        of kinds: the events of kind plus minus those of kind minus. Both in one uint64
+        sum, in its 32-bit halves (see below)."""
         t = [0] * 8
         for shift, (plus, minus) in ((0, first), (32, second)):
             t[plus] += 1 << shift
             t[minus] -= 1 << shift
-        c = np.take(np.array([v % (1 << 64) for v in t], np.uint64), kind)
-        np.cumsum(c, out=c)
-        c = np.take(c, at)
-        c += np.uint64((1 << 63) | (1 << 31))
-        halves = c.view(np.uint32)
-        lo = 0 if sys.byteorder == "little" else 1
-        return halves[lo::2], halves[1 - lo::2]
-    n_alive, n_off = counts((_EV_BIRTH, _EV_DEATH), (_EV_OFF, _EV_ON), head)
-    n_runq, n_wait = counts((_EV_WAKE, _EV_ON), (_EV_WAIT, _EV_UNWAIT), head)
-    del head
+        return np.array([v % (1 << 64) for v in t], np.uint64)
+    tab1 = table((_EV_BIRTH, _EV_DEATH), (_EV_OFF, _EV_ON))  # alive, off CPU
+    tab2 = table((_EV_WAKE, _EV_ON), (_EV_WAIT, _EV_UNWAIT))  # runnable, in a flush wait
+    # Each half is biased by 2^31 from the start (no count reaches 2^31 in size, so
+    # neither borrows from the other). Biased alike, counts compare as they are.
+    bias = np.uint64((1 << 63) | (1 << 31))
     zero = np.uint32(1 << 31)
-    in_wait = n_wait > zero
-    del n_wait
-    seg_len = seg_b - seg_a
-    oncpu = n_alive > n_off
-    runq = ~oncpu & (n_runq > zero)
-    blocked = ~oncpu & ~runq & (n_off > n_runq)
-    none = ~oncpu & ~runq & ~blocked
+    low = 0 if sys.byteorder == "little" else 1
     res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
-    res["cpu"] = int((seg_len * oncpu).sum())  # masked sums without a selection
-    res["runqueue"] = int((seg_len * runq).sum())
-    bi = np.flatnonzero(blocked & (seg_len > 0))
-    ba, bb = seg_a[bi], seg_b[bi]
-    # A whole elementary segment is inside the flush-wait windows or outside them.
-    wseg = in_wait[bi]
+    no_task = 0
+    blocked_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    # Block by block of events (the temporaries stay in cache). The state after each
+    # event holds until the next event's time: for the last event of a time, over the
+    # segment to the next time; for the others, over nothing. A block takes the segments
+    # from its events and the previous block's last one (the counts it left: the carry).
+    carry1 = carry2 = bias
+    for a in range(0, n, WORKLOAD_BLOCK):
+        b = min(a + WORKLOAD_BLOCK, n)
+        p = max(a - 1, 0)  # the first event whose segment the block takes
+        tb: np.ndarray
+        if packed:
+            tb = key[p:b] >> np.uint64(3)
+            kb = np.bitwise_and(key[a:b], np.uint64(7)).view(I64)
+        else:
+            tb, kb = key[p:b], kind[a:b]
+        # The counts after events a - 1 .. b - 1.
+        c1 = np.empty(b - a + 1, np.uint64)
+        c1[0] = carry1
+        np.take(tab1, kb, out=c1[1:], mode="clip")
+        np.cumsum(c1, out=c1)
+        carry1 = c1[-1]
+        c2 = np.empty(b - a + 1, np.uint64)
+        c2[0] = carry2
+        np.take(tab2, kb, out=c2[1:], mode="clip")
+        np.cumsum(c2, out=c2)
+        carry2 = c2[-1]
+        del kb
+        # Events p .. b - 2: their counts and segment lengths.
+        h1 = c1[1 - (a - p):-1].view(np.uint32)
+        h2 = c2[1 - (a - p):-1].view(np.uint32)
+        n_alive, n_off = h1[low::2], h1[1 - low::2]
+        n_runq, n_wait = h2[low::2], h2[1 - low::2]
+        off_cpu = n_alive <= n_off
+        if not off_cpu.any():
+            res["cpu"] += int(tb[-1] - tb[0])
+            continue
+        seg_len = np.diff(tb).view(I64)
+        res["cpu"] += int((seg_len * ~off_cpu).sum())  # masked sums without a selection
+        runq = off_cpu & (n_runq > zero)
+        res["runqueue"] += int((seg_len * runq).sum())
+        rest = off_cpu & ~runq
+        blocked = rest & (n_off > n_runq)
+        no_task += int((seg_len * (rest & ~blocked)).sum())
+        bi = np.flatnonzero(blocked & (seg_len > 0))
+        if len(bi):
+            blocked_parts.append((np.take(tb, bi).view(I64) + w0,
+                                  np.take(tb, bi + 1).view(I64) + w0,
+                                  np.take(n_wait, bi) > zero))
+    del key, kind
+    # The blocked segments; a whole elementary segment is inside the flush-wait windows
+    # or outside them (wseg).
+    if blocked_parts:
+        ba, bb, wseg = (np.concatenate(x) for x in zip(*blocked_parts))
+    else:
+        ba, bb, wseg = np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, bool)
+    del blocked_parts
     blen = bb - ba
     prev = blen * wseg
     for k, cat in enumerate(CATEGORIES):
@@ -459,17 +497,18 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     leftover = blen - prev
     by_sys: dict[str, int] = {}
     blocked_by_sys: dict[str, int] = {}
-    if len(bi):
-        # The syscall most blocked threads are in during each blocked segment.
-        ev_sys = np.concatenate((np.full(2 * nt, -2, np.int32), sysnr, sysnr,
-                                 np.full(no + 2 + 2 * nw, -2, np.int32)))[order]
-        dB = delta(_EV_OFF, _EV_WAKE)  # blocked: from going off CPU to the wakeup
+    if len(ba):
+        # The syscall most blocked threads are in during each blocked segment: the threads
+        # blocked in a syscall at a time are its intervals gone off CPU by then (the state
+        # after all events at that time) less those woken by then.
+        sys_cands = unique(sysnr[w > s])  # syscalls of intervals with a blocked part
         cands = np.concatenate((sys_cands[sys_cands >= 0], sys_cands[sys_cands < 0]))
-        best = np.full(len(bi), -3, np.int32)
-        best_n = np.zeros(len(bi), np.int32)
-        seg_idx = last[:-1][bi]
+        best = np.full(len(ba), -3, np.int32)
+        best_n = np.zeros(len(ba), I64)
         for nr in cands:
-            cnt = np.cumsum(np.multiply(ev_sys == nr, dB, dtype=np.int8), dtype=np.int32)[seg_idx]
+            m = np.flatnonzero(sysnr == nr)
+            cnt = np.searchsorted(np.sort(np.take(s, m)), ba, side="right")
+            cnt -= np.searchsorted(np.sort(np.take(w, m)), ba, side="right")
             better = cnt > best_n
             best[better] = nr
             best_n[better] = cnt[better]
@@ -479,8 +518,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
             lv = int(leftover[m].sum())
             if lv:
                 by_sys[name] = by_sys.get(name, 0) + lv
-            blocked_by_sys[name] = blocked_by_sys.get(name, 0) + int((bb - ba)[m].sum())
-    no_task = int((seg_len * none).sum())
+            blocked_by_sys[name] = blocked_by_sys.get(name, 0) + int(blen[m].sum())
     if no_task:
         by_sys[NO_TASK] = no_task
     res["wait-other"] = int(leftover.sum()) + no_task
@@ -493,6 +531,9 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     }
 
 
+WORKLOAD_BLOCK = 1 << 16  # events of workload_view swept at a time
+
+
 def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: Sequence[int]
                     ) -> tuple[list[Coverage], tuple[np.ndarray, np.ndarray]]:
     """Cumulative coverages V_0..V_4 (barrier.. read) of the workload's devices, and the
@@ -500,17 +541,12 @@ def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: S
     span, w0 = st.span, st.origin
     covers = [Coverage(*_unkey(u, span, w0, relevant)) for u in cumul]
     wi = fl.waiter_idx
+    a, b = fl.wait_windows
     if len(wi) and len(relevant) < len(rq.devices):
-        wi = wi[np.isin(rq.dev[wi], np.asarray(list(relevant), dtype=np.int32))]
-    if not len(wi):
-        return covers, (np.zeros(0, I64), np.zeros(0, I64))
-    w1 = w0 + span - 2
-    ws = np.clip(first_start(rq, wi), w0, w1)
-    we = np.clip(rq.done[wi], w0, w1)
-    issued = rq.issue[wi] > 0
-    ds = np.clip(select(issued, rq.issue[wi], we), ws, we)
-    de = np.clip(select(issued, rq.data_done[wi], we), ds, we)
-    return covers, (np.concatenate((ws, de)), np.concatenate((ds, we)))
+        keep = np.flatnonzero(np.isin(rq.dev[wi], np.asarray(list(relevant), dtype=np.int32)))
+        keep = np.concatenate((keep, keep + len(wi)))
+        a, b = np.take(a, keep), np.take(b, keep)
+    return covers, (a, b)
 
 
 def relevant_devices(rq: Requests, fsync_devs: Sequence[tuple[int, int]],

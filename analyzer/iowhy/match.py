@@ -1139,6 +1139,9 @@ class FlushShare:
     pair_waiter: np.ndarray  # (waiter request index, FF position, share ns) per pair
     pair_ff: np.ndarray
     pair_share_ns: np.ndarray
+    # The waiting windows [start, end) of the waiters (plain time): the one before each
+    # one's data stage, then (after all of those) the one after it.
+    wait_windows: tuple[np.ndarray, np.ndarray]
 
 
 def flush_generations(rq: Requests, window: Window) -> FlushShare:
@@ -1158,25 +1161,33 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     # observed waiting window).
     waiters = np.flatnonzero(((rq.flags & (abi.RQ_FLUSH_SEQ | abi.RQ_LOST_DONE))
                               == abi.RQ_FLUSH_SEQ) & (rq.op != abi.OP_FLUSH))
+    # Two waiting windows per request: before its data stage and after it.
+    ws = np.clip(first_start(rq, waiters), w0, w1)
+    we = np.clip(rq.done[waiters], w0, w1)
+    iss = rq.issue[waiters]
+    issued = iss > 0
+    ds = np.clip(select(issued, iss, we), ws, we)
+    de = np.clip(select(issued, rq.data_done[waiters], we), ds, we)
+    del iss, issued
+    windows = (np.concatenate((ws, de)), np.concatenate((ds, we)))
+    del ws, we, ds, de
     empty = np.zeros(0, I64)
     if len(ff) == 0 or len(waiters) == 0:
         return FlushShare(ff, ff_ns, np.zeros(len(ff), I64), waiters,
-                          np.zeros(len(waiters), I64), empty, empty, empty)
+                          np.zeros(len(waiters), I64), empty, empty, empty, windows)
+    # The windows in keyed time.
     wbase = rq.dev[waiters].astype(I64) * span - w0
-    ws = np.clip(first_start(rq, waiters), w0, w1) + wbase
-    we = np.clip(rq.done[waiters], w0, w1) + wbase
-    issued = rq.issue[waiters] > 0
-    ds = select(issued, np.clip(rq.issue[waiters], w0, w1) + wbase, we)
-    de = select(issued, np.clip(rq.data_done[waiters], w0, w1) + wbase, we)
-    ds = np.clip(ds, ws, we)
-    de = np.clip(de, ds, we)
-    # Two waiting windows per request: before its data stage and after it.
-    a = np.concatenate((ws, de))
-    b = np.concatenate((ds, we))
+    wbase = np.concatenate((wbase, wbase))
+    a = windows[0] + wbase
+    b = windows[1] + wbase
+    del wbase
     owner = np.concatenate((np.arange(len(waiters)), np.arange(len(waiters))))
     cm = np.maximum.accumulate(fke)
     lo = np.searchsorted(cm, a, side="right")
     hi = np.searchsorted(fks, b, side="left")
+    # flush_wait per waiter: FF union inside its two windows.
+    wait = _ff_wait(fks, fke, cm, a, b, lo, hi)
+    wait = wait[:len(waiters)] + wait[len(waiters):]
     cnt = hi - lo
     cnt *= b > a  # an empty window meets no FF
     np.maximum(cnt, 0, out=cnt)
@@ -1221,9 +1232,6 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
         o = np.lexsort((waiters[pw_u], pf_u))
         pw_u, pf_u = pw_u[o], pf_u[o]
     del pw, pf
-    # flush_wait per waiter: FF union inside its two windows.
-    fu = Coverage(*union_sorted(fks, fke))
-    wait = fu.within(ws, ds) + fu.within(de, we)
     n_w = np.bincount(pf_u, minlength=len(ff)).astype(I64)
     # Equal integer shares; the first (ff_ns % n) waiters (by request index) get +1.
     # rank: position of the pair among its FF's (runs of equal pf_u).
@@ -1240,7 +1248,45 @@ def flush_generations(rq: Requests, window: Window) -> FlushShare:
     share, rem = np.divmod(fn, nn)
     share += rank < rem
     return FlushShare(ff, ff_ns, n_w, waiters, wait, np.take(waiters, pw_u), pf_u,
-                      share.astype(I64))
+                      share.astype(I64), windows)
+
+
+def _ff_wait(fks: np.ndarray, fke: np.ndarray, cm: np.ndarray, a: np.ndarray,
+             b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Measure of the union of the FFs [fks, fke) (sorted by start; cm: the running max
+    of fke) inside each window [a, b), from the positions the pair search found: lo, the
+    FFs that end by a (cm <= a); hi, those that start before b. Before b, the measure is
+    that of the union of the first hi FFs (U[hi]) less its part after b (of the
+    component that ends at cm[hi - 1]); before a, that of the first lo FFs (which all
+    end by a) plus the part of [fks[lo], a) FF lo (which ends after a) adds to them. No
+    search of the union itself."""
+    n = len(fks)
+    # U[i], and cm[i - 1] and fks[i] with a time below or above any at either end.
+    u = np.zeros(n + 1, I64)
+    prev = np.empty(n + 1, I64)
+    prev[0] = -(1 << 62)
+    prev[1:] = cm
+    np.maximum(fks, prev[:-1], out=u[1:])
+    np.subtract(fke, u[1:], out=u[1:])
+    np.maximum(u[1:], 0, out=u[1:])
+    np.cumsum(u[1:], out=u[1:])
+    nxt = np.empty(n + 1, I64)
+    nxt[:-1] = fks
+    nxt[-1] = 1 << 62
+    # Up to b: U[hi] - max(cm[hi - 1] - b, 0).
+    cut = np.take(prev, hi)
+    cut -= b
+    np.maximum(cut, 0, out=cut)
+    out = np.take(u, hi)
+    out -= cut
+    # Up to a: U[lo] + max(a - max(fks[lo], cm[lo - 1]), 0).
+    np.maximum(np.take(nxt, lo), np.take(prev, lo), out=cut)
+    np.subtract(a, cut, out=cut)
+    np.maximum(cut, 0, out=cut)
+    out -= cut
+    out -= np.take(u, lo)
+    np.maximum(out, 0, out=out)  # an empty window (b <= a)
+    return out
 
 
 # -- request -> call join ------------------------------------------------------------------
