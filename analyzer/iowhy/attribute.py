@@ -1162,7 +1162,7 @@ class RequestCounts:
     (see request_counts)."""
 
     n: np.ndarray  # [ndev, nclass, 16, 2] requests; op >= 15 counted as 15
-    nbytes: np.ndarray  # the same, bytes (float64 sums of integers, as np.bincount gives)
+    nbytes: np.ndarray  # the same, bytes (float64)
     attrs: np.ndarray  # [nclass, 64] requests by ATTR_* bits
 
     @property
@@ -1186,55 +1186,72 @@ ATTR_ISSUED = 1 << 4
 ATTR_INCOMPLETE = 1 << 5
 assert ATTR_IFLAGS < ATTR_ISSUED and not ATTR_IFLAGS & ATTR_LOST
 assert abi.RQ_LOST_DONE > ATTR_LOST
+# request_counts moves the tracked flag (to the bit above the attributes) and the
+# incomplete flag (to ATTR_INCOMPLETE) by one shift.
+assert abi.RQ_TRACKED == abi.RQ_INCOMPLETE << 1 and ATTR_INCOMPLETE == 1 << 5
 
 
 def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> RequestCounts:
-    """Requests and bytes by (device, class, op, tracked) and attribute counts by class:
-    weighted counts over small integer keys, block by block (small temporaries; the
-    float64 byte sums are sums of integers, exact whatever the order). The requests are
-    counted once by (device, class, op, tracked, attribute bits)."""
+    """Requests and bytes by (device, class, op, tracked) and attribute counts by class.
+    The requests are counted once by (device, class, op, tracked, attribute bits), block
+    by block (small temporaries): a block's keys, each packed with the bytes of its
+    request in one uint64, are sorted by value; the runs of equal keys give the counts
+    and the byte sums (in integers: the float64 sums are exact)."""
     ncls = len(CLASS_NAMES)
     ndev = max(len(rq.devices), 1)
     n = len(rq)
     shape = (ndev, ncls, 16, 2)
-    size = ndev * ncls * 32
-    nj = size * 64
-    kdt = np.uint16 if nj <= (1 << 16) else np.int64
+    nj = ndev * ncls * 32 * 64
+    # (uint32 holds the keys of any device count whose counts fit memory.)
+    kdt = np.uint16 if nj <= (1 << 16) else np.uint32
     cnt = np.zeros(nj, I64)
-    byt = np.zeros(size)
-    tshift = abi.RQ_TRACKED.bit_length() - 1
+    byt = np.zeros(nj, np.uint64)
     ishift = ATTR_INCOMPLETE.bit_length() - abi.RQ_INCOMPLETE.bit_length()
     lshift = abi.RQ_LOST_DONE.bit_length() - ATTR_LOST.bit_length()
     for lo in range(0, n, block):
         hi = min(lo + block, n)
-        key: Any = np.empty(hi - lo, kdt)
-        np.multiply(rq.dev[lo:hi], ncls, out=key, casting="unsafe")
-        np.add(key, cls[lo:hi], out=key, casting="unsafe")
+        key: Any = rq.dev[lo:hi].astype(kdt)
+        key *= ncls
+        key += cls[lo:hi].astype(kdt)
         key <<= 4
-        key |= np.minimum(rq.op[lo:hi], 15)
-        key <<= 1
-        t: Any = np.empty(hi - lo, kdt)
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_TRACKED, out=t, casting="unsafe")
-        t >>= tshift
-        key |= t
-        byt += np.bincount(key, weights=rq.nbytes[lo:hi], minlength=size)
-        # (SYNC/FUA/PREFLUSH, lost, issued, incomplete) in 6 bits.
-        key <<= 6
-        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t, casting="unsafe")
-        key |= t
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_INCOMPLETE, out=t, casting="unsafe")
+        op = rq.op[lo:hi]
+        if int(op.max()) > 15:
+            op = np.minimum(op, 15)
+        key |= op.astype(kdt)
+        # The tracked bit, then (SYNC/FUA/PREFLUSH, lost, issued, incomplete) in 6 bits.
+        key <<= 7
+        fl = rq.flags[lo:hi]
+        t: Any = np.bitwise_and(fl, abi.RQ_TRACKED | abi.RQ_INCOMPLETE, dtype=kdt,
+                                casting="unsafe")
         t <<= ishift
         key |= t
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_LOST_DONE, out=t, casting="unsafe")
+        np.bitwise_and(fl, abi.RQ_LOST_DONE, out=t, casting="unsafe")
         t >>= lshift
+        key |= t
+        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t, casting="unsafe")
         key |= t
         np.greater(rq.issue[lo:hi], 0, out=t, casting="unsafe")
         t <<= ATTR_ISSUED.bit_length() - 1
         key |= t
-        cnt += np.bincount(key, minlength=nj)
-        del key, t
+        p = key.astype(np.uint64)
+        p <<= 32
+        p |= rq.nbytes[lo:hi]
+        p.sort()
+        # A run of m equal keys k sums to m * (k << 32) + its bytes, modulo 2^64: exact,
+        # as a block's bytes stay below 2^64.
+        k = p >> 32
+        starts = np.flatnonzero(k[1:] != k[:-1])
+        starts += 1
+        starts = np.concatenate(([0], starts))
+        ks = k[starts]
+        m = np.diff(starts, append=hi - lo)
+        cnt[ks] += m
+        sums = np.add.reduceat(p, starts)
+        sums -= (ks << 32) * m.astype(np.uint64)
+        byt[ks] += sums
     full = cnt.reshape(shape + (64,))
-    return RequestCounts(full.sum(axis=4), byt.reshape(shape), full.sum(axis=(0, 2, 3)))
+    nbytes = byt.reshape(shape + (64,)).sum(axis=4).astype(np.float64)
+    return RequestCounts(full.sum(axis=4), nbytes, full.sum(axis=(0, 2, 3)))
 
 
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
