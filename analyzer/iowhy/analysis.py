@@ -18,7 +18,7 @@ import numpy as np
 from . import abi
 from .attribute import (
     WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
-    journal_of, latency_figure, locality, merge_latency, per_class, queue_depth,
+    journal_of, latency_figures, locality, per_class, queue_depth,
     relevant_devices, request_counts, seq_key, workload_covers, workload_filesystems,
     workload_view,
 )
@@ -353,9 +353,6 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         st.ends_sorted = None
         return qd
 
-    def latency(m: int) -> Callable[[], Any]:
-        return lambda: latency_figure(rq, r["classify"], m)
-
     def unions() -> Any:
         return device_unions(rq, r["stages"], r["classify"])[1]
 
@@ -372,9 +369,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return locality(rq, r["classify"], cfg.locality_gap_ns, r["stages"])
 
     def classes_view() -> Any:
-        lat = merge_latency([r[f"latency {m}"] for m in range(3)])
-        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0], lat,
-                         release=True)
+        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0],
+                         r["latency"], release=True)
 
     def fsync_commits() -> Any:
         rc, rel = r["counts"]
@@ -393,14 +389,12 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         ("device stages and seeks", "stages", () if btrfs else ("classify",), stages),
         ("service times", "service", ("stages",), service),
         ("request counts", "counts", ("classify",), counts),
-        ("latency: device", "latency 0", ("classify",), latency(0)),
-        ("latency: queue", "latency 1", ("classify",), latency(1)),
-        ("latency: total", "latency 2", ("classify",), latency(2)),
+        ("latency", "latency", ("classify",), lambda: latency_figures(rq, r["classify"])),
         ("join requests to calls", "join", (), join),
         ("flush generations", "flush", (), lambda: flush_generations(rq, win)),
         ("device unions", "unions", ("stages", "classify"), unions),
         ("per class and placement", "per class",
-         ("service", "classify", "counts", "latency 0", "latency 1", "latency 2"),
+         ("service", "classify", "counts", "latency"),
          classes_view),
         ("queue depth", "queue depth", ("service",), qdepth),
         ("fsync and commits", "fsync", ("join", "classify", "counts"), fsync_commits),
@@ -411,7 +405,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                                     "queue depth"), devview),
     ]
     if btrfs:  # the join first: classify waits for it
-        graph.insert(0, graph.pop(7))
+        graph.insert(0, graph.pop(5))
 
     def drop_stage_times() -> None:
         st = r["stages"]

@@ -34,7 +34,7 @@ from . import abi
 from .classify import CATEGORIES, CATEGORY_OF_CLASS, CLASS_NAMES, DATA, FLUSH, LOG, METADATA
 from .match import (
     UNOBSERVED, Coverage, FlushShare, Requests, Stages, Window, check_keyed,
-    fill_start, first_start, gather, group_sort, join_calls, log2_hist, merge_unions,
+    first_start, gather, group_sort, join_calls, log2_hist, merge_unions,
     percentiles, select, sort_with_order, sorted_percentiles, union_groups, union_intervals,
     union_sorted, unique,
 )
@@ -1249,7 +1249,7 @@ class RequestCounts:
     (see request_counts)."""
 
     n: np.ndarray  # [ndev, nclass, 16, 2] requests; op >= 15 counted as 15
-    nbytes: np.ndarray  # the same, bytes (float64 sums of integers, as np.bincount gives)
+    nbytes: np.ndarray  # the same, bytes (float64)
     attrs: np.ndarray  # [nclass, 64] requests by ATTR_* bits
 
     @property
@@ -1273,55 +1273,72 @@ ATTR_ISSUED = 1 << 4
 ATTR_INCOMPLETE = 1 << 5
 assert ATTR_IFLAGS < ATTR_ISSUED and not ATTR_IFLAGS & ATTR_LOST
 assert abi.RQ_LOST_DONE > ATTR_LOST
+# request_counts moves the tracked flag (to the bit above the attributes) and the
+# incomplete flag (to ATTR_INCOMPLETE) by one shift.
+assert abi.RQ_TRACKED == abi.RQ_INCOMPLETE << 1 and ATTR_INCOMPLETE == 1 << 5
 
 
 def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> RequestCounts:
-    """Requests and bytes by (device, class, op, tracked) and attribute counts by class:
-    weighted counts over small integer keys, block by block (small temporaries; the
-    float64 byte sums are sums of integers, exact whatever the order). The requests are
-    counted once by (device, class, op, tracked, attribute bits)."""
+    """Requests and bytes by (device, class, op, tracked) and attribute counts by class.
+    The requests are counted once by (device, class, op, tracked, attribute bits), block
+    by block (small temporaries): a block's keys, each packed with the bytes of its
+    request in one uint64, are sorted by value; the runs of equal keys give the counts
+    and the byte sums (in integers: the float64 sums are exact)."""
     ncls = len(CLASS_NAMES)
     ndev = max(len(rq.devices), 1)
     n = len(rq)
     shape = (ndev, ncls, 16, 2)
-    size = ndev * ncls * 32
-    nj = size * 64
-    kdt = np.uint16 if nj <= (1 << 16) else np.int64
+    nj = ndev * ncls * 32 * 64
+    # (uint32 holds the keys of any device count whose counts fit memory.)
+    kdt = np.uint16 if nj <= (1 << 16) else np.uint32
     cnt = np.zeros(nj, I64)
-    byt = np.zeros(size)
-    tshift = abi.RQ_TRACKED.bit_length() - 1
+    byt = np.zeros(nj, np.uint64)
     ishift = ATTR_INCOMPLETE.bit_length() - abi.RQ_INCOMPLETE.bit_length()
     lshift = abi.RQ_LOST_DONE.bit_length() - ATTR_LOST.bit_length()
     for lo in range(0, n, block):
         hi = min(lo + block, n)
-        key: Any = np.empty(hi - lo, kdt)
-        np.multiply(rq.dev[lo:hi], ncls, out=key, casting="unsafe")
-        np.add(key, cls[lo:hi], out=key, casting="unsafe")
+        key: Any = rq.dev[lo:hi].astype(kdt)
+        key *= ncls
+        key += cls[lo:hi].astype(kdt)
         key <<= 4
-        key |= np.minimum(rq.op[lo:hi], 15)
-        key <<= 1
-        t: Any = np.empty(hi - lo, kdt)
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_TRACKED, out=t, casting="unsafe")
-        t >>= tshift
-        key |= t
-        byt += np.bincount(key, weights=rq.nbytes[lo:hi], minlength=size)
-        # (SYNC/FUA/PREFLUSH, lost, issued, incomplete) in 6 bits.
-        key <<= 6
-        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t, casting="unsafe")
-        key |= t
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_INCOMPLETE, out=t, casting="unsafe")
+        op = rq.op[lo:hi]
+        if int(op.max()) > 15:
+            op = np.minimum(op, 15)
+        key |= op.astype(kdt)
+        # The tracked bit, then (SYNC/FUA/PREFLUSH, lost, issued, incomplete) in 6 bits.
+        key <<= 7
+        fl = rq.flags[lo:hi]
+        t: Any = np.bitwise_and(fl, abi.RQ_TRACKED | abi.RQ_INCOMPLETE, dtype=kdt,
+                                casting="unsafe")
         t <<= ishift
         key |= t
-        np.bitwise_and(rq.flags[lo:hi], abi.RQ_LOST_DONE, out=t, casting="unsafe")
+        np.bitwise_and(fl, abi.RQ_LOST_DONE, out=t, casting="unsafe")
         t >>= lshift
+        key |= t
+        np.bitwise_and(rq.iflags[lo:hi], ATTR_IFLAGS, out=t, casting="unsafe")
         key |= t
         np.greater(rq.issue[lo:hi], 0, out=t, casting="unsafe")
         t <<= ATTR_ISSUED.bit_length() - 1
         key |= t
-        cnt += np.bincount(key, minlength=nj)
-        del key, t
+        p = key.astype(np.uint64)
+        p <<= 32
+        p |= rq.nbytes[lo:hi]
+        p.sort()
+        # A run of m equal keys k sums to m * (k << 32) + its bytes, modulo 2^64: exact,
+        # as a block's bytes stay below 2^64.
+        k = p >> 32
+        starts = np.flatnonzero(k[1:] != k[:-1])
+        starts += 1
+        starts = np.concatenate(([0], starts))
+        ks = k[starts]
+        m = np.diff(starts, append=hi - lo)
+        cnt[ks] += m
+        sums = np.add.reduceat(p, starts)
+        sums -= (ks << 32) * m.astype(np.uint64)
+        byt[ks] += sums
     full = cnt.reshape(shape + (64,))
-    return RequestCounts(full.sum(axis=4), byt.reshape(shape), full.sum(axis=(0, 2, 3)))
+    nbytes = byt.reshape(shape + (64,)).sum(axis=4).astype(np.float64)
+    return RequestCounts(full.sum(axis=4), nbytes, full.sum(axis=(0, 2, 3)))
 
 
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
@@ -1392,88 +1409,99 @@ LATENCY_FIGURES = ("device_ns", "queue_ns", "total_ns")
 
 
 def latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
-    """device_total_ns and the device, queue and total percentiles of each class."""
-    return merge_latency([latency_figure(rq, cls, m) for m in range(len(LATENCY_FIGURES))])
-
-
-def merge_latency(figures: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The per-class figures of latency_figure(m) for every m, merged (report order)."""
-    order = ("device_total_ns",) + LATENCY_FIGURES
-    out = []
-    for k in range(len(CLASS_NAMES)):
-        d: dict[str, Any] = {}
-        for f in figures:
-            d.update(f[k])
-        out.append({key: d[key] for key in order})
-    return out
-
-
-def latency_figure(rq: Requests, cls: np.ndarray, m: int) -> list[dict[str, Any]]:
-    """Figure m of LATENCY_FIGURES (and device_total_ns with the device time) of each
-    class: its values sorted within classes by one sort, (class, value) packed in an
-    int32 when every value is below 2^28 (the keys are built block by block, whose
-    temporaries stay in cache), else by group_sort on full arrays."""
+    """device_total_ns and the device, queue and total percentiles of each class (report
+    order). The values of each figure are sorted within classes by one sort: (class,
+    value) packed in an int32 when every value is below 2^28 (the keys of the device and
+    queue times are built in one pass, those of the total time in a second one, once
+    the first two are dropped), else by group_sort on full arrays."""
     ncls = len(CLASS_NAMES)
     out: list[dict[str, Any]] = [{} for _ in range(ncls)]
-    vals, fits = _latency_keys(rq, cls, m)
-    if fits:
-        vals.sort()
-        starts = (np.arange(ncls + 1, dtype=I64) << _LAT_VBITS).astype(np.int32)
-        off = np.searchsorted(vals, starts)
-        vals &= np.int32((1 << _LAT_VBITS) - 1)
-    else:
-        del vals
-        vals, off = group_sort(*_latency_values(rq, cls, m), ncls)
-    for k in range(ncls):
-        x = vals[off[k]:off[k + 1]]
-        if m == 0:
-            out[k]["device_total_ns"] = int(x.sum(dtype=I64))
-        out[k][LATENCY_FIGURES[m]] = sorted_percentiles(x, (50, 90, 99))
+    starts = (np.arange(ncls + 1, dtype=I64) << _LAT_VBITS).astype(np.int32)
+    for figs in ((0, 1), (2,)):
+        keys = _latency_keys(rq, cls, figs)
+        for i, m in enumerate(figs):
+            vals = keys[i]
+            keys[i] = None
+            if vals is not None:
+                vals.sort()
+                off = np.searchsorted(vals, starts)
+                base = starts  # the class bits of a class's keys, subtracted from its figures
+            else:
+                vals, off = group_sort(*_latency_values(rq, cls, m), ncls)
+                base = np.zeros(ncls + 1, np.int32)
+            for k in range(ncls):
+                x = vals[off[k]:off[k + 1]]
+                b = int(base[k])
+                if m == 0:
+                    out[k]["device_total_ns"] = int(x.sum(dtype=I64)) - b * len(x)
+                pct = sorted_percentiles(x, (50, 90, 99))
+                out[k][LATENCY_FIGURES[m]] = {q: None if p is None else p - b
+                                              for q, p in pct.items()}
+            del vals
     return out
 
 
 _LAT_VBITS = 28  # value bits of the packed int32 keys (3 bits of class, 8 groups)
 
 
-def _latency_keys(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, bool]:
-    """(class << 28 | value) as int32 of figure m (0 device, 1 queue, 2 total time) of
-    every request (class 7 for a request left out, with value 0), and whether its values
-    all fit 28 bits (else the keys are incomplete: see _latency_values)."""
+def _latency_keys(rq: Requests, cls: np.ndarray, figs: tuple[int, ...]
+                  ) -> list[np.ndarray | None]:
+    """(class << 28 | value) as int32 of figures `figs` (0, 1: the device and queue
+    times, which leave out the same requests; or 2: the total time) of every request
+    (class 7 for a request left out, with value 0), None for a figure whose values do
+    not all fit 28 bits (see _latency_values). Block by block: the columns the figures
+    share are read once and the temporaries stay in cache."""
     n = len(rq)
-    bad = UNOBSERVED
-    none = len(CLASS_NAMES)
+    none = len(CLASS_NAMES) << _LAT_VBITS
     lim = 1 << _LAT_VBITS
-    keys = np.empty(n, np.int32)
+    keys: list[np.ndarray | None] = [np.empty(n, np.int32) for _ in figs]
+
+    def put(i: int, a: int, c: np.ndarray, v: np.ndarray, out: np.ndarray) -> None:
+        # Keys a, a + 1, ... of figure figs[i] from the values v and the class bits c.
+        k = keys[i]
+        if k is None:
+            return
+        if int(v.max()) >= lim or (figs[i] == 0 and int(v.min()) < 0):
+            keys[i] = None
+            return
+        kb = k[a:a + len(v)]
+        np.copyto(kb, v, casting="unsafe")
+        kb |= c
+        kb[out] = none
+
     for a in range(0, n, LATENCY_BLOCK):
         b = min(a + LATENCY_BLOCK, n)
         iss, ins, done = rq.issue[a:b], rq.insert[a:b], rq.done[a:b]
-        ok = (rq.flags[a:b] & bad) == 0
-        if m < 2:
-            # device and queue times: fully observed, issued requests.
-            ok &= iss > 0
-            if m == 0:
-                v = done - iss
-            else:
-                v = iss - ins
-                v *= ins > 0
-                np.maximum(v, 0, out=v)
-        else:
-            # total time: from the first known start (submit, else insert, else issue).
-            st = rq.submit[a:b].copy()
-            fill_start(rq, st, None, a)
-            ok &= st > 0
-            v = np.subtract(done, st, out=st)
-            np.maximum(v, 0, out=v)
+        c = cls[a:b].astype(np.int32)
+        c <<= _LAT_VBITS
         # The requests left out (few): value 0, class `none`, set on their own.
-        out = np.flatnonzero(np.logical_not(ok, out=ok))
-        v[out] = 0
-        if int(v.max()) >= lim or (m == 0 and int(v.min()) < 0):
-            return keys, False
-        kb = keys[a:b]
-        np.left_shift(cls[a:b], _LAT_VBITS, out=kb, dtype=np.int32)
-        np.bitwise_or(kb, v, out=kb, casting="unsafe")
-        kb[out] = none << _LAT_VBITS
-    return keys, True
+        bad = (rq.flags[a:b] & UNOBSERVED) != 0
+        if figs[0] == 0:
+            # Device and queue times: of fully observed, issued requests.
+            out = np.flatnonzero(bad | (iss <= 0))
+            v = done - iss
+            v[out] = 0
+            put(0, a, c, v, out)
+            np.subtract(iss, ins, out=v)
+            np.maximum(v, 0, out=v)
+            v *= ins > 0
+            v[out] = 0
+            put(1, a, c, v, out)
+        else:
+            # Total time: from the first known start (submit, else insert, else issue),
+            # looked up only for the few requests without a submit time.
+            sub = rq.submit[a:b]
+            v = done - sub
+            z = np.flatnonzero(sub <= 0)
+            if len(z):
+                st = select(ins[z] > 0, ins[z], iss[z])
+                bad[z] |= st <= 0
+                v[z] = done[z] - st
+            np.maximum(v, 0, out=v)
+            out = np.flatnonzero(bad)
+            v[out] = 0
+            put(0, a, c, v, out)
+    return keys
 
 
 def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
