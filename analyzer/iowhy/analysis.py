@@ -426,11 +426,21 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     def drop_join() -> None:
         r["join"] = None
 
+    # Request columns read by early tasks only (rq is the caller's, which reads none of
+    # them afterwards).
+    def drop_thread_ids() -> None:
+        rq.tid = np.zeros(0, rq.tid.dtype)
+
+    def drop_iflags() -> None:
+        rq.iflags = np.zeros(0, rq.iflags.dtype)
+
     # Data the remaining tasks no longer need, dropped as soon as its last user is done.
     releases = [(("unions", "queue depth"), drop_stage_times),
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
-                (("fsync", "classify"), drop_join)]
+                (("fsync", "classify"), drop_join),
+                (("join", "classify"), drop_thread_ids),
+                (("classify", "counts"), drop_iflags)]
     run_graph(graph, r, max(1, cfg.threads), clock, releases)
     fl, devices, wv, loc = r["flush"], r["devices"], r["workload"], r["locality"]
     requests, pl, dev_op, dev_bytes = r["per class"]
