@@ -1599,6 +1599,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         dev_b = zcode % ng
         znb = (np.take(st.seek_nbytes, zi) if st.seek_nbytes is not None else
                gather(rq.nbytes, np.take(st.seek_idx, zi)))
+        del zi
         fit = device_fits(zsv if st.seek_service is not None else None, znb, dev_b, ndev)
         del znb, dev_b
         kind, base, thr, measured = _baselines(zcode, zsv, per_b, fit, ng, code, service,
@@ -1606,6 +1607,14 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         del zcode, zsv
         dev_of = (np.arange(nbk) % ng) >> SIZE_BITS
         fit_kind = (kind == 1) if ((measured > 0) & (kind == 1)).any() else None
+        # The least baseline of each bucket plus its threshold: a request at or below it
+        # cannot count. A device fit's baseline grows with the size, so its least in a
+        # bucket is that of the bucket's least size, 2^(size bucket).
+        lim = base + thr
+        if fit_kind is not None:
+            fb = np.flatnonzero(fit_kind)
+            least = np.left_shift(1, np.minimum(fb & ((1 << SIZE_BITS) - 1), 62), dtype=I64)
+            lim[fb] = fit.baseline(dev_of[fb], least) + thr[fb]
     # The bins that hold each class's seek percentiles (p50, p90 with placement) and max.
     qs = (50, 90) if with_placement else (50,)
     counts = hist.reshape(ncls, SEEK_BINS)
@@ -1632,24 +1641,28 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
             continue
         cc = code[a:b].astype(np.intp)
         sv = service[a:b]
-        # Excess over the baseline; 0 for the zero-seek requests (and any not fully
-        # observed), which no threshold (>= 0) lets through.
-        ex = np.take(base, cc)
-        np.subtract(sv, ex, out=ex)
+        # The candidates: above their bucket's least baseline plus threshold (the hits,
+        # about a tenth of the requests, and in device fit buckets a few more). Their
+        # excess over the baseline, then the hits among them; the zero-seek requests
+        # (and any not fully observed) add 0: they are never hits.
+        ci = np.flatnonzero(sv > np.take(lim, cc))
+        ch = np.take(cc, ci)
+        svc = np.take(sv, ci)
+        ex = np.take(base, ch)
+        np.subtract(svc, ex, out=ex)
         if fit_kind is not None:
-            fi = np.flatnonzero(np.take(fit_kind, cc))
+            fi = np.flatnonzero(np.take(fit_kind, ch))
             if len(fi):
                 nb = of_request(st.seek_nbytes, rq.nbytes, a, b)
-                ex[fi] = sv[fi] - fit.baseline(np.take(dev_of, cc[fi]),
-                                               nb[fi].astype(I64))
-        z0, z1 = np.searchsorted(zi, (a, b))
-        ex[zi[z0:z1] - a] = 0
+                ex[fi] = svc[fi] - fit.baseline(np.take(dev_of, ch[fi]),
+                                                nb[ci[fi]].astype(I64))
+        hit = ex > np.take(thr, ch)
+        hit &= np.take(st.seek[a:b], ci) != 0
         if ok_all is not None:
-            ex *= ok_all[a:b]
+            hit &= np.take(ok_all[a:b], ci)
             sv = sv * ok_all[a:b]
-        # The hits (about a tenth of the requests): their buckets and excess only.
-        hi = np.flatnonzero(ex > np.take(thr, cc))
-        ch = np.take(cc, hi)
+        hi = np.flatnonzero(hit)
+        ch = np.take(ch, hi)
         hits += np.bincount(ch, minlength=nbk)
         np.add.at(pos, ch, np.take(ex, hi))
         np.add.at(dns, cc, sv)
