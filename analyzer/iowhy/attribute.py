@@ -354,8 +354,11 @@ def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray
 
 
 # Workload events: thread birth and death; off-CPU start, wakeup and end (back on CPU);
-# the window's bounds; a flush wait's start and end.
-_EV_BIRTH, _EV_DEATH, _EV_OFF, _EV_WAKE, _EV_ON, _EV_EDGE, _EV_WAIT, _EV_UNWAIT = range(8)
+# the window's bounds; a flush wait's start and end; an off-CPU start and wakeup at once
+# (a preemption).
+(_EV_BIRTH, _EV_DEATH, _EV_OFF, _EV_WAKE, _EV_ON, _EV_EDGE, _EV_WAIT, _EV_UNWAIT,
+ _EV_OFF_WAKE) = range(9)
+_EV_BITS = 4  # bits of an event's kind
 
 
 def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
@@ -386,27 +389,37 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     ws, we = waits if waits is not None else (np.zeros(0, I64), np.zeros(0, I64))
     ws = np.clip(ws, w0, w1)
     we = np.clip(we, w0, w1)
-    # Events: each one's time (inside the window: relative to its start) << 3 | its kind
-    # (_EV_*) in one uint64, value-sorted. The state after the last event of a time does
-    # not depend on the order of the events at that time.
-    parts = ((birth, _EV_BIRTH), (death, _EV_DEATH), (s, _EV_OFF), (w, _EV_WAKE),
-             (e, _EV_ON), (np.array([w0, w1], I64), _EV_EDGE), (ws, _EV_WAIT),
-             (we, _EV_UNWAIT))
-    n = sum(len(p) for p, _ in parts)
-    packed = (w1 - w0).bit_length() + 3 <= 64
+    # Events: each one's time (inside the window: relative to its start) << _EV_BITS |
+    # its kind (_EV_*) in one uint64, value-sorted. The state after the last event of a
+    # time does not depend on the order of the events at that time, and events that
+    # change nothing there can go: the start and wakeup of a preemption are one event,
+    # an empty flush wait has none.
+    later = w > s
+    wake = np.take(w, np.flatnonzero(later))
+    start_kind = np.where(later, np.uint64(_EV_OFF), np.uint64(_EV_OFF_WAKE))
+    del later
+    full = np.flatnonzero(we > ws)
+    if len(full) < len(ws):
+        ws, we = np.take(ws, full), np.take(we, full)
+    del full
+    parts: tuple[tuple[np.ndarray, Any], ...] = (
+        (birth, _EV_BIRTH), (death, _EV_DEATH), (s, start_kind), (wake, _EV_WAKE),
+        (e, _EV_ON), (np.array([w0, w1], I64), _EV_EDGE), (ws, _EV_WAIT), (we, _EV_UNWAIT))
+    n = sum(len(t) for t, _ in parts)
+    packed = (w1 - w0).bit_length() + _EV_BITS <= 64
     key: np.ndarray = np.empty(n, np.uint64 if packed else I64)
     kind = np.empty(0 if packed else n, np.int8)  # the kinds apart when they do not fit
     j = 0
-    for p, k in parts:
-        kb: np.ndarray = key[j:j + len(p)]
-        np.subtract(p, w0, out=kb, casting="unsafe")
+    for t, k in parts:
+        kb: np.ndarray = key[j:j + len(t)]
+        np.subtract(t, w0, out=kb, casting="unsafe")
         if packed:
-            kb <<= np.uint64(3)
-            kb |= np.uint64(k)
+            kb <<= np.uint64(_EV_BITS)
+            kb |= np.asarray(k, np.uint64)
         else:
-            kind[j:j + len(p)] = k
-        j += len(p)
-    del birth, death, e, ws, we, parts
+            kind[j:j + len(t)] = k
+        j += len(t)
+    del birth, death, e, ws, we, parts, wake, start_kind
     if packed:
         key.sort()
     else:
@@ -414,17 +427,20 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         kind = np.take(kind, order)
         del order
 
-    def table(first: tuple[int, int], second: tuple[int, int]) -> np.ndarray:
+    def table(first: tuple[tuple[int, ...], int], second: tuple[tuple[int, ...], int]
+              ) -> np.ndarray:
         """What each kind of event adds to two running counts, one per (plus, minus) pair
-        of kinds: the events of kind plus minus those of kind minus. Both in one uint64
-        sum, in its 32-bit halves (see below)."""
-        t = [0] * 8
+        of kinds: the events of the kinds plus minus those of kind minus. Both in one
+        uint64 sum, in its 32-bit halves (see below)."""
+        t = [0] * (1 << _EV_BITS)
         for shift, (plus, minus) in ((0, first), (32, second)):
-            t[plus] += 1 << shift
+            for k in plus:
+                t[k] += 1 << shift
             t[minus] -= 1 << shift
         return np.array([v % (1 << 64) for v in t], np.uint64)
-    tab1 = table((_EV_BIRTH, _EV_DEATH), (_EV_OFF, _EV_ON))  # alive, off CPU
-    tab2 = table((_EV_WAKE, _EV_ON), (_EV_WAIT, _EV_UNWAIT))  # runnable, in a flush wait
+    # Alive, off CPU; runnable, in a flush wait.
+    tab1 = table(((_EV_BIRTH,), _EV_DEATH), ((_EV_OFF, _EV_OFF_WAKE), _EV_ON))
+    tab2 = table(((_EV_WAKE, _EV_OFF_WAKE), _EV_ON), ((_EV_WAIT,), _EV_UNWAIT))
     # Each half is biased by 2^31 from the start (no count reaches 2^31 in size, so
     # neither borrows from the other). Biased alike, counts compare as they are.
     bias = np.uint64((1 << 63) | (1 << 31))
@@ -443,8 +459,8 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         p = max(a - 1, 0)  # the first event whose segment the block takes
         tb: np.ndarray
         if packed:
-            tb = key[p:b] >> np.uint64(3)
-            kb = np.bitwise_and(key[a:b], np.uint64(7)).view(I64)
+            tb = key[p:b] >> np.uint64(_EV_BITS)
+            kb = np.bitwise_and(key[a:b], np.uint64((1 << _EV_BITS) - 1)).view(I64)
         else:
             tb, kb = key[p:b], kind[a:b]
         # The counts after events a - 1 .. b - 1.
