@@ -372,54 +372,62 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     """
     w0, w1 = window.start_ns, window.end_ns
     tids, birth, death = task_lifetimes(tasks, off, window)
-    otid = np.asarray(off["tid"]).astype(I64)
-    oi = np.searchsorted(tids, otid)
-    lo = birth[oi] if len(oi) else np.zeros(0, I64)
-    hi = death[oi] if len(oi) else np.zeros(0, I64)
-    s = np.clip(np.asarray(off["start_ns"]).astype(I64), lo, hi)
-    e_raw = np.asarray(off["end_ns"]).astype(I64)
-    e = np.clip(np.where(e_raw > 0, e_raw, hi), lo, hi)
-    e = np.maximum(e, s)
-    del e_raw
-    wk = np.asarray(off["waking_ns"]).astype(I64)
-    w = np.clip(np.where(wk > 0, wk, s), s, e)
-    del wk, lo, hi, oi, otid
+    otid, start, end, waking = (np.asarray(off[k])
+                                for k in ("tid", "start_ns", "end_ns", "waking_ns"))
     sysnr = np.asarray(off["syscall_nr"]).astype(np.int32)
-    nt, no = len(tids), len(s)
+    nt, no = len(tids), len(start)
     ws, we = waits if waits is not None else (np.zeros(0, I64), np.zeros(0, I64))
     ws = np.clip(ws, w0, w1)
     we = np.clip(we, w0, w1)
+    full = np.flatnonzero(we > ws)
+    if len(full) < len(ws):
+        ws, we = np.take(ws, full), np.take(we, full)
+    del full
     # Events: each one's time (inside the window: relative to its start) << _EV_BITS |
     # its kind (_EV_*) in one uint64, value-sorted. The state after the last event of a
     # time does not depend on the order of the events at that time, and events that
     # change nothing there can go: the start and wakeup of a preemption are one event,
     # an empty flush wait has none.
-    later = w > s
-    wake = np.take(w, np.flatnonzero(later))
-    start_kind = np.where(later, np.uint64(_EV_OFF), np.uint64(_EV_OFF_WAKE))
-    del later
-    full = np.flatnonzero(we > ws)
-    if len(full) < len(ws):
-        ws, we = np.take(ws, full), np.take(we, full)
-    del full
-    parts: tuple[tuple[np.ndarray, Any], ...] = (
-        (birth, _EV_BIRTH), (death, _EV_DEATH), (s, start_kind), (wake, _EV_WAKE),
-        (e, _EV_ON), (np.array([w0, w1], I64), _EV_EDGE), (ws, _EV_WAIT), (we, _EV_UNWAIT))
-    n = sum(len(t) for t, _ in parts)
     packed = (w1 - w0).bit_length() + _EV_BITS <= 64
+    n = 2 * nt + 2 + 2 * len(ws) + 3 * no  # at most: the wakeups are fewer
     key: np.ndarray = np.empty(n, np.uint64 if packed else I64)
     kind = np.empty(0 if packed else n, np.int8)  # the kinds apart when they do not fit
     j = 0
-    for t, k in parts:
-        kb: np.ndarray = key[j:j + len(t)]
-        np.subtract(t, w0, out=kb, casting="unsafe")
-        if packed:
-            kb <<= np.uint64(_EV_BITS)
-            kb |= np.asarray(k, np.uint64)
-        else:
-            kind[j:j + len(t)] = k
-        j += len(t)
-    del birth, death, e, ws, we, parts, wake, start_kind
+    for t, k in ((birth, _EV_BIRTH), (death, _EV_DEATH), (np.array([w0, w1], I64), _EV_EDGE),
+                 (ws, _EV_WAIT), (we, _EV_UNWAIT)):
+        j = _put_events(key, kind, j, t, k, w0)
+    del ws, we
+    # The off-CPU intervals, block by block (the temporaries stay in cache): clipped to
+    # their thread's life; their start (with the wakeup when at the same time) and end
+    # events in place, their wakeups after them all.
+    s = np.empty(no, I64)
+    w = np.empty(no, I64)
+    js, je = j, j + no
+    j += 2 * no
+    for a in range(0, no, WORKLOAD_BLOCK):
+        b = min(a + WORKLOAD_BLOCK, no)
+        oi = np.searchsorted(tids, otid[a:b].astype(I64))
+        lo, hi = np.take(birth, oi), np.take(death, oi)
+        del oi
+        sb = s[a:b]
+        np.clip(start[a:b].astype(I64), lo, hi, out=sb)
+        t = end[a:b].astype(I64)
+        eb = select(t > 0, t, hi)
+        np.clip(eb, lo, hi, out=eb)
+        np.maximum(eb, sb, out=eb)
+        del lo, hi
+        wb = w[a:b]
+        t = waking[a:b].astype(I64)
+        np.clip(select(t > 0, t, sb), sb, eb, out=wb)
+        later = wb > sb
+        _put_events(key, kind, js + a, sb,
+                    np.where(later, np.uint64(_EV_OFF), np.uint64(_EV_OFF_WAKE)), w0)
+        _put_events(key, kind, je + a, eb, _EV_ON, w0)
+        j = _put_events(key, kind, j, wb[later], _EV_WAKE, w0)
+    key = key[:j]
+    kind = kind[:j]
+    n = j
+    del birth, death, start, end, waking, otid
     if packed:
         key.sort()
     else:
@@ -547,7 +555,21 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     }
 
 
-WORKLOAD_BLOCK = 1 << 16  # events of workload_view swept at a time
+WORKLOAD_BLOCK = 1 << 16  # events of workload_view swept (off-CPU intervals read) at a time
+
+
+def _put_events(key: np.ndarray, kind: np.ndarray, j: int, t: np.ndarray, k: Any,
+                w0: int) -> int:
+    """workload_view's events of kind(s) k at times t, from position j of key (and of
+    kind when the kinds are apart: key in int64); returns the next position."""
+    kb: np.ndarray = key[j:j + len(t)]
+    np.subtract(t, w0, out=kb, casting="unsafe")
+    if key.dtype == np.uint64:
+        kb <<= np.uint64(_EV_BITS)
+        kb |= np.asarray(k, np.uint64)
+    else:
+        kind[j:j + len(t)] = k
+    return j + len(t)
 
 
 def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: Sequence[int]
