@@ -235,27 +235,55 @@ def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def merge_unions(a: tuple[np.ndarray, np.ndarray],
                  b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Union of two disjoint sorted interval lists: the intervals of the shorter are
-    placed among those of the longer by a binary search (a linear merge), then united."""
+    """Union of two sorted interval lists as union_sorted returns them (disjoint, none
+    touching). Each interval of the shorter takes in the intervals of the longer it
+    meets or touches (two binary searches); those are united, and the intervals of the
+    longer met by none (which then touch nothing) are placed among them: no pass over the
+    longer, only searches in it."""
     if len(a[0]) > len(b[0]):
         a, b = b, a
     if len(a[0]) == 0:
         return b
-    na = len(a[0])
-    n = na + len(b[0])
-    # Where each interval of a goes: after the intervals of b that start before it and
-    # those of a before it.
-    pos = np.searchsorted(b[0], a[0])
-    pos += np.arange(na)
-    rest = np.ones(n, bool)
-    rest[pos] = False
-    s = np.empty(n, I64)
-    e = np.empty(n, I64)
-    s[pos] = a[0]
-    e[pos] = a[1]
-    s[rest] = b[0]
-    e[rest] = b[1]
-    return union_sorted(s, e)
+    bs, be = b
+    nb = len(bs)
+    # b[lo[i]:hi[i]] meet or touch a[i]: they end at or after its start and start at or
+    # before its end (none when hi <= lo).
+    lo = np.searchsorted(be, a[0], side="left")
+    hi = np.searchsorted(bs, a[1], side="right")
+    met = hi > lo
+    s = select(met, np.minimum(a[0], np.take(bs, lo, mode="clip")), a[0])
+    e = select(met, np.maximum(a[1], np.take(be, hi - 1, mode="clip")), a[1])
+    us, ue = union_sorted(s, e)
+    del s, e
+    # The intervals of b in no such range: lo and hi grow with i, so those from hi[i] up
+    # to the next range's lo (the gaps between consecutive ranges, none where they
+    # overlap), and those before the first range and after the last.
+    m = np.flatnonzero(met)
+    gs = np.concatenate(([0], np.take(hi, m)))
+    gl = np.concatenate((np.take(lo, m), [nb]))
+    gl -= gs
+    np.maximum(gl, 0, out=gl)
+    off = np.cumsum(gl)
+    off -= gl
+    gs -= off
+    rest = np.repeat(gs, gl)
+    rest += np.arange(len(rest))
+    del m, gs, gl, off
+    rs, re_ = np.take(bs, rest), np.take(be, rest)
+    # Where each united interval goes: after the rest of b that start before it and the
+    # united ones before it.
+    pos = np.searchsorted(rs, us)
+    pos += np.arange(len(us))
+    n = len(rest) + len(us)
+    keep = np.ones(n, bool)
+    keep[pos] = False
+    out_s = np.empty(n, I64)
+    out_e = np.empty(n, I64)
+    out_s[pos] = us
+    out_e[pos] = ue
+    out_s[keep] = rs
+    out_e[keep] = re_
+    return out_s, out_e
 
 
 class Coverage:
