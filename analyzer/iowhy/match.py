@@ -139,44 +139,78 @@ def union_groups(s: np.ndarray, e: np.ndarray, group: np.ndarray, ngroups: int,
                  block: int = 1 << 16) -> list[tuple[np.ndarray, np.ndarray]]:
     """[union_sorted(s[group == k], e[group == k]) for k in range(ngroups)] of intervals
     sorted by start (none empty), a block at a time: the interval still open at the end
-    of a block carries over to the next (small temporaries)."""
+    of a block carries over to the next (small temporaries).
+
+    In a block, one value sort of (group, position) packed in an unsigned int lists the
+    positions group by group (faster than a search of each group), so that one gather
+    of the starts and one of the ends serve all groups, and the new intervals of all
+    groups are found in one pass."""
     starts: list[list[np.ndarray]] = [[] for _ in range(ngroups)]
     ends: list[list[np.ndarray]] = [[] for _ in range(ngroups)]
     carry: list[tuple[int, int] | None] = [None] * ngroups
     n = len(s)
+    m = min(block, n)
+    pbits = max(1, (m - 1).bit_length())
+    kt = np.dtype(np.uint32 if pbits + max(1, (ngroups - 1).bit_length()) <= 32 else np.uint64)
+    key: np.ndarray = np.empty(m, kt)
+    pos: np.ndarray = np.arange(m, dtype=kt)
+    sel = np.empty(m, np.intp)
+    new = np.empty(m, bool)
+    shift = kt.type(pbits)
+    heads = np.left_shift(np.arange(ngroups + 1, dtype=kt), shift)  # where the groups begin
+    low = kt.type((1 << pbits) - 1)
     for a in range(0, n, block):
         b = min(a + block, n)
-        gb = group[a:b]
+        m = b - a
+        kb = key[:m]
+        np.copyto(kb, group[a:b], casting="unsafe")
+        kb <<= shift
+        kb |= pos[:m]
+        kb.sort()
+        bounds = np.searchsorted(kb, heads).tolist()  # group k: [bounds[k], bounds[k + 1])
+        sb = sel[:m]
+        np.bitwise_and(kb, low, out=sb, casting="unsafe")
+        sk, cm = np.take(s[a:b], sb), np.take(e[a:b], sb)
+        # The running max of the ends per group, from the carried interval's end.
         for k in range(ngroups):
-            sel = np.flatnonzero(gb == k)
-            if not len(sel):
+            lo, hi = bounds[k], bounds[k + 1]
+            if lo < hi:
+                ck = cm[lo:hi]
+                c = carry[k]
+                if c is not None and c[1] > int(ck[0]):
+                    ck[0] = c[1]
+                np.maximum.accumulate(ck, out=ck)
+        nb = new[:m]
+        np.greater(sk[1:], cm[:-1], out=nb[1:])
+        for k in range(ngroups):
+            lo = bounds[k]
+            if lo < bounds[k + 1]:
+                c = carry[k]
+                nb[lo] = c is None or int(sk[lo]) > c[1]
+        first = np.flatnonzero(nb)
+        fb = np.searchsorted(first, bounds).tolist()  # group k: first[fb[k]:fb[k + 1]]
+        fs = np.take(sk, first)
+        first -= 1
+        fe = np.take(cm, first, mode="clip")  # the end of the interval before each
+        for k in range(ngroups):
+            lo, hi = bounds[k], bounds[k + 1]
+            if lo == hi:
                 continue
-            sel += a
-            sk, ek = np.take(s, sel), np.take(e, sel)
-            del sel
-            cm = np.maximum.accumulate(ek)
-            del ek
+            i0, i1 = fb[k], fb[k + 1]
             c = carry[k]
             if c is not None:
-                np.maximum(cm, c[1], out=cm)
-            new = np.empty(len(sk), bool)
-            new[0] = c is None or int(sk[0]) > c[1]
-            np.greater(sk[1:], cm[:-1], out=new[1:])
-            first = np.flatnonzero(new)
-            del new
-            if c is not None:
-                if len(first) and first[0] == 0:  # the carried interval ended before
+                if i1 > i0 and first[i0] == lo - 1:  # the carried interval ended before
                     starts[k].append(np.array([c[0]], I64))
                     ends[k].append(np.array([c[1]], I64))
-                elif len(first):  # it extends up to the first new interval
+                elif i1 > i0:  # it extends up to the first new interval
                     starts[k].append(np.array([c[0]], I64))
-                    ends[k].append(cm[first[0] - 1:first[0]].copy())
+                    ends[k].append(fe[i0:i0 + 1])
                 else:  # it extends over the whole block
-                    carry[k] = (c[0], int(cm[-1]))
+                    carry[k] = (c[0], int(cm[hi - 1]))
                     continue
-            starts[k].append(np.take(sk, first[:-1]))
-            ends[k].append(np.take(cm, first[1:] - 1))
-            carry[k] = (int(sk[first[-1]]), int(cm[-1]))
+            starts[k].append(fs[i0:i1 - 1])
+            ends[k].append(fe[i0 + 1:i1])
+            carry[k] = (int(fs[i1 - 1]), int(cm[hi - 1]))
     out = []
     for k in range(ngroups):
         c = carry[k]
