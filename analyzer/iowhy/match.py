@@ -139,44 +139,78 @@ def union_groups(s: np.ndarray, e: np.ndarray, group: np.ndarray, ngroups: int,
                  block: int = 1 << 16) -> list[tuple[np.ndarray, np.ndarray]]:
     """[union_sorted(s[group == k], e[group == k]) for k in range(ngroups)] of intervals
     sorted by start (none empty), a block at a time: the interval still open at the end
-    of a block carries over to the next (small temporaries)."""
+    of a block carries over to the next (small temporaries).
+
+    In a block, one value sort of (group, position) packed in an unsigned int lists the
+    positions group by group (faster than a search of each group), so that one gather
+    of the starts and one of the ends serve all groups, and the new intervals of all
+    groups are found in one pass."""
     starts: list[list[np.ndarray]] = [[] for _ in range(ngroups)]
     ends: list[list[np.ndarray]] = [[] for _ in range(ngroups)]
     carry: list[tuple[int, int] | None] = [None] * ngroups
     n = len(s)
+    m = min(block, n)
+    pbits = max(1, (m - 1).bit_length())
+    kt = np.dtype(np.uint32 if pbits + max(1, (ngroups - 1).bit_length()) <= 32 else np.uint64)
+    key: np.ndarray = np.empty(m, kt)
+    pos: np.ndarray = np.arange(m, dtype=kt)
+    sel = np.empty(m, np.intp)
+    new = np.empty(m, bool)
+    shift = kt.type(pbits)
+    heads = np.left_shift(np.arange(ngroups + 1, dtype=kt), shift)  # where the groups begin
+    low = kt.type((1 << pbits) - 1)
     for a in range(0, n, block):
         b = min(a + block, n)
-        gb = group[a:b]
+        m = b - a
+        kb = key[:m]
+        np.copyto(kb, group[a:b], casting="unsafe")
+        kb <<= shift
+        kb |= pos[:m]
+        kb.sort()
+        bounds = np.searchsorted(kb, heads).tolist()  # group k: [bounds[k], bounds[k + 1])
+        sb = sel[:m]
+        np.bitwise_and(kb, low, out=sb, casting="unsafe")
+        sk, cm = np.take(s[a:b], sb), np.take(e[a:b], sb)
+        # The running max of the ends per group, from the carried interval's end.
         for k in range(ngroups):
-            sel = np.flatnonzero(gb == k)
-            if not len(sel):
+            lo, hi = bounds[k], bounds[k + 1]
+            if lo < hi:
+                ck = cm[lo:hi]
+                c = carry[k]
+                if c is not None and c[1] > int(ck[0]):
+                    ck[0] = c[1]
+                np.maximum.accumulate(ck, out=ck)
+        nb = new[:m]
+        np.greater(sk[1:], cm[:-1], out=nb[1:])
+        for k in range(ngroups):
+            lo = bounds[k]
+            if lo < bounds[k + 1]:
+                c = carry[k]
+                nb[lo] = c is None or int(sk[lo]) > c[1]
+        first = np.flatnonzero(nb)
+        fb = np.searchsorted(first, bounds).tolist()  # group k: first[fb[k]:fb[k + 1]]
+        fs = np.take(sk, first)
+        first -= 1
+        fe = np.take(cm, first, mode="clip")  # the end of the interval before each
+        for k in range(ngroups):
+            lo, hi = bounds[k], bounds[k + 1]
+            if lo == hi:
                 continue
-            sel += a
-            sk, ek = np.take(s, sel), np.take(e, sel)
-            del sel
-            cm = np.maximum.accumulate(ek)
-            del ek
+            i0, i1 = fb[k], fb[k + 1]
             c = carry[k]
             if c is not None:
-                np.maximum(cm, c[1], out=cm)
-            new = np.empty(len(sk), bool)
-            new[0] = c is None or int(sk[0]) > c[1]
-            np.greater(sk[1:], cm[:-1], out=new[1:])
-            first = np.flatnonzero(new)
-            del new
-            if c is not None:
-                if len(first) and first[0] == 0:  # the carried interval ended before
+                if i1 > i0 and first[i0] == lo - 1:  # the carried interval ended before
                     starts[k].append(np.array([c[0]], I64))
                     ends[k].append(np.array([c[1]], I64))
-                elif len(first):  # it extends up to the first new interval
+                elif i1 > i0:  # it extends up to the first new interval
                     starts[k].append(np.array([c[0]], I64))
-                    ends[k].append(cm[first[0] - 1:first[0]].copy())
+                    ends[k].append(fe[i0:i0 + 1])
                 else:  # it extends over the whole block
-                    carry[k] = (c[0], int(cm[-1]))
+                    carry[k] = (c[0], int(cm[hi - 1]))
                     continue
-            starts[k].append(np.take(sk, first[:-1]))
-            ends[k].append(np.take(cm, first[1:] - 1))
-            carry[k] = (int(sk[first[-1]]), int(cm[-1]))
+            starts[k].append(fs[i0:i1 - 1])
+            ends[k].append(fe[i0 + 1:i1])
+            carry[k] = (int(fs[i1 - 1]), int(cm[hi - 1]))
     out = []
     for k in range(ngroups):
         c = carry[k]
@@ -235,27 +269,55 @@ def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def merge_unions(a: tuple[np.ndarray, np.ndarray],
                  b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Union of two disjoint sorted interval lists: the intervals of the shorter are
-    placed among those of the longer by a binary search (a linear merge), then united."""
+    """Union of two sorted interval lists as union_sorted returns them (disjoint, none
+    touching). Each interval of the shorter takes in the intervals of the longer it
+    meets or touches (two binary searches); those are united, and the intervals of the
+    longer met by none (which then touch nothing) are placed among them: no pass over the
+    longer, only searches in it."""
     if len(a[0]) > len(b[0]):
         a, b = b, a
     if len(a[0]) == 0:
         return b
-    na = len(a[0])
-    n = na + len(b[0])
-    # Where each interval of a goes: after the intervals of b that start before it and
-    # those of a before it.
-    pos = np.searchsorted(b[0], a[0])
-    pos += np.arange(na)
-    rest = np.ones(n, bool)
-    rest[pos] = False
-    s = np.empty(n, I64)
-    e = np.empty(n, I64)
-    s[pos] = a[0]
-    e[pos] = a[1]
-    s[rest] = b[0]
-    e[rest] = b[1]
-    return union_sorted(s, e)
+    bs, be = b
+    nb = len(bs)
+    # b[lo[i]:hi[i]] meet or touch a[i]: they end at or after its start and start at or
+    # before its end (none when hi <= lo).
+    lo = np.searchsorted(be, a[0], side="left")
+    hi = np.searchsorted(bs, a[1], side="right")
+    met = hi > lo
+    s = select(met, np.minimum(a[0], np.take(bs, lo, mode="clip")), a[0])
+    e = select(met, np.maximum(a[1], np.take(be, hi - 1, mode="clip")), a[1])
+    us, ue = union_sorted(s, e)
+    del s, e
+    # The intervals of b in no such range: lo and hi grow with i, so those from hi[i] up
+    # to the next range's lo (the gaps between consecutive ranges, none where they
+    # overlap), and those before the first range and after the last.
+    m = np.flatnonzero(met)
+    gs = np.concatenate(([0], np.take(hi, m)))
+    gl = np.concatenate((np.take(lo, m), [nb]))
+    gl -= gs
+    np.maximum(gl, 0, out=gl)
+    off = np.cumsum(gl)
+    off -= gl
+    gs -= off
+    rest = np.repeat(gs, gl)
+    rest += np.arange(len(rest))
+    del m, gs, gl, off
+    rs, re_ = np.take(bs, rest), np.take(be, rest)
+    # Where each united interval goes: after the rest of b that start before it and the
+    # united ones before it.
+    pos = np.searchsorted(rs, us)
+    pos += np.arange(len(us))
+    n = len(rest) + len(us)
+    keep = np.ones(n, bool)
+    keep[pos] = False
+    out_s = np.empty(n, I64)
+    out_e = np.empty(n, I64)
+    out_s[pos] = us
+    out_e[pos] = ue
+    out_s[keep] = rs
+    out_e[keep] = re_
+    return out_s, out_e
 
 
 class Coverage:
