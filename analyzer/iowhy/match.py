@@ -873,6 +873,7 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
         stage_cat = np.empty(ns, np.int8)  # category of each stage's class
         loc_w = np.empty(ns, bool)  # a locality write (locality)
         seek_cls = np.empty(ns, np.int8)  # class of each request with a seek
+        tmp8 = np.empty(min(ns, STAGE_BLOCK), np.uint8)  # scratch of a block
     ms = 0  # seeks so far
     n_empty = 0  # empty stages
     per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
@@ -906,11 +907,19 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
                 sk &= np.take(rq.issue, ib) > 0
             if cls is not None:
                 cb = np.take(cls, ib).view(np.uint8)
-                np.take(_CATEGORY_TABLE, cb, out=stage_cat[a:b], mode="clip")
+                cat = stage_cat[a:b].view(np.uint8)
+                cat[...] = cb
+                t8 = tmp8[:b - a]
+                for c, w in _CATEGORY_STEPS:
+                    np.greater_equal(cb, c, out=t8.view(bool))
+                    if w != 1:
+                        t8 *= np.uint8(w & 0xFF)
+                    cat -= t8
                 lw = loc_w[a:b]
-                np.equal(op, abi.OP_WRITE, out=lw)
-                lw &= sk
-                lw &= np.take(_LOCALITY_TABLE, cb)
+                np.right_shift(_LOCALITY_MASK, cb, out=t8)
+                t8 &= np.uint8(1)
+                np.logical_and(t8.view(bool), sk, out=lw)
+                lw &= op == abi.OP_WRITE
             p = np.flatnonzero(sk)
             if not len(p):
                 continue
@@ -1055,10 +1064,13 @@ def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 SERVICE_BLOCK = 1 << 14  # ends sorted at a time before the merge (service_times)
 STAGE_BLOCK = 1 << 15  # requests per block of _stage_keys (temporaries stay in cache)
-_CATEGORY_TABLE = np.zeros(256, np.int8)  # the category of a class code (as uint8)
-_CATEGORY_TABLE[:len(CATEGORY_OF_CLASS)] = CATEGORY_OF_CLASS
-_LOCALITY_TABLE = np.zeros(256, bool)  # the classes of the locality writes
-_LOCALITY_TABLE[[LOG, METADATA, DATA]] = True
+# Lookups by class code (a byte) as a few byte operations, several times faster than
+# np.take with byte indices: the category of class c is c less the sum of the steps
+# (class d, size w) of the table's offsets for d <= c; the locality write classes are
+# the bits of a byte mask.
+_CATEGORY_STEPS = [(c, int(w)) for c, w in enumerate(np.diff(
+    np.arange(len(CATEGORY_OF_CLASS)) - CATEGORY_OF_CLASS, prepend=0).tolist()) if w]
+_LOCALITY_MASK = np.uint8((1 << LOG) | (1 << METADATA) | (1 << DATA))
 
 
 def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
