@@ -846,8 +846,11 @@ class Stages:
     loc_writes: np.ndarray | None = None
     seek_cls: np.ndarray | None = None
     # What stage_service needs: (stage position of each request with a seek distance,
-    # positions of the non-empty stages or None if all are, number of stages).
-    _service: tuple[np.ndarray, np.ndarray | None, int] | None = None
+    # positions of the non-empty stages or None if all are, number of stages, and
+    # (the keys of the ends sorted block by block (_end_keys), None if the ends are in
+    # stage order; their index bits), or None if device_stages did not make them).
+    _service: tuple[np.ndarray, np.ndarray | None, int,
+                    tuple[np.ndarray | None, int] | None] | None = None
     # issue_order[order_bounds[g]:order_bounds[g + 1]] are device g's (None: not known).
     order_bounds: list[int] | None = None
     # Whether every known issue time is inside the window: then the stage order is the
@@ -935,6 +938,14 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
         stage_cat = np.empty(ns, np.int8)  # category of each stage's class
         loc_w = np.empty(ns, bool)  # a locality write (locality)
         seek_cls = np.empty(ns, np.int8)  # class of each request with a seek
+        tmp8 = np.empty(min(ns, STAGE_BLOCK), np.uint8)  # scratch of a block
+    # The keys service_times sorts to order the ends, made (and sorted block by block)
+    # while the ends are in cache.
+    ebits = max(1, (ns - 1).bit_length())
+    ekey = np.empty(ns, np.uint64) if packed else None
+    in_order = True  # the ends so far in stage order, none empty
+    last_e = -1  # the previous block's last end
+    ne_buf = np.empty(min(ns, STAGE_BLOCK), bool)
     ms = 0  # seeks so far
     n_empty = 0  # empty stages
     per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
@@ -960,7 +971,14 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
                 kb[ff] = np.take(rq.done, np.take(ib, ff))
             np.clip(kb, w0, w1, out=kb)
             kb += base
-            n_empty += b - a - int(np.count_nonzero(kb > ks[a:b]))
+            ne = np.greater(kb, ks[a:b], out=ne_buf[:b - a])
+            kept_b = int(np.count_nonzero(ne))
+            if ekey is not None and kept_b:
+                first = a - n_empty
+                ordered = _end_keys(ekey[first:b], kb, ne, kept_b, first, ebits)
+                in_order = in_order and ordered and int(kb[0]) >= last_e
+                last_e = int(kb[-1])
+            n_empty += b - a - kept_b
             sk = op <= abi.OP_WRITE
             nb = np.take(nbytes, ib)
             sk &= nb > 0
@@ -968,11 +986,19 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
                 sk &= np.take(rq.issue, ib) > 0
             if cls is not None:
                 cb = np.take(cls, ib).view(np.uint8)
-                np.take(_CATEGORY_TABLE, cb, out=stage_cat[a:b], mode="clip")
+                cat = stage_cat[a:b].view(np.uint8)
+                cat[...] = cb
+                t8 = tmp8[:b - a]
+                for c, w in _CATEGORY_STEPS:
+                    np.greater_equal(cb, c, out=t8.view(bool))
+                    if w != 1:
+                        t8 *= np.uint8(w & 0xFF)
+                    cat -= t8
                 lw = loc_w[a:b]
-                np.equal(op, abi.OP_WRITE, out=lw)
-                lw &= sk
-                lw &= np.take(_LOCALITY_TABLE, cb)
+                np.right_shift(_LOCALITY_MASK, cb, out=t8)
+                t8 &= np.uint8(1)
+                np.logical_and(t8.view(bool), sk, out=lw)
+                lw &= op == abi.OP_WRITE
             p = np.flatnonzero(sk)
             if not len(p):
                 continue
@@ -1028,7 +1054,10 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
                 seek_nbytes=seek_nb,
                 all_idx=all_idx, seek_bounds=seek_bounds, order_bounds=bounds,
                 issue_in_window=in_window)
-    st._service = (seek_pos, kept, ns)
+    ends = None
+    if ekey is not None:
+        ends = (None if in_order and not n_empty else ekey[:ns - n_empty], ebits)
+    st._service = (seek_pos, kept, ns, ends)
     if cls is not None:
         st.stage_cat, st.loc_writes, st.seek_cls = stage_cat, loc_w, seek_cls[:ms]
     if service:
@@ -1041,8 +1070,11 @@ def stage_service(st: Stages) -> None:
     keyed ends sorted (ends_sorted); device_stages(service=False) leaves them to this."""
     if st._service is None:
         return
-    seek_pos, kept, ns = st._service
-    svc, st.ends_sorted = service_times(st.ks, st.ke)
+    seek_pos, kept, ns, ends = st._service
+    if ends is None:
+        svc, st.ends_sorted = service_times(st.ks, st.ke)
+    else:
+        svc, st.ends_sorted = _service_sorted(st.ks, st.ke, *ends)
     if kept is not None:
         # Service times of the stages kept, then 0 for the empty ones.
         full = np.zeros(ns, I64)
@@ -1065,62 +1097,100 @@ def service_times(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarra
     sorted by value (several times faster than an argsort), and the previous ends are
     scattered back to their stages."""
     n = len(ke)
-    prev = np.empty(n, I64)
-    if n == 0:
-        return prev, ke
     if not (ke[1:] < ke[:-1]).any():
-        prev[0] = ks[0]
-        prev[1:] = ke[:-1]
-        ends = ke
-    else:
-        bits = max(1, (n - 1).bit_length())
-        if int(ke.max()).bit_length() + bits <= 64:
-            key = np.empty(n, np.uint64)
-            shift = np.uint64(bits)
-            # A stage ends out of start order only by the stages that start and end
-            # while it is in flight: the ends are a few positions from their sorted
-            # place. Each block is sorted while it is in cache, then a stable sort
-            # (timsort) merges the blocks, which overlap only at their edges: both
-            # together faster than one sort of the whole.
-            for a in range(0, n, SERVICE_BLOCK):
-                b = min(a + SERVICE_BLOCK, n)
-                kb = key[a:b]
-                np.left_shift(ke[a:b].view(np.uint64), shift, out=kb)
-                kb |= np.arange(a, b, dtype=np.uint64)
-                kb.sort()
-            key.sort(kind="stable")
-            ends = key.view(I64)
-            # prev[order[1:]] = ends[:-1], block by block: the order (int64 indices:
-            # faster scatters) and the ends split off the packed keys while in cache.
-            mask = np.uint64((1 << bits) - 1)
-            for a in range(0, n, STAGE_BLOCK):
-                b = min(a + STAGE_BLOCK, n)
-                kb = key[a:b]
-                o = np.bitwise_and(kb, mask).view(I64)
-                kb >>= shift
-                if a:
-                    prev[o] = ends[a - 1:b - 1]
-                else:
-                    prev[o[1:]] = ends[:b - 1]
-                    prev[o[0]] = ks[o[0]]
-            del key
-        else:
-            order = np.argsort(ke, kind="stable")
-            ends = ke[order]
-            prev[order[1:]] = ends[:-1]
-            prev[order[0]] = ks[order[0]]
-            del order
+        return _service_sorted(ks, ke, None, 0)
+    bits = max(1, (n - 1).bit_length())
+    if int(ke.max()).bit_length() + bits <= 64:
+        key = np.empty(n, np.uint64)
+        for a in range(0, n, STAGE_BLOCK):
+            b = min(a + STAGE_BLOCK, n)
+            _end_keys(key[a:b], ke[a:b], None, b - a, a, bits)
+        return _service_sorted(ks, ke, key, bits)
+    prev = np.empty(n, I64)
+    order = np.argsort(ke, kind="stable")
+    ends = ke[order]
+    prev[order[1:]] = ends[:-1]
+    prev[order[0]] = ks[order[0]]
+    del order
     np.maximum(prev, ks, out=prev)
     np.subtract(ke, prev, out=prev)
     return prev, ends
 
 
-SERVICE_BLOCK = 1 << 14  # ends sorted at a time before the merge (service_times)
+def _end_keys(out: np.ndarray, ke: np.ndarray, ne: np.ndarray | None, kept: int,
+              first: int, bits: int) -> bool:
+    """The keys (end << bits | position) of a block of stages (ke: their keyed ends) into
+    out[:kept], sorted: a stage ends out of start order only by the stages that start
+    and end while it is in flight, so the ends are a few positions from their sorted
+    place, and blocks sorted while in cache are then merged by a stable sort (timsort)
+    almost by copying (_service_sorted). ne: which stages are not empty (None: all);
+    the empty ones are left out, the others numbered from `first`. Returns whether the
+    ends were already in order (none empty)."""
+    key = out[:len(ke)]
+    np.left_shift(ke.view(np.uint64), np.uint64(bits), out=key)
+    if ne is None or kept == len(ke):
+        key |= np.arange(first, first + kept, dtype=np.uint64)
+        if not (ke[1:] < ke[:-1]).any():
+            return True
+    else:
+        # Positions among the non-empty stages; the empty ones all ones (sorted last).
+        pos = np.cumsum(ne, dtype=np.uint64)
+        pos += np.uint64(first)
+        pos -= np.uint64(1)
+        key |= pos
+        np.copyto(key, np.uint64(0xFFFFFFFFFFFFFFFF), where=~ne)
+        key.sort()
+        return False
+    # In parts: several sorts of L1-sized parts are faster than one of the block.
+    for h in range(0, len(key), SERVICE_BLOCK):
+        key[h:h + SERVICE_BLOCK].sort()
+    return False
+
+
+def _service_sorted(ks: np.ndarray, ke: np.ndarray, key: np.ndarray | None, bits: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """service_times() from the keys of the ends sorted block by block (_end_keys; None
+    when the ends are in stage order), which it merges and overwrites."""
+    n = len(ke)
+    prev = np.empty(n, I64)
+    if n == 0:
+        return prev, ke
+    if key is None:
+        prev[0] = ks[0]
+        prev[1:] = ke[:-1]
+        ends = ke
+    else:
+        key.sort(kind="stable")
+        ends = key.view(I64)
+        # prev[order[1:]] = ends[:-1], block by block: the order (int64 indices: faster
+        # scatters) and the ends split off the packed keys while in cache.
+        shift = np.uint64(bits)
+        mask = np.uint64((1 << bits) - 1)
+        for a in range(0, n, STAGE_BLOCK):
+            b = min(a + STAGE_BLOCK, n)
+            kb = key[a:b]
+            o = np.bitwise_and(kb, mask).view(I64)
+            kb >>= shift
+            if a:
+                prev[o] = ends[a - 1:b - 1]
+            else:
+                prev[o[1:]] = ends[:b - 1]
+                prev[o[0]] = ks[o[0]]
+        del key
+    np.maximum(prev, ks, out=prev)
+    np.subtract(ke, prev, out=prev)
+    return prev, ends
+
+
+SERVICE_BLOCK = 1 << 11  # end keys sorted at a time before the merge (_end_keys)
 STAGE_BLOCK = 1 << 15  # requests per block of _stage_keys (temporaries stay in cache)
-_CATEGORY_TABLE = np.zeros(256, np.int8)  # the category of a class code (as uint8)
-_CATEGORY_TABLE[:len(CATEGORY_OF_CLASS)] = CATEGORY_OF_CLASS
-_LOCALITY_TABLE = np.zeros(256, bool)  # the classes of the locality writes
-_LOCALITY_TABLE[[LOG, METADATA, DATA]] = True
+# Lookups by class code (a byte) as a few byte operations, several times faster than
+# np.take with byte indices: the category of class c is c less the sum of the steps
+# (class d, size w) of the table's offsets for d <= c; the locality write classes are
+# the bits of a byte mask.
+_CATEGORY_STEPS = [(c, int(w)) for c, w in enumerate(np.diff(
+    np.arange(len(CATEGORY_OF_CLASS)) - CATEGORY_OF_CLASS, prepend=0).tolist()) if w]
+_LOCALITY_MASK = np.uint8((1 << LOG) | (1 << METADATA) | (1 << DATA))
 
 
 def _stage_keys(rq: Requests, w0: int, w1: int, span: int, ibits: int
