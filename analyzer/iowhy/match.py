@@ -46,7 +46,6 @@ different groups never touch.
 from __future__ import annotations
 
 import bisect
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -861,18 +860,6 @@ class Stages:
     def issue_order(self) -> np.ndarray:
         """Requests with a stage (empty ones included) in (device, clipped issue) order."""
         return self.idx if self.all_idx is None else self.all_idx
-
-
-def _low_index(key: np.ndarray, bits: int) -> np.ndarray:
-    """key & (2^bits - 1) of a uint64 array: int32 when bits <= 31 (read from the low
-    words, without a 64-bit temporary), else int64."""
-    if bits <= 31 and sys.byteorder == "little" and key.flags.c_contiguous:
-        out = np.empty(len(key), np.int32)
-        np.bitwise_and(key.view(np.uint32)[::2], np.uint32((1 << bits) - 1), out=out,
-                       casting="unsafe")
-        return out
-    low = key & np.uint64((1 << bits) - 1)
-    return low.astype(np.int32) if bits <= 31 else low.view(I64)
 
 
 def device_stages(rq: Requests, window: Window, service: bool = True,
