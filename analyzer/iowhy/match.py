@@ -573,19 +573,6 @@ def load_requests(trace: Any, window: Window, threads: int = 1,
         if hi > lo and not np.array_equal(final, np.arange(len(final))):
             np.take(final, dev[lo:hi], out=dev[lo:hi])
     devices = [(k >> 20, k & 0xFFFFF) for k in keys]
-    # Issue never seen (RQ_LOST_ISSUE): the device stage is unknown; from here on such a
-    # request is unobserved exactly like one whose final completion was never seen, with
-    # its empty stage at its first completion.
-    li = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_ISSUE)
-    if len(li):
-        cols["issue_ns"][li] = cols["data_done_ns"][li]
-        cols["flags_u16"][li] |= abi.RQ_LOST_DONE
-    del li
-    # Final completion never seen: both completions at the issue (an empty stage).
-    lost = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_DONE)
-    if len(lost):
-        cols["done_ns"][lost] = cols["data_done_ns"][lost] = cols["issue_ns"][lost]
-    del lost
 
     def i64(name: str) -> np.ndarray:
         return cols[name].view(I64)
@@ -686,6 +673,7 @@ def _load_slices(slices: Iterable[tuple[np.ndarray, int, int, int]],
     """Copy and normalise some slices of request records (see load_requests); returns
     the range of output positions they cover (the slices are adjacent)."""
     done_c, dd_c, fl_c = cols["done_ns"], cols["data_done_ns"], cols["flags_u16"]
+    issue_c = cols["issue_ns"]
     plain = [(cols[f], f) for f in cols if f not in ("done_ns", "data_done_ns")]
     pair = np.empty(SUBCHUNK, np.uint64)
     bad = np.empty(SUBCHUNK, bool)
@@ -698,13 +686,16 @@ def _load_slices(slices: Iterable[tuple[np.ndarray, int, int, int]],
         sl = slice(off, off + m)
         for c, f in plain:
             c[sl] = w[f]
+        fl = fl_c[sl]
+        seen = int(np.bitwise_or.reduce(fl))  # the flags of any request of the slice
         # Final completion: unknown or incomplete -> the window end; never after it.
         done = done_c[sl]
         done[...] = w["done_ns"]
         b, t = bad[:m], tmp[:m]
         np.equal(done, 0, out=b)
-        np.bitwise_and(fl_c[sl], abi.RQ_INCOMPLETE, out=t, casting="unsafe")
-        b |= t
+        if seen & abi.RQ_INCOMPLETE:
+            np.bitwise_and(fl, abi.RQ_INCOMPLETE, out=t, casting="unsafe")
+            b |= t
         np.copyto(done, end, where=b)
         np.minimum(done, end, out=done)
         # First completion: unknown or after the final one -> the final one.
@@ -714,10 +705,26 @@ def _load_slices(slices: Iterable[tuple[np.ndarray, int, int, int]],
         np.greater(dd, done, out=t)
         b |= t
         np.copyto(dd, done, where=b)
+        if seen & (abi.RQ_LOST_ISSUE | abi.RQ_LOST_DONE):
+            _unobserved(issue_c[sl], dd, done, fl)
         p = pair[:m]
         p[...] = w.view(_DEV_PAIR)["pair"]
         dmap.map(p, dev[sl])
     return lo, hi
+
+
+def _unobserved(issue: np.ndarray, data_done: np.ndarray, done: np.ndarray,
+                flags: np.ndarray) -> None:
+    """Requests not fully seen, in a slice of the columns (see _load_slices)."""
+    # Issue never seen (RQ_LOST_ISSUE): the device stage is unknown; from here on such a
+    # request is unobserved exactly like one whose final completion was never seen, with
+    # its empty stage at its first completion.
+    li = np.flatnonzero(flags & abi.RQ_LOST_ISSUE)
+    issue[li] = data_done[li]
+    flags[li] |= abi.RQ_LOST_DONE
+    # Final completion never seen: both completions at the issue (an empty stage).
+    lost = np.flatnonzero(flags & abi.RQ_LOST_DONE)
+    done[lost] = data_done[lost] = issue[lost]
 
 
 def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
