@@ -233,18 +233,19 @@ def prefault_heap(nbytes: int) -> Callable[[Sequence[np.ndarray]], list[Callable
                         for lo, hi in ranges if hi > lo])
         return run
 
-    def pages(a: np.ndarray, first: int, last: int) -> tuple[int, int]:
-        """The pages holding rows [first, last) of `a`."""
-        base, size = a.ctypes.data, a.itemsize
-        return (base + first * size) & -page, (base + last * size + page - 1) & -page
-
     def jobs(arrays: Sequence[np.ndarray]) -> list[Callable[[], bool]]:
-        rows = max((len(a) for a in arrays), default=0)
-        out = [populate([pages(a, i, min(i + PREFAULT_ROWS, len(a))) for a in arrays])
+        # (address, item size, rows) per array
+        spans = [(a.ctypes.data, a.itemsize, len(a)) for a in arrays]
+
+        def pages(base: int, size: int, first: int, last: int) -> tuple[int, int]:
+            """The pages holding rows [first, last) of an array."""
+            return (base + first * size) & -page, (base + last * size + page - 1) & -page
+        rows = max((n for _, _, n in spans), default=0)
+        out = [populate([pages(b, s, i, min(i + PREFAULT_ROWS, n)) for b, s, n in spans])
                for i in range(0, rows, PREFAULT_ROWS)]
         # The rest of the block: the gaps between the arrays' pages.
         gaps, at = [], block[0]
-        for lo, hi in sorted(pages(a, 0, len(a)) for a in arrays):
+        for lo, hi in sorted(pages(b, s, 0, n) for b, s, n in spans):
             gaps.append((at, min(lo, block[1])))
             at = max(at, hi)
         gaps.append((at, block[1]))
@@ -295,13 +296,20 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     meta = trace.meta or {}
     n = trace.count("request") if _HEAP_KEPT else 0
     prefault = prefault_heap(min(PREFAULT_BYTES * n, PREFAULT_MAX)) if n >= PREFAULT_MIN else None
-    rq = load_requests(trace, win, threads=cfg.threads, alongside=prefault)
-    clock.lap("load requests")
-    fs = columns(trace, "fsync", FSYNC_FIELDS)
-    jr = columns(trace, "journal", JOURNAL_FIELDS)
-    tasks = columns(trace, "task", TASK_FIELDS)
-    off = columns(trace, "offcpu", OFFCPU_FIELDS)
-    clock.lap("load other records")
+    other: list[dict[str, np.ndarray]] = []
+
+    def load_other() -> None:
+        other.extend(columns(trace, name, fields) for name, fields in (
+            ("fsync", FSYNC_FIELDS), ("journal", JOURNAL_FIELDS), ("task", TASK_FIELDS),
+            ("offcpu", OFFCPU_FIELDS)))
+
+    def alongside(arrays: Sequence[np.ndarray]) -> list[Callable[[], Any]]:
+        # The other record types are copied beside the requests too, after the faulting
+        # in (their columns are carved from the block).
+        return [*(prefault(arrays) if prefault else []), load_other]
+    rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
+    fs, jr, tasks, off = other
+    clock.lap("load records")
     return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock)
 
 
