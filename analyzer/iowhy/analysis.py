@@ -7,6 +7,7 @@ plots; the CLI (commands.py) and the renderers (iowhy.reports) do.
 
 from __future__ import annotations
 
+import mmap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -190,22 +191,28 @@ _HEAP_KEPT = False
 PREFAULT_BYTES = 120
 PREFAULT_MAX = 3 << 29
 PREFAULT_MIN = 1 << 20
+PREFAULT_ROWS = 1 << 16  # rows of the columns being filled faulted in at a time
+PREFAULT_STEP = 1 << 24  # bytes of the rest of the block faulted in at a time
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 
 
-def prefault_heap(nbytes: int, threads: int = 2) -> bool:
-    """Fault in `nbytes` of heap at once, then free it: after tune_allocator(), glibc
-    keeps it at the top of its heap, where the analysis' arrays are then carved without
-    a page fault at the first touch of each page. One MADV_POPULATE_WRITE per thread
-    over its share of the block; on the benchmark VM this takes about two thirds of the
-    CPU time of the page faults it replaces (10M requests: 0.2 s on two threads, the
-    analysis then 0.3 s faster). Returns whether it applied."""
+def prefault_heap(nbytes: int) -> Callable[[Sequence[np.ndarray]], list[Callable[[], bool]]] | None:
+    """Grow the heap by `nbytes` without touching it, and return what faults it in, for
+    load_requests(alongside=...): given the arrays about to be filled (carved from the
+    block), MADV_POPULATE_WRITE calls over PREFAULT_ROWS rows of them at a time, in the
+    order they are filled, then over the rest of the block. After tune_allocator(),
+    glibc keeps the block (allocated and freed at once) at the top of its heap, where
+    the request columns and the analysis' later arrays are carved: no page fault at the
+    first touch of each page. On the benchmark VM faulting in takes about two thirds of
+    the CPU time of the page faults it replaces, and beside the copying of the request
+    records (bound by memory bandwidth) it hardly slows that copying. None if it cannot
+    apply."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         malloc, free, madvise = libc.malloc, libc.free, libc.madvise
     except (OSError, AttributeError):
-        return False
+        return None
     malloc.restype = ctypes.c_void_p
     malloc.argtypes = [ctypes.c_size_t]
     free.restype = None
@@ -214,22 +221,38 @@ def prefault_heap(nbytes: int, threads: int = 2) -> bool:
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     p = malloc(nbytes)
     if not p:
-        return False
-    try:
-        page = 4096
-        lo, hi = (p + page - 1) & -page, (p + nbytes) & -page
-        step = max(page, ((hi - lo) // max(1, threads) + page - 1) & -page)
-        parts = [(a, min(a + step, hi) - a) for a in range(lo, hi, step)]
+        return None
+    free(p)
+    page = mmap.PAGESIZE
+    block = ((p + page - 1) & -page, (p + nbytes) & -page)
 
-        def populate(part: tuple[int, int]) -> bool:
-            # ctypes releases the GIL during the call: the parts are faulted in side by side.
-            return madvise(part[0], part[1], _MADV_POPULATE_WRITE) == 0
-        with ThreadPoolExecutor(max_workers=max(1, len(parts) - 1)) as pool:
-            rest = [pool.submit(populate, x) for x in parts[1:]]
-            ok = all([populate(x) for x in parts[:1]] + [f.result() for f in rest])
-    finally:
-        free(p)
-    return ok
+    def populate(ranges: list[tuple[int, int]]) -> Callable[[], bool]:
+        def run() -> bool:
+            # ctypes releases the GIL during each call: the copying goes on meanwhile.
+            return all([madvise(lo, hi - lo, _MADV_POPULATE_WRITE) == 0
+                        for lo, hi in ranges if hi > lo])
+        return run
+
+    def jobs(arrays: Sequence[np.ndarray]) -> list[Callable[[], bool]]:
+        # (address, item size, rows) per array
+        spans = [(a.ctypes.data, a.itemsize, len(a)) for a in arrays]
+
+        def pages(base: int, size: int, first: int, last: int) -> tuple[int, int]:
+            """The pages holding rows [first, last) of an array."""
+            return (base + first * size) & -page, (base + last * size + page - 1) & -page
+        rows = max((n for _, _, n in spans), default=0)
+        out = [populate([pages(b, s, i, min(i + PREFAULT_ROWS, n)) for b, s, n in spans])
+               for i in range(0, rows, PREFAULT_ROWS)]
+        # The rest of the block: the gaps between the arrays' pages.
+        gaps, at = [], block[0]
+        for lo, hi in sorted(pages(b, s, 0, n) for b, s, n in spans):
+            gaps.append((at, min(lo, block[1])))
+            at = max(at, hi)
+        gaps.append((at, block[1]))
+        out += [populate([(a, min(a + PREFAULT_STEP, stop))])
+                for start, stop in gaps for a in range(start, stop, PREFAULT_STEP)]
+        return out
+    return jobs
 
 
 def columns(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarray]:
@@ -272,16 +295,21 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     win = trace_window(trace)
     meta = trace.meta or {}
     n = trace.count("request") if _HEAP_KEPT else 0
-    if n >= PREFAULT_MIN:
-        prefault_heap(min(PREFAULT_BYTES * n, PREFAULT_MAX), max(1, cfg.threads))
-        clock.lap("prefault heap")
-    rq = load_requests(trace, win, threads=cfg.threads)
-    clock.lap("load requests")
-    fs = columns(trace, "fsync", FSYNC_FIELDS)
-    jr = columns(trace, "journal", JOURNAL_FIELDS)
-    tasks = columns(trace, "task", TASK_FIELDS)
-    off = columns(trace, "offcpu", OFFCPU_FIELDS)
-    clock.lap("load other records")
+    prefault = prefault_heap(min(PREFAULT_BYTES * n, PREFAULT_MAX)) if n >= PREFAULT_MIN else None
+    other: list[dict[str, np.ndarray]] = []
+
+    def load_other() -> None:
+        other.extend(columns(trace, name, fields) for name, fields in (
+            ("fsync", FSYNC_FIELDS), ("journal", JOURNAL_FIELDS), ("task", TASK_FIELDS),
+            ("offcpu", OFFCPU_FIELDS)))
+
+    def alongside(arrays: Sequence[np.ndarray]) -> list[Callable[[], Any]]:
+        # The other record types are copied beside the requests too, after the faulting
+        # in (their columns are carved from the block).
+        return [*(prefault(arrays) if prefault else []), load_other]
+    rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
+    fs, jr, tasks, off = other
+    clock.lap("load records")
     return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock)
 
 

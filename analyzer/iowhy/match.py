@@ -46,9 +46,10 @@ different groups never touch.
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -572,24 +573,32 @@ def gather_columns(views: Sequence[np.ndarray], fields: Sequence[str],
     return out
 
 
-def load_requests(trace: Any, window: Window, threads: int = 1) -> Requests:
+def load_requests(trace: Any, window: Window, threads: int = 1,
+                  alongside: Callable[[list[np.ndarray]], list[Callable[[], Any]]] | None = None
+                  ) -> Requests:
     """Pull the request columns out of a trace and normalise them (see module doc).
 
     One pass over the mapped records, a cache-sized slice at a time: fields are copied,
     the device is mapped to a dense index and unknown times are fixed while the slice
-    is hot. threads=2 loads the two halves of the records side by side (numpy releases
-    the GIL while it copies).
+    is hot. threads=2 copies on two threads, one from the first slice on, the other
+    from the last one back (numpy releases the GIL while it copies).
+
+    alongside: given the columns (allocated, not yet written), work (callables) to do
+    while they are filled: analyze() faults in the heap with it. With threads=2 the
+    second thread takes it, in order, before it copies slices; the first, once out of
+    slices, takes what is left from the end. threads=1 does it all before copying.
     """
     views = trace.chunks("request")
     n = sum(len(v) for v in views)
     cols = {f: np.empty(n, dtype=abi.REQUEST_DTYPE[f]) for f in REQUEST_FIELDS
             if f not in ("dev_major", "dev_minor")}
     dev = np.empty(n, dtype=np.int32)
+    jobs = deque(alongside([*cols.values(), dev]) if alongside else [])
     keys: list[int] = [(int(d["major"]) << 20) | int(d["minor"])
                        for d in trace.meta.get("devices", []) or []
                        if d.get("major") is not None and d.get("minor") is not None]
     # (view, first, last record in the view, position in the output) per slice.
-    slices = []
+    slices: deque[tuple[np.ndarray, int, int, int]] = deque()
     off = 0
     for v in views:
         for i in range(0, len(v), SUBCHUNK):
@@ -597,41 +606,34 @@ def load_requests(trace: Any, window: Window, threads: int = 1) -> Requests:
             slices.append((v, i, i + m, off))
             off += m
     end = np.uint64(window.end_ns)
-    parts = [slices]
-    if threads > 1 and len(slices) >= 4:
-        parts = [slices[:len(slices) // 2], slices[len(slices) // 2:]]
-    maps = [_DeviceMap(keys) for _ in parts]
-    if len(parts) > 1:
+    maps = [_DeviceMap(keys)]
+    if threads > 1 and (jobs or len(slices) >= 4):
+        maps.append(_DeviceMap(keys))
+
+        def second() -> tuple[int, int]:
+            for job in _drain(jobs, True):
+                job()
+            return _load_slices(_drain(slices, False), cols, dev, end, maps[1])
         with ThreadPoolExecutor(max_workers=1) as pool:
-            fut = pool.submit(_load_slices, parts[1], cols, dev, end, maps[1])
-            _load_slices(parts[0], cols, dev, end, maps[0])
-            fut.result()
+            fut = pool.submit(second)
+            spans = [_load_slices(_drain(slices, True), cols, dev, end, maps[0])]
+            for job in _drain(jobs, False):
+                job()
+            spans.append(fut.result())
     else:
-        _load_slices(parts[0], cols, dev, end, maps[0])
+        for job in jobs:
+            job()
+        spans = [_load_slices(iter(slices), cols, dev, end, maps[0])]
     # Devices in (major, minor) order (the meta's and those met in requests); a device
     # is the first entry of its key.
     for dm in maps:
         keys.extend(k for k in dm.keys if k not in keys)
     keys.sort()
-    for p, dm in zip(parts, maps):
+    for (lo, hi), dm in zip(spans, maps):
         final = np.array([bisect.bisect_left(keys, k) for k in dm.keys], dtype=np.int32)
-        if p and not np.array_equal(final, np.arange(len(final))):
-            lo, hi = p[0][3], p[-1][3] + p[-1][2] - p[-1][1]
+        if hi > lo and not np.array_equal(final, np.arange(len(final))):
             np.take(final, dev[lo:hi], out=dev[lo:hi])
     devices = [(k >> 20, k & 0xFFFFF) for k in keys]
-    # Issue never seen (RQ_LOST_ISSUE): the device stage is unknown; from here on such a
-    # request is unobserved exactly like one whose final completion was never seen, with
-    # its empty stage at its first completion.
-    li = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_ISSUE)
-    if len(li):
-        cols["issue_ns"][li] = cols["data_done_ns"][li]
-        cols["flags_u16"][li] |= abi.RQ_LOST_DONE
-    del li
-    # Final completion never seen: both completions at the issue (an empty stage).
-    lost = np.flatnonzero(cols["flags_u16"] & abi.RQ_LOST_DONE)
-    if len(lost):
-        cols["done_ns"][lost] = cols["data_done_ns"][lost] = cols["issue_ns"][lost]
-    del lost
 
     def i64(name: str) -> np.ndarray:
         return cols[name].view(I64)
@@ -715,27 +717,46 @@ class _DeviceMap:
         return True
 
 
-def _load_slices(slices: list[tuple[np.ndarray, int, int, int]], cols: dict[str, np.ndarray],
-                 dev: np.ndarray, end: np.uint64, dmap: _DeviceMap) -> None:
-    """Copy and normalise some slices of request records (see load_requests)."""
+def _drain(items: deque[Any], first: bool) -> Iterator[Any]:
+    """Take items off one end of a deque, one at a time, until it is empty (another
+    thread may be taking them off the other end)."""
+    take = items.popleft if first else items.pop
+    while True:
+        try:
+            yield take()
+        except IndexError:
+            return
+
+
+def _load_slices(slices: Iterable[tuple[np.ndarray, int, int, int]],
+                 cols: dict[str, np.ndarray], dev: np.ndarray, end: np.uint64,
+                 dmap: _DeviceMap) -> tuple[int, int]:
+    """Copy and normalise some slices of request records (see load_requests); returns
+    the range of output positions they cover (the slices are adjacent)."""
     done_c, dd_c, fl_c = cols["done_ns"], cols["data_done_ns"], cols["flags_u16"]
+    issue_c = cols["issue_ns"]
     plain = [(cols[f], f) for f in cols if f not in ("done_ns", "data_done_ns")]
     pair = np.empty(SUBCHUNK, np.uint64)
     bad = np.empty(SUBCHUNK, bool)
     tmp = np.empty(SUBCHUNK, bool)
+    lo, hi = len(dev), 0
     for v, i, j, off in slices:
         w = v[i:j]
         m = j - i
+        lo, hi = min(lo, off), max(hi, off + m)
         sl = slice(off, off + m)
         for c, f in plain:
             c[sl] = w[f]
+        fl = fl_c[sl]
+        seen = int(np.bitwise_or.reduce(fl))  # the flags of any request of the slice
         # Final completion: unknown or incomplete -> the window end; never after it.
         done = done_c[sl]
         done[...] = w["done_ns"]
         b, t = bad[:m], tmp[:m]
         np.equal(done, 0, out=b)
-        np.bitwise_and(fl_c[sl], abi.RQ_INCOMPLETE, out=t, casting="unsafe")
-        b |= t
+        if seen & abi.RQ_INCOMPLETE:
+            np.bitwise_and(fl, abi.RQ_INCOMPLETE, out=t, casting="unsafe")
+            b |= t
         np.copyto(done, end, where=b)
         np.minimum(done, end, out=done)
         # First completion: unknown or after the final one -> the final one.
@@ -745,9 +766,26 @@ def _load_slices(slices: list[tuple[np.ndarray, int, int, int]], cols: dict[str,
         np.greater(dd, done, out=t)
         b |= t
         np.copyto(dd, done, where=b)
+        if seen & (abi.RQ_LOST_ISSUE | abi.RQ_LOST_DONE):
+            _unobserved(issue_c[sl], dd, done, fl)
         p = pair[:m]
         p[...] = w.view(_DEV_PAIR)["pair"]
         dmap.map(p, dev[sl])
+    return lo, hi
+
+
+def _unobserved(issue: np.ndarray, data_done: np.ndarray, done: np.ndarray,
+                flags: np.ndarray) -> None:
+    """Requests not fully seen, in a slice of the columns (see _load_slices)."""
+    # Issue never seen (RQ_LOST_ISSUE): the device stage is unknown; from here on such a
+    # request is unobserved exactly like one whose final completion was never seen, with
+    # its empty stage at its first completion.
+    li = np.flatnonzero(flags & abi.RQ_LOST_ISSUE)
+    issue[li] = data_done[li]
+    flags[li] |= abi.RQ_LOST_DONE
+    # Final completion never seen: both completions at the issue (an empty stage).
+    lost = np.flatnonzero(flags & abi.RQ_LOST_DONE)
+    done[lost] = data_done[lost] = issue[lost]
 
 
 def first_start(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
