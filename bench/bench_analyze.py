@@ -275,7 +275,7 @@ def main() -> int:
               f"total {rss / TARGET_BYTES:.2f}x)")
         print(f"(under tracemalloc the analysis took {m['seconds']:.2f} s; 1-min load average "
               f"during the timed run: {res['time']['load']:.2f} on {os.cpu_count()} CPUs)")
-        print("seconds per phase (the tasks after 'load other records' run two at a time, "
+        print("seconds per phase (the tasks after 'load records' run two at a time, "
               "so their sum exceeds the elapsed time):")
         for k, v in res["time"]["phases"].items():
             print(f"  {k:<28}{v:8.3f}")
