@@ -600,6 +600,30 @@ def test_positioning_baselines_device_fit_and_fastest_decile(tmp_path):
     assert "\u2265 45 ns" in html.render_html(r)
 
 
+def test_positioning_slow_device_fit_raises_no_warning(tmp_path):
+    # A slow disk: zero-seek 4 KiB writes take 60 us, a 64 KiB one 1 ms (about 15 ns per
+    # byte). The metadata writes all seek, so their baseline is the device fit. The
+    # analysis bounds the baseline of every size bucket, including buckets no request
+    # can reach (2^62 bytes at 15 ns per byte is beyond int64): no numpy warning may
+    # reach the user's terminal.
+    import warnings
+    rows, t, sector = [], 1000, 1000
+    for nbytes, svc in [(4096, 60_000)] * 3 + [(65536, 1_000_000)]:
+        rows.append(req(t, t + svc, sector=sector, nbytes=nbytes))
+        t, sector = t + svc, sector + nbytes // 512
+    for i, svc in enumerate([400_000, 300_000, 250_000]):
+        rows.append(req(t, t + svc, sector=50_000 + 10_000 * i, nbytes=16384,
+                        iflags=abi.F_META))
+        t += svc
+    path = write_trace(tmp_path / "t.iowt", end=t + 1000, requests=rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = run(path)
+    md = r["placement"]["metadata"]
+    assert md["baseline"] == "device fit" and md["requests_with_seek"] == 3
+    assert md["positioned_requests"] >= 1
+
+
 def test_positioning_ignores_jitter_within_the_baselines_spread(tmp_path):
     # Zero-seek 4 KiB data services 10, 12, 11, 13, 30 (jitter): median 12, p90 30, so
     # the threshold is 18 (the device fit, one size, has the same spread: residuals

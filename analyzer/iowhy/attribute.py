@@ -1647,11 +1647,13 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         fit_kind = (kind == 1) if ((measured > 0) & (kind == 1)).any() else None
         # The least baseline of each bucket plus its threshold: a request at or below it
         # cannot count. A device fit's baseline grows with the size, so its least in a
-        # bucket is that of the bucket's least size, 2^(size bucket).
+        # bucket is that of the bucket's least size, 2^(size bucket). Requests are below
+        # 4 GiB (a u32 length): buckets from 32 up hold none, and a least size capped at
+        # 2^32 keeps the baseline of a slow device's fit far from the int64 limit.
         lim = base + thr
         if fit_kind is not None:
             fb = np.flatnonzero(fit_kind)
-            least = np.left_shift(1, np.minimum(fb & ((1 << SIZE_BITS) - 1), 62), dtype=I64)
+            least = np.left_shift(1, np.minimum(fb & ((1 << SIZE_BITS) - 1), 32), dtype=I64)
             lim[fb] = fit.baseline(dev_of[fb], least) + thr[fb]
     # The bins that hold each class's seek percentiles (p50, p90 with placement) and max.
     qs = (50, 90) if with_placement else (50,)
