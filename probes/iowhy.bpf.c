@@ -64,9 +64,19 @@ struct {
 	__type(value, __u8);
 } devs SEC(".maps");
 
-/* Who submitted a bio and with which flags, until its request is issued. LRU: bios of
- * bio-based devices never reach a request and must not pin the map. */
+/*
+ * Who submitted a bio and with which flags, until its request takes it: a two-way
+ * set-associative table indexed by the bio's address, `bio` holding the address as
+ * the tag. An LRU hash update cost about 260 ns per bio on the project's VM, the
+ * largest single cost of tracing an untar; a table slot costs an inlined lookup and
+ * two atomics. Bios that never reach a request (a failed submission) leave stale slots
+ * that later bios overwrite; a bio whose slot was overwritten while still queued
+ * leaves its request without an origin, which IOWHY_C_NO_ORIGIN counts.
+ */
+#define BIO_FREE 0
+#define BIO_BUSY 1 /* being written; no key is odd */
 struct bio_info {
+	__u64 bio; /* tag: the bio's key (BIO_KEY), or BIO_FREE / BIO_BUSY */
 	__u64 ts_ns;
 	__u32 tgid;
 	__u32 tid;
@@ -75,20 +85,58 @@ struct bio_info {
 	char comm[IOWHY_COMM_LEN];
 };
 
+#define BIO_SET_BITS 16
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 << BIO_SET_BITS);
+	__type(key, __u32);
 	__type(value, struct bio_info);
 } bios SEC(".maps");
 
-/* Requests in flight, keyed by struct request *; the value becomes the record. */
+/*
+ * A bio's address as a number. In tp_btf programs it is a typed pointer, on which the
+ * verifier allows no arithmetic but the difference of two pointers (privileged
+ * loaders only); raw_tp ones see plain numbers.
+ */
+#define BIO_KEY(btf, bio) ((btf) ? (__u64)(void *)(bio) - (__u64)(void *)&bios : (__u64)(bio))
+
+static __always_inline __u32 bio_set(__u64 bio)
+{
+	return (__u32)((bio >> 7) & ((1 << BIO_SET_BITS) - 1)) << 1;
+}
+
+/*
+ * Requests in flight; the record-to-be lives in the entry. First a two-way
+ * set-associative table indexed by the request's address (struct rq_slot in iowhy.h):
+ * blk-mq allocates a queue's requests side by side, so they fall in different sets.
+ * When both ways of a set are taken, the request goes to the overflow hash, which
+ * lookups consult only while it holds anything. A hash update and delete cost about
+ * 200 ns per request on the project's VM; the table costs two atomics.
+ */
+#define RQ_SET_BITS 12
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 << RQ_SET_BITS);
+	__type(key, __u32);
+	__type(value, struct rq_slot);
+} rq_tab SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 32768);
 	__type(key, __u64);
-	__type(value, struct iowhy_request);
+	__type(value, struct rq_slot);
 } rqs SEC(".maps");
+
+__u64 rqs_used = 0; /* entries in `rqs`; raised before an insert, lowered after a delete */
+
+/* A request's address as a number (see BIO_KEY). Never 0. */
+#define RQ_KEY(btf, rq) ((btf) ? (__u64)(void *)(rq) - (__u64)(void *)&rq_tab : (__u64)(rq))
+
+static __always_inline __u32 rq_set(__u64 key)
+{
+	return (__u32)((key >> 7) & ((1 << RQ_SET_BITS) - 1)) << 1;
+}
 
 /* Per-thread state of tracked tasks: syscall in progress, fs sync event, off-CPU. */
 struct task_state {
@@ -152,7 +200,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct iowhy_request);
+	__type(value, struct rq_slot);
 } rq_scratch SEC(".maps");
 
 __u64 rq_seq = 0;
@@ -257,54 +305,135 @@ static __always_inline void normalize(struct iowhy_request *r)
 
 static __always_inline void on_bio_queue(int btf, struct bio *bio)
 {
-	struct bio_info info = {};
-	__u64 key = (__u64)bio;
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 key = BIO_KEY(btf, bio), id, tag;
+	__u32 idx = bio_set(key), idx1 = idx + 1;
+	struct bio_info *a, *b, *s;
+	struct gendisk *disk;
 
-	if (filter_devs && !dev_wanted(disk_devt(btf, bio_disk(btf, bio))))
+	disk = bio_disk(btf, bio);
+	/* A bio-based device (dm, md, zram) makes no requests: its bios would only
+	 * take slots. */
+	if (!RD2(btf, disk, queue, mq_ops))
 		return;
-	info.ts_ns = bpf_ktime_get_ns();
-	info.tgid = id >> 32;
-	info.tid = (__u32)id;
-	info.opf = RD(btf, bio, bi_opf);
-	info.tracked = is_tracked(info.tgid);
-	bpf_get_current_comm(info.comm, sizeof(info.comm));
-	if (bpf_map_update_elem(&bios, &key, &info, BPF_ANY))
+	if (filter_devs && !dev_wanted(disk_devt(btf, disk)))
+		return;
+	a = bpf_map_lookup_elem(&bios, &idx);
+	b = bpf_map_lookup_elem(&bios, &idx1);
+	if (!a || !b)
+		return;
+	/* A free slot, else the one written longer ago. */
+	s = a->bio == BIO_FREE ? a : b->bio == BIO_FREE ? b : a->ts_ns <= b->ts_ns ? a : b;
+	/*
+	 * Claim the slot by marking it busy: a reader that has already matched the old
+	 * tag then fails its own compare-and-swap and ignores what it read, and another
+	 * CPU's submission leaves the slot alone.
+	 */
+	tag = s->bio;
+	if (tag == BIO_BUSY || __sync_val_compare_and_swap(&s->bio, tag, BIO_BUSY) != tag) {
 		count(IOWHY_C_BIOMAP_FULL);
+		return;
+	}
+	id = bpf_get_current_pid_tgid();
+	s->ts_ns = bpf_ktime_get_ns();
+	s->tgid = id >> 32;
+	s->tid = (__u32)id;
+	s->opf = RD(btf, bio, bi_opf);
+	s->tracked = is_tracked(s->tgid);
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	__sync_lock_test_and_set(&s->bio, key);
 }
 
-static __always_inline struct iowhy_request *rq_lookup(struct request *rq)
+/*
+ * Take the submission record of `bio` out of the table into `out`: 1 if it was there
+ * and nobody overwrote it while it was being read.
+ */
+static __always_inline int bio_take(__u64 key, struct bio_info *out)
 {
-	__u64 key = (__u64)rq;
+	__u32 idx = bio_set(key);
 
-	return bpf_map_lookup_elem(&rqs, &key);
+	for (int i = 0; i < 2; i++, idx++) {
+		struct bio_info *s = bpf_map_lookup_elem(&bios, &idx);
+
+		if (!s || s->bio != key)
+			continue;
+		__builtin_memcpy(out, s, sizeof(*out));
+		return __sync_val_compare_and_swap(&s->bio, key, BIO_FREE) == key;
+	}
+	return 0;
+}
+
+static __always_inline struct iowhy_request *rq_lookup(__u64 key)
+{
+	__u32 idx = rq_set(key);
+	struct rq_slot *s;
+
+	for (int i = 0; i < 2; i++, idx++) {
+		s = bpf_map_lookup_elem(&rq_tab, &idx);
+		if (s && s->tag == key)
+			return &s->r;
+	}
+	if (!rqs_used)
+		return NULL;
+	s = bpf_map_lookup_elem(&rqs, &key);
+	return s ? &s->r : NULL;
 }
 
 /*
  * The request's entry, created on first sight (insert, issue or completion), by a
- * caller that has just looked it up and found none.
+ * caller that has just looked it up and found none. The block layer orders a request's
+ * events, so no other CPU looks this key up meanwhile.
  */
-static __always_inline struct iowhy_request *rq_create(int btf, struct request *rq)
+static __always_inline struct iowhy_request *rq_create(int btf, struct request *rq, __u64 key)
 {
-	__u64 key = (__u64)rq;
-	struct iowhy_request *r;
-	__u32 zero = 0, devt;
+	__u32 idx, zero = 0, devt;
+	struct rq_slot *s;
 
 	devt = disk_devt(btf, rq_disk(btf, rq));
 	if (!dev_wanted(devt))
 		return NULL;
-	r = bpf_map_lookup_elem(&rq_scratch, &zero);
-	if (!r)
+	idx = rq_set(key);
+	for (int i = 0; i < 2; i++, idx++) {
+		s = bpf_map_lookup_elem(&rq_tab, &idx);
+		if (s && !s->tag && __sync_val_compare_and_swap(&s->tag, 0, key) == 0) {
+			__builtin_memset(&s->r, 0, sizeof(s->r));
+			s->in_hash = 0;
+			goto init;
+		}
+	}
+	s = bpf_map_lookup_elem(&rq_scratch, &zero);
+	if (!s)
 		return NULL;
-	__builtin_memset(r, 0, sizeof(*r));
-	r->dev_major = DEV_MAJOR(devt);
-	r->dev_minor = DEV_MINOR(devt);
-	r->seq = __sync_fetch_and_add(&rq_seq, 1);
-	if (bpf_map_update_elem(&rqs, &key, r, BPF_NOEXIST)) {
+	__builtin_memset(s, 0, sizeof(*s));
+	s->tag = key;
+	s->in_hash = 1;
+	__sync_fetch_and_add(&rqs_used, 1);
+	if (bpf_map_update_elem(&rqs, &key, s, BPF_NOEXIST)) {
+		__sync_fetch_and_sub(&rqs_used, 1);
 		count(IOWHY_C_RQMAP_FULL);
 		return NULL;
 	}
-	return bpf_map_lookup_elem(&rqs, &key);
+	s = bpf_map_lookup_elem(&rqs, &key);
+	if (!s)
+		return NULL;
+init:
+	s->r.dev_major = DEV_MAJOR(devt);
+	s->r.dev_minor = DEV_MINOR(devt);
+	s->r.seq = __sync_fetch_and_add(&rq_seq, 1);
+	return &s->r;
+}
+
+/* Free the entry of `r` (found under `key`); its contents are dead after this. */
+static __always_inline void rq_release(struct iowhy_request *r, __u64 key)
+{
+	struct rq_slot *s = (struct rq_slot *)r;
+
+	if (s->in_hash) {
+		if (bpf_map_delete_elem(&rqs, &key) == 0)
+			__sync_fetch_and_sub(&rqs_used, 1);
+	} else {
+		/* a full barrier: what was read from the slot was read before it is free */
+		__sync_lock_test_and_set(&s->tag, 0);
+	}
 }
 
 /* Fold the bios now in the request into it: origin of the first, flags of all. */
@@ -314,13 +443,11 @@ static __always_inline void rq_take_bios(int btf, struct iowhy_request *r, struc
 	__u32 n = 0;
 
 	for (int i = 0; i < IOWHY_MAX_BIO_WALK; i++) {
-		__u64 key = (__u64)bio;
-		struct bio_info *info;
+		struct bio_info one, *info = &one;
 
 		if (!bio)
 			break;
-		info = bpf_map_lookup_elem(&bios, &key);
-		if (info) {
+		if (bio_take(BIO_KEY(btf, bio), &one)) {
 			if (!(r->flags_u16 & IOWHY_RQ_ORIGIN)) {
 				r->flags_u16 |= IOWHY_RQ_ORIGIN;
 				if (info->tracked)
@@ -331,7 +458,6 @@ static __always_inline void rq_take_bios(int btf, struct iowhy_request *r, struc
 				__builtin_memcpy(r->comm, info->comm, sizeof(r->comm));
 			}
 			r->bio_flags |= info->opf;
-			bpf_map_delete_elem(&bios, &key);
 		} else {
 			r->bio_flags |= RD(btf, bio, bi_opf);
 		}
@@ -360,7 +486,7 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 		fill_hdr(&out->hdr, IOWHY_REC_REQUEST, sizeof(*out), now);
 		bpf_ringbuf_submit(out, wakeup_flag());
 	}
-	bpf_map_delete_elem(&rqs, &key);
+	rq_release(r, key);
 }
 
 #define RQ_REQUEUED 1 /* pad0: requeued, so seeing it issued again is expected */
@@ -378,10 +504,10 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
  * included, while the tracefs event records them. Nothing in BPF can recover the time;
  * the probes make sure each such request is still written, flagged and counted.
  */
-static __always_inline struct iowhy_request *rq_fresh(int btf, struct request *rq)
+static __always_inline struct iowhy_request *rq_fresh(int btf, struct request *rq, __u64 key)
 {
-	__u64 key = (__u64)rq, now;
-	struct iowhy_request *r = rq_lookup(rq);
+	struct iowhy_request *r = rq_lookup(key);
+	__u64 now;
 
 	if (r && r->issue_ns && !(r->pad0 & RQ_REQUEUED)) {
 		now = bpf_ktime_get_ns();
@@ -390,7 +516,7 @@ static __always_inline struct iowhy_request *rq_fresh(int btf, struct request *r
 		rq_emit(r, key, now);
 		r = NULL;
 	}
-	return r ? r : rq_create(btf, rq);
+	return r ? r : rq_create(btf, rq, key);
 }
 
 /*
@@ -407,7 +533,7 @@ static __always_inline int rq_born_recording(int btf, struct request *rq)
 
 static __always_inline void on_rq_insert(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_fresh(btf, rq);
+	struct iowhy_request *r = rq_fresh(btf, rq, RQ_KEY(btf, rq));
 
 	if (!r)
 		return;
@@ -418,7 +544,7 @@ static __always_inline void on_rq_insert(int btf, struct request *rq)
 
 static __always_inline void on_rq_issue(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_fresh(btf, rq);
+	struct iowhy_request *r = rq_fresh(btf, rq, RQ_KEY(btf, rq));
 
 	if (!r)
 		return;
@@ -437,7 +563,7 @@ static __always_inline void on_rq_issue(int btf, struct request *rq)
 
 static __always_inline void on_rq_requeue(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_lookup(rq);
+	struct iowhy_request *r = rq_lookup(RQ_KEY(btf, rq));
 
 	if (r) {
 		r->requeues++;
@@ -446,12 +572,15 @@ static __always_inline void on_rq_requeue(int btf, struct request *rq)
 }
 
 /* A request merged into another one is freed without completing. */
-static __always_inline void on_rq_merge(struct request *rq)
+static __always_inline void on_rq_merge(int btf, struct request *rq)
 {
-	__u64 key = (__u64)rq;
+	__u64 key = RQ_KEY(btf, rq);
+	struct iowhy_request *r = rq_lookup(key);
 
-	if (bpf_map_delete_elem(&rqs, &key) == 0)
+	if (r) {
+		rq_release(r, key);
 		count(IOWHY_C_RQ_MERGED);
+	}
 }
 
 /*
@@ -463,8 +592,8 @@ static __always_inline void on_rq_merge(struct request *rq)
 static __always_inline void on_rq_complete(int btf, struct request *rq, int error,
 					   unsigned int nr_bytes)
 {
-	__u64 key = (__u64)rq, now = bpf_ktime_get_ns();
-	struct iowhy_request *r = rq_lookup(rq);
+	__u64 key = RQ_KEY(btf, rq), now = bpf_ktime_get_ns();
+	struct iowhy_request *r = rq_lookup(key);
 	__u32 rqf = RD(btf, rq, rq_flags);
 	__u32 cmd = RD(btf, rq, cmd_flags);
 	__u32 len = RD(btf, rq, __data_len);
@@ -479,7 +608,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 		int created = !r;
 
 		if (!r)
-			r = rq_create(btf, rq);
+			r = rq_create(btf, rq, key);
 		if (!r)
 			return;
 		r->cmd_flags = cmd;
@@ -948,7 +1077,7 @@ IOWHY_TP(block_bio_queue, on_bio_queue(btf, bio), struct bio *bio)
 IOWHY_TP(block_rq_insert, on_rq_insert(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_issue, on_rq_issue(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_requeue, on_rq_requeue(btf, rq), struct request *rq)
-IOWHY_TP(block_rq_merge, on_rq_merge(rq), struct request *rq)
+IOWHY_TP(block_rq_merge, on_rq_merge(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_complete, on_rq_complete(btf, rq, error, nr_bytes), struct request *rq, int error,
 	 unsigned int nr_bytes)
 

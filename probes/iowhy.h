@@ -232,7 +232,7 @@ struct iowhy_syscall {
 #define IOWHY_C_RQMAP_FULL 5      /* in-flight request map full: a request not followed */
 #define IOWHY_C_TASKMAP_FULL 6    /* per-thread state unavailable: a syscall/off-CPU interval lost */
 #define IOWHY_C_TRACKMAP_FULL 7   /* tracked-process map full: a child not tracked */
-#define IOWHY_C_BIOMAP_FULL 8     /* bio origin map could not insert */
+#define IOWHY_C_BIOMAP_FULL 8     /* bio origin table: slot busy on another CPU, origin not kept */
 #define IOWHY_C_UNMATCHED_DONE 9  /* completion of a request never seen before (written, flagged) */
 #define IOWHY_C_NO_ORIGIN 10      /* request whose bios were not seen at submission (written, flagged) */
 #define IOWHY_C_RQ_MERGED 11      /* requests merged into another request (not a loss) */
@@ -243,6 +243,16 @@ struct iowhy_syscall {
 #define IOWHY_C_MAX 16
 
 #define IOWHY_MAX_BIO_WALK 256
+
+/*
+ * Not a record: the value of the probes' in-flight request maps (rq_tab, rqs), which
+ * the recorder reads at stop to write out requests still in flight.
+ */
+struct rq_slot {
+	struct iowhy_request r; /* first, so a pointer to the slot is one to the record */
+	__u64 tag;              /* the request's key; 0 while the table slot is free */
+	__u64 in_hash;          /* 1: the entry lives in the overflow hash `rqs` */
+};
 
 /*
  * Trace file layout (docs/trace-format.md): one iowhy_file_hdr, then chunks until

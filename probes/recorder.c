@@ -492,25 +492,34 @@ static void write_progress(int counters_fd)
 	sb_close_write(&s, IOWHY_CHUNK_PROGRESS);
 }
 
-/* Requests still in flight at stop become records marked incomplete. */
+static void add_inflight(struct iowhy_request *r, __u64 stop)
+{
+	r->hdr.type = IOWHY_REC_REQUEST;
+	r->hdr.size_bytes = sizeof(*r);
+	r->hdr.ts_ns = stop;
+	r->flags_u16 |= IOWHY_RQ_INCOMPLETE;
+	r->pad0 = 0;
+	add_record(IOWHY_REC_REQUEST, r);
+	w.incomplete_requests++;
+}
+
+/* Requests still in flight at stop (in the table or its overflow hash) become records
+ * marked incomplete. */
 static void dump_inflight(struct iowhy_bpf *skel, __u64 stop)
 {
-	int fd = bpf_map__fd(skel->maps.rqs);
+	int fd = bpf_map__fd(skel->maps.rqs), tfd = bpf_map__fd(skel->maps.rq_tab);
+	__u32 n = bpf_map__max_entries(skel->maps.rq_tab);
 	__u64 key, next, *prev = NULL;
-	struct iowhy_request r;
+	struct rq_slot s;
 
+	for (__u32 i = 0; i < n; i++)
+		if (bpf_map_lookup_elem(tfd, &i, &s) == 0 && s.tag)
+			add_inflight(&s.r, stop);
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &r))
-			continue;
-		r.hdr.type = IOWHY_REC_REQUEST;
-		r.hdr.size_bytes = sizeof(r);
-		r.hdr.ts_ns = stop;
-		r.flags_u16 |= IOWHY_RQ_INCOMPLETE;
-		r.pad0 = 0;
-		add_record(IOWHY_REC_REQUEST, &r);
-		w.incomplete_requests++;
+		if (bpf_map_lookup_elem(fd, &key, &s) == 0)
+			add_inflight(&s.r, stop);
 	}
 }
 
