@@ -540,6 +540,14 @@ static __always_inline void on_rq_insert(int btf, struct request *rq)
 	if (!r->insert_ns)
 		r->insert_ns = bpf_ktime_get_ns();
 	rq_take_bios(btf, r, rq);
+	/* What a request still queued when recording stops is written out with (the issue
+	 * rereads all three). */
+	if (!r->issue_ns) {
+		r->start_sector = RD(btf, rq, __sector);
+		r->len_bytes = RD(btf, rq, __data_len);
+		r->cmd_flags = RD(btf, rq, cmd_flags);
+		normalize(r);
+	}
 }
 
 static __always_inline void on_rq_issue(int btf, struct request *rq)
@@ -559,6 +567,12 @@ static __always_inline void on_rq_issue(int btf, struct request *rq)
 	rq_take_bios(btf, r, rq);
 	if ((r->cmd_flags & 0xff) == req_op_flush())
 		r->start_sector = 0;
+	/*
+	 * The op and flags now, not only at completion: a request in flight when recording
+	 * stops is written out by the recorder as it stands (dump_inflight), and one whose
+	 * completion the kernel never delivered (rq_fresh) stays in flight until then.
+	 */
+	normalize(r);
 }
 
 static __always_inline void on_rq_requeue(int btf, struct request *rq)

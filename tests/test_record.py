@@ -480,6 +480,54 @@ def test_unseen_events_are_written_and_counted(bpf, make_loop, tmp_path, iowhy_b
     assert (off["end_ns"] >= off["start_ns"]).all()
 
 
+@pytest.mark.lab
+def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_bin, request):
+    """A write the disk is still serving when recording stops is written out by the
+    recorder, flagged incomplete and counted, with its op, sector and length: not as a
+    0-byte read at sector 0. (A completion the kernel never delivers leaves a request in
+    this state too.) The emulated disk's slow media hold a 256 KiB direct write about
+    1 s; the workload, a shell, starts it in the background and exits after 0.3 s."""
+    sys.path.insert(0, str(REPO / "lab"))
+    import emudisk
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError as e:
+        need(False, f"{e} (or `make`)")
+    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
+    d = emudisk.EmulatedDisk(tmp_path, 64 << 20, cache=False,
+                             extra_args=["--media-rate", str(256 << 10)])
+    request.addfinalizer(d.stop)
+    d.start()
+    pidfile = tmp_path / "dd.pid"
+
+    def _wait_dd():
+        # dd is in uninterruptible sleep until its write is served: wait for it by PID.
+        if pidfile.exists() and pidfile.read_text().strip():
+            proc = Path(f"/proc/{int(pidfile.read_text())}")
+            for _ in range(200):
+                if not proc.exists():
+                    break
+                time.sleep(0.05)
+    request.addfinalizer(_wait_dd)
+    out = tmp_path / "t.iowt"
+    sector = 2048
+    record(iowhy_bin, out, ["sh", "-c",
+                            f"dd if=/dev/zero of={d.dev} bs=256k count=1 seek={sector // 512} "
+                            f"oflag=direct status=none & echo $! > {pidfile}; sleep 0.3"],
+           "--dev", d.dev)
+    tr = read_trace(str(out))
+    r = tr.records("request")
+    r = r[(r["dev_major"] == d.major) & (r["dev_minor"] == d.minor)]
+    inc = r[(r["flags_u16"] & abi.RQ_INCOMPLETE) != 0]
+    assert len(inc) >= 1, r
+    assert tr.trailer["in_flight_at_stop"] == len(inc)
+    assert (inc["op"] == abi.OP_WRITE).all(), inc["op"]
+    assert (inc["issue_ns"] > 0).all() and (inc["done_ns"] == 0).all()
+    # the write may be split, but its pieces cover exactly the 256 KiB written
+    assert int(inc["start_sector"].min()) == sector
+    assert int(inc["len_bytes"].sum()) == 256 << 10
+
+
 # -- bad input: one line on stderr, non-zero exit, no traceback ---------------------------
 
 def one_line_error(p, code=None, pattern=""):
