@@ -169,6 +169,22 @@ static __always_inline __s32 task_syscall_nr(int btf, struct task_struct *t)
 }
 
 /*
+ * The first argument of the syscall a task is in, from the same saved registers (see
+ * task_syscall_nr): the fd of a write(2) seen only from inside it. -1 when unreadable.
+ */
+static __always_inline __s64 task_syscall_arg0(int btf, struct task_struct *t)
+{
+	struct pt_regs *regs;
+
+	if (!btf || !bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return -1;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return -1;
+	return PT_REGS_PARM1_CORE_SYSCALL(regs);
+}
+
+/*
  * sched_process_exit gained a group_dead argument late; signal->live reaches zero
  * before the tracepoint fires on every kernel, so that is what we test.
  */

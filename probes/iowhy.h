@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 1
+#define IOWHY_FORMAT_VERSION 2
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -115,6 +115,8 @@ struct iowhy_request {
 #define IOWHY_FS_F_FSEVENT (1 << 1)   /* the filesystem's sync event fired inside the call */
 #define IOWHY_FS_F_SEQ (1 << 2)       /* commit_seq is valid */
 #define IOWHY_FS_F_INCOMPLETE (1 << 3)/* still running when recording stopped */
+#define IOWHY_FS_F_LATE_ENTER (1 << 4)/* entry not seen: enter_ns is the fs sync event (a later bound) */
+#define IOWHY_FS_F_EXIT_UNSEEN (1 << 5)/* exit not seen: exit_ns is an upper bound, ret unknown (0) */
 
 struct iowhy_fsync {
 	struct iowhy_rec_hdr hdr; /* ts_ns: syscall exit */
@@ -240,7 +242,9 @@ struct iowhy_syscall {
 #define IOWHY_C_LOST_DONE 13      /* a request's final completion never seen (written, flagged IOWHY_RQ_LOST_DONE) */
 #define IOWHY_C_LOST_ISSUE 14     /* a request's issue never seen (written, flagged IOWHY_RQ_LOST_ISSUE) */
 #define IOWHY_C_LOST_SWITCH_IN 15 /* a tracked thread's switch back on CPU never seen (written, IOWHY_OFF_LATE_END) */
-#define IOWHY_C_MAX 16
+#define IOWHY_C_LOST_SYS_EXIT 16   /* an fsync-family call's exit never seen (written, IOWHY_FS_F_EXIT_UNSEEN) */
+#define IOWHY_C_LATE_ENTRY 17      /* an O_SYNC/O_DSYNC write first seen at its fs sync event (IOWHY_FS_F_LATE_ENTER) */
+#define IOWHY_C_MAX 18
 
 #define IOWHY_MAX_BIO_WALK 256
 

@@ -69,6 +69,8 @@ static const char *counter_names[IOWHY_C_MAX] = {
 	[IOWHY_C_LOST_DONE] = "lost_completion",
 	[IOWHY_C_LOST_ISSUE] = "lost_issue",
 	[IOWHY_C_LOST_SWITCH_IN] = "lost_switch_in",
+	[IOWHY_C_LOST_SYS_EXIT] = "lost_syscall_exit",
+	[IOWHY_C_LATE_ENTRY] = "late_syscall_entry",
 };
 
 static const char *rec_names[IOWHY_REC_MAX + 1] = {
@@ -101,6 +103,7 @@ static struct env {
 	int dry_run, quiet, verbose, raw_tp;
 	int sync_syscalls; /* --syscalls sync: only the fsync and write families */
 	int probe_stats; /* --probe-stats: run count and time of every program, in the trailer */
+	int eager_writes; /* --eager-writes: the write family attached from the start */
 	pid_t pid;
 	char **cmd;
 	__u32 devs[64];
@@ -154,6 +157,9 @@ static void usage(FILE *f)
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
 		   "  --syscalls sync|all  time only the fsync and write families (default), or\n"
 		   "            count and time every syscall of the workload (costlier per syscall)\n"
+		   "  --eager-writes  with --syscalls sync, attach the write family at start\n"
+		   "            (default: at the first O_SYNC/O_DSYNC write, where tp_btf can read\n"
+		   "            a task's syscall number; that write is timed from its fs sync event)\n"
 		   "  --probe-stats  measure each program's runs and run time while recording\n"
 		   "            (kernel BPF statistics: adds about two clock reads to every run)\n");
 }
@@ -561,6 +567,39 @@ static struct probe_state probes[64];
 static int nprobes;
 static struct bpf_link *links[128];
 static int nlinks;
+/* lazy_writes: the write family waits for the probes' call (attach_write_family). */
+static int lazy_writes;
+static __u64 write_probes_ns; /* when the write family was attached (0: never) */
+
+/* A syscalls:sys_{enter,exit}_<call> program of the write family. */
+static int is_write_prog(const char *name)
+{
+	static const char *const calls[] = { "write", "pwrite64", "writev", "pwritev", "pwritev2" };
+
+	if (strncmp(name, "sce_", 4) && strncmp(name, "scx_", 4))
+		return 0;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		if (!strcmp(name + 4, calls[i]))
+			return 1;
+	return 0;
+}
+
+/* Whether vmlinux BTF has enum `type` with member `name` (a helper the kernel knows). */
+static int btf_enum_has(const struct btf *btf, const char *type, const char *name)
+{
+	int id = btf__find_by_name_kind(btf, type, BTF_KIND_ENUM);
+	const struct btf_type *t;
+	const struct btf_enum *e;
+
+	if (id <= 0)
+		return 0;
+	t = btf__type_by_id(btf, id);
+	e = btf_enum(t);
+	for (int i = 0; i < btf_vlen(t); i++)
+		if (!strcmp(btf__name_by_offset(btf, e[i].name_off), name))
+			return 1;
+	return 0;
+}
 
 static const char *tp_of(const char *prog_name, int *is_btf)
 {
@@ -623,6 +662,16 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 	skel->rodata->nr_syncfs = SYS_syncfs;
 	skel->rodata->nr_sync_file_range = SYS_sync_file_range;
 	skel->rodata->nr_msync = SYS_msync;
+	skel->rodata->nr_write = SYS_write;
+	skel->rodata->nr_pwrite64 = SYS_pwrite64;
+	skel->rodata->nr_writev = SYS_writev;
+	skel->rodata->nr_pwritev = SYS_pwritev;
+	skel->rodata->nr_pwritev2 = SYS_pwritev2;
+	/* The probes find an untraced write by its saved syscall number: tp_btf and
+	 * bpf_task_pt_regs() only (core_fixes.bpf.h, task_syscall_nr). */
+	lazy_writes = env.sync_syscalls && !env.eager_writes && !env.dry_run && use_btf &&
+		      btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
+	skel->rodata->lazy_writes = lazy_writes;
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)env.ringbuf_mib << 20))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
@@ -645,7 +694,10 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 			if (sc && want && nprobes < 64) {
 				snprintf(probes[nprobes].tp, sizeof(probes[nprobes].tp),
 					 "sys_enter_%s", bpf_program__name(prog) + 4);
-				probes[nprobes].how = "tracepoint";
+				probes[nprobes].how =
+					lazy_writes && is_write_prog(bpf_program__name(prog))
+						? "tracepoint, attached at the first O_SYNC/O_DSYNC write"
+						: "tracepoint";
 				nprobes++;
 			}
 			continue;
@@ -679,6 +731,8 @@ static int attach_all(struct iowhy_bpf *skel)
 
 		if (!bpf_program__autoload(prog))
 			continue;
+		if (lazy_writes && is_write_prog(bpf_program__name(prog)))
+			continue;
 		if (!tp)
 			tp = bpf_program__name(prog);
 		link = bpf_program__attach(prog);
@@ -693,6 +747,43 @@ static int attach_all(struct iowhy_bpf *skel)
 			links[nlinks++] = link;
 	}
 	return 0;
+}
+
+/*
+ * The probes saw an O_SYNC/O_DSYNC write: attach the write family, the exits first, so
+ * that the write open in the probes' state can still end at its own exit and a write
+ * entering meanwhile is either wholly seen or not at all.
+ */
+static void attach_write_family(struct iowhy_bpf *skel)
+{
+	struct bpf_program *prog;
+	/* Tests only: a slow attach, so that writes return before it (tests/test_record.py). */
+	const char *delay = getenv("IOWHY_TEST_WRITE_ATTACH_DELAY_MS");
+
+	if (delay)
+		usleep(atoi(delay) * 1000);
+
+	for (int pass = 0; pass < 2; pass++) {
+		bpf_object__for_each_program(prog, skel->obj) {
+			const char *name = bpf_program__name(prog);
+			struct bpf_link *link;
+
+			if (!is_write_prog(name) || (name[2] == 'x') != (pass == 0))
+				continue;
+			link = bpf_program__attach(prog);
+			if (!link) {
+				fprintf(stderr, "iowhy-record: WARNING: failed to attach %s: %s; O_SYNC "
+						"writes are timed from their fs sync event only\n",
+					name, strerror(errno));
+				continue;
+			}
+			if (nlinks < 128)
+				links[nlinks++] = link;
+			else
+				bpf_link__destroy(link);
+		}
+	}
+	write_probes_ns = now_ns(CLOCK_MONOTONIC);
 }
 
 static void *destroy_link(void *link)
@@ -827,6 +918,7 @@ int main(int argc, char **argv)
 		{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
 		{ "syscalls", required_argument, NULL, 'S' },
 		{ "probe-stats", no_argument, NULL, 'P' },
+		{ "eager-writes", no_argument, NULL, 'W' },
 		{},
 	};
 	__u64 t_main = now_ns(CLOCK_MONOTONIC), start_ns = 0, end_ns, last_flush;
@@ -864,6 +956,7 @@ int main(int argc, char **argv)
 		case 'n': env.dry_run = 1; break;
 		case 'q': env.quiet = 1; break;
 		case 'P': env.probe_stats = 1; break;
+		case 'W': env.eager_writes = 1; break;
 		case 'v': env.verbose = 1; break;
 		case 'R': env.raw_tp = 1; break;
 		case 'S':
@@ -1172,10 +1265,11 @@ int main(int argc, char **argv)
 		fprintf(s.f, "], \"kernel\": ");
 		json_str(s.f, u.release);
 		fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
-			     "\"task_state\": \"%s\", \"syscalls\": \"%s\", \"ringbuf_bytes\": %llu, "
+			     "\"task_state\": \"%s\", \"syscalls\": \"%s\", \"write_probes\": \"%s\", "
+			     "\"ringbuf_bytes\": %llu, "
 			     "\"devices_filter\": [",
 			(unsigned long long)start_ns, (unsigned long long)(start_ns - t_main), attach_mode,
-			task_state, env.sync_syscalls ? "sync" : "all",
+			task_state, env.sync_syscalls ? "sync" : "all", lazy_writes ? "lazy" : "start",
 			(unsigned long long)env.ringbuf_mib << 20);
 		for (int i = 0; i < env.ndevs; i++)
 			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", env.devs[i] >> 20,
@@ -1200,6 +1294,8 @@ int main(int argc, char **argv)
 			stop_reason = "error";
 			break;
 		}
+		if (lazy_writes && !write_probes_ns && skel->bss->write_probes_wanted)
+			attach_write_family(skel);
 		now = now_ns(CLOCK_MONOTONIC);
 		if (child && !child_done && waitpid(child, &child_status, WNOHANG) == child) {
 			child_done = 1;
@@ -1242,10 +1338,11 @@ int main(int argc, char **argv)
 						       : 128 + WTERMSIG(child_status);
 		sb_open(&s);
 		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %d, "
-			     "\"in_flight_at_stop\": %llu, \"recorder_cpu_ns\": {\"user\": %llu, "
-			     "\"system\": %llu}, ",
+			     "\"in_flight_at_stop\": %llu, \"write_probes_ns\": %llu, "
+			     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
 			(unsigned long long)end_ns, stop_reason, code,
 			(unsigned long long)w.incomplete_requests,
+			(unsigned long long)(lazy_writes ? write_probes_ns : start_ns),
 			(unsigned long long)(cpu1_user - cpu0_user),
 			(unsigned long long)(cpu1_sys - cpu0_sys));
 		stats_write(s.f);

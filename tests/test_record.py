@@ -51,7 +51,8 @@ def dev_requests(tr, lp):
 # kernel does not deliver"): not drops, each is still a record flagged as such.
 UNSEEN = {"lost_completion": ("request", abi.RQ_LOST_DONE),
           "lost_issue": ("request", abi.RQ_LOST_ISSUE),
-          "lost_switch_in": ("offcpu", abi.OFF_LATE_END)}
+          "lost_switch_in": ("offcpu", abi.OFF_LATE_END),
+          "lost_syscall_exit": ("fsync", abi.FS_F_EXIT_UNSEEN)}
 
 
 def assert_nothing_dropped(tr) -> None:
@@ -139,28 +140,71 @@ def test_fsync_records_flushes_commits(fsyncs_on, fstype, iowhy_bin):
         assert (ev == abi.J_BTRFS_SYNC).sum() == n + m
 
 
-@pytest.mark.parametrize("syscalls", ["all", "sync"])
+@pytest.mark.parametrize("syscalls", ["all", "sync", "sync-eager"])
 @pytest.mark.parametrize("fstype", FILESYSTEMS)
 def test_every_fsync_family_call(bpf, make_fs, tmp_path, iowhy_bin, fstype, syscalls):
     """sync, syncfs, sync_file_range, msync once each, and K O_DSYNC + K O_SYNC writes,
     which run the filesystem's fsync path inside write(2). The same with --syscalls sync,
-    which traces only those calls' own tracepoints."""
+    which traces only those calls' own tracepoints and attaches the write family at the
+    first O_SYNC write (its entry then unseen), and with --eager-writes, from the start."""
     k = 3
     lp, mnt = make_fs(fstype)
     out = tmp_path / "mix.iowt"
-    record(iowhy_bin, out, [PY, WORKLOADS, "callmix", str(mnt), "--k", str(k)],
-           "--syscalls", syscalls)
+    opts = ["--syscalls", syscalls.split("-")[0]] + (["--eager-writes"] * ("eager" in syscalls))
+    record(iowhy_bin, out, [PY, WORKLOADS, "callmix", str(mnt), "--k", str(k)], *opts)
     tr = read_trace(str(out))
-    assert tr.recorder["syscalls"] == syscalls
+    assert tr.recorder["syscalls"] == syscalls.split("-")[0]
+    assert tr.recorder["write_probes"] == ("lazy" if syscalls == "sync" else "start")
+    assert_nothing_dropped(tr)
     f = tr.records("fsync")
     got = {abi.CALL_NAMES[int(c)]: int(n) for c, n in zip(*np.unique(f["call_u16"],
                                                                      return_counts=True))}
     assert got == {"sync": 1, "syncfs": 1, "sync_file_range": 1, "msync": 1,
                    "osync_write": 2 * k}, got
-    osync = f[f["call_u16"] == abi.CALL_OSYNC_WRITE]
+    osync = np.sort(f[f["call_u16"] == abi.CALL_OSYNC_WRITE], order="enter_ns")
     assert (osync["flags_u16"] & abi.FS_F_FSEVENT).all()
-    assert (osync["ret"] == 4096).all()
     assert (osync["syscall_nr"] == 1).all()  # write(2) on x86-64
+    assert (osync["exit_ns"] > osync["enter_ns"]).all()
+    late = (osync["flags_u16"] & abi.FS_F_LATE_ENTER) != 0
+    unseen = (osync["flags_u16"] & abi.FS_F_EXIT_UNSEEN) != 0
+    assert (osync["ret"][~unseen] == 4096).all() and (osync["ret"][unseen] == 0).all()
+    assert int(late.sum()) == tr.counters.get("late_syscall_entry", 0)
+    if syscalls == "sync":
+        # The first write is seen from its sync event on; the rest from their entries
+        # (a write that beat the attach is late too, and its exit may be unseen).
+        n = int(late.sum())
+        assert n >= 1 and late[:n].all() and not late[n:].any(), late
+        assert not unseen[n:].any()
+        assert tr.trailer["write_probes_ns"] > tr.recorder["start_ns"]
+    else:
+        assert not late.any() and not unseen.any()
+
+
+def test_osync_writes_before_the_write_probes_attach_are_all_written(
+        bpf, make_fs, tmp_path, iowhy_bin):
+    """With the write family attached lazily and late (a test-only delay), every O_SYNC
+    write returns before its exit probe exists: each is still one record, opened at its
+    fs sync event and closed, flagged, at the next one's or at the thread's exit, never
+    after the next call began; counted in lost_syscall_exit."""
+    k = 3
+    lp, mnt = make_fs("xfs")
+    out = tmp_path / "late.iowt"
+    env = {**os.environ, "IOWHY_TEST_WRITE_ATTACH_DELAY_MS": "1500"}
+    record(iowhy_bin, out, [PY, WORKLOADS, "callmix", str(mnt), "--k", str(k)], env=env)
+    tr = read_trace(str(out))
+    assert_nothing_dropped(tr)
+    f = tr.records("fsync")
+    osync = np.sort(f[f["call_u16"] == abi.CALL_OSYNC_WRITE], order="enter_ns")
+    assert len(osync) == 2 * k
+    fl = osync["flags_u16"]
+    assert ((fl & abi.FS_F_LATE_ENTER) != 0).all()
+    assert ((fl & abi.FS_F_EXIT_UNSEEN) != 0).all(), fl
+    assert tr.counters["lost_syscall_exit"] == 2 * k
+    assert tr.counters["late_syscall_entry"] == 2 * k
+    assert (osync["ret"] == 0).all()
+    assert (osync["exit_ns"][:-1] <= osync["enter_ns"][1:]).all()
+    assert (osync["exit_ns"] > osync["enter_ns"]).all()
+    assert (osync["ino"] > 0).all() and (osync["fd"] >= 0).all()
 
 
 def lp_size(lp) -> int:
@@ -373,7 +417,8 @@ def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin
     """Per-thread state lives in task storage (tp_btf) or a hash map (raw_tp fallback).
     Both give each call's fd (read from the registers at exit, or kept from the entry
     with --syscalls sync), the exact counts, and the per-syscall totals: 3 fsync and 2
-    fdatasync on fd 57, 5 writes. With --syscalls sync no other syscall is counted. The
+    fdatasync on fd 57, 5 writes (not counted where the write family waits for an
+    O_SYNC write). With --syscalls sync no other syscall is counted. The
     50 ms sleep's off-CPU interval is named clock_nanosleep in every mode: from the traced
     entry with --syscalls all, from the saved registers with sync (tp_btf only: the
     raw_tp fallback cannot reach them and says "unknown", -2)."""
@@ -399,7 +444,12 @@ def test_thread_state_backends_record_the_same(bpf, make_fs, tmp_path, iowhy_bin
     sc = tr.records("syscall")
     by_nr = {int(n): int(c) for n, c in zip(sc["syscall_nr"], sc["count"])}
     assert by_nr.get(74) == 3 and by_nr.get(75) == 2, by_nr  # x86-64 fsync, fdatasync
-    assert by_nr.get(1, 0) >= 5  # write(2)
+    # write(2): timed from the start, except with sync on tp_btf, where the write family
+    # waits for an O_SYNC write that never comes (none of these writes syncs).
+    lazy = syscalls == "sync" and backend != "hash"
+    assert tr.recorder["write_probes"] == ("lazy" if lazy else "start")
+    assert tr.trailer["write_probes_ns"] == (0 if lazy else tr.recorder["start_ns"])
+    assert by_nr.get(1, 0) == 0 if lazy else by_nr.get(1, 0) >= 5, by_nr
     off = tr.records("offcpu")
     nrs = set(off["syscall_nr"].astype(np.int32).tolist())
     sleep = off[(off["end_ns"] - off["start_ns"]) >= 45_000_000]

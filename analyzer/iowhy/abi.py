@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 COMM_LEN = 16
 FILE_MAGIC = b"IOWHYTRC"
 CHUNK_MAGIC = b"IWCK"
@@ -64,6 +64,8 @@ FS_F_DATASYNC = 1 << 0
 FS_F_FSEVENT = 1 << 1
 FS_F_SEQ = 1 << 2
 FS_F_INCOMPLETE = 1 << 3
+FS_F_LATE_ENTER = 1 << 4
+FS_F_EXIT_UNSEEN = 1 << 5
 
 J_JBD2_START = 1
 J_JBD2_LOCKING = 2
@@ -100,14 +102,15 @@ COUNTER_NAMES = (
     "lost_ringbuf_request", "lost_ringbuf_fsync", "lost_ringbuf_journal", "lost_ringbuf_offcpu",
     "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
     "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
-    "bio_walk_capped", "lost_completion", "lost_issue", "lost_switch_in",
+    "bio_walk_capped", "lost_completion", "lost_issue", "lost_switch_in", "lost_syscall_exit",
+    "late_syscall_entry",
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
 # Of those, events the kernel never delivered to the probes (docs/trace-format.md, "Events
 # the kernel does not deliver"): each is still a flagged record. The others are drops:
 # the ring buffer or a map was full, the remedy is a bigger --ringbuf.
-UNSEEN_COUNTERS = ("lost_completion", "lost_issue", "lost_switch_in")
+UNSEEN_COUNTERS = ("lost_completion", "lost_issue", "lost_switch_in", "lost_syscall_exit")
 DROP_COUNTERS = tuple(n for n in LOSS_COUNTERS if n not in UNSEEN_COUNTERS)
 # Losses that take requests (or their origin and flags) out of the device figures; the
 # others touch off-CPU intervals, fsync calls, journal events or task tracking only.

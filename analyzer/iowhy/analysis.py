@@ -735,7 +735,9 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
         fs = columns(trace, "fsync", FSYNC_FIELDS)
         enter = np.asarray(fs["enter_ns"]).astype(I64)
         ex = np.asarray(fs["exit_ns"]).astype(I64)
-        ok = (ex > 0) & ((np.asarray(fs["flags_u16"]) & abi.FS_F_INCOMPLETE) == 0)
+        # Only calls seen from entry to exit: a late entry or an unseen exit is a bound.
+        partial = abi.FS_F_INCOMPLETE | abi.FS_F_LATE_ENTER | abi.FS_F_EXIT_UNSEEN
+        ok = (ex > 0) & ((np.asarray(fs["flags_u16"]) & partial) == 0)
         if klass is not None:
             codes = {v: k for k, v in abi.CALL_NAMES.items()}
             if klass not in codes:

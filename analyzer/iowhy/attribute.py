@@ -672,7 +672,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
     ex_raw = np.asarray(fs["exit_ns"]).astype(I64)
     fflags = np.asarray(fs["flags_u16"])
-    incomplete = ((fflags & abi.FS_F_INCOMPLETE) != 0) | (ex_raw == 0)
+    # Still running at stop, or its exit never seen (exit_ns is then an upper bound).
+    incomplete = ((fflags & (abi.FS_F_INCOMPLETE | abi.FS_F_EXIT_UNSEEN)) != 0) | (ex_raw == 0)
     exit_ = np.clip(select(ex_raw > 0, ex_raw, w1), enter, w1)
     lat = exit_ - enter
     call = np.asarray(fs["call_u16"])

@@ -109,6 +109,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     if args.quiet:
         cmd.append("-q")
     cmd += ["--syscalls", args.syscalls]
+    if args.eager_writes:
+        cmd.append("--eager-writes")
     if args.probe_stats:
         cmd.append("--probe-stats")
     if getattr(args, "dry_run", False):
@@ -263,6 +265,11 @@ def _record_options(p: argparse.ArgumentParser) -> None:
                         "per other syscall on the test VM; all: count and time every syscall "
                         "of the workload, about +145 ns per syscall. Off-CPU time is named by "
                         "its syscall either way (default: %(default)s)")
+    g.add_argument("--eager-writes", action="store_true",
+                   help="with --syscalls sync, time write(2) and its family from the start "
+                        "(about +175 ns per write on the test VM). Default: the write family "
+                        "is attached at the first O_SYNC/O_DSYNC write the filesystem syncs, "
+                        "which is then timed from that sync event (flagged late_entry)")
     g.add_argument("--probe-stats", action="store_true",
                    help="measure what the probes cost: runs and run time of each BPF program "
                         "over the recording, shown by `iowhy info` (kernel BPF statistics, "
