@@ -69,7 +69,7 @@ struct iowhy_rec_hdr {
 struct iowhy_request {
 	struct iowhy_rec_hdr hdr;  /* ts_ns: final completion (or stop time if incomplete) */
 	__u64 start_sector;        /* first sector at issue (512-byte units); 0 for flushes */
-	__u64 submit_ns;           /* block_bio_queue of its first bio (0 if unknown) */
+	__u64 submit_ns;           /* block_getrq of its first bio (0 if unknown) */
 	__u64 insert_ns;           /* block_rq_insert (0: direct issue or never inserted) */
 	__u64 issue_ns;            /* last block_rq_issue (0: never issued) */
 	__u64 data_done_ns;        /* first block_rq_complete (data stage of a flush sequence) */
