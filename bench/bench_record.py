@@ -331,11 +331,51 @@ def prepare_run(a: argparse.Namespace, fs_mib: int, stack: contextlib.ExitStack)
     return mnt, time.monotonic_ns() + int(a.start_delay * 1e9)
 
 
+# `python3 -c BALLAST MIB`: holds MIB MiB of anonymous memory, every page written, from
+# "ready" on its stdout until its stdin closes.
+BALLAST = ("import mmap, sys\n"
+           "n = int(sys.argv[1]) << 20\n"
+           "m = mmap.mmap(-1, n)\n"
+           "for i in range(0, n, 4096):\n"
+           "    m[i] = 1\n"
+           "print('ready', flush=True)\n"
+           "sys.stdin.read()\n")
+
+
+@contextlib.contextmanager
+def ballast(mib: int) -> Iterator[None]:
+    """MIB MiB of freshly touched memory held by a child process (nothing if 0): the
+    recorder's footprint (mostly its ring buffer) without any probe. Ends by closing its
+    stdin, then waiting for it by PID."""
+    if not mib:
+        yield
+        return
+    p = subprocess.Popen([PY, "-c", BALLAST, str(mib)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        if p.stdout is None or p.stdout.readline().strip() != "ready":
+            raise RuntimeError("ballast process failed to start")
+        yield
+    finally:
+        if p.stdin:
+            p.stdin.close()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib: int) -> dict:
     say(f"\n== overhead: {name}: {shlex.join(make_cmd(Path('MNT')))}")
-    say(f"   traced with `iowhy record --syscalls {a.syscalls}`" if not a.aa else
+    extra = ("--syscalls", a.syscalls, *a.record_arg)
+    say(f"   traced with `iowhy record {shlex.join(extra)}`" if not a.aa else
         "   A/A CONTROL (--aa): both runs of every pair untraced; 'traced' is the second"
         " untraced run, so the ratios show the protocol's own noise and bias")
+    if a.aa and a.aa_ballast_mib:
+        say(f"   --aa-ballast-mib: the 'traced' run holds {a.aa_ballast_mib} MiB of written"
+            " anonymous memory from its sync until the workload exits (the recorder's"
+            " footprint, no probe)")
     say(f"   {a.pairs} pairs in random order (seed {a.seed}) after 1 warm-up run; each run on a"
         f" fresh XFS ({fs_mib} MiB sparse loop in {a.workdir}, write_cache \"write back\","
         f" direct-io {'on' if a.loop_dio else 'off'}),"
@@ -358,9 +398,11 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         for traced in order:
             with contextlib.ExitStack() as stack:
                 mnt, at = prepare_run(a, fs_mib, stack)
+                if traced and a.aa:
+                    stack.enter_context(ballast(a.aa_ballast_mib))
                 res[traced] = timed_run(make_cmd(mnt), traced and not a.aa, tmp,
                                         f"{name}{i}{'t' if traced else 'u'}", a.timeout,
-                                        extra=("--syscalls", a.syscalls), start_at_ns=at)
+                                        extra=extra, start_at_ns=at)
             late.append(res[traced]["late_s"])
         u, t = res[False], res[True]
         ratio = t["wall_s"] / u["wall_s"]
@@ -411,7 +453,7 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
     with contextlib.ExitStack() as stack:
         mnt, at = prepare_run(a, fs_mib, stack)
         st = timed_run(make_cmd(mnt), True, tmp, f"{name}-stats", a.timeout,
-                       extra=("--syscalls", a.syscalls, "--probe-stats"), start_at_ns=at)
+                       extra=(*extra, "--probe-stats"), start_at_ns=at)
     ps = st["probe_stats"] or []
     tot = sum(r["run_ns"] for r in ps)
     ncpu = os.cpu_count() or 1
@@ -595,6 +637,13 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--aa", action="store_true",
                    help="A/A control: run both halves of every pair untraced, to measure the"
                    " protocol's own noise and bias")
+    g.add_argument("--aa-ballast-mib", type=int, default=0, metavar="MiB",
+                   help="with --aa: the second run of each pair holds this much written"
+                   " memory from its sync to its end, as the recorder's ring buffer and maps"
+                   " do (default 0: none)")
+    g.add_argument("--record-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG to `iowhy record` in the traced runs (repeatable), e.g."
+                   " --record-arg=--ringbuf=8")
     a = p.parse_args(argv)
     q = a.quick
     for k, full, quick in (("pairs", 21, 2), ("files", 20000, 2000), ("tasks", 8, 4),

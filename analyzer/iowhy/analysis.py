@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import abi
+from . import abi, names
 from .attribute import (
     WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
     journal_of, latency_figures, locality, per_class, queue_depth,
@@ -696,7 +696,7 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
 
 # -- metrics for histograms --------------------------------------------------------------
 
-METRICS = ("device", "queue", "total", "fsync", "commit", "seek")
+METRICS = names.METRICS
 
 
 def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np.ndarray, str]:

@@ -36,10 +36,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import abi
+from .names import CLASS_NAMES
 
 FLUSH, LOG, METADATA, DATA, READ, READAHEAD, DISCARD = range(7)
-CLASS_NAMES: tuple[str, ...] = ("flush", "log", "metadata", "data", "read", "readahead",
-                                "discard")
 CLASS_CODES = {n: i for i, n in enumerate(CLASS_NAMES)}
 
 # Device categories in priority order (index = priority, 0 highest).

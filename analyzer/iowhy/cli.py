@@ -16,10 +16,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from . import __version__, abi
-from .traceformat import Trace, TraceError, read_trace
+from . import __version__
+
+if TYPE_CHECKING:
+    from .traceformat import Trace
+
+# Modules that import numpy (abi, traceformat, the analysis) are imported where they are
+# used: `iowhy record` stays the recorder's parent for the whole run, and numpy would
+# hold 20 MiB of its memory meanwhile (bench/README, "Memory").
 
 log = logging.getLogger("iowhy")
 
@@ -141,6 +147,7 @@ def _after_record(path: str) -> None:
         from .summary import short_summary
     except ImportError:
         return
+    from .traceformat import TraceError
     try:
         text = short_summary(path)
     except TraceError as e:
@@ -171,6 +178,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def load(path: str) -> Trace:
+    from .traceformat import TraceError, read_trace
     try:
         return read_trace(path)
     except TraceError as e:
@@ -199,6 +207,7 @@ def probe_stats(tr: Trace) -> list[dict] | None:
 
 
 def info_dict(tr: Trace) -> dict:
+    from . import abi
     records = {name: tr.count(name) for name in abi.RECORD_NAMES}
     return {
         "path": tr.path,

@@ -2,7 +2,8 @@
 cli.py's parser).
 
 iowhy.cli imports this module while building its parser, so cli's names are imported
-lazily inside functions (no import cycle).
+lazily inside functions (no import cycle), and so is the numpy-based analysis
+(names.py says why).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import os
 import sys
 from typing import Any
 
-from .analysis import METRICS, AnalysisConfig, analyze, metric_values, tune_allocator
-from .classify import CLASS_NAMES
+from .names import CLASS_NAMES, METRICS
 
 UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
 
@@ -110,6 +110,7 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .analysis import AnalysisConfig, analyze, tune_allocator
     from .cli import load
     if args.merge_gap_ms < 0:
         raise _user_error("--merge-gap-ms must be >= 0", "", usage=True)
@@ -143,6 +144,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_hist(args: argparse.Namespace) -> int:
+    from .analysis import metric_values
     from .cli import load
     from .reports.hist import log2_counts, render_log2_hist, write_png
     if args.png:
@@ -187,6 +189,7 @@ def _compare_html_renderer() -> Any:
 
 def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(analysis result, trace metadata) of one trace; a trace covering no time is refused."""
+    from .analysis import AnalysisConfig, analyze
     result = _public(analyze(tr, AnalysisConfig()))
     if result["elapsed_ns"] <= 0:
         raise _user_error(f"{tr.path} covers no time (its recording window is empty)",
@@ -195,6 +198,7 @@ def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from .analysis import tune_allocator
     from .cli import load
     from .compare import compare
     render_html = None
