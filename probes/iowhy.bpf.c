@@ -161,29 +161,9 @@ static __always_inline __u32 rq_set(__u64 key)
 	return (__u32)((key >> 7) & ((1 << RQ_SET_BITS) - 1)) << 1;
 }
 
-/* Per-thread state of tracked tasks: syscall in progress, fs sync event, off-CPU. */
-struct task_state {
-	__u64 sys_enter_ns;
-	__u64 arg0; /* first argument, kept only where the exit cannot read it */
-	__s32 sys_nr;
-	__u16 fs_flags;
-	__u16 fs_kind;
-	__u64 fs_ino;
-	__u64 fs_seq;
-	__u32 fs_dev;
-	__u32 off_state;
-	__u64 off_ns;
-	__u64 waking_ns;
-	__u16 off_flags;
-	__u16 pad0;
-	__s32 off_sys_nr;
-	__u32 waker_tgid;
-	__u32 waker_tid;
-	char waker_comm[IOWHY_COMM_LEN];
-};
-
 /*
- * Two homes for it, one chosen at load by trying (recorder.c, load_object): task-local
+ * Per-thread state of tracked tasks: struct task_state (iowhy.h, which the recorder
+ * reads at stop). Two homes for it, one chosen at load by trying (recorder.c, load_object): task-local
  * storage, one helper call with no hashing and no size limit, where the kernel allows
  * it from these programs; else a hash map by tid. Syscall entry and exit each look the
  * state up, so on a syscall-heavy workload this lookup is a large part of what tracing

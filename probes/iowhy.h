@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 2
+#define IOWHY_FORMAT_VERSION 3
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -252,6 +252,31 @@ struct iowhy_syscall {
  * Not a record: the value of the probes' in-flight request maps (rq_tab, rqs), which
  * the recorder reads at stop to write out requests still in flight.
  */
+/*
+ * Per-thread state of tracked tasks (syscall in progress, fs sync event, off-CPU): the
+ * value of the probes' task map, read back by the recorder at stop for the calls still
+ * running (dump_open_calls). Not a trace record.
+ */
+struct task_state {
+	__u64 sys_enter_ns;
+	__u64 arg0; /* first argument, kept only where the exit cannot read it */
+	__s32 sys_nr;
+	__u16 fs_flags;
+	__u16 fs_kind;
+	__u64 fs_ino;
+	__u64 fs_seq;
+	__u32 fs_dev;
+	__u32 off_state;
+	__u64 off_ns;
+	__u64 waking_ns;
+	__u16 off_flags;
+	__u16 pad0;
+	__s32 off_sys_nr;
+	__u32 waker_tgid;
+	__u32 waker_tid;
+	char waker_comm[IOWHY_COMM_LEN];
+};
+
 struct rq_slot {
 	struct iowhy_request r; /* first, so a pointer to the slot is one to the record */
 	__u64 tag;              /* the request's key; 0 while the table slot is free */

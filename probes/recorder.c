@@ -119,6 +119,7 @@ static struct writer {
 	struct recbuf bufs[IOWHY_REC_MAX + 1];
 	__u64 unknown_records;
 	__u64 incomplete_requests;
+	__u64 open_calls; /* fsync-family calls still running at stop */
 } w = { .fd = -1 };
 
 static __u64 now_ns(clockid_t clk)
@@ -527,6 +528,126 @@ static void dump_inflight(struct iowhy_bpf *skel, __u64 stop)
 		if (bpf_map_lookup_elem(fd, &key, &s) == 0)
 			add_inflight(&s.r, stop);
 	}
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* pidfd of a thread, not only of a leader (Linux 6.9) */
+#endif
+
+/* The fsync-family call open in `st`, as the probes decide it at exit (fsync_call). */
+static __u16 open_call(const struct iowhy_bpf *skel, const struct task_state *st)
+{
+	const __s32 nr = st->sys_nr;
+
+	if (nr < 0)
+		return 0;
+	if (nr == skel->rodata->nr_fsync)
+		return IOWHY_CALL_FSYNC;
+	if (nr == skel->rodata->nr_fdatasync)
+		return IOWHY_CALL_FDATASYNC;
+	if (nr == skel->rodata->nr_sync)
+		return IOWHY_CALL_SYNC;
+	if (nr == skel->rodata->nr_syncfs)
+		return IOWHY_CALL_SYNCFS;
+	if (nr == skel->rodata->nr_sync_file_range)
+		return IOWHY_CALL_SYNC_FILE_RANGE;
+	if (nr == skel->rodata->nr_msync)
+		return IOWHY_CALL_MSYNC;
+	return (st->fs_flags & IOWHY_FS_F_FSEVENT) ? IOWHY_CALL_OSYNC_WRITE : 0;
+}
+
+/* Thread `tid`'s probe state: task-local storage is looked up through a pidfd. */
+static int read_task_state(const struct iowhy_bpf *skel, int fd, pid_t tgid, pid_t tid,
+			   struct task_state *st)
+{
+	int pfd, err;
+
+	if (!skel->rodata->use_task_storage)
+		return bpf_map_lookup_elem(fd, &(__u32){ (__u32)tid }, st);
+	pfd = syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	if (pfd < 0 && tid == tgid)
+		pfd = syscall(SYS_pidfd_open, tid, 0);
+	if (pfd < 0)
+		return -1;
+	err = bpf_map_lookup_elem(fd, &pfd, st);
+	close(pfd);
+	return err;
+}
+
+/*
+ * fsync-family calls still running at stop become records flagged INCOMPLETE: a
+ * thread blocked in fsync when the user presses Ctrl-C is often the very thing the
+ * recording is about. Found from each tracked thread's probe state (the tracked bitmap
+ * names the processes, /proc their threads); the fd comes from /proc/TID/syscall, which
+ * shows the arguments of a thread blocked in a syscall.
+ */
+static void dump_open_calls(struct iowhy_bpf *skel, __u64 stop)
+{
+	int bfd = bpf_map__fd(skel->maps.tracked);
+	int sfd = bpf_map__fd(skel->rodata->use_task_storage ? skel->maps.task_store
+							      : skel->maps.tasks);
+	DIR *proc = opendir("/proc"), *tasks;
+	struct dirent *pe, *te;
+	char path[96];
+
+	if (!proc)
+		return;
+	while ((pe = readdir(proc))) {
+		pid_t tgid = (pid_t)strtol(pe->d_name, NULL, 10);
+		__u32 word = (__u32)tgid >> 6;
+		__u64 bits;
+
+		if (tgid <= 0 || bpf_map_lookup_elem(bfd, &word, &bits) ||
+		    !((bits >> (tgid & 63)) & 1))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+		tasks = opendir(path);
+		while (tasks && (te = readdir(tasks))) {
+			pid_t tid = (pid_t)strtol(te->d_name, NULL, 10);
+			struct iowhy_fsync e = {};
+			struct task_state st;
+			long long nr = -1, a0 = -1;
+			FILE *f;
+
+			if (tid <= 0 || read_task_state(skel, sfd, tgid, tid, &st) ||
+			    !st.sys_enter_ns || !(e.call_u16 = open_call(skel, &st)))
+				continue;
+			e.hdr.type = IOWHY_REC_FSYNC;
+			e.hdr.size_bytes = sizeof(e);
+			e.hdr.ts_ns = stop;
+			e.enter_ns = st.sys_enter_ns;
+			e.exit_ns = stop;
+			e.ino = st.fs_ino;
+			e.commit_seq = st.fs_seq;
+			e.tgid = (__u32)tgid;
+			e.tid = (__u32)tid;
+			e.dev_major = st.fs_dev >> 20;
+			e.dev_minor = st.fs_dev & ((1U << 20) - 1);
+			e.syscall_nr = (__u32)st.sys_nr;
+			e.fs_u16 = st.fs_kind;
+			e.flags_u16 = st.fs_flags | IOWHY_FS_F_INCOMPLETE;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%lld %llx", &nr, (unsigned long long *)&a0) != 2)
+					nr = -1;
+				fclose(f);
+			}
+			e.fd = e.call_u16 == IOWHY_CALL_SYNC ? -1
+			       : nr == st.sys_nr	      ? (__s32)a0
+			       : (st.fs_flags & IOWHY_FS_F_LATE_ENTER) ? (__s32)st.arg0 : -1;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", tgid, tid);
+			if ((f = fopen(path, "r"))) {
+				if (fgets(e.comm, sizeof(e.comm), f))
+					e.comm[strcspn(e.comm, "\n")] = 0;
+				fclose(f);
+			}
+			add_record(IOWHY_REC_FSYNC, &e);
+			w.open_calls++;
+		}
+		if (tasks)
+			closedir(tasks);
+	}
+	closedir(proc);
 }
 
 static void dump_syscalls(struct iowhy_bpf *skel, __u64 stop)
@@ -1327,6 +1448,7 @@ int main(int argc, char **argv)
 	/* Drain what the kernel still holds, then what is still in flight. */
 	ring_buffer__consume(rb);
 	dump_inflight(skel, end_ns);
+	dump_open_calls(skel, end_ns);
 	dump_syscalls(skel, end_ns);
 	flush_all();
 	{
@@ -1338,10 +1460,11 @@ int main(int argc, char **argv)
 						       : 128 + WTERMSIG(child_status);
 		sb_open(&s);
 		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %d, "
-			     "\"in_flight_at_stop\": %llu, \"write_probes_ns\": %llu, "
+			     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
+			     "\"write_probes_ns\": %llu, "
 			     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
 			(unsigned long long)end_ns, stop_reason, code,
-			(unsigned long long)w.incomplete_requests,
+			(unsigned long long)w.incomplete_requests, (unsigned long long)w.open_calls,
 			(unsigned long long)(lazy_writes ? write_probes_ns : start_ns),
 			(unsigned long long)(cpu1_user - cpu0_user),
 			(unsigned long long)(cpu1_sys - cpu0_sys));

@@ -578,6 +578,57 @@ def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_
     assert int(inc["len_bytes"].sum()) == 256 << 10
 
 
+@pytest.mark.lab
+def test_fsync_still_running_at_stop_is_written_incomplete(bpf, tmp_path, iowhy_bin, request):
+    """An fsync still blocked when recording stops is written, flagged incomplete and
+    counted in the trailer, with its thread, fd and entry time: not lost. The workload, a
+    shell, starts dd in the background and exits after 0.5 s; dd writes 256 KiB through
+    the page cache of the emulated disk, whose slow media need about 1 s for it, and
+    then fsyncs its output (fd 1)."""
+    sys.path.insert(0, str(REPO / "lab"))
+    import emudisk
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError as e:
+        need(False, f"{e} (or `make`)")
+    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
+    d = emudisk.EmulatedDisk(tmp_path, 64 << 20, cache=False,
+                             extra_args=["--media-rate", str(256 << 10)])
+    request.addfinalizer(d.stop)
+    d.start()
+    pidfile = tmp_path / "dd.pid"
+
+    def _wait_dd():
+        # dd sleeps in fsync until its data is on the media: wait for it by PID.
+        if pidfile.exists() and pidfile.read_text().strip():
+            proc = Path(f"/proc/{int(pidfile.read_text())}")
+            for _ in range(200):
+                if not proc.exists():
+                    break
+                time.sleep(0.05)
+    request.addfinalizer(_wait_dd)
+    out = tmp_path / "t.iowt"
+    t0 = time.monotonic_ns()
+    record(iowhy_bin, out, ["sh", "-c",
+                            f"dd if=/dev/zero of={d.dev} bs=256k count=1 conv=fsync "
+                            f"status=none & echo $! > {pidfile}; sleep 0.5"],
+           "--dev", d.dev)
+    dd_pid = int(pidfile.read_text())
+    assert Path(f"/proc/{dd_pid}").exists(), "dd ended before the stop: the test proves nothing"
+    tr = read_trace(str(out))
+    f = tr.records("fsync")
+    inc = f[(f["flags_u16"] & abi.FS_F_INCOMPLETE) != 0]
+    assert len(inc) == 1, f
+    assert tr.trailer["calls_open_at_stop"] == 1
+    e = inc[0]
+    assert int(e["call_u16"]) == abi.CALL_FSYNC
+    assert int(e["tid"]) == int(e["tgid"]) == dd_pid
+    assert int(e["fd"]) == 1 and int(e["ret"]) == 0
+    assert e["comm"].decode() == "dd"
+    assert t0 < int(e["enter_ns"]) < int(e["exit_ns"]) == int(e["ts_ns"]) == tr.end_ns
+    assert_nothing_dropped(tr)
+
+
 # -- bad input: one line on stderr, non-zero exit, no traceback ---------------------------
 
 def one_line_error(p, code=None, pattern=""):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 COMM_LEN = 16
 FILE_MAGIC = b"IOWHYTRC"
 CHUNK_MAGIC = b"IWCK"
