@@ -215,6 +215,7 @@ class EmulatedDisk:
         self.loop_name: Optional[str] = None
         self.major = self.minor = -1
         self._attached = False
+        self._wc_before = ""  # the loop device's queue/write_cache before we set it
         self.proc: Optional[subprocess.Popen] = None
         self._log = None
         self._stopped_by_us = False
@@ -337,6 +338,8 @@ class EmulatedDisk:
         st = os.stat(self.dev)
         self.major, self.minor = os.major(st.st_rdev), os.minor(st.st_rdev)
         wc = Path(f"/sys/block/{self.loop_name}/queue/write_cache")
+        # The setting outlives the detach: _detach puts back what was there.
+        self._wc_before = wc.read_text().strip()
         wc.write_text("write back\n" if self.cache else "write through\n")
 
     # -- truth while running ------------------------------------------------------------
@@ -420,6 +423,13 @@ class EmulatedDisk:
             warnings.warn(f"unmounted {mp}, still mounted on {self.dev} at stop",
                           RuntimeWarning)
         backing = Path(f"/sys/block/{self.loop_name}/loop/backing_file")
+        if self._wc_before and self._still_ours(backing):
+            # only while bound: an unbound loop device ignores the write
+            try:
+                Path(f"/sys/block/{self.loop_name}/queue/write_cache").write_text(
+                    self._wc_before + "\n")
+            except OSError as e:
+                errors.append(f"{self.dev}: cannot put write_cache back: {e}")
         if self._still_ours(backing):
             p = _run(["losetup", "-d", self.dev])
             if p.returncode != 0:
