@@ -113,16 +113,16 @@ struct xfs_inode_log_item___o {
 	__u64 ili_datasync_seq;
 } __attribute__((preserve_access_index));
 
-static __always_inline __u64 xfs_fsync_seq(struct xfs_inode *ip, int datasync)
+static __always_inline __u64 xfs_fsync_seq(int btf, struct xfs_inode *ip, int datasync)
 {
-	struct xfs_inode_log_item *iip = BPF_CORE_READ(ip, i_itemp);
+	struct xfs_inode_log_item *iip = RD(btf, ip, i_itemp);
 
 	if (!iip)
 		return 0;
 	if (datasync &&
 	    bpf_core_field_exists(((struct xfs_inode_log_item___o *)iip)->ili_datasync_seq))
-		return BPF_CORE_READ((struct xfs_inode_log_item___o *)iip, ili_datasync_seq);
-	return BPF_CORE_READ(iip, ili_commit_seq);
+		return RD(btf, (struct xfs_inode_log_item___o *)iip, ili_datasync_seq);
+	return RD(btf, iip, ili_commit_seq);
 }
 
 /*
@@ -133,12 +133,14 @@ struct xlog_in_core___new {
 	struct xlog_rec_header *ic_header;
 } __attribute__((preserve_access_index));
 
-static __always_inline __u64 xlog_iclog_lsn(struct xlog_in_core *ic)
+static __always_inline __u64 xlog_iclog_lsn(int btf, struct xlog_in_core *ic)
 {
 	__u64 be;
 
 	if (bpf_core_field_exists(((struct xlog_in_core___new *)ic)->ic_header))
-		be = BPF_CORE_READ((struct xlog_in_core___new *)ic, ic_header, h_lsn);
+		be = RD2(btf, (struct xlog_in_core___new *)ic, ic_header, h_lsn);
+	else if (btf)
+		be = ic->ic_data->hic_header.h_lsn;
 	else
 		be = BPF_CORE_READ(ic, ic_data, hic_header.h_lsn);
 	return __builtin_bswap64(be);
