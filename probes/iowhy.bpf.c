@@ -209,6 +209,12 @@ struct {
 __u64 rq_seq = 0;
 /* Set by the recorder once every probe is attached (CLOCK_MONOTONIC, as bpf_ktime_get_ns). */
 __u64 attach_ns = 0;
+/*
+ * Set by the recorder when recording ends, before it reads the tables: no request gets
+ * an entry (and a sequence number) after that, so every number handed out ends up in
+ * exactly one record, from the ring or from the stop-time dump.
+ */
+__u64 stopping = 0;
 
 static __always_inline void count(__u32 idx)
 {
@@ -393,6 +399,8 @@ static __always_inline struct iowhy_request *rq_create(int btf, struct request *
 	__u32 idx, zero = 0, devt;
 	struct rq_slot *s;
 
+	if (stopping)
+		return NULL;
 	devt = disk_devt(btf, rq_disk(btf, rq));
 	if (!dev_wanted(devt))
 		return NULL;

@@ -293,6 +293,110 @@ static void json_str(FILE *f, const char *s)
 
 /* ---------------------------------------------------------------- events --- */
 
+/*
+ * Stop-time records (requests in flight, calls still running) are held back until the
+ * ring has been drained once more after the tables were read: a request that completes
+ * or a call that returns while the recorder reads them is in the table as it was and,
+ * moments later, in the ring as it ended. The ring's record wins; a held one is written
+ * only if the late drain brought none with the same identity (request: seq; call: tid
+ * and entry time).
+ */
+struct held {
+	int type;
+	union {
+		struct iowhy_request rq;
+		struct iowhy_fsync fs;
+	} u;
+};
+
+static struct {
+	struct held *v;
+	size_t n, cap;
+	__u64 *seen; /* identities of what the late drain brought */
+	size_t nseen, capseen;
+	int late;    /* the late drain is running */
+} stop_q;
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 64;
+
+	while (c < need)
+		c *= 2;
+	if (c == *cap)
+		return p;
+	p = realloc(p, c * elem);
+	if (p)
+		*cap = c;
+	return p;
+}
+
+/* Request and call identities share one list: a call's is tagged in the top bit. */
+static __u64 call_identity(const struct iowhy_fsync *e)
+{
+	return (1ULL << 63) | ((((__u64)e->tid << 32) ^ e->enter_ns) & ~(1ULL << 63));
+}
+
+static void note_late(const struct iowhy_rec_hdr *h)
+{
+	__u64 id;
+	__u64 *v;
+
+	if (h->type == IOWHY_REC_REQUEST)
+		id = ((const struct iowhy_request *)h)->seq;
+	else if (h->type == IOWHY_REC_FSYNC)
+		id = call_identity((const struct iowhy_fsync *)h);
+	else
+		return;
+	v = grow(stop_q.seen, &stop_q.capseen, stop_q.nseen + 1, sizeof(*v));
+	if (!v)
+		return; /* no memory: the held record is written too, a duplicate at worst */
+	stop_q.seen = v;
+	stop_q.seen[stop_q.nseen++] = id;
+}
+
+static void hold_record(int type, const void *rec)
+{
+	struct held *v = grow(stop_q.v, &stop_q.cap, stop_q.n + 1, sizeof(*v));
+
+	if (!v) {
+		add_record(type, rec); /* no memory: write it now rather than lose it */
+		return;
+	}
+	stop_q.v = v;
+	v[stop_q.n].type = type;
+	memcpy(&v[stop_q.n].u, rec, rec_sizes[type]);
+	stop_q.n++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Write the held records the late drain did not supersede; count what is written. */
+static void release_held(void)
+{
+	qsort(stop_q.seen, stop_q.nseen, sizeof(__u64), cmp_u64);
+	for (size_t i = 0; i < stop_q.n; i++) {
+		struct held *h = &stop_q.v[i];
+		__u64 id = h->type == IOWHY_REC_REQUEST ? h->u.rq.seq : call_identity(&h->u.fs);
+
+		if (stop_q.nseen && bsearch(&id, stop_q.seen, stop_q.nseen, sizeof(id), cmp_u64))
+			continue;
+		add_record(h->type, &h->u);
+		if (h->type == IOWHY_REC_REQUEST)
+			w.incomplete_requests++;
+		else
+			w.open_calls++;
+	}
+	free(stop_q.v);
+	free(stop_q.seen);
+	memset(&stop_q, 0, sizeof(stop_q));
+}
+
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	const struct iowhy_rec_hdr *h = data;
@@ -302,6 +406,8 @@ static int handle_event(void *ctx, void *data, size_t size)
 		w.unknown_records++;
 		return 0;
 	}
+	if (stop_q.late)
+		note_late(h);
 	add_record(h->type, data);
 	return 0;
 }
@@ -506,8 +612,7 @@ static void add_inflight(struct iowhy_request *r, __u64 stop)
 	r->hdr.ts_ns = stop;
 	r->flags_u16 |= IOWHY_RQ_INCOMPLETE;
 	r->pad0 = 0;
-	add_record(IOWHY_REC_REQUEST, r);
-	w.incomplete_requests++;
+	hold_record(IOWHY_REC_REQUEST, r);
 }
 
 /* Requests still in flight at stop (in the table or its overflow hash) become records
@@ -641,8 +746,7 @@ static void dump_open_calls(struct iowhy_bpf *skel, __u64 stop)
 					e.comm[strcspn(e.comm, "\n")] = 0;
 				fclose(f);
 			}
-			add_record(IOWHY_REC_FSYNC, &e);
-			w.open_calls++;
+			hold_record(IOWHY_REC_FSYNC, &e);
 		}
 		if (tasks)
 			closedir(tasks);
@@ -1445,10 +1549,21 @@ int main(int argc, char **argv)
 	cpu_ns(&cpu1_user, &cpu1_sys);
 	stats_end();
 
-	/* Drain what the kernel still holds, then what is still in flight. */
+	/*
+	 * Drain what the kernel still holds, then read what is still in flight, then drain
+	 * again: what ended while the tables were read is in the ring by then (the probes
+	 * write a request's record before they free its entry), and supersedes what was read.
+	 * From `stopping` on, no request gets an entry, so none can be missed in between.
+	 */
+	skel->bss->stopping = 1;
+	__sync_synchronize();
 	ring_buffer__consume(rb);
 	dump_inflight(skel, end_ns);
 	dump_open_calls(skel, end_ns);
+	stop_q.late = 1;
+	ring_buffer__consume(rb);
+	stop_q.late = 0;
+	release_held();
 	dump_syscalls(skel, end_ns);
 	flush_all();
 	{

@@ -578,6 +578,43 @@ def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_
     assert int(inc["len_bytes"].sum()) == 256 << 10
 
 
+def test_every_request_numbered_while_recording_is_written_once(bpf, make_loop, tmp_path,
+                                                                iowhy_bin, request):
+    """Recording stops while fio keeps 16 direct writes in flight. Every request the
+    probes numbered ends up in exactly one record, from the ring or from the stop-time
+    dump, or is counted as merged: a request that completes while the recorder reads the
+    tables at stop is neither lost nor written twice."""
+    need(shutil.which("fio") is not None, "fio not installed")
+    lp = make_loop(256)
+    # --thread: the job runs inside fio's own process, so ending that PID ends the I/O
+    fio = subprocess.Popen(
+        ["fio", "--name=w", "--thread", f"--filename={lp.dev}", "--rw=randwrite", "--bs=4k",
+         "--direct=1", "--ioengine=libaio", "--iodepth=16", "--time_based", "--runtime=60",
+         "--size=128m"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _stop_fio():
+        if fio.poll() is None:
+            os.kill(fio.pid, signal.SIGKILL)
+            fio.wait()
+    request.addfinalizer(_stop_fio)
+    stat = Path(f"/sys/block/{lp.name}/stat")
+    for _ in range(100):  # until fio's writes reach the device
+        if int(stat.read_text().split()[4]) > 1000:
+            break
+        time.sleep(0.05)
+    out = tmp_path / "t.iowt"
+    record(iowhy_bin, out, ["sleep", "1"], "--dev", lp.dev)
+    assert fio.poll() is None, "fio ended before recording stopped"
+    tr = read_trace(str(out))
+    assert_nothing_dropped(tr)
+    seq = tr.records("request")["seq"]
+    assert len(seq) > 1000, len(seq)
+    assert len(np.unique(seq)) == len(seq), "a request written twice"
+    merged = tr.counters.get("requests_merged", 0)
+    assert len(seq) + merged == int(seq.max()) + 1, (len(seq), merged, int(seq.max()))
+
+
 @pytest.mark.lab
 def test_fsync_still_running_at_stop_is_written_incomplete(bpf, tmp_path, iowhy_bin, request):
     """An fsync still blocked when recording stops is written, flagged incomplete and
