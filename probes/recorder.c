@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -397,19 +399,106 @@ static void release_held(void)
 	memset(&stop_q, 0, sizeof(stop_q));
 }
 
+/*
+ * One ring-buffer sample: a single record, or a stage's worth of records back to back
+ * (struct iowhy_stage), each sized by its header.
+ */
 static int handle_event(void *ctx, void *data, size_t size)
 {
-	const struct iowhy_rec_hdr *h = data;
+	const __u8 *p = data;
 
-	if (size < sizeof(*h) || h->type < 1 || h->type > IOWHY_REC_MAX ||
-	    h->size_bytes != rec_sizes[h->type] || size < rec_sizes[h->type]) {
-		w.unknown_records++;
-		return 0;
+	while (size) {
+		const struct iowhy_rec_hdr *h = (const void *)p;
+
+		if (size < sizeof(*h) || h->size_bytes < sizeof(*h) || h->size_bytes > size) {
+			w.unknown_records++; /* the rest of the sample cannot be split */
+			break;
+		}
+		if (h->type < 1 || h->type > IOWHY_REC_MAX || h->size_bytes != rec_sizes[h->type]) {
+			w.unknown_records++;
+		} else {
+			if (stop_q.late)
+				note_late(h);
+			add_record(h->type, h);
+		}
+		p += h->size_bytes;
+		size -= h->size_bytes;
 	}
-	if (stop_q.late)
-		note_late(h);
-	add_record(h->type, data);
 	return 0;
+}
+
+/* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
+static struct {
+	__u8 *base;
+	size_t len, elem;
+	__u32 ncpu;
+	__u64 last_ns;
+} stages;
+
+static int map_stages(struct bpf_map *map)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	stages.ncpu = bpf_map__max_entries(map);
+	stages.elem = (sizeof(struct iowhy_stage) + 7) & ~(size_t)7; /* the kernel's stride */
+	stages.len = (stages.elem * stages.ncpu + page - 1) / page * page;
+	p = mmap(NULL, stages.len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	stages.base = p;
+	return 0;
+}
+
+/*
+ * Empty every CPU's stage into the trace: take its lock, copy the records out, reset
+ * it, give it back, then write the copy. A program never waits for the lock (it writes
+ * to the ring buffer while the recorder holds it), and the recorder holds it only for a
+ * copy. `wait` (at stop): retry a stage a program holds, for the few hundred ns it
+ * takes; otherwise leave it for the next round.
+ */
+static void drain_stages(int wait)
+{
+	static __u8 copy[IOWHY_STAGE_BYTES];
+
+	for (__u32 c = 0; stages.base && c < stages.ncpu; c++) {
+		struct iowhy_stage *s = (struct iowhy_stage *)(stages.base + c * stages.elem);
+		int got = 0;
+		__u32 used;
+
+		for (long tries = 0;; tries++) {
+			if (!__atomic_exchange_n(&s->busy_u32, 1, __ATOMIC_ACQUIRE)) {
+				got = 1;
+				break;
+			}
+			if (!wait || tries >= 1000000)
+				break;
+			sched_yield();
+		}
+		if (!got) {
+			if (wait) { /* cannot happen: a program holds it for one record */
+				__u64 n = 0;
+
+				for (int t = 0; t < 8; t++)
+					n += s->nrec_u32[t];
+				fprintf(stderr, "iowhy-record: the staging buffer of CPU %u stayed "
+						"locked: %llu records lost, counted as unknown\n",
+					c, (unsigned long long)n);
+				w.unknown_records += n;
+			}
+			continue;
+		}
+		used = s->used_bytes;
+		if (used > IOWHY_STAGE_BYTES) {
+			w.unknown_records++;
+			used = 0;
+		}
+		memcpy(copy, s->buf, used);
+		memset(s->nrec_u32, 0, sizeof(s->nrec_u32));
+		s->used_bytes = 0;
+		__atomic_store_n(&s->busy_u32, 0, __ATOMIC_RELEASE);
+		handle_event(NULL, copy, used);
+	}
 }
 
 static void emit_root_task(pid_t tgid, pid_t tid)
@@ -901,6 +990,8 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
 		return -EINVAL;
+	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
+		return -EINVAL;
 	nprobes = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
 		int is_btf;
@@ -1301,6 +1392,11 @@ int main(int argc, char **argv)
 		}
 	}
 
+	err = map_stages(skel->maps.stage);
+	if (err) {
+		fprintf(stderr, "failed to map staging buffers: %s\n", strerror(-err));
+		goto cleanup;
+	}
 	err = attach_all(skel);
 	if (!err)
 		skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);
@@ -1535,6 +1631,10 @@ int main(int argc, char **argv)
 			stop_reason = "duration";
 			break;
 		}
+		if (now - stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
+			drain_stages(0);
+			stages.last_ns = now;
+		}
 		if (now - last_flush >= FLUSH_INTERVAL_NS) {
 			flush_all();
 			write_progress(counters_fd);
@@ -1557,6 +1657,7 @@ int main(int argc, char **argv)
 	 */
 	skel->bss->stopping = 1;
 	__sync_synchronize();
+	drain_stages(1); /* each stage taken once after `stopping`: none is written again */
 	ring_buffer__consume(rb);
 	dump_inflight(skel, end_ns);
 	dump_open_calls(skel, end_ns);
@@ -1636,6 +1737,8 @@ int main(int argc, char **argv)
 
 cleanup:
 	ring_buffer__free(rb);
+	if (stages.base)
+		munmap(stages.base, stages.len);
 	if (w.fd >= 0) {
 		close(w.fd);
 		/* Failed before the header: leave no empty file behind to be mistaken for a trace. */
