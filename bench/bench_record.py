@@ -445,6 +445,11 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         " kernel ran no probe for (README, \"Events the kernel does not deliver\"), each a"
         " flagged record")
     say(f"   dropped per traced run: {dropped}; unseen per traced run: {unseen}")
+    for i, p in enumerate(pairs, 1):
+        if p["t"]["dropped"]:
+            kinds = {k: v for k, v in p["t"]["counters"].items()
+                     if k in abi.DROP_COUNTERS and v}
+            say(f"   pair {i}: dropped {kinds}")
     rcpu = [p["t"]["recorder_cpu_s"] for p in pairs]
     say(f"   the recorder's own CPU while recording (trailer recorder_cpu_ns), median "
         f"{median(rcpu) * 1e3:.1f} ms (max {max(rcpu) * 1e3:.1f} ms)")
