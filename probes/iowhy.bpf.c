@@ -214,7 +214,19 @@ struct {
 	__type(value, struct iowhy_stage);
 } stage SEC(".maps");
 
-__u64 rq_seq = 0;
+/*
+ * Request numbers, counted per CPU: seq = n * nr_cpus + cpu, n this CPU's count. One
+ * global counter put a locked add on a cache line both CPUs kept reading (stopping,
+ * attach_ns sit beside it) into every request; in 9 alternating --probe-stats runs of
+ * the fsync bench the probes' time went from 22.6 to 22.0 ms (medians).
+ */
+const volatile __u32 nr_cpus = 1; /* possible CPUs, set by the recorder */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} rq_seqs SEC(".maps");
 /* Set by the recorder once every probe is attached (CLOCK_MONOTONIC, as bpf_ktime_get_ns). */
 __u64 attach_ns = 0;
 /*
@@ -422,12 +434,18 @@ static __always_inline void on_getrq(int btf, struct bio *bio)
 	/*
 	 * Claim the slot by marking it busy: a reader that has already matched the old
 	 * tag then fails its own compare-and-swap and ignores what it read, and another
-	 * CPU's submission leaves the slot alone.
+	 * CPU's submission leaves the slot alone. A slot another CPU is claiming at this
+	 * moment leaves the other way of the set: two submissions hashing to one set at
+	 * once had cost one of them its origin (3 in a 329k req/s fio sweep).
 	 */
 	tag = s->bio;
 	if (tag == BIO_BUSY || __sync_val_compare_and_swap(&s->bio, tag, BIO_BUSY) != tag) {
-		count(IOWHY_C_BIOMAP_FULL);
-		return;
+		s = s == a ? b : a;
+		tag = s->bio;
+		if (tag == BIO_BUSY || __sync_val_compare_and_swap(&s->bio, tag, BIO_BUSY) != tag) {
+			count(IOWHY_C_BIOMAP_FULL);
+			return;
+		}
 	}
 	id = bpf_get_current_pid_tgid();
 	s->ts_ns = bpf_ktime_get_ns();
@@ -516,7 +534,11 @@ static __always_inline struct iowhy_request *rq_create(int btf, struct request *
 init:
 	s->r.dev_major = DEV_MAJOR(devt);
 	s->r.dev_minor = DEV_MINOR(devt);
-	s->r.seq = __sync_fetch_and_add(&rq_seq, 1);
+	{
+		__u64 *n = bpf_map_lookup_elem(&rq_seqs, &zero);
+
+		s->r.seq = n ? __sync_fetch_and_add(n, 1) * nr_cpus + bpf_get_smp_processor_id() : 0;
+	}
 	return &s->r;
 }
 

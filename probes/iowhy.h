@@ -258,7 +258,7 @@ struct iowhy_syscall {
 #define IOWHY_C_RQMAP_FULL 5      /* in-flight request map full: a request not followed */
 #define IOWHY_C_TASKMAP_FULL 6    /* per-thread state unavailable: a syscall/off-CPU interval lost */
 #define IOWHY_C_TRACKMAP_FULL 7   /* tracked-process map full: a child not tracked */
-#define IOWHY_C_BIOMAP_FULL 8     /* bio origin table: slot busy on another CPU, origin not kept */
+#define IOWHY_C_BIOMAP_FULL 8     /* bio origin table: both slots of the set busy elsewhere, origin not kept */
 #define IOWHY_C_UNMATCHED_DONE 9  /* completion of a request never seen before (written, flagged) */
 #define IOWHY_C_NO_ORIGIN 10      /* request whose bios were not seen at submission (written, flagged) */
 #define IOWHY_C_RQ_MERGED 11      /* requests merged into another request (not a loss) */

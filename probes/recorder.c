@@ -992,6 +992,7 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
 		return -EINVAL;
+	skel->rodata->nr_cpus = libbpf_num_possible_cpus();
 	nprobes = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
 		int is_btf;
@@ -1677,12 +1678,12 @@ int main(int argc, char **argv)
 		sb_open(&s);
 		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %d, "
 			     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
-			     "\"write_probes_ns\": %llu, "
+			     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
 			     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
 			(unsigned long long)end_ns, stop_reason, code,
 			(unsigned long long)w.incomplete_requests, (unsigned long long)w.open_calls,
 			(unsigned long long)(lazy_writes ? write_probes_ns : start_ns),
-			(unsigned long long)(cpu1_user - cpu0_user),
+			libbpf_num_possible_cpus(), (unsigned long long)(cpu1_user - cpu0_user),
 			(unsigned long long)(cpu1_sys - cpu0_sys));
 		stats_write(s.f);
 		write_counts_json(s.f, counters_fd);
