@@ -476,6 +476,16 @@ static __always_inline int bio_take(__u64 key, struct bio_info *out)
 	return 0;
 }
 
+/*
+ * With --dev, a request on another device: its events return before any table is
+ * touched (the slot reads cost more than this check), so tracing one disk of a busy
+ * machine costs the other disks' events little more than the dispatch.
+ */
+static __always_inline int rq_unwanted(int btf, struct request *rq)
+{
+	return filter_devs && !dev_wanted(disk_devt(btf, rq_disk(btf, rq)));
+}
+
 static __always_inline struct iowhy_request *rq_lookup(__u64 key)
 {
 	__u32 idx = rq_set(key);
@@ -504,9 +514,7 @@ static __always_inline struct iowhy_request *rq_create(int btf, struct request *
 
 	if (stopping)
 		return NULL;
-	devt = disk_devt(btf, rq_disk(btf, rq));
-	if (!dev_wanted(devt))
-		return NULL;
+	devt = disk_devt(btf, rq_disk(btf, rq)); /* a wanted one: see rq_unwanted */
 	idx = rq_set(key);
 	for (int i = 0; i < 2; i++, idx++) {
 		s = bpf_map_lookup_elem(&rq_tab, &idx);
@@ -658,7 +666,11 @@ static __always_inline int rq_born_recording(int btf, struct request *rq)
 
 static __always_inline void on_rq_insert(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_fresh(btf, rq, RQ_KEY(btf, rq));
+	struct iowhy_request *r;
+
+	if (rq_unwanted(btf, rq))
+		return;
+	r = rq_fresh(btf, rq, RQ_KEY(btf, rq));
 
 	if (!r)
 		return;
@@ -677,7 +689,11 @@ static __always_inline void on_rq_insert(int btf, struct request *rq)
 
 static __always_inline void on_rq_issue(int btf, struct request *rq)
 {
-	struct iowhy_request *r = rq_fresh(btf, rq, RQ_KEY(btf, rq));
+	struct iowhy_request *r;
+
+	if (rq_unwanted(btf, rq))
+		return;
+	r = rq_fresh(btf, rq, RQ_KEY(btf, rq));
 
 	if (!r)
 		return;
@@ -731,12 +747,19 @@ static __always_inline void on_rq_merge(int btf, struct request *rq)
 static __always_inline void on_rq_complete(int btf, struct request *rq, int error,
 					   unsigned int nr_bytes)
 {
-	__u64 key = RQ_KEY(btf, rq), now = bpf_ktime_get_ns();
-	struct iowhy_request *r = rq_lookup(key);
-	__u32 rqf = RD(btf, rq, rq_flags);
-	__u32 cmd = RD(btf, rq, cmd_flags);
-	__u32 len = RD(btf, rq, __data_len);
-	int is_flush = (cmd & 0xff) == req_op_flush();
+	__u64 key = RQ_KEY(btf, rq), now;
+	struct iowhy_request *r;
+	__u32 rqf, cmd, len;
+	int is_flush;
+
+	if (rq_unwanted(btf, rq))
+		return;
+	now = bpf_ktime_get_ns();
+	r = rq_lookup(key);
+	rqf = RD(btf, rq, rq_flags);
+	cmd = RD(btf, rq, cmd_flags);
+	len = RD(btf, rq, __data_len);
+	is_flush = (cmd & 0xff) == req_op_flush();
 
 	if (!r || (!r->issue_ns && len)) {
 		/*
