@@ -17,7 +17,7 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config m
 	python3 python3-venv python3-dev util-linux xz-utils tar linux-source-6.1 chromium
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: all deps probes venv lint test test-fast demo lab gallery bench clean
+.PHONY: all deps probes probes-empty venv lint test test-fast demo lab gallery bench clean
 
 all: probes lab/emudisk venv
 
@@ -53,6 +53,23 @@ $(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
 
 probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes probes/recorder.c \
+		-DIOWHY_VERSION='"$(VERSION)"' \
+		-o $@ -lbpf -lelf -lz -pthread
+
+# The recorder over probes that return at once (IOWHY_EMPTY_PROBES): only for
+# `bench_record.py --only floor`, which times the kernel's dispatch to them.
+probes-empty: $(OUT)/iowhy-record-empty
+$(OUT)/empty/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bpf.h $(OUT)/vmlinux.h
+	@mkdir -p $(OUT)/empty
+	$(CLANG) -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -DIOWHY_EMPTY_PROBES -I$(OUT) \
+		-Iprobes -Wall -Wno-unused-function -c probes/iowhy.bpf.c -o $@.tmp.o
+	$(BPFTOOL) gen object $@ $@.tmp.o && rm -f $@.tmp.o
+
+$(OUT)/empty/iowhy.skel.h: $(OUT)/empty/iowhy.bpf.o
+	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
+
+$(OUT)/iowhy-record-empty: probes/recorder.c probes/iowhy.h $(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes probes/recorder.c \
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz -pthread
 

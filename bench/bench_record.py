@@ -42,6 +42,13 @@ bytes per request record of real traces, the recorder's startup_ns (its main() t
 probe attached), the time from launching `iowhy record` to the recorder's start_ns (both
 CLOCK_MONOTONIC), and the wall time of `iowhy record --dry-run`.
 
+Dispatch floor (section `floor`, run only with `--only floor`): the fsync workload in
+--pairs rounds of three runs (untraced; recorded by the probes built with
+IOWHY_EMPTY_PROBES, every tracepoint attached and every program returning at once,
+`make probes-empty`; recorded as shipped), in an order drawn per round. empty/untraced
+is what the kernel's dispatch to the attached programs costs, shipped/empty what the
+programs' own work adds.
+
 Needs root, BPF, xfsprogs and fio. Every loop device, zram device and mount it makes is
 removed in `finally` blocks; it only ever signals processes it started, by PID.
 """
@@ -92,6 +99,8 @@ NOTES: set[str] = set()  # said once, with the results
 TARGET_UNTAR = 1.02
 TARGET_FSYNC = 1.05
 SECTIONS = ("untar", "fsync", "rate", "startup", "size")
+# Run only when asked (--only floor): about 5 s per round.
+EXTRA_SECTIONS = ("floor",)
 
 
 def say(*a: Any) -> None:
@@ -477,6 +486,73 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
             "recorder_cpu_s": median(rcpu)}
 
 
+# -- floor: the kernel's dispatch to the attached probes -------------------------------
+
+EMPTY_RECORDER = REPO / "probes" / ".output" / "iowhy-record-empty"
+
+
+def floor(a: argparse.Namespace, tmp: Path) -> dict:
+    """The fsync workload in rounds of three runs, in an order drawn per round: untraced,
+    recorded by iowhy-record-empty (the probes built with IOWHY_EMPTY_PROBES: loaded and
+    attached exactly as shipped, every program returning at once) and recorded as shipped.
+    empty/untraced is what the kernel's dispatch to the attached tracepoints (and the
+    recorder's presence) costs; shipped/empty is what the programs themselves add."""
+    if not EMPTY_RECORDER.exists():
+        run(["make", "-C", str(REPO), "-s", "probes-empty"])
+    cmd = [PY, str(WORKLOADS), "fsync-tasks", "MNT", str(a.tasks), str(a.k)]
+    say(f"\n== floor: {shlex.join(cmd)}")
+    say(f"   {a.pairs} rounds in random order (seed {a.seed}) after 1 warm-up run, each run as"
+        " in the overhead protocol; u: untraced; empty: `iowhy record` with IOWHY_RECORDER="
+        f"{EMPTY_RECORDER.relative_to(REPO)}; full: `iowhy record` as installed; times in s")
+    say(f"   {'round':>5} {'order':>5} {'u':>7} {'empty':>7} {'full':>7}")
+    kinds = ("u", "empty", "full")
+    rng = random.Random(a.seed)
+    with contextlib.ExitStack() as stack:
+        mnt, at = prepare_run(a, 512, stack)
+        timed_run([*cmd[:3], str(mnt), *cmd[4:]], False, tmp, "floor-warmup", a.timeout,
+                  start_at_ns=at)
+    walls: dict[str, list[float]] = {k: [] for k in kinds}
+    dropped = 0
+    for i in range(a.pairs):
+        order = list(kinds)
+        rng.shuffle(order)
+        for k in order:
+            env_before = os.environ.get("IOWHY_RECORDER")
+            try:
+                if k == "empty":
+                    os.environ["IOWHY_RECORDER"] = str(EMPTY_RECORDER)
+                with contextlib.ExitStack() as stack:
+                    mnt, at = prepare_run(a, 512, stack)
+                    r = timed_run([*cmd[:3], str(mnt), *cmd[4:]], k != "u", tmp,
+                                  f"floor{i}{k}", a.timeout, start_at_ns=at)
+            finally:
+                if env_before is None:
+                    os.environ.pop("IOWHY_RECORDER", None)
+                else:
+                    os.environ["IOWHY_RECORDER"] = env_before
+            walls[k].append(r["wall_s"])
+            if k != "u" and (sum(r["records"].values()) - r["records"]["task"] > 0) != (
+                    k == "full"):
+                raise RuntimeError(f"floor: the {k} run recorded {r['records']}: the"
+                                   " recorder used is not the one intended")
+            if k != "u":
+                dropped += r["dropped"]
+                r["path"].unlink(missing_ok=True)
+        say(f"   {i + 1:>5} {''.join(x[0] for x in order):>5} {walls['u'][-1]:>7.3f}"
+            f" {walls['empty'][-1]:>7.3f} {walls['full'][-1]:>7.3f}")
+    out: dict[str, Any] = {"dropped": dropped}
+    for num, den in (("empty", "u"), ("full", "u"), ("full", "empty")):
+        ratios = [x / y for x, y in zip(walls[num], walls[den])]
+        q1, q3 = (float(x) for x in np.percentile(ratios, [25, 75]))
+        lo, hi = bootstrap_median(ratios, a.seed)
+        out[f"{num}/{den}"] = {"ratio": median(ratios), "q1": q1, "q3": q3, "ci": (lo, hi)}
+        say(f"   {num}/{den}: ratio median {median(ratios):.3f} (p25 {q1:.3f}, p75 {q3:.3f};"
+            f" 90% bootstrap interval of the median {lo:.3f} - {hi:.3f})")
+    say(f"   median wall u {median(walls['u']):.3f} s, empty {median(walls['empty']):.3f} s,"
+        f" full {median(walls['full']):.3f} s; events dropped by the full runs: {dropped}")
+    return out
+
+
 # -- max lossless rate ----------------------------------------------------------------
 
 def fio_cmd(dev: str, out: Path, jobs: int, rate: int, depth: int, seconds: float,
@@ -616,8 +692,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, help="append+fsync per task (default 300)")
     p.add_argument("--rate-seconds", type=float, help="fio runtime per rate step (default 3)")
     p.add_argument("--startup-runs", type=int, help="runs for the startup medians (default 5)")
-    p.add_argument("--only", action="append", choices=SECTIONS,
-                   help="run only this section (repeatable; default all)")
+    p.add_argument("--only", action="append", choices=SECTIONS + EXTRA_SECTIONS,
+                   help="run only this section (repeatable; default all but floor, the"
+                   " dispatch floor of the fsync workload: --pairs rounds of three runs)")
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp"),
                    help="where loop backing files, mounts and traces go (default /var/tmp)")
     p.add_argument("--trace-dir", type=Path,
@@ -694,6 +771,8 @@ def main(argv: list[str] | None = None) -> int:
             def fsync_cmd(mnt: Path) -> list[str]:
                 return [PY, str(WORKLOADS), "fsync-tasks", str(mnt), str(a.tasks), str(a.k)]
             res["fsync"] = overhead(f"fsync-{a.tasks}x{a.k}", fsync_cmd, a, tmp, 512)
+        if "floor" in sections:
+            res["floor"] = floor(a, tmp)
         if "rate" in sections:
             res["rate"] = max_rate(a, tmp)
         if "startup" in sections:
@@ -756,6 +835,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{f['probe_ns'] / 1e6:.1f} ms / {f['probe_share'] * 100:.1f}%", "", "", None)
         row(rows, "(b) fsync: the recorder's own CPU while recording (median)",
             f"{f['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
+    if "floor" in res:
+        fl = res["floor"]
+        for key, label in (("empty/u", "empty probes / untraced: the kernel's dispatch"),
+                           ("full/u", "shipped probes / untraced"),
+                           ("full/empty", "shipped / empty probes: the programs' own work")):
+            x = fl[key]
+            row(rows, f"(floor) fsync-tasks {a.tasks}x{a.k}, {label} (median of {a.pairs}; "
+                "p25 - p75; 90% interval)", f"{x['ratio']:.3f} ({x['q1']:.3f} - "
+                f"{x['q3']:.3f}; {x['ci'][0]:.3f} - {x['ci'][1]:.3f})", "x", "", None)
     if "rate" in res:
         r = res["rate"]
         b, fl = r["best"], r["first_loss"]

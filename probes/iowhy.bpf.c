@@ -1319,17 +1319,34 @@ static __always_inline void on_btrfs_sync(int btf, struct file *file, int datasy
  * recorder disables one flavour before load. Program names are tpb_<tp> / raw_<tp>.
  * `btf` tells the hot handlers whether they may load kernel fields directly (RD()).
  */
+/*
+ * IOWHY_EMPTY_PROBES (bench only: probes/.output/iowhy-record-empty, `bench_record.py
+ * --only floor`): every program is loaded and attached as usual but returns at once, so
+ * that the kernel's dispatch to the attached tracepoints can be timed apart from what the
+ * programs do. The recorder works unchanged; its traces hold no events.
+ */
+#ifdef IOWHY_EMPTY_PROBES
+#define IOWHY_BODY(x) \
+	do {          \
+		if (0) {  \
+			x; \
+		}         \
+	} while (0)
+#else
+#define IOWHY_BODY(x) x
+#endif
+
 #define IOWHY_TP(tp, call, ...)                                  \
 	SEC("tp_btf/" #tp) int BPF_PROG(tpb_##tp, ##__VA_ARGS__) \
 	{                                                        \
 		const int btf __attribute__((unused)) = 1;       \
-		call;                                            \
+		IOWHY_BODY(call);                                \
 		return 0;                                        \
 	}                                                        \
 	SEC("raw_tp/" #tp) int BPF_PROG(raw_##tp, ##__VA_ARGS__) \
 	{                                                        \
 		const int btf __attribute__((unused)) = 0;       \
-		call;                                            \
+		IOWHY_BODY(call);                                \
 		return 0;                                        \
 	}
 
@@ -1378,12 +1395,12 @@ struct sc_exit {
 #define IOWHY_SC_ARG(call, arg0)                                                    \
 	SEC("tracepoint/syscalls/sys_enter_" #call) int sce_##call(struct sc_enter *ctx) \
 	{                                                                           \
-		on_sys_enter(ctx->nr, arg0);                                         \
+		IOWHY_BODY(on_sys_enter(ctx->nr, arg0));                             \
 		return 0;                                                           \
 	}                                                                           \
 	SEC("tracepoint/syscalls/sys_exit_" #call) int scx_##call(struct sc_exit *ctx)   \
 	{                                                                           \
-		on_sys_exit(NULL, ctx->ret);                                         \
+		IOWHY_BODY(on_sys_exit(NULL, ctx->ret));                             \
 		return 0;                                                           \
 	}
 
