@@ -1,5 +1,6 @@
 # iowhy: `make` builds everything in the checkout (BPF objects, the recorder, .venv with
 # iowhy installed); `make test` runs lint and every test tier; `make demo` is the main job.
+# `make test-unit` runs the unit tier only and needs nothing but python3-venv (no root).
 # On a fresh Debian 12 machine, as root, it installs what it needs first (quietly when
 # everything is already there).
 
@@ -17,7 +18,7 @@ APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config m
 	python3 python3-venv python3-dev util-linux xz-utils tar linux-source-6.1 chromium
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: all deps probes probes-empty venv lint test test-fast demo lab gallery bench clean
+.PHONY: all deps probes probes-empty venv lint test test-unit test-fast demo lab gallery bench clean
 
 all: probes lab/emudisk venv
 
@@ -94,6 +95,16 @@ lint: $(VENV)/.installed
 
 test: all lint
 	$(VENV)/bin/pytest -ra -v tests
+
+# The unit tier (tests/unit: no root, no kernel, no BPF build) in a venv holding only the
+# Python package and its dev tools; it works as any user on a plain checkout.
+$(VENV)/.installed-py: $(PY_SRC)
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check '.[dev]' >/dev/null
+	@touch $@
+
+test-unit: $(VENV)/.installed-py
+	$(VENV)/bin/pytest -ra -q tests/unit
 
 test-fast: all
 	$(VENV)/bin/pytest -ra -q -m 'not bpf and not lab' tests

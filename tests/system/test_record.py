@@ -23,19 +23,13 @@ import pytest
 from conftest import REPO, need, recorder_path, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
+from recording import assert_nothing_dropped, record
 
 pytestmark = pytest.mark.bpf
 
 WORKLOADS = str(REPO / "lab" / "workloads.py")
 PY = "/usr/bin/python3"
 FILESYSTEMS = ["ext4", "xfs", "btrfs"]
-
-
-def record(iowhy_bin, out, cmd, *extra, check=True, **kw):
-    p = run([*iowhy_bin, "record", "-q", "-o", str(out), *extra, "--", *cmd], check=False, **kw)
-    if check and p.returncode != 0:
-        raise AssertionError(f"iowhy record exited {p.returncode}: {p.stderr}")
-    return p
 
 
 def info(iowhy_bin, path) -> dict:
@@ -45,25 +39,6 @@ def info(iowhy_bin, path) -> dict:
 def dev_requests(tr, lp):
     r = tr.records("request")
     return r[(r["dev_major"] == lp.major) & (r["dev_minor"] == lp.minor)]
-
-
-# Events the kernel did not deliver to the probes (docs/trace-format.md, "Events the
-# kernel does not deliver"): not drops, each is still a record flagged as such.
-UNSEEN = {"lost_completion": ("request", abi.RQ_LOST_DONE),
-          "lost_issue": ("request", abi.RQ_LOST_ISSUE),
-          "lost_switch_in": ("offcpu", abi.OFF_LATE_END),
-          "lost_syscall_exit": ("fsync", abi.FS_F_EXIT_UNSEEN)}
-
-
-def assert_nothing_dropped(tr) -> None:
-    """No record dropped by the probes or the recorder (ring buffer, maps, recursion),
-    and every event the kernel did not deliver is a flagged record, counted."""
-    c = tr.counters
-    drops = {k: v for k, v in c.items() if k.startswith("lost_") and k not in UNSEEN and v}
-    assert not drops, drops
-    for name, (rec, flag) in UNSEEN.items():
-        flagged = int(((tr.records(rec)["flags_u16"] & flag) != 0).sum())
-        assert flagged == c.get(name, 0), (name, flagged, c)
 
 
 def fs_dev(tr, mnt) -> tuple[int, int]:
@@ -530,54 +505,6 @@ def test_unseen_events_are_written_and_counted(bpf, make_loop, tmp_path, iowhy_b
     assert (off["end_ns"] >= off["start_ns"]).all()
 
 
-@pytest.mark.lab
-def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_bin, request):
-    """A write the disk is still serving when recording stops is written out by the
-    recorder, flagged incomplete and counted, with its op, sector and length: not as a
-    0-byte read at sector 0. (A completion the kernel never delivers leaves a request in
-    this state too.) The emulated disk's slow media hold a 256 KiB direct write about
-    1 s; the workload, a shell, starts it in the background and exits after 0.3 s."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    d = emudisk.EmulatedDisk(tmp_path, 64 << 20, cache=False,
-                             extra_args=["--media-rate", str(256 << 10)])
-    request.addfinalizer(d.stop)
-    d.start()
-    pidfile = tmp_path / "dd.pid"
-
-    def _wait_dd():
-        # dd is in uninterruptible sleep until its write is served: wait for it by PID.
-        if pidfile.exists() and pidfile.read_text().strip():
-            proc = Path(f"/proc/{int(pidfile.read_text())}")
-            for _ in range(200):
-                if not proc.exists():
-                    break
-                time.sleep(0.05)
-    request.addfinalizer(_wait_dd)
-    out = tmp_path / "t.iowt"
-    sector = 2048
-    record(iowhy_bin, out, ["sh", "-c",
-                            f"dd if=/dev/zero of={d.dev} bs=256k count=1 seek={sector // 512} "
-                            f"oflag=direct status=none & echo $! > {pidfile}; sleep 0.3"],
-           "--dev", d.dev)
-    tr = read_trace(str(out))
-    r = tr.records("request")
-    r = r[(r["dev_major"] == d.major) & (r["dev_minor"] == d.minor)]
-    inc = r[(r["flags_u16"] & abi.RQ_INCOMPLETE) != 0]
-    assert len(inc) >= 1, r
-    assert tr.trailer["in_flight_at_stop"] == len(inc)
-    assert (inc["op"] == abi.OP_WRITE).all(), inc["op"]
-    assert (inc["issue_ns"] > 0).all() and (inc["done_ns"] == 0).all()
-    # the write may be split, but its pieces cover exactly the 256 KiB written
-    assert int(inc["start_sector"].min()) == sector
-    assert int(inc["len_bytes"].sum()) == 256 << 10
-
-
 def test_every_request_numbered_while_recording_is_written_once(bpf, make_loop, tmp_path,
                                                                 iowhy_bin, request):
     """Recording stops while fio keeps 16 direct writes in flight. Every request the
@@ -619,57 +546,6 @@ def test_every_request_numbered_while_recording_is_written_once(bpf, make_loop, 
     handed_out = sum(int(seq[seq % stride == c].max()) // stride + 1
                      for c in np.unique(seq % stride))
     assert len(seq) + merged == handed_out, (len(seq), merged, handed_out)
-
-
-@pytest.mark.lab
-def test_fsync_still_running_at_stop_is_written_incomplete(bpf, tmp_path, iowhy_bin, request):
-    """An fsync still blocked when recording stops is written, flagged incomplete and
-    counted in the trailer, with its thread, fd and entry time: not lost. The workload, a
-    shell, starts dd in the background and exits after 0.5 s; dd writes 256 KiB through
-    the page cache of the emulated disk, whose slow media need about 1 s for it, and
-    then fsyncs its output (fd 1)."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    d = emudisk.EmulatedDisk(tmp_path, 64 << 20, cache=False,
-                             extra_args=["--media-rate", str(256 << 10)])
-    request.addfinalizer(d.stop)
-    d.start()
-    pidfile = tmp_path / "dd.pid"
-
-    def _wait_dd():
-        # dd sleeps in fsync until its data is on the media: wait for it by PID.
-        if pidfile.exists() and pidfile.read_text().strip():
-            proc = Path(f"/proc/{int(pidfile.read_text())}")
-            for _ in range(200):
-                if not proc.exists():
-                    break
-                time.sleep(0.05)
-    request.addfinalizer(_wait_dd)
-    out = tmp_path / "t.iowt"
-    t0 = time.monotonic_ns()
-    record(iowhy_bin, out, ["sh", "-c",
-                            f"dd if=/dev/zero of={d.dev} bs=256k count=1 conv=fsync "
-                            f"status=none & echo $! > {pidfile}; sleep 0.5"],
-           "--dev", d.dev)
-    dd_pid = int(pidfile.read_text())
-    assert Path(f"/proc/{dd_pid}").exists(), "dd ended before the stop: the test proves nothing"
-    tr = read_trace(str(out))
-    f = tr.records("fsync")
-    inc = f[(f["flags_u16"] & abi.FS_F_INCOMPLETE) != 0]
-    assert len(inc) == 1, f
-    assert tr.trailer["calls_open_at_stop"] == 1
-    e = inc[0]
-    assert int(e["call_u16"]) == abi.CALL_FSYNC
-    assert int(e["tid"]) == int(e["tgid"]) == dd_pid
-    assert int(e["fd"]) == 1 and int(e["ret"]) == 0
-    assert e["comm"].decode() == "dd"
-    assert t0 < int(e["enter_ns"]) < int(e["exit_ns"]) == int(e["ts_ns"]) == tr.end_ns
-    assert_nothing_dropped(tr)
 
 
 # -- bad input: one line on stderr, non-zero exit, no traceback ---------------------------

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run
+from htmlcheck import assert_renders
 from iowhy import abi
 from iowhy.classify import CLASS_CODES, classify
 from iowhy.traceformat import read_trace
-from test_html import assert_renders
 
 pytestmark = pytest.mark.bpf
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from iowhy import abi
-from test_analysis import LOG_RANGE, meta, off, req, run, task, write_trace
+from tracebuilder import LOG_RANGE, meta, off, req, run, task, write_trace
 
 DEV_A, DEV_B = (8, 0), (8, 16)
 W0, W1 = 1000, 1240

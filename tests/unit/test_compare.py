@@ -19,7 +19,7 @@ from iowhy.analysis import analyze
 from iowhy.compare import compare
 from iowhy.reports.compare_text import render_compare
 from iowhy.traceformat import TraceWriter, read_trace
-from test_analysis import CATS, _busy_trace, fsync, meta, off, req, run, task, write_trace
+from tracebuilder import CATS, busy_trace, fsync, meta, off, req, run, task, write_trace
 
 MS = 1_000_000
 T0 = 1_000_000_000
@@ -245,8 +245,8 @@ def test_device_config_differences_and_long_commands():
 def test_busy_pair_json_and_text(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    pa = _busy_trace(tmp_path / "a", n=3000)
-    pb = _busy_trace(tmp_path / "b", n=6000)
+    pa = busy_trace(tmp_path / "a", n=3000)
+    pb = busy_trace(tmp_path / "b", n=6000)
     a, b = run(pa), run(pb)
     c = compare(a, b, read_trace(pa).meta, read_trace(pb).meta)
     assert_consistent(c, a, b)

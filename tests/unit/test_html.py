@@ -1,94 +1,33 @@
 """The HTML report (`iowhy report --html`): self-contained, complete, escaped, and it
 renders in a real browser (headless Chromium) without console errors.
 
-Synthetic traces come from the builders of test_analysis.py. The real recording is
-out/untar-xfs.iowt (`make demo`) when it is present, else a small untar recorded by the
-test itself.
+Synthetic traces only (tracebuilder.py); a real recording's page is checked in
+tests/system/test_html_real.py.
 """
 
 from __future__ import annotations
 
-import base64
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
-import pytest
 
-from conftest import REPO, need, run
+from htmlcheck import (FIG_IDS, assert_complete, assert_renders, assert_self_contained,
+                       figures_of, problems_block, render)
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
 from iowhy.reports import figures as F
 from iowhy.reports import html as H
 from iowhy.traceformat import read_trace
-from test_analysis import _busy_trace, fsync, jev, meta, off, req, task, write_trace
+from tracebuilder import busy_trace, fsync, jev, meta, off, req, task, write_trace
 
-REAL = REPO / "out" / "untar-xfs.iowt"
-FIG_IDS = ("fig-attribution", "fig-latency", "fig-seek", "fig-sectors", "fig-throughput",
-           "fig-fsync-timeline")
-TABLE_IDS = ("header", "table-where", "findings-list", "table-classes", "table-fsync",
-             "table-commits", "table-devices", "table-placement")
 EVIL = "<script>alert(1)</script>"
-LOG0 = 10_000  # start of test_analysis.LOG_RANGE: a journal write
-
-
-def render(trace: str | Path, out: Path, *extra: str) -> str:
-    """`iowhy report TRACE --html OUT` through the CLI; returns the file's text."""
-    from iowhy.cli import main
-    assert main(["report", str(trace), "--html", str(out), *extra]) == 0
-    return out.read_text(encoding="utf-8")
-
-
-def assert_self_contained(text: str) -> None:
-    assert text.startswith("<!DOCTYPE html>")
-    assert 'src="http' not in text and "src='http" not in text
-    assert "<link" not in text.lower()
-    assert "<script" not in text.lower()  # no script at all, inline or external
-    assert "@import" not in text and "url(" not in text
-    # Every src/href is an embedded image or an anchor on the page.
-    for m in re.finditer(r'\b(?:src|href)\s*=\s*"([^"]*)"', text):
-        assert m.group(1).startswith(("data:image/png;base64,", "#")), m.group(1)[:60]
-
-
-def figures_of(text: str) -> dict[str, tuple[bytes, str]]:
-    """id -> (PNG bytes, caption) of every <figure> of the page."""
-    out = {}
-    for m in re.finditer(r'<figure id="([^"]+)">\n<img src="data:image/png;base64,([^"]+)"'
-                         r'[^>]*>\n<figcaption>(.*?)</figcaption>', text, re.S):
-        out[m.group(1)] = (base64.b64decode(m.group(2)), m.group(3))
-    return out
-
-
-def assert_complete(text: str) -> None:
-    figs = figures_of(text)
-    for fid in FIG_IDS:
-        assert fid in figs, f"figure {fid} missing or not an embedded PNG"
-        png, caption = figs[fid]
-        assert png[:8] == b"\x89PNG\r\n\x1a\n"
-        assert len(png) > 2000
-        assert len(caption) > 40 and "\n" not in caption  # one line saying how to read it
-    for tid in TABLE_IDS:
-        assert f'id="{tid}"' in text, f"table {tid} missing"
-    for head in ("Where the time went", "Findings", "Requests by class", "fsync and commits",
-                 "Devices", "Placement and locality"):
-        assert f"<h2>{head}</h2>" in text
-    ids = re.findall(r'\bid="([^"]+)"', text)
-    assert len(ids) == len(set(ids)), "duplicate ids"
-
-
-def problems_block(text: str) -> str:
-    m = re.search(r'<div id="problems"[^>]*>(.*?)</div>', text, re.S)
-    assert m, "no problems block"
-    assert m.start() < text.index('<section id="where"'), "problems must come first"
-    return m.group(1)
+LOG0 = 10_000  # start of tracebuilder.LOG_RANGE: a journal write
 
 
 # -- synthetic traces ------------------------------------------------------------------------
 
 def test_busy_trace_lossy(tmp_path):
-    p = _busy_trace(tmp_path, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
+    p = busy_trace(tmp_path, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
     text = render(p, tmp_path / "r.html")
     assert_self_contained(text)
     assert_complete(text)
@@ -106,7 +45,7 @@ def test_busy_trace_lossy(tmp_path):
 
 
 def test_truncated_trace_says_so_first(tmp_path):
-    p = _busy_trace(tmp_path, trailer=False)
+    p = busy_trace(tmp_path, trailer=False)
     text = render(p, tmp_path / "r.html")
     assert_self_contained(text)
     assert_complete(text)
@@ -150,7 +89,7 @@ def test_empty_trace_renders(tmp_path):
 
 
 def test_sector_scatter_downsampled_deterministically(tmp_path, monkeypatch):
-    p = _busy_trace(tmp_path)
+    p = busy_trace(tmp_path)
     tr = read_trace(p)
     r = analyze(tr)
     full = F.figure_data(tr, r)
@@ -170,7 +109,7 @@ def test_sector_scatter_downsampled_deterministically(tmp_path, monkeypatch):
 
 
 def test_figure_data_matches_the_analysis(tmp_path):
-    p = _busy_trace(tmp_path)
+    p = busy_trace(tmp_path)
     tr = read_trace(p)
     r = analyze(tr)
     d = F.figure_data(tr, r)
@@ -192,7 +131,7 @@ def test_figure_data_matches_the_analysis(tmp_path):
 
 
 def test_no_placement_and_result_only(tmp_path):
-    p = _busy_trace(tmp_path)
+    p = busy_trace(tmp_path)
     text = render(p, tmp_path / "r.html", "--no-placement")
     assert_complete(text)
     assert "Placement not computed" in text
@@ -206,9 +145,9 @@ def test_no_placement_and_result_only(tmp_path):
 
 def test_compare_page_reuses_sections(tmp_path):
     from iowhy.cli import main
-    pa = _busy_trace(tmp_path)
+    pa = busy_trace(tmp_path)
     (tmp_path / "b").mkdir()
-    pb = _busy_trace(tmp_path / "b", n=2000, trailer=False)
+    pb = busy_trace(tmp_path / "b", n=2000, trailer=False)
     out = tmp_path / "c.html"
     assert main(["compare", pa, pb, "--html", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
@@ -230,91 +169,10 @@ def test_compare_page_reuses_sections(tmp_path):
     assert "could not be rendered" in odd
 
 
-# -- the real recording ----------------------------------------------------------------------
-
-@pytest.fixture
-def real_trace(request, tmp_path) -> Path:
-    """`make demo`'s recording when it is there; else GNU tar extracting 300 kernel files
-    onto XFS on a loop device, then syncfs, recorded now (needs root and BPF)."""
-    if REAL.exists():
-        return REAL
-    request.getfixturevalue("bpf")
-    make_fs = request.getfixturevalue("make_fs")
-    iowhy_bin = request.getfixturevalue("iowhy_bin")
-    tar = run(["/usr/bin/python3", str(REPO / "lab" / "workloads.py"), "prepare",
-               "--files", "300"]).stdout.strip().splitlines()[-1]
-    _loop, mnt = make_fs("xfs")
-    out = tmp_path / "untar-xfs.iowt"
-    # syncfs: the extracted files' writeback happens inside the recording (coloured figures)
-    run([*iowhy_bin, "record", "-q", "-o", str(out), "--", "sh", "-c",
-         f'tar -xf "{tar}" -C "{mnt}" && sync -f "{mnt}"'])
-    return out
-
-
-@pytest.fixture
-def real_html(real_trace, tmp_path) -> Path:
-    out = tmp_path / "untar-xfs.html"
-    render(real_trace, out)
-    return out
-
-
-def test_real_trace(real_trace, real_html):
-    text = real_html.read_text(encoding="utf-8")
-    assert_self_contained(text)
-    assert_complete(text)
-    tr = read_trace(str(real_trace))
-    probs = problems_block(text)
-    if tr.problems():
-        assert f"<p>{tr.problems()[0]}</p>" in probs
-    else:
-        assert "No events lost, trace complete." in probs
-    r = analyze(tr)
-    import html
-    from iowhy.reports.terminal import _command
-    assert f"<th>workload</th><td>{html.escape(_command(r))}</td>" in text
-    for dev in r["workload"]["devices"]:
-        assert f"<td>{html.escape(dev)}</td>" in text  # a row of the device table
-
-
 # -- in a browser ----------------------------------------------------------------------------
 
-def chromium(page: Path, tmp: Path, height: int = 4000) -> tuple[np.ndarray, str]:
-    """Screenshot of the page in headless Chromium, and its log (console messages)."""
-    exe = shutil.which("chromium")
-    need(exe is not None, "chromium is not installed (apt-get install chromium)")
-    assert exe is not None
-    shot = tmp / "shot.png"
-    profile = tmp / "chromium-profile"
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={shot}",
-           f"--window-size=1280,{height}", "--enable-logging=stderr", "--v=0",
-           f"file://{page.resolve()}"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert shot.exists(), f"no screenshot (exit {p.returncode}): {p.stderr[-2000:]}"
-    import matplotlib.image as mpimg
-    return mpimg.imread(str(shot)), p.stderr
-
-
-def assert_renders(page: Path, tmp: Path, colourful: bool = True) -> None:
-    """No console error, a screenshot that is not one colour, and (colourful) some
-    strongly coloured pixels: the figures reached the screen. A real trace may have
-    nothing but grey to draw (a plain untar whose writes stay in the page cache: only
-    `cpu`, which is dark grey), so live pages are not held to that last check."""
-    img, log = chromium(page, tmp)
-    bad = [ln for ln in log.splitlines()
-           if "Uncaught" in ln or "ERROR:CONSOLE" in ln or "net::ERR_" in ln]
-    assert not bad, bad
-    assert img.shape[0] == 4000 and img.shape[1] == 1280
-    px = img[:, :, :3]
-    assert float(px.std()) > 0.05, "the screenshot is (nearly) one colour"
-    if colourful:  # the figures reached the screen: strongly coloured pixels, not only text
-        sat = px.max(axis=2) - px.min(axis=2)
-        assert float((sat > 0.3).mean()) > 0.005
-
-
 def test_chromium_synthetic(tmp_path):
-    p = _busy_trace(tmp_path, counters={"lost_ringbuf_request": 3})
+    p = busy_trace(tmp_path, counters={"lost_ringbuf_request": 3})
     out = tmp_path / "busy.html"
     render(p, out)
     assert_renders(out, tmp_path)
@@ -328,7 +186,3 @@ def test_chromium_escaped_page(tmp_path):
     out = tmp_path / "evil.html"
     render(p, out)
     assert_renders(out, tmp_path)
-
-
-def test_chromium_real_trace(real_html, tmp_path):
-    assert_renders(real_html, tmp_path)
