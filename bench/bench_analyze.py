@@ -7,7 +7,7 @@ once for time (requests/s), once under tracemalloc for the peak of Python/numpy
 allocations, while a sampler thread follows RSS (anonymous and file-backed: the trace
 is memory-mapped, so its touched pages count as RssFile, not as allocations).
 
-Targets (the Analyze issue): >= 5 million requests/s, < 200 bytes of peak memory per
+Targets: >= 5 million requests/s, < 200 bytes of peak memory per
 request, for the analysis without plots.
 
     python bench/bench_analyze.py                 # 10M requests

@@ -2,8 +2,8 @@
 """What recording costs: probe overhead, the highest lossless event rate, the size of a
 request record and the time until the probes are attached.
 
-    .venv/bin/python bench/bench_record.py            # the full protocol (~8 min), as root
-    .venv/bin/python bench/bench_record.py --quick    # a smoke run (~30 s)
+    .venv/bin/python bench/bench_record.py            # the full protocol, as root
+    .venv/bin/python bench/bench_record.py --quick    # a smoke run
 
 Prints figures and their targets; asserts nothing about speed (it exits non-zero only
 when a workload or the recorder fails).
@@ -14,13 +14,13 @@ pair (--seed). Every run waits until no iowhy-record is left detaching probes, g
 fresh XFS on a loop device (direct I/O) over a sparse file in --workdir, runs `sync`, and
 starts the workload exactly --start-delay (1 s) after that sync, traced or not: the
 wrapper around the workload process sleeps until then, so the recorder's startup happens
-inside that second and both runs meet the same memory state (bench/README: the VM hands
-freed memory back to the hypervisor, and an untraced run that started at once after the
-sync came out faster for that reason alone). The workload's own wall time is taken by the
+inside that second and both runs meet the same memory state (bench/README, "Why this
+protocol": on a VM that hands freed memory back to the hypervisor, how much fresh memory
+a run meets decides its speed). The workload's own wall time is taken by the
 wrapper (CLOCK_MONOTONIC right before it starts the workload and right after the workload
 exits); that is the ratio that counts. For the traced runs the trace's own elapsed time
-(trailer end_ns - recorder start_ns, which includes the recorder's up to 100 ms poll
-granularity at exit) and the outer wall time of the whole `iowhy record` command are
+(trailer end_ns - recorder start_ns, which includes the recorder's poll interval at
+exit) and the outer wall time of the whole `iowhy record` command are
 printed too. `--aa` runs the same protocol with both halves untraced (the noise floor).
 
     untar: sh -c 'tar -xf linux-6.1-N.tar -C MNT && sync -f MNT'  (GNU tar; the cached
@@ -32,7 +32,7 @@ printed too. `--aa` runs the same protocol with both halves untraced (the noise 
 Max lossless rate (section `rate`): fio 4 KiB O_DIRECT random writes on a block device,
 recorded with `iowhy record --dev DEV` and the default ring buffer, at increasing rates
 until iowhy drops an event (ring buffer or map full). Events the kernel ran no probe for
-(flagged records, README "Events the kernel does not deliver") are printed per step but
+(flagged records, docs/design.md "Events the kernel does not deliver") are printed per step but
 do not end the sweep: no recorder setting changes them. A zram device is tried first
 (`modprobe zram`); zram is bio-based (no blk-mq queue, so no block_rq_* events and no
 request records), in which case it falls back to a loop device over a file in /dev/shm.
@@ -99,7 +99,7 @@ NOTES: set[str] = set()  # said once, with the results
 TARGET_UNTAR = 1.02
 TARGET_FSYNC = 1.05
 SECTIONS = ("untar", "fsync", "rate", "startup", "size")
-# Run only when asked (--only floor): about 5 s per round.
+# Run only when asked (--only floor): it needs the IOWHY_EMPTY_PROBES build.
 EXTRA_SECTIONS = ("floor",)
 
 
@@ -314,8 +314,8 @@ def recorders_running() -> list[int]:
 
 
 def wait_probes_detached(timeout_s: float = 20.0) -> None:
-    """A finished `iowhy record` leaves a child detaching its probes (about 0.8 s, see
-    the README): wait until no recorder is left, so that no probe is attached during an
+    """A finished `iowhy record` leaves a child detaching its probes (it waits for RCU
+    grace periods): wait until no recorder is left, so that no probe is attached during an
     untraced run."""
     t0 = time.monotonic()
     while recorders_running():
