@@ -211,9 +211,10 @@ def command_section(cmd: Command) -> list[str]:
     if cmd.aliases:
         names = [" ".join((PROG,) + cmd.path[:-1] + (al,)) for al in cmd.aliases]
         out += [line(roff("Also: " + ", ".join(names) + ".")), ".PP"]
-    desc = cmd.parser.description or cmd.summary
-    if desc:
-        out.append(line(roff(" ".join(desc.split()))))
+    if cmd.parser.description:
+        out += paragraph(cmd.parser, cmd.parser.description)
+    elif cmd.summary:
+        out.append(line(roff(" ".join(cmd.summary.split()))))
     out += [".PP", synopsis(cmd)]
     pos = cmd.positionals()
     if pos:
@@ -237,8 +238,17 @@ def command_section(cmd: Command) -> list[str]:
             out += [".TP", "\\fB" + roff(c.path[-1]) + "\\fR", line(roff(c.summary))]
         out.append(".RE")
     if cmd.parser.epilog:
-        out += [".PP", line(roff(" ".join(cmd.parser.epilog.split())))]
+        out += [".PP"] + paragraph(cmd.parser, cmd.parser.epilog)
     return out
+
+
+def paragraph(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    """A description or epilog: filled, or line by line when the parser's formatter keeps
+    its lines (RawDescriptionHelpFormatter, RawTextHelpFormatter)."""
+    if issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter):
+        body = [line(roff(ln)) if ln.strip() else "" for ln in text.strip("\n").splitlines()]
+        return [".nf"] + [b if b else ".sp" for b in body] + [".fi"]
+    return [line(roff(" ".join(text.split())))]
 
 
 # (what it shows, the command); tests/unit/test_clidoc.py parses every command.
