@@ -110,7 +110,7 @@ def metavar(a: argparse.Action) -> str:
         return a.metavar if isinstance(a.metavar, str) else " ".join(a.metavar)
     if a.choices is not None:
         return "{" + ",".join(map(str, a.choices)) + "}"
-    return a.dest.upper() if a.option_strings else a.dest
+    return a.dest.upper()
 
 
 def value_kind(a: argparse.Action) -> str:
