@@ -391,7 +391,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     def workload() -> Any:
         covers, waits = workload_covers(rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
-        return workload_view(win, tasks, off, covers, waits)
+        return workload_view(win, tasks, off, covers, waits, arch=meta.get("machine"))
 
     def local() -> Any:
         return locality(rq, r["classify"], cfg.locality_gap_ns, r["stages"])

@@ -55,8 +55,9 @@ def find_recorder() -> str:
     for c in cands:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
-    raise UserError("the recorder iowhy-record is not built",
-                    "run `make` in the iowhy checkout (or set IOWHY_RECORDER)")
+    raise UserError("the recorder iowhy-record is not installed",
+                    "run `make install` from the iowhy source, or `make` there and set "
+                    "IOWHY_RECORDER to its probes/iowhy-record")
 
 
 def check_privileges() -> None:
@@ -190,7 +191,9 @@ def syscall_totals(tr: Trace) -> list[dict]:
     first; which syscalls they cover depends on the recording's `syscalls` mode."""
     from .attribute import syscall_name
     sc = tr.records("syscall")
-    out = [{"name": syscall_name(int(nr)), "nr": int(nr), "count": int(c), "total_ns": int(t)}
+    arch = tr.meta.get("machine")
+    out = [{"name": syscall_name(int(nr), arch), "nr": int(nr), "count": int(c),
+            "total_ns": int(t)}
            for nr, c, t in zip(sc["syscall_nr"], sc["count"], sc["total_ns"]) if c]
     return sorted(out, key=lambda e: (-e["total_ns"], e["nr"]))
 
