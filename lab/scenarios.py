@@ -123,12 +123,12 @@ def _add(s: Scenario) -> None:
 
 
 _add(Scenario(
-    "tar", "GNU tar extracting {files} kernel files, then syncfs (no fsync)",
+    "tar", "GNU tar: {files} kernel files, then syncfs (no fsync)",
     "GNU tar does not fsync: the kernel decides when to write, and the syncfs at the "
     "end pays for all of it at once (one journal commit, one cache flush).",
     ("ext4", "xfs", "btrfs"), (_TAR,), params={"files": TAR_FILES}, group="tar"))
 _add(Scenario(
-    "fsync-tar", "the same files, each fsynced before close (star's default), then syncfs",
+    "fsync-tar", "tar, fsync per file (star's default), then syncfs",
     "Schilling's star fsyncs every file: one journal commit and its cache flushes per "
     "file. In the seed (2012, a kernel tree on a hard disk) star took 23 min on ext4 "
     "where GNU tar plus sync took 6 s; the extra time should be barrier and log.",
@@ -142,19 +142,19 @@ _add(Scenario(
     ("ext4", "xfs", "btrfs"), (("workload", "untar-fsync", "{tree}", "--files", "{files}"),),
     cache="off", params={"files": TAR_FILES}, group="tar"))
 _add(Scenario(
-    "eatmydata-tar", "fsync-tar under eatmydata (fsync is a no-op), then syncfs",
+    "eatmydata-tar", "fsync-tar under eatmydata (fsync a no-op), then syncfs",
     "eatmydata turns star into GNU tar: the fsync calls return at once; only the final "
     "syncfs makes the data durable.",
     ("ext4", "xfs"), (("workload", "untar-eatmydata", "{tree}", "--files", "{files}"),),
     params={"files": TAR_FILES}, group="tar"))
 _add(Scenario(
-    "wc-barrier", "2008 setting 1: write cache on, barriers on; tar, syncfs, rm -rf, syncfs",
+    "wc-barrier", "2008 #1: cache on, barriers on: tar, syncfs, rm -rf",
     _SEED_2008 + " Setting 1, the default: a volatile write cache and barriers, so every "
     "journal commit flushes the cache.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
     cache="on", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
 _add(Scenario(
-    "wc-nobarrier", "2008 setting 2: write cache on, barriers off (nobarrier); same workload",
+    "wc-nobarrier", "2008 #2: cache on, barriers off (nobarrier); same steps",
     _SEED_2008 + " Setting 2: barriers off with the cache on -- fast and unsafe. XFS "
     "removed `nobarrier` in 4.19, so it is emulated: the loop device is set to \"write "
     "through\" while the emulated disk's cache stays on; the kernel then sends no flush "
@@ -163,14 +163,14 @@ _add(Scenario(
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
     cache="nobarrier", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
 _add(Scenario(
-    "wc-off", "2008 setting 3: write cache off (hdparm -W0); same workload",
+    "wc-off", "2008 #3: write cache off (hdparm -W0); same steps",
     _SEED_2008 + " Setting 3: the write cache off, so the kernel sends no flushes "
     "(the loop device is write through) and every write pays its positioning and media "
     "transfer before it completes.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
     cache="off", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
 _add(Scenario(
-    "rmtree", "rm -rf of {files} extracted files (cold cache), then syncfs",
+    "rmtree", "rm -rf of {files} files (cold cache), then syncfs",
     "The tree is extracted, synced and the filesystem remounted before recording, so "
     "rm -rf reads directories and inodes from the disk (positioning on reads), then "
     "syncfs writes the freed metadata.",
@@ -179,8 +179,7 @@ _add(Scenario(
 for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
     _add(Scenario(
         f"fsync-tasks-{_n}",
-        f"{_n} task{'s' if _n > 1 else ''}, each appending 1 KiB and fsyncing its own file "
-        f"{_k} times",
+        f"{_n} task{'s, each' if _n > 1 else ','} {_k} x (append 1 KiB, fsync its file)",
         "The Tux3/XFS fsync thread (2015): concurrent fsyncs share journal commits, so "
         "fsyncs per commit grows with the task count.",
         ("ext4", "xfs", "btrfs"),
@@ -189,17 +188,16 @@ for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
 for _mode in ("FULL", "OFF"):
     _add(Scenario(
         f"sqlite-{_mode.lower()}",
-        f"{{k}} autocommit INSERTs by the sqlite3 CLI, synchronous={_mode}, then syncfs",
+        f"sqlite3: {{k}} commits with synchronous={_mode}, then syncfs",
         "One transaction per INSERT in rollback-journal mode. synchronous=FULL fsyncs the "
         "journal and the database for every transaction; OFF never does (the final "
         "syncfs makes it durable).",
         ("ext4", "xfs"),
         (("workload", "sqlite", "{mnt}", "{k}", "--synchronous", _mode),),
         setup=(("workload", "sqlite", "{mnt}", "0"),), params={"k": 100}, group="sqlite"))
-for _kind, _what in (("seq", "sequential (every seek 0)"),
-                     ("rand", "at uniformly random offsets (mean seek: a third of the file)")):
+for _kind, _what in (("seq", "sequential"), ("rand", "random")):
     _add(Scenario(
-        f"fio-{_kind}", f"fio: {{ios}} O_DIRECT 64 KiB writes {_what}, write cache off",
+        f"fio-{_kind}", f"fio: {{ios}} {_what} O_DIRECT 64 KiB writes, cache off",
         "A 64 MiB file laid out during setup, then O_DIRECT 64 KiB overwrites, one at a "
         "time (psync). The write cache is off so each write pays its own positioning, "
         "which the report's placement figures estimate.",
@@ -218,11 +216,21 @@ def describe(s: Scenario) -> str:
     return s.summary.format(**s.params)
 
 
-def list_lines() -> list[str]:
-    """`iowhy lab list`: name first, then filesystems, cache setting and a short line."""
-    w = max(len(n) for n in SCENARIOS)
-    return [f"{s.name:<{w}}  {','.join(s.filesystems):<14} cache={s.cache:<9}  {describe(s)}"
-            for s in SCENARIOS.values()]
+def list_lines(width: int = 100) -> list[str]:
+    """`iowhy lab list`: a header, then one scenario per line, name first (filesystems,
+    cache setting, what it runs); the description wraps under WHAT to fit WIDTH."""
+    import textwrap
+    w = max(len(n) for n in [*SCENARIOS, "SCENARIO"])
+    wf = max([len(",".join(s.filesystems)) for s in SCENARIOS.values()] + [len("FILESYSTEMS")])
+    wc = max([len(s.cache) for s in SCENARIOS.values()] + [len("CACHE")])
+    indent = w + wf + wc + 6
+    lines = [f"{'SCENARIO':<{w}}  {'FILESYSTEMS':<{wf}}  {'CACHE':<{wc}}  WHAT"]
+    for s in SCENARIOS.values():
+        what = textwrap.wrap(describe(s), max(20, width - indent)) or [""]
+        lines.append(f"{s.name:<{w}}  {','.join(s.filesystems):<{wf}}  {s.cache:<{wc}}  "
+                     f"{what[0]}")
+        lines += [" " * indent + more for more in what[1:]]
+    return [ln.rstrip() for ln in lines]
 
 
 def run_id(name: str, fs: str, disk: str) -> str:
