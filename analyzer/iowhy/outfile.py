@@ -262,6 +262,61 @@ def open_output(path: Union[str, os.PathLike], binary: bool = True,
     t.commit(f)
 
 
+@contextlib.contextmanager
+def open_new(path: Union[str, os.PathLike], binary: bool = True) -> Iterator[IO]:
+    """A new file at PATH itself, written in place as it goes (a log read while it
+    grows, or after a crash): O_CREAT|O_EXCL|O_NOFOLLOW, so anything already at PATH,
+    a symlink included, is refused; mode 0600, given to the sudo user like the rest."""
+    p, d, name = _split(path)
+    dfd = _open_dir(p, d)
+    try:
+        _refuse_existing(p, name, dfd)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, MODE, dir_fd=dfd)
+        except FileExistsError:
+            raise OutputError(f"refusing to write {p}: it exists",
+                              "remove it first") from None
+        except OSError as e:
+            raise _os_error(p, e) from None
+    finally:
+        os.close(dfd)
+    try:
+        os.fchmod(fd, MODE)
+        owner = sudo_owner()
+        if owner is not None:
+            os.fchown(fd, *owner)
+        f: IO = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+    except OSError as e:
+        os.close(fd)
+        raise _os_error(p, e) from None
+    with f:
+        yield f
+
+
+def make_output_dir(path: Union[str, os.PathLike]) -> None:
+    """mkdir -p PATH; the directories it creates are given to the sudo user (so that
+    user can remove what iowhy wrote there)."""
+    p = os.path.abspath(os.fspath(path))
+    missing = []
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    owner = sudo_owner()
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o755)
+            if owner is not None:
+                os.chown(d, *owner, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise _os_error(str(path), e) from None
+    if not os.path.isdir(path):
+        raise OutputError(f"cannot write into {path}: not a directory",
+                          "choose another output directory")
+
+
 def write_output(path: Union[str, os.PathLike], data: Union[str, bytes]) -> None:
     """Write DATA (text is UTF-8) to PATH by the rules above."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
