@@ -33,8 +33,8 @@ def add_analysis_parsers(sub: Any) -> None:
                      help="print every figure as JSON on stdout (keys in docs/report-json.md; "
                           "times in integer ns)")
     out.add_argument("--html", metavar="OUT",
-                     help="write a self-contained HTML report to OUT (needs the HTML renderer, "
-                          "iowhy.reports.html)")
+                     help="write a self-contained HTML report to OUT: mode 0600, replacing "
+                          "an existing file atomically, never through a symlink")
     an = r.add_argument_group("analysis")
     an.add_argument("--merge-gap-ms", type=float, default=10.0, metavar="MS",
                     help="write pairs adjacent on disk but issued more than MS milliseconds "
@@ -66,7 +66,9 @@ def add_analysis_parsers(sub: Any) -> None:
     o.add_argument("--unit", choices=tuple(UNITS), default="usecs",
                    help="time unit of the slots (default: %(default)s; seek is in sectors)")
     o.add_argument("--png", metavar="OUT",
-                   help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing it")
+                   help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing "
+                        "it: mode 0600, replacing an existing file atomically, never through "
+                        "a symlink")
     h.set_defaults(func=cmd_hist)
 
     c = sub.add_parser(
@@ -82,8 +84,8 @@ def add_analysis_parsers(sub: Any) -> None:
                       help="print the comparison as JSON on stdout (keys in "
                            "docs/compare-json.md; times in integer ns)")
     cout.add_argument("--html", metavar="OUT",
-                      help="write a self-contained HTML comparison to OUT (needs "
-                           "iowhy.reports.html.render_compare_html)")
+                      help="write a self-contained HTML comparison to OUT: mode 0600, "
+                           "replacing an existing file atomically, never through a symlink")
     c.set_defaults(func=cmd_compare)
 
     add_lab_parser(sub)

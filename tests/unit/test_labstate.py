@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
+import workloads  # noqa: E402  (standard library only, run by the system python3)
 
 
 def test_reap_leaves_a_live_run_alone(tmp_path, monkeypatch):
@@ -78,3 +86,19 @@ def test_ledger_file_and_dir_teardown(tmp_path):
     assert not d.exists() and not led.path.exists()
     assert (victim / "keep").read_text() == "x"       # a symlink is never followed
     led.close()
+
+
+def test_workloads_cache_never_writes_through_a_symlink(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    out = tmp_path / "linux-6.1-5.tar"
+    planted = tmp_path / f".{out.name}.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        workloads._new_temp(out)
+    assert victim.read_text() == "keep me"
+    planted.unlink()
+    tmp, f = workloads._new_temp(out)
+    with f:
+        f.write(b"x")
+    assert tmp == planted and tmp.read_bytes() == b"x"
