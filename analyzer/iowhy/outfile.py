@@ -398,6 +398,9 @@ class _GuardedStream:
 def guarded_stdout() -> Iterator[None]:
     """Within the block, a failing stdout raises OutputError (see _GuardedStream)."""
     real = sys.stdout
+    if real is None:        # started with fd 1 closed: print() writes nothing
+        yield
+        return
     sys.stdout = _GuardedStream(real)
     try:
         yield
@@ -408,6 +411,8 @@ def guarded_stdout() -> Iterator[None]:
 
 def flush_stdout() -> None:
     """Flush stdout; OutputError when it cannot take the data (BrokenPipeError passes)."""
+    if sys.stdout is None:
+        return
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -419,6 +424,8 @@ def flush_stdout() -> None:
 def write_stdout(text: str) -> None:
     """print(TEXT) and flush, with a failure turned into OutputError (BrokenPipeError
     passes: the caller exits quietly)."""
+    if sys.stdout is None:
+        raise stdout_error(OSError(errno.EBADF, os.strerror(errno.EBADF)))
     try:
         sys.stdout.write(text)
         sys.stdout.write("\n")

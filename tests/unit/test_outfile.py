@@ -223,6 +223,16 @@ def test_full_stdout_is_one_line(trace, args):
     one_line_error(p.stderr, "iowhy: cannot write to standard output: No space left on device")
 
 
+@pytest.mark.parametrize("args", [["report", "{t}"], ["report", "{t}", "--json"],
+                                  ["hist", "{t}"]])
+def test_closed_stdout_is_one_line(trace, args):
+    p = subprocess.run([PY, "-m", "iowhy", *[a.format(t=trace) for a in args]],
+                       stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 1
+    one_line_error(p.stderr, "iowhy: cannot write to standard output: Bad file descriptor")
+
+
 @pytest.mark.parametrize("args", [["report", "{t}", "--json"], ["info", "{t}", "--json"]])
 def test_closed_pipe_exits_quietly(trace, args):
     r, w = os.pipe()
