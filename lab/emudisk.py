@@ -14,7 +14,10 @@ real reads, writes and flushes to a disk model that charges and logs each of the
 
 Teardown (``__exit__``, ``stop()``, and atexit as a last resort) always detaches the
 loop device, stops the daemon by its PID and unmounts; it raises ``EmulatedDiskError``
-when the daemon died on its own (the disk vanished under the caller).
+when the daemon died on its own (the disk vanished under the caller). Given a
+``labstate.Ledger`` (``ledger=``), the disk writes down its directory, daemon and loop
+device before making them, so that a process killed with SIGKILL is cleaned up after
+by the ledger's guardian (lab/labstate.py).
 
 Needs root. Standard library and numpy only; importable as ``emudisk`` from lab/ and
 as ``iowhy.lab.emudisk``.

@@ -9,11 +9,14 @@ emulated disk (lab/emudisk.py) with the scenario's cache setting; make the files
 and mount it; run the setup steps (extract a tree, lay out a file, create a database)
 and drain the disk's cache, so nothing of the setup is left to be paid for inside the
 window; record the measured workload with ``iowhy record`` (a subprocess); unmount,
-stop the disk; analyze the trace; compare with the truth (lab/validate.py). The output
+stop the disk; analyze the trace; compare with the truth (lab/validate.py). What the
+run makes on the way (the disk, its mounts, the processes on it) is written down first
+in a ledger whose guardian undoes it if the run is killed (lab/labstate.py). The output
 directory gets, side by side, named after the run ``<scenario>-<fs>-<disk>``:
 ``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html`` (when
 iowhy.reports.html.render_html exists), ``.truth.bin`` (ground truth) and ``.run.json``
-(the run's figures and its validation list).
+(the run's figures and its validation list), each mode 0600 and written by
+iowhy.outfile's rules (never through a symlink; the sudo user's under sudo).
 
 The emulated disk is set up so that one block request is one FUSE call and one truth
 record (the loop device's max_sectors_kb is capped at the daemon's FUSE max_write),
