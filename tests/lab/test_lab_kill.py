@@ -100,6 +100,15 @@ class KilledRun:
         assert len(files) == 1, files
         return json.loads(files[0].read_text())
 
+    def has_item(self, kind: str) -> bool:
+        for f in self.state.glob("run-*.json"):
+            try:
+                if any(i["kind"] == kind for i in json.loads(f.read_text())["items"]):
+                    return True
+            except (OSError, ValueError, KeyError):
+                pass
+        return False
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
@@ -160,7 +169,7 @@ def test_kill_9_while_recording_is_cleaned_up_by_the_guardian(killed_run):
     from iowhy.lab import labstate
     run = killed_run
     run.start()
-    run.wait_for(lambda: "recording" in run.log(), "recording")
+    run.wait_for(lambda: "recording" in run.log() and run.has_item("proc"), "recording")
     led = run.ledger()
     kinds = [i["kind"] for i in led["items"]]
     assert kinds == ["dir", "daemon", "loop", "mount", "proc"], led
