@@ -14,7 +14,10 @@ real reads, writes and flushes to a disk model that charges and logs each of the
 
 Teardown (``__exit__``, ``stop()``, and atexit as a last resort) always detaches the
 loop device, stops the daemon by its PID and unmounts; it raises ``EmulatedDiskError``
-when the daemon died on its own (the disk vanished under the caller).
+when the daemon died on its own (the disk vanished under the caller). Given a
+``labstate.Ledger`` (``ledger=``), the disk writes down its directory, daemon and loop
+device before making them, so that a process killed with SIGKILL is cleaned up after
+by the ledger's guardian (lab/labstate.py).
 
 Needs root. Standard library and numpy only; importable as ``emudisk`` from lab/ and
 as ``iowhy.lab.emudisk``.
@@ -34,9 +37,14 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+try:  # as iowhy.lab.emudisk
+    from . import labstate
+except ImportError:  # as a flat module next to labstate.py
+    import labstate  # type: ignore[no-redef]
 
 HEADER_SIZE = 256
 RECORD_SIZE = 128
@@ -198,7 +206,7 @@ class EmulatedDisk:
     def __init__(self, workdir: Union[str, os.PathLike], size_bytes: int,
                  preset: str = "hdd-7200", cache: bool = True, *, keep: bool = False,
                  realtime: bool = False, extra_args: Sequence[str] = (),
-                 start_timeout: float = 10.0):
+                 start_timeout: float = 10.0, ledger: Optional[Any] = None):
         if preset not in PRESETS:
             raise ValueError(f"unknown preset {preset!r} (one of {', '.join(PRESETS)})")
         if size_bytes <= 0 or size_bytes % 512:
@@ -222,6 +230,21 @@ class EmulatedDisk:
         self._atexit_registered = False
         #: why the daemon died by itself, once stop() has noticed
         self.died: Optional[str] = None
+        #: a labstate.Ledger: what the disk makes is written down before it is made, so
+        #: that a SIGKILLed run is cleaned up after (lab/labstate.py)
+        self.ledger = ledger
+
+    def ledger_key(self, kind: str) -> str:
+        """The key of this disk's `dir`, `daemon` or `loop` item in the ledger."""
+        return f"{kind}:{self.dir}"
+
+    def _note(self, kind: str, **fields: Any) -> None:
+        if self.ledger is not None:
+            self.ledger.add(self.ledger_key(kind), kind, **fields)
+
+    def _forget(self, kind: str) -> None:
+        if self.ledger is not None and self.dir is not None:
+            self.ledger.remove(self.ledger_key(kind))
 
     # paths, valid once started
     @property
@@ -287,6 +310,7 @@ class EmulatedDisk:
                 raise EmulatedDiskError(f"{tool} not found in PATH")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="emudisk-", dir=self.workdir))
+        self._note("dir", path=str(self.dir))
         try:
             self._start(binary)
         except BaseException:
@@ -308,10 +332,16 @@ class EmulatedDisk:
                "--truth", str(self.truth_path), "--pidfile", str(self._path("emudisk.pid")),
                *self.extra_args, str(self.mountpoint)]
         self._log = open(self.log_path, "wb")
+        # noted before it starts: the pidfile names it if a kill lands before its PID is
+        self._note("daemon", pidfile=str(self._path("emudisk.pid")),
+                   mountpoint=str(self.mountpoint))
         # its own session: a terminal's ^C must not reach the daemon before the loop
         # device is detached
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        if self.ledger is not None:
+            self.ledger.update(self.ledger_key("daemon"), pid=self.proc.pid,
+                               start=labstate.proc_start(self.proc.pid))
         atexit.register(self._atexit)
         self._atexit_registered = True
 
@@ -329,6 +359,8 @@ class EmulatedDisk:
                     f"{self._log_tail()}")
             time.sleep(0.02)
 
+        # by its backing file: the device is not known before losetup returns
+        self._note("loop", backing=str(self.image_path))
         p = _run(["losetup", "--find", "--show", str(self.image_path)])
         if p.returncode != 0 or not p.stdout.strip().startswith("/dev/loop"):
             raise EmulatedDiskError(f"losetup failed: {p.stderr.strip()}")
@@ -340,6 +372,10 @@ class EmulatedDisk:
         wc = Path(f"/sys/block/{self.loop_name}/queue/write_cache")
         # The setting outlives the detach: _detach puts back what was there.
         self._wc_before = wc.read_text().strip()
+        if self.ledger is not None:
+            self.ledger.update(self.ledger_key("loop"), dev=self.dev)
+            self.ledger.restore_setting(self.ledger_key("loop"), "write_cache",
+                                        self._wc_before)
         wc.write_text("write back\n" if self.cache else "write through\n")
 
     # -- truth while running ------------------------------------------------------------
@@ -392,8 +428,13 @@ class EmulatedDisk:
                 died = self.died = (
                     f"the emudisk daemon (pid {self.proc.pid}) died before stop "
                     f"({_describe_status(rc)}); log: {self._log_tail(500) or '(empty)'}")
+        if not self._attached:
+            self._forget("loop")
         if self.dir is not None:
             self._unmount(errors)
+            if self.proc is None or self.proc.poll() is not None:
+                if not _is_mounted(self.mountpoint):
+                    self._forget("daemon")
         if self._log is not None:
             self._log.close()
             self._log = None

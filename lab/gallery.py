@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+from iowhy import outfile
 from iowhy.lab import scenarios
 
 DISK = "hdd-7200"
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="traces, truth and reports of the runs (default: %(default)s)")
     a = p.parse_args(argv)
     out, work = Path(a.out), Path(a.work)
-    out.mkdir(parents=True, exist_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
+    outfile.make_output_dir(out)
+    outfile.make_output_dir(work)
 
     rows = []
     for name, fs in RUNS:
@@ -62,13 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads((work / f"{rid}.report.json").read_text())
         page = work / f"{rid}.report.html"
         if page.exists():
-            shutil.copyfile(page, out / f"{rid}.html")
+            outfile.copy_output(page, out / f"{rid}.html")
         rows.append((name, fs, rid, report))
 
     compares = []
     for f in scenarios.gallery(work, DISK):
         if f.suffix == ".html":
-            shutil.copyfile(f, out / f.name)
+            outfile.copy_output(f, out / f.name)
             text = f.with_suffix(".txt").read_text().splitlines()
             verdict = next((ln.strip() for ln in text if "slower" in ln
                             or "difference" in ln or "within" in ln), "")
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     by_key = {(n, fs): r for n, fs, _, r in rows}
     runs = [(f"{n} ({fs})", by_key[(n, fs)]) for n, fs in FIGURE_RUNS if (n, fs) in by_key]
     if runs:
-        (out / "attribution.png").write_bytes(attribution_figure(runs))
+        outfile.write_output(out / "attribution.png", attribution_figure(runs))
 
     lines = [
         "# Gallery: the seeds' experiments, explained by iowhy",
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                   "|---|---|"]
         for page_name, verdict in compares:
             lines.append(f"| [{page_name}]({page_name}) | {verdict.replace('|', '/')} |")
-    (out / "README.md").write_text("\n".join(lines) + "\n")
+    outfile.write_output(out / "README.md", "\n".join(lines) + "\n")
     print(f"gallery: {len(rows)} runs, {len(compares)} comparisons in {out}", file=sys.stderr)
     return 0
 

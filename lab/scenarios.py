@@ -9,11 +9,14 @@ emulated disk (lab/emudisk.py) with the scenario's cache setting; make the files
 and mount it; run the setup steps (extract a tree, lay out a file, create a database)
 and drain the disk's cache, so nothing of the setup is left to be paid for inside the
 window; record the measured workload with ``iowhy record`` (a subprocess); unmount,
-stop the disk; analyze the trace; compare with the truth (lab/validate.py). The output
+stop the disk; analyze the trace; compare with the truth (lab/validate.py). What the
+run makes on the way (the disk, its mounts, the processes on it) is written down first
+in a ledger whose guardian undoes it if the run is killed (lab/labstate.py). The output
 directory gets, side by side, named after the run ``<scenario>-<fs>-<disk>``:
 ``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html`` (when
 iowhy.reports.html.render_html exists), ``.truth.bin`` (ground truth) and ``.run.json``
-(the run's figures and its validation list).
+(the run's figures and its validation list), each mode 0600 and written by
+iowhy.outfile's rules (never through a symlink; the sudo user's under sudo).
 
 The emulated disk is set up so that one block request is one FUSE call and one truth
 record (the loop device's max_sectors_kb is capped at the daemon's FUSE max_write),
@@ -31,6 +34,7 @@ run takes seconds on hdd-7200.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -41,12 +45,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+from iowhy import outfile
 
 try:  # as iowhy.lab.scenarios
-    from . import emudisk, validate
+    from . import emudisk, labstate, validate
 except ImportError:  # as a flat module next to emudisk.py
     import emudisk  # type: ignore[no-redef]
+    import labstate  # type: ignore[no-redef]
     import validate  # type: ignore[no-redef]
 
 LAB_DIR = Path(__file__).resolve().parent
@@ -123,12 +130,12 @@ def _add(s: Scenario) -> None:
 
 
 _add(Scenario(
-    "tar", "GNU tar extracting {files} kernel files, then syncfs (no fsync)",
+    "tar", "GNU tar: {files} kernel files, then syncfs (no fsync)",
     "GNU tar does not fsync: the kernel decides when to write, and the syncfs at the "
     "end pays for all of it at once (one journal commit, one cache flush).",
     ("ext4", "xfs", "btrfs"), (_TAR,), params={"files": TAR_FILES}, group="tar"))
 _add(Scenario(
-    "fsync-tar", "the same files, each fsynced before close (star's default), then syncfs",
+    "fsync-tar", "tar, fsync per file (star's default), then syncfs",
     "Schilling's star fsyncs every file: one journal commit and its cache flushes per "
     "file. In the seed (2012, a kernel tree on a hard disk) star took 23 min on ext4 "
     "where GNU tar plus sync took 6 s; the extra time should be barrier and log.",
@@ -142,19 +149,19 @@ _add(Scenario(
     ("ext4", "xfs", "btrfs"), (("workload", "untar-fsync", "{tree}", "--files", "{files}"),),
     cache="off", params={"files": TAR_FILES}, group="tar"))
 _add(Scenario(
-    "eatmydata-tar", "fsync-tar under eatmydata (fsync is a no-op), then syncfs",
+    "eatmydata-tar", "fsync-tar under eatmydata (fsync a no-op), then syncfs",
     "eatmydata turns star into GNU tar: the fsync calls return at once; only the final "
     "syncfs makes the data durable.",
     ("ext4", "xfs"), (("workload", "untar-eatmydata", "{tree}", "--files", "{files}"),),
     params={"files": TAR_FILES}, group="tar"))
 _add(Scenario(
-    "wc-barrier", "2008 setting 1: write cache on, barriers on; tar, syncfs, rm -rf, syncfs",
+    "wc-barrier", "2008 #1: cache on, barriers on: tar, syncfs, rm -rf",
     _SEED_2008 + " Setting 1, the default: a volatile write cache and barriers, so every "
     "journal commit flushes the cache.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
     cache="on", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
 _add(Scenario(
-    "wc-nobarrier", "2008 setting 2: write cache on, barriers off (nobarrier); same workload",
+    "wc-nobarrier", "2008 #2: cache on, barriers off (nobarrier); same steps",
     _SEED_2008 + " Setting 2: barriers off with the cache on -- fast and unsafe. XFS "
     "removed `nobarrier` in 4.19, so it is emulated: the loop device is set to \"write "
     "through\" while the emulated disk's cache stays on; the kernel then sends no flush "
@@ -163,14 +170,14 @@ _add(Scenario(
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
     cache="nobarrier", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
 _add(Scenario(
-    "wc-off", "2008 setting 3: write cache off (hdparm -W0); same workload",
+    "wc-off", "2008 #3: write cache off (hdparm -W0); same steps",
     _SEED_2008 + " Setting 3: the write cache off, so the kernel sends no flushes "
     "(the loop device is write through) and every write pays its positioning and media "
     "transfer before it completes.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
     cache="off", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
 _add(Scenario(
-    "rmtree", "rm -rf of {files} extracted files (cold cache), then syncfs",
+    "rmtree", "rm -rf of {files} files (cold cache), then syncfs",
     "The tree is extracted, synced and the filesystem remounted before recording, so "
     "rm -rf reads directories and inodes from the disk (positioning on reads), then "
     "syncfs writes the freed metadata.",
@@ -179,8 +186,7 @@ _add(Scenario(
 for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
     _add(Scenario(
         f"fsync-tasks-{_n}",
-        f"{_n} task{'s' if _n > 1 else ''}, each appending 1 KiB and fsyncing its own file "
-        f"{_k} times",
+        f"{_n} task{'s, each' if _n > 1 else ','} {_k} x (append 1 KiB, fsync its file)",
         "The Tux3/XFS fsync thread (2015): concurrent fsyncs share journal commits, so "
         "fsyncs per commit grows with the task count.",
         ("ext4", "xfs", "btrfs"),
@@ -189,17 +195,16 @@ for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
 for _mode in ("FULL", "OFF"):
     _add(Scenario(
         f"sqlite-{_mode.lower()}",
-        f"{{k}} autocommit INSERTs by the sqlite3 CLI, synchronous={_mode}, then syncfs",
+        f"sqlite3: {{k}} commits with synchronous={_mode}, then syncfs",
         "One transaction per INSERT in rollback-journal mode. synchronous=FULL fsyncs the "
         "journal and the database for every transaction; OFF never does (the final "
         "syncfs makes it durable).",
         ("ext4", "xfs"),
         (("workload", "sqlite", "{mnt}", "{k}", "--synchronous", _mode),),
         setup=(("workload", "sqlite", "{mnt}", "0"),), params={"k": 100}, group="sqlite"))
-for _kind, _what in (("seq", "sequential (every seek 0)"),
-                     ("rand", "at uniformly random offsets (mean seek: a third of the file)")):
+for _kind, _what in (("seq", "sequential"), ("rand", "random")):
     _add(Scenario(
-        f"fio-{_kind}", f"fio: {{ios}} O_DIRECT 64 KiB writes {_what}, write cache off",
+        f"fio-{_kind}", f"fio: {{ios}} {_what} O_DIRECT 64 KiB writes, cache off",
         "A 64 MiB file laid out during setup, then O_DIRECT 64 KiB overwrites, one at a "
         "time (psync). The write cache is off so each write pays its own positioning, "
         "which the report's placement figures estimate.",
@@ -218,11 +223,21 @@ def describe(s: Scenario) -> str:
     return s.summary.format(**s.params)
 
 
-def list_lines() -> list[str]:
-    """`iowhy lab list`: name first, then filesystems, cache setting and a short line."""
-    w = max(len(n) for n in SCENARIOS)
-    return [f"{s.name:<{w}}  {','.join(s.filesystems):<14} cache={s.cache:<9}  {describe(s)}"
-            for s in SCENARIOS.values()]
+def list_lines(width: int = 100) -> list[str]:
+    """`iowhy lab list`: a header, then one scenario per line, name first (filesystems,
+    cache setting, what it runs); the description wraps under WHAT to fit WIDTH."""
+    import textwrap
+    w = max(len(n) for n in [*SCENARIOS, "SCENARIO"])
+    wf = max([len(",".join(s.filesystems)) for s in SCENARIOS.values()] + [len("FILESYSTEMS")])
+    wc = max([len(s.cache) for s in SCENARIOS.values()] + [len("CACHE")])
+    indent = w + wf + wc + 6
+    lines = [f"{'SCENARIO':<{w}}  {'FILESYSTEMS':<{wf}}  {'CACHE':<{wc}}  WHAT"]
+    for s in SCENARIOS.values():
+        what = textwrap.wrap(describe(s), max(20, width - indent)) or [""]
+        lines.append(f"{s.name:<{w}}  {','.join(s.filesystems):<{wf}}  {s.cache:<{wc}}  "
+                     f"{what[0]}")
+        lines += [" " * indent + more for more in what[1:]]
+    return [ln.rstrip() for ln in lines]
 
 
 def run_id(name: str, fs: str, disk: str) -> str:
@@ -231,17 +246,45 @@ def run_id(name: str, fs: str, disk: str) -> str:
 
 # -- running ------------------------------------------------------------------------------
 
+# The ledger of the run in progress (lab/labstate.py): the processes started on the
+# emulated disk are written down in it, so that a SIGKILLed run's guardian stops them.
+_LEDGER: Optional[labstate.Ledger] = None
+
+
+@contextlib.contextmanager
+def _noted(proc: subprocess.Popen, what: str) -> Iterator[None]:
+    key = f"proc:{proc.pid}"
+    if _LEDGER is not None:
+        _LEDGER.add(key, "proc", pid=proc.pid, start=labstate.proc_start(proc.pid), what=what)
+    try:
+        yield
+    finally:
+        if _LEDGER is not None and proc.returncode is not None:
+            _LEDGER.remove(key)
+
+
 def _run(cmd: Sequence[str], what: str, timeout: float = 600, **kw: Any) -> str:
     try:
-        p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **kw)
-    except subprocess.TimeoutExpired:
-        raise LabError(f"{what}: {shlex.join(cmd)} did not finish in {timeout:.0f}s") from None
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, **kw)
     except OSError as e:
         raise LabError(f"{what}: cannot run {cmd[0]}: {e}") from None
-    if p.returncode != 0:
-        raise LabError(f"{what}: {shlex.join(cmd)} exited {p.returncode}: "
-                       f"{(p.stderr or p.stdout).strip()[-800:]}")
-    return p.stdout
+    with _noted(proc, cmd[0]):
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise LabError(f"{what}: {shlex.join(cmd)} did not finish in {timeout:.0f}s") \
+                from None
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        raise LabError(f"{what}: {shlex.join(cmd)} exited {proc.returncode}: "
+                       f"{(err or out).strip()[-800:]}")
+    return out
 
 
 def _expand(tpl: Sequence[str], ctx: Mapping[str, Any]) -> list[str]:
@@ -285,26 +328,32 @@ def _record(cmd: list[str], trace: Path, dev: str, log: Path) -> None:
     """`iowhy record` as a subprocess; on our own interruption the recorder is asked to
     stop (SIGTERM, which it forwards) before anything is torn down."""
     full = [*iowhy_command(), "record", "-q", "-o", str(trace), "--dev", dev, "--", *cmd]
-    with open(log, "w") as lf:
+    # written where it is read, as it goes: it says why a recording failed or stopped
+    with outfile.open_new(log, binary=False) as lf:
         lf.write(shlex.join(full) + "\n")
         lf.flush()
         proc = subprocess.Popen(full, stdout=lf, stderr=subprocess.STDOUT)
-        try:
-            rc = proc.wait()
-        except BaseException:
-            try:
-                proc.wait(timeout=5)       # a terminal ^C reached it too
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            raise
+        with _noted(proc, "iowhy record"):
+            rc = _wait_record(proc)
     if rc != 0:
         tail = log.read_text(errors="replace").strip()[-1500:]
         raise LabError(f"iowhy record exited {rc} (log {log}): {tail}")
+
+
+def _wait_record(proc: subprocess.Popen) -> int:
+    try:
+        return proc.wait()
+    except BaseException:
+        try:
+            proc.wait(timeout=5)       # a terminal ^C reached it too
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
 
 
 def _umount(mnt: Path) -> None:
@@ -337,12 +386,15 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
     say = progress or (lambda m: None)
     rid = run_id(name, fs, disk)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    outfile.make_output_dir(out)
     paths = {k: out / f"{rid}{ext}" for k, ext in (
         ("trace", ".iowt"), ("report_text", ".report.txt"), ("report_json", ".report.json"),
         ("report_html", ".report.html"), ("truth", ".truth.bin"), ("run", ".run.json"),
         ("record_log", ".record.log"))}
     for p in paths.values():
+        # refuse a symlink or a non-regular file there before anything starts (outfile);
+        # a previous run's files go
+        outfile.check_target(p)
         if p.exists():
             p.unlink()
     files = int(s.params.get("files", 0))
@@ -352,9 +404,35 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
     ctx: dict[str, Any] = dict(s.params)
     Path(workdir).mkdir(parents=True, exist_ok=True)
     t_run = time.monotonic()
+    global _LEDGER
+    # What the run makes is written down before it is made, and a guardian undoes what
+    # is left if this process dies without doing it (even by SIGKILL): lab/labstate.py.
+    with labstate.Ledger() as ledger:
+        _LEDGER = ledger
+        try:
+            disk_info = _on_disk(s, fs, disk, workdir, realtime, ctx, paths, ledger, say, rid)
+        except BaseException:
+            # unwound here, the disk is already stopped: its directory (the truth and
+            # the daemon's log) stays for a look, as it always did
+            ledger.forget_kind("dir")
+            raise
+        finally:
+            _LEDGER = None
+    say(f"{rid}: analyzing")
+    result = analyze_run(s, fs, disk, paths, disk_info, measured_command(s, ctx))
+    result["run_seconds"] = round(time.monotonic() - t_run, 2)
+    outfile.write_output(paths["run"], json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realtime: bool,
+             ctx: dict[str, Any], paths: Mapping[str, Path], ledger: labstate.Ledger,
+             say: Callable[[str], None], rid: str) -> dict[str, Any]:
+    """The part of a run on the emulated disk: start it, make and mount the filesystem,
+    set up, record; then unmount, stop the disk, keep its truth. Returns the device."""
     disk_info: dict[str, Any] = {}
     with emudisk.EmulatedDisk(workdir, DISK_BYTES, preset=disk, cache=s.cache != "off",
-                              realtime=realtime) as d:
+                              realtime=realtime, ledger=ledger) as d:
         assert d.dir is not None and d.dev is not None and d.loop_name is not None
         mnt = d.dir / "fs"
         mnt.mkdir()
@@ -364,12 +442,27 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
             mount_opts.append(NOBARRIER_MOUNT[fs])
         mount = ["mount"] + (["-o", ",".join(mount_opts)] if mount_opts else []) + \
             [d.dev, str(mnt)]
+        mount_key = f"mount:{mnt}"
         wc_changed = False
         mounted = False
+
+        def do_mount(what: str) -> None:
+            nonlocal mounted
+            ledger.add(mount_key, "mount", target=str(mnt), dev=f"{d.major}:{d.minor}")
+            _run(mount, what)
+            mounted = True
+
+        def do_umount() -> None:
+            nonlocal mounted
+            _umount(mnt)
+            mounted = False
+            ledger.remove(mount_key)
+
         # One block request, one FUSE call, one truth record: no request larger than the
         # daemon's FUSE max_write (1 MiB; the loop default allows 1280 KiB).
         msk = Path(f"/sys/block/{d.loop_name}/queue/max_sectors_kb")
         msk_old = msk.read_text().strip()
+        ledger.restore_setting(d.ledger_key("loop"), "max_sectors_kb", msk_old)
         try:
             if int(msk_old) > FUSE_MAX_WRITE_KB:
                 msk.write_text(f"{FUSE_MAX_WRITE_KB}\n")
@@ -378,18 +471,15 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
             if s.cache == "nobarrier" and fs not in NOBARRIER_MOUNT:
                 _set_write_cache(d, "write through")
                 wc_changed = True
-            _run(mount, "mount")
-            mounted = True
+            do_mount("mount")
             os.mkdir(ctx["tree"])     # where tar extracts (tar -C needs it)
             for tpl in s.setup:
                 say(f"{rid}: setup: {' '.join(tpl)}")
                 _run(_expand(tpl, ctx), "setup")
             _run(["sync", "-f", str(mnt)], "syncfs after setup")
             if s.cold:
-                _umount(mnt)
-                mounted = False
-                _run(mount, "remount")
-                mounted = True
+                do_umount()
+                do_mount("remount")
             if s.cache != "off":
                 _drain_cache(d)
             cmd = measured_command(s, ctx)
@@ -402,7 +492,7 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
             # every step runs; an error here is raised below only if nothing else is
             undo = []
             if mounted:
-                undo.append(lambda: _umount(mnt))
+                undo.append(do_umount)
             if wc_changed:
                 # the setting outlives the loop binding: give the device back as found
                 undo.append(lambda: _set_write_cache(d, "write back"))
@@ -416,14 +506,11 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
         if cleanup_errors:
             raise LabError("cleanup: " + "; ".join(cleanup_errors))
         truth_src = d.truth_path
-    shutil.copyfile(truth_src, paths["truth"])
+    outfile.copy_output(truth_src, paths["truth"])
     if d.dir is not None:
         shutil.rmtree(d.dir, ignore_errors=True)
-    say(f"{rid}: analyzing")
-    result = analyze_run(s, fs, disk, paths, disk_info, measured_command(s, ctx))
-    result["run_seconds"] = round(time.monotonic() - t_run, 2)
-    paths["run"].write_text(json.dumps(result, indent=2) + "\n")
-    return result
+        ledger.remove(d.ledger_key("dir"))
+    return disk_info
 
 
 def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
@@ -435,15 +522,15 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
     from iowhy.traceformat import read_trace
     tr = read_trace(str(paths["trace"]))
     report = {k: v for k, v in analyze(tr, AnalysisConfig()).items() if not k.startswith("_")}
-    paths["report_json"].write_text(json.dumps(report, indent=2) + "\n")
-    paths["report_text"].write_text(render_report(report) + "\n")
+    outfile.write_output(paths["report_json"], json.dumps(report, indent=2) + "\n")
+    outfile.write_output(paths["report_text"], render_report(report) + "\n")
     html = _html_renderer()
     if html is not None:
         try:
             page = html(report, tr)     # with the trace: every figure drawn
         except TypeError:
             page = html(report)
-        paths["report_html"].write_text(page, encoding="utf-8")
+        outfile.write_output(paths["report_html"], page)
     truth = emudisk.read_truth(paths["truth"])
     dname = f"loop{disk_info['minor']}" if disk_info else ""
     for dd in tr.meta.get("devices", []) or []:
@@ -559,7 +646,7 @@ def reanalyze(run_json: str | os.PathLike) -> dict[str, Any]:
     disk_info = {k: v for k, v in prev["device"].items() if k != "name"}
     result = analyze_run(s, prev["fs"], prev["disk"], files, disk_info, prev["command"])
     result["run_seconds"] = prev.get("run_seconds")
-    files["run"].write_text(json.dumps(result, indent=2) + "\n")
+    outfile.write_output(files["run"], json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -604,10 +691,9 @@ def gallery(out_dir: str | os.PathLike, disk: str = "hdd-7200",
             meta_b = read_trace(str(out / f"{rb}.iowt")).meta
             result = compare(rep_a, rep_b, meta_a, meta_b)
             base = out / f"compare-{a}-vs-{b}-{fs}-{disk}"
-            Path(f"{base}.txt").write_text(render_compare(result) + "\n")
+            outfile.write_output(f"{base}.txt", render_compare(result) + "\n")
             written.append(Path(f"{base}.txt"))
             if render_compare_html is not None:
-                Path(f"{base}.html").write_text(render_compare_html(rep_a, rep_b, result),
-                                                encoding="utf-8")
+                outfile.write_output(f"{base}.html", render_compare_html(rep_a, rep_b, result))
                 written.append(Path(f"{base}.html"))
     return written

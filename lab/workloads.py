@@ -139,6 +139,16 @@ def fsync_tasks(a: argparse.Namespace) -> int:
     return rc
 
 
+def _new_temp(out: Path):
+    """A new temporary file next to OUT (renamed over it once complete): O_EXCL and
+    O_NOFOLLOW, so a planted symlink is never followed, and a name of this process's
+    own, so two preparations at once never write the same file."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    return tmp, os.fdopen(fd, "wb")
+
+
 def kernel_tar(nfiles: int) -> Path:
     """An uncompressed tar of the first NFILES members of Debian's kernel tarball (or a
     generated tree of the same shape when linux-source is not installed), cached."""
@@ -147,9 +157,10 @@ def kernel_tar(nfiles: int) -> Path:
     if KERNEL_TARBALL.exists():
         out = CACHE / f"linux-6.1-{tag}.tar"
         if not out.exists():
-            tmp = out.with_suffix(".tmp")
+            tmp, f = _new_temp(out)
             files = 0
-            with tarfile.open(KERNEL_TARBALL, "r|xz") as src, tarfile.open(tmp, "w") as dst:
+            with tarfile.open(KERNEL_TARBALL, "r|xz") as src, f, \
+                    tarfile.open(fileobj=f, mode="w") as dst:
                 for m in src:
                     if m.isreg():
                         dst.addfile(m, src.extractfile(m))
@@ -165,8 +176,8 @@ def kernel_tar(nfiles: int) -> Path:
         import io
         import random
         rnd = random.Random(42)
-        tmp = out.with_suffix(".tmp")
-        with tarfile.open(tmp, "w") as dst:
+        tmp, f = _new_temp(out)
+        with f, tarfile.open(fileobj=f, mode="w") as dst:
             n = nfiles if nfiles > 0 else 70000
             for i in range(n):
                 # Kernel-like sizes: most files a few KiB, a long tail.

@@ -55,8 +55,10 @@ def render_log2_hist(counts: Sequence[int], val_type: str = "usecs") -> str:
     return "\n".join(lines)
 
 
-def write_png(counts: Sequence[int], val_type: str, out: str, title: str = "") -> None:
-    """A bar chart of the log2 histogram, written to `out` (format from its suffix)."""
+def render_png(counts: Sequence[int], val_type: str, fmt: str = "png", title: str = "") -> bytes:
+    """A bar chart of the log2 histogram as the bytes of a FMT file (png, svg or pdf)."""
+    import io
+
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
@@ -76,4 +78,16 @@ def write_png(counts: Sequence[int], val_type: str, out: str, title: str = "") -
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(out)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt)
+    return buf.getvalue()
+
+
+def write_png(counts: Sequence[int], val_type: str, out: str, title: str = "") -> None:
+    """render_png() written to OUT (format from its suffix) by iowhy.outfile's rules:
+    never through a symlink, atomically, mode 0600."""
+    import os
+
+    from iowhy.outfile import write_output
+    fmt = os.path.splitext(out)[1][1:].lower() or "png"
+    write_output(out, render_png(counts, val_type, fmt, title))

@@ -287,7 +287,9 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
 def section_findings(r: Mapping[str, Any]) -> str:
     """The findings, largest first."""
     fs = r.get("findings") or []
-    if not fs:
+    if "findings" in r and r["findings"] is None:
+        body = "<p id=\"findings-list\">Not asked for (<code>--findings 0</code>).</p>"
+    elif not fs:
         body = "<p id=\"findings-list\">Nothing stands out (no finding above 1% of elapsed).</p>"
     else:
         body = ("<ol class=\"findings\" id=\"findings-list\">\n"

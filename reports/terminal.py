@@ -241,6 +241,8 @@ def _placement(r: Mapping[str, Any]) -> list[str]:
 
 
 def _findings(r: Mapping[str, Any]) -> list[str]:
+    if "findings" in r and r["findings"] is None:
+        return []       # none asked for (--findings 0): no section at all
     fs = r.get("findings") or []
     lines = ["FINDINGS"]
     if not fs:
@@ -256,6 +258,8 @@ def render_report(r: Mapping[str, Any]) -> str:
         _header(r), _where(r), _classes(r), _fsync(r), _devices(r), _placement(r), _findings(r))
     out: list[str] = []
     for s in sections:
+        if not s:
+            continue
         if out:
             out.append("")
         out += [_fit(line.rstrip()) for line in s]

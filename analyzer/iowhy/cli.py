@@ -339,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from .outfile import flush_stdout, guarded_stdout, silence_stdout
     try:
-        return func(args)
+        with guarded_stdout():      # a full stdout: one line, not a traceback
+            rc = func(args)
+            flush_stdout()          # ... nor an error at exit
+        return rc
     except UserError as e:
         msg = f"iowhy: {e}"
         if e.hint:
@@ -348,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr)
         return e.code
     except BrokenPipeError:
+        silence_stdout()    # the reader went away (`| head`): exit quietly
         return 0
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from .names import CLASS_NAMES, METRICS
@@ -32,8 +33,8 @@ def add_analysis_parsers(sub: Any) -> None:
                      help="print every figure as JSON on stdout (keys in docs/report-json.md; "
                           "times in integer ns)")
     out.add_argument("--html", metavar="OUT",
-                     help="write a self-contained HTML report to OUT (needs the HTML renderer, "
-                          "iowhy.reports.html)")
+                     help="write a self-contained HTML report to OUT: mode 0600, replacing "
+                          "an existing file atomically, never through a symlink")
     an = r.add_argument_group("analysis")
     an.add_argument("--merge-gap-ms", type=float, default=10.0, metavar="MS",
                     help="write pairs adjacent on disk but issued more than MS milliseconds "
@@ -65,7 +66,9 @@ def add_analysis_parsers(sub: Any) -> None:
     o.add_argument("--unit", choices=tuple(UNITS), default="usecs",
                    help="time unit of the slots (default: %(default)s; seek is in sectors)")
     o.add_argument("--png", metavar="OUT",
-                   help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing it")
+                   help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing "
+                        "it: mode 0600, replacing an existing file atomically, never through "
+                        "a symlink")
     h.set_defaults(func=cmd_hist)
 
     c = sub.add_parser(
@@ -81,8 +84,8 @@ def add_analysis_parsers(sub: Any) -> None:
                       help="print the comparison as JSON on stdout (keys in "
                            "docs/compare-json.md; times in integer ns)")
     cout.add_argument("--html", metavar="OUT",
-                      help="write a self-contained HTML comparison to OUT (needs "
-                           "iowhy.reports.html.render_compare_html)")
+                      help="write a self-contained HTML comparison to OUT: mode 0600, "
+                           "replacing an existing file atomically, never through a symlink")
     c.set_defaults(func=cmd_compare)
 
     add_lab_parser(sub)
@@ -94,15 +97,19 @@ def _user_error(message: str, hint: str = "", usage: bool = False) -> Exception:
 
 
 def _check_out(path: str, suffixes: tuple[str, ...]) -> None:
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(d):
-        raise _user_error(f"cannot write {path}: directory {d} does not exist",
-                          "choose an output path in an existing directory")
-    if os.path.isdir(path):
-        raise _user_error(f"cannot write {path}: it is a directory", "give a file name")
+    """Refuse an output path before the analysis starts: a wrong suffix, a missing,
+    unwritable, read-only or full directory, a symlink or a non-regular file (outfile)."""
+    from .outfile import check_target
     if not path.lower().endswith(suffixes):
         raise _user_error(f"cannot write {path}: unsupported file type",
                           f"use one of {', '.join(suffixes)}", usage=True)
+    check_target(path)
+
+
+def _wrote(path: str, t0: float) -> None:
+    """`wrote PATH (5.4 s)` on stderr: the slow steps say what they made and what it took
+    (from the command's start: loading, analysis, rendering and writing)."""
+    print(f"wrote {path} ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
 
 
 def _public(result: dict[str, Any]) -> dict[str, Any]:
@@ -112,6 +119,7 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 def cmd_report(args: argparse.Namespace) -> int:
     from .analysis import AnalysisConfig, analyze, tune_allocator
     from .cli import load
+    t0 = time.monotonic()
     if args.merge_gap_ms < 0:
         raise _user_error("--merge-gap-ms must be >= 0", "", usage=True)
     if not 1 <= args.depth_buckets <= 10_000:
@@ -137,16 +145,21 @@ def cmd_report(args: argparse.Namespace) -> int:
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement)
     result = _public(analyze(tr, cfg))
+    # --findings 0: no findings section at all in the text and the page (findings None);
+    # the JSON keeps its empty list
+    shown = dict(result, findings=None) if args.findings == 0 else result
     # the trace too: the figures draw per-request data
-    html = render_html(result, tr) if render_html is not None else None
+    html = render_html(shown, tr) if render_html is not None else None
     from .reports.terminal import render_report
-    return _emit(args, result, html, render_report)
+    return _emit(args, result, html, lambda r: render_report(shown), t0)
 
 
 def cmd_hist(args: argparse.Namespace) -> int:
     from .analysis import metric_values
     from .cli import load
-    from .reports.hist import log2_counts, render_log2_hist, write_png
+    from .outfile import write_output, write_stdout
+    from .reports.hist import log2_counts, render_log2_hist, render_png
+    t0 = time.monotonic()
     if args.png:
         _check_out(args.png, (".png", ".svg", ".pdf"))
     tr = load(args.trace)
@@ -161,15 +174,18 @@ def cmd_hist(args: argparse.Namespace) -> int:
         val_type = unit
     what = f"{args.metric}" + (f" of {args.klass}" if args.klass else "")
     if len(values) == 0:
-        print(f"iowhy: no values for {what} in {args.trace}", file=sys.stderr)
-        return 0
+        # nothing to draw is a failure, as grep without a match: scripts can tell
+        raise _user_error(f"no values for {what} in {args.trace}",
+                          "`iowhy info` lists what the trace holds; try another --class "
+                          "or --metric")
     counts = log2_counts(values)
     if args.png:
-        write_png(counts, val_type, args.png, title=f"{what} (n={len(values):,})")
+        fmt = os.path.splitext(args.png)[1][1:].lower()
+        write_output(args.png, render_png(counts, val_type, fmt,
+                                          title=f"{what} (n={len(values):,})"))
+        _wrote(args.png, t0)
         return 0
-    print(f"{what}: {len(values):,} values")
-    print()
-    print(render_log2_hist(counts, val_type))
+    write_stdout(f"{what}: {len(values):,} values\n\n{render_log2_hist(counts, val_type)}")
     return 0
 
 
@@ -201,6 +217,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .analysis import tune_allocator
     from .cli import load
     from .compare import compare
+    t0 = time.monotonic()
     render_html = None
     if args.html:
         render_html = _compare_html_renderer()
@@ -219,20 +236,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     result = compare(a, b, meta_a, meta_b)
     html = render_html(a, b, result) if render_html is not None else None
     from .reports.compare_text import render_compare
-    return _emit(args, result, html, render_compare)
+    return _emit(args, result, html, render_compare, t0)
 
 
 def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
-          render_text: Any) -> int:
-    """Write the HTML page if one was made; print JSON, or the text when no page was asked."""
+          render_text: Any, t0: float) -> int:
+    """Write the HTML page if one was made (outfile's rules; `wrote PATH (N s)` on
+    stderr); print JSON, or the text when no page was asked. A full or failing stdout
+    ends in one line (outfile.OutputError); a closed pipe reaches main() as
+    BrokenPipeError, which exits quietly."""
+    from .outfile import write_output, write_stdout
     if html is not None:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(html)
+        write_output(args.html, html)
+        _wrote(args.html, t0)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        print()
+        write_stdout(json.dumps(result, indent=2))
     elif html is None:
-        print(render_text(result))
+        write_stdout(render_text(result))
     return 0
 
 
@@ -279,8 +299,13 @@ def add_lab_parser(sub: Any) -> None:
 
 
 def cmd_lab_list(args: argparse.Namespace) -> int:
+    import shutil
+
     from .lab.scenarios import list_lines
-    print("\n".join(list_lines()))
+    width = 100
+    if sys.stdout.isatty():
+        width = max(60, min(width, shutil.get_terminal_size((width, 24)).columns))
+    print("\n".join(list_lines(width)))
     return 0
 
 

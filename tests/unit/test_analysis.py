@@ -662,8 +662,9 @@ def test_cli_report_json_end_to_end(tmp_path, capsys):
     assert main(["hist", p, "--metric", "fsync", "--unit", "msecs"]) == 0
     out = capsys.readouterr().out
     assert "     msecs               : count    distribution" in out
-    assert main(["hist", p, "--class", "log", "--metric", "queue"]) == 0
-    capsys.readouterr()
+    # no log request waited in a queue here: an empty histogram is a failure
+    assert main(["hist", p, "--class", "log", "--metric", "queue"]) == 1
+    assert "iowhy: no values for queue of log" in capsys.readouterr().err
     png = tmp_path / "h.png"
     assert main(["hist", p, "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

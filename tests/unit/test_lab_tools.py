@@ -18,7 +18,7 @@ from iowhy.lab import emudisk, scenarios, validate
 def test_lab_list_names_every_scenario():
     p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "list"], capture_output=True,
                        text=True, check=True)
-    names = [ln.split()[0] for ln in p.stdout.splitlines() if ln.strip()]
+    names = [ln.split()[0] for ln in p.stdout.splitlines()[1:] if ln.strip()]  # header
     assert names == list(scenarios.SCENARIOS)
     for required in ("tar", "fsync-tar", "rmtree", "fsync-tasks-1", "fsync-tasks-8",
                      "fsync-tasks-32", "sqlite-full", "sqlite-off", "fio-seq", "fio-rand",

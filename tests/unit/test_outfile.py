@@ -1,0 +1,247 @@
+"""Output files and standard output (iowhy.outfile, and the commands that write).
+
+Every file iowhy writes from Python: never through a symlink, never into a non-regular
+file, atomically by rename, mode 0600; a bad output ends in one line before the
+analysis starts, a failing write in one line after it, a closed pipe quietly. No root
+needed (the read-only and full filesystems are in tests/system/test_outfile_root.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import resource
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iowhy import abi, outfile
+from iowhy.traceformat import TraceWriter
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def iowhy(*args: str, **kw: Any) -> subprocess.CompletedProcess:
+    if "stdout" not in kw:
+        kw.setdefault("capture_output", True)
+    else:
+        kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("text", True)
+    return subprocess.run([PY, "-m", "iowhy", *args], timeout=120, **kw)
+
+
+def one_line_error(stderr: str, start: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(start), stderr
+    assert "Traceback" not in stderr
+
+
+def busy_trace(d: Path) -> str:
+    """A few thousand requests of every kind with fsyncs and commits (bench's synth)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_analyze
+    s = bench_analyze.synth(4000, seed=3)
+    path = str(d / "busy.iowt")
+    w = TraceWriter(path)
+    w.write_json(abi.CHUNK_META, {"devices": [], "filesystems": []})
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(s["start_ns"]), "pid": 1000,
+                                      "command": ["star", "-x", "-f", "linux.tar"]})
+    for name in ("task", "fsync", "journal", "offcpu", "request"):
+        w.write_records(s[name])
+    w.close({"end_ns": int(s["end_ns"]), "stop_reason": "workload-exit", "exit_status": 0})
+    return path
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> str:
+    return busy_trace(tmp_path_factory.mktemp("trace"))
+
+
+# -- the helper ------------------------------------------------------------------------------
+
+def test_new_file_is_0600_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        outfile.write_output(tmp_path / "a.html", "<p>é</p>")
+    finally:
+        os.umask(old)
+    st = os.stat(tmp_path / "a.html")
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    assert (tmp_path / "a.html").read_text(encoding="utf-8") == "<p>é</p>"
+    assert os.listdir(tmp_path) == ["a.html"]      # no temporary file left
+
+
+def test_existing_regular_file_is_replaced_by_rename(tmp_path):
+    p = tmp_path / "r.html"
+    p.write_text("old")
+    os.chmod(p, 0o644)
+    held = open(p)                  # a reader holding the old file keeps reading it
+    ino = os.stat(p).st_ino
+    outfile.write_output(p, "new")
+    assert p.read_text() == "new"
+    assert os.stat(p).st_ino != ino
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    assert held.read() == "old"
+    held.close()
+    assert sorted(os.listdir(tmp_path)) == ["r.html"]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling", "fifo", "dir", "device"])
+def test_non_regular_paths_are_refused(tmp_path, kind):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    os.chmod(victim, 0o644)
+    p = tmp_path / "out.html"
+    if kind == "symlink":
+        p.symlink_to(victim)
+    elif kind == "dangling":
+        p.symlink_to(tmp_path / "nowhere")
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "dir":
+        p.mkdir()
+    else:
+        p = Path("/dev/null")
+    what = {"symlink": "a symlink", "dangling": "a symlink", "fifo": "a FIFO",
+            "dir": "a directory", "device": "a character device"}[kind]
+    before = os.lstat(p)
+    for call in (lambda: outfile.check_target(p), lambda: outfile.write_output(p, "x")):
+        with pytest.raises(outfile.OutputError) as e:
+            call()
+        assert str(e.value) == f"refusing to write {p}: it is {what}"
+        assert e.value.hint
+    after = os.lstat(p)
+    assert (after.st_mode, after.st_ino, after.st_uid) == \
+        (before.st_mode, before.st_ino, before.st_uid)
+    assert victim.read_text() == "keep me" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not (tmp_path / "nowhere").exists()
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(outfile.OutputError, match="directory .* does not exist"):
+        outfile.check_target(tmp_path / "no" / "x.html")
+    (tmp_path / "f").write_text("")
+    with pytest.raises(outfile.OutputError, match="is not a directory"):
+        outfile.check_target(tmp_path / "f" / "x.html")
+
+
+def test_failed_block_leaves_the_old_file(tmp_path):
+    p = tmp_path / "r.html"
+    p.write_text("old")
+    with pytest.raises(RuntimeError):
+        with outfile.open_output(p) as f:
+            f.write(b"half")
+            raise RuntimeError("renderer failed")
+    assert p.read_text() == "old"
+    assert os.listdir(tmp_path) == ["r.html"]
+    with pytest.raises(RuntimeError):
+        with outfile.open_output(tmp_path / "log", binary=False, keep_on_error=True) as f:
+            f.write("what happened")
+            raise RuntimeError("the run failed")
+    assert (tmp_path / "log").read_text() == "what happened"
+
+
+def test_sudo_owner_parsing(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setenv("SUDO_UID", "1000")
+    monkeypatch.setenv("SUDO_GID", "1001")
+    assert outfile.sudo_owner() == (1000, 1001)
+    monkeypatch.delenv("SUDO_GID")
+    assert outfile.sudo_owner() == (1000, -1)
+    for bad in ("", "x", "-5", "0", "4294967295", "1e3"):
+        monkeypatch.setenv("SUDO_UID", bad)
+        assert outfile.sudo_owner() is None, bad
+    monkeypatch.setenv("SUDO_UID", "1000")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert outfile.sudo_owner() is None
+
+
+# -- the commands ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ["report", "{t}", "--html", "{o}.html"],
+    ["compare", "{t}", "{t}", "--html", "{o}.html"],
+    ["hist", "{t}", "--png", "{o}.png"],
+])
+def test_bad_output_refused_before_the_analysis(trace, tmp_path, monkeypatch, capsys, args):
+    import iowhy.analysis
+    from iowhy.cli import main
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the analysis ran before the output was checked")
+
+    for name in ("analyze", "metric_values"):
+        monkeypatch.setattr(iowhy.analysis, name, boom)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    o = tmp_path / "out"
+    ext = args[-1].rsplit(".", 1)[1]
+    Path(f"{o}.{ext}").symlink_to(victim)
+    argv = [a.format(t=trace, o=o) for a in args]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    one_line_error(err, f"iowhy: refusing to write {o}.{ext}: it is a symlink")
+    assert victim.read_text() == "keep me"
+
+
+def _limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit: EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "{t}", "--html", "{o}.html"],
+    ["hist", "{t}", "--png", "{o}.png"],
+])
+def test_failing_file_write_is_one_line_and_keeps_the_old_file(trace, tmp_path, args):
+    o = tmp_path / "out"
+    out = Path(args[-1].format(o=o))
+    out.write_text("old")
+    p = iowhy(*[a.format(t=trace, o=o) for a in args], preexec_fn=_limit_file_size)
+    assert p.returncode == 1
+    one_line_error(p.stderr, f"iowhy: cannot write {out}: File too large")
+    assert out.read_text() == "old"
+    assert os.listdir(tmp_path) == [out.name]
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "{t}"], ["report", "{t}", "--json"], ["hist", "{t}"],
+    ["compare", "{t}", "{t}"], ["info", "{t}"], ["info", "{t}", "--json"],
+])
+def test_full_stdout_is_one_line(trace, args):
+    with open("/dev/full", "w") as full:
+        p = iowhy(*[a.format(t=trace) for a in args], stdout=full)
+    assert p.returncode == 1
+    one_line_error(p.stderr, "iowhy: cannot write to standard output: No space left on device")
+
+
+@pytest.mark.parametrize("args", [["report", "{t}"], ["report", "{t}", "--json"],
+                                  ["hist", "{t}"]])
+def test_closed_stdout_is_one_line(trace, args):
+    p = subprocess.run([PY, "-m", "iowhy", *[a.format(t=trace) for a in args]],
+                       stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 1
+    one_line_error(p.stderr, "iowhy: cannot write to standard output: Bad file descriptor")
+
+
+@pytest.mark.parametrize("args", [["report", "{t}", "--json"], ["info", "{t}", "--json"]])
+def test_closed_pipe_exits_quietly(trace, args):
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)      # smaller than the output: it blocks
+    proc = subprocess.Popen([PY, "-m", "iowhy", *[a.format(t=trace) for a in args]],
+                            stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    with os.fdopen(r) as f:
+        assert f.readline() == "{\n"               # `| head -1`
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.wait(timeout=120) == 0
+    assert err == ""
