@@ -1,0 +1,53 @@
+"""`iowhy export`, `iowhy query` and `iowhy import` (added to cli.py's parser by
+add_export_parsers). numpy, pyarrow, duckdb and perfetto are imported where used."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+FORMATS = ("parquet", "perfetto", "chrome-json")
+
+
+def add_export_parsers(sub: Any) -> None:
+    e = sub.add_parser(
+        "export", help="convert a trace for other tools: Parquet, Perfetto, Trace Event JSON",
+        description="Write a trace as Parquet tables (a directory: runs, requests, calls, "
+                    "offcpu, journal, tasks; docs/parquet-schema.md), as a Perfetto trace "
+                    "(open it in ui.perfetto.dev) or as Trace Event JSON (chrome://tracing). "
+                    "Needs the optional packages: pip install 'iowhy[export]'.")
+    e.add_argument("trace", help="trace file (.iowt)")
+    e.add_argument("--format", choices=FORMATS, required=True,
+                   help="parquet: a directory of .parquet files; perfetto: a .pftrace file; "
+                        "chrome-json: a .json file")
+    e.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="directory (parquet) or file to write; files are mode 0600 and "
+                        "never written through a symlink")
+    e.set_defaults(func=cmd_export)
+
+
+def _user_error(e: Exception) -> Exception:
+    from ..cli import UserError
+    return UserError(str(e), getattr(e, "hint", ""))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..cli import load
+    from .files import OutputError
+    tr = load(args.trace)
+    try:
+        if args.format == "parquet":
+            from .parquet import write_parquet
+            rows = write_parquet(tr, args.output)
+            print(f"wrote {args.output}: " + ", ".join(f"{k} {v} rows" for k, v in rows.items()),
+                  file=sys.stderr)
+        else:
+            from .perfetto import write_chrome_json, write_perfetto
+            fn = write_perfetto if args.format == "perfetto" else write_chrome_json
+            counts = fn(tr, args.output)
+            print(f"wrote {args.output}: " + ", ".join(f"{v} {k}" for k, v in counts.items()),
+                  file=sys.stderr)
+    except OutputError as err:
+        raise _user_error(err) from None
+    return 0
