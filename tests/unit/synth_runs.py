@@ -22,6 +22,7 @@ PART = (8, 1)
 LOG_RANGE = (10_000, 20_000)
 START = 1_000_000_000
 JBD2_TID = 50
+FS_CODES = {"ext4": abi.FS_EXT4, "xfs": abi.FS_XFS, "btrfs": abi.FS_BTRFS}
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Synth:
     offcpu: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
     host: str = ""
+    command: str = ""
     kernel: str = ""
 
 
@@ -55,7 +57,8 @@ def meta(host: str, kernel: str, fstype: str = "ext4") -> dict[str, Any]:
                          "dev_major": PART[0], "dev_minor": PART[1],
                          "st_dev_major": PART[0], "st_dev_minor": PART[1], "disk": "sdz",
                          "disk_major": DEV[0], "disk_minor": DEV[1], "part_start_sector": 2048,
-                         "log": {"kind": "jbd2", "ranges": [list(LOG_RANGE)],
+                         "log": {"kind": "jbd2" if fstype == "ext4" else "xfs",
+                                 "ranges": [list(LOG_RANGE)],
                                  "fc_ranges": []}}],
     }
 
@@ -79,7 +82,8 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
               flush_scale: int = 1) -> Synth:
     rng = np.random.default_rng(seed)
     t = START + 1_000_000
-    s = Synth(path=str(path), start_ns=START, end_ns=0, host=host, kernel=kernel)
+    s = Synth(path=str(path), start_ns=START, end_ns=0, host=host, kernel=kernel,
+              command=f"dbbench --seed={seed}")
     tids = (100,)
     s.tasks.append({"tid": 100, "tgid": 100, "ts_ns": START, "event_u16": abi.TASK_ROOT,
                     "comm": b"worker"})
@@ -127,7 +131,7 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
         exit_ = jend + 3_000
         s.fsyncs.append({"tid": tid, "tgid": 100, "enter_ns": enter, "exit_ns": exit_,
                          "call_u16": abi.CALL_FSYNC if k % 4 else abi.CALL_FDATASYNC,
-                         "fs_u16": abi.FS_EXT4,
+                         "fs_u16": FS_CODES[fstype],
                          "flags_u16": abi.FS_F_FSEVENT | abi.FS_F_SEQ, "commit_seq": 100 + k,
                          "dev_major": PART[0], "dev_minor": PART[1], "ts_ns": exit_, "fd": 3,
                          "syscall_nr": 74, "ino": 12 + k, "comm": b"worker"})
@@ -160,8 +164,8 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
                         "event_u16": abi.TASK_EXIT, "comm": b"worker"})
     w = TraceWriter(str(path), created_realtime_ns=1_700_000_000_000_000_000 + seed)
     w.write_json(abi.CHUNK_META, meta(host, kernel, fstype))
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": START, "command": ["dbbench", f"--seed={seed}"],
-                                      "pid": 100})
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": START, "pid": 100,
+                                      "command": s.command.split()})
     for dtype, rows in ((abi.REQUEST_DTYPE, s.requests), (abi.FSYNC_DTYPE, s.fsyncs),
                         (abi.JOURNAL_DTYPE, s.journal), (abi.OFFCPU_DTYPE, s.offcpu),
                         (abi.TASK_DTYPE, s.tasks)):

@@ -26,6 +26,19 @@ def add_export_parsers(sub: Any) -> None:
                         "never written through a symlink")
     e.set_defaults(func=cmd_export)
 
+    q = sub.add_parser(
+        "query", help="SQL over many runs (DuckDB): runs, requests, calls, offcpu, journal",
+        description="Run one SQL query over the views runs, requests, calls, offcpu, journal "
+                    "and tasks of every given run (docs/parquet-schema.md; examples in "
+                    "docs/export.md). The query reads nothing but those runs.")
+    q.add_argument("sql", metavar="SQL", help="the query (DuckDB SQL)")
+    q.add_argument("runs", nargs="+", metavar="RUN",
+                   help="trace files (.iowt) or directories from `iowhy export --format parquet`")
+    fmt = q.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
+    q.set_defaults(func=cmd_query)
+
 
 def _user_error(e: Exception) -> Exception:
     from ..cli import UserError
@@ -50,4 +63,19 @@ def cmd_export(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     except OutputError as err:
         raise _user_error(err) from None
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .query import QueryError, render_csv, render_json, render_table, run_query
+    try:
+        cols, rows = run_query(args.sql, args.runs)
+    except QueryError as err:
+        raise _user_error(err) from None
+    if args.csv:
+        print(render_csv(cols, rows))
+    elif args.json:
+        print(render_json(cols, rows))
+    elif cols:
+        print(render_table(cols, rows))
     return 0
