@@ -51,6 +51,8 @@ class RunModel:
     requests: RequestModel
     class_names: tuple[str, ...] = CLASS_NAMES
     source_limits: list[str] = field(default_factory=list)
+    # Device name -> (bucket width ns, mean queue depth per bucket from the window start).
+    queue_depth: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
 
 
 def run_uuid(trace: Any) -> str:
@@ -129,13 +131,20 @@ def request_model(trace: Any) -> RequestModel:
                         has_seek=has, call_index=call)
 
 
-def attribution(trace: Any) -> tuple[int, dict[str, int] | None]:
-    """(elapsed ns, attribution per category in ns) from the analysis; None for the
-    attribution when the source cannot attribute."""
+def analysis_figures(trace: Any, depth_buckets: int = 200
+                     ) -> tuple[int, dict[str, int] | None, dict[str, tuple[int, list[float]]]]:
+    """(elapsed ns, attribution per category in ns, queue depth series per device) from
+    the analysis; None for the attribution when the source cannot attribute."""
     from ..analysis import AnalysisConfig, analyze
-    r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1))
+    r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1,
+                                      queue_depth_buckets=depth_buckets))
     att = {k: int(v) for k, v in r["attribution_ns"].items()}
-    return int(r["elapsed_ns"]), (att if can_attribute(trace) else None)
+    qd = {}
+    for d in r.get("devices", []):
+        q = d.get("queue_depth") or {}
+        if q.get("series") is not None and q.get("step_ns"):
+            qd[str(d.get("name"))] = (int(q["step_ns"]), [float(x) for x in q["series"]])
+    return int(r["elapsed_ns"]), (att if can_attribute(trace) else None), qd
 
 
 def run_info(trace: Any) -> dict[str, Any]:
@@ -163,8 +172,9 @@ def run_info(trace: Any) -> dict[str, Any]:
 
 
 def load_run(trace: Any) -> RunModel:
-    elapsed, att = attribution(trace)
+    elapsed, att, qd = analysis_figures(trace)
     info = run_info(trace)
     info["elapsed_ns"] = elapsed
     return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=att,
-                    requests=request_model(trace), source_limits=source_limits(trace))
+                    requests=request_model(trace), source_limits=source_limits(trace),
+                    queue_depth=qd)
