@@ -287,9 +287,9 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
         return
     fsname = {}
     for f in meta.get("filesystems", []) or []:
-        for k in ("dev", "st_dev"):
-            if f.get(f"{k}_major") is not None:
-                fsname[(int(f[f"{k}_major"]), int(f[f"{k}_minor"]))] = \
+        for pre in ("dev", "st_dev"):
+            if f.get(f"{pre}_major") is not None:
+                fsname[(int(f[f"{pre}_major"]), int(f[f"{pre}_minor"]))] = \
                     f"{f.get('fstype')} {f.get('source')}"
     tracks: dict[tuple[int, int], Lanes] = {}
 
