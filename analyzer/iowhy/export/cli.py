@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 FORMATS = ("parquet", "perfetto", "chrome-json")
+IMPORT_FORMATS = ("blktrace",)
 
 
 def add_export_parsers(sub: Any) -> None:
@@ -38,6 +39,25 @@ def add_export_parsers(sub: Any) -> None:
     fmt.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
     q.set_defaults(func=cmd_query)
+
+    im = sub.add_parser(
+        "import", help="turn a blktrace or ftrace capture into an iowhy trace",
+        description="Read blktrace binary files (DEV.blktrace.N, or a `blkparse -d` dump) or "
+                    "ftrace text (tracefs trace/trace_pipe, `trace-cmd report`, `perf "
+                    "script`) and write an iowhy trace that every other command reads. The "
+                    "trace says on its first line what the source could not provide.")
+    im.add_argument("format", choices=IMPORT_FORMATS, help="what INPUT is")
+    im.add_argument("inputs", nargs="+", metavar="INPUT", help="capture file(s)")
+    im.add_argument("-o", "--output", required=True, metavar="OUT.iowt",
+                    help="trace to write (mode 0600; a symlink there is replaced, not "
+                         "followed)")
+    im.add_argument("--pid", type=int, action="append", metavar="TID",
+                    help="a thread of the workload (repeatable): its requests count as the "
+                         "workload's and, with ftrace sched events, its off-CPU time is "
+                         "attributed")
+    im.add_argument("--comm", action="append", metavar="NAME",
+                    help="threads of this name are the workload's (repeatable)")
+    im.set_defaults(func=cmd_import)
 
 
 def _user_error(e: Exception) -> Exception:
@@ -78,4 +98,21 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(render_json(cols, rows))
     elif cols:
         print(render_table(cols, rows))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ..importers.common import ImportError_
+    try:
+        workload, comms = set(args.pid or ()), set(args.comm or ())
+        if args.format == "blktrace":
+            from ..importers.blktrace import import_blktrace
+            res = import_blktrace(args.inputs, args.output, workload, comms)
+        else:
+            from ..importers.ftrace import import_ftrace
+            res = import_ftrace(args.inputs, args.output, workload, comms)
+    except ImportError_ as err:
+        raise _user_error(err) from None
+    print(f"wrote {args.output}: " + ", ".join(f"{v} {k}" for k, v in res.items()),
+          file=sys.stderr)
     return 0
