@@ -134,10 +134,12 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
                          "fs_u16": FS_CODES[fstype],
                          "flags_u16": abi.FS_F_FSEVENT | abi.FS_F_SEQ, "commit_seq": 100 + k,
                          "dev_major": PART[0], "dev_minor": PART[1], "ts_ns": exit_, "fd": 3,
-                         "syscall_nr": 74, "ino": 12 + k, "comm": b"worker"})
+                         "syscall_nr": 74 if k % 4 else 75, "ino": 12 + k,
+                         "comm": b"worker"})
         s.offcpu.append({"tid": tid, "tgid": 100, "start_ns": sub + 1_000,
                          "waking_ns": exit_ - 2_500, "end_ns": exit_ - 1_000,
-                         "syscall_nr": 74, "flags_u16": abi.OFF_D, "ts_ns": exit_ - 1_000,
+                         "syscall_nr": 74 if k % 4 else 75, "flags_u16": abi.OFF_D,
+                         "ts_ns": exit_ - 1_000,
                          "waker_tid": JBD2_TID, "waker_tgid": JBD2_TID,
                          "waker_comm": b"jbd2/sdz1-8"})
         t = exit_ + int(rng.integers(10_000, 200_000))

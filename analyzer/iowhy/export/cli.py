@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 FORMATS = ("parquet", "perfetto", "chrome-json")
-IMPORT_FORMATS = ("blktrace",)
+IMPORT_FORMATS = ("blktrace", "ftrace")
 
 
 def add_export_parsers(sub: Any) -> None:
