@@ -78,6 +78,7 @@ class Req:
     nr_bios: int = 0
     origin: bool = False
     unmatched: bool = False
+    flush_seq: bool = False  # completed by the flush machinery (an empty PREFLUSH write)
 
 
 @dataclass
@@ -202,6 +203,9 @@ class RequestMatcher:
             q = src.get(k)
             if q:
                 r = q.popleft()
+                # Never issued: an empty PREFLUSH write, ended by the flush machinery
+                # once its flush completed (its completion event has no F).
+                r.flush_seq = src is self.pending and bool(r.iflags & abi.F_PREFLUSH)
                 break
         else:
             self.stats.unmatched["completion of a request issued before the capture"] += 1
@@ -239,6 +243,8 @@ def request_records(reqs: list[Req], tracked: set[int] | None = None) -> np.ndar
             flags |= abi.RQ_UNMATCHED
         if r.done and not r.issue and not r.unmatched:
             flags |= abi.RQ_NO_ISSUE
+        if r.flush_seq:
+            flags |= abi.RQ_FLUSH_SEQ
         x = a[i]
         x["ts_ns"] = r.done or r.issue or r.insert or r.submit
         x["cpu"] = r.cpu

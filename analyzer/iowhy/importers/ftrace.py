@@ -37,6 +37,11 @@ LINE = re.compile(
     r"(?:[.a-zA-Z0-9]{3,6}\s+)?"  # irq/preempt flags
     r"(?P<sec>\d+)\.(?P<frac>\d+):\s+"
     r"(?:\w+:)?(?P<event>\w+):\s*(?P<rest>.*)$")
+# The syscall tracer's own form in tracefs: "sys_fsync(fd: 3)" and "sys_fsync -> 0x0".
+SYSLINE = re.compile(
+    r"^\s*(?P<comm>.+?)-(?P<pid1>\d+)\s+(?:\(\s*(?:\d+|-+)\)\s+)?(?:\[(?P<cpu>\d+)\]\s+)?"
+    r"(?:[.a-zA-Z0-9]{3,6}\s+)?(?P<sec>\d+)\.(?P<frac>\d+):\s+sys_(?P<name>\w+)"
+    r"(?:\((?P<args>.*)\)| -> (?P<ret>\S+))\s*$")
 BIO = re.compile(r"(?P<maj>\d+),(?P<min>\d+)\s+(?P<rwbs>\S+)\s+(?P<sector>\d+)\s+\+\s+"
                  r"(?P<nr>\d+)")
 RQ = re.compile(r"(?P<maj>\d+),(?P<min>\d+)\s+(?P<rwbs>\S+)\s+(?:(?P<bytes>\d+)\s+)?"
@@ -190,12 +195,12 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
                 if pid in st.calls_open:
                     stats.unmatched["fsync-family entry with no exit"] += 1
                     st.calls_open.pop(pid)
-                fd = re.search(r"fd: (0x[0-9a-f]+)", rest)
-                _call_open(st, pid, t, CALLS[name], fd=int(fd.group(1), 16) if fd else -1,
+                fd = re.search(r"fd: (0x[0-9a-fA-F]+|\d+)", rest)
+                _call_open(st, pid, t, CALLS[name], fd=int(fd.group(1), 0) if fd else -1,
                            syscall_nr=nrs.get(name, 0))
             elif pid in st.calls_open:
                 try:
-                    ret = int(rest.strip(), 16)
+                    ret = int(rest.strip(), 0)
                 except ValueError:
                     ret = 0
                 _call_close(st, pid, t, ret - (1 << 64) if ret >= 1 << 63 else ret)
@@ -316,13 +321,22 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                     continue
                 lines += 1
                 m = LINE.match(line)
-                if not m:
-                    stats.unmatched["lines not in a known ftrace format"] += 1
-                    continue
-                pid = int(m["tid"] or m["pid1"] or m["pid2"])
+                if m:
+                    pid = int(m["tid"] or m["pid1"] or m["pid2"])
+                    event, rest = m["event"], m["rest"]
+                else:
+                    m = SYSLINE.match(line)
+                    if not m:
+                        stats.unmatched["lines not in a known ftrace format"] += 1
+                        continue
+                    pid = int(m["pid1"])
+                    if m["ret"] is not None:
+                        event, rest = f"sys_exit_{m['name']}", m["ret"]
+                    else:
+                        event, rest = f"sys_enter_{m['name']}", m["args"]
                 t = _ns(m["sec"], m["frac"])
                 st.precision = min(st.precision, len(m["frac"]))
-                parsed.append((t, len(parsed), m["event"], m["rest"], pid, m["comm"].strip(),
+                parsed.append((t, len(parsed), event, rest, pid, m["comm"].strip(),
                                int(m["cpu"] or 0)))
     if not parsed:
         raise ImportError_("no ftrace events in " + ", ".join(inputs),
