@@ -124,3 +124,20 @@ def test_bad_trace_is_one_line(tmp_path, capsys):
     assert main(["export", str(bad), "--format", "parquet", "-o", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("iowhy: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("module,argv", [
+    ("duckdb", ["query", "SELECT 1"]),
+    ("perfetto", ["export", "--format", "perfetto", "-o"]),
+])
+def test_missing_duckdb_or_perfetto_is_one_line(tmp_path, capsys, monkeypatch, module, argv):
+    s = synth_run(tmp_path / "r.iowt", n_fsync=2, n_reads=0)
+    monkeypatch.setitem(sys.modules, module, None)
+    if argv[0] == "query":
+        argv = argv + [s.path]
+    else:
+        argv = ["export", s.path] + argv[1:] + [str(tmp_path / "o.pftrace")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"pip install {module}" in err
+    assert not (tmp_path / "o.pftrace").exists()

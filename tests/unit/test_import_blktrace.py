@@ -213,3 +213,21 @@ def test_output_symlink_is_replaced_not_followed(tmp_path):
     assert main(["import", "blktrace", *files, "-o", str(link)]) == 0
     assert victim.read_text() == "keep"
     assert not link.is_symlink() and (link.stat().st_mode & 0o777) == 0o600
+
+
+def test_imported_trace_works_with_every_command(tmp_path, capsys):
+    s = synth_run(tmp_path / "orig.iowt", seed=14, n_fsync=10, n_reads=5)
+    out = tmp_path / "i.iowt"
+    assert main(["import", "blktrace", *capture_of(s).files(tmp_path), "-o", str(out)]) == 0
+    for argv in (["hist", str(out), "--metric", "device"], ["hist", str(out), "--metric", "seek"],
+                 ["compare", s.path, str(out)], ["report", str(out), "--json"]):
+        assert main(argv) == 0, argv
+    capsys.readouterr()
+    pytest.importorskip("duckdb")
+    pq = tmp_path / "pq"
+    assert main(["export", str(out), "--format", "parquet", "-o", str(pq)]) == 0
+    capsys.readouterr()
+    assert main(["query", "SELECT source, cpu_ns, wait_other_ns, len(source_limits) AS n "
+                 "FROM runs", str(pq), "--csv"]) == 0
+    # No workload attribution from blktrace: NULL, not the analysis' all-wait-other.
+    assert capsys.readouterr().out.splitlines()[1] == "blktrace,,,2"
