@@ -161,3 +161,35 @@ def test_chrome_json_matches_perfetto(tmp_path):
             stack.append(e)
     names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
     assert "worker 100" in names and "sdz queue" in names
+
+
+def test_xfs_log_forces_and_iclogs(tmp_path):
+    # Two forces at 2000 and 2500 wait for the iclog completing at 3000; a force at
+    # 3500 has no later completion: an instant. Two iclogs in flight together: lanes.
+    part = (8, 1)
+
+    def j(ev, ts, seq, tid=300):
+        return {"event_u16": ev, "ts_ns": ts, "seq": seq, "tid": tid, "tgid": tid,
+                "dev_major": part[0], "dev_minor": part[1], "fs_u16": abi.FS_XFS,
+                "comm": b"xfsaild"}
+    rows = [j(abi.J_XLOG_SYNC, 1000, 7), j(abi.J_XLOG_SYNC, 1500, 8),
+            j(abi.J_XFS_FORCE, 2000, 0, tid=100), j(abi.J_XFS_FORCE, 2500, 0, tid=101),
+            j(abi.J_XLOG_DONE, 3000, 7), j(abi.J_XLOG_DONE, 3200, 8),
+            j(abi.J_XFS_FORCE, 3500, 0, tid=100)]
+    p = tmp_path / "x.iowt"
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, meta("h", "k", fstype="xfs"))
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 500, "command": ["x"], "pid": 100})
+    w.write_records(records(abi.JOURNAL_DTYPE, rows))
+    w.close({"end_ns": 4_000})
+    out = tmp_path / "x.pftrace"
+    assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
+    t = parse(out)
+    tracks, slices, _ = check_and_collect(t)
+    got = sorted((n, b, e) for _, n, b, e, _ in slices)
+    assert got == [("iclog write", 1000, 3000), ("iclog write", 1500, 3200),
+                   ("log force", 2000, 3000), ("log force", 2500, 3000)]
+    instants = [p.timestamp for p in t.packet if p.track_event.type == INSTANT]
+    assert instants == [3500]
+    journal = [u for u, td in tracks.items() if td.name.startswith("journal xfs")]
+    assert len(journal) == 4  # the journal track and three more lanes

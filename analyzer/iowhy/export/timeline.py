@@ -8,8 +8,8 @@ Tracks:
 * per workload thread: its fsync-family calls (the thread's track) and its scheduling
   state (a child track: running, runnable, blocked in SYSCALL, with the waker);
 * per filesystem, its journal: jbd2 commits (with their locking, flushing and logging
-  phases nested), ext4 fast commits, XFS iclog writes as slices; XFS log forces and
-  btrfs events as instants;
+  phases nested), ext4 fast commits, XFS iclog writes and XFS log forces (until the
+  log's next iclog completion) as slices; btrfs events as instants;
 * counters: the attribution categories (cumulative ns: 0 at the start, the total at the
   end), each device's mean queue depth per interval, and every loss counter.
 
@@ -18,6 +18,7 @@ Times are the trace's (CLOCK_MONOTONIC ns).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,10 +299,21 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
             name = "journal " + fsname.get(key, f"{FS_NAMES.get(fs, '')} {key[0]}:{key[1]}")
             tracks[key] = Lanes(tl, tl.track(name, group="journal"), name, group="journal")
         return tracks[key].place(s, e)
+
+    def base(key: tuple[int, int], fs: int) -> int:
+        """The journal's own track (instants need no lane)."""
+        if key not in tracks:
+            lane(key, fs, 0, 0)
+            tracks[key].next_free[0] = 0
+        return tracks[key].parent
     order = np.argsort(jr["ts_ns"], kind="stable")
     ev = jr["event_u16"][order]
     ts = jr["ts_ns"][order].astype(I64)
     rows = jr[order]
+    done_at: dict[tuple[int, int], list[int]] = {}
+    for k in np.flatnonzero(ev == abi.J_XLOG_DONE).tolist():
+        done_at.setdefault((int(rows[k]["dev_major"]), int(rows[k]["dev_minor"])),
+                           []).append(int(ts[k]))
     # (dev, fs, event kind, seq) -> time, for the pairs.
     open_: dict[tuple, int] = {}
     phases: dict[tuple, list[tuple[int, str]]] = {}
@@ -339,9 +351,19 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
             if pk in open_:
                 items.append((open_.pop(pk), t, key, fs, "fast commit",
                               {"tid": int(r["tid"])}, []))
+        elif e == abi.J_XFS_FORCE and done_at.get(key):
+            # A log force lasts until the log's next iclog write completes.
+            d = done_at[key]
+            i = bisect.bisect_left(d, t)
+            args = {"seq": seq, "tid": int(r["tid"]), "comm": _comm(r["comm"]),
+                    "ends": "at the next iclog completion"}
+            if i < len(d):
+                items.append((t, d[i], key, fs, "log force", args, []))
+            else:
+                tl.instants.append(Slice(base(key, fs), t, t, "log force", "journal", args))
         else:
             name = {abi.J_XFS_FORCE: "log force"}.get(e, abi.JOURNAL_EVENT_NAMES.get(e, "event"))
-            tl.instants.append(Slice(lane(key, fs, t, t), t, t, name, "journal",
+            tl.instants.append(Slice(base(key, fs), t, t, name, "journal",
                                      {"seq": seq, "tid": int(r["tid"])}))
     for s, e_, key, fs, name, args, ph in sorted(items, key=lambda x: (x[0], -x[1])):
         tr = lane(key, fs, s, e_)
