@@ -31,6 +31,8 @@ def line(dialect: str, t: int, comm: str, pid: int, event: str, rest: str, cpu: 
     frac = f"{ns:09d}"[:digits]
     sub = {"block": "block", "jbd2": "jbd2", "sched": "sched", "sys_": "syscalls"}
     if dialect == "tracefs":
+        if event == "":  # the syscall tracer's own form: sys_fsync(fd: 3)
+            return f"{comm:>16}-{pid:<7} [{cpu:03d}] ..... {sec:5d}.{frac}: {rest}"
         return f"{comm:>16}-{pid:<7} [{cpu:03d}] d..1. {sec:5d}.{frac}: {event}: {rest}"
     if dialect == "trace-cmd":
         return f"{comm:>16}-{pid:<7} [{cpu:03d}] {sec:5d}.{frac}: {event}:   {rest}"
@@ -38,7 +40,22 @@ def line(dialect: str, t: int, comm: str, pid: int, event: str, rest: str, cpu: 
     return f"{comm:>16} {pid:>6} [{cpu:03d}] {sec:5d}.{frac}: {system}:{event}: {rest}"
 
 
-def capture_text(s, dialect: str, digits: int = 9) -> str:
+NRS = {"fsync": 74, "fdatasync": 75, "read": 0}
+
+
+def syscall(add, style, t, pid, name, enter, value):
+    if style == "event":
+        add(t, "worker", pid, f"sys_{'enter' if enter else 'exit'}_{name}",
+            f"fd: 0x{value:08x}" if enter else f"0x{value:x}")
+    elif style == "raw":
+        add(t, "worker", pid, f"sys_{'enter' if enter else 'exit'}",
+            f"NR {NRS[name]} ({value:x}, 0, 0, 0, 0, 0)" if enter else f"NR {NRS[name]} = {value}")
+    else:
+        add(t, "worker", pid, "",
+            f"sys_{name}(fd: {value})" if enter else f"sys_{name} -> 0x{value:x}")
+
+
+def capture_text(s, dialect: str, digits: int = 9, style: str = "event") -> str:
     """The ftrace events the synthetic run stands for, in time order."""
     ev: list[tuple[int, int, str, int, str, str]] = []
     dev = f"{DEV[0]},{DEV[1]}"
@@ -63,8 +80,8 @@ def capture_text(s, dialect: str, digits: int = 9) -> str:
             f"{dev} {rw} () {sec} + {nr} be,0,4 [0]")
     for f in s.fsyncs:
         name = abi.CALL_NAMES[f["call_u16"]]
-        add(f["enter_ns"], "worker", 100, f"sys_enter_{name}", f"fd: 0x{f['fd']:08x}")
-        add(f["exit_ns"], "worker", 100, f"sys_exit_{name}", "0x0")
+        syscall(add, style, f["enter_ns"], 100, name, True, f["fd"])
+        syscall(add, style, f["exit_ns"], 100, name, False, 0)
     for o in s.offcpu:
         add(o["start_ns"], "worker", 100, "sched_switch",
             "prev_comm=worker prev_pid=100 prev_prio=120 prev_state=D ==> next_comm=swapper/1 "
@@ -76,8 +93,8 @@ def capture_text(s, dialect: str, digits: int = 9) -> str:
             "prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=worker "
             "next_pid=100 next_prio=120")
         if o["syscall_nr"] == 0:  # the read the thread sleeps in
-            add(o["start_ns"] - 100, "worker", 100, "sys_enter_read", "fd: 0x00000004")
-            add(o["end_ns"] + 100, "worker", 100, "sys_exit_read", "0x1000")
+            syscall(add, style, o["start_ns"] - 100, 100, "read", True, 4)
+            syscall(add, style, o["end_ns"] + 100, 100, "read", False, 4096)
     for j in s.journal:
         name = {abi.J_JBD2_START: "jbd2_start_commit", abi.J_JBD2_END: "jbd2_end_commit"}
         add(j["ts_ns"], "jbd2/sdz1-8", JBD2_TID, name[j["event_u16"]],
@@ -103,11 +120,12 @@ def merged(att):
     return a
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_ftrace_import_analyses_like_the_original(tmp_path, dialect):
+@pytest.mark.parametrize("dialect,style", [(d, "event") for d in DIALECTS] +
+                         [("tracefs", "raw"), ("tracefs", "tracer")])
+def test_ftrace_import_analyses_like_the_original(tmp_path, dialect, style):
     s = synth_run(tmp_path / "orig.iowt", seed=21)
     src = tmp_path / f"cap.{dialect}.txt"
-    src.write_text(capture_text(s, dialect))
+    src.write_text(capture_text(s, dialect, style=style))
     out = tmp_path / "i.iowt"
     assert main(["import", "ftrace", str(src), "-o", str(out), "--pid", "100"]) == 0
     tr = read_trace(str(out))

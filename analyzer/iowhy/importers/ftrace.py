@@ -163,9 +163,24 @@ def _call_close(st: _State, pid: int, t: int, ret: int) -> None:
     st.calls.append(c)
 
 
+RAW_SYS = re.compile(r"NR (?P<nr>-?\d+)(?: \((?P<args>[^)]*)\)| = (?P<ret>-?\d+))?")
+
+
 def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
           nrs: dict[str, int]) -> None:
     stats = st.stats
+    if ev in ("sys_enter", "sys_exit"):  # raw_syscalls: x86-64 numbers
+        g = RAW_SYS.match(rest)
+        names = {v: k for k, v in nrs.items()}
+        if not g or int(g["nr"]) not in names:
+            stats.ignored[ev] += 1
+            return
+        name = names[int(g["nr"])]
+        if ev == "sys_enter":
+            first = (g["args"] or "").split(",")[0].strip()
+            ev, rest = f"sys_enter_{name}", f"fd: 0x{int(first or '0', 16):x}"
+        else:
+            ev, rest = f"sys_exit_{name}", str(int(g["ret"] or 0))
     if ev.startswith("block_") and ev not in USED_ELSEWHERE:
         _block(st, ev, rest, t, pid, comm, cpu)
         return
@@ -203,6 +218,8 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
                     ret = int(rest.strip(), 0)
                 except ValueError:
                     ret = 0
+                if ret < 0:
+                    ret += 1 << 64
                 _call_close(st, pid, t, ret - (1 << 64) if ret >= 1 << 63 else ret)
             else:
                 stats.unmatched["fsync-family exit with no entry"] += 1
