@@ -136,6 +136,9 @@ def test_blktrace_capture_matches_the_request_list(tmp_path, bo, capsys):
             assert int(g["iflags"]) & (abi.F_META | abi.F_SYNC) == \
                 q["iflags"] & (abi.F_META | abi.F_SYNC)
     assert (tr.meta["devices"][0]["name"], tr.meta["devices"][0]["major"]) == ("sdz", 8)
+    # the remap record (partition 8:1 at 2048 -> disk 8:0 at 4096) names a partition
+    assert [(x["major"], x["minor"], x["start_sector"]) for x in
+            tr.meta["devices"][0]["partitions"]] == [(8, 1, 2048)]
     assert tr.meta["clock"]["realtime_minus_monotonic_ns"] == \
         1_700_000_000 * 10**9 + 5 - s.start_ns
     assert tr.meta["import"]["unmatched"] == {}
@@ -231,3 +234,20 @@ def test_imported_trace_works_with_every_command(tmp_path, capsys):
                  "FROM runs", str(pq), "--csv"]) == 0
     # No workload attribution from blktrace: NULL, not the analysis' all-wait-other.
     assert capsys.readouterr().out.splitlines()[1] == "blktrace,,,2"
+
+
+def test_merged_dump_reads_like_the_per_cpu_files(tmp_path):
+    """blkparse -d writes one file of the records of every CPU in time order."""
+    s = synth_run(tmp_path / "orig.iowt", seed=15, n_fsync=8, n_reads=3)
+    w = capture_of(s)
+    files = w.files(tmp_path)
+    dump = tmp_path / "dump.bin"
+    dump.write_bytes(b"".join(e[2] for e in sorted(w.events, key=lambda e: e[0])))
+    a, b = tmp_path / "a.iowt", tmp_path / "b.iowt"
+    assert main(["import", "blktrace", *files, "-o", str(a)]) == 0
+    assert main(["import", "blktrace", str(dump), "-o", str(b)]) == 0
+    ra, rb = read_trace(str(a)).records("request"), read_trace(str(b)).records("request")
+    assert len(ra) == len(rb) == len(s.requests)
+    for f in ("start_sector", "len_bytes", "submit_ns", "insert_ns", "issue_ns", "done_ns",
+              "op", "tid", "comm", "iflags", "flags_u16"):
+        assert np.array_equal(ra[f], rb[f]), f

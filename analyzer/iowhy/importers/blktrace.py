@@ -132,6 +132,7 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
     names: dict[int, str] = {}
     clock: int | None = None
     remaps = 0
+    maps: dict[tuple[tuple[int, int], tuple[int, int]], set[int]] = {}
     for (t, cpu, _seq, _o, action, sector, nbytes, pid, dev, error, pdu) in events:
         act = action & 0xFFFF
         code = act & 0xFF
@@ -169,7 +170,14 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
         elif code == TA_COMPLETE:
             m.complete(t, d, sector, nbytes, op, error, cpu)
         elif code == TA_REMAP:
-            remaps += 1  # the request events that follow carry the mapped device
+            # The bio moved from (device_from, sector_from) to this record's device and
+            # sector: a partition's start on its disk, or a stacked device's mapping.
+            remaps += 1
+            if len(pdu) >= 16:
+                dfrom, _dto, sfrom = struct.unpack_from(">IIQ", pdu, 0)
+                maps.setdefault((dev_split(dfrom), d), set()).add(int(sector) - sfrom)
+            else:
+                stats.unmatched["remap records without their payload"] += 1
         else:
             stats.ignored[name] += 1
     reqs = m.finish()
@@ -189,12 +197,19 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
         {"name": one_name or f"{a}:{b}", "major": a, "minor": b, "size_bytes": None,
          "rotational": None, "write_cache": None, "fua": None, "partitions": []}
         for a, b in devs]
+    # A device remapped onto a disk at one constant offset is a partition of it.
+    for (src, dst), offs in sorted(maps.items()):
+        for dv in devices:
+            if (dv["major"], dv["minor"]) == dst and len(offs) == 1:
+                dv["partitions"].append({"name": f"{src[0]}:{src[1]}", "major": src[0],
+                                         "minor": src[1], "start_sector": offs.pop(),
+                                         "size_bytes": None})
     start = min(e[0] for e in events)
     end = max(e[0] for e in events)
     missing = ["no task, off-CPU, fsync or journal data, so no workload attribution (the "
                "device view, classes, latencies, seeks, histograms and compare still work)",
                "no filesystem layout, so journal writes are classed metadata or data"]
-    extra: dict[str, Any] = {"import_remaps": remaps}
+    extra: dict[str, Any] = {"import_remaps": remaps}  # partitions found: devices[]
     if clock is not None:
         extra["clock"] = {"realtime_minus_monotonic_ns": clock}
     write_imported(out, "blktrace", inputs, start, end, {"request": arr}, devices, missing,
