@@ -190,7 +190,8 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             f = fs[fs["tid"] == tid]
             tg = int(o["tgid"][0]) if len(o) else int(f["tgid"][0]) if len(f) else tid
         if tg not in procs:
-            procs[tg] = tl.track(f"process {tg}", pid=tg, group="threads")
+            leader = life.get(tg, (0, 0, 0, ""))[3]
+            procs[tg] = tl.track(f"{leader or 'process'} {tg}", pid=tg, group="threads")
         name = f"{c or 'thread'} {tid}"
         thread_track[tid] = tl.track(name, procs[tg], pid=tg, tid=tid, group="threads")
         state_track[tid] = tl.track(f"{name} state", procs[tg], group="threads")
