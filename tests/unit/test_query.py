@@ -144,3 +144,17 @@ def test_documented_nearest_rank_is_the_reports_p99(capsys, three_runs):
         for cls, figs in r["requests"].items():
             if figs["count"]:
                 assert got[cls] == figs["device_ns"]["p99"], cls
+
+
+def test_export_tree_reads_with_a_glob(tmp_path, three_runs):
+    """The docs' read of many export directories at once, outside iowhy."""
+    import duckdb
+    synth, _ = three_runs
+    for i, s in enumerate(synth):
+        assert main(["export", s.path, "--format", "parquet", "-o",
+                     str(tmp_path / "runs" / str(i))]) == 0 if (tmp_path / "runs").mkdir(
+            exist_ok=True) is None else False
+    glob = str(tmp_path / "runs" / "*")
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{glob}/requests.parquet') "
+                   f"JOIN read_parquet('{glob}/runs.parquet') USING (run_uuid)").fetchone()
+    assert n is not None and n[0] == sum(len(s.requests) for s in synth)
