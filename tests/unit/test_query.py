@@ -150,11 +150,12 @@ def test_export_tree_reads_with_a_glob(tmp_path, three_runs):
     """The docs' read of many export directories at once, outside iowhy."""
     import duckdb
     synth, _ = three_runs
+    (tmp_path / "runs").mkdir()
     for i, s in enumerate(synth):
-        assert main(["export", s.path, "--format", "parquet", "-o",
-                     str(tmp_path / "runs" / str(i))]) == 0 if (tmp_path / "runs").mkdir(
-            exist_ok=True) is None else False
+        out = tmp_path / "runs" / str(i)
+        assert main(["export", s.path, "--format", "parquet", "-o", str(out)]) == 0
     glob = str(tmp_path / "runs" / "*")
-    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{glob}/requests.parquet') "
-                   f"JOIN read_parquet('{glob}/runs.parquet') USING (run_uuid)").fetchone()
-    assert n is not None and n[0] == sum(len(s.requests) for s in synth)
+    con = duckdb.connect()
+    (n,) = con.execute(f"SELECT count(*) FROM read_parquet('{glob}/requests.parquet') "
+                       f"JOIN read_parquet('{glob}/runs.parquet') USING (run_uuid)").fetchall()
+    assert n[0] == sum(len(s.requests) for s in synth)
