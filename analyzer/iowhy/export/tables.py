@@ -21,12 +21,21 @@ TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks")
 I64 = np.int64
 
 
-def _comm(a: np.ndarray) -> list[str]:
-    return [bytes(c).split(b"\0", 1)[0].decode("utf-8", "replace") for c in a]
+def _strings(pa: Any, values: np.ndarray, name: Any) -> Any:
+    """A string column from values with few distinct ones: each distinct value is named
+    once (name(value) -> str), the column is built by Arrow."""
+    u, inv = np.unique(np.asarray(values), return_inverse=True)
+    d = pa.array([name(x) for x in u.tolist()], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(inv.reshape(-1).astype(np.int32)),
+                                          d).cast(pa.string())
 
 
-def _names(codes: np.ndarray, table: dict[int, str], unknown: str = "unknown") -> list[str]:
-    return [table.get(int(c), f"{unknown}_{int(c)}") for c in codes]
+def _comm(pa: Any, a: np.ndarray) -> Any:
+    return _strings(pa, a, lambda c: bytes(c).split(b"\0", 1)[0].decode("utf-8", "replace"))
+
+
+def _names(pa: Any, codes: np.ndarray, table: dict[int, str], unknown: str = "unknown") -> Any:
+    return _strings(pa, codes, lambda c: table.get(int(c), f"{unknown}_{int(c)}"))
 
 
 def _time(pa: Any, x: np.ndarray) -> Any:
@@ -50,7 +59,8 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     u = m.uuid
 
     def uuids(n: int) -> Any:
-        return pa.array([u] * n, type=pa.string())
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                              pa.array([u])).cast(pa.string())
 
     out: dict[str, Any] = {}
     info = m.info
@@ -87,10 +97,12 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     out["requests"] = pa.table({
         "run_uuid": uuids(n),
         "seq": pa.array(rq["seq"].astype(I64), pa.int64()),
-        "device": [devname.get((int(a), int(b)), f"{int(a)}:{int(b)}") for a, b in zip(maj, mnr)],
+        "device": _strings(pa, (maj << 32) | mnr,
+                           lambda k: devname.get((k >> 32, k & 0xFFFFFFFF),
+                                                 f"{k >> 32}:{k & 0xFFFFFFFF}")),
         "dev_major": pa.array(maj, pa.int64()), "dev_minor": pa.array(mnr, pa.int64()),
-        "class": pa.array([m.class_names[int(c)] for c in rm.cls], pa.string()),
-        "op": _names(rq["op"], OP_NAMES, "op"),
+        "class": _strings(pa, rm.cls, lambda c: m.class_names[int(c)]),
+        "op": _names(pa, rq["op"], OP_NAMES, "op"),
         "start_sector": pa.array(rq["start_sector"].astype(I64), pa.int64()),
         "len_bytes": pa.array(rq["len_bytes"].astype(I64), pa.int64()),
         "done_bytes": pa.array(rq["done_bytes"].astype(I64), pa.int64()),
@@ -106,7 +118,7 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "seek_sectors": _maybe(pa, rm.seek_sectors, rm.has_seek),
         "submitter_tid": _maybe(pa, rq["tid"], rq["tid"] != 0),
         "submitter_tgid": _maybe(pa, rq["tgid"], rq["tgid"] != 0),
-        "submitter_comm": _comm(rq["comm"]),
+        "submitter_comm": _comm(pa, rq["comm"]),
         "workload": _bit(fl, abi.RQ_TRACKED),
         "call_id": _maybe(pa, rm.call_index, rm.call_index >= 0),
         "error": pa.array(rq["error"].astype(I64), pa.int64()),
@@ -128,13 +140,13 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     out["calls"] = pa.table({
         "run_uuid": uuids(n),
         "call_id": pa.array(np.arange(n, dtype=I64), pa.int64()),
-        "call": _names(fs["call_u16"], abi.CALL_NAMES, "call"),
-        "fs": _names(fs["fs_u16"], FS_NAMES, "fs"),
+        "call": _names(pa, fs["call_u16"], abi.CALL_NAMES, "call"),
+        "fs": _names(pa, fs["fs_u16"], FS_NAMES, "fs"),
         "dev_major": pa.array(fs["dev_major"].astype(I64), pa.int64()),
         "dev_minor": pa.array(fs["dev_minor"].astype(I64), pa.int64()),
         "tid": pa.array(fs["tid"].astype(I64), pa.int64()),
         "tgid": pa.array(fs["tgid"].astype(I64), pa.int64()),
-        "comm": _comm(fs["comm"]),
+        "comm": _comm(pa, fs["comm"]),
         "enter_ns": _time(pa, enter), "exit_ns": _time(pa, exit_),
         "latency_ns": _maybe(pa, exit_ - enter, seen),
         "ret": pa.array(fs["ret"].astype(I64), pa.int64()),
@@ -161,10 +173,10 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "preempted": _bit(off["flags_u16"], abi.OFF_PREEMPT),
         "iowait": _bit(off["flags_u16"], abi.OFF_IOWAIT),
         "uninterruptible": _bit(off["flags_u16"], abi.OFF_D),
-        "syscall": [syscall_name(int(x)) for x in off["syscall_nr"]],
+        "syscall": _strings(pa, off["syscall_nr"], syscall_name),
         "waker_tid": _maybe(pa, off["waker_tid"], off["waker_tid"] != 0),
         "waker_tgid": _maybe(pa, off["waker_tgid"], off["waker_tgid"] != 0),
-        "waker_comm": _comm(off["waker_comm"]),
+        "waker_comm": _comm(pa, off["waker_comm"]),
     })
 
     jr = trace.records("journal")
@@ -172,8 +184,8 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     out["journal"] = pa.table({
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, jr["ts_ns"]),
-        "event": _names(jr["event_u16"], abi.JOURNAL_EVENT_NAMES, "event"),
-        "fs": _names(jr["fs_u16"], FS_NAMES, "fs"),
+        "event": _names(pa, jr["event_u16"], abi.JOURNAL_EVENT_NAMES, "event"),
+        "fs": _names(pa, jr["fs_u16"], FS_NAMES, "fs"),
         "dev_major": pa.array(jr["dev_major"].astype(I64), pa.int64()),
         "dev_minor": pa.array(jr["dev_minor"].astype(I64), pa.int64()),
         "seq": pa.array(jr["seq"].astype(I64), pa.int64()),
@@ -181,7 +193,7 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "aux1": pa.array(jr["aux1"].astype(I64), pa.int64()),
         "aux2": pa.array(jr["aux2"].astype(I64), pa.int64()),
         "tid": pa.array(jr["tid"].astype(I64), pa.int64()),
-        "comm": _comm(jr["comm"]),
+        "comm": _comm(pa, jr["comm"]),
     })
 
     tk = trace.records("task")
@@ -191,12 +203,12 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     out["tasks"] = pa.table({
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, tk["ts_ns"]),
-        "event": _names(tk["event_u16"], events, "event"),
+        "event": _names(pa, tk["event_u16"], events, "event"),
         "tid": pa.array(tk["tid"].astype(I64), pa.int64()),
         "tgid": pa.array(tk["tgid"].astype(I64), pa.int64()),
         "parent_tgid": _maybe(pa, tk["parent_tgid"], tk["parent_tgid"] != 0),
         "exit_code": pa.array(tk["exit_code"].astype(I64), pa.int64()),
-        "comm": _comm(tk["comm"]),
+        "comm": _comm(pa, tk["comm"]),
     })
     meta = {b"iowhy.schema": str(SCHEMA_VERSION).encode(), b"iowhy.run_uuid": u.encode()}
     return {k: t.replace_schema_metadata(meta) for k, t in out.items()}
