@@ -35,8 +35,13 @@ def check_and_collect(t):
     stacks = defaultdict(list)
     last_ts = defaultdict(int)
     assert t.packet[0].sequence_flags & 1  # incremental state cleared first
+    interned: dict = defaultdict(dict)  # table -> iid -> name
     for p in t.packet:
         assert p.trusted_packet_sequence_id == 1
+        for table in ("event_names", "event_categories", "debug_annotation_names"):
+            for e in getattr(p.interned_data, table):
+                assert e.iid not in interned[table]  # each name sent once
+                interned[table][e.iid] = e.name
         if p.HasField("track_descriptor"):
             td = p.track_descriptor
             assert td.uuid not in tracks
@@ -48,10 +53,15 @@ def check_and_collect(t):
         assert te.track_uuid in tracks
         assert p.timestamp >= last_ts[te.track_uuid]  # in time order per track
         last_ts[te.track_uuid] = p.timestamp
+        if te.type in (BEGIN, INSTANT):
+            assert p.sequence_flags & 2  # uses the interned names
+            assert all(c in interned["event_categories"] for c in te.category_iids)
         if te.type == BEGIN:
-            args = {a.name: (a.string_value or a.int_value or a.bool_value)
+            args = {interned["debug_annotation_names"][a.name_iid]:
+                    (a.string_value or a.int_value or a.bool_value)
                     for a in te.debug_annotations}
-            stacks[te.track_uuid].append((te.name, p.timestamp, args))
+            stacks[te.track_uuid].append((interned["event_names"][te.name_iid], p.timestamp,
+                                          args))
         elif te.type == END:
             name, start, args = stacks[te.track_uuid].pop()
             assert p.timestamp >= start

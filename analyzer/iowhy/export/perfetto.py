@@ -13,14 +13,34 @@ from .timeline import Slice, Timeline, build, sorted_events
 
 SEQ_ID = 1
 SEQ_INCREMENTAL_STATE_CLEARED = 1
+SEQ_NEEDS_INCREMENTAL_STATE = 2
 # TrackEvent.Type
 TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
 
 
-def _annotate(te: Any, args: dict[str, Any]) -> None:
+class _Interner:
+    """Names sent once per trace: event names, categories and argument names are
+    interned (the packet that first uses one carries it in its interned_data)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, int]] = {"event_names": {}, "event_categories": {},
+                                                  "debug_annotation_names": {}}
+
+    def __call__(self, packet: Any, table: str, name: str) -> int:
+        t = self.tables[table]
+        iid = t.get(name)
+        if iid is None:
+            iid = t[name] = len(t) + 1
+            entry = getattr(packet.interned_data, table).add()
+            entry.iid = iid
+            entry.name = name
+        return iid
+
+
+def _annotate(p: Any, te: Any, args: dict[str, Any], intern: _Interner) -> None:
     for k, v in args.items():
         a = te.debug_annotations.add()
-        a.name = k
+        a.name_iid = intern(p, "debug_annotation_names", k)
         if isinstance(v, bool):
             a.bool_value = v
         elif isinstance(v, int):
@@ -62,9 +82,11 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
                 td.counter.unit_name = t.counter_unit
             b.write_packet(p)
             counts["tracks"] += 1
+        intern = _Interner()
         for kind, item in sorted_events(tl):
             p = b.create_packet()
             p.trusted_packet_sequence_id = SEQ_ID
+            p.sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE
             te = p.track_event
             if kind == "C":
                 track, ts, value = item
@@ -85,9 +107,9 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
                 else:
                     p.timestamp = s.start
                     te.type = TYPE_SLICE_BEGIN if kind == "B" else TYPE_INSTANT
-                    te.name = s.name
-                    te.categories.append(s.cat)
-                    _annotate(te, s.args)
+                    te.name_iid = intern(p, "event_names", s.name)
+                    te.category_iids.append(intern(p, "event_categories", s.cat))
+                    _annotate(p, te, s.args, intern)
                     counts["slices" if kind == "B" else "instants"] += 1
             b.write_packet(p)
     return counts
