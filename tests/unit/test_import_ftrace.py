@@ -184,3 +184,24 @@ def test_no_ftrace_is_one_line(tmp_path, capsys):
     assert main(["import", "ftrace", str(src), "-o", str(tmp_path / "o.iowt")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("iowhy: no ftrace events") and err.count("\n") == 1
+
+
+def test_exit_seen_as_the_last_switch_out(tmp_path):
+    """Without sched_process_exit, a thread's switch-out in state X ends its life: its
+    time after that is no task's, as in the original run."""
+    s = synth_run(tmp_path / "orig.iowt", seed=23, n_fsync=10, n_reads=4)
+    lines = []
+    for x in capture_text(s, "tracefs").splitlines():
+        if "sched_process_exit: comm=worker pid=100" in x:
+            x = x.replace("sched_process_exit: comm=worker pid=100 prio=120",
+                          "sched_switch: prev_comm=worker prev_pid=100 prev_prio=120 "
+                          "prev_state=X ==> next_comm=swapper/1 next_pid=0 next_prio=120")
+            assert "prev_state=X" in x
+        lines.append(x)
+    src = tmp_path / "trace"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "i.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out), "--pid", "100"]) == 0
+    a, b = analyze(read_trace(s.path)), analyze(read_trace(str(out)))
+    assert merged(b["attribution_ns"]) == merged(a["attribution_ns"])
+    assert b["attribution_ns"]["wait-other"] > 0  # the time after the exit

@@ -260,7 +260,12 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
             stats.unmatched["sched_switch lines not understood"] += 1
             return
         prev, nxt = int(s["pp"]), int(s["np"])
-        if st.is_workload(prev, s["pc"], t):
+        if st.is_workload(prev, s["pc"], t) and s["ps"].rstrip("+") in ("X", "Z", "X|Z", "Z|X"):
+            # the thread's last switch-out: it exited (no sched_process_exit needed)
+            if not any(x["tid"] == prev and x["event_u16"] == abi.TASK_EXIT for x in st.tasks):
+                st.tasks.append({"tid": prev, "tgid": prev, "ts_ns": t,
+                                 "event_u16": abi.TASK_EXIT, "comm": s["pc"].encode()[:16]})
+        elif st.is_workload(prev, s["pc"], t):
             state = s["ps"]
             flags = abi.OFF_PREEMPT if state.startswith("R") else 0
             if "D" in state:
