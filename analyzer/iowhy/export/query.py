@@ -106,8 +106,8 @@ def run_query(sql: str, runs: Sequence[str]) -> tuple[list[str], list[tuple]]:
         return cols, cur.fetchall()
     except duckdb.Error as e:
         raise QueryError(f"query failed: {str(e).splitlines()[0]}",
-                         "the views are runs, requests, calls, offcpu, journal, tasks "
-                         "(docs/parquet-schema.md)") from None
+                         "the views are runs, requests, calls, offcpu, journal and tasks; "
+                         "their columns are in docs/parquet-schema.md") from None
     finally:
         con.close()
 
