@@ -171,6 +171,8 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             args["seek_sectors"] = int(rm.seek_sectors[i])
         if incomplete[i]:
             args["incomplete"] = True
+        if issue[i] <= 0:
+            args["issued"] = False  # e.g. an empty PREFLUSH write waiting for its flush
         tl.slices.append(Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
                                "request", args))
 
@@ -208,7 +210,8 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             continue
         if tid != cur_tid:
             if cur_tid >= 0:
-                _running(tl, state_track[cur_tid], last, life.get(cur_tid, (0, 0, tl.end_ns))[2])
+                _running(tl, state_track[cur_tid], last,
+                         life.get(cur_tid, (0, 0, tl.end_ns, ""))[2])
             cur_tid = tid
             last = life.get(tid, (0, w0, 0, ""))[1]
         if s < last:  # overlapping records of one thread: keep the first
@@ -232,8 +235,9 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         last = e
     if cur_tid >= 0:
         _running(tl, state_track[cur_tid], last, life.get(cur_tid, (0, 0, tl.end_ns, ""))[2])
+    with_off = {int(x) for x in np.unique(off["tid"])}
     for tid in tids:
-        if not (off["tid"] == tid).any():
+        if tid not in with_off:
             _, b, d, _ = life.get(tid, (0, w0, tl.end_ns, ""))
             _running(tl, state_track[tid], b, d)
     # fsync-family calls on the thread's track (lanes in case records overlap).
