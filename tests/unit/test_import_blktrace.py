@@ -79,7 +79,7 @@ class BlktraceWriter:
         return out
 
 
-def capture_of(s, bo="<", tmp=None):
+def capture_of(s, bo="<", tmp=None, getrq=True):
     """blktrace events of the synthetic requests: Q, G, I, D, C (flush requests of the
     flush machinery: D and C only); a request of more than one page arrives as two
     bios, the second back-merged; process names as notify records."""
@@ -96,10 +96,11 @@ def capture_of(s, bo="<", tmp=None):
         cpu = int(rng.integers(0, 2))
         if q["op"] != abi.OP_FLUSH:
             n = q["len_bytes"]
-            first = n - 4096 if n > 4096 else n
-            w.request_event(q["submit_ns"], cpu, Q, q, nbytes=first,
+            first = n - 4096 if n > 4096 and getrq else n
+            w.request_event(q["submit_ns"] - (0 if getrq else 50), cpu, Q, q, nbytes=first,
                             cgroup=1234 if k == 3 else None)
-            w.request_event(q["submit_ns"], cpu, G, q, nbytes=first)
+            if getrq:
+                w.request_event(q["submit_ns"], cpu, G, q, nbytes=first)
             if n > first:
                 second = dict(q)
                 w.request_event(q["submit_ns"] + 1, cpu, Q, second, nbytes=4096,
@@ -251,3 +252,21 @@ def test_merged_dump_reads_like_the_per_cpu_files(tmp_path):
     for f in ("start_sector", "len_bytes", "submit_ns", "insert_ns", "issue_ns", "done_ns",
               "op", "tid", "comm", "iflags", "flags_u16"):
         assert np.array_equal(ra[f], rb[f]), f
+
+
+def test_without_getrq_the_submission_is_the_queueing(tmp_path):
+    """A capture without G events (a partial capture): a request is made at insert,
+    submitted when its bio was queued."""
+    s = synth_run(tmp_path / "orig.iowt", seed=16, n_fsync=6, n_reads=3)
+    out = tmp_path / "i.iowt"
+    assert main(["import", "blktrace", *capture_of(s, getrq=False).files(tmp_path), "-o",
+                 str(out)]) == 0
+    tr = read_trace(str(out))
+    assert tr.meta["import"]["unmatched"] == {}
+    got = {int(r["issue_ns"]): r for r in tr.records("request")}
+    for q in s.requests:
+        r = got[q["issue_ns"]]
+        if q["op"] != abi.OP_FLUSH:
+            assert int(r["submit_ns"]) == q["submit_ns"] - 50
+            assert int(r["insert_ns"]) == q["insert_ns"]
+            assert int(r["flags_u16"]) & abi.RQ_ORIGIN

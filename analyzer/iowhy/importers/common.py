@@ -79,6 +79,7 @@ class Req:
     origin: bool = False
     unmatched: bool = False
     flush_seq: bool = False  # completed by the flush machinery (an empty PREFLUSH write)
+    queued: int = 0  # time of the bio's queue event (Q)
 
 
 @dataclass
@@ -118,6 +119,7 @@ class RequestMatcher:
             qt, qtid, qcomm, qfl = q.popleft()
             r.tid, r.comm, r.origin = qtid, qcomm or comm, True
             r.iflags |= qfl
+            r.queued = qt
         else:
             self.stats.unmatched["request without its queued bio (submitter unknown)"] += 1
             r.tid, r.comm = tid, comm
@@ -139,8 +141,9 @@ class RequestMatcher:
                 if nbytes:
                     r.nbytes = int(nbytes)
                 return
+        # No get-request event: the submission is the bio's queueing, if seen.
         r = self._new(t, dev, sector, nbytes, op, iflags, tid, comm)
-        r.submit = 0 if not r.origin else r.submit
+        r.submit = r.queued
         r.insert = t
 
     def merge(self, t: int, dev: tuple[int, int], sector: int, nbytes: int, op: int,
