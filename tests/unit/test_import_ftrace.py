@@ -205,3 +205,13 @@ def test_exit_seen_as_the_last_switch_out(tmp_path):
     a, b = analyze(read_trace(s.path)), analyze(read_trace(str(out)))
     assert merged(b["attribution_ns"]) == merged(a["attribution_ns"])
     assert b["attribution_ns"]["wait-other"] > 0  # the time after the exit
+
+
+@pytest.mark.parametrize("fmt", ["ftrace", "blktrace"])
+def test_fifo_input_is_refused_without_blocking(tmp_path, capsys, fmt):
+    import os
+    fifo = tmp_path / "trace_pipe"
+    os.mkfifo(fifo)
+    assert main(["import", fmt, str(fifo), "-o", str(tmp_path / "o.iowt")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"iowhy: {fifo} is not a regular file") and err.count("\n") == 1

@@ -24,7 +24,8 @@ import struct
 from typing import Any
 
 from .. import abi
-from .common import ImportError_, ImportStats, RequestMatcher, request_records, write_imported
+from .common import (ImportError_, ImportStats, RequestMatcher, open_input, request_records,
+                     write_imported)
 
 MAGIC = 0x65617400
 VERSION = 0x07
@@ -56,11 +57,8 @@ def dev_split(dev: int) -> tuple[int, int]:
 
 def read_records(path: str, stats: ImportStats, order0: int = 0) -> tuple[list[Event], str]:
     """Every record of one file, and its byte order ('<' or '>')."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ImportError_(f"cannot read {path}: {e.strerror}", "check the path") from None
+    with open_input(path) as f:
+        data = f.read()
     if not data:
         return [], "<"
     if len(data) < HDR:

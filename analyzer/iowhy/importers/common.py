@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 import numpy as np
 
@@ -37,6 +38,21 @@ class ImportError_(Exception):
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.hint = hint
+
+
+def open_input(path: str) -> BinaryIO:
+    """Open a capture for reading: a regular file only (a FIFO such as trace_pipe, or a
+    device, would block or never end), opened without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ImportError_(f"cannot read {path}: {e.strerror}", "check the path") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ImportError_(f"{path} is not a regular file",
+                           "save the capture to a file first (cat trace_pipe > FILE)")
+    return os.fdopen(fd, "rb")
 
 
 def parse_rwbs(rwbs: str) -> tuple[int, int]:
@@ -274,7 +290,7 @@ def content_uuid(paths: Iterable[str]) -> str:
     same run."""
     h = hashlib.sha256()
     for p in paths:
-        with open(p, "rb") as f:
+        with open_input(p) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
         h.update(b"\0")

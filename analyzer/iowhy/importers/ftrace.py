@@ -18,6 +18,7 @@ compare with iowhy recordings) at the precision it printed.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections import Counter
@@ -27,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from .. import abi
-from .common import (ImportError_, ImportStats, RequestMatcher, parse_rwbs, request_records,
-                     write_imported)
+from .common import (ImportError_, ImportStats, RequestMatcher, open_input, parse_rwbs,
+                     request_records, write_imported)
 
 LINE = re.compile(
     r"^\s*(?P<comm>.+?)(?:-(?P<pid1>\d+)|\s+(?P<pid2>\d+)(?:/(?P<tid>\d+))?)\s+"
@@ -331,11 +332,7 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
     first = last = None
     parsed: list[tuple[int, int, str, str, int, str, int]] = []
     for p in inputs:
-        try:
-            f = open(p, "r", encoding="utf-8", errors="replace")
-        except OSError as e:
-            raise ImportError_(f"cannot read {p}: {e.strerror}", "check the path") from None
-        with f:
+        with io.TextIOWrapper(open_input(p), encoding="utf-8", errors="replace") as f:
             for k, raw in enumerate(f):
                 line = raw.rstrip("\n")
                 if not line.strip() or line.lstrip().startswith("#") or line.startswith(
