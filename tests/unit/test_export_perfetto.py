@@ -17,6 +17,7 @@ from synth_runs import DEV, meta, records, rq, synth_run
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
+FLOWS: dict = {"out": {}, "in": {}}  # flow id -> (track, time) of the last file checked
 
 
 def parse(path):
@@ -34,6 +35,9 @@ def check_and_collect(t):
     counters = defaultdict(list)
     stacks = defaultdict(list)
     last_ts = defaultdict(int)
+    flows_out, flows_in = FLOWS["out"], FLOWS["in"]
+    flows_out.clear()
+    flows_in.clear()
     assert t.packet[0].sequence_flags & 1  # incremental state cleared first
     interned: dict = defaultdict(dict)  # table -> iid -> name
     for p in t.packet:
@@ -57,6 +61,12 @@ def check_and_collect(t):
             assert p.sequence_flags & 2  # uses the interned names
             assert all(c in interned["event_categories"] for c in te.category_iids)
         if te.type == BEGIN:
+            for f in te.flow_ids:
+                assert f not in flows_out
+                flows_out[f] = (te.track_uuid, p.timestamp)
+            for f in te.terminating_flow_ids:
+                assert f not in flows_in
+                flows_in[f] = (te.track_uuid, p.timestamp)
             args = {interned["debug_annotation_names"][a.name_iid]:
                     (a.string_value or a.int_value or a.bool_value)
                     for a in te.debug_annotations}
@@ -72,6 +82,8 @@ def check_and_collect(t):
         else:
             assert te.type == INSTANT
     assert all(not s for s in stacks.values())  # every slice ended
+    assert set(flows_out) == set(flows_in)  # every flow leaves one slice, ends on one
+    assert all(flows_out[f][1] <= flows_in[f][1] for f in flows_out)  # forward in time
     return tracks, slices, counters
 
 
@@ -115,6 +127,10 @@ def test_perfetto_round_trip(tmp_path):
         (u,) = [u for u, n in names.items() if n == f"attribution {cat} (ns)"]
         assert counters[u][-1] == (s.end_ns, v)
     assert any(n.startswith("lost_ringbuf_request") for n in names.values())
+    # A flow from each fsync call to the data write its thread submitted inside it.
+    assert len(FLOWS["out"]) == len(data) == len(s.fsyncs)
+    assert {FLOWS["out"][f][0] for f in FLOWS["out"]} == {thread}
+    assert {FLOWS["in"][f][0] for f in FLOWS["in"]} <= dev_tracks
 
 
 def test_overlapping_requests_go_on_lanes(tmp_path):
@@ -169,6 +185,8 @@ def test_chrome_json_matches_perfetto(tmp_path):
                 stack.pop()
             assert not stack or e <= stack[-1] + 1e-9
             stack.append(e)
+    starts = {e["id"] for e in ev if e["ph"] == "s"}
+    assert starts == {e["id"] for e in ev if e["ph"] == "f"} and len(starts) == 12
     names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
     assert "worker 100" in names and "sdz queue" in names
 

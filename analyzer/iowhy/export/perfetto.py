@@ -54,7 +54,7 @@ def _annotate(p: Any, te: Any, args: dict[str, Any], intern: _Interner) -> None:
 def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[str, int]:
     pb = need("perfetto.trace_builder.proto_builder")
     tl = tl or build(trace)
-    counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0}
+    counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0, "flows": tl.flows}
     with create_file(path) as f:
         b = pb.StreamingTraceProtoBuilder(f)
         first = True
@@ -107,6 +107,10 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
                 else:
                     p.timestamp = s.start
                     te.type = TYPE_SLICE_BEGIN if kind == "B" else TYPE_INSTANT
+                    if s.flows_out:
+                        te.flow_ids.extend(s.flows_out)
+                    if s.flows_in:
+                        te.terminating_flow_ids.extend(s.flows_in)
                     te.name_iid = intern(p, "event_names", s.name)
                     te.category_iids.append(intern(p, "event_categories", s.cat))
                     _annotate(p, te, s.args, intern)
@@ -144,7 +148,8 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
     for g, pid in group_pid.items():
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                        "args": {"name": g}})
-    counts = {"tracks": len(tl.tracks), "slices": 0, "instants": 0, "counter values": 0}
+    counts = {"tracks": len(tl.tracks), "slices": 0, "instants": 0, "counter values": 0,
+              "flows": tl.flows}
 
     def us(ns: int) -> float:
         return round((ns - tl.start_ns) / 1000.0, 3)
@@ -164,6 +169,13 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
                            "dur": round((s.end - s.start) / 1000.0, 3), "pid": pid, "tid": tid,
                            "args": s.args})
             counts["slices"] += 1
+            # flows: "s" inside the call's slice, "f" bound to the request's slice
+            for fid in s.flows_out:
+                events.append({"ph": "s", "id": fid, "name": "submitted", "cat": "flow",
+                               "ts": us(s.start), "pid": pid, "tid": tid})
+            for fid in s.flows_in:
+                events.append({"ph": "f", "bp": "e", "id": fid, "name": "submitted",
+                               "cat": "flow", "ts": us(s.start), "pid": pid, "tid": tid})
         else:
             events.append({"ph": "i", "s": "t", "name": s.name, "cat": s.cat,
                            "ts": us(s.start), "pid": pid, "tid": tid, "args": s.args})

@@ -10,6 +10,7 @@ Tracks:
 * per filesystem, its journal: jbd2 commits (with their locking, flushing and logging
   phases nested), ext4 fast commits, XFS iclog writes and XFS log forces (until the
   log's next iclog completion) as slices; btrfs events as instants;
+* flows: from each fsync-family call to the requests its thread submitted inside it;
 * counters: the attribution categories (cumulative ns: 0 at the start, the total at the
   end), each device's mean queue depth per interval, and every loss counter.
 
@@ -49,6 +50,9 @@ class Slice:
     name: str
     cat: str
     args: dict[str, Any] = field(default_factory=dict)
+    # Flows (arrows): ids leaving this slice, and ids ending on it.
+    flows_out: list[int] = field(default_factory=list)
+    flows_in: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Timeline:
     counters: list[tuple[int, int, float]] = field(default_factory=list)  # track, ts, value
     start_ns: int = 0
     end_ns: int = 0
+    flows: int = 0  # flow ids handed out (1..flows)
     _next: int = 1
 
     def track(self, name: str, parent: int | None = None, **kw: Any) -> int:
@@ -142,6 +147,7 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     dev = (rq["dev_major"].astype(I64) << 32) | rq["dev_minor"].astype(I64)
     order = np.lexsort((start, dev))
     lanes: dict[int, Lanes] = {}
+    req_slice: dict[int, Slice] = {}
     for i in order.tolist():
         if not keep[i]:
             continue
@@ -173,8 +179,9 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             args["incomplete"] = True
         if issue[i] <= 0:
             args["issued"] = False  # e.g. an empty PREFLUSH write waiting for its flush
-        tl.slices.append(Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
-                               "request", args))
+        req_slice[i] = Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
+                             "request", args)
+        tl.slices.append(req_slice[i])
 
     # -- threads -----------------------------------------------------------------
     tasks = trace.records("task")
@@ -242,6 +249,7 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             _running(tl, state_track[tid], b, d)
     # fsync-family calls on the thread's track (lanes in case records overlap).
     call_lanes: dict[int, Lanes] = {}
+    call_slice: dict[int, Slice] = {}
     f_order = np.lexsort((fs["enter_ns"], fs["tid"]))
     for i in f_order.tolist():
         r = fs[i]
@@ -259,8 +267,16 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
                 "ino": int(r["ino"]), "ret": int(r["ret"]), "call_id": int(i)}
         if int(r["flags_u16"]) & abi.FS_F_SEQ:
             args["commit_seq"] = int(r["commit_seq"])
-        tl.slices.append(Slice(call_lanes[tid].place(s, e), s, e,
-                               abi.CALL_NAMES.get(int(r["call_u16"]), "call"), "fsync", args))
+        call_slice[i] = Slice(call_lanes[tid].place(s, e), s, e,
+                              abi.CALL_NAMES.get(int(r["call_u16"]), "call"), "fsync", args)
+        tl.slices.append(call_slice[i])
+    # A flow from each call to every request its thread submitted inside it.
+    for j in np.flatnonzero(rm.call_index >= 0).tolist():
+        ci = int(rm.call_index[j])
+        if ci in call_slice and j in req_slice:
+            tl.flows += 1
+            call_slice[ci].flows_out.append(tl.flows)
+            req_slice[j].flows_in.append(tl.flows)
 
     # -- journal -----------------------------------------------------------------
     _journal(tl, trace.records("journal"), devname, meta)
