@@ -327,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .commands import add_analysis_parsers
     add_analysis_parsers(sub)
+    from .export.cli import add_export_parsers
+    add_export_parsers(sub)
     return p
 
 

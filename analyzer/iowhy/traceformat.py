@@ -116,7 +116,10 @@ class Trace:
 
     def problems(self) -> list[str]:
         """Everything lost or suspicious, in words, for the top of every report."""
-        out = []
+        out: list[str] = []
+        imp = self.meta.get("import")  # an imported capture: what its source lacks
+        if isinstance(imp, dict) and isinstance(imp.get("problems"), list):
+            out.extend(str(p) for p in imp["problems"])
         if self.truncated:
             out.append(
                 "trace is truncated (no trailer: the recorder was killed or the disk filled); "

@@ -1,0 +1,118 @@
+"""`iowhy export`, `iowhy query` and `iowhy import` (added to cli.py's parser by
+add_export_parsers). numpy, pyarrow, duckdb and perfetto are imported where used."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+FORMATS = ("parquet", "perfetto", "chrome-json")
+IMPORT_FORMATS = ("blktrace", "ftrace")
+
+
+def add_export_parsers(sub: Any) -> None:
+    e = sub.add_parser(
+        "export", help="convert a trace for other tools: Parquet, Perfetto, Trace Event JSON",
+        description="Write a trace as Parquet tables (a directory: runs, requests, calls, "
+                    "offcpu, journal, tasks; docs/parquet-schema.md), as a Perfetto trace "
+                    "(open it in ui.perfetto.dev) or as Trace Event JSON (chrome://tracing). "
+                    "Needs the optional packages: pip install 'iowhy[export]'.")
+    e.add_argument("trace", help="trace file (.iowt)")
+    e.add_argument("--format", choices=FORMATS, required=True,
+                   help="parquet: a directory of .parquet files; perfetto: a .pftrace file; "
+                        "chrome-json: a .json file")
+    e.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="directory (parquet) or file to write; files are mode 0600 and "
+                        "never written through a symlink")
+    e.set_defaults(func=cmd_export)
+
+    q = sub.add_parser(
+        "query", help="SQL over many runs (DuckDB): runs, requests, calls, offcpu, journal",
+        description="Run one SQL query over the views runs, requests, calls, offcpu, journal "
+                    "and tasks of every given run (docs/parquet-schema.md; examples in "
+                    "docs/export.md). The query reads nothing but those runs.")
+    q.add_argument("sql", metavar="SQL", help="the query (DuckDB SQL)")
+    q.add_argument("runs", nargs="+", metavar="RUN",
+                   help="trace files (.iowt) or directories from `iowhy export --format parquet`")
+    fmt = q.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
+    q.set_defaults(func=cmd_query)
+
+    im = sub.add_parser(
+        "import", help="turn a blktrace or ftrace capture into an iowhy trace",
+        description="Read blktrace binary files (DEV.blktrace.N, or a `blkparse -d` dump) or "
+                    "ftrace text (tracefs trace/trace_pipe, `trace-cmd report`, `perf "
+                    "script`) and write an iowhy trace that every other command reads. The "
+                    "trace says on its first line what the source could not provide.")
+    im.add_argument("format", choices=IMPORT_FORMATS, help="what INPUT is")
+    im.add_argument("inputs", nargs="+", metavar="INPUT", help="capture file(s)")
+    im.add_argument("-o", "--output", required=True, metavar="OUT.iowt",
+                    help="trace to write (mode 0600; a symlink there is replaced, not "
+                         "followed)")
+    im.add_argument("--pid", type=int, action="append", metavar="TID",
+                    help="a thread of the workload (repeatable): its requests count as the "
+                         "workload's and, with ftrace sched events, its off-CPU time is "
+                         "attributed")
+    im.add_argument("--comm", action="append", metavar="NAME",
+                    help="threads of this name are the workload's (repeatable)")
+    im.set_defaults(func=cmd_import)
+
+
+def _user_error(e: Exception) -> Exception:
+    from ..cli import UserError
+    return UserError(str(e), getattr(e, "hint", ""))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..cli import load
+    from .files import OutputError
+    tr = load(args.trace)
+    try:
+        if args.format == "parquet":
+            from .parquet import write_parquet
+            rows = write_parquet(tr, args.output)
+            print(f"wrote {args.output}: " + ", ".join(f"{k} {v} rows" for k, v in rows.items()),
+                  file=sys.stderr)
+        else:
+            from .perfetto import write_chrome_json, write_perfetto
+            fn = write_perfetto if args.format == "perfetto" else write_chrome_json
+            counts = fn(tr, args.output)
+            print(f"wrote {args.output}: " + ", ".join(f"{v} {k}" for k, v in counts.items()),
+                  file=sys.stderr)
+    except OutputError as err:
+        raise _user_error(err) from None
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .query import QueryError, render_csv, render_json, render_table, run_query
+    try:
+        cols, rows = run_query(args.sql, args.runs)
+    except QueryError as err:
+        raise _user_error(err) from None
+    if args.csv:
+        print(render_csv(cols, rows))
+    elif args.json:
+        print(render_json(cols, rows))
+    elif cols:
+        print(render_table(cols, rows))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ..importers.common import ImportError_
+    try:
+        workload, comms = set(args.pid or ()), set(args.comm or ())
+        if args.format == "blktrace":
+            from ..importers.blktrace import import_blktrace
+            res = import_blktrace(args.inputs, args.output, workload, comms)
+        else:
+            from ..importers.ftrace import import_ftrace
+            res = import_ftrace(args.inputs, args.output, workload, comms)
+    except ImportError_ as err:
+        raise _user_error(err) from None
+    print(f"wrote {args.output}: " + ", ".join(f"{v} {k}" for k, v in res.items()),
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,180 @@
+"""The one place the exporters read iowhy's model of a run.
+
+Everything the exporters need beyond the raw records (each request's class, latency
+parts, seek distance and fsync-family call; the attribution of the elapsed time) is
+computed here from the analysis modules' public functions. When the analysis modules
+move, only this file changes.
+
+All arrays are aligned with the trace's records in file order (`Trace.records(name)`):
+request i of `RunModel.requests` is record i of `trace.records("request")`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import abi
+from ..names import CLASS_NAMES
+
+I64 = np.int64
+# The attribution categories, in report order (attribute.WORKLOAD_CATEGORIES).
+CATEGORIES: tuple[str, ...] = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read",
+                               "wait-other")
+OP_NAMES = {abi.OP_READ: "read", abi.OP_WRITE: "write", abi.OP_FLUSH: "flush",
+            abi.OP_DISCARD: "discard", abi.OP_OTHER: "other"}
+FS_NAMES = dict(abi.FS_NAMES)
+
+
+@dataclass
+class RequestModel:
+    """Per request, aligned with trace.records("request")."""
+
+    cls: np.ndarray  # int8, index into CLASS_NAMES
+    queue_ns: np.ndarray  # int64, -1 when not observed
+    device_ns: np.ndarray  # int64, -1 when not observed
+    total_ns: np.ndarray  # int64, -1 when not observed
+    seek_sectors: np.ndarray  # int64 signed seek from the previous request's end
+    has_seek: np.ndarray  # bool: seek_sectors is meaningful
+    call_index: np.ndarray  # int64 index into trace.records("fsync"), -1 when none
+
+
+@dataclass
+class RunModel:
+    uuid: str
+    info: dict[str, Any]  # host, kernel, command, devices, filesystems, elapsed_ns, ...
+    attribution_ns: dict[str, int] | None  # None when the source cannot attribute
+    requests: RequestModel
+    class_names: tuple[str, ...] = CLASS_NAMES
+    source_limits: list[str] = field(default_factory=list)
+    # Device name -> (bucket width ns, mean queue depth per bucket from the window start).
+    queue_depth: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
+
+
+def run_uuid(trace: Any) -> str:
+    """A stable id for a recording: the importer's or recorder's `run_uuid` if the trace
+    has one, else a name-based UUID of what identifies the recording (host, creation
+    time, start, command, pid), so exporting one file twice gives the same id."""
+    for src in (trace.meta or {}, trace.recorder or {}):
+        if isinstance(src.get("run_uuid"), str):
+            return str(src["run_uuid"])
+    h = hashlib.sha256()
+    for part in (trace.meta.get("host"), trace.created_realtime_ns, trace.start_ns,
+                 trace.recorder.get("command") or trace.meta.get("command"),
+                 trace.recorder.get("pid"), trace.end_ns):
+        h.update(repr(part).encode())
+        h.update(b"\0")
+    return str(uuid.UUID(bytes=h.digest()[:16], version=5))
+
+
+def source_limits(trace: Any) -> list[str]:
+    """What the trace's source could not provide (imported traces say so in META)."""
+    src = (trace.meta or {}).get("import")
+    if isinstance(src, dict) and isinstance(src.get("missing"), list):
+        return [str(x) for x in src["missing"]]
+    return []
+
+
+def can_attribute(trace: Any) -> bool:
+    """Whether the workload attribution is meaningful: the source saw the workload's
+    threads (task and off-CPU records)."""
+    src = (trace.meta or {}).get("import")
+    if isinstance(src, dict) and src.get("attribution") is False:
+        return False
+    return True
+
+
+def syscall_name(nr: int) -> str:
+    from ..attribute import syscall_name as name
+    return name(int(nr))
+
+
+def request_model(trace: Any) -> RequestModel:
+    """Class, latency parts, seek and fsync-family call of every request."""
+    from ..classify import classify
+    from ..match import (device_ns, device_stages, join_calls, latency_ok, load_requests,
+                         queue_ns, total_ns, trace_window)
+    win = trace_window(trace)
+    rq = load_requests(trace, win)
+    n = len(rq)
+    fs = trace.records("fsync")
+    call = np.full(n, -1, I64)
+    if n and len(fs):
+        fl = fs["flags_u16"]
+        ex = fs["exit_ns"].astype(I64)
+        exit_ = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
+        tracked = ((rq.flags & abi.RQ_TRACKED) != 0) & (rq.op != abi.OP_READ)
+        call = join_calls(rq.tid, rq.submit, fs["tid"].astype(I64),
+                          fs["enter_ns"].astype(I64), exit_, sel=tracked).astype(I64)
+    btrfs_sync = np.zeros(n, bool)
+    inc = call >= 0
+    if inc.any():
+        btrfs_sync[inc] = fs["fs_u16"][call[inc]] == abi.FS_BTRFS
+    cls = classify(rq, trace.meta or {}, btrfs_sync=btrfs_sync, devices=rq.devices)
+    ok = latency_ok(rq)
+    q = np.where(ok, queue_ns(rq), -1)
+    d = np.where(ok, device_ns(rq), -1)
+    t = np.where(ok, total_ns(rq), -1)
+    seek = np.zeros(n, I64)
+    has = np.zeros(n, bool)
+    if n:
+        st = device_stages(rq, win)
+        si = np.asarray(st.seek_idx).astype(I64)
+        seek[si] = np.asarray(st.seek).astype(I64)
+        has[si] = True
+    return RequestModel(cls=np.asarray(cls, np.int8), queue_ns=q.astype(I64),
+                        device_ns=d.astype(I64), total_ns=t.astype(I64), seek_sectors=seek,
+                        has_seek=has, call_index=call)
+
+
+def analysis_figures(trace: Any, depth_buckets: int = 200
+                     ) -> tuple[int, dict[str, int] | None, dict[str, tuple[int, list[float]]]]:
+    """(elapsed ns, attribution per category in ns, queue depth series per device) from
+    the analysis; None for the attribution when the source cannot attribute."""
+    from ..analysis import AnalysisConfig, analyze
+    r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1,
+                                      queue_depth_buckets=depth_buckets))
+    att = {k: int(v) for k, v in r["attribution_ns"].items()}
+    qd = {}
+    for d in r.get("devices", []):
+        q = d.get("queue_depth") or {}
+        if q.get("series") is not None and q.get("step_ns"):
+            qd[str(d.get("name"))] = (int(q["step_ns"]), [float(x) for x in q["series"]])
+    return int(r["elapsed_ns"]), (att if can_attribute(trace) else None), qd
+
+
+def run_info(trace: Any) -> dict[str, Any]:
+    meta = trace.meta or {}
+    cmd = trace.recorder.get("command") or meta.get("command") or []
+    return {
+        "host": meta.get("host"),
+        "kernel": meta.get("kernel"),
+        "machine": meta.get("machine"),
+        "iowhy_version": meta.get("iowhy_version") or trace.recorder.get("iowhy_version"),
+        "command": " ".join(str(c) for c in cmd) if isinstance(cmd, list) else str(cmd),
+        "pid": trace.recorder.get("pid"),
+        "devices": [str(d.get("name")) for d in meta.get("devices", []) or []],
+        "filesystems": sorted({str(f.get("fstype")) for f in meta.get("filesystems", []) or []
+                               if f.get("fstype")}),
+        "start_ns": int(trace.start_ns),
+        "end_ns": int(trace.end_ns),
+        "realtime_minus_monotonic_ns": (meta.get("clock") or {}).get(
+            "realtime_minus_monotonic_ns"),
+        "created_realtime_ns": int(trace.created_realtime_ns),
+        "source": ((meta.get("import") or {}).get("format") or "iowhy record"),
+        "lost_events": int(trace.lost_events),
+        "truncated": bool(trace.truncated),
+    }
+
+
+def load_run(trace: Any) -> RunModel:
+    elapsed, att, qd = analysis_figures(trace)
+    info = run_info(trace)
+    info["elapsed_ns"] = elapsed
+    return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=att,
+                    requests=request_model(trace), source_limits=source_limits(trace),
+                    queue_depth=qd)

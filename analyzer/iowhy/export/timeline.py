@@ -1,0 +1,416 @@
+"""A run as a timeline: tracks, slices, instants and counters, for the Perfetto and
+Trace Event JSON writers (perfetto.py).
+
+Tracks:
+* per device, its queue: every request as a slice from issue to final completion,
+  named by class, with sector, bytes, flags and submitter as arguments. Requests in
+  flight together go on lanes (child tracks) so slices on one track never overlap;
+* per workload thread: its fsync-family calls (the thread's track) and its scheduling
+  state (a child track: running, runnable, blocked in SYSCALL, with the waker);
+* per filesystem, its journal: jbd2 commits (with their locking, flushing and logging
+  phases nested), ext4 fast commits, XFS iclog writes and XFS log forces (until the
+  log's next iclog completion) as slices; btrfs events as instants;
+* flows: from each fsync-family call to the requests its thread submitted inside it;
+* counters: the attribution categories (cumulative ns: 0 at the start, the total at the
+  end), each device's mean queue depth per interval, and every loss counter.
+
+Times are the trace's (CLOCK_MONOTONIC ns).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import abi
+from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
+
+I64 = np.int64
+
+
+@dataclass
+class Track:
+    uuid: int
+    name: str
+    parent: int | None = None
+    pid: int | None = None  # a thread track: pid/tid (and a process track: pid only)
+    tid: int | None = None
+    counter_unit: str | None = None  # set for a counter track ("ns", "count", "requests")
+    group: str = ""  # devices, threads, journal, counters (Trace Event JSON's processes)
+
+
+@dataclass
+class Slice:
+    track: int
+    start: int
+    end: int
+    name: str
+    cat: str
+    args: dict[str, Any] = field(default_factory=dict)
+    # Flows (arrows): ids leaving this slice, and ids ending on it.
+    flows_out: list[int] = field(default_factory=list)
+    flows_in: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Timeline:
+    tracks: dict[int, Track] = field(default_factory=dict)
+    slices: list[Slice] = field(default_factory=list)
+    instants: list[Slice] = field(default_factory=list)  # start == end
+    counters: list[tuple[int, int, float]] = field(default_factory=list)  # track, ts, value
+    start_ns: int = 0
+    end_ns: int = 0
+    flows: int = 0  # flow ids handed out (1..flows)
+    _next: int = 1
+
+    def track(self, name: str, parent: int | None = None, **kw: Any) -> int:
+        u = self._next
+        self._next += 1
+        self.tracks[u] = Track(u, name, parent, **kw)
+        return u
+
+
+def _comm(b: bytes) -> str:
+    return bytes(b).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class Lanes:
+    """Slices that may overlap, put on lane tracks (children of `parent`) so that slices
+    of one lane never overlap: lane 0 is the parent itself."""
+
+    def __init__(self, tl: Timeline, parent: int, name: str, lane_parent: int | None = None,
+                 **kw: Any) -> None:
+        self.tl, self.parent, self.name, self.kw = tl, parent, name, kw
+        # Where further lanes hang (Perfetto nests tracks under process tracks and
+        # plain tracks, not under thread tracks).
+        self.lane_parent = parent if lane_parent is None else lane_parent
+        self.lanes = [parent]
+        self.next_free = [0]  # per lane, the end of its last slice
+
+    def place(self, start: int, end: int) -> int:
+        # The lowest-numbered lane free at `start` (intervals must come in start order).
+        best = None
+        for i, f in enumerate(self.next_free):
+            if f <= start:
+                best = i
+                break
+        if best is None:
+            best = len(self.lanes)
+            self.lanes.append(self.tl.track(f"{self.name} lane {best}", self.lane_parent,
+                                            **self.kw))
+            self.next_free.append(0)
+        self.next_free[best] = max(end, start)
+        return self.lanes[best]
+
+
+def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int, int, str]]:
+    """tid -> (tgid, birth, death, comm) from task records."""
+    out: dict[int, tuple[int, int, int, str]] = {}
+    for t in tasks:
+        tid = int(t["tid"])
+        tg, b, d, c = out.get(tid, (int(t["tgid"]), w0, w1, _comm(t["comm"])))
+        ev = int(t["event_u16"])
+        ts = int(t["ts_ns"])
+        if ev in (abi.TASK_ROOT, abi.TASK_FORK) and ts:
+            b = max(w0, ts)
+        elif ev == abi.TASK_EXIT and ts:
+            d = min(w1, ts)
+        if _comm(t["comm"]):
+            c = _comm(t["comm"])
+        out[tid] = (tg, b, d, c)
+    return out
+
+
+def build(trace: Any, model: RunModel | None = None) -> Timeline:
+    m = model or load_run(trace)
+    tl = Timeline()
+    w0, w1 = int(m.info["start_ns"]), int(m.info["end_ns"])
+    tl.start_ns, tl.end_ns = w0, max(w1, w0)
+    meta = trace.meta or {}
+    devname = {(int(d.get("major", -1)), int(d.get("minor", -1))): str(d.get("name"))
+               for d in meta.get("devices", []) or []}
+
+    # -- devices -------------------------------------------------------------------
+    rq = trace.records("request")
+    rm = m.requests
+    issue = rq["issue_ns"].astype(I64)
+    done = rq["done_ns"].astype(I64)
+    ins = rq["insert_ns"].astype(I64)
+    sub = rq["submit_ns"].astype(I64)
+    start = np.where(issue > 0, issue, np.where(ins > 0, ins, sub))
+    incomplete = (rq["flags_u16"] & abi.RQ_INCOMPLETE) != 0
+    end = np.where((done > 0) & ~incomplete, done, tl.end_ns)
+    keep = start > 0
+    dev = (rq["dev_major"].astype(I64) << 32) | rq["dev_minor"].astype(I64)
+    order = np.lexsort((start, dev))
+    lanes: dict[int, Lanes] = {}
+    req_slice: dict[int, Slice] = {}
+    for i in order.tolist():
+        if not keep[i]:
+            continue
+        d = int(dev[i])
+        if d not in lanes:
+            key = (d >> 32, d & 0xFFFFFFFF)
+            name = devname.get(key, f"{key[0]}:{key[1]}")
+            lanes[d] = Lanes(tl, tl.track(f"{name} queue", group="devices"),
+                             f"{name} queue", group="devices")
+        s, e = int(start[i]), int(max(end[i], start[i]))
+        r = rq[i]
+        ifl = int(r["iflags"])
+        flags = [n for b, n in ((abi.F_SYNC, "sync"), (abi.F_META, "meta"),
+                                (abi.F_FUA, "fua"), (abi.F_PREFLUSH, "preflush"),
+                                (abi.F_RAHEAD, "readahead")) if ifl & b]
+        args: dict[str, Any] = {
+            "sector": int(r["start_sector"]), "bytes": int(r["len_bytes"]),
+            "op": OP_NAMES.get(int(r["op"]), str(int(r["op"]))), "flags": ",".join(flags),
+            "submitter": f"{_comm(r['comm']) or '?'}/{int(r['tid'])}",
+            "workload": bool(int(r["flags_u16"]) & abi.RQ_TRACKED),
+        }
+        if rm.queue_ns[i] >= 0:
+            args["queue_ns"] = int(rm.queue_ns[i])
+        if rm.device_ns[i] >= 0:
+            args["device_ns"] = int(rm.device_ns[i])
+        if rm.has_seek[i]:
+            args["seek_sectors"] = int(rm.seek_sectors[i])
+        if incomplete[i]:
+            args["incomplete"] = True
+        if issue[i] <= 0:
+            args["issued"] = False  # e.g. an empty PREFLUSH write waiting for its flush
+        req_slice[i] = Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
+                             "request", args)
+        tl.slices.append(req_slice[i])
+
+    # -- threads -----------------------------------------------------------------
+    tasks = trace.records("task")
+    off = trace.records("offcpu")
+    fs = trace.records("fsync")
+    life = _lifetimes(tasks, w0, tl.end_ns)
+    tids = sorted(set(life) | {int(x) for x in off["tid"]} | {int(x) for x in fs["tid"]})
+    procs: dict[int, int] = {}
+    thread_track: dict[int, int] = {}
+    state_track: dict[int, int] = {}
+    for tid in tids:
+        tg, b, d, c = life.get(tid, (0, w0, tl.end_ns, ""))
+        if not tg:
+            o = off[off["tid"] == tid]
+            f = fs[fs["tid"] == tid]
+            tg = int(o["tgid"][0]) if len(o) else int(f["tgid"][0]) if len(f) else tid
+        if tg not in procs:
+            leader = life.get(tg, (0, 0, 0, ""))[3]
+            procs[tg] = tl.track(f"{leader or 'process'} {tg}", pid=tg, group="threads")
+        name = f"{c or 'thread'} {tid}"
+        thread_track[tid] = tl.track(name, procs[tg], pid=tg, tid=tid, group="threads")
+        state_track[tid] = tl.track(f"{name} state", procs[tg], group="threads")
+    # Scheduling state: off-CPU intervals and the running time between them.
+    o_order = np.lexsort((off["start_ns"], off["tid"]))
+    cur_tid, last = -1, 0
+    for i in o_order.tolist():
+        r = off[i]
+        tid = int(r["tid"])
+        s, wk, e = int(r["start_ns"]), int(r["waking_ns"]), int(r["end_ns"])
+        if not e or e > tl.end_ns:
+            e = tl.end_ns
+        if not s or e < s:
+            continue
+        if tid != cur_tid:
+            if cur_tid >= 0:
+                _running(tl, state_track[cur_tid], last,
+                         life.get(cur_tid, (0, 0, tl.end_ns, ""))[2])
+            cur_tid = tid
+            last = life.get(tid, (0, w0, 0, ""))[1]
+        if s < last:  # overlapping records of one thread: keep the first
+            continue
+        _running(tl, state_track[tid], last, s)
+        fl = int(r["flags_u16"])
+        sysname = syscall_name(int(r["syscall_nr"]))
+        waker = {"waker": f"{_comm(r['waker_comm']) or '?'}/{int(r['waker_tid'])}"} \
+            if int(r["waker_tid"]) else {}
+        preempt = bool(fl & abi.OFF_PREEMPT) or not wk
+        if preempt:
+            tl.slices.append(Slice(state_track[tid], s, e, "runnable (preempted)", "sched",
+                                   {"syscall": sysname}))
+        else:
+            wk = min(max(wk, s), e)
+            tl.slices.append(Slice(state_track[tid], s, wk, f"blocked: {sysname}", "sched",
+                                   {"syscall": sysname, "iowait": bool(fl & abi.OFF_IOWAIT),
+                                    "uninterruptible": bool(fl & abi.OFF_D), **waker}))
+            if e > wk:
+                tl.slices.append(Slice(state_track[tid], wk, e, "runnable", "sched", waker))
+        last = e
+    if cur_tid >= 0:
+        _running(tl, state_track[cur_tid], last, life.get(cur_tid, (0, 0, tl.end_ns, ""))[2])
+    with_off = {int(x) for x in np.unique(off["tid"])}
+    for tid in tids:
+        if tid not in with_off:
+            _, b, d, _ = life.get(tid, (0, w0, tl.end_ns, ""))
+            _running(tl, state_track[tid], b, d)
+    # fsync-family calls on the thread's track (lanes in case records overlap).
+    call_lanes: dict[int, Lanes] = {}
+    call_slice: dict[int, Slice] = {}
+    f_order = np.lexsort((fs["enter_ns"], fs["tid"]))
+    for i in f_order.tolist():
+        r = fs[i]
+        tid = int(r["tid"])
+        s, e = int(r["enter_ns"]), int(r["exit_ns"])
+        if not s:
+            continue
+        if not e or int(r["flags_u16"]) & abi.FS_F_INCOMPLETE:
+            e = tl.end_ns
+        e = max(e, s)
+        if tid not in call_lanes:
+            tt = tl.tracks[thread_track[tid]]
+            call_lanes[tid] = Lanes(tl, tt.uuid, f"{tt.name} calls", tt.parent, group="threads")
+        args = {"fs": FS_NAMES.get(int(r["fs_u16"]), ""), "fd": int(r["fd"]),
+                "ino": int(r["ino"]), "ret": int(r["ret"]), "call_id": int(i)}
+        if int(r["flags_u16"]) & abi.FS_F_SEQ:
+            args["commit_seq"] = int(r["commit_seq"])
+        call_slice[i] = Slice(call_lanes[tid].place(s, e), s, e,
+                              abi.CALL_NAMES.get(int(r["call_u16"]), "call"), "fsync", args)
+        tl.slices.append(call_slice[i])
+    # A flow from each call to every request its thread submitted inside it.
+    for j in np.flatnonzero(rm.call_index >= 0).tolist():
+        ci = int(rm.call_index[j])
+        if ci in call_slice and j in req_slice:
+            tl.flows += 1
+            call_slice[ci].flows_out.append(tl.flows)
+            req_slice[j].flows_in.append(tl.flows)
+
+    # -- journal -----------------------------------------------------------------
+    _journal(tl, trace.records("journal"), devname, meta)
+
+    # -- counters ----------------------------------------------------------------
+    if m.attribution_ns is not None:
+        for cat in CATEGORIES:
+            t = tl.track(f"attribution {cat} (ns)", counter_unit="ns", group="counters")
+            tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(m.attribution_ns.get(cat, 0)))]
+    for name, (step, series) in m.queue_depth.items():
+        t = tl.track(f"{name} queue depth (mean per {step} ns)", counter_unit="requests",
+                     group="counters")
+        for k, v in enumerate(series):
+            tl.counters.append((t, w0 + k * step, float(v)))
+    for k, v in sorted(trace.counters.items()):
+        if k.startswith("lost_") or k in ("unmatched_completion", "request_without_origin"):
+            t = tl.track(f"{k} (events)", counter_unit="count", group="counters")
+            tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(v))]
+    return tl
+
+
+def _running(tl: Timeline, track: int, s: int, e: int) -> None:
+    if e > s:
+        tl.slices.append(Slice(track, s, e, "running", "sched"))
+
+
+def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
+             meta: dict[str, Any]) -> None:
+    if not len(jr):
+        return
+    fsname = {}
+    for f in meta.get("filesystems", []) or []:
+        for pre in ("dev", "st_dev"):
+            if f.get(f"{pre}_major") is not None:
+                fsname[(int(f[f"{pre}_major"]), int(f[f"{pre}_minor"]))] = \
+                    f"{f.get('fstype')} {f.get('source')}"
+    tracks: dict[tuple[int, int], Lanes] = {}
+
+    def lane(key: tuple[int, int], fs: int, s: int, e: int) -> int:
+        if key not in tracks:
+            name = "journal " + fsname.get(key, f"{FS_NAMES.get(fs, '')} {key[0]}:{key[1]}")
+            tracks[key] = Lanes(tl, tl.track(name, group="journal"), name, group="journal")
+        return tracks[key].place(s, e)
+
+    def base(key: tuple[int, int], fs: int) -> int:
+        """The journal's own track (instants need no lane)."""
+        if key not in tracks:
+            lane(key, fs, 0, 0)
+            tracks[key].next_free[0] = 0
+        return tracks[key].parent
+    order = np.argsort(jr["ts_ns"], kind="stable")
+    ev = jr["event_u16"][order]
+    ts = jr["ts_ns"][order].astype(I64)
+    rows = jr[order]
+    done_at: dict[tuple[int, int], list[int]] = {}
+    for k in np.flatnonzero(ev == abi.J_XLOG_DONE).tolist():
+        done_at.setdefault((int(rows[k]["dev_major"]), int(rows[k]["dev_minor"])),
+                           []).append(int(ts[k]))
+    # (dev, fs, event kind, seq) -> time, for the pairs.
+    open_: dict[tuple, int] = {}
+    phases: dict[tuple, list[tuple[int, str]]] = {}
+    items: list[tuple[int, int, tuple[int, int], int, str, dict[str, Any],
+                      list[tuple[int, str]]]] = []
+    pairs = {abi.J_JBD2_START: ("jbd2", True), abi.J_JBD2_END: ("jbd2", False),
+             abi.J_XLOG_SYNC: ("xlog", True), abi.J_XLOG_DONE: ("xlog", False)}
+    for k in range(len(rows)):
+        r = rows[k]
+        e, t = int(ev[k]), int(ts[k])
+        key = (int(r["dev_major"]), int(r["dev_minor"]))
+        fs = int(r["fs_u16"])
+        seq = int(r["seq"])
+        if e in pairs:
+            kind, begin = pairs[e]
+            pk = (key, kind, seq)
+            if begin:
+                open_[pk] = t
+                phases[pk] = []
+            elif pk in open_:
+                s = open_.pop(pk)
+                name = f"commit {seq}" if kind == "jbd2" else "iclog write"
+                args: dict[str, Any] = {"seq": seq}
+                if kind == "xlog":
+                    args["lsn"] = seq
+                items.append((s, t, key, fs, name, args, phases.pop(pk)))
+        elif e in (abi.J_JBD2_LOCKING, abi.J_JBD2_FLUSHING, abi.J_JBD2_LOGGING):
+            pk = (key, "jbd2", seq)
+            if pk in phases:
+                phases[pk].append((t, abi.JOURNAL_EVENT_NAMES[e][5:]))
+        elif e == abi.J_EXT4_FC_START:
+            open_[(key, "fc", int(r["tid"]))] = t
+        elif e == abi.J_EXT4_FC_STOP:
+            pk = (key, "fc", int(r["tid"]))
+            if pk in open_:
+                items.append((open_.pop(pk), t, key, fs, "fast commit",
+                              {"tid": int(r["tid"])}, []))
+        elif e == abi.J_XFS_FORCE and done_at.get(key):
+            # A log force lasts until the log's next iclog write completes.
+            d = done_at[key]
+            i = bisect.bisect_left(d, t)
+            args = {"seq": seq, "tid": int(r["tid"]), "comm": _comm(r["comm"]),
+                    "ends": "at the next iclog completion"}
+            if i < len(d):
+                items.append((t, d[i], key, fs, "log force", args, []))
+            else:
+                tl.instants.append(Slice(base(key, fs), t, t, "log force", "journal", args))
+        else:
+            name = {abi.J_XFS_FORCE: "log force"}.get(e, abi.JOURNAL_EVENT_NAMES.get(e, "event"))
+            tl.instants.append(Slice(base(key, fs), t, t, name, "journal",
+                                     {"seq": seq, "tid": int(r["tid"])}))
+    for s, e_, key, fs, name, args, ph in sorted(items, key=lambda x: (x[0], -x[1])):
+        tr = lane(key, fs, s, e_)
+        tl.slices.append(Slice(tr, s, e_, name, "journal", args))
+        bounds = [(t, n) for t, n in ph if s <= t <= e_] + [(e_, "")]
+        for (t0, n0), (t1, _) in zip(bounds, bounds[1:]):
+            if t1 > t0:
+                tl.slices.append(Slice(tr, t0, t1, n0, "journal", {}))
+
+
+def sorted_events(tl: Timeline) -> list[tuple[str, Any]]:
+    """Every slice begin ("B") and end ("E"), instant ("I") and counter value ("C") in
+    an order where slices nest on each track: at one time, ends before begins; of
+    slices beginning together the longer first (the one made first if equally long),
+    of those ending together the reverse. A slice of no length is an instant."""
+    ev: list[tuple[int, int, int, int, tuple[str, Any]]] = []
+    for k, s in enumerate(tl.slices):
+        d = s.end - s.start
+        if d <= 0:
+            ev.append((s.start, 2, 0, k, ("I", s)))
+            continue
+        ev.append((s.start, 1, -d, k, ("B", s)))
+        ev.append((s.end, 0, d, -k, ("E", s)))
+    for k, s in enumerate(tl.instants):
+        ev.append((s.start, 2, 0, k, ("I", s)))
+    for k, c in enumerate(tl.counters):
+        ev.append((c[1], 3, 0, k, ("C", c)))
+    ev.sort(key=lambda x: x[:4])
+    return [x[4] for x in ev]

@@ -1,0 +1,1 @@
+"""`iowhy import`: other tools' captures (blktrace binary, ftrace text) as iowhy traces."""

@@ -1,0 +1,185 @@
+"""Synthetic runs for the export, query and import tests, written with TraceWriter.
+
+`synth_run(path, seed=...)` writes a trace of a workload doing fsyncs on ext4: each
+fsync has a data write submitted inside the call, a journal write by jbd2, a cache
+flush and a jbd2 commit, while the thread is blocked; reads and metadata writes come
+in between. Every figure derives from a seeded random generator, so each seed is a
+different run with known contents (returned as `Synth`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from iowhy import abi
+from iowhy.traceformat import TraceWriter
+
+DEV = (8, 0)
+PART = (8, 1)
+LOG_RANGE = (10_000, 20_000)
+START = 1_000_000_000
+JBD2_TID = 50
+FS_CODES = {"ext4": abi.FS_EXT4, "xfs": abi.FS_XFS, "btrfs": abi.FS_BTRFS}
+
+
+@dataclass
+class Synth:
+    path: str
+    start_ns: int
+    end_ns: int
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    fsyncs: list[dict[str, Any]] = field(default_factory=list)
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    offcpu: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    host: str = ""
+    command: str = ""
+    kernel: str = ""
+
+
+def records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
+    arr = np.zeros(len(rows), dtype=dtype)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            arr[k][i] = v
+    return arr
+
+
+def meta(host: str, kernel: str, fstype: str = "ext4") -> dict[str, Any]:
+    return {
+        "host": host, "kernel": kernel, "machine": "x86_64", "iowhy_version": "test",
+        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 34,
+                     "rotational": 1, "write_cache": "write back", "fua": 0}],
+        "filesystems": [{"fstype": fstype, "source": "/dev/sdz1", "mountpoint": "/mnt/t",
+                         "dev_major": PART[0], "dev_minor": PART[1],
+                         "st_dev_major": PART[0], "st_dev_minor": PART[1], "disk": "sdz",
+                         "disk_major": DEV[0], "disk_minor": DEV[1], "part_start_sector": 2048,
+                         "log": {"kind": "jbd2" if fstype == "ext4" else "xfs",
+                                 "ranges": [list(LOG_RANGE)],
+                                 "fc_ranges": []}}],
+    }
+
+
+def rq(submit: int, issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 0,
+       nbytes: int = 4096, iflags: int = 0, tracked: bool = True, tid: int = 100,
+       comm: bytes = b"worker", seq: int = 0, insert: int | None = None) -> dict[str, Any]:
+    if op == abi.OP_FLUSH:
+        sector, nbytes = 0, 0
+    return {"submit_ns": submit, "insert_ns": submit + 10 if insert is None else insert,
+            "issue_ns": issue, "data_done_ns": done, "done_ns": done, "op": op,
+            "start_sector": sector, "len_bytes": nbytes, "done_bytes": nbytes,
+            "dev_major": DEV[0], "dev_minor": DEV[1], "iflags": iflags,
+            "flags_u16": (abi.RQ_TRACKED | abi.RQ_ORIGIN) if tracked else abi.RQ_ORIGIN,
+            "tid": tid, "tgid": tid if tid != JBD2_TID else JBD2_TID, "comm": comm, "seq": seq,
+            "ts_ns": done, "nr_bios": 1}
+
+
+def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
+              host: str = "hostA", kernel: str = "6.1.0", fstype: str = "ext4",
+              flush_scale: int = 1) -> Synth:
+    rng = np.random.default_rng(seed)
+    t = START + 1_000_000
+    s = Synth(path=str(path), start_ns=START, end_ns=0, host=host, kernel=kernel,
+              command=f"dbbench --seed={seed}")
+    tids = (100,)
+    s.tasks.append({"tid": 100, "tgid": 100, "ts_ns": START, "event_u16": abi.TASK_ROOT,
+                    "comm": b"worker"})
+    for tid in tids[1:]:
+        s.tasks.append({"tid": tid, "tgid": 100, "parent_tgid": 100, "ts_ns": START + 1000,
+                        "event_u16": abi.TASK_FORK, "comm": b"worker"})
+    seq = 0
+    data_sector = 1_000_000
+
+    def nxt() -> int:
+        nonlocal seq
+        seq += 1
+        return seq
+    for k in range(n_fsync):
+        tid = tids[k % len(tids)]
+        enter = t
+        sub = enter + 2_000
+        dlat = int(rng.integers(50_000, 2_000_000))
+        d_issue = sub + 5_000
+        d_done = d_issue + dlat
+        s.requests.append(rq(sub, d_issue, d_done, sector=data_sector,
+                             nbytes=int(rng.integers(1, 64)) * 4096, tid=tid, seq=nxt()))
+        data_sector += int(rng.integers(8, 100_000))
+        j0 = d_done + 1_000
+        s.journal += [
+            {"event_u16": abi.J_JBD2_START, "ts_ns": j0, "seq": 100 + k, "tid": JBD2_TID,
+             "tgid": JBD2_TID, "dev_major": PART[0], "dev_minor": PART[1],
+             "fs_u16": abi.FS_EXT4, "comm": b"jbd2/sdz1-8"}]
+        llat = int(rng.integers(20_000, 400_000))
+        l_issue = j0 + 2_000
+        s.requests.append(rq(j0 + 1_000, l_issue, l_issue + llat,
+                             sector=LOG_RANGE[0] + 8 * (k % 1000),
+                             nbytes=8192, iflags=abi.F_META | abi.F_SYNC, tracked=False,
+                             tid=JBD2_TID, comm=b"jbd2/sdz1-8", seq=nxt()))
+        f_issue = l_issue + llat + 1_000
+        flat = int(rng.integers(100_000, 5_000_000)) * flush_scale
+        s.requests.append(rq(f_issue - 500, f_issue, f_issue + flat, op=abi.OP_FLUSH,
+                             tracked=False, tid=JBD2_TID, comm=b"jbd2/sdz1-8", seq=nxt(),
+                             iflags=abi.F_PREFLUSH))
+        jend = f_issue + flat + 2_000
+        s.journal.append({"event_u16": abi.J_JBD2_END, "ts_ns": jend, "seq": 100 + k,
+                          "tid": JBD2_TID, "tgid": JBD2_TID, "dev_major": PART[0],
+                          "dev_minor": PART[1], "fs_u16": abi.FS_EXT4,
+                          "comm": b"jbd2/sdz1-8"})
+        exit_ = jend + 3_000
+        s.fsyncs.append({"tid": tid, "tgid": 100, "enter_ns": enter, "exit_ns": exit_,
+                         "call_u16": abi.CALL_FSYNC if k % 4 else abi.CALL_FDATASYNC,
+                         "fs_u16": FS_CODES[fstype],
+                         "flags_u16": abi.FS_F_FSEVENT | abi.FS_F_SEQ, "commit_seq": 100 + k,
+                         "dev_major": PART[0], "dev_minor": PART[1], "ts_ns": exit_, "fd": 3,
+                         "syscall_nr": 74 if k % 4 else 75, "ino": 12 + k,
+                         "comm": b"worker"})
+        s.offcpu.append({"tid": tid, "tgid": 100, "start_ns": sub + 1_000,
+                         "waking_ns": exit_ - 2_500, "end_ns": exit_ - 1_000,
+                         "syscall_nr": 74 if k % 4 else 75, "flags_u16": abi.OFF_D,
+                         "ts_ns": exit_ - 1_000,
+                         "waker_tid": JBD2_TID, "waker_tgid": JBD2_TID,
+                         "waker_comm": b"jbd2/sdz1-8"})
+        t = exit_ + int(rng.integers(10_000, 200_000))
+        if k < n_reads:
+            rlat = int(rng.integers(30_000, 3_000_000))
+            r_sub = t
+            s.requests.append(rq(r_sub, r_sub + 3_000, r_sub + 3_000 + rlat, op=abi.OP_READ,
+                                 sector=int(rng.integers(2_000_000, 9_000_000)), tid=tid,
+                                 seq=nxt()))
+            s.offcpu.append({"tid": tid, "tgid": 100, "start_ns": r_sub + 500,
+                             "waking_ns": r_sub + 3_000 + rlat + 100,
+                             "end_ns": r_sub + 3_000 + rlat + 900, "syscall_nr": 0,
+                             "flags_u16": abi.OFF_D, "ts_ns": r_sub + 3_000 + rlat + 900})
+            t = r_sub + 3_000 + rlat + 5_000
+        if k % 5 == 0:
+            mlat = int(rng.integers(10_000, 100_000))
+            s.requests.append(rq(t, t + 1_000, t + 1_000 + mlat, sector=30_000 + k * 8,
+                                 iflags=abi.F_META, tracked=False, tid=0, comm=b"",
+                                 seq=nxt()))
+            t += 1_000 + mlat + 1_000
+    s.end_ns = t + 1_000_000
+    for tid in tids:
+        s.tasks.append({"tid": tid, "tgid": 100, "ts_ns": s.end_ns - 1000,
+                        "event_u16": abi.TASK_EXIT, "comm": b"worker"})
+    w = TraceWriter(str(path), created_realtime_ns=1_700_000_000_000_000_000 + seed)
+    w.write_json(abi.CHUNK_META, meta(host, kernel, fstype))
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": START, "pid": 100,
+                                      "command": s.command.split()})
+    for dtype, rows in ((abi.REQUEST_DTYPE, s.requests), (abi.FSYNC_DTYPE, s.fsyncs),
+                        (abi.JOURNAL_DTYPE, s.journal), (abi.OFFCPU_DTYPE, s.offcpu),
+                        (abi.TASK_DTYPE, s.tasks)):
+        if rows:
+            w.write_records(records(dtype, rows))
+    w.close({"end_ns": s.end_ns, "stop_reason": "workload exited", "exit_status": 0})
+    return s
+
+
+def nearest_rank(values, q: int) -> int | None:
+    """The analysis' percentile: the value at rank ceil(q/100 * n)."""
+    v = sorted(int(x) for x in values)
+    if not v:
+        return None
+    return v[max(0, (q * len(v) + 99) // 100 - 1)]

@@ -1,0 +1,223 @@
+"""`iowhy export --format perfetto|chrome-json`: the files parsed back (the Perfetto one
+with the protos of the `perfetto` package) hold one slice per request, call, off-CPU
+state and commit, on tracks where slices nest, and the attribution as counters."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+import pytest
+
+from iowhy import abi
+from iowhy.analysis import analyze
+from iowhy.cli import main
+from iowhy.traceformat import TraceWriter, read_trace
+from synth_runs import DEV, meta, records, rq, synth_run
+
+pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
+FLOWS: dict = {"out": {}, "in": {}}  # flow id -> (track, time) of the last file checked
+
+
+def parse(path):
+    t = pb.Trace()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return t
+
+
+def check_and_collect(t):
+    """Tracks by uuid; every slice as (track, name, start, end, args); counter values per
+    track. Fails if an event names an undeclared track or slices do not nest."""
+    tracks = {}
+    slices = []
+    counters = defaultdict(list)
+    stacks = defaultdict(list)
+    last_ts = defaultdict(int)
+    flows_out, flows_in = FLOWS["out"], FLOWS["in"]
+    flows_out.clear()
+    flows_in.clear()
+    assert t.packet[0].sequence_flags & 1  # incremental state cleared first
+    interned: dict = defaultdict(dict)  # table -> iid -> name
+    for p in t.packet:
+        assert p.trusted_packet_sequence_id == 1
+        for table in ("event_names", "event_categories", "debug_annotation_names"):
+            for e in getattr(p.interned_data, table):
+                assert e.iid not in interned[table]  # each name sent once
+                interned[table][e.iid] = e.name
+        if p.HasField("track_descriptor"):
+            td = p.track_descriptor
+            assert td.uuid not in tracks
+            if td.HasField("parent_uuid"):
+                assert td.parent_uuid in tracks  # parents are declared first
+            tracks[td.uuid] = td
+            continue
+        te = p.track_event
+        assert te.track_uuid in tracks
+        assert p.timestamp >= last_ts[te.track_uuid]  # in time order per track
+        last_ts[te.track_uuid] = p.timestamp
+        if te.type in (BEGIN, INSTANT):
+            assert p.sequence_flags & 2  # uses the interned names
+            assert all(c in interned["event_categories"] for c in te.category_iids)
+        if te.type == BEGIN:
+            for f in te.flow_ids:
+                assert f not in flows_out
+                flows_out[f] = (te.track_uuid, p.timestamp)
+            for f in te.terminating_flow_ids:
+                assert f not in flows_in
+                flows_in[f] = (te.track_uuid, p.timestamp)
+            args = {interned["debug_annotation_names"][a.name_iid]:
+                    (a.string_value or a.int_value or a.bool_value)
+                    for a in te.debug_annotations}
+            stacks[te.track_uuid].append((interned["event_names"][te.name_iid], p.timestamp,
+                                          args))
+        elif te.type == END:
+            name, start, args = stacks[te.track_uuid].pop()
+            assert p.timestamp >= start
+            slices.append((te.track_uuid, name, start, p.timestamp, args))
+        elif te.type == COUNTER:
+            counters[te.track_uuid].append((p.timestamp, te.counter_value or
+                                            te.double_counter_value))
+        else:
+            assert te.type == INSTANT
+    assert all(not s for s in stacks.values())  # every slice ended
+    assert set(flows_out) == set(flows_in)  # every flow leaves one slice, ends on one
+    assert all(flows_out[f][1] <= flows_in[f][1] for f in flows_out)  # forward in time
+    return tracks, slices, counters
+
+
+def test_perfetto_round_trip(tmp_path):
+    s = synth_run(tmp_path / "a.iowt", seed=4)
+    out = tmp_path / "a.pftrace"
+    assert main(["export", s.path, "--format", "perfetto", "-o", str(out)]) == 0
+    tracks, slices, counters = check_and_collect(parse(out))
+    r = analyze(read_trace(s.path))
+    names = {u: (td.name or td.thread.thread_name or td.process.process_name)
+             for u, td in tracks.items()}
+    # Requests: one slice each on the device queue, named by class.
+    dev_tracks = {u for u, n in names.items() if n.startswith("sdz queue")}
+    per_class = Counter(n for u, n, *_ in slices if u in dev_tracks)
+    assert per_class == Counter({c: f["count"] for c, f in r["requests"].items() if f["count"]})
+    flush = [x for x in slices if x[0] in dev_tracks and x[1] == "flush"]
+    assert sorted(e - b for _, _, b, e, _ in flush) == \
+        sorted(q["done_ns"] - q["issue_ns"] for q in s.requests if q["op"] == abi.OP_FLUSH)
+    data = [x for x in slices if x[0] in dev_tracks and x[1] == "data"]
+    assert all(a["submitter"] == "worker/100" and a["bytes"] > 0 and "sector" in a
+               for *_, a in data)
+    # One thread: its calls on its track, its states on the state track.
+    (thread,) = [u for u, td in tracks.items() if td.HasField("thread")]
+    assert tracks[thread].thread.tid == 100
+    calls = [x for x in slices if x[0] == thread]
+    assert Counter(x[1] for x in calls) == Counter(
+        abi.CALL_NAMES[f["call_u16"]] for f in s.fsyncs)
+    (state,) = [u for u, n in names.items() if n.endswith("state")]
+    st = Counter(x[1].split(":")[0] for x in slices if x[0] == state)
+    assert st["blocked"] == len(s.offcpu) and st["runnable"] == len(s.offcpu)
+    assert st["running"] == len(s.offcpu) + 1
+    # The state slices tile the thread's life: their lengths sum to it.
+    life = [x for x in slices if x[0] == state]
+    assert sum(e - b for _, _, b, e, _ in life) == s.tasks[-1]["ts_ns"] - s.start_ns
+    # Journal: one commit per jbd2 start/end pair.
+    jt = {u for u, n in names.items() if n.startswith("journal")}
+    assert sum(1 for x in slices if x[0] in jt and x[1].startswith("commit")) == \
+        sum(1 for j in s.journal if j["event_u16"] == abi.J_JBD2_START)
+    # Attribution counters end at the report's totals.
+    for cat, v in r["attribution_ns"].items():
+        (u,) = [u for u, n in names.items() if n == f"attribution {cat} (ns)"]
+        assert counters[u][-1] == (s.end_ns, v)
+    assert any(n.startswith("lost_ringbuf_request") for n in names.values())
+    # A flow from each fsync call to the data write its thread submitted inside it.
+    assert len(FLOWS["out"]) == len(data) == len(s.fsyncs)
+    assert {FLOWS["out"][f][0] for f in FLOWS["out"]} == {thread}
+    assert {FLOWS["in"][f][0] for f in FLOWS["in"]} <= dev_tracks
+
+
+def test_overlapping_requests_go_on_lanes(tmp_path):
+    # Three requests in flight together, a fourth after them: three lanes, and the
+    # fourth back on the first.
+    reqs = [rq(1_000, 1_100, 5_000, sector=100), rq(1_200, 1_300, 4_000, sector=900),
+            rq(1_400, 1_500, 6_000, sector=50), rq(7_000, 7_100, 8_000, sector=58)]
+    p = tmp_path / "o.iowt"
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, meta("h", "k"))
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 500, "command": ["x"], "pid": 100})
+    w.write_records(records(abi.REQUEST_DTYPE, reqs))
+    w.close({"end_ns": 9_000})
+    out = tmp_path / "o.pftrace"
+    assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
+    tracks, slices, _ = check_and_collect(parse(out))
+    dev = {u for u, td in tracks.items()
+           if td.name.startswith("sdz queue") and not td.HasField("counter")}
+    assert len(dev) == 3
+    by_track = defaultdict(list)
+    for u, n, b, e, a in slices:
+        if u in dev:
+            by_track[u].append((b, e))
+    assert sorted(len(v) for v in by_track.values()) == [1, 1, 2]
+    for v in by_track.values():
+        v.sort()
+        assert all(a[1] <= b[0] for a, b in zip(v, v[1:]))
+    assert DEV == (8, 0)
+
+
+def test_chrome_json_matches_perfetto(tmp_path):
+    s = synth_run(tmp_path / "a.iowt", seed=5, n_fsync=12)
+    pf, cj = tmp_path / "a.pftrace", tmp_path / "a.json"
+    assert main(["export", s.path, "--format", "perfetto", "-o", str(pf)]) == 0
+    assert main(["export", s.path, "--format", "chrome-json", "-o", str(cj)]) == 0
+    _, slices, counters = check_and_collect(parse(pf))
+    doc = json.loads(cj.read_text())
+    ev = doc["traceEvents"]
+    xs = [e for e in ev if e["ph"] == "X"]
+    assert len(xs) == len(slices)
+    assert Counter(e["name"] for e in xs) == Counter(x[1] for x in slices)
+    assert sum(1 for e in ev if e["ph"] == "C") == sum(len(v) for v in counters.values())
+    # Slices on one (pid, tid) nest: sorted by start, each ends before the next
+    # starts or inside its parent.
+    by = defaultdict(list)
+    for e in xs:
+        by[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    for v in by.values():
+        stack: list = []
+        for b, e in sorted(v, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= b + 1e-9:
+                stack.pop()
+            assert not stack or e <= stack[-1] + 1e-9
+            stack.append(e)
+    starts = {e["id"] for e in ev if e["ph"] == "s"}
+    assert starts == {e["id"] for e in ev if e["ph"] == "f"} and len(starts) == 12
+    names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert "worker 100" in names and "sdz queue" in names
+
+
+def test_xfs_log_forces_and_iclogs(tmp_path):
+    # Two forces at 2000 and 2500 wait for the iclog completing at 3000; a force at
+    # 3500 has no later completion: an instant. Two iclogs in flight together: lanes.
+    part = (8, 1)
+
+    def j(ev, ts, seq, tid=300):
+        return {"event_u16": ev, "ts_ns": ts, "seq": seq, "tid": tid, "tgid": tid,
+                "dev_major": part[0], "dev_minor": part[1], "fs_u16": abi.FS_XFS,
+                "comm": b"xfsaild"}
+    rows = [j(abi.J_XLOG_SYNC, 1000, 7), j(abi.J_XLOG_SYNC, 1500, 8),
+            j(abi.J_XFS_FORCE, 2000, 0, tid=100), j(abi.J_XFS_FORCE, 2500, 0, tid=101),
+            j(abi.J_XLOG_DONE, 3000, 7), j(abi.J_XLOG_DONE, 3200, 8),
+            j(abi.J_XFS_FORCE, 3500, 0, tid=100)]
+    p = tmp_path / "x.iowt"
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, meta("h", "k", fstype="xfs"))
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 500, "command": ["x"], "pid": 100})
+    w.write_records(records(abi.JOURNAL_DTYPE, rows))
+    w.close({"end_ns": 4_000})
+    out = tmp_path / "x.pftrace"
+    assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
+    t = parse(out)
+    tracks, slices, _ = check_and_collect(t)
+    got = sorted((n, b, e) for _, n, b, e, _ in slices)
+    assert got == [("iclog write", 1000, 3000), ("iclog write", 1500, 3200),
+                   ("log force", 2000, 3000), ("log force", 2500, 3000)]
+    instants = [p.timestamp for p in t.packet if p.track_event.type == INSTANT]
+    assert instants == [3500]
+    journal = [u for u, td in tracks.items() if td.name.startswith("journal xfs")]
+    assert len(journal) == 4  # the journal track and three more lanes

@@ -1,0 +1,217 @@
+"""`iowhy import ftrace` of text written by a test-only writer from a synthetic run, in
+the three dialects (tracefs trace, trace-cmd report, perf script): the analysis of the
+import equals the analysis of the original run."""
+
+from __future__ import annotations
+
+import pytest
+
+from iowhy import abi
+from iowhy.analysis import analyze
+from iowhy.cli import main
+from iowhy.traceformat import read_trace
+from synth_runs import DEV, JBD2_TID, synth_run
+
+DIALECTS = ("tracefs", "trace-cmd", "perf")
+
+
+def rwbs(op: int, iflags: int) -> str:
+    s = "F" if iflags & abi.F_PREFLUSH else ""
+    s += {abi.OP_READ: "R", abi.OP_WRITE: "W", abi.OP_FLUSH: "F", abi.OP_DISCARD: "D"}[op]
+    for bit, ch in ((abi.F_FUA, "F"), (abi.F_RAHEAD, "A"), (abi.F_SYNC, "S"),
+                    (abi.F_META, "M")):
+        if iflags & bit:
+            s += ch
+    return s
+
+
+def line(dialect: str, t: int, comm: str, pid: int, event: str, rest: str, cpu: int = 1,
+         digits: int = 9) -> str:
+    sec, ns = divmod(t, 1_000_000_000)
+    frac = f"{ns:09d}"[:digits]
+    sub = {"block": "block", "jbd2": "jbd2", "sched": "sched", "sys_": "syscalls"}
+    if dialect == "tracefs":
+        if event == "":  # the syscall tracer's own form: sys_fsync(fd: 3)
+            return f"{comm:>16}-{pid:<7} [{cpu:03d}] ..... {sec:5d}.{frac}: {rest}"
+        return f"{comm:>16}-{pid:<7} [{cpu:03d}] d..1. {sec:5d}.{frac}: {event}: {rest}"
+    if dialect == "trace-cmd":
+        return f"{comm:>16}-{pid:<7} [{cpu:03d}] {sec:5d}.{frac}: {event}:   {rest}"
+    system = next(v for k, v in sub.items() if event.startswith(k))
+    return f"{comm:>16} {pid:>6} [{cpu:03d}] {sec:5d}.{frac}: {system}:{event}: {rest}"
+
+
+NRS = {"fsync": 74, "fdatasync": 75, "read": 0}
+
+
+def syscall(add, style, t, pid, name, enter, value):
+    if style == "event":
+        add(t, "worker", pid, f"sys_{'enter' if enter else 'exit'}_{name}",
+            f"fd: 0x{value:08x}" if enter else f"0x{value:x}")
+    elif style == "raw":
+        add(t, "worker", pid, f"sys_{'enter' if enter else 'exit'}",
+            f"NR {NRS[name]} ({value:x}, 0, 0, 0, 0, 0)" if enter else f"NR {NRS[name]} = {value}")
+    else:
+        add(t, "worker", pid, "",
+            f"sys_{name}(fd: {value})" if enter else f"sys_{name} -> 0x{value:x}")
+
+
+def capture_text(s, dialect: str, digits: int = 9, style: str = "event") -> str:
+    """The ftrace events the synthetic run stands for, in time order."""
+    ev: list[tuple[int, int, str, int, str, str]] = []
+    dev = f"{DEV[0]},{DEV[1]}"
+
+    def add(t, comm, pid, event, rest):
+        ev.append((t, len(ev), comm, pid, event, rest))
+    add(s.start_ns, "worker", 100, "sched_process_exec",
+        "filename=/usr/bin/dbbench pid=100 old_pid=100")
+    for q in s.requests:
+        c = q["comm"].decode() or "kworker/0:1"
+        pid = q["tid"] or 7
+        rw = rwbs(q["op"], q["iflags"])
+        sec, nr = q["start_sector"], q["len_bytes"] // 512
+        if q["op"] != abi.OP_FLUSH:
+            add(q["submit_ns"], c, pid, "block_bio_queue", f"{dev} {rw} {sec} + {nr} [{c}]")
+            add(q["submit_ns"], c, pid, "block_getrq", f"{dev} {rw} {sec} + {nr} [{c}]")
+            add(q["insert_ns"], c, pid, "block_rq_insert",
+                f"{dev} {rw} {q['len_bytes']} () {sec} + {nr} be,0,4 [{c}]")
+        add(q["issue_ns"], c, pid, "block_rq_issue",
+            f"{dev} {rw} {q['len_bytes']} () {sec} + {nr} be,0,4 [{c}]")
+        add(q["done_ns"], "<idle>", 0, "block_rq_complete",
+            f"{dev} {rw} () {sec} + {nr} be,0,4 [0]")
+    for f in s.fsyncs:
+        name = abi.CALL_NAMES[f["call_u16"]]
+        syscall(add, style, f["enter_ns"], 100, name, True, f["fd"])
+        syscall(add, style, f["exit_ns"], 100, name, False, 0)
+    for o in s.offcpu:
+        add(o["start_ns"], "worker", 100, "sched_switch",
+            "prev_comm=worker prev_pid=100 prev_prio=120 prev_state=D ==> next_comm=swapper/1 "
+            "next_pid=0 next_prio=120")
+        waker = o.get("waker_comm", b"kworker/1:1").decode()
+        add(o["waking_ns"], waker, o.get("waker_tid", 9), "sched_wakeup",
+            "comm=worker pid=100 prio=120 target_cpu=001")
+        add(o["end_ns"], "<idle>", 0, "sched_switch",
+            "prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=worker "
+            "next_pid=100 next_prio=120")
+        if o["syscall_nr"] == 0:  # the read the thread sleeps in
+            syscall(add, style, o["start_ns"] - 100, 100, "read", True, 4)
+            syscall(add, style, o["end_ns"] + 100, 100, "read", False, 4096)
+    for j in s.journal:
+        name = {abi.J_JBD2_START: "jbd2_start_commit", abi.J_JBD2_END: "jbd2_end_commit"}
+        add(j["ts_ns"], "jbd2/sdz1-8", JBD2_TID, name[j["event_u16"]],
+            f"dev 8,1 transaction {j['seq']} sync 1" +
+            (" head 1" if j["event_u16"] == abi.J_JBD2_END else ""))
+    for t in s.tasks:
+        if t["event_u16"] == abi.TASK_EXIT:
+            add(t["ts_ns"], "worker", 100, "sched_process_exit", "comm=worker pid=100 prio=120")
+    add(s.end_ns, "sh", 1, "sched_process_exit", "comm=sh pid=1 prio=120")
+    ev.sort()
+    head = ["# tracer: nop", "#", "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION"]
+    if dialect == "trace-cmd":
+        head = ["cpus=2"]
+    if dialect == "perf":
+        head = []
+    return "\n".join(head + [line(dialect, t, c, p, e, r, digits=digits)
+                             for t, _, c, p, e, r in ev]) + "\n"
+
+
+def merged(att):
+    a = dict(att)
+    a["metadata"] += a.pop("log")
+    return a
+
+
+@pytest.mark.parametrize("dialect,style", [(d, "event") for d in DIALECTS] +
+                         [("tracefs", "raw"), ("tracefs", "tracer")])
+def test_ftrace_import_analyses_like_the_original(tmp_path, dialect, style):
+    s = synth_run(tmp_path / "orig.iowt", seed=21)
+    src = tmp_path / f"cap.{dialect}.txt"
+    src.write_text(capture_text(s, dialect, style=style))
+    out = tmp_path / "i.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out), "--pid", "100"]) == 0
+    tr = read_trace(str(out))
+    assert tr.meta["import"]["unmatched"] == {}
+    assert tr.count("request") == len(s.requests)
+    assert tr.count("fsync") == len(s.fsyncs)
+    assert tr.count("offcpu") == len(s.offcpu)
+    assert tr.count("journal") == len(s.journal)
+    a, b = analyze(read_trace(s.path)), analyze(tr)
+    assert b["elapsed_ns"] == a["elapsed_ns"]
+    # Without the filesystem layout the journal writes are metadata: log time moves there.
+    assert merged(b["attribution_ns"]) == merged(a["attribution_ns"])
+    ra, rb = a["requests"], b["requests"]
+    assert rb["flush"]["count"] == ra["flush"]["count"] == 40
+    # (flush requests of the flush machinery show no insert in ftrace: device time only)
+    assert rb["flush"]["device_ns"] == ra["flush"]["device_ns"]
+    for cls in ("data", "read"):
+        assert rb[cls]["count"] == ra[cls]["count"]
+        for k in ("device_ns", "queue_ns", "total_ns"):
+            assert rb[cls][k] == ra[cls][k], (cls, k)
+    # The calls, their latencies and their data split; ftrace names no commit a call
+    # waited for, so commit time is "other" there (and the trace says so).
+    for call, fa in a["fsync"]["by_call"].items():
+        fb = b["fsync"]["by_call"][call]
+        assert (fb["count"], fb["latency_ns"], fb["total_ns"]) == \
+            (fa["count"], fa["latency_ns"], fa["total_ns"])
+        assert fb["split_ns"]["data"] == fa["split_ns"]["data"]
+    assert b["wait_other_by_syscall_ns"] == a["wait_other_by_syscall_ns"]
+    probs = b["problems"]
+    assert probs[0].startswith("imported from ftrace: ")
+    assert "no filesystem layout" in probs[0] and "no off-CPU" not in probs[0]
+    assert "not linked to the journal commit" in probs[0]
+
+
+def test_ftrace_limits_are_said(tmp_path):
+    s = synth_run(tmp_path / "orig.iowt", seed=22, n_fsync=5, n_reads=2)
+    text = "\n".join(x for x in capture_text(s, "tracefs", digits=6).splitlines()
+                     if "block_" in x or x.startswith("#"))
+    src = tmp_path / "trace"
+    src.write_text(text + "\nthis line is not ftrace\n")
+    out = tmp_path / "i.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out)]) == 0
+    tr = read_trace(str(out))
+    first = tr.problems()[0]
+    for said in ("no workload threads given", "no fsync-family calls", "no journal events",
+                 "times to 10^-6 s"):
+        assert said in first, said
+    assert tr.meta["import"]["unmatched"] == {"lines not in a known ftrace format": 1}
+    assert tr.count("offcpu") == 0 and tr.count("request") == len(s.requests)
+    assert tr.meta["import"]["attribution"] is False
+
+
+def test_no_ftrace_is_one_line(tmp_path, capsys):
+    src = tmp_path / "x.txt"
+    src.write_text("hello\nworld\n")
+    assert main(["import", "ftrace", str(src), "-o", str(tmp_path / "o.iowt")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("iowhy: no ftrace events") and err.count("\n") == 1
+
+
+def test_exit_seen_as_the_last_switch_out(tmp_path):
+    """Without sched_process_exit, a thread's switch-out in state X ends its life: its
+    time after that is no task's, as in the original run."""
+    s = synth_run(tmp_path / "orig.iowt", seed=23, n_fsync=10, n_reads=4)
+    lines = []
+    for x in capture_text(s, "tracefs").splitlines():
+        if "sched_process_exit: comm=worker pid=100" in x:
+            x = x.replace("sched_process_exit: comm=worker pid=100 prio=120",
+                          "sched_switch: prev_comm=worker prev_pid=100 prev_prio=120 "
+                          "prev_state=X ==> next_comm=swapper/1 next_pid=0 next_prio=120")
+            assert "prev_state=X" in x
+        lines.append(x)
+    src = tmp_path / "trace"
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "i.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out), "--pid", "100"]) == 0
+    a, b = analyze(read_trace(s.path)), analyze(read_trace(str(out)))
+    assert merged(b["attribution_ns"]) == merged(a["attribution_ns"])
+    assert b["attribution_ns"]["wait-other"] > 0  # the time after the exit
+
+
+@pytest.mark.parametrize("fmt", ["ftrace", "blktrace"])
+def test_fifo_input_is_refused_without_blocking(tmp_path, capsys, fmt):
+    import os
+    fifo = tmp_path / "trace_pipe"
+    os.mkfifo(fifo)
+    assert main(["import", fmt, str(fifo), "-o", str(tmp_path / "o.iowt")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"iowhy: {fifo} is not a regular file") and err.count("\n") == 1

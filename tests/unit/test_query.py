@@ -1,0 +1,161 @@
+"""`iowhy query` over three synthetic runs: two trace files and one export directory."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from iowhy.analysis import analyze
+from iowhy.cli import main
+from iowhy.traceformat import read_trace
+from synth_runs import synth_run
+
+pytest.importorskip("duckdb")
+pytest.importorskip("pyarrow")
+
+
+@pytest.fixture
+def three_runs(tmp_path):
+    a = synth_run(tmp_path / "a.iowt", seed=1, host="hostA", kernel="6.1.0")
+    b = synth_run(tmp_path / "b.iowt", seed=2, host="hostB", kernel="6.18.0", n_fsync=25)
+    c = synth_run(tmp_path / "c.iowt", seed=3, host="hostB", kernel="6.18.0", flush_scale=30,
+                  fstype="xfs")
+    cdir = tmp_path / "c.export"
+    assert main(["export", c.path, "--format", "parquet", "-o", str(cdir)]) == 0
+    return (a, b, c), [a.path, b.path, str(cdir)]
+
+
+def query(capsys, sql, runs, *flags):
+    capsys.readouterr()
+    rc = main(["query", sql, *runs, *flags])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out.out
+
+
+def query_json(capsys, sql, runs):
+    return json.loads(query(capsys, sql, runs, "--json"))
+
+
+def test_counts_over_three_runs(capsys, three_runs):
+    synth, runs = three_runs
+    rows = query_json(capsys, "SELECT r.command, count(*) AS n, "
+                      "count(*) FILTER (WHERE class = 'flush') AS flushes "
+                      "FROM requests JOIN runs r USING (run_uuid) GROUP BY 1 ORDER BY 1", runs)
+    want = sorted((f"dbbench --seed={i + 1}", len(s.requests),
+                   sum(1 for q in s.requests if q["op"] == 2)) for i, s in enumerate(synth))
+    assert [(r["command"], r["n"], r["flushes"]) for r in rows] == want
+    for view, attr in (("calls", "fsyncs"), ("offcpu", "offcpu"), ("journal", "journal"),
+                       ("tasks", "tasks")):
+        n = query_json(capsys, f"SELECT count(*) AS n FROM {view}", runs)[0]["n"]
+        assert n == sum(len(getattr(s, attr)) for s in synth), view
+    assert query_json(capsys, "SELECT count(*) AS n FROM runs", runs)[0]["n"] == 3
+
+
+def test_flush_latency_per_host_and_kernel(capsys, three_runs):
+    synth, runs = three_runs
+    rows = query_json(capsys, "SELECT host, kernel, count(*) AS n, max(device_ns) AS max_ns, "
+                      "sum(device_ns) AS sum_ns FROM requests JOIN runs USING (run_uuid) "
+                      "WHERE class = 'flush' GROUP BY ALL ORDER BY ALL", runs)
+    want: dict = {}
+    for s in synth:
+        lat = [q["done_ns"] - q["issue_ns"] for q in s.requests if q["op"] == 2]
+        n, m, t = want.get((s.host, s.kernel), (0, 0, 0))
+        want[(s.host, s.kernel)] = (n + len(lat), max([m] + lat), t + sum(lat))
+    assert {(r["host"], r["kernel"]): (r["n"], r["max_ns"], r["sum_ns"]) for r in rows} == want
+    # The documented p99 query runs and gives one row per host and kernel.
+    out = query(capsys, "SELECT host, kernel, quantile_disc(device_ns, 0.99) AS p99_flush_ns "
+                "FROM requests JOIN runs USING (run_uuid) WHERE class = 'flush' "
+                "GROUP BY ALL ORDER BY ALL", runs)
+    lines = out.splitlines()
+    assert lines[0].split() == ["host", "kernel", "p99_flush_ns"]
+    assert lines[-1] == "(2 rows)" and len(lines) == 5
+
+
+def test_runs_over_half_in_barrier(capsys, three_runs):
+    synth, runs = three_runs
+    shares = {}
+    for s in synth:
+        r = analyze(read_trace(s.path))
+        shares[s.command] = r["attribution_ns"]["barrier"] / r["elapsed_ns"]
+    out = query(capsys, "SELECT command, barrier_ns / elapsed_ns AS share FROM runs "
+                "WHERE barrier_ns > 0.5 * elapsed_ns ORDER BY command", runs, "--csv")
+    got = list(csv.DictReader(io.StringIO(out)))
+    want = sorted(k for k, v in shares.items() if v > 0.5)
+    assert want and [g["command"] for g in got] == want
+    assert len(want) < 3  # the query selects: not every run is over half in barrier
+
+
+def test_fsyncs_per_commit_by_filesystem(capsys, three_runs):
+    synth, runs = three_runs
+    rows = query_json(capsys, "SELECT fs, count(*) AS calls, count(DISTINCT (run_uuid, "
+                      "commit_seq)) AS commits FROM calls GROUP BY fs ORDER BY fs", runs)
+    by_fs: dict = {}
+    for s, fs in zip(synth, ("ext4", "ext4", "xfs")):
+        n, c = by_fs.get(fs, (0, set()))
+        by_fs[fs] = (n + len(s.fsyncs), c | {(s.path, f["commit_seq"]) for f in s.fsyncs})
+    assert [(r["fs"], r["calls"], r["commits"]) for r in rows] == \
+        [(k, n, len(c)) for k, (n, c) in sorted(by_fs.items())]
+
+
+def test_same_run_twice_counts_once(capsys, caplog, three_runs):
+    synth, runs = three_runs
+    rows = query_json(capsys, "SELECT count(*) AS n FROM requests",
+                      [synth[2].path, runs[2]])
+    assert rows[0]["n"] == len(synth[2].requests)
+    assert any("same run" in r.getMessage() for r in caplog.records)
+
+
+def test_query_cannot_reach_other_files(capsys, three_runs, tmp_path):
+    _, runs = three_runs
+    capsys.readouterr()
+    for sql in ("SELECT * FROM read_csv('/etc/passwd')",
+                f"COPY (SELECT 1) TO '{tmp_path / 'x.csv'}'",
+                "SET enable_external_access = true"):
+        assert main(["query", sql, *runs]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("iowhy: query failed:") and err.count("\n") == 1
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_bad_runs_and_sql_are_one_line(capsys, three_runs, tmp_path):
+    _, runs = three_runs
+    capsys.readouterr()
+    (tmp_path / "empty").mkdir()
+    for argv in (["SELECT 1", str(tmp_path / "empty")],
+                 ["SELECT nope FROM requests", *runs],
+                 ["SELECT 1", str(tmp_path / "missing.iowt")]):
+        assert main(["query", *argv]) != 0
+        err = capsys.readouterr().err
+        assert err.startswith("iowhy: ") and err.count("\n") == 1, err
+
+
+def test_documented_nearest_rank_is_the_reports_p99(capsys, three_runs):
+    synth, runs = three_runs
+    for s in synth:
+        r = analyze(read_trace(s.path))
+        rows = query_json(capsys, "SELECT class, list_sort(list(device_ns))[greatest(1, "
+                          "ceil(0.99 * count(device_ns))::INT)] AS p99 FROM requests "
+                          "GROUP BY class", [s.path])
+        got = {x["class"]: x["p99"] for x in rows}
+        for cls, figs in r["requests"].items():
+            if figs["count"]:
+                assert got[cls] == figs["device_ns"]["p99"], cls
+
+
+def test_export_tree_reads_with_a_glob(tmp_path, three_runs):
+    """The docs' read of many export directories at once, outside iowhy."""
+    import duckdb
+    synth, _ = three_runs
+    (tmp_path / "runs").mkdir()
+    for i, s in enumerate(synth):
+        out = tmp_path / "runs" / str(i)
+        assert main(["export", s.path, "--format", "parquet", "-o", str(out)]) == 0
+    glob = str(tmp_path / "runs" / "*")
+    con = duckdb.connect()
+    (n,) = con.execute(f"SELECT count(*) FROM read_parquet('{glob}/requests.parquet') "
+                       f"JOIN read_parquet('{glob}/runs.parquet') USING (run_uuid)").fetchall()
+    assert n[0] == sum(len(s.requests) for s in synth)
