@@ -710,9 +710,10 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
     # ext4 jbd2: the commit whose tid the inode needed.
     e4 = np.flatnonzero((fstype == abi.FS_EXT4) & seq_ok)
-    if len(e4) and len(ev):
-        # The commits' starts and ends only.
-        se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
+    # The commits' starts and ends only (none when the journal holds only other
+    # filesystems' logs: then no ext4 call needed a commit).
+    se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
+    if len(e4) and len(se):
         jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
                                  (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
         keys, jpos = _codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
@@ -726,8 +727,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         ce[jpos[en_m]] = sts[en_m]
         del se, jpos, sts, st_m, en_m
         fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
-        pos = np.clip(np.searchsorted(keys, fk), 0, max(len(keys) - 1, 0))
-        hit = (keys[pos] == fk) if len(keys) else np.zeros(len(e4), bool)
+        pos = np.minimum(np.searchsorted(keys, fk), len(keys) - 1)
+        hit = keys[pos] == fk
         a = np.maximum(cs[pos], enter[e4])
         b = np.minimum(ce[pos], exit_[e4])
         hit &= b > a

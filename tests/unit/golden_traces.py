@@ -250,6 +250,38 @@ def btrfs(p: Path) -> None:
         meta_obj=m)
 
 
+XFS_DEV, XFS_PART = (8, 16), (8, 17)
+
+
+def ext4_no_commit_xfs_busy(p: Path) -> None:
+    """Five fdatasyncs on ext4 that needed no jbd2 commit (overwritten blocks: their
+    commit tid 5 was committed before the trace began, so no jbd2 event names it), while
+    an XFS on another disk writes its log (iclogs, a log force by another task)."""
+    m = meta()
+    m["devices"].append({"name": "sdy", "major": XFS_DEV[0], "minor": XFS_DEV[1],
+                         "size_bytes": 1 << 30, "rotational": 1, "write_cache": "write back",
+                         "fua": 0})
+    m["filesystems"].append(fs_entry("xfs", XFS_DEV, XFS_PART, "sdy", "/mnt/x"))
+    calls, rqs = [], []
+    for i in range(5):
+        t = 1010 + 30 * i
+        calls.append(fsync(100, t, t + 20, seq=5, call=abi.CALL_FDATASYNC))
+        rqs.append(req(t + 2, t + 12, submit=t + 1, sector=50_000 + 8 * i))
+    j = []
+    for i in range(3):
+        lsn = (1 << 32) | (64 * (i + 1))
+        t = 1020 + 40 * i
+        j += [jev(abi.J_XFS_FORCE, t, 9 + i, tid=300, fs=abi.FS_XFS, dev=XFS_PART),
+              jev(abi.J_XLOG_SYNC, t + 1, lsn, aux1=4096, fs=abi.FS_XFS, dev=XFS_PART),
+              jev(abi.J_XLOG_WRITE, t + 2, lsn, fs=abi.FS_XFS, dev=XFS_PART),
+              jev(abi.J_XLOG_DONE, t + 15, lsn, fs=abi.FS_XFS, dev=XFS_PART)]
+        rqs.append(req(t + 2, t + 14, sector=LOG_RANGE[0] + 8 * i, dev=XFS_DEV,
+                       iflags=abi.F_META | abi.F_SYNC, flags=0, tid=301))
+    write_trace(p, end=1200, requests=rqs, fsyncs=calls, journal=j,
+                offcpu=[off(100, c["enter_ns"] + 1, c["exit_ns"] - 1) for c in calls],
+                meta_obj=m)
+
+
 def seeks(p: Path) -> None:
     write_trace(p, end=1300, requests=[
         req(1010, 1015, sector=1000),
@@ -350,6 +382,7 @@ TRACES: dict[str, Callable[[Path], None]] = {
     "xfs_force": xfs_force,
     "btrfs": btrfs,
     "seeks": seeks,
+    "ext4_no_commit_xfs_busy": ext4_no_commit_xfs_busy,
     "busy": busy,
     "big": big,
     "pair_a": pair_a,
@@ -358,10 +391,11 @@ TRACES: dict[str, Callable[[Path], None]] = {
 
 # (A, B) pairs of `iowhy compare`.
 COMPARE_PAIRS = (("pair_a", "pair_b"), ("overlap", "flush_share"), ("busy", "big"),
-                 ("fsync_ext4", "xfs_force"))
+                 ("fsync_ext4", "xfs_force"), ("fsync_ext4", "ext4_no_commit_xfs_busy"))
 
 # `iowhy hist` argument lists, run on the traces named.
-HIST_TRACES = ("busy", "big", "fsync_ext4", "xfs_force", "seeks", "lost_completion")
+HIST_TRACES = ("busy", "big", "fsync_ext4", "xfs_force", "seeks", "lost_completion",
+               "ext4_no_commit_xfs_busy")
 HIST_ARGS = (["--metric", "device"], ["--metric", "queue", "--unit", "nsecs"],
              ["--metric", "total", "--class", "data"], ["--metric", "device", "--class", "flush"],
              ["--metric", "fsync"], ["--metric", "fsync", "--class", "fdatasync"],
