@@ -19,13 +19,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from iowhy import abi
-from iowhy.analysis import FSYNC_FIELDS, _join_requests_to_calls, columns, plural
-from iowhy.attribute import seek_slots
-from iowhy.classify import CATEGORIES, CLASS_NAMES, classify, log_ranges
-from iowhy.match import (
-    Requests, Window, device_ns, device_stages, latency_ok, load_requests, log2_hist,
-    trace_window, union_intervals,
+from iowhy.analysis import FSYNC_FIELDS, columns
+from iowhy.findings import plural
+from iowhy.kernels import log2_hist, union_intervals
+from iowhy.model.calls import join_requests_to_calls
+from iowhy.model.classify import CATEGORIES, CLASS_NAMES, classify, log_ranges
+from iowhy.model.requests import (
+    Requests, Window, device_ns, latency_ok, load_requests, trace_window,
 )
+from iowhy.model.stages import device_stages
+from iowhy.views.placement import seek_slots
 
 # Above this many requests the sector scatter shows a fixed-seed random sample.
 SCATTER_LIMIT = 200_000
@@ -123,7 +126,7 @@ def request_classes(trace: Any, rq: Requests, win: Window) -> np.ndarray:
     btrfs_sync = None
     fs_type = np.asarray(fs["fs_u16"])
     if (fs_type == abi.FS_BTRFS).any():
-        call_of_req = _join_requests_to_calls(rq, fs, win)
+        call_of_req = join_requests_to_calls(rq, fs, win)
         btrfs_sync = np.zeros(len(rq), bool)
         inc = call_of_req >= 0
         btrfs_sync[inc] = fs_type[call_of_req[inc]] == abi.FS_BTRFS

@@ -13,7 +13,7 @@ import numpy as np
 
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze, metric_values
-from iowhy.classify import CLASS_NAMES, classify
+from iowhy.model.classify import CLASS_NAMES, classify
 from iowhy.traceformat import TraceWriter, read_trace
 
 DEV = (8, 0)  # whole disk
@@ -816,7 +816,7 @@ def test_cli_errors(tmp_path, capsys):
 
 
 def test_percentiles_nearest_rank():
-    from iowhy.match import percentiles
+    from iowhy.kernels import percentiles
     rng = np.random.default_rng(7)
     for n in (1, 2, 5, 100, 5000, 20000):
         for zeros in (0.0, 0.3, 0.9, 1.0):

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO, run
 from iowhy import abi
-from iowhy.classify import CLASS_CODES, classify
+from iowhy.model.classify import CLASS_CODES, classify
 from iowhy.traceformat import read_trace
 from test_html import assert_renders
 

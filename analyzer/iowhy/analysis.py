@@ -7,7 +7,6 @@ plots; the CLI (commands.py) and the renderers (iowhy.reports) do.
 
 from __future__ import annotations
 
-import mmap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,22 +15,29 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import abi, names
-from .attribute import (
-    WORKLOAD_CATEGORIES, commits_view, dev_codes, device_unions, device_view, fsync_view,
-    journal_of, latency_figures, locality, per_class, queue_depth,
-    relevant_devices, request_counts, seq_key, workload_covers, workload_filesystems,
-    workload_view,
+from . import abi, memory, names
+from .findings import findings
+from .kernels import I64, percentiles
+from .model.calls import (
+    call_devices, dev_codes, join_requests_to_calls, seq_key,
 )
-from .classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
-from .match import (
-    Requests, Window, device_ns, device_stages, flush_generations, gather_columns, join_calls,
-    join_pairs, stage_service,
-    latency_ok, load_requests, percentiles, queue_ns, total_ns, trace_window, unique,
+from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
+from .model.flush import flush_generations
+from .model.requests import (
+    Requests, Window, device_ns, gather_columns, latency_ok, load_requests, queue_ns,
+    total_ns, trace_window,
 )
+from .model.stages import device_stages, stage_service
+from .views.classes import per_class, request_counts
+from .views.commits import commits_view, journal_of, workload_filesystems
+from .views.device import device_unions, device_view, relevant_devices
+from .views.fsync import fsync_view
+from .views.latency import latency_figures
+from .views.locality import locality
+from .views.queue import queue_depth
+from .views.workload import WORKLOAD_CATEGORIES, workload_covers, workload_view
 
 SCHEMA = "iowhy-report/1"
-I64 = np.int64
 
 FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "flags_u16",
                 "dev_major", "dev_minor", "commit_seq", "ret", "ino")
@@ -150,111 +156,6 @@ def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]
         raise RuntimeError(f"analysis tasks never ran: {missing}")
 
 
-def tune_allocator() -> bool:
-    """Keep freed memory in the process for reuse (glibc): the analysis allocates and
-    frees many large temporaries, and glibc would otherwise return each to the kernel
-    and fault it in again on the next allocation. One arena for all threads, so that
-    memory one analysis thread frees serves the other. Large arrays in small pages:
-    numpy asks for transparent huge pages on them (madvise), and on the VM the benchmark
-    ran on, faulting in the analysis' memory as huge pages took three times the system
-    time of small pages. For processes that exit after the analysis (the CLI); call it
-    before starting threads. Returns whether it applied."""
-    try:
-        from numpy._core import multiarray
-        getattr(multiarray, "_set_madvise_hugepage")(False)
-    except (ImportError, AttributeError):
-        pass
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_max, m_arena_max = -1, -4, -8
-        # mallopt() takes a C int: the largest threshold is INT_MAX (a larger Python int
-        # would be truncated by ctypes, 1 << 40 to 0: trim on every free).
-        int_max = ctypes.c_int((1 << 31) - 1)
-        ok = (bool(libc.mallopt(m_mmap_max, 0))
-              and bool(libc.mallopt(m_trim_threshold, int_max))
-              and bool(libc.mallopt(m_arena_max, 1)))
-    except (OSError, AttributeError):
-        return False
-    global _HEAP_KEPT
-    _HEAP_KEPT = ok
-    return ok
-
-
-# Set by tune_allocator(): glibc keeps freed memory in the process, whose heap analyze()
-# may then fault in up front (prefault_heap).
-_HEAP_KEPT = False
-# Heap faulted in up front per request, below what the analysis of any large trace
-# touches (the request columns alone take 65 bytes a request, the device stages about
-# 40 more); at most PREFAULT_MAX bytes, well below the trim threshold (INT_MAX) so that
-# glibc keeps the block once freed. Only for traces of PREFAULT_MIN requests or more.
-PREFAULT_BYTES = 120
-PREFAULT_MAX = 3 << 29
-PREFAULT_MIN = 1 << 20
-PREFAULT_ROWS = 1 << 16  # rows of the columns being filled faulted in at a time
-PREFAULT_STEP = 1 << 24  # bytes of the rest of the block faulted in at a time
-_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
-
-
-def prefault_heap(nbytes: int) -> Callable[[Sequence[np.ndarray]], list[Callable[[], bool]]] | None:
-    """Grow the heap by `nbytes` without touching it, and return what faults it in, for
-    load_requests(alongside=...): given the arrays about to be filled (carved from the
-    block), MADV_POPULATE_WRITE calls over PREFAULT_ROWS rows of them at a time, in the
-    order they are filled, then over the rest of the block. After tune_allocator(),
-    glibc keeps the block (allocated and freed at once) at the top of its heap, where
-    the request columns and the analysis' later arrays are carved: no page fault at the
-    first touch of each page. On the benchmark VM faulting in takes about two thirds of
-    the CPU time of the page faults it replaces, and beside the copying of the request
-    records (bound by memory bandwidth) it hardly slows that copying. None if it cannot
-    apply."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        malloc, free, madvise = libc.malloc, libc.free, libc.madvise
-    except (OSError, AttributeError):
-        return None
-    malloc.restype = ctypes.c_void_p
-    malloc.argtypes = [ctypes.c_size_t]
-    free.restype = None
-    free.argtypes = [ctypes.c_void_p]
-    madvise.restype = ctypes.c_int
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    p = malloc(nbytes)
-    if not p:
-        return None
-    free(p)
-    page = mmap.PAGESIZE
-    block = ((p + page - 1) & -page, (p + nbytes) & -page)
-
-    def populate(ranges: list[tuple[int, int]]) -> Callable[[], bool]:
-        def run() -> bool:
-            # ctypes releases the GIL during each call: the copying goes on meanwhile.
-            return all([madvise(lo, hi - lo, _MADV_POPULATE_WRITE) == 0
-                        for lo, hi in ranges if hi > lo])
-        return run
-
-    def jobs(arrays: Sequence[np.ndarray]) -> list[Callable[[], bool]]:
-        # (address, item size, rows) per array
-        spans = [(a.ctypes.data, a.itemsize, len(a)) for a in arrays]
-
-        def pages(base: int, size: int, first: int, last: int) -> tuple[int, int]:
-            """The pages holding rows [first, last) of an array."""
-            return (base + first * size) & -page, (base + last * size + page - 1) & -page
-        rows = max((n for _, _, n in spans), default=0)
-        out = [populate([pages(b, s, i, min(i + PREFAULT_ROWS, n)) for b, s, n in spans])
-               for i in range(0, rows, PREFAULT_ROWS)]
-        # The rest of the block: the gaps between the arrays' pages.
-        gaps, at = [], block[0]
-        for lo, hi in sorted(pages(b, s, 0, n) for b, s, n in spans):
-            gaps.append((at, min(lo, block[1])))
-            at = max(at, hi)
-        gaps.append((at, block[1]))
-        out += [populate([(a, min(a + PREFAULT_STEP, stop))])
-                for start, stop in gaps for a in range(start, stop, PREFAULT_STEP)]
-        return out
-    return jobs
-
-
 def columns(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarray]:
     """Fields of one record type, copied a cache-sized slice at a time."""
     dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
@@ -294,8 +195,9 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     clock.start()
     win = trace_window(trace)
     meta = trace.meta or {}
-    n = trace.count("request") if _HEAP_KEPT else 0
-    prefault = prefault_heap(min(PREFAULT_BYTES * n, PREFAULT_MAX)) if n >= PREFAULT_MIN else None
+    n = trace.count("request") if memory.heap_kept() else 0
+    prefault = (memory.prefault_heap(min(memory.PREFAULT_BYTES * n, memory.PREFAULT_MAX))
+                if n >= memory.PREFAULT_MIN else None)
     other: list[dict[str, np.ndarray]] = []
 
     def load_other() -> None:
@@ -313,25 +215,6 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock)
 
 
-def _join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
-                            win: Window, pairs: bool = False) -> Any:
-    """join_calls() of the tracked writes (or join_pairs(), with pairs=True)."""
-    fl = np.asarray(fs["flags_u16"])
-    ex = np.asarray(fs["exit_ns"]).astype(I64)
-    exit_ = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
-    tracked = ((rq.flags & abi.RQ_TRACKED) != 0) & (rq.op != abi.OP_READ)
-    return (join_pairs if pairs else join_calls)(
-        rq.tid, rq.submit, np.asarray(fs["tid"]).astype(I64),
-        np.asarray(fs["enter_ns"]).astype(I64), exit_, sel=tracked)
-
-
-def _call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
-    """Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy."""
-    pairs = unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
-                   | np.asarray(fs["dev_minor"]).astype(np.uint64))
-    return {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist()}
-
-
 def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                     tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
@@ -342,13 +225,13 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     clock.start()
     fs_type = np.asarray(fs["fs_u16"])
     btrfs = bool((fs_type == abi.FS_BTRFS).any())
-    fsdevs = _call_devices(fs)
+    fsdevs = call_devices(fs)
     r: dict[str, Any] = {}  # results by task name
 
     def join() -> Any:
         # The call of every request where btrfs classes need it, else (request, call)
         # pairs (the fsync view needs no more).
-        return _join_requests_to_calls(rq, fs, win, pairs=not btrfs)
+        return join_requests_to_calls(rq, fs, win, pairs=not btrfs)
 
     def classes() -> np.ndarray:
         btrfs_sync = None
@@ -543,157 +426,6 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     return res
 
 
-# -- findings ----------------------------------------------------------------------------
-
-def fmt_ns(ns: float | None) -> str:
-    """A duration in the unit that suits it: 16 ns, 850 us, 9.6 ms, 12.3 s."""
-    if ns is None:
-        return "-"
-    a = abs(ns)
-    if a >= 100e9:
-        return f"{ns / 1e9:,.0f} s"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if a >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{int(ns)} ns"
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    return f"{int(n):,} {word if n == 1 else (words or word + 's')}"
-
-
-def _n(x: float) -> str:
-    return f"{int(round(x)):,}"
-
-
-def _ms(ns: int | None) -> str:
-    return fmt_ns(ns)
-
-
-def _s(ns: int) -> str:
-    return fmt_ns(ns)
-
-
-def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
-    """A few statements in plain words, largest first, each with its evidence."""
-    el = r["elapsed_ns"]
-    att = r["attribution_ns"]
-    pct = r["attribution_pct"]
-    out: list[dict[str, Any]] = []
-    fsync_n = r["fsync"]["count"]
-    req = r["requests"]
-    com = r["commits"]
-
-    def add(key: str, weight: int, text: str, **evidence: Any) -> None:
-        out.append({"key": key, "weight_ns": int(weight), "text": text, "evidence": evidence})
-
-    if att["barrier"]:
-        wfl = r["workload"]["flushes"]
-        fc = wfl["count"]
-        p50 = wfl["device_ns"]["p50"]
-        text = (f"{pct['barrier']:.0f}% of elapsed is barrier: "
-                f"{plural(fc, 'cache flush', 'cache flushes')}, median {_ms(p50)}; ")
-        text += (f"{plural(fsync_n, 'fsync call')} caused them" if fsync_n else
-                 "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
-                 "caused them")
-        mine = set(r["workload"]["devices"])
-        wc = [d["name"] for d in r["devices"] if d.get("write_cache") == "write back"
-              and not d.get("fua") and d["flush"]["count"] and d["name"] in mine]
-        if wc:
-            text += (f"; {', '.join(wc)} {'has' if len(wc) == 1 else 'have'} a volatile write "
-                     "cache without FUA, so every FUA write costs a post-flush")
-        add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=fsync_n)
-    if att["log"]:
-        n = com["count"]
-        text = f"{pct['log']:.0f}% of elapsed is journal/log writes: {plural(n, 'commit')}"
-        j = com.get("jbd2")
-        if j and j["duration_ns"]["p50"] is not None:
-            text += f", median commit {_ms(j['duration_ns']['p50'])}"
-        if com.get("fsyncs_per_commit"):
-            text += f"; {com['fsyncs_per_commit']:.2f} fsync-family calls per commit"
-        if com.get("bytes_logged_per_commit"):
-            text += f"; {com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit"
-        add("log", att["log"], text, commits=n, fsyncs_per_commit=com.get("fsyncs_per_commit"))
-    if att["metadata"]:
-        m = req["metadata"]
-        ratio = r["metadata_data_ratio"]
-        text = (f"{pct['metadata']:.0f}% of elapsed is metadata I/O: "
-                f"{plural(m['count'], 'request')}, {m['bytes'] / 2**20:,.1f} MiB, device median "
-                f"{_ms(m['device_ns']['p50'])}")
-        if ratio is not None:
-            text += f"; metadata:data ratio {ratio:.2f} by bytes written"
-        add("metadata", att["metadata"], text, requests=m["count"], ratio=ratio)
-    for key, cls_names, what in (("data", ("data", "discard"), "data writes"),
-                                 ("read", ("read", "readahead"), "reads")):
-        if att[key]:
-            cnt = sum(req[c]["count"] for c in cls_names)
-            mib = sum(req[c]["bytes"] for c in cls_names) / 2**20
-            p50 = req[cls_names[0]]["device_ns"]["p50"]
-            add(key, att[key], f"{pct[key]:.0f}% of elapsed is waiting on {what}: "
-                               f"{plural(cnt, 'request')}, {mib:,.1f} MiB, device median "
-                               f"{_ms(p50)}",
-                requests=cnt)
-    if att["cpu"]:
-        add("cpu", att["cpu"], f"{pct['cpu']:.0f}% of elapsed the workload was on CPU "
-                               f"({_s(att['cpu'])})")
-    if att["runqueue"]:
-        add("runqueue", att["runqueue"], f"{pct['runqueue']:.0f}% of elapsed the workload was "
-                                         "runnable but waiting for a CPU")
-    if att["wait-other"]:
-        wo = r["wait_other_by_syscall_ns"]
-        top = next(iter(wo.items()), None)
-        text = (f"{pct['wait-other']:.0f}% of elapsed is blocked with no I/O in flight on its "
-                "devices")
-        if top:
-            text += f", mostly in {top[0]} ({_s(top[1])})"
-        add("wait-other", att["wait-other"], text, by_syscall=dict(list(wo.items())[:5]))
-    pl = r.get("placement") or {}
-    for cname in ("metadata", "data", "log", "read"):
-        p = pl.get(cname)
-        if not p or not p["device_ns"] or p["positioning_ns"] <= 0:
-            continue
-        share = p["positioning_ns"] / p["device_ns"]
-        if share < 0.2:
-            continue
-        seq = p["sequential_share"] or 0.0
-        text = (f"{cname} requests spent {_s(p['positioning_ns'])} positioning ({share:.0%} "
-                f"of their device time of {_s(p['device_ns'])}); only {seq:.0%} were "
-                "sequential")
-        if p.get("baseline") == "fastest decile":
-            text += ("; at least: no contiguous request on the device to compare with, so "
-                     "only the slowest tenth was counted")
-        add(f"positioning-{cname}", p["positioning_ns"], text,
-            positioning_ns=p["positioning_ns"], device_ns=p["device_ns"],
-            baseline=p.get("baseline"))
-    loc = r.get("locality")
-    if loc and loc["late_pairs"] and (loc["late_share"] or 0) >= 0.1:
-        dat = req["data"]["device_ns"]["p50"] or 0
-        # A merge that did not happen costs at most one write's positioning: weigh the
-        # late pairs by the mean positioning of a positioned write, never more than the
-        # time the writes spent at all.
-        pos = sum(int((pl.get(c) or {}).get("positioning_ns") or 0)
-                  for c in ("data", "metadata", "log"))
-        npos = sum(int((pl.get(c) or {}).get("positioned_requests") or 0)
-                   for c in ("data", "metadata", "log"))
-        per_pair = min(dat, pos // npos) if npos else 0
-        add("locality", min(loc["late_pairs"] * per_pair, pos),
-            f"{loc['late_share']:.0%} of {_n(loc['adjacent_pairs'])} write pairs adjacent on "
-            f"disk were issued more than {loc['gap_ns'] / 1e6:g} ms apart: they could have "
-            "merged and did not", late_pairs=loc["late_pairs"],
-            adjacent_pairs=loc["adjacent_pairs"])
-    ratio = r.get("metadata_data_ratio")
-    if ratio is not None and ratio >= 0.5:
-        md = r["metadata_data"]
-        add("metadata-ratio", req["metadata"]["device_total_ns"],
-            f"{md['metadata_bytes'] / 2**20:,.1f} MiB of metadata written for "
-            f"{md['data_bytes'] / 2**20:,.1f} MiB of data (ratio {ratio:.2f})",
-            ratio=ratio)
-    floor = cfg.min_finding_share * el
-    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
-    out.sort(key=lambda f: -f["weight_ns"])
-    return out[: cfg.max_findings]
-
-
 # -- metrics for histograms --------------------------------------------------------------
 
 METRICS = names.METRICS
@@ -714,7 +446,7 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
             raise ValueError(f"unknown class {klass!r} (one of {', '.join(CLASS_NAMES)})")
         rq = load_requests(trace, win)
         fs = columns(trace, "fsync", FSYNC_FIELDS)
-        call_of_req = _join_requests_to_calls(rq, fs, win)
+        call_of_req = join_requests_to_calls(rq, fs, win)
         bs = np.zeros(len(rq), bool)
         inc = call_of_req >= 0
         bs[inc] = np.asarray(fs["fs_u16"])[call_of_req[inc]] == abi.FS_BTRFS
@@ -751,7 +483,7 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
     # The commits of the filesystems on the workload's devices, as in the report.
     rq = load_requests(trace, win)
     fs = columns(trace, "fsync", FSYNC_FIELDS)
-    rel = relevant_devices(rq, sorted(_call_devices(fs)), meta)
+    rel = relevant_devices(rq, sorted(call_devices(fs)), meta)
     jr = journal_of(columns(trace, "journal", JOURNAL_FIELDS),
                     workload_filesystems(meta, rq.devices, rel, fs))
     del rq

@@ -188,7 +188,7 @@ def load(path: str) -> Trace:
 def syscall_totals(tr: Trace) -> list[dict]:
     """The kernel's per-syscall count and total time (`syscall` records), largest total
     first; which syscalls they cover depends on the recording's `syscalls` mode."""
-    from .attribute import syscall_name
+    from .syscalls import syscall_name
     sc = tr.records("syscall")
     out = [{"name": syscall_name(int(nr)), "nr": int(nr), "count": int(c), "total_ns": int(t)}
            for nr, c, t in zip(sc["syscall_nr"], sc["count"], sc["total_ns"]) if c]

@@ -110,7 +110,8 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .analysis import AnalysisConfig, analyze, tune_allocator
+    from .analysis import AnalysisConfig, analyze
+    from .memory import tune_allocator
     from .cli import load
     if args.merge_gap_ms < 0:
         raise _user_error("--merge-gap-ms must be >= 0", "", usage=True)
@@ -198,7 +199,7 @@ def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .analysis import tune_allocator
+    from .memory import tune_allocator
     from .cli import load
     from .compare import compare
     render_html = None

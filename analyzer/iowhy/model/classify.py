@@ -35,17 +35,26 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import abi
-from .names import CLASS_NAMES
+from .. import abi
+from ..names import CLASS_NAMES
+
 
 FLUSH, LOG, METADATA, DATA, READ, READAHEAD, DISCARD = range(7)
+
+
 CLASS_CODES = {n: i for i, n in enumerate(CLASS_NAMES)}
+
 
 # Device categories in priority order (index = priority, 0 highest).
 CATEGORIES: tuple[str, ...] = ("barrier", "log", "metadata", "data", "read")
+
+
 CATEGORY_OF_CLASS = np.array([0, 1, 2, 3, 4, 4, 3], dtype=np.int8)
 
+
 BTRFS_SUPER_SECTORS = (128, 131072, 536870912)
+
+
 CLASSIFY_BLOCK = 1 << 16  # requests classified at a time
 
 
@@ -107,9 +116,9 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
     """Class code (int8, index into CLASS_NAMES) of every request.
 
     `requests`: a request record array, or any mapping of its fields (op, iflags,
-    len_bytes, start_sector and dev_major/dev_minor; or a `match.Requests` with its dense
+    len_bytes, start_sector and dev_major/dev_minor; or a `model.requests.Requests` with its dense
     `dev` index and `devices`). `btrfs_sync`: bool per request, True when it was
-    submitted by a task inside its own btrfs fsync call (match.join_calls).
+    submitted by a task inside its own btrfs fsync call (model.calls.join_calls).
     """
     if devices is None and hasattr(requests, "devices"):
         devices = requests.devices
@@ -191,6 +200,8 @@ def _in_range(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 # The iflags bits the class depends on; the two others below them carry our own bits.
 _CLASS_IFLAGS = abi.F_META | abi.F_RAHEAD | abi.F_PREFLUSH
+
+
 _BIT_DATA, _BIT_LOG = 1 << 0, 1 << 2  # nbytes > 0; in a log region (logm)
 assert not _CLASS_IFLAGS & (_BIT_DATA | _BIT_LOG) and _CLASS_IFLAGS < 32
 
