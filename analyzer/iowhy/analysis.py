@@ -21,7 +21,7 @@ from .kernels import I64, percentiles
 from .model.calls import (
     call_devices, dev_codes, join_requests_to_calls, seq_key,
 )
-from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify
+from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify, request_classes
 from .model.flush import flush_generations
 from .model.requests import (
     Requests, Window, device_ns, gather_columns, latency_ok, load_requests, queue_ns,
@@ -234,14 +234,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         return join_requests_to_calls(rq, fs, win, pairs=not btrfs)
 
     def classes() -> np.ndarray:
-        btrfs_sync = None
-        if btrfs:
-            # btrfs log writes are classified by the fsync call they were submitted in.
-            call_of_req = r["join"]
-            btrfs_sync = np.zeros(len(rq), bool)
-            inc = call_of_req >= 0
-            btrfs_sync[inc] = fs_type[call_of_req[inc]] == abi.FS_BTRFS
-        return classify(rq, meta, btrfs_sync=btrfs_sync, devices=rq.devices)
+        # btrfs log writes are classified by the fsync call they were submitted in.
+        return request_classes(rq, meta, fs_type, r["join"] if btrfs else None)
 
     def counts() -> Any:
         rc = request_counts(rq, r["classify"])

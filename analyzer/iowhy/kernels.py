@@ -336,6 +336,13 @@ def log2_hist(values: np.ndarray) -> list[int]:
     return counts[: int(nz[-1]) + 1].tolist() if len(nz) else []
 
 
+def nearest_rank(n: Any, q: int) -> Any:
+    """0-based position of the nearest-rank percentile q (the value at rank
+    ceil(q/100 * n), 1-based) among n sorted values; n an int or an int array."""
+    r = (q * n + 99) // 100 - 1
+    return max(0, r) if isinstance(r, int) else np.maximum(r, 0)
+
+
 def percentiles(values: np.ndarray, qs: Sequence[int] = (50, 99),
                 inplace: bool = False) -> dict[str, int | None]:
     """Nearest-rank percentiles (the value at rank ceil(q/100 * n)) and max, as ints.
@@ -351,7 +358,7 @@ def percentiles(values: np.ndarray, qs: Sequence[int] = (50, 99),
         out["max"] = None
         return out
     arr = values if inplace else np.array(values, copy=True)
-    rank = {q: max(0, (q * n + 99) // 100 - 1) for q in qs}
+    rank = {q: nearest_rank(n, q) for q in qs}
     got: dict[int, int] = {}
     lo = 0
     if n > 4096:
@@ -399,7 +406,7 @@ def sorted_percentiles(x: np.ndarray, qs: Sequence[int] = (50, 99)) -> dict[str,
     n = len(x)
     out: dict[str, int | None] = {}
     for q in qs:
-        out[f"p{q}"] = int(x[max(0, (q * n + 99) // 100 - 1)]) if n else None
+        out[f"p{q}"] = int(x[nearest_rank(n, q)]) if n else None
     out["max"] = int(x[-1]) if n else None
     return out
 
@@ -491,11 +498,6 @@ def floor_log2(v: np.ndarray) -> np.ndarray:
     return x
 
 
-def nearest_rank(n: int, q: int) -> int:
-    """0-based nearest rank of percentile q among n values."""
-    return max(0, (q * n + 99) // 100 - 1)
-
-
 def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int, qs: Sequence[int]
                 ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """(count per group, {q: nearest-rank percentile q per group}) of int64 `values` in
@@ -523,7 +525,7 @@ def group_stats(groups: np.ndarray, values: np.ndarray, ngroups: int, qs: Sequen
     first = np.cumsum(cnt) - cnt
     has = np.flatnonzero(cnt)
     for q in qs:
-        out[q][has] = key[first[has] + np.maximum(0, (q * cnt[has] + 99) // 100 - 1)]
+        out[q][has] = key[first[has] + nearest_rank(cnt[has], q)]
     return cnt, out
 
 

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import abi
+from .devices import dev_key, dev_pair
 from ..kernels import I64, check_keyed, sort_with_order, unique
 from .requests import Requests, Window
 
@@ -126,12 +127,18 @@ JOIN_BLOCK = 1 << 17  # requests joined at a time
 JOIN_STEPS = 8  # steps within a bucket before a binary search
 
 
+def call_exit(fs: Mapping[str, np.ndarray], end_ns: int) -> np.ndarray:
+    """The effective exit of each fsync-family call: its exit, or `end_ns` (the window's
+    end) for a call still running at the stop (FS_F_INCOMPLETE) or with no exit time."""
+    ex = np.asarray(fs["exit_ns"]).astype(I64)
+    running = (np.asarray(fs["flags_u16"]) & abi.FS_F_INCOMPLETE) != 0
+    return np.where((ex > 0) & ~running, ex, end_ns)
+
+
 def join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
                            win: Window, pairs: bool = False) -> Any:
     """join_calls() of the tracked writes (or join_pairs(), with pairs=True)."""
-    fl = np.asarray(fs["flags_u16"])
-    ex = np.asarray(fs["exit_ns"]).astype(I64)
-    exit_ = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
+    exit_ = call_exit(fs, win.end_ns)
     tracked = ((rq.flags & abi.RQ_TRACKED) != 0) & (rq.op != abi.OP_READ)
     return (join_pairs if pairs else join_calls)(
         rq.tid, rq.submit, np.asarray(fs["tid"]).astype(I64),
@@ -140,19 +147,12 @@ def join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
 
 def call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
     """Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy."""
-    pairs = unique((np.asarray(fs["dev_major"]).astype(np.uint64) << np.uint64(32))
-                   | np.asarray(fs["dev_minor"]).astype(np.uint64))
-    return {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist()}
+    return {dev_pair(k) for k in unique(dev_key(fs["dev_major"], fs["dev_minor"])).tolist()}
 
 
 def dev_codes(*pairs: tuple[Any, Any]) -> list[np.ndarray]:
     """One small integer code per (major, minor), shared across several arrays."""
-    keys = []
-    for ma, mi in pairs:
-        k = np.asarray(ma).astype(I64)
-        k <<= 20
-        k |= np.asarray(mi)
-        keys.append(k)
+    keys = [dev_key(ma, mi) for ma, mi in pairs]
     # The distinct devices from the first key of each run of equal ones (records of a
     # device come in runs): a sort of few.
     heads = [k[np.flatnonzero(k[1:] != k[:-1]) + 1] for k in keys] + [k[:1] for k in keys]

@@ -51,6 +51,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .. import abi
+from .devices import dev_key, dev_pair
 from ..kernels import GATHER_BLOCK, I64, key_span, select, unique
 
 
@@ -168,7 +169,7 @@ def load_requests(trace: Any, window: Window, threads: int = 1,
             if f not in ("dev_major", "dev_minor")}
     dev = np.empty(n, dtype=np.int32)
     jobs = deque(alongside([*cols.values(), dev]) if alongside else [])
-    keys: list[int] = [(int(d["major"]) << 20) | int(d["minor"])
+    keys: list[int] = [dev_key(d["major"], d["minor"])
                        for d in trace.meta.get("devices", []) or []
                        if d.get("major") is not None and d.get("minor") is not None]
     # (view, first, last record in the view, position in the output) per slice.
@@ -207,7 +208,7 @@ def load_requests(trace: Any, window: Window, threads: int = 1,
         final = np.array([bisect.bisect_left(keys, k) for k in dm.keys], dtype=np.int32)
         if hi > lo and not np.array_equal(final, np.arange(len(final))):
             np.take(final, dev[lo:hi], out=dev[lo:hi])
-    devices = [(k >> 20, k & 0xFFFFF) for k in keys]
+    devices = [dev_pair(k) for k in keys]
 
     def i64(name: str) -> np.ndarray:
         return cols[name].view(I64)
@@ -232,8 +233,14 @@ assert _REQUEST_FIELDS["dev_minor"][1] == _REQUEST_FIELDS["dev_major"][1] + 4
 
 
 def _pair_key(pair: int) -> int:
-    """The device key (major << 20 | minor) of a raw (major, minor) pair value."""
-    return ((pair & 0xFFFFFFFF) << 20) | (pair >> 32)
+    """The dev_key of a raw pair value (major | minor << 32: _DEV_PAIR)."""
+    return dev_key(pair & 0xFFFFFFFF, pair >> 32)
+
+
+def _raw_pair(key: int) -> int:
+    """The raw pair value (_DEV_PAIR) of a dev_key."""
+    major, minor = dev_pair(key)
+    return major | (minor << 32)
 
 
 class _DeviceMap:
@@ -244,7 +251,7 @@ class _DeviceMap:
         self.keys: list[int] = []
         self.index: dict[int, int] = {}
         for k in meta_keys:
-            self._add(((k & 0xFFFFF) << 32) | (k >> 20))
+            self._add(_raw_pair(k))
         self._arrays()
 
     def _add(self, pair: int) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, check_keyed, dense_codes, percentiles, unique
+from ..model.devices import dev_key, dev_pair
 from ..model.calls import dev_codes, seq_key
 from ..model.requests import Window
 
@@ -34,9 +35,8 @@ def workload_filesystems(meta: Mapping[str, Any], devices: Sequence[tuple[int, i
             if f.get(a) is not None and f.get(b) is not None:
                 out.add((int(f[a]), int(f[b])))
     if len(fs.get("dev_major", [])):
-        pairs = unique((np.asarray(fs["dev_major"]).astype(I64) << 32)
-                       | np.asarray(fs["dev_minor"]).astype(I64))
-        out |= {(int(p >> 32), int(p & 0xFFFFFFFF)) for p in pairs.tolist() if p}
+        keys = unique(dev_key(fs["dev_major"], fs["dev_minor"]))
+        out |= {dev_pair(k) for k in keys.tolist() if k}
     return out
 
 
@@ -45,8 +45,8 @@ def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
     """The journal records of the filesystems `devs` (workload_filesystems)."""
     if not len(jr.get("dev_major", [])):
         return dict(jr)
-    key = (np.asarray(jr["dev_major"]).astype(I64) << 32) | np.asarray(jr["dev_minor"])
-    want = np.array(sorted((a << 32) | b for a, b in devs), dtype=I64)
+    key = dev_key(jr["dev_major"], jr["dev_minor"])
+    want = np.array(sorted(dev_key(a, b) for a, b in devs), dtype=I64)
     keep = np.isin(key, want)
     if keep.all():  # the usual case: no copy
         return {k: np.asarray(v) for k, v in jr.items()}
@@ -134,7 +134,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         fm = ev == abi.J_XFS_FORCE
         force_lat = np.zeros(0, I64)
         if fm.any():
-            dkey = (np.asarray(jr["dev_major"]).astype(I64) << 20) | np.asarray(jr["dev_minor"])
+            dkey = dev_key(jr["dev_major"], jr["dev_minor"])
             udev = unique(dkey[fm | (ev == abi.J_XLOG_DONE)])
             span = window.span
             check_keyed(len(udev), span)

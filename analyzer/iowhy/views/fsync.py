@@ -10,10 +10,10 @@ import numpy as np
 
 from .. import abi
 from ..kernels import (
-    Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, select, small_unique,
+    Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique,
     union_intervals, union_sorted,
 )
-from ..model.calls import dev_codes, join_calls, seq_key
+from ..model.calls import call_exit, dev_codes, join_calls, seq_key
 from ..model.classify import DATA, FLUSH, LOG
 from ..model.requests import Requests, Window, first_start
 
@@ -36,7 +36,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     fflags = np.asarray(fs["flags_u16"])
     # Still running at stop, or its exit never seen (exit_ns is then an upper bound).
     incomplete = ((fflags & (abi.FS_F_INCOMPLETE | abi.FS_F_EXIT_UNSEEN)) != 0) | (ex_raw == 0)
-    exit_ = np.clip(select(ex_raw > 0, ex_raw, w1), enter, w1)
+    exit_ = np.clip(call_exit(fs, w1), enter, w1)
     lat = exit_ - enter
     call = np.asarray(fs["call_u16"])
     fstype = np.asarray(fs["fs_u16"])
@@ -60,9 +60,9 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     rc = rc.astype(I64)  # int64 indices: faster gathers
     rcls = np.take(cls, ri)
     call_enter = np.take(enter, rc)
-    call_exit = np.take(exit_, rc)
-    st = np.clip(first_start(rq, ri), call_enter, call_exit)
-    en = np.clip(np.take(rq.done, ri), st, call_exit, out=call_exit)
+    req_call_exit = np.take(exit_, rc)
+    st = np.clip(first_start(rq, ri), call_enter, req_call_exit)
+    en = np.clip(np.take(rq.done, ri), st, req_call_exit, out=req_call_exit)
     c0 = np.full(n, w1 + 1, I64)
     c1 = np.full(n, w0 - 1, I64)
     seq_ok = (fflags & abi.FS_F_SEQ) != 0
