@@ -434,15 +434,13 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
     from iowhy.reports.terminal import render_report
     from iowhy.traceformat import read_trace
     tr = read_trace(str(paths["trace"]))
-    report = {k: v for k, v in analyze(tr, AnalysisConfig()).items() if not k.startswith("_")}
+    html = _html_renderer()
+    full = analyze(tr, AnalysisConfig(figures=html is not None))
+    report = {k: v for k, v in full.items() if not k.startswith("_")}
     paths["report_json"].write_text(json.dumps(report, indent=2) + "\n")
     paths["report_text"].write_text(render_report(report) + "\n")
-    html = _html_renderer()
     if html is not None:
-        try:
-            page = html(report, tr)     # with the trace: every figure drawn
-        except TypeError:
-            page = html(report)
+        page = html(full)  # with the figure data: every figure drawn
         paths["report_html"].write_text(page, encoding="utf-8")
     truth = emudisk.read_truth(paths["truth"])
     dname = f"loop{disk_info['minor']}" if disk_info else ""

@@ -18,24 +18,22 @@ import numpy as np
 from . import abi, memory, names
 from .findings import findings
 from .kernels import I64, percentiles
-from .model.calls import (
-    call_devices, dev_codes, join_requests_to_calls, seq_key,
-)
-from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, classify, request_classes
+from .model.calls import call_devices, join_requests_to_calls
+from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
 from .model.flush import flush_generations
-from .model.requests import (
-    Requests, Window, device_ns, gather_columns, latency_ok, load_requests, queue_ns,
-    total_ns, trace_window,
-)
+from .model.requests import Requests, Window, gather_columns, load_requests, trace_window
 from .model.stages import device_stages, stage_service
 from .views.classes import per_class, request_counts
 from .views.commits import commits_view, journal_of, workload_filesystems
 from .views.device import device_unions, device_view, relevant_devices
-from .views.fsync import fsync_view
-from .views.latency import latency_figures
+from .views.fsync import fsync_values, fsync_view
+from .views.latency import latency_figures, values_by_class
 from .views.locality import locality
+from .views.placement import seek_values_by_class
 from .views.queue import queue_depth
+from .views.series import figure_data
 from .views.workload import WORKLOAD_CATEGORIES, workload_covers, workload_view
+
 
 SCHEMA = "iowhy-report/1"
 
@@ -61,6 +59,8 @@ class AnalysisConfig:
     #                   at a time (numpy releases the GIL); 1 runs everything in the
     #                   calling thread
     timings: bool = False  # record seconds per phase in result["_timings_s"] (benchmarks)
+    values: bool = False  # keep the values `iowhy hist` plots in result["_values"]
+    figures: bool = False  # compute what the HTML figures draw: result["_figures"]
 
 
 class _Clock:
@@ -285,6 +285,14 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
         return fsv, commits_view(win, mine, fsv, fs, log_bytes)
 
+    def values() -> dict[str, Any]:
+        return {**values_by_class(rq, r["classify"]),
+                "seek": seek_values_by_class(r["stages"], r["classify"])}
+
+    def figure_task() -> Any:
+        return figure_data(win, meta, rq, r["classify"], r["counts"][1], r["values"],
+                           r["per class"][1], fs, jr, trace)
+
     # (name, result key, dependencies, function) in priority order: a free thread takes
     # the first task whose dependencies are done. The order is by the longest chain of
     # work left after each task (device stages, service times, per-class figures first),
@@ -309,6 +317,14 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                     "queue depth"), devview),
     ]
+    if cfg.values or cfg.figures:
+        # Before the per-class figures, which drop the seeks once read.
+        graph.append(("values", "values", ("stages", "classify"), values))
+        i = [g[1] for g in graph].index("per class")
+        graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
+    if cfg.figures:
+        graph.append(("figure data", "figures", ("classify", "counts", "values", "per class"),
+                      figure_task))
     if btrfs:  # the join first: classify waits for it
         graph.insert(0, graph.pop(5))
 
@@ -350,6 +366,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     fl, devices, wv, loc = r["flush"], r["devices"], r["workload"], r["locality"]
     requests, pl, dev_op, dev_bytes = r["per class"]
     fsv, commits = r["fsync"]
+    commit_durations = commits.pop("_durations")
     rc, relevant = r["counts"]
     cls = r["classify"]
     # Empty PREFLUSHes: class flush without being an FF.
@@ -415,6 +432,11 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     res["findings"] = findings(res, cfg)
     if trace is None:
         res.pop("trace")
+    if cfg.values:
+        res["_values"] = {**r["values"], "fsync": fsync_values(fsv["_per_call"]),
+                          "commit": commit_durations}
+    if cfg.figures:
+        res["_figures"] = r["figures"]
     if cfg.timings:
         res["_timings_s"] = {k: round(v, 4) for k, v in clock.spent.items()}
     return res
@@ -423,87 +445,26 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
 # -- metrics for histograms --------------------------------------------------------------
 
 METRICS = names.METRICS
+COMMIT_KINDS = ("jbd2", "xfs", "fc")
 
 
 def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np.ndarray, str]:
-    """Values of one metric for `iowhy hist`: (values, unit) with unit "ns" or "sectors".
+    """Values of one metric for `iowhy hist`, exactly those the report's figures are made
+    of: (values, unit) with unit "ns" or "sectors".
 
     klass: a request class (device/queue/total/seek), a call type (fsync) or a commit
     kind (commit: jbd2, xfs, fc). Raises ValueError for an unknown metric or class.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
-    win = trace_window(trace)
-    meta = trace.meta or {}
-    if metric in ("device", "queue", "total", "seek"):
-        if klass is not None and klass not in CLASS_NAMES:
-            raise ValueError(f"unknown class {klass!r} (one of {', '.join(CLASS_NAMES)})")
-        rq = load_requests(trace, win)
-        fs = columns(trace, "fsync", FSYNC_FIELDS)
-        call_of_req = join_requests_to_calls(rq, fs, win)
-        bs = np.zeros(len(rq), bool)
-        inc = call_of_req >= 0
-        bs[inc] = np.asarray(fs["fs_u16"])[call_of_req[inc]] == abi.FS_BTRFS
-        cls = classify(rq, meta, btrfs_sync=bs, devices=rq.devices)
-        sel = np.ones(len(rq), bool) if klass is None else cls == CLASS_NAMES.index(klass)
-        if metric == "seek":
-            st = device_stages(rq, win)
-            return np.abs(st.seek[sel[st.seek_idx]]), "sectors"
-        ok = sel & latency_ok(rq)
-        if metric == "total":
-            v = total_ns(rq, np.flatnonzero(ok))
-        else:
-            ok &= rq.issue > 0
-            idx = np.flatnonzero(ok)
-            v = device_ns(rq, idx) if metric == "device" else queue_ns(rq, idx)
-        return v[v >= 0], "ns"
-    if metric == "fsync":
-        fs = columns(trace, "fsync", FSYNC_FIELDS)
-        enter = np.asarray(fs["enter_ns"]).astype(I64)
-        ex = np.asarray(fs["exit_ns"]).astype(I64)
-        # Only calls seen from entry to exit: a late entry or an unseen exit is a bound.
-        partial = abi.FS_F_INCOMPLETE | abi.FS_F_LATE_ENTER | abi.FS_F_EXIT_UNSEEN
-        ok = (ex > 0) & ((np.asarray(fs["flags_u16"]) & partial) == 0)
-        if klass is not None:
-            codes = {v: k for k, v in abi.CALL_NAMES.items()}
-            if klass not in codes:
-                raise ValueError(f"unknown call type {klass!r} "
-                                 f"(one of {', '.join(abi.CALL_NAMES.values())})")
-            ok &= np.asarray(fs["call_u16"]) == codes[klass]
-        return (ex - enter)[ok], "ns"
-    kinds = ("jbd2", "xfs", "fc")
-    if klass is not None and klass not in kinds:
-        raise ValueError(f"unknown commit kind {klass!r} (one of {', '.join(kinds)})")
-    # The commits of the filesystems on the workload's devices, as in the report.
-    rq = load_requests(trace, win)
-    fs = columns(trace, "fsync", FSYNC_FIELDS)
-    rel = relevant_devices(rq, sorted(call_devices(fs)), meta)
-    jr = journal_of(columns(trace, "journal", JOURNAL_FIELDS),
-                    workload_filesystems(meta, rq.devices, rel, fs))
-    del rq
-    ev = np.asarray(jr["event_u16"])
-    ts = np.asarray(jr["ts_ns"]).astype(I64)
-    key = seq_key(dev_codes((jr["dev_major"], jr["dev_minor"]))[0], jr["seq"])
-    vals = []
-    pairs = {"jbd2": (abi.J_JBD2_START, abi.J_JBD2_END), "xfs": (abi.J_XLOG_SYNC, abi.J_XLOG_DONE)}
-    for kind, (a, b) in pairs.items():
-        if klass not in (None, kind):
-            continue
-        ka, kb = key[ev == a], key[ev == b]
-        ta, tb = ts[ev == a], ts[ev == b]
-        oa = np.argsort(ka)
-        ka, ta = ka[oa], ta[oa]
-        p = np.clip(np.searchsorted(ka, kb), 0, max(len(ka) - 1, 0))
-        if len(ka):
-            hit = ka[p] == kb
-            vals.append(tb[hit] - ta[p[hit]])
-    if klass in (None, "fc"):
-        tid = np.asarray(jr["tid"]).astype(I64)
-        m = (ev == abi.J_EXT4_FC_START) | (ev == abi.J_EXT4_FC_STOP)
-        o = np.lexsort((ts[m], tid[m]))
-        e2, t2, d2 = ev[m][o], ts[m][o], tid[m][o]
-        pr = (e2[:-1] == abi.J_EXT4_FC_START) & (e2[1:] == abi.J_EXT4_FC_STOP) & \
-            (d2[:-1] == d2[1:])
-        vals.append((t2[1:] - t2[:-1])[pr])
-    v = np.concatenate(vals) if vals else np.zeros(0, I64)
-    return v[v >= 0], "ns"
+    if klass is not None:
+        known: Sequence[str] = {"fsync": tuple(abi.CALL_NAMES.values()),
+                                "commit": COMMIT_KINDS}.get(metric, CLASS_NAMES)
+        what = {"fsync": "call type", "commit": "commit kind"}.get(metric, "class")
+        if klass not in known:
+            raise ValueError(f"unknown {what} {klass!r} (one of {', '.join(known)})")
+    res = analyze(trace, AnalysisConfig(values=True, placement=False, locality=False))
+    by = res["_values"][metric]
+    parts = list(by.values()) if klass is None else [by[klass]] if klass in by else []
+    v = np.concatenate(parts) if parts else np.zeros(0, I64)
+    return v, "sectors" if metric == "seek" else "ns"

@@ -136,10 +136,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     tune_allocator()
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
-                         placement=not args.no_placement, locality=not args.no_placement)
-    result = _public(analyze(tr, cfg))
-    # the trace too: the figures draw per-request data
-    html = render_html(result, tr) if render_html is not None else None
+                         placement=not args.no_placement, locality=not args.no_placement,
+                         figures=render_html is not None)
+    full = analyze(tr, cfg)
+    result = _public(full)
+    # the full result: the figures draw its "_figures"
+    html = render_html(full) if render_html is not None else None
     from .reports.terminal import render_report
     return _emit(args, result, html, render_report)
 

@@ -5,7 +5,8 @@ Everything here is a pure function over numpy arrays: no printing, no trace I/O 
 pulling columns out of a `Trace`. Times are integer nanoseconds of CLOCK_MONOTONIC;
 intervals are half-open, ``[start, end)``.
 
-Per request (definitions used by every report):
+Per request (definitions used by every report; views.latency.latency_values computes the
+three times, each at least 0, for every view, `hist` and the figures):
 
 * ``queue_ns``  = issue - insert (0 for a direct issue, where insert_ns is 0).
 * ``device_ns`` = final completion - issue (includes the post-flush of a flush-sequenced
@@ -404,34 +405,6 @@ def fill_start(rq: Requests, start: np.ndarray, idx: np.ndarray | None,
     start[z] = select(ins > 0, ins, np.take(rq.issue, r))
 
 
-def queue_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
-    """issue - insert for issued requests (0 for a direct issue); -1 if not issued."""
-    issue = rq.issue if sel is None else rq.issue[sel]
-    insert = rq.insert if sel is None else rq.insert[sel]
-    q = np.where(insert > 0, issue - insert, 0)
-    return np.where(issue > 0, np.maximum(q, 0), -1)
-
-
-def device_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
-    """Final completion - issue; -1 if not issued."""
-    issue = rq.issue if sel is None else rq.issue[sel]
-    done = rq.done if sel is None else rq.done[sel]
-    return np.where(issue > 0, np.maximum(done - issue, 0), -1)
-
-
-def total_ns(rq: Requests, sel: np.ndarray | None = None) -> np.ndarray:
-    """Final completion - first known start; -1 if no start is known."""
-    st = first_start(rq, sel)
-    done = rq.done if sel is None else rq.done[sel]
-    return np.where(st > 0, np.maximum(done - st, 0), -1)
-
-
 # Requests whose latencies are not observed: still in flight at the end, first seen at
 # completion, or with a final completion never seen.
 UNOBSERVED = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED | abi.RQ_LOST_DONE
-
-
-def latency_ok(rq: Requests) -> np.ndarray:
-    """Requests whose latencies are fully observed (not incomplete, not pre-dating the
-    trace, final completion seen)."""
-    return (rq.flags & UNOBSERVED) == 0

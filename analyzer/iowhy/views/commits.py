@@ -56,11 +56,15 @@ def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
 def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str, Any],
                  fs: Mapping[str, np.ndarray], log_bytes: int) -> dict[str, Any]:
     """Commits of the journal records `jr` (those of the workload's filesystems:
-    journal_of) and the batching of the fsync-family calls `fs`."""
+    journal_of) and the batching of the fsync-family calls `fs`. "_durations": the
+    commit durations by kind (jbd2 start to end, XFS iclog sync to done, ext4 fast
+    commits), for `iowhy hist --metric commit`."""
     w0, w1 = window.start_ns, window.end_ns
     ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
     ts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
     out: dict[str, Any] = {}
+    durations = {"jbd2": np.zeros(0, I64), "xfs": np.zeros(0, I64),
+                 "fc": _fast_commit_durations(jr, ev, ts)}
     total = 0
     # jbd2
     jm = (ev >= abi.J_JBD2_START) & (ev <= abi.J_JBD2_STATS)
@@ -89,6 +93,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         def span_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             return np.where((a >= 0) & (b >= 0), b - a, -1)
         done = en >= 0
+        durations["jbd2"] = _positive(span_of(s, en))
         n_c = int(done.sum())
         total += n_c
         out["jbd2"] = {
@@ -128,6 +133,7 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         sm = xev == abi.J_XLOG_SYNC
         ibytes[pos[sm]] = np.asarray(jr["aux1"])[xi][sm].astype(I64)
         sy, wr, dn = cols[abi.J_XLOG_SYNC], cols[abi.J_XLOG_WRITE], cols[abi.J_XLOG_DONE]
+        durations["xfs"] = _positive(np.where((sy >= 0) & (dn >= 0), dn - sy, -1))
         n_c = int((dn >= 0).sum())
         total += n_c
         # Log force -> first iclog completion on the same device at or after it.
@@ -181,11 +187,31 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
                              np.asarray(fs["commit_seq"])[xf])
                 distinct -= int(xf.sum()) - len(unique(xk))
             fpc = round(int(needed.sum()) / distinct, 3) if distinct else None
-    out_all = {
+    out_all: dict[str, Any] = {
         "count": int(total),
         "fsyncs_per_commit": fpc,
         "log_bytes": int(log_bytes),
         "bytes_logged_per_commit": int(log_bytes // total) if total else None,
     }
     out_all.update(out)
+    out_all["_durations"] = durations
     return out_all
+
+
+def _positive(d: np.ndarray) -> np.ndarray:
+    return d[d >= 0]
+
+
+def _fast_commit_durations(jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.ndarray
+                           ) -> np.ndarray:
+    """ext4 fast commits: from each FC_START to the FC_STOP that follows it in the same
+    task."""
+    if not len(ev):
+        return np.zeros(0, I64)
+    tid = np.asarray(jr["tid"]).astype(I64)
+    m = (ev == abi.J_EXT4_FC_START) | (ev == abi.J_EXT4_FC_STOP)
+    o = np.lexsort((ts[m], tid[m]))
+    e2, t2, d2 = ev[m][o], ts[m][o], tid[m][o]
+    pr = (e2[:-1] == abi.J_EXT4_FC_START) & (e2[1:] == abi.J_EXT4_FC_STOP) & \
+        (d2[:-1] == d2[1:])
+    return _positive((t2[1:] - t2[:-1])[pr])

@@ -286,3 +286,13 @@ def _keyed_union(s: np.ndarray, e: np.ndarray, sel: np.ndarray) -> tuple[np.ndar
     s = key.view(I64)
     ln += s
     return union_sorted(s, ln)
+
+
+def fsync_values(per_call: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """The latency of each complete call (fsync_view's), by call name: for `iowhy hist
+    --metric fsync`."""
+    if per_call is None:
+        return {}
+    lat, inc, call = per_call["latency"], per_call["incomplete"], per_call["call"]
+    return {abi.CALL_NAMES.get(int(c), f"call_{int(c)}"): lat[(call == c) & ~inc]
+            for c in small_unique(call)}

@@ -38,7 +38,7 @@ def latency_figures(rq: Requests, cls: np.ndarray) -> list[dict[str, Any]]:
                 off = np.searchsorted(vals, starts)
                 base = starts  # the class bits of a class's keys, subtracted from its figures
             else:
-                vals, off = group_sort(*_latency_values(rq, cls, m), ncls)
+                vals, off = group_sort(*latency_values(rq, cls, m), ncls)
                 base = np.zeros(ncls + 1, np.int32)
             for k in range(ncls):
                 x = vals[off[k]:off[k + 1]]
@@ -60,7 +60,7 @@ def _latency_keys(rq: Requests, cls: np.ndarray, figs: tuple[int, ...]
     """(class << 28 | value) as int32 of figures `figs` (0, 1: the device and queue
     times, which leave out the same requests; or 2: the total time) of every request
     (class 7 for a request left out, with value 0), None for a figure whose values do
-    not all fit 28 bits (see _latency_values). Block by block: the columns the figures
+    not all fit 28 bits (see latency_values). Block by block: the columns the figures
     share are read once and the temporaries stay in cache."""
     n = len(rq)
     none = len(CLASS_NAMES) << _LAT_VBITS
@@ -72,7 +72,7 @@ def _latency_keys(rq: Requests, cls: np.ndarray, figs: tuple[int, ...]
         k = keys[i]
         if k is None:
             return
-        if int(v.max()) >= lim or (figs[i] == 0 and int(v.min()) < 0):
+        if int(v.max()) >= lim:
             keys[i] = None
             return
         kb = k[a:a + len(v)]
@@ -91,6 +91,7 @@ def _latency_keys(rq: Requests, cls: np.ndarray, figs: tuple[int, ...]
             # Device and queue times: of fully observed, issued requests.
             out = np.flatnonzero(bad | (iss <= 0))
             v = done - iss
+            np.maximum(v, 0, out=v)
             v[out] = 0
             put(0, a, c, v, out)
             np.subtract(iss, ins, out=v)
@@ -115,9 +116,15 @@ def _latency_keys(rq: Requests, cls: np.ndarray, figs: tuple[int, ...]
     return keys
 
 
-def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """(class or 7 for left out, value) of figure m (0 device, 1 queue, 2 total) for
-    every request, as full arrays (for values beyond 28 bits)."""
+def latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(class, or 7 for a request left out; value) of figure m for every request: the
+    definition of the per-request times (model/requests.py says them in words).
+
+    m = 0, device: final completion - issue; 1, queue: issue - insert (0 for a direct
+    issue); 2, total: final completion - first known start. Each at least 0; only for
+    fully observed requests (not UNOBSERVED), issued ones for the device and queue times
+    and those with a known start for the total. _latency_keys computes the same values
+    block by block, packed with their class."""
     none = np.int8(len(CLASS_NAMES))
     ok = np.bitwise_and(rq.flags, UNOBSERVED) == 0
     issue, insert, done = rq.issue, rq.insert, rq.done
@@ -126,7 +133,9 @@ def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, 
         lat &= ok
         grp = select(lat, cls, none)
         if m == 0:
-            return grp, done - issue
+            v = done - issue
+            np.maximum(v, 0, out=v)
+            return grp, v
         v = issue - insert
         v *= insert > 0
         np.maximum(v, 0, out=v)
@@ -137,3 +146,18 @@ def _latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, 
     np.subtract(done, start, out=start)
     np.maximum(start, 0, out=start)
     return grp, start
+
+
+VALUE_FIGURES = ("device", "queue", "total")
+
+
+def values_by_class(rq: Requests, cls: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+    """{"device" | "queue" | "total": {class name: its values (latency_values), ascending}}
+    for `iowhy hist` and the figures."""
+    ncls = len(CLASS_NAMES)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for m, fig in enumerate(VALUE_FIGURES):
+        vals, off = group_sort(*latency_values(rq, cls, m), ncls)
+        out[fig] = {name: vals[off[k]:off[k + 1]].astype(I64)
+                    for k, name in enumerate(CLASS_NAMES)}
+    return out

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels import I64, floor_log2, gather, group_stats, nearest_rank, theil_sen
+from ..kernels import (
+    I64, floor_log2, gather, group_sort, group_stats, nearest_rank, theil_sen,
+)
 from ..model.requests import Requests, UNOBSERVED
 from ..model.stages import Stages
 from ..names import CLASS_NAMES
@@ -330,3 +332,12 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
             "device_ns": int(dns[sl].sum()),
         }
     return place
+
+
+def seek_values_by_class(st: Stages, cls: np.ndarray) -> dict[str, np.ndarray]:
+    """|seek distance| in sectors of every request that has one (model.stages), by class
+    name, ascending: for `iowhy hist --metric seek` and the figures."""
+    scls = st.seek_cls if st.seek_cls is not None else gather(cls, st.seek_idx)
+    ncls = len(CLASS_NAMES)
+    vals, off = group_sort(np.asarray(scls).astype(np.int8), np.abs(st.seek).astype(I64), ncls)
+    return {name: vals[off[k]:off[k + 1]].astype(I64) for k, name in enumerate(CLASS_NAMES)}
