@@ -11,9 +11,8 @@ and drain the disk's cache, so nothing of the setup is left to be paid for insid
 window; record the measured workload with ``iowhy record`` (a subprocess); unmount,
 stop the disk; analyze the trace; compare with the truth (lab/validate.py). The output
 directory gets, side by side, named after the run ``<scenario>-<fs>-<disk>``:
-``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html`` (when
-iowhy.reports.html.render_html exists), ``.truth.bin`` (ground truth) and ``.run.json``
-(the run's figures and its validation list).
+``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html``, ``.truth.bin``
+(ground truth) and ``.run.json`` (the run's figures and its validation list).
 
 The emulated disk is set up so that one block request is one FUSE call and one truth
 record (the loop device's max_sectors_kb is capped at the daemon's FUSE max_write),
@@ -43,11 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-try:  # as iowhy.lab.scenarios
-    from . import emudisk, validate
-except ImportError:  # as a flat module next to emudisk.py
-    import emudisk  # type: ignore[no-redef]
-    import validate  # type: ignore[no-redef]
+from . import emudisk, validate
 
 LAB_DIR = Path(__file__).resolve().parent
 WORKLOADS = LAB_DIR / "workloads.py"
@@ -434,14 +429,12 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
     from iowhy.reports.terminal import render_report
     from iowhy.traceformat import read_trace
     tr = read_trace(str(paths["trace"]))
-    html = _html_renderer()
-    full = analyze(tr, AnalysisConfig(figures=html is not None))
+    from iowhy.reports.html import render_html
+    full = analyze(tr, AnalysisConfig(figures=True))
     report = {k: v for k, v in full.items() if not k.startswith("_")}
     paths["report_json"].write_text(json.dumps(report, indent=2) + "\n")
     paths["report_text"].write_text(render_report(report) + "\n")
-    if html is not None:
-        page = html(full)  # with the figure data: every figure drawn
-        paths["report_html"].write_text(page, encoding="utf-8")
+    paths["report_html"].write_text(render_html(full), encoding="utf-8")
     truth = emudisk.read_truth(paths["truth"])
     dname = f"loop{disk_info['minor']}" if disk_info else ""
     for dd in tr.meta.get("devices", []) or []:
@@ -491,14 +484,6 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
         "validation": val,
         "ok": all(e["ok"] for e in val if e.get("comparable", True)),
     }
-
-
-def _html_renderer() -> Optional[Callable[..., str]]:
-    try:
-        from iowhy.reports import html as html_mod  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(html_mod, "render_html", None)
 
 
 def render_run(r: Mapping[str, Any]) -> str:
@@ -574,18 +559,12 @@ GALLERY_PAIRS = (
 
 def gallery(out_dir: str | os.PathLike, disk: str = "hdd-7200",
             only: Optional[set[str]] = None) -> list[Path]:
-    """Comparison pages (text, and HTML when the renderer exists) for every pair of
+    """Comparison pages (text and HTML) for every pair of
     GALLERY_PAIRS whose two runs are in OUT_DIR; with ONLY (run ids), just the pairs
-    involving one of them. Needs iowhy.compare; returns the files written ([] without)."""
-    try:
-        from iowhy.compare import compare
-        from iowhy.reports.compare_text import render_compare
-    except ImportError:
-        return []
-    try:
-        from iowhy.reports.html import render_compare_html  # type: ignore[attr-defined]
-    except ImportError:
-        render_compare_html = None
+    involving one of them. Returns the files written."""
+    from iowhy.compare import compare
+    from iowhy.reports.compare_text import render_compare
+    from iowhy.reports.html import render_compare_html
     from iowhy.traceformat import read_trace
     out = Path(out_dir)
     written = []
@@ -604,8 +583,7 @@ def gallery(out_dir: str | os.PathLike, disk: str = "hdd-7200",
             base = out / f"compare-{a}-vs-{b}-{fs}-{disk}"
             Path(f"{base}.txt").write_text(render_compare(result) + "\n")
             written.append(Path(f"{base}.txt"))
-            if render_compare_html is not None:
-                Path(f"{base}.html").write_text(render_compare_html(rep_a, rep_b, result),
-                                                encoding="utf-8")
-                written.append(Path(f"{base}.html"))
+            Path(f"{base}.html").write_text(render_compare_html(rep_a, rep_b, result),
+                                            encoding="utf-8")
+            written.append(Path(f"{base}.html"))
     return written

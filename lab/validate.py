@@ -89,10 +89,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-try:  # as iowhy.lab.validate
-    from . import emudisk
-except ImportError:  # as a flat module next to emudisk.py
-    import emudisk  # type: ignore[no-redef]
+from . import emudisk
 
 TOLERANCE_PCT_OF_ELAPSED = 5.0
 POSITIONING_TOLERANCE_PCT = 20.0
