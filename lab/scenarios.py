@@ -395,7 +395,7 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
                              f"/sys/block/{d.loop_name}/queue/write_cache").read_text().strip()}
         finally:
             # every step runs; an error here is raised below only if nothing else is
-            undo = []
+            undo: list[Callable[[], object]] = []
             if mounted:
                 undo.append(lambda: _umount(mnt))
             if wc_changed:
