@@ -16,8 +16,6 @@ import numpy as np
 
 
 I64 = np.int64
-
-
 _KEY_LIMIT = 1 << 62
 
 
@@ -27,6 +25,7 @@ def key_span(start_ns: int, end_ns: int) -> int:
 
 
 def check_keyed(groups: int, span: int) -> None:
+    """Raise OverflowError unless keyed time of `groups` groups of `span` fits 62 bits."""
     if groups and groups * span >= _KEY_LIMIT:
         raise OverflowError(f"{groups} groups x {span} ns do not fit a 62-bit key")
 
@@ -56,12 +55,6 @@ def unique(x: Any) -> np.ndarray:
 GATHER_BLOCK = 1 << 16
 
 
-# np.take(..., out=out) in its default mode ("raise") first copies `out` and writes the
-# copy back: on fresh memory, that read maps the zero page and the write back then
-# faults again (with a TLB flush on every CPU the process runs on). With indices known
-# to be valid, mode="clip" gives the same values without the copy.
-
-
 def gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """arr[idx] for int32 (or any) indices: block by block with the indices as int64
     (numpy gathers several times faster with intp indices)."""
@@ -71,6 +64,10 @@ def gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     out = np.empty(n, arr.dtype)
     for a in range(0, n, GATHER_BLOCK):
         b = min(a + GATHER_BLOCK, n)
+        # np.take(..., out=out) in its default mode ("raise") first copies `out` and
+        # writes the copy back: on fresh memory, that read maps the zero page and the
+        # write back then faults again. With indices known to be valid, mode="clip"
+        # gives the same values without the copy.
         np.take(arr, idx[a:b].astype(np.intp), out=out[a:b], mode="clip")
     return out
 
