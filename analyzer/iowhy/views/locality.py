@@ -107,16 +107,6 @@ def _locality_writes(rq: Requests, cls: np.ndarray) -> np.ndarray:
     return wm
 
 
-_HASH = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd: Fibonacci hashing
-
-
-def _sector_hash(x: np.ndarray, shift: np.uint64) -> None:
-    """The top 64 - shift bits of x * _HASH (0 when shift is 64), in place: sectors that
-    differ, even in high bits only, mostly get different hashes."""
-    x *= _HASH
-    x >>= shift
-
-
 def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: int
                              ) -> dict[str, Any] | None:
     """locality() with the writes taken in (device, issue) order from the stages; None if
@@ -166,64 +156,37 @@ def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: 
     ibits = n.bit_length()
     if dbits + sbits + ibits > 63:
         return None
-    # (device, sector, rank in issue order, a hash of the end sector in the bits left)
-    # packed in one int64: one value sort gives the on-disk order with equal starts in
-    # issue order (the ranks are distinct: the hash below them does not change the
-    # order). Built block by block (the temporaries stay in cache).
-    lbits = 63 - dbits - sbits - ibits
-    hshift = np.uint64(64 - lbits)
+    # (device, start sector, rank in issue order) packed in one int64: one value sort
+    # gives the on-disk order, equal starts in issue order (the ranks are distinct).
+    # Built block by block (the temporaries stay in cache).
     for a in range(0, n, LOCALITY_BLOCK):
         b = min(a + LOCALITY_BLOCK, n)
         kb = key[a:b]
-        h = kb + nsec[a:b]
-        _sector_hash(h.view(np.uint64), hshift)
-        kb <<= ibits + lbits
-        kb |= h
-        del h
-        r = np.arange(a, b, dtype=I64)
-        r <<= lbits
-        kb |= r
+        kb <<= ibits
+        kb |= np.arange(a, b, dtype=I64)
     if ndev > 1:
-        dshift = sbits + ibits + lbits
+        dshift = sbits + ibits
         if ob is None:
             key |= rq.dev[wi].astype(I64) << dshift
         else:
             for g in range(1, ndev):
                 key[cut[g]:cut[g + 1]] |= g << dshift
     key.sort()
-    # Adjacent: the next in on-disk order starts where this one ends. Only the pairs
-    # whose end and next start have the same hash are checked in full, with the size
-    # looked up by rank (few: the adjacent ones and about a 2^-lbits share of the
-    # others). Block by block.
-    ku = key.view(np.uint64)
-    low = np.uint64((1 << lbits) - 1)
-    smask = np.uint64((1 << sbits) - 1)
-    rmask = np.uint64((1 << ibits) - 1)
-    lshift = np.uint64(lbits)
-    sshift = np.uint64(ibits + lbits)
+    # Adjacent: the next in on-disk order starts (same device) where this one ends; the
+    # sizes are looked up by rank. Block by block.
+    rmask = (1 << ibits) - 1
     parts = []
     for a in range(0, n - 1, LOCALITY_BLOCK):
         b = min(a + LOCALITY_BLOCK, n - 1)
-        nxt = ku[a + 1:b + 1] >> sshift
-        nxt &= smask
-        _sector_hash(nxt, hshift)
-        c = np.flatnonzero(np.bitwise_and(ku[a:b], low) == nxt)
-        del nxt
-        c += a
-        kc = np.take(ku, c)
-        rank = kc >> lshift
-        rank &= rmask
-        kc >>= sshift
-        kc += np.take(nsec, rank.astype(np.intp))
-        nxt = np.take(ku, c + 1)
-        nxt >>= sshift
-        parts.append(np.take(c, np.flatnonzero(kc == nxt)))
+        pos = key[a:b + 1] >> ibits  # (device, start sector)
+        end = pos[:-1] + np.take(nsec, (key[a:b] & rmask).astype(np.intp))
+        parts.append(np.flatnonzero(end == pos[1:]) + a)
     adj = np.concatenate(parts) if parts else np.zeros(0, I64)
     del nsec, parts
     # Issue times of the adjacent pairs only (few, compared with the writes).
-    first = np.take(wi, ((np.take(ku, adj) >> lshift) & rmask).astype(np.intp))
-    second = np.take(wi, ((np.take(ku, adj + 1) >> lshift) & rmask).astype(np.intp))
-    del key, ku
+    first = np.take(wi, (np.take(key, adj) & rmask).astype(np.intp))
+    second = np.take(wi, (np.take(key, adj + 1) & rmask).astype(np.intp))
+    del key
     gap = np.abs(rq.issue[second] - rq.issue[first])
     na, nl = len(adj), int(np.count_nonzero(gap > gap_ns))
     res.update({"adjacent_pairs": na, "late_pairs": nl,

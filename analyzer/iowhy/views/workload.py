@@ -23,7 +23,6 @@ Sweeps are vectorised: boundaries are sorted once, counters are cumulative sums 
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -176,25 +175,6 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         kind = np.take(kind, order)
         del order
 
-    def table(first: tuple[tuple[int, ...], int], second: tuple[tuple[int, ...], int]
-              ) -> np.ndarray:
-        """What each kind of event adds to two running counts, one per (plus, minus) pair
-        of kinds: the events of the kinds plus minus those of kind minus. Both in one
-        uint64 sum, in its 32-bit halves (see below)."""
-        t = [0] * (1 << _EV_BITS)
-        for shift, (plus, minus) in ((0, first), (32, second)):
-            for k in plus:
-                t[k] += 1 << shift
-            t[minus] -= 1 << shift
-        return np.array([v % (1 << 64) for v in t], np.uint64)
-    # Alive, off CPU; runnable, in a flush wait.
-    tab1 = table(((_EV_BIRTH,), _EV_DEATH), ((_EV_OFF, _EV_OFF_WAKE), _EV_ON))
-    tab2 = table(((_EV_WAKE, _EV_OFF_WAKE), _EV_ON), ((_EV_WAIT,), _EV_UNWAIT))
-    # Each half is biased by 2^31 from the start (no count reaches 2^31 in size, so
-    # neither borrows from the other). Biased alike, counts compare as they are.
-    bias = np.uint64((1 << 63) | (1 << 31))
-    zero = np.uint32(1 << 31)
-    low = 0 if sys.byteorder == "little" else 1
     res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
     no_task = 0
     blocked_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -202,7 +182,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     # event holds until the next event's time: for the last event of a time, over the
     # segment to the next time; for the others, over nothing. A block takes the segments
     # from its events and the previous block's last one (the counts it left: the carry).
-    carry1 = carry2 = bias
+    carry = np.zeros(len(_COUNTS), np.int32)
     for a in range(0, n, WORKLOAD_BLOCK):
         b = min(a + WORKLOAD_BLOCK, n)
         p = max(a - 1, 0)  # the first event whose segment the block takes
@@ -212,30 +192,17 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
             kb = np.bitwise_and(key[a:b], np.uint64((1 << _EV_BITS) - 1)).view(I64)
         else:
             tb, kb = key[p:b], kind[a:b]
-        # The counts after events a - 1 .. b - 1.
-        c1 = np.empty(b - a + 1, np.uint64)
-        c1[0] = carry1
-        np.take(tab1, kb, out=c1[1:], mode="clip")
-        np.cumsum(c1, out=c1)
-        carry1 = c1[-1]
-        c2 = np.empty(b - a + 1, np.uint64)
-        c2[0] = carry2
-        np.take(tab2, kb, out=c2[1:], mode="clip")
-        np.cumsum(c2, out=c2)
-        carry2 = c2[-1]
+        # Each count after events p .. b - 2 (the carry: after event a - 1).
+        n_alive, n_off, n_runq, n_wait = (_running_count(_COUNTS[i], kb, carry, i, a - p)
+                                          for i in range(len(_COUNTS)))
         del kb
-        # Events p .. b - 2: their counts and segment lengths.
-        h1 = c1[1 - (a - p):-1].view(np.uint32)
-        h2 = c2[1 - (a - p):-1].view(np.uint32)
-        n_alive, n_off = h1[low::2], h1[1 - low::2]
-        n_runq, n_wait = h2[low::2], h2[1 - low::2]
         off_cpu = n_alive <= n_off
         if not off_cpu.any():
             res["cpu"] += int(tb[-1] - tb[0])
             continue
         seg_len = np.diff(tb).view(I64)
         res["cpu"] += int((seg_len * ~off_cpu).sum())  # masked sums without a selection
-        runq = off_cpu & (n_runq > zero)
+        runq = off_cpu & (n_runq > 0)
         res["runqueue"] += int((seg_len * runq).sum())
         rest = off_cpu & ~runq
         blocked = rest & (n_off > n_runq)
@@ -244,7 +211,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         if len(bi):
             blocked_parts.append((np.take(tb, bi).view(I64) + w0,
                                   np.take(tb, bi + 1).view(I64) + w0,
-                                  np.take(n_wait, bi) > zero))
+                                  np.take(n_wait, bi) > 0))
     del key, kind
     # The blocked segments; a whole elementary segment is inside the flush-wait windows
     # or outside them (wseg).
@@ -297,6 +264,35 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
 
 
 WORKLOAD_BLOCK = 1 << 16  # events of workload_view swept (off-CPU intervals read) at a time
+
+
+def _count_table(plus: tuple[int, ...], minus: int) -> np.ndarray:
+    """What each kind of event adds to a running count: +1 for the kinds `plus`, -1 for
+    the kind `minus`."""
+    t = np.zeros(1 << _EV_BITS, np.int32)
+    t[list(plus)] = 1
+    t[minus] = -1
+    return t
+
+
+# The running counts of workload_view: threads alive, off CPU, runnable, and flush waits.
+_COUNTS = (_count_table((_EV_BIRTH,), _EV_DEATH),
+           _count_table((_EV_OFF, _EV_OFF_WAKE), _EV_ON),
+           _count_table((_EV_WAKE, _EV_OFF_WAKE), _EV_ON),
+           _count_table((_EV_WAIT,), _EV_UNWAIT))
+
+
+def _running_count(table: np.ndarray, kinds: np.ndarray, carry: np.ndarray, i: int,
+                   back: int) -> np.ndarray:
+    """The count `table` after each event of a block of event kinds, starting from
+    carry[i] (the count before the block; updated to the count after it), with `back`
+    (0 or 1) leading entries of the count before the block, and without the last."""
+    c = np.empty(len(kinds) + 1, np.int32)
+    c[0] = carry[i]
+    np.take(table, kinds, out=c[1:], mode="clip")
+    np.cumsum(c, out=c)
+    carry[i] = c[-1]
+    return c[1 - back:-1]
 
 
 def _put_events(key: np.ndarray, kind: np.ndarray, j: int, t: np.ndarray, k: Any,
