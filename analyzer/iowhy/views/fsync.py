@@ -65,58 +65,12 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     en = np.clip(np.take(rq.done, ri), st, req_call_exit, out=req_call_exit)
     c0 = np.full(n, w1 + 1, I64)
     c1 = np.full(n, w0 - 1, I64)
-    seq_ok = (fflags & abi.FS_F_SEQ) != 0
     needed = np.zeros(n, bool)
     commit_id = np.full(n, -1, I64)
     ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
     jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
-    # ext4 jbd2: the commit whose tid the inode needed.
-    e4 = np.flatnonzero((fstype == abi.FS_EXT4) & seq_ok)
-    # The commits' starts and ends only (none when the journal holds only other
-    # filesystems' logs: then no ext4 call needed a commit).
-    se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
-    if len(e4) and len(se):
-        jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
-                                 (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
-        keys, jpos = dense_codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
-        del jcode
-        st_m = ev[se] == abi.J_JBD2_START
-        en_m = ~st_m
-        sts = jts[se]
-        cs = np.full(len(keys), w0, I64)
-        ce = np.full(len(keys), w1, I64)
-        cs[jpos[st_m]] = sts[st_m]
-        ce[jpos[en_m]] = sts[en_m]
-        del se, jpos, sts, st_m, en_m
-        fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
-        pos = np.minimum(np.searchsorted(keys, fk), len(keys) - 1)
-        hit = keys[pos] == fk
-        a = np.maximum(cs[pos], enter[e4])
-        b = np.minimum(ce[pos], exit_[e4])
-        hit &= b > a
-        h = np.flatnonzero(hit)
-        e4h = e4[h]
-        # The first hull update, one per call: within [enter, exit] (b > a), so a and b
-        # replace the initial c0 > w1 and c1 < w0.
-        c0[e4h] = a[h]
-        c1[e4h] = b[h]
-        needed[e4h] = True
-        commit_id[e4h] = pos[h]
-    # ext4 fast commit and XFS log force, in the calling task.
-    for evs, kind in (((abi.J_EXT4_FC_START, abi.J_EXT4_FC_STOP), "fc"),
-                      ((abi.J_XFS_FORCE,), "xfs")):
-        m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
-        if not m.any():
-            continue
-        ji = np.flatnonzero(m)
-        jc = join_calls(np.asarray(jr["tid"])[ji].astype(I64), jts[ji], tid, enter, exit_)
-        ok = jc >= 0
-        ji, jc = ji[ok], jc[ok]
-        if kind == "xfs":
-            _hull_update(c0, c1, jc, jts[ji], exit_[jc])
-        else:
-            _hull_update(c0, c1, jc, jts[ji], jts[ji])
-        needed[jc] = True
+    _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id)
+    _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
     # btrfs (in-task): from its first log write to the call's exit.
     bl = rcls == LOG
     bl &= fstype[rc] == abi.FS_BTRFS
@@ -147,8 +101,81 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         "latency_ns": percentiles(lat[~incomplete], (50, 90, 99), inplace=True),
         "split_ns": {"data": int(data.sum()), "commit": int(commit.sum()),
                      "flush": int(flush.sum()), "other": int(other.sum())},
-        "by_call": {},
     }
+    out["by_call"] = _by_call(per_call)
+    out["_per_call"] = per_call
+    return out
+
+
+def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
+                  ev: np.ndarray, jts: np.ndarray, enter: np.ndarray, exit_: np.ndarray,
+                  c0: np.ndarray, c1: np.ndarray, needed: np.ndarray,
+                  commit_id: np.ndarray) -> None:
+    """ext4 calls and the jbd2 commit whose tid their inode needed: the commit's part of
+    each call (its hull c0, c1), `needed` and `commit_id`, in place."""
+    w0, w1 = window.start_ns, window.end_ns
+    seq_ok = (np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0
+    e4 = np.flatnonzero((np.asarray(fs["fs_u16"]) == abi.FS_EXT4) & seq_ok)
+    # The commits' starts and ends only (none when the journal holds only other
+    # filesystems' logs: then no ext4 call needed a commit).
+    se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
+    if not (len(e4) and len(se)):
+        return
+    jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
+                             (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
+    keys, jpos = dense_codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
+    del jcode
+    st_m = ev[se] == abi.J_JBD2_START
+    en_m = ~st_m
+    sts = jts[se]
+    cs = np.full(len(keys), w0, I64)
+    ce = np.full(len(keys), w1, I64)
+    cs[jpos[st_m]] = sts[st_m]
+    ce[jpos[en_m]] = sts[en_m]
+    del se, jpos, sts, st_m, en_m
+    fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
+    pos = np.minimum(np.searchsorted(keys, fk), len(keys) - 1)
+    hit = keys[pos] == fk
+    a = np.maximum(cs[pos], enter[e4])
+    b = np.minimum(ce[pos], exit_[e4])
+    hit &= b > a
+    h = np.flatnonzero(hit)
+    e4h = e4[h]
+    # The first hull update, one per call: within [enter, exit] (b > a), so a and b
+    # replace the initial c0 > w1 and c1 < w0.
+    c0[e4h] = a[h]
+    c1[e4h] = b[h]
+    needed[e4h] = True
+    commit_id[e4h] = pos[h]
+
+
+def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
+                     tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, c0: np.ndarray,
+                     c1: np.ndarray, needed: np.ndarray) -> None:
+    """ext4 fast commits and XFS log forces, in the calling task: widen each call's
+    commit hull (c0, c1) and mark it `needed`, in place."""
+    for evs, kind in (((abi.J_EXT4_FC_START, abi.J_EXT4_FC_STOP), "fc"),
+                      ((abi.J_XFS_FORCE,), "xfs")):
+        m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
+        if not m.any():
+            continue
+        ji = np.flatnonzero(m)
+        jc = join_calls(np.asarray(jr["tid"])[ji].astype(I64), jts[ji], tid, enter, exit_)
+        ok = jc >= 0
+        ji, jc = ji[ok], jc[ok]
+        if kind == "xfs":
+            _hull_update(c0, c1, jc, jts[ji], exit_[jc])
+        else:
+            _hull_update(c0, c1, jc, jts[ji], jts[ji])
+        needed[jc] = True
+
+
+def _by_call(pc: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """fsync_view's figures per call type, from its per-call arrays."""
+    call, incomplete, lat, needed = pc["call"], pc["incomplete"], pc["latency"], pc["needed"]
+    data, commit, flush, other = pc["data"], pc["commit"], pc["flush"], pc["other"]
+    n = len(call)
+    out: dict[str, Any] = {}
     kinds = small_unique(call)
     for c in kinds:
         # The calls of this type (all of them when there is one type), gathered once.
@@ -156,7 +183,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         inc = np.take(incomplete, m)
         ok_lat = np.take(lat, np.take(m, np.flatnonzero(~inc)))
         name = abi.CALL_NAMES.get(int(c), f"call_{int(c)}")
-        out["by_call"][name] = {
+        out[name] = {
             "count": len(m),
             "incomplete": int(np.count_nonzero(inc)),
             "latency_ns": percentiles(ok_lat, (50, 90, 99), inplace=True),
@@ -168,7 +195,6 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
                          "other": int(np.take(other, m).sum())},
             "needed_commit": int(np.count_nonzero(np.take(needed, m))),
         }
-    out["_per_call"] = per_call
     return out
 
 
