@@ -110,11 +110,44 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     during which a flush-sequenced request waited for its flushes (barrier wherever
     blocked, whatever else is in flight).
     """
-    w0, w1 = window.start_ns, window.end_ns
+    w0 = window.start_ns
     tids, birth, death = task_lifetimes(tasks, off, window)
+    s, w, key, kind = _events(window, tids, birth, death, off, waits)
+    del birth, death
+    res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
+    res["cpu"], res["runqueue"], no_task, ba, bb, wseg = _sweep(key, kind, w0)
+    del key, kind
+    # The blocked segments by what the devices were doing: a whole elementary segment
+    # is inside the flush-wait windows (barrier) or outside them (wseg).
+    blen = bb - ba
+    prev = blen * wseg
+    for k, cat in enumerate(CATEGORIES):
+        cur = prev if k >= len(covers) else select(wseg, blen, covers[k].within(ba, bb))
+        res[cat] = int((cur - prev).sum()) + (int(prev.sum()) if k == 0 else 0)
+        prev = cur
+    leftover = blen - prev
+    by_sys, blocked_by_sys = _by_syscall(ba, blen, leftover,
+                                         np.asarray(off["syscall_nr"]).astype(np.int32), s, w)
+    if no_task:
+        by_sys[NO_TASK] = no_task
+    res["wait-other"] = int(leftover.sum()) + no_task
+    return {
+        "attribution_ns": res,
+        "wait_other_by_syscall_ns": dict(sorted(by_sys.items(), key=lambda kv: -kv[1])),
+        "blocked_by_syscall_ns": dict(sorted(blocked_by_sys.items(), key=lambda kv: -kv[1])),
+        "threads": len(tids),
+        "offcpu_intervals": len(s),
+    }
+
+
+def _events(window: Window, tids: np.ndarray, birth: np.ndarray, death: np.ndarray,
+            off: Mapping[str, np.ndarray], waits: tuple[np.ndarray, np.ndarray] | None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """workload_view's events, sorted: (off-CPU starts and wakeups clipped to their
+    thread's life, the event keys, their kinds apart when not packed in the keys)."""
+    w0, w1 = window.start_ns, window.end_ns
     otid, start, end, waking = (np.asarray(off[k])
                                 for k in ("tid", "start_ns", "end_ns", "waking_ns"))
-    sysnr = np.asarray(off["syscall_nr"]).astype(np.int32)
     nt, no = len(tids), len(start)
     ws, we = waits if waits is not None else (np.zeros(0, I64), np.zeros(0, I64))
     ws = np.clip(ws, w0, w1)
@@ -167,15 +200,23 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     key = key[:j]
     kind = kind[:j]
     n = j
-    del birth, death, start, end, waking, otid
+    del start, end, waking, otid
     if packed:
         key.sort()
     else:
         key, order = sort_with_order(key, overwrite=True)
         kind = np.take(kind, order)
         del order
+    return s, w, key, kind
 
-    res: dict[str, int] = {k: 0 for k in WORKLOAD_CATEGORIES}
+
+def _sweep(key: np.ndarray, kind: np.ndarray, w0: int
+           ) -> tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray]:
+    """Sweep the sorted events: (time on CPU, runnable, with no live thread; the blocked
+    segments' starts, ends and whether each is inside a flush wait)."""
+    packed = key.dtype == np.uint64
+    n = len(key)
+    cpu = runqueue = 0
     no_task = 0
     blocked_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     # Block by block of events (the temporaries stay in cache). The state after each
@@ -198,12 +239,12 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
         del kb
         off_cpu = n_alive <= n_off
         if not off_cpu.any():
-            res["cpu"] += int(tb[-1] - tb[0])
+            cpu += int(tb[-1] - tb[0])
             continue
         seg_len = np.diff(tb).view(I64)
-        res["cpu"] += int((seg_len * ~off_cpu).sum())  # masked sums without a selection
+        cpu += int((seg_len * ~off_cpu).sum())  # masked sums without a selection
         runq = off_cpu & (n_runq > 0)
-        res["runqueue"] += int((seg_len * runq).sum())
+        runqueue += int((seg_len * runq).sum())
         rest = off_cpu & ~runq
         blocked = rest & (n_off > n_runq)
         no_task += int((seg_len * (rest & ~blocked)).sum())
@@ -220,13 +261,14 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
     else:
         ba, bb, wseg = np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, bool)
     del blocked_parts
-    blen = bb - ba
-    prev = blen * wseg
-    for k, cat in enumerate(CATEGORIES):
-        cur = prev if k >= len(covers) else select(wseg, blen, covers[k].within(ba, bb))
-        res[cat] = int((cur - prev).sum()) + (int(prev.sum()) if k == 0 else 0)
-        prev = cur
-    leftover = blen - prev
+    return cpu, runqueue, no_task, ba, bb, wseg
+
+
+def _by_syscall(ba: np.ndarray, blen: np.ndarray, leftover: np.ndarray, sysnr: np.ndarray,
+                s: np.ndarray, w: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+    """The wait-other time (leftover) and the blocked time (blen) of the blocked segments
+    starting at ba, by the syscall most blocked threads are in; s, w: the off-CPU
+    intervals' starts and wakeups, sysnr their syscalls."""
     by_sys: dict[str, int] = {}
     blocked_by_sys: dict[str, int] = {}
     if len(ba):
@@ -251,16 +293,7 @@ def workload_view(window: Window, tasks: Mapping[str, np.ndarray],
             if lv:
                 by_sys[name] = by_sys.get(name, 0) + lv
             blocked_by_sys[name] = blocked_by_sys.get(name, 0) + int(blen[m].sum())
-    if no_task:
-        by_sys[NO_TASK] = no_task
-    res["wait-other"] = int(leftover.sum()) + no_task
-    return {
-        "attribution_ns": res,
-        "wait_other_by_syscall_ns": dict(sorted(by_sys.items(), key=lambda kv: -kv[1])),
-        "blocked_by_syscall_ns": dict(sorted(blocked_by_sys.items(), key=lambda kv: -kv[1])),
-        "threads": int(nt),
-        "offcpu_intervals": int(no),
-    }
+    return by_sys, blocked_by_sys
 
 
 WORKLOAD_BLOCK = 1 << 16  # events of workload_view swept (off-CPU intervals read) at a time
