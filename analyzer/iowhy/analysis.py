@@ -220,185 +220,222 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                     cfg: AnalysisConfig, trace: Any = None,
                     clock: _Clock | None = None) -> dict[str, Any]:
-    elapsed = win.elapsed_ns
+    """The analysis of loaded columns: its tasks (_Tasks) run as a graph (run_graph),
+    then the result is assembled from theirs (_result)."""
     clock = clock or _Clock(cfg.timings)
     clock.start()
-    fs_type = np.asarray(fs["fs_u16"])
-    btrfs = bool((fs_type == abi.FS_BTRFS).any())
-    fsdevs = call_devices(fs)
-    r: dict[str, Any] = {}  # results by task name
+    t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
+    run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases())
+    res = _result(t)
+    if cfg.timings:
+        res["_timings_s"] = {k: round(v, 4) for k, v in clock.spent.items()}
+    return res
 
-    def join() -> Any:
+
+Task = tuple[str, str, tuple[str, ...], Callable[[], Any]]
+
+
+class _Tasks:
+    """The tasks of one analysis, each a method whose result run_graph stores in r under
+    its key, and the data each drops once its last reader is done."""
+
+    def __init__(self, win: Window, meta: Mapping[str, Any], rq: Requests,
+                 fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
+                 tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
+                 cfg: AnalysisConfig, trace: Any) -> None:
+        self.win, self.meta, self.rq, self.fs, self.jr = win, meta, rq, fs, jr
+        self.tasks, self.off, self.cfg, self.trace = tasks, off, cfg, trace
+        self.fs_type = np.asarray(fs["fs_u16"])
+        self.btrfs = bool((self.fs_type == abi.FS_BTRFS).any())
+        self.r: dict[str, Any] = {}  # results by task key
+
+    def graph(self) -> list[Task]:
+        """(name, result key, dependencies, function) in priority order: a free thread
+        takes the first task whose dependencies are done. The order is by the longest
+        chain of work left after each task (device stages, service times, per-class
+        figures first), short tasks last."""
+        cfg, btrfs = self.cfg, self.btrfs
+        graph: list[Task] = [
+            ("classify", "classify", ("join",) if btrfs else (), self.classes),
+            ("device stages and seeks", "stages", () if btrfs else ("classify",),
+             self.stages),
+            ("service times", "service", ("stages",), self.service),
+            ("request counts", "counts", ("classify",), self.counts),
+            ("latency", "latency", ("classify",), self.latency),
+            ("join requests to calls", "join", (), self.join),
+            ("flush generations", "flush", (), self.flush),
+            ("device unions", "unions", ("stages", "classify"), self.unions),
+            ("per class and placement", "per class",
+             ("service", "classify", "counts", "latency"), self.classes_view),
+            ("queue depth", "queue depth", ("service",), self.qdepth),
+            ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
+            ("locality", "locality", ("stages", "classify"),
+             self.local if cfg.locality else (lambda: None)),
+            ("workload view", "workload", ("stages", "unions", "flush", "counts"),
+             self.workload),
+            ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
+                                        "queue depth"), self.devview),
+        ]
+        if cfg.values or cfg.figures:
+            # Before the per-class figures, which drop the seeks once read.
+            graph.append(("values", "values", ("stages", "classify"), self.values))
+            i = [g[1] for g in graph].index("per class")
+            graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
+        if cfg.figures:
+            graph.append(("figure data", "figures",
+                          ("classify", "counts", "values", "per class"), self.figure_data))
+        if btrfs:  # the join first: classify waits for it
+            graph.insert(0, graph.pop(5))
+        return graph
+
+    # -- the tasks
+
+    def join(self) -> Any:
         # The call of every request where btrfs classes need it, else (request, call)
         # pairs (the fsync view needs no more).
-        return join_requests_to_calls(rq, fs, win, pairs=not btrfs)
+        return join_requests_to_calls(self.rq, self.fs, self.win, pairs=not self.btrfs)
 
-    def classes() -> np.ndarray:
+    def classes(self) -> np.ndarray:
         # btrfs log writes are classified by the fsync call they were submitted in.
-        return request_classes(rq, meta, fs_type, r["join"] if btrfs else None)
+        return request_classes(self.rq, self.meta, self.fs_type,
+                               self.r["join"] if self.btrfs else None)
 
-    def counts() -> Any:
-        rc = request_counts(rq, r["classify"])
-        return rc, relevant_devices(rq, sorted(fsdevs), meta, rc)
+    def counts(self) -> Any:
+        rc = request_counts(self.rq, self.r["classify"])
+        return rc, relevant_devices(self.rq, sorted(call_devices(self.fs)), self.meta, rc)
 
-    def stages() -> Any:
+    def stages(self) -> Any:
         # With the classes (when they do not wait for the join: no btrfs calls), the
         # stage pass keeps what the unions, locality and per-class figures need of them.
-        return device_stages(rq, win, False, None if btrfs else r["classify"])
+        return device_stages(self.rq, self.win, False,
+                             None if self.btrfs else self.r["classify"])
 
-    def service() -> Any:
-        stage_service(r["stages"])
+    def service(self) -> Any:
+        stage_service(self.r["stages"])
         return True
 
-    def qdepth() -> Any:
+    def latency(self) -> Any:
+        return latency_figures(self.rq, self.r["classify"])
+
+    def flush(self) -> Any:
+        return flush_generations(self.rq, self.win)
+
+    def qdepth(self) -> Any:
         # From the sorted ends of the service times (then dropped: no other task needs
         # them).
-        st = r["stages"]
-        qd = queue_depth(st, len(rq.devices), elapsed, cfg.queue_depth_buckets)
+        st = self.r["stages"]
+        qd = queue_depth(st, len(self.rq.devices), self.win.elapsed_ns,
+                         self.cfg.queue_depth_buckets)
         st.ends_sorted = None
         return qd
 
-    def unions() -> Any:
-        return device_unions(rq, r["stages"], r["classify"])[1]
+    def unions(self) -> Any:
+        return device_unions(self.rq, self.r["stages"], self.r["classify"])[1]
 
-    def devview() -> Any:
-        return device_view(rq, r["stages"], r["classify"], win, r["flush"], meta, r["unions"],
-                           cfg.queue_depth_buckets, r["counts"][0], qd=r["queue depth"])
+    def devview(self) -> Any:
+        r = self.r
+        return device_view(self.rq, r["stages"], r["classify"], self.win, r["flush"],
+                           self.meta, r["unions"], self.cfg.queue_depth_buckets,
+                           r["counts"][0], qd=r["queue depth"])
 
-    def workload() -> Any:
-        covers, waits = workload_covers(rq, r["stages"], r["unions"], r["flush"],
+    def workload(self) -> Any:
+        r = self.r
+        covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
-        return workload_view(win, tasks, off, covers, waits)
+        return workload_view(self.win, self.tasks, self.off, covers, waits)
 
-    def local() -> Any:
-        return locality(rq, r["classify"], cfg.locality_gap_ns, r["stages"])
+    def local(self) -> Any:
+        return locality(self.rq, self.r["classify"], self.cfg.locality_gap_ns,
+                        self.r["stages"])
 
-    def classes_view() -> Any:
-        return per_class(rq, r["stages"], r["classify"], cfg.placement, r["counts"][0],
-                         r["latency"], release=True)
+    def classes_view(self) -> Any:
+        r = self.r
+        return per_class(self.rq, r["stages"], r["classify"], self.cfg.placement,
+                         r["counts"][0], r["latency"], release=True)
 
-    def fsync_commits() -> Any:
-        rc, rel = r["counts"]
-        fsv = fsync_view(win, fs, jr, rq, r["classify"], r["join"])
+    def fsync_commits(self) -> Any:
+        rq, fs, jr = self.rq, self.fs, self.jr
+        rc, rel = self.r["counts"]
+        fsv = fsync_view(self.win, fs, jr, rq, self.r["classify"], self.r["join"])
         # Commits and log bytes of the workload's filesystems and devices only.
-        mine = journal_of(jr, workload_filesystems(meta, rq.devices, rel, fs))
+        mine = journal_of(jr, workload_filesystems(self.meta, rq.devices, rel, fs))
         log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
-        return fsv, commits_view(win, mine, fsv, fs, log_bytes)
+        return fsv, commits_view(self.win, mine, fsv, fs, log_bytes)
 
-    def values() -> dict[str, Any]:
-        return {**values_by_class(rq, r["classify"]),
-                "seek": seek_values_by_class(r["stages"], r["classify"])}
+    def values(self) -> dict[str, Any]:
+        cls = self.r["classify"]
+        return {**values_by_class(self.rq, cls),
+                "seek": seek_values_by_class(self.r["stages"], cls)}
 
-    def figure_task() -> Any:
-        return figure_data(win, meta, rq, r["classify"], r["counts"][1], r["values"],
-                           r["per class"][1], fs, jr, trace)
+    def figure_data(self) -> Any:
+        r = self.r
+        return figure_data(self.win, self.meta, self.rq, r["classify"], r["counts"][1],
+                           r["values"], r["per class"][1], self.fs, self.jr, self.trace)
 
-    # (name, result key, dependencies, function) in priority order: a free thread takes
-    # the first task whose dependencies are done. The order is by the longest chain of
-    # work left after each task (device stages, service times, per-class figures first),
-    # short tasks last.
-    graph: list[tuple[str, str, tuple[str, ...], Callable[[], Any]]] = [
-        ("classify", "classify", ("join",) if btrfs else (), classes),
-        ("device stages and seeks", "stages", () if btrfs else ("classify",), stages),
-        ("service times", "service", ("stages",), service),
-        ("request counts", "counts", ("classify",), counts),
-        ("latency", "latency", ("classify",), lambda: latency_figures(rq, r["classify"])),
-        ("join requests to calls", "join", (), join),
-        ("flush generations", "flush", (), lambda: flush_generations(rq, win)),
-        ("device unions", "unions", ("stages", "classify"), unions),
-        ("per class and placement", "per class",
-         ("service", "classify", "counts", "latency"),
-         classes_view),
-        ("queue depth", "queue depth", ("service",), qdepth),
-        ("fsync and commits", "fsync", ("join", "classify", "counts"), fsync_commits),
-        ("locality", "locality", ("stages", "classify"), local if cfg.locality else
-         (lambda: None)),
-        ("workload view", "workload", ("stages", "unions", "flush", "counts"), workload),
-        ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
-                                    "queue depth"), devview),
-    ]
-    if cfg.values or cfg.figures:
-        # Before the per-class figures, which drop the seeks once read.
-        graph.append(("values", "values", ("stages", "classify"), values))
-        i = [g[1] for g in graph].index("per class")
-        graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
-    if cfg.figures:
-        graph.append(("figure data", "figures", ("classify", "counts", "values", "per class"),
-                      figure_task))
-    if btrfs:  # the join first: classify waits for it
-        graph.insert(0, graph.pop(5))
+    # -- what the tasks drop
 
-    def drop_stage_times() -> None:
-        st = r["stages"]
-        st.ks = st.ke = np.zeros(0, I64)
-        st.ends_sorted = None
+    def releases(self) -> list[tuple[tuple[str, ...], Callable[[], None]]]:
+        """Data the remaining tasks no longer need, dropped as soon as its last user is
+        done: (the keys of its users, the function that drops it)."""
+        r, rq = self.r, self.rq
 
-    def drop_stage_order() -> None:
-        st = r["stages"]
-        st.idx = np.zeros(0, np.int32)
-        st.all_idx = None
-        st.stage_cat = st.loc_writes = None
+        def drop_stage_times() -> None:
+            st = r["stages"]
+            st.ks = st.ke = np.zeros(0, I64)
+            st.ends_sorted = None
 
-    def drop_seeks() -> None:
-        st = r["stages"]
-        st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
-        st.seek_nbytes = st.seek_cls = None
+        def drop_stage_order() -> None:
+            st = r["stages"]
+            st.idx = np.zeros(0, np.int32)
+            st.all_idx = None
+            st.stage_cat = st.loc_writes = None
 
-    def drop_join() -> None:
-        r["join"] = None
+        def drop_seeks() -> None:
+            st = r["stages"]
+            st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
+            st.seek_nbytes = st.seek_cls = None
 
-    # Request columns read by early tasks only (rq is the caller's, which reads none of
-    # them afterwards).
-    def drop_thread_ids() -> None:
-        rq.tid = np.zeros(0, rq.tid.dtype)
+        def drop_join() -> None:
+            r["join"] = None
 
-    def drop_iflags() -> None:
-        rq.iflags = np.zeros(0, rq.iflags.dtype)
+        # Request columns read by early tasks only (rq is the caller's, which reads none
+        # of them afterwards).
+        def drop_thread_ids() -> None:
+            rq.tid = np.zeros(0, rq.tid.dtype)
 
-    # Data the remaining tasks no longer need, dropped as soon as its last user is done.
-    releases = [(("unions", "queue depth"), drop_stage_times),
+        def drop_iflags() -> None:
+            rq.iflags = np.zeros(0, rq.iflags.dtype)
+
+        return [(("unions", "queue depth"), drop_stage_times),
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
                 (("join", "classify"), drop_thread_ids),
                 (("classify", "counts"), drop_iflags)]
-    run_graph(graph, r, max(1, cfg.threads), clock, releases)
-    fl, devices, wv, loc = r["flush"], r["devices"], r["workload"], r["locality"]
+
+
+def _result(t: _Tasks) -> dict[str, Any]:
+    """The report dict (docs/report-json.md) from the tasks' results."""
+    r, rq, win, meta, cfg, trace = t.r, t.rq, t.win, t.meta, t.cfg, t.trace
+    elapsed = win.elapsed_ns
+    fl, devices, wv = r["flush"], r["devices"], r["workload"]
     requests, pl, dev_op, dev_bytes = r["per class"]
     fsv, commits = r["fsync"]
     commit_durations = commits.pop("_durations")
     rc, relevant = r["counts"]
-    cls = r["classify"]
     # Empty PREFLUSHes: class flush without being an FF.
     fl_ops = rc.n[:, FLUSH].sum(axis=(0, 2))
     empty_pf = int(fl_ops.sum() - fl_ops[abi.OP_FLUSH])
     att = wv["attribution_ns"]
-    for k, w in zip(CLASS_NAMES, flush_wait_by_class(cls, fl).tolist()):
+    for k, w in zip(CLASS_NAMES, flush_wait_by_class(r["classify"], fl).tolist()):
         requests[k]["flush_wait_ns"] = int(w)
-    # Metadata vs data: writes on the workload's devices (any submitter: jbd2, writeback).
     rel = list(relevant) if relevant else []
-    wb = dev_bytes[rel][:, :, abi.OP_WRITE].sum(axis=0) if rel else np.zeros(len(CLASS_NAMES))
-    wn = dev_op[rel][:, :, abi.OP_WRITE].sum(axis=0) if rel else np.zeros(len(CLASS_NAMES))
-    md_bytes = int(round(wb[METADATA]))
-    data_bytes = int(round(wb[DATA]))
-    md_n = int(wn[METADATA])
-    data_n = int(wn[DATA])
-    rel_log = int(round(wb[LOG]))
+    md = _metadata_data(rel, dev_op, dev_bytes)
     ff_all = fl.ff_ns
     ff_rel = fl.ff_ns[np.isin(rq.dev[fl.ff_idx], np.asarray(rel, dtype=np.int32))]
-    rec = getattr(trace, "recorder", {}) or {}
-    trailer = getattr(trace, "trailer", None) or {}
     res: dict[str, Any] = {
         "schema": SCHEMA,
-        "trace": {
-            "path": getattr(trace, "path", None),
-            "command": rec.get("command") or meta.get("command"),
-            "pid": rec.get("pid"),
-            "start_ns": win.start_ns, "end_ns": win.end_ns,
-            "stop_reason": trailer.get("stop_reason"),
-            "exit_status": trailer.get("exit_status"),
-            "truncated": bool(getattr(trace, "truncated", False)),
-        },
+        "trace": _trace_summary(trace, win, meta),
         "problems": trace.problems() if trace is not None else [],
         "lost_events": int(getattr(trace, "lost_events", 0)) if trace is not None else 0,
         "elapsed_ns": int(elapsed),
@@ -421,13 +458,11 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         "devices": devices,
         "fsync": {k: v for k, v in fsv.items() if not k.startswith("_")},
         "commits": commits,
-        "metadata_data_ratio": round(md_bytes / data_bytes, 4) if data_bytes else None,
-        "metadata_data": {"metadata_bytes": md_bytes, "data_bytes": data_bytes,
-                          "metadata_requests": md_n, "data_requests": data_n,
-                          "log_bytes": rel_log,
-                          "request_ratio": round(md_n / data_n, 4) if data_n else None},
+        "metadata_data_ratio": (round(md["metadata_bytes"] / md["data_bytes"], 4)
+                                if md["data_bytes"] else None),
+        "metadata_data": md,
         "placement": pl,
-        "locality": loc,
+        "locality": r["locality"],
     }
     res["findings"] = findings(res, cfg)
     if trace is None:
@@ -437,9 +472,34 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                           "commit": commit_durations}
     if cfg.figures:
         res["_figures"] = r["figures"]
-    if cfg.timings:
-        res["_timings_s"] = {k: round(v, 4) for k, v in clock.spent.items()}
     return res
+
+
+def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray
+                   ) -> dict[str, Any]:
+    """Metadata vs data: writes on the workload's devices `rel` (any submitter: jbd2,
+    writeback)."""
+    wb = dev_bytes[rel][:, :, abi.OP_WRITE].sum(axis=0) if rel else np.zeros(len(CLASS_NAMES))
+    wn = dev_op[rel][:, :, abi.OP_WRITE].sum(axis=0) if rel else np.zeros(len(CLASS_NAMES))
+    md_n, data_n = int(wn[METADATA]), int(wn[DATA])
+    return {"metadata_bytes": int(round(wb[METADATA])), "data_bytes": int(round(wb[DATA])),
+            "metadata_requests": md_n, "data_requests": data_n,
+            "log_bytes": int(round(wb[LOG])),
+            "request_ratio": round(md_n / data_n, 4) if data_n else None}
+
+
+def _trace_summary(trace: Any, win: Window, meta: Mapping[str, Any]) -> dict[str, Any]:
+    rec = getattr(trace, "recorder", {}) or {}
+    trailer = getattr(trace, "trailer", None) or {}
+    return {
+        "path": getattr(trace, "path", None),
+        "command": rec.get("command") or meta.get("command"),
+        "pid": rec.get("pid"),
+        "start_ns": win.start_ns, "end_ns": win.end_ns,
+        "stop_reason": trailer.get("stop_reason"),
+        "exit_status": trailer.get("exit_status"),
+        "truncated": bool(getattr(trace, "truncated", False)),
+    }
 
 
 # -- metrics for histograms --------------------------------------------------------------
