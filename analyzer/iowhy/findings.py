@@ -4,7 +4,7 @@ and the duration format shared by the findings and the reports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from .analysis import AnalysisConfig
@@ -112,6 +112,17 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
         if top:
             text += f", mostly in {top[0]} ({_s(top[1])})"
         add("wait-other", att["wait-other"], text, by_syscall=dict(list(wo.items())[:5]))
+    _placement_findings(r, add)
+    floor = cfg.min_finding_share * el
+    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
+    out.sort(key=lambda f: -f["weight_ns"])
+    return out[: cfg.max_findings]
+
+
+def _placement_findings(r: Mapping[str, Any], add: Callable[..., None]) -> None:
+    """The findings on placement: positioning cost per class, writes that could have
+    merged, the metadata:data ratio (through `add`, as in findings())."""
+    req = r["requests"]
     pl = r.get("placement") or {}
     for cname in ("metadata", "data", "log", "read"):
         p = pl.get(cname)
@@ -153,7 +164,3 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
             f"{md['metadata_bytes'] / 2**20:,.1f} MiB of metadata written for "
             f"{md['data_bytes'] / 2**20:,.1f} MiB of data (ratio {ratio:.2f})",
             ratio=ratio)
-    floor = cfg.min_finding_share * el
-    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
-    out.sort(key=lambda f: -f["weight_ns"])
-    return out[: cfg.max_findings]
