@@ -29,7 +29,11 @@ class FlushShare:
 
 
 def flush_generations(rq: Requests, window: Window) -> FlushShare:
-    """Which FF flushes each flush-sequenced request waited on (see module doc)."""
+    """Which FF flushes each flush-sequenced request waited on (see model/requests.py).
+
+    Why one long function: the waiters' windows, the FFs in flight during them and the
+    equal sharing of each FF's time are steps over the same keyed arrays, each read by
+    the next; they stay together with the invariants that link them."""
     w0, w1, span = window.start_ns, window.end_ns, window.span
     ff = np.flatnonzero(rq.op == abi.OP_FLUSH)
     fs = np.clip(rq.issue[ff], w0, w1)

@@ -66,7 +66,12 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
     service=False leaves the service times and the sorted ends to stage_service().
     With the class of every request (classify), the pass also keeps what the unions,
     locality and per-class figures would gather again: Stages.stage_cat, loc_writes,
-    seek_cls."""
+    seek_cls.
+
+    Why one long function: it is one pass over the requests in issue order, block by
+    block, whose per-device state (the previous request's end sector, the seeks and
+    stage positions written so far) runs from block to block; split, that state would
+    be passed in and out of every part for every block."""
     w0, w1 = window.start_ns, window.end_ns
     span = window.span
     ndev = len(rq.devices)

@@ -152,7 +152,11 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     device, size bucket) and keeps the fully observed zero-seek ones, which give the
     baselines; a second pass sums the excess over them by bucket and picks out the seeks
     of the bins that hold each class's seek percentiles, ranked then within those bins
-    only. release=True drops the seek columns of `st` once read (per_class)."""
+    only. release=True drops the seek columns of `st` once read (per_class).
+
+    Why one long function: both passes go over the same blocks of the seek columns and
+    share their per-bucket state (codes, baselines, thresholds, counts); the per-class
+    figures at the end read all of it."""
     ncls = len(CLASS_NAMES)
     ndev = max(len(rq.devices), 1)
     ng = ndev << SIZE_BITS
