@@ -339,6 +339,46 @@ def big(p: Path) -> None:
     _synth(p, BIG_REQUESTS, 1, m)
 
 
+def big_blocked(p: Path) -> None:
+    """About 200k requests on two disks with the benchmark's metadata, its threads off
+    CPU from each fsync-family call's entry to their next call (blocked in several
+    syscalls, woken shortly before the end): the workload view splits blocked time."""
+    bench = _bench()
+    d = bench.synth(BIG_REQUESTS, seed=2)
+    f = d["fsync"]
+    o = np.zeros(len(f), dtype=abi.OFFCPU_DTYPE)
+    order = np.lexsort((f["enter_ns"], f["tid"]))
+    tid, enter = f["tid"][order], f["enter_ns"][order].astype(np.int64)
+    nxt = np.append(enter[1:], int(d["end_ns"]))
+    last = np.append(tid[1:] != tid[:-1], True)
+    nxt[last] = int(d["end_ns"]) - 1000
+    o["tid"], o["tgid"] = tid, 1000
+    o["start_ns"] = enter + 1000
+    o["end_ns"] = np.maximum(nxt - 1000, enter + 2000)
+    o["waking_ns"] = o["end_ns"] - 500
+    o["syscall_nr"] = np.array([74, 1, 35, 75])[np.arange(len(o)) % 4]
+    o["flags_u16"] = abi.OFF_D
+    o = o[np.argsort(o["end_ns"], kind="stable")]
+    o["ts_ns"] = o["end_ns"]
+    d["offcpu"] = o
+    m = {
+        "devices": [{"name": "sdb", "major": 8, "minor": 0, "rotational": 1,
+                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
+                    {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
+                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
+        "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
+                         "log": {"kind": "jbd2", "ranges": [list(bench.LOG)],
+                                 "fc_ranges": []}}],
+    }
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, m)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
+                                      "command": ["fsync-bench"], "pid": 1000})
+    for name in ("task", "fsync", "journal", "offcpu", "request"):
+        w.write_records(d[name])
+    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "workload exited"})
+
+
 def pair_a(p: Path) -> None:
     _pair(p, flushes=0, write_cache="write through")
 
@@ -385,16 +425,18 @@ TRACES: dict[str, Callable[[Path], None]] = {
     "ext4_no_commit_xfs_busy": ext4_no_commit_xfs_busy,
     "busy": busy,
     "big": big,
+    "big_blocked": big_blocked,
     "pair_a": pair_a,
     "pair_b": pair_b,
 }
 
 # (A, B) pairs of `iowhy compare`.
 COMPARE_PAIRS = (("pair_a", "pair_b"), ("overlap", "flush_share"), ("busy", "big"),
+                 ("big", "big_blocked"),
                  ("fsync_ext4", "xfs_force"), ("fsync_ext4", "ext4_no_commit_xfs_busy"))
 
 # `iowhy hist` argument lists, run on the traces named.
-HIST_TRACES = ("busy", "big", "fsync_ext4", "xfs_force", "seeks", "lost_completion",
+HIST_TRACES = ("busy", "big", "big_blocked", "fsync_ext4", "xfs_force", "seeks", "lost_completion",
                "ext4_no_commit_xfs_busy")
 HIST_ARGS = (["--metric", "device"], ["--metric", "queue", "--unit", "nsecs"],
              ["--metric", "total", "--class", "data"], ["--metric", "device", "--class", "flush"],
