@@ -224,6 +224,35 @@ def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return union_sorted(s, e[order])
 
 
+def union_where(s: np.ndarray, e: np.ndarray, sel: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """union_intervals() of the intervals [s, e) where `sel` (s >= 0). When (start,
+    length) fit 64 bits they are packed in one uint64 and sorted by value (the union
+    does not depend on the order of equal starts): no gather of the ends by an order."""
+    sel = sel & (e > s)
+    idx = np.flatnonzero(sel)
+    del sel
+    s = np.take(s, idx)
+    ln = np.take(e, idx)
+    del idx
+    ln -= s
+    if not len(s):
+        return s, ln
+    lbits = int(ln.max()).bit_length()
+    if int(s.max()).bit_length() + lbits > 64:
+        return union_intervals(s, s + ln)
+    key = s.astype(np.uint64)
+    key <<= np.uint64(lbits)
+    key |= ln.view(np.uint64)
+    del s, ln
+    key.sort()
+    ln = (key & np.uint64((1 << lbits) - 1)).view(I64)
+    key >>= np.uint64(lbits)
+    s = key.view(I64)
+    ln += s
+    return union_sorted(s, ln)
+
+
 def merge_unions(a: tuple[np.ndarray, np.ndarray],
                  b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Union of two sorted interval lists as union_sorted returns them (disjoint, none

@@ -248,3 +248,14 @@ def test_key_span_and_check_keyed():
     K.check_keyed(3, 1 << 40)
     with pytest.raises(OverflowError):
         K.check_keyed(1 << 22, 1 << 40)
+
+
+@pytest.mark.parametrize("n", (0, 1, 2, 100))
+@pytest.mark.parametrize("huge", (False, True))
+def test_union_where(n, huge):
+    s, e = intervals(n)
+    if huge:  # starts that leave no room for the lengths: the unpacked path
+        s = s + (1 << 60)
+        e = e + (1 << 60)
+    sel = rng(n).random(n) < 0.6
+    assert pairs(K.union_where(s, e, sel)) == ref_union(s[sel], e[sel])

@@ -10,8 +10,7 @@ import numpy as np
 
 from .. import abi
 from ..kernels import (
-    Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique,
-    union_intervals, union_sorted,
+    Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique, union_where,
 )
 from ..model.calls import call_exit, dev_codes, join_calls, seq_key
 from ..model.classify import DATA, FLUSH, LOG
@@ -212,7 +211,7 @@ def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray
     first[g]:first[g + 1]: the measures of D up to a time of call g are looked up from
     there, a step or a few each (_CallCover), instead of by binary searches over all.
     """
-    d = _keyed_union(ks, ke, rcls == DATA)
+    d = union_where(ks, ke, rcls == DATA)
     cov = _CallCover(Coverage(*d), cspan, n)
     del d
     data = np.take(cov.cum, cov.first[1:])
@@ -226,7 +225,7 @@ def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray
     before = cov.upto(j, cs)
     commit[ci] = (ce - cs) - (cov.upto(j, ce) - before)
     flush = np.zeros(n, I64)
-    fs_, fe_ = _keyed_union(ks, ke, rcls == FLUSH)
+    fs_, fe_ = union_where(ks, ke, rcls == FLUSH)
     if len(fs_):
         g = fs_ // cspan
         # The commit interval of each flush's call (empty if it had none).
@@ -284,34 +283,6 @@ class _CallCover:
         out = np.take(self.cum, j)
         out -= cut
         return out
-
-
-def _keyed_union(s: np.ndarray, e: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, ...]:
-    """union_intervals() of the intervals [s, e) where `sel` (s >= 0). When (start,
-    length) fit 64 bits they are packed in one uint64 and sorted by value (the union
-    does not depend on the order of equal starts): no gather of the ends by an order."""
-    sel = sel & (e > s)
-    idx = np.flatnonzero(sel)
-    del sel
-    s = np.take(s, idx)
-    ln = np.take(e, idx)
-    del idx
-    ln -= s
-    if not len(s):
-        return s, ln
-    lbits = int(ln.max()).bit_length()
-    if int(s.max()).bit_length() + lbits > 64:
-        return union_intervals(s, s + ln)
-    key = s.astype(np.uint64)
-    key <<= np.uint64(lbits)
-    key |= ln.view(np.uint64)
-    del s, ln
-    key.sort()
-    ln = (key & np.uint64((1 << lbits) - 1)).view(I64)
-    key >>= np.uint64(lbits)
-    s = key.view(I64)
-    ln += s
-    return union_sorted(s, ln)
 
 
 def fsync_values(per_call: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
