@@ -59,7 +59,8 @@ class AnalysisConfig:
     #                   at a time (numpy releases the GIL); 1 runs everything in the
     #                   calling thread
     timings: bool = False  # record seconds per phase in result["_timings_s"] (benchmarks)
-    values: bool = False  # keep the values `iowhy hist` plots in result["_values"]
+    values: tuple[str, ...] = ()  # the metrics (names.METRICS) whose values `iowhy hist`
+    #                               plots to keep in result["_values"]
     figures: bool = False  # compute what the HTML figures draw: result["_figures"]
 
 
@@ -363,9 +364,13 @@ class _Tasks:
         return fsv, commits_view(self.win, mine, fsv, fs, log_bytes)
 
     def values(self) -> dict[str, Any]:
+        # Those hist asks for; the figures draw the device times and the seeks.
+        want = set(self.cfg.values) | ({"device", "seek"} if self.cfg.figures else set())
         cls = self.r["classify"]
-        return {**values_by_class(self.rq, cls),
-                "seek": seek_values_by_class(self.r["stages"], cls)}
+        out: dict[str, Any] = values_by_class(self.rq, cls, tuple(want))
+        if "seek" in want:
+            out["seek"] = seek_values_by_class(self.r["stages"], cls)
+        return out
 
     def figure_data(self) -> Any:
         r = self.r
@@ -468,8 +473,9 @@ def _result(t: _Tasks) -> dict[str, Any]:
     if trace is None:
         res.pop("trace")
     if cfg.values:
-        res["_values"] = {**r["values"], "fsync": fsync_values(fsv["_per_call"]),
-                          "commit": commit_durations}
+        every = {**r["values"], "fsync": fsync_values(fsv["_per_call"]),
+                 "commit": commit_durations}
+        res["_values"] = {m: every[m] for m in cfg.values}
     if cfg.figures:
         res["_figures"] = r["figures"]
     return res
@@ -523,7 +529,7 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
         what = {"fsync": "call type", "commit": "commit kind"}.get(metric, "class")
         if klass not in known:
             raise ValueError(f"unknown {what} {klass!r} (one of {', '.join(known)})")
-    res = analyze(trace, AnalysisConfig(values=True, placement=False, locality=False))
+    res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False))
     by = res["_values"][metric]
     parts = list(by.values()) if klass is None else [by[klass]] if klass in by else []
     v = np.concatenate(parts) if parts else np.zeros(0, I64)

@@ -4,7 +4,7 @@ fully observed requests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -151,12 +151,15 @@ def latency_values(rq: Requests, cls: np.ndarray, m: int) -> tuple[np.ndarray, n
 VALUE_FIGURES = ("device", "queue", "total")
 
 
-def values_by_class(rq: Requests, cls: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
-    """{"device" | "queue" | "total": {class name: its values (latency_values), ascending}}
-    for `iowhy hist` and the figures."""
+def values_by_class(rq: Requests, cls: np.ndarray, figures: Sequence[str] = VALUE_FIGURES
+                    ) -> dict[str, dict[str, np.ndarray]]:
+    """{figure: {class name: its values (latency_values), ascending}} for the figures
+    asked for ("device", "queue", "total"): for `iowhy hist` and the HTML figures."""
     ncls = len(CLASS_NAMES)
     out: dict[str, dict[str, np.ndarray]] = {}
     for m, fig in enumerate(VALUE_FIGURES):
+        if fig not in figures:
+            continue
         vals, off = group_sort(*latency_values(rq, cls, m), ncls)
         out[fig] = {name: vals[off[k]:off[k + 1]].astype(I64)
                     for k, name in enumerate(CLASS_NAMES)}
