@@ -194,7 +194,8 @@ def analyze_child(path: str, mode: str, threads: int) -> dict[str, Any]:
     """Runs in a fresh process: returns timing or memory figures as JSON."""
     import tracemalloc
 
-    from iowhy.analysis import AnalysisConfig, analyze, tune_allocator
+    from iowhy.analysis import AnalysisConfig, analyze
+    from iowhy.memory import tune_allocator
     from iowhy.traceformat import read_trace
     tune_allocator()  # as `iowhy report` does
     tr = read_trace(path)

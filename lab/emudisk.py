@@ -37,7 +37,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class TornTruthWarning(UserWarning):
 
 # -- ground truth -----------------------------------------------------------------------
 
-def read_truth_header(path: Union[str, os.PathLike]) -> Dict[str, object]:
+def read_truth_header(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """The model parameters a truth file was written with."""
     with open(path, "rb") as f:
         raw = f.read(HEADER_SIZE)
@@ -225,7 +225,7 @@ class EmulatedDisk:
         self._attached = False
         self._wc_before = ""  # the loop device's queue/write_cache before we set it
         self.proc: Optional[subprocess.Popen] = None
-        self._log = None
+        self._log: Optional[IO[bytes]] = None
         self._stopped_by_us = False
         self._atexit_registered = False
         #: why the daemon died by itself, once stop() has noticed
@@ -287,7 +287,7 @@ class EmulatedDisk:
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         try:
             self.stop()
         except EmulatedDiskError as e:
@@ -295,7 +295,6 @@ class EmulatedDisk:
                 raise
             # cleanup trouble must not hide the caller's own exception
             warnings.warn(str(e), RuntimeWarning, stacklevel=2)
-        return False
 
     # -- start ----------------------------------------------------------------------
 

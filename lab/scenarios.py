@@ -13,10 +13,10 @@ stop the disk; analyze the trace; compare with the truth (lab/validate.py). What
 run makes on the way (the disk, its mounts, the processes on it) is written down first
 in a ledger whose guardian undoes it if the run is killed (lab/labstate.py). The output
 directory gets, side by side, named after the run ``<scenario>-<fs>-<disk>``:
-``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html`` (when
-iowhy.reports.html.render_html exists), ``.truth.bin`` (ground truth) and ``.run.json``
-(the run's figures and its validation list), each mode 0600 and written by
-iowhy.outfile's rules (never through a symlink; the sudo user's under sudo).
+``.iowt`` (trace), ``.report.txt``, ``.report.json``, ``.report.html``, ``.truth.bin``
+(ground truth) and ``.run.json`` (the run's figures and its validation list), each mode
+0600 and written by iowhy.outfile's rules (never through a symlink; the sudo user's
+under sudo).
 
 The emulated disk is set up so that one block request is one FUSE call and one truth
 record (the loop device's max_sectors_kb is capped at the daemon's FUSE max_write),
@@ -49,12 +49,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from iowhy import outfile
 
-try:  # as iowhy.lab.scenarios
-    from . import emudisk, labstate, validate
-except ImportError:  # as a flat module next to emudisk.py
-    import emudisk  # type: ignore[no-redef]
-    import labstate  # type: ignore[no-redef]
-    import validate  # type: ignore[no-redef]
+from . import emudisk, labstate, validate
 
 LAB_DIR = Path(__file__).resolve().parent
 WORKLOADS = LAB_DIR / "workloads.py"
@@ -490,7 +485,7 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
                              f"/sys/block/{d.loop_name}/queue/write_cache").read_text().strip()}
         finally:
             # every step runs; an error here is raised below only if nothing else is
-            undo = []
+            undo: list[Callable[[], object]] = []
             if mounted:
                 undo.append(do_umount)
             if wc_changed:
@@ -521,16 +516,12 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
     from iowhy.reports.terminal import render_report
     from iowhy.traceformat import read_trace
     tr = read_trace(str(paths["trace"]))
-    report = {k: v for k, v in analyze(tr, AnalysisConfig()).items() if not k.startswith("_")}
+    from iowhy.reports.html import render_html
+    full = analyze(tr, AnalysisConfig(figures=True))
+    report = {k: v for k, v in full.items() if not k.startswith("_")}
     outfile.write_output(paths["report_json"], json.dumps(report, indent=2) + "\n")
     outfile.write_output(paths["report_text"], render_report(report) + "\n")
-    html = _html_renderer()
-    if html is not None:
-        try:
-            page = html(report, tr)     # with the trace: every figure drawn
-        except TypeError:
-            page = html(report)
-        outfile.write_output(paths["report_html"], page)
+    outfile.write_output(paths["report_html"], render_html(full))
     truth = emudisk.read_truth(paths["truth"])
     dname = f"loop{disk_info['minor']}" if disk_info else ""
     for dd in tr.meta.get("devices", []) or []:
@@ -580,14 +571,6 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
         "validation": val,
         "ok": all(e["ok"] for e in val if e.get("comparable", True)),
     }
-
-
-def _html_renderer() -> Optional[Callable[..., str]]:
-    try:
-        from iowhy.reports import html as html_mod  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(html_mod, "render_html", None)
 
 
 def render_run(r: Mapping[str, Any]) -> str:
@@ -663,18 +646,12 @@ GALLERY_PAIRS = (
 
 def gallery(out_dir: str | os.PathLike, disk: str = "hdd-7200",
             only: Optional[set[str]] = None) -> list[Path]:
-    """Comparison pages (text, and HTML when the renderer exists) for every pair of
+    """Comparison pages (text and HTML) for every pair of
     GALLERY_PAIRS whose two runs are in OUT_DIR; with ONLY (run ids), just the pairs
-    involving one of them. Needs iowhy.compare; returns the files written ([] without)."""
-    try:
-        from iowhy.compare import compare
-        from iowhy.reports.compare_text import render_compare
-    except ImportError:
-        return []
-    try:
-        from iowhy.reports.html import render_compare_html  # type: ignore[attr-defined]
-    except ImportError:
-        render_compare_html = None
+    involving one of them. Returns the files written."""
+    from iowhy.compare import compare
+    from iowhy.reports.compare_text import render_compare
+    from iowhy.reports.html import render_compare_html
     from iowhy.traceformat import read_trace
     out = Path(out_dir)
     written = []
@@ -693,7 +670,6 @@ def gallery(out_dir: str | os.PathLike, disk: str = "hdd-7200",
             base = out / f"compare-{a}-vs-{b}-{fs}-{disk}"
             outfile.write_output(f"{base}.txt", render_compare(result) + "\n")
             written.append(Path(f"{base}.txt"))
-            if render_compare_html is not None:
-                outfile.write_output(f"{base}.html", render_compare_html(rep_a, rep_b, result))
-                written.append(Path(f"{base}.html"))
+            outfile.write_output(f"{base}.html", render_compare_html(rep_a, rep_b, result))
+            written.append(Path(f"{base}.html"))
     return written

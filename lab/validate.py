@@ -89,10 +89,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-try:  # as iowhy.lab.validate
-    from . import emudisk
-except ImportError:  # as a flat module next to emudisk.py
-    import emudisk  # type: ignore[no-redef]
+from . import emudisk
 
 TOLERANCE_PCT_OF_ELAPSED = 5.0
 POSITIONING_TOLERANCE_PCT = 20.0
@@ -287,7 +284,7 @@ def truth_summary(truth: np.ndarray, report: Mapping[str, Any], meta: Mapping[st
 
 
 def request_counts(truth: np.ndarray, requests: np.ndarray, start_ns: int, end_ns: int,
-                   major: int, minor: int) -> dict[str, dict[str, int]]:
+                   major: int, minor: int) -> dict[str, Any]:
     """Reads, writes and flushes served wholly inside the window: by the disk (truth) and
     in the trace (request records of the disk, issue to final completion inside). The
     loop device turns each request into one FUSE call (direct I/O, requests below the
@@ -356,11 +353,11 @@ def emulation_latency(truth: np.ndarray, requests: np.ndarray, start_ns: int, en
     delays = []
     cursor: dict[tuple[int, int, int], int] = {}
     for q in r:
-        k = op_kind.get(int(q["op"]))
-        if k is None:
+        qk = op_kind.get(int(q["op"]))
+        if qk is None:
             continue
-        key = (k, 0, 0) if k == emudisk.KIND_FLUSH else \
-            (k, int(q["start_sector"]) * 512, int(q["len_bytes"]))
+        key = (qk, 0, 0) if qk == emudisk.KIND_FLUSH else \
+            (qk, int(q["start_sector"]) * 512, int(q["len_bytes"]))
         cand = pending.get(key, [])
         j = cursor.get(key, 0)
         issue = int(q["issue_ns"])
@@ -371,7 +368,7 @@ def emulation_latency(truth: np.ndarray, requests: np.ndarray, start_ns: int, en
             continue
         i = cand[j]
         cursor[key] = j + 1
-        done = int(q["done_ns"] if k == emudisk.KIND_FLUSH else q["data_done_ns"])
+        done = int(q["done_ns"] if qk == emudisk.KIND_FLUSH else q["data_done_ns"])
         before = int(t["start_ns"][i]) - max(issue, int(prev_end[i]))
         after = done - int(t["end_ns"][i])
         delays.append(max(before, 0) + max(after, 0))

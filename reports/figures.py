@@ -1,9 +1,8 @@
 """Figures of the HTML report: the per-request data they need, and one PNG per figure.
 
-`figure_data(trace, result)` pulls what the figures need out of a trace (request classes
-come from iowhy.classify, per-request times from iowhy.match: nothing is re-derived
-here) and keeps it small: histograms as counts, the sector scatter downsampled, the rest
-as per-call or per-event arrays. The `*_figure()` functions draw with matplotlib's object
+The analysis computes what the figures draw (iowhy.views.series.FigureData, in
+result["_figures"] when run with AnalysisConfig(figures=True)); nothing here reads a
+trace or derives a figure. The `*_figure()` functions draw with matplotlib's object
 API (Figure + Agg canvas, never pyplot: safe in threads and without a display) and return
 PNG bytes. Times on every time axis are seconds since the start of the window.
 
@@ -13,26 +12,16 @@ Nothing here writes HTML; iowhy.reports.html embeds the PNGs and adds the captio
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from iowhy import abi
-from iowhy.analysis import FSYNC_FIELDS, _join_requests_to_calls, columns, plural
-from iowhy.attribute import seek_slots
-from iowhy.classify import CATEGORIES, CLASS_NAMES, classify, log_ranges
-from iowhy.match import (
-    Requests, Window, device_ns, device_stages, latency_ok, load_requests, log2_hist,
-    trace_window, union_intervals,
-)
+from iowhy.findings import plural
+from iowhy.kernels import union_intervals
+from iowhy.names import CLASS_NAMES
+from iowhy.views.series import SCATTER_LIMIT, FigureData, Scatter
 
-# Above this many requests the sector scatter shows a fixed-seed random sample.
-SCATTER_LIMIT = 200_000
-SCATTER_SEED = 0
-THROUGHPUT_BUCKETS = 150
 MAX_TIMELINE_THREADS = 30  # fsync timeline rows; the threads with the most call time
-MAX_SCATTER_DEVICES = 3
 DPI = 110
 WIDTH_IN = 11.0
 
@@ -52,202 +41,7 @@ CALL_COLORS = {
     "fsync": "#0072B2", "fdatasync": "#009E73", "sync": "#D55E00", "syncfs": "#E69F00",
     "sync_file_range": "#CC79A7", "msync": "#8C6D31", "osync_write": "#56B4E9",
 }
-# Commit-side events drawn as marks under the fsync calls: (label, journal event).
-COMMIT_MARKS = (
-    ("jbd2 commit end", abi.J_JBD2_END),
-    ("ext4 fast commit", abi.J_EXT4_FC_STOP),
-    ("xfs log force", abi.J_XFS_FORCE),
-    ("xfs iclog done", abi.J_XLOG_DONE),
-    ("btrfs txn commit", abi.J_BTRFS_COMMIT),
-)
 
-
-@dataclass
-class Scatter:
-    """Requests of one disk for the sector-vs-time scatter (already downsampled)."""
-
-    name: str
-    t_s: np.ndarray  # issue time, s since the window start
-    sector: np.ndarray
-    cls: np.ndarray  # class code (index into CLASS_NAMES)
-    total: int  # requests before downsampling
-    log_ranges: list[tuple[int, int]]  # the filesystem log on this disk, whole-disk sectors
-    log_label: str
-
-
-@dataclass
-class FigureData:
-    """What the figures need from a trace (see figure_data)."""
-
-    origin_ns: int
-    elapsed_ns: int
-    latency_hist_us: dict[str, list[int]]  # class -> log2 hist of device time in us
-    seek_hist: dict[str, list[int]]  # class -> seek_hist_log2 (placement's slots)
-    scatters: list[Scatter]
-    scatter_devices_total: int  # disks with requests that could have been drawn
-    tput_step_ns: int
-    tput_read: np.ndarray  # bytes completed per bucket
-    tput_write: np.ndarray
-    calls_enter_s: np.ndarray  # fsync-family calls of workload tasks
-    calls_exit_s: np.ndarray
-    calls_tid: np.ndarray
-    calls_type: np.ndarray  # call name per call
-    marks: dict[str, np.ndarray] = field(default_factory=dict)  # label -> times (s)
-    tasks: dict[int, str] = field(default_factory=dict)  # tid -> last known comm
-
-
-def _comm(raw: Any) -> str:
-    if isinstance(raw, (bytes, np.bytes_)):
-        return bytes(raw).split(b"\0", 1)[0].decode("utf-8", errors="replace")
-    return str(raw)
-
-
-def task_comms(trace: Any) -> dict[int, str]:
-    """tid -> comm of its last task record (comm changes at exec), then of its fsync calls."""
-    out: dict[int, str] = {}
-    for name, ts_field in (("fsync", "enter_ns"), ("task", "ts_ns")):
-        tid = trace.column(name, "tid")
-        if not len(tid):
-            continue
-        order = np.argsort(trace.column(name, ts_field), kind="stable")
-        comm = trace.column(name, "comm")
-        for t, c in zip(tid[order].tolist(), comm[order].tolist()):
-            out[int(t)] = _comm(c)
-    return out
-
-
-def request_classes(trace: Any, rq: Requests, win: Window) -> np.ndarray:
-    """Class code of every request, exactly as the analysis classifies them (btrfs log
-    writes need the fsync calls the requests were submitted in)."""
-    fs = columns(trace, "fsync", FSYNC_FIELDS)
-    btrfs_sync = None
-    fs_type = np.asarray(fs["fs_u16"])
-    if (fs_type == abi.FS_BTRFS).any():
-        call_of_req = _join_requests_to_calls(rq, fs, win)
-        btrfs_sync = np.zeros(len(rq), bool)
-        inc = call_of_req >= 0
-        btrfs_sync[inc] = fs_type[call_of_req[inc]] == abi.FS_BTRFS
-    return classify(rq, trace.meta or {}, btrfs_sync=btrfs_sync, devices=rq.devices)
-
-
-def _device_names(trace: Any, devices: Sequence[tuple[int, int]]) -> list[str]:
-    by_mm = {(d.get("major"), d.get("minor")): d.get("name")
-             for d in (trace.meta or {}).get("devices", []) or []}
-    return [str(by_mm.get(d) or f"{d[0]}:{d[1]}") for d in devices]
-
-
-def _log_ranges_by_disk(meta: Mapping[str, Any]) -> dict[tuple[int, int], str]:
-    """Disk -> a label for its log region ("xfs log", "ext4 journal")."""
-    out: dict[tuple[int, int], str] = {}
-    for f in meta.get("filesystems", []) or []:
-        if f.get("disk_major") is None or f.get("disk_minor") is None:
-            continue
-        lg = f.get("log") or {}
-        kind = lg.get("kind") if isinstance(lg, Mapping) else None
-        what = "journal" if f.get("fstype") == "ext4" else "log"
-        out[(int(f["disk_major"]), int(f["disk_minor"]))] = \
-            f"{f.get('fstype') or kind or 'fs'} {what}"
-    return out
-
-
-def figure_data(trace: Any, result: Mapping[str, Any]) -> FigureData:
-    """The per-request and per-call arrays the figures draw, from the trace plus the
-    analysis result (its window, its workload devices, its seek histograms)."""
-    win = trace_window(trace)
-    meta = trace.meta or {}
-    rq = load_requests(trace, win)
-    cls = request_classes(trace, rq, win)
-    names = _device_names(trace, rq.devices)
-    n = len(rq)
-
-    # Device latency per class: fully observed, issued requests (as in `requests`).
-    ok = latency_ok(rq) & (rq.issue > 0)
-    lat_hist: dict[str, list[int]] = {}
-    for k, cname in enumerate(CLASS_NAMES):
-        idx = np.flatnonzero(ok & (cls == k))
-        if len(idx):
-            lat_hist[cname] = log2_hist(device_ns(rq, idx) // 1000)
-    del ok
-
-    # Seek histograms: the analysis's own when it computed placement, else from stages.
-    pl = result.get("placement") or {}
-    seek_hist = {c: list(p["seek_hist_log2"]) for c, p in pl.items() if p.get("seek_hist_log2")}
-    if not pl and n:
-        st = device_stages(rq, win)
-        scls = cls[st.seek_idx]
-        slots = seek_slots(np.abs(np.asarray(st.seek, dtype=np.int64)))
-        for k, cname in enumerate(CLASS_NAMES):
-            m = scls == k
-            if m.any():
-                seek_hist[cname] = np.bincount(slots[m]).tolist()
-        del st, scls, slots
-
-    # Sector scatter: data-bearing issued requests of the workload's disks.
-    drawable = (rq.issue > 0) & (rq.nbytes > 0) & (rq.op != abi.OP_FLUSH)
-    per_dev = np.bincount(rq.dev[drawable], minlength=len(rq.devices))
-    wl = set(result.get("workload", {}).get("devices") or [])
-    cand = [g for g in range(len(rq.devices)) if per_dev[g] and names[g] in wl]
-    if not cand:
-        cand = [g for g in range(len(rq.devices)) if per_dev[g]]
-    cand.sort(key=lambda g: -int(per_dev[g]))
-    shown = cand[:MAX_SCATTER_DEVICES]
-    ranges = log_ranges(meta)
-    labels = _log_ranges_by_disk(meta)
-    scatters = []
-    budget = SCATTER_LIMIT // max(len(shown), 1)
-    for g in shown:
-        idx = np.flatnonzero(drawable & (rq.dev == g))
-        total = len(idx)
-        if total > budget:
-            rng = np.random.default_rng(SCATTER_SEED)
-            idx = np.sort(idx[rng.choice(total, size=budget, replace=False)])
-        scatters.append(Scatter(
-            name=names[g], t_s=((rq.issue[idx] - win.start_ns) / 1e9).astype(np.float64),
-            sector=rq.sector[idx].copy(), cls=cls[idx].copy(), total=total,
-            log_ranges=sorted(ranges.get(rq.devices[g], [])),
-            log_label=labels.get(rq.devices[g], "log")))
-    del drawable
-
-    # Throughput: bytes completed per time bucket on the workload's disks (else all).
-    wl_idx = [g for g in range(len(rq.devices)) if names[g] in wl] or list(range(len(rq.devices)))
-    step = max(1, -(-win.elapsed_ns // THROUGHPUT_BUCKETS))
-    nb = max(1, -(-win.elapsed_ns // step))
-    tput = {}
-    on_wl = np.isin(rq.dev, np.asarray(wl_idx, dtype=np.int32))
-    for op in (abi.OP_READ, abi.OP_WRITE):
-        m = on_wl & (rq.op == op) & (rq.nbytes > 0) & (rq.issue > 0)
-        b = np.clip((rq.data_done[m] - win.start_ns) // step, 0, nb - 1)
-        tput[op] = np.bincount(b, weights=rq.nbytes[m], minlength=nb)[:nb]
-    del on_wl, rq, cls
-
-    # fsync-family calls of workload tasks; clipped to the window when still running.
-    enter = trace.column("fsync", "enter_ns").astype(np.int64)
-    ex = trace.column("fsync", "exit_ns").astype(np.int64)
-    fl = trace.column("fsync", "flags_u16")
-    ex = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
-    call = trace.column("fsync", "call_u16")
-    call_names = np.array([abi.CALL_NAMES.get(int(c), f"call {int(c)}") for c in range(8)])
-    ctype = call_names[np.minimum(call, 7)] if len(call) else np.zeros(0, dtype=str)
-
-    # Commit-side events as marks.
-    ev = trace.column("journal", "event_u16")
-    ts = trace.column("journal", "ts_ns").astype(np.int64)
-    marks = {}
-    for label, code in COMMIT_MARKS:
-        t = ts[ev == code]
-        if len(t):
-            marks[label] = (t - win.start_ns) / 1e9
-
-    return FigureData(
-        origin_ns=win.start_ns, elapsed_ns=win.elapsed_ns, latency_hist_us=lat_hist,
-        seek_hist=seek_hist, scatters=scatters, scatter_devices_total=len(cand),
-        tput_step_ns=int(step), tput_read=tput[abi.OP_READ], tput_write=tput[abi.OP_WRITE],
-        calls_enter_s=(enter - win.start_ns) / 1e9, calls_exit_s=(ex - win.start_ns) / 1e9,
-        calls_tid=trace.column("fsync", "tid").astype(np.int64), calls_type=ctype,
-        marks=marks, tasks=task_comms(trace))
-
-
-# -- drawing helpers ----------------------------------------------------------------------
 
 def mpl_text(s: Any) -> str:
     """Text from the trace made literal for matplotlib (a `$` would start math mode)."""
@@ -632,8 +426,7 @@ def task_summary(tasks: Mapping[int, str], limit: int = 8) -> list[tuple[str, in
 
 
 __all__ = [
-    "CATEGORY_COLORS", "CATEGORY_ORDER", "CLASS_COLORS", "FigureData", "Scatter",
-    "attribution_figure", "figure_data", "fsync_timeline_figure", "latency_figure",
-    "mpl_text", "png_bytes", "request_classes", "sector_figure", "seek_figure",
-    "task_comms", "task_summary", "throughput_figure", "CATEGORIES",
+    "CATEGORY_COLORS", "CATEGORY_ORDER", "CLASS_COLORS", "FigureData", "SCATTER_LIMIT",
+    "Scatter", "attribution_figure", "fsync_timeline_figure", "latency_figure", "mpl_text",
+    "png_bytes", "sector_figure", "seek_figure", "task_summary", "throughput_figure",
 ]

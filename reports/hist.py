@@ -11,18 +11,15 @@ from typing import Sequence
 
 import numpy as np
 
+from iowhy.kernels import log2_hist
+
 STARS_MAX = 40
 
 
 def log2_counts(values: Sequence[int] | np.ndarray) -> list[int]:
-    """Counts per log2 slot of non-negative integers, trailing empty slots dropped."""
-    v = np.asarray(values, dtype=np.int64)
-    if len(v) == 0:
-        return []
-    slots = np.floor(np.log2(np.maximum(v, 1).astype(np.float64))).astype(np.int64)
-    counts = np.bincount(slots)
-    nz = np.flatnonzero(counts)
-    return counts[: int(nz[-1]) + 1].tolist() if len(nz) else []
+    """Counts per log2 slot of non-negative integers, trailing empty slots dropped
+    (iowhy.kernels.log2_hist, the slots of every log2 histogram iowhy shows)."""
+    return log2_hist(np.asarray(values, dtype=np.int64))
 
 
 def _stars(val: int, val_max: int, width: int) -> str:

@@ -563,8 +563,8 @@ FIGURES: dict[str, tuple[str, str]] = {
 
 
 def figure_sections(r: Mapping[str, Any], data: Any | None) -> dict[str, str]:
-    """The figure blocks of one result, by id; `data` is figures.figure_data() (None: only
-    the figures the result alone can draw)."""
+    """The figure blocks of one result, by id; `data` is the result's "_figures" (None:
+    only the figures the result alone can draw)."""
     out = {"fig-attribution": figure_block(
         "fig-attribution", *FIGURES["fig-attribution"],
         png=F.attribution_figure([("this run", r)]))}
@@ -572,8 +572,8 @@ def figure_sections(r: Mapping[str, Any], data: Any | None) -> dict[str, str]:
         for fid in ("fig-latency", "fig-fsync-timeline", "fig-throughput", "fig-seek",
                     "fig-sectors"):
             out[fid] = figure_block(fid, *FIGURES[fid], png=None,
-                                    note="needs the trace: render with render_html(result, "
-                                         "trace)")
+                                    note="needs the trace: analyze it with "
+                                         "AnalysisConfig(figures=True)")
         return out
     out["fig-latency"] = figure_block("fig-latency", *FIGURES["fig-latency"],
                                       png=F.latency_figure(data, r))
@@ -607,10 +607,11 @@ NAV = (("where", "where the time went"), ("findings", "findings"), ("classes", "
        ("fsync", "fsync & commits"), ("devices", "devices"), ("placement", "placement"))
 
 
-def render_html(result: Mapping[str, Any], trace: Any = None) -> str:
-    """The whole report for one analysis result. With the trace (traceformat.Trace) every
-    figure is drawn; without it only those the result alone gives."""
-    data = F.figure_data(trace, result) if trace is not None else None
+def render_html(result: Mapping[str, Any]) -> str:
+    """The whole report for one analysis result. With the figure data (the analysis run
+    with AnalysisConfig(figures=True): result["_figures"]) every figure is drawn; without
+    it only those the result alone gives."""
+    data = result.get("_figures")
     figs = figure_sections(result, data)
     cmd = _command(result)
     parts = [

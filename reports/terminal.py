@@ -9,7 +9,7 @@ import shlex
 import textwrap
 from typing import Any, Mapping, Sequence
 
-from iowhy.analysis import fmt_ns  # one duration format for findings and tables
+from iowhy.findings import fmt_ns  # one duration format for findings and tables
 
 WIDTH = 100
 BAR = 46

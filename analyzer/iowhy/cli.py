@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from . import __version__
+from .commands import add_analysis_parsers
+from .errors import EXIT_NOT_FOUND, EXIT_USAGE, UserError, load
 
 if TYPE_CHECKING:
     from .traceformat import Trace
@@ -28,19 +30,6 @@ if TYPE_CHECKING:
 # hold 20 MiB of its memory meanwhile (bench/README, "Memory").
 
 log = logging.getLogger("iowhy")
-
-EXIT_USAGE = 2
-EXIT_FAIL = 1
-EXIT_NOT_FOUND = 127
-
-
-class UserError(Exception):
-    """A problem the user can fix: printed as one line plus a hint, exit non-zero."""
-
-    def __init__(self, message: str, hint: str = "", code: int = EXIT_FAIL) -> None:
-        super().__init__(message)
-        self.hint = hint
-        self.code = code
 
 
 # -- recorder ----------------------------------------------------------------------------
@@ -144,10 +133,7 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
 
 def _after_record(path: str) -> None:
     """Print the short "where the time went" once a recording stops."""
-    try:
-        from .summary import short_summary
-    except ImportError:
-        return
+    from .summary import short_summary
     from .traceformat import TraceError
     try:
         text = short_summary(path)
@@ -178,18 +164,10 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return _run_recorder(args, ["-p", str(pid)])
 
 
-def load(path: str) -> Trace:
-    from .traceformat import TraceError, read_trace
-    try:
-        return read_trace(path)
-    except TraceError as e:
-        raise UserError(str(e), e.hint) from None
-
-
 def syscall_totals(tr: Trace) -> list[dict]:
     """The kernel's per-syscall count and total time (`syscall` records), largest total
     first; which syscalls they cover depends on the recording's `syscalls` mode."""
-    from .attribute import syscall_name
+    from .syscalls import syscall_name
     sc = tr.records("syscall")
     arch = tr.meta.get("machine")
     out = [{"name": syscall_name(int(nr), arch), "nr": int(nr), "count": int(c),
@@ -325,7 +303,6 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print JSON (keys in docs/trace-format.md)")
     i.set_defaults(func=cmd_info)
 
-    from .commands import add_analysis_parsers
     add_analysis_parsers(sub)
     from .export.cli import add_export_parsers
     add_export_parsers(sub)

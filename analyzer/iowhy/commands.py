@@ -1,9 +1,6 @@
 """The analysis subcommands: `iowhy report`, `iowhy hist` and `iowhy compare` (added to
-cli.py's parser).
-
-iowhy.cli imports this module while building its parser, so cli's names are imported
-lazily inside functions (no import cycle), and so is the numpy-based analysis
-(names.py says why).
+cli.py's parser). The numpy-based analysis is imported inside the commands (names.py
+says why).
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from .errors import EXIT_FAIL, EXIT_USAGE, UserError, load
 from .names import CLASS_NAMES, METRICS
 
 UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
@@ -92,7 +90,6 @@ def add_analysis_parsers(sub: Any) -> None:
 
 
 def _user_error(message: str, hint: str = "", usage: bool = False) -> Exception:
-    from .cli import EXIT_FAIL, EXIT_USAGE, UserError
     return UserError(message, hint, EXIT_USAGE if usage else EXIT_FAIL)
 
 
@@ -117,8 +114,8 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .analysis import AnalysisConfig, analyze, tune_allocator
-    from .cli import load
+    from .analysis import AnalysisConfig, analyze
+    from .memory import tune_allocator
     t0 = time.monotonic()
     if args.merge_gap_ms < 0:
         raise _user_error("--merge-gap-ms must be >= 0", "", usage=True)
@@ -126,37 +123,30 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise _user_error("--depth-buckets must be between 1 and 10000", "", usage=True)
     if args.findings < 0:
         raise _user_error("--findings must be >= 0", "", usage=True)
-    render_html = None
     if args.html:
-        try:
-            from .reports import html as html_mod
-        except ImportError:
-            raise _user_error("--html is not available: this iowhy has no HTML renderer "
-                              "(iowhy.reports.html)",
-                              "use the terminal report or --json") from None
-        render_html = getattr(html_mod, "render_html", None)
-        if render_html is None:
-            raise _user_error("--html is not available: iowhy.reports.html has no render_html()",
-                              "use the terminal report or --json")
         _check_out(args.html, (".html", ".htm"))
     tr = load(args.trace)
     tune_allocator()
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
-                         placement=not args.no_placement, locality=not args.no_placement)
-    result = _public(analyze(tr, cfg))
+                         placement=not args.no_placement, locality=not args.no_placement,
+                         figures=bool(args.html))
+    full = analyze(tr, cfg)
+    result = _public(full)
     # --findings 0: no findings section at all in the text and the page (findings None);
     # the JSON keeps its empty list
     shown = dict(result, findings=None) if args.findings == 0 else result
-    # the trace too: the figures draw per-request data
-    html = render_html(shown, tr) if render_html is not None else None
+    html = None
+    if args.html:
+        from .reports.html import render_html
+        # the full result: the figures draw its "_figures"
+        html = render_html(dict(full, findings=None) if args.findings == 0 else full)
     from .reports.terminal import render_report
     return _emit(args, result, html, lambda r: render_report(shown), t0)
 
 
 def cmd_hist(args: argparse.Namespace) -> int:
     from .analysis import metric_values
-    from .cli import load
     from .outfile import write_output, write_stdout
     from .reports.hist import log2_counts, render_log2_hist, render_png
     t0 = time.monotonic()
@@ -189,20 +179,6 @@ def cmd_hist(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_html_renderer() -> Any:
-    """iowhy.reports.html.render_compare_html, or a UserError saying it is missing."""
-    import importlib
-    why = "this iowhy has no HTML comparison renderer; use the terminal output or --json"
-    try:
-        mod = importlib.import_module("iowhy.reports.html")
-    except ImportError:
-        mod = None
-    fn = getattr(mod, "render_compare_html", None)
-    if fn is None:
-        raise _user_error("compare --html needs iowhy.reports.html.render_compare_html", why)
-    return fn
-
-
 def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(analysis result, trace metadata) of one trace; a trace covering no time is refused."""
     from .analysis import AnalysisConfig, analyze
@@ -214,13 +190,10 @@ def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .analysis import tune_allocator
-    from .cli import load
+    from .memory import tune_allocator
     from .compare import compare
     t0 = time.monotonic()
-    render_html = None
     if args.html:
-        render_html = _compare_html_renderer()
         _check_out(args.html, (".html", ".htm"))
     # Open both before analyzing either, so that a bad B fails at once.
     tr_a = load(args.trace_a)
@@ -234,7 +207,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # A trace compared with itself is analyzed once (the analysis is deterministic).
     b, meta_b = (a, meta_a) if same else _analyze_for_compare(tr_b)
     result = compare(a, b, meta_a, meta_b)
-    html = render_html(a, b, result) if render_html is not None else None
+    html = None
+    if args.html:
+        from .reports.html import render_compare_html
+        html = render_compare_html(a, b, result)
     from .reports.compare_text import render_compare
     return _emit(args, result, html, render_compare, t0)
 

@@ -37,8 +37,8 @@ import shlex
 from itertools import zip_longest
 from typing import Any, Callable, Mapping, Sequence
 
-from .analysis import fmt_ns
-from .classify import CLASS_NAMES
+from .findings import fmt_ns
+from .names import CLASS_NAMES
 
 SCHEMA = "iowhy-compare/1"
 WITHIN = 0.02  # runs whose longer elapsed is at most 2% above the shorter are "within 2%"

@@ -4,7 +4,7 @@ imports allocate is held while the workload runs."""
 
 from __future__ import annotations
 
-# Request classes (classify.py), in code order.
+# Request classes (model/classify.py), in code order.
 CLASS_NAMES: tuple[str, ...] = ("flush", "log", "metadata", "data", "read", "readahead",
                                 "discard")
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, run
 from htmlcheck import assert_renders
 from iowhy import abi
-from iowhy.classify import CLASS_CODES, classify
+from iowhy.model.classify import CLASS_CODES, classify
 from iowhy.traceformat import read_trace
 
 pytestmark = pytest.mark.bpf

@@ -90,12 +90,13 @@ def test_empty_trace_renders(tmp_path):
 
 def test_sector_scatter_downsampled_deterministically(tmp_path, monkeypatch):
     p = busy_trace(tmp_path)
+    from iowhy.views import series
     tr = read_trace(p)
-    r = analyze(tr)
-    full = F.figure_data(tr, r)
+    full = analyze(tr, AnalysisConfig(figures=True))["_figures"]
+    monkeypatch.setattr(series, "SCATTER_LIMIT", 600)
     monkeypatch.setattr(F, "SCATTER_LIMIT", 600)
-    d1 = F.figure_data(tr, r)
-    d2 = F.figure_data(read_trace(p), r)
+    d1 = analyze(tr, AnalysisConfig(figures=True))["_figures"]
+    d2 = analyze(read_trace(p), AnalysisConfig(figures=True))["_figures"]
     assert d1.scatters and sum(len(s.t_s) for s in d1.scatters) <= 600
     for a, b, whole in zip(d1.scatters, d2.scatters, full.scatters):
         assert a.total == whole.total == len(whole.t_s) > len(a.t_s)
@@ -111,8 +112,8 @@ def test_sector_scatter_downsampled_deterministically(tmp_path, monkeypatch):
 def test_figure_data_matches_the_analysis(tmp_path):
     p = busy_trace(tmp_path)
     tr = read_trace(p)
-    r = analyze(tr)
-    d = F.figure_data(tr, r)
+    r = analyze(tr, AnalysisConfig(figures=True))
+    d = r["_figures"]
     for name, c in r["requests"].items():
         h = d.latency_hist_us.get(name)
         mx = c["device_ns"]["max"]
@@ -122,10 +123,10 @@ def test_figure_data_matches_the_analysis(tmp_path):
         # The largest latency lands in the last log2 slot of the histogram.
         assert len(h) - 1 == int(np.floor(np.log2(max(mx // 1000, 1))))
     assert d.seek_hist == {k: v["seek_hist_log2"] for k, v in r["placement"].items()}
-    # Without placement in the result the seeks come from the trace: the same histograms.
-    r2 = analyze(tr, AnalysisConfig(placement=False, locality=False))
+    # Without placement in the result the seeks come from the stages: the same histograms.
+    r2 = analyze(tr, AnalysisConfig(placement=False, locality=False, figures=True))
     assert r2["placement"] == {}
-    assert F.figure_data(tr, r2).seek_hist == d.seek_hist
+    assert r2["_figures"].seek_hist == d.seek_hist
     assert len(d.calls_tid) == r["fsync"]["count"]
     assert d.tasks and all(isinstance(v, str) for v in d.tasks.values())
 

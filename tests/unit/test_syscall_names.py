@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from iowhy import abi, syscall_table
-from iowhy.attribute import syscall_name
+from iowhy.syscalls import syscall_name
 from iowhy.cli import main
 from iowhy.traceformat import TraceWriter
 

@@ -88,37 +88,32 @@ def can_attribute(trace: Any) -> bool:
     return True
 
 
-def syscall_name(nr: int) -> str:
-    from ..attribute import syscall_name as name
-    return name(int(nr))
+def syscall_name(nr: int, arch: str | None = None) -> str:
+    from ..syscalls import syscall_name as name
+    return name(int(nr), arch)
 
 
 def request_model(trace: Any) -> RequestModel:
-    """Class, latency parts, seek and fsync-family call of every request."""
-    from ..classify import classify
-    from ..match import (device_ns, device_stages, join_calls, latency_ok, load_requests,
-                         queue_ns, total_ns, trace_window)
+    """Class, latency parts, seek and fsync-family call of every request, each from the
+    model's one definition (the same the report's tables use)."""
+    from ..model.calls import join_requests_to_calls
+    from ..model.classify import request_classes
+    from ..model.requests import load_requests, trace_window
+    from ..model.stages import device_stages
+    from ..views.latency import latency_values
     win = trace_window(trace)
     rq = load_requests(trace, win)
     n = len(rq)
     fs = trace.records("fsync")
     call = np.full(n, -1, I64)
     if n and len(fs):
-        fl = fs["flags_u16"]
-        ex = fs["exit_ns"].astype(I64)
-        exit_ = np.where((ex > 0) & ((fl & abi.FS_F_INCOMPLETE) == 0), ex, win.end_ns)
-        tracked = ((rq.flags & abi.RQ_TRACKED) != 0) & (rq.op != abi.OP_READ)
-        call = join_calls(rq.tid, rq.submit, fs["tid"].astype(I64),
-                          fs["enter_ns"].astype(I64), exit_, sel=tracked).astype(I64)
-    btrfs_sync = np.zeros(n, bool)
-    inc = call >= 0
-    if inc.any():
-        btrfs_sync[inc] = fs["fs_u16"][call[inc]] == abi.FS_BTRFS
-    cls = classify(rq, trace.meta or {}, btrfs_sync=btrfs_sync, devices=rq.devices)
-    ok = latency_ok(rq)
-    q = np.where(ok, queue_ns(rq), -1)
-    d = np.where(ok, device_ns(rq), -1)
-    t = np.where(ok, total_ns(rq), -1)
+        call = np.asarray(join_requests_to_calls(rq, fs, win)).astype(I64)
+    fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
+    cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
+    parts = []
+    for m in range(3):  # device, queue, total (views.latency.latency_values)
+        grp, v = latency_values(rq, cls, m)
+        parts.append(np.where(grp < len(CLASS_NAMES), v, -1).astype(I64))
     seek = np.zeros(n, I64)
     has = np.zeros(n, bool)
     if n:
@@ -126,9 +121,8 @@ def request_model(trace: Any) -> RequestModel:
         si = np.asarray(st.seek_idx).astype(I64)
         seek[si] = np.asarray(st.seek).astype(I64)
         has[si] = True
-    return RequestModel(cls=np.asarray(cls, np.int8), queue_ns=q.astype(I64),
-                        device_ns=d.astype(I64), total_ns=t.astype(I64), seek_sectors=seek,
-                        has_seek=has, call_index=call)
+    return RequestModel(cls=cls, queue_ns=parts[1], device_ns=parts[0], total_ns=parts[2],
+                        seek_sectors=seek, has_seek=has, call_index=call)
 
 
 def analysis_figures(trace: Any, depth_buckets: int = 200

@@ -35,17 +35,28 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import abi
-from .names import CLASS_NAMES
+from .. import abi
+from ..metadata import BTRFS_SUPER_OFFSETS, SECTOR
+from ..names import CLASS_NAMES
+
 
 FLUSH, LOG, METADATA, DATA, READ, READAHEAD, DISCARD = range(7)
+
+
 CLASS_CODES = {n: i for i, n in enumerate(CLASS_NAMES)}
+
 
 # Device categories in priority order (index = priority, 0 highest).
 CATEGORIES: tuple[str, ...] = ("barrier", "log", "metadata", "data", "read")
+
+
 CATEGORY_OF_CLASS = np.array([0, 1, 2, 3, 4, 4, 3], dtype=np.int8)
 
-BTRFS_SUPER_SECTORS = (128, 131072, 536870912)
+
+# Partition sectors of the btrfs superblock copies (128, 131072, 536870912).
+BTRFS_SUPER_SECTORS = tuple(off // SECTOR for off in BTRFS_SUPER_OFFSETS)
+
+
 CLASSIFY_BLOCK = 1 << 16  # requests classified at a time
 
 
@@ -107,9 +118,9 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
     """Class code (int8, index into CLASS_NAMES) of every request.
 
     `requests`: a request record array, or any mapping of its fields (op, iflags,
-    len_bytes, start_sector and dev_major/dev_minor; or a `match.Requests` with its dense
+    len_bytes, start_sector and dev_major/dev_minor; or a `model.requests.Requests` with its dense
     `dev` index and `devices`). `btrfs_sync`: bool per request, True when it was
-    submitted by a task inside its own btrfs fsync call (match.join_calls).
+    submitted by a task inside its own btrfs fsync call (model.calls.join_calls).
     """
     if devices is None and hasattr(requests, "devices"):
         devices = requests.devices
@@ -143,7 +154,6 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
         inr &= m
         logm |= inr
         del inr, m
-    meta_flag = None
     bdisks = btrfs_disks(meta)
     if bdisks:
         supers = np.zeros(n, dtype=bool)
@@ -156,27 +166,26 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
             supers |= m & np.isin(sector, np.asarray(secs, dtype=sector.dtype))
         logm |= supers
         if btrfs_sync is not None:
-            meta_flag = (iflags & abi.F_META) != 0
-            logm |= bdisk & meta_flag & np.asarray(btrfs_sync, dtype=bool)
+            logm |= bdisk & ((iflags & abi.F_META) != 0) & np.asarray(btrfs_sync, dtype=bool)
     elif btrfs_sync is not None:
-        meta_flag = (iflags & abi.F_META) != 0
-        logm |= meta_flag & np.asarray(btrfs_sync, dtype=bool)
-    if op.dtype == np.uint8 and iflags.dtype.kind in "iu" and iflags.dtype.itemsize <= 2 \
-            and nbytes.dtype.kind == "u":
-        return _class_lookup(op, iflags, nbytes, logm)
-    cls = np.full(n, DATA, dtype=np.int8)
-    is_read = op == abi.OP_READ
-    if meta_flag is None:
-        meta_flag = (iflags & abi.F_META) != 0
-    cls[is_read] = READ
-    cls[is_read & ((iflags & abi.F_RAHEAD) != 0)] = READAHEAD
-    cls[meta_flag] = METADATA
-    write = op == abi.OP_WRITE
-    cls[logm & write & (nbytes > 0)] = LOG
-    cls[op == abi.OP_DISCARD] = DISCARD
-    cls[(op == abi.OP_FLUSH)
-        | ((op == abi.OP_WRITE) & (nbytes == 0) & ((iflags & abi.F_PREFLUSH) != 0))] = FLUSH
-    return cls
+        logm |= ((iflags & abi.F_META) != 0) & np.asarray(btrfs_sync, dtype=bool)
+    return _class_lookup(op, iflags, nbytes, logm)
+
+
+def request_classes(rq: Any, meta: Mapping[str, Any], fs_type: np.ndarray,
+                    call_of_req: np.ndarray | None) -> np.ndarray:
+    """classify() of the loaded requests `rq` (model.requests.Requests), the one place
+    that decides a request's class. fs_type: the filesystem (abi.FS_*) of each
+    fsync-family call; call_of_req: the call each request was submitted in
+    (model.calls.join_requests_to_calls, -1 for none), needed only when a call is on
+    btrfs (its log writes are the REQ_META writes submitted inside its fsync calls)."""
+    btrfs_sync = None
+    if (np.asarray(fs_type) == abi.FS_BTRFS).any():
+        assert call_of_req is not None, "btrfs calls: the classes need the call join"
+        btrfs_sync = np.zeros(len(rq), bool)
+        inc = call_of_req >= 0
+        btrfs_sync[inc] = np.asarray(fs_type)[call_of_req[inc]] == abi.FS_BTRFS
+    return classify(rq, meta, btrfs_sync=btrfs_sync, devices=rq.devices)
 
 
 def _in_range(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -191,6 +200,8 @@ def _in_range(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 # The iflags bits the class depends on; the two others below them carry our own bits.
 _CLASS_IFLAGS = abi.F_META | abi.F_RAHEAD | abi.F_PREFLUSH
+
+
 _BIT_DATA, _BIT_LOG = 1 << 0, 1 << 2  # nbytes > 0; in a log region (logm)
 assert not _CLASS_IFLAGS & (_BIT_DATA | _BIT_LOG) and _CLASS_IFLAGS < 32
 
@@ -222,8 +233,9 @@ _TABLE = _class_table()
 
 def _class_lookup(op: np.ndarray, iflags: np.ndarray, nbytes: np.ndarray,
                   logm: np.ndarray) -> np.ndarray:
-    """classify()'s rules as one table lookup per request (a few passes over small ints)."""
+    """classify()'s rules (_class_table) as one table lookup per request."""
     code = op.astype(np.uint16)
+    code &= 0xFF  # operation codes are u8 (abi.REQUEST_DTYPE)
     code <<= 5
     t = np.empty(len(op), np.uint16)
     np.bitwise_and(iflags, _CLASS_IFLAGS, out=t, casting="unsafe")

@@ -1,0 +1,166 @@
+"""Findings: a few statements in plain words, largest first, each with its evidence;
+and the duration format shared by the findings and the reports.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    from .analysis import AnalysisConfig
+
+
+def fmt_ns(ns: float | None) -> str:
+    """A duration in the unit that suits it: 16 ns, 850 us, 9.6 ms, 12.3 s."""
+    if ns is None:
+        return "-"
+    a = abs(ns)
+    if a >= 100e9:
+        return f"{ns / 1e9:,.0f} s"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if a >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{int(ns)} ns"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{int(n):,} {word if n == 1 else (words or word + 's')}"
+
+
+def _n(x: float) -> str:
+    return f"{int(round(x)):,}"
+
+
+def _ms(ns: int | None) -> str:
+    return fmt_ns(ns)
+
+
+def _s(ns: int) -> str:
+    return fmt_ns(ns)
+
+
+def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
+    """A few statements in plain words, largest first, each with its evidence."""
+    el = r["elapsed_ns"]
+    att = r["attribution_ns"]
+    pct = r["attribution_pct"]
+    out: list[dict[str, Any]] = []
+    fsync_n = r["fsync"]["count"]
+    req = r["requests"]
+    com = r["commits"]
+
+    def add(key: str, weight: int, text: str, **evidence: Any) -> None:
+        out.append({"key": key, "weight_ns": int(weight), "text": text, "evidence": evidence})
+
+    if att["barrier"]:
+        wfl = r["workload"]["flushes"]
+        fc = wfl["count"]
+        p50 = wfl["device_ns"]["p50"]
+        text = (f"{pct['barrier']:.0f}% of elapsed is barrier: "
+                f"{plural(fc, 'cache flush', 'cache flushes')}, median {_ms(p50)}; ")
+        text += (f"{plural(fsync_n, 'fsync call')} caused them" if fsync_n else
+                 "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
+                 "caused them")
+        mine = set(r["workload"]["devices"])
+        wc = [d["name"] for d in r["devices"] if d.get("write_cache") == "write back"
+              and not d.get("fua") and d["flush"]["count"] and d["name"] in mine]
+        if wc:
+            text += (f"; {', '.join(wc)} {'has' if len(wc) == 1 else 'have'} a volatile write "
+                     "cache without FUA, so every FUA write costs a post-flush")
+        add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=fsync_n)
+    if att["log"]:
+        n = com["count"]
+        text = f"{pct['log']:.0f}% of elapsed is journal/log writes: {plural(n, 'commit')}"
+        j = com.get("jbd2")
+        if j and j["duration_ns"]["p50"] is not None:
+            text += f", median commit {_ms(j['duration_ns']['p50'])}"
+        if com.get("fsyncs_per_commit"):
+            text += f"; {com['fsyncs_per_commit']:.2f} fsync-family calls per commit"
+        if com.get("bytes_logged_per_commit"):
+            text += f"; {com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit"
+        add("log", att["log"], text, commits=n, fsyncs_per_commit=com.get("fsyncs_per_commit"))
+    if att["metadata"]:
+        m = req["metadata"]
+        ratio = r["metadata_data_ratio"]
+        text = (f"{pct['metadata']:.0f}% of elapsed is metadata I/O: "
+                f"{plural(m['count'], 'request')}, {m['bytes'] / 2**20:,.1f} MiB, device median "
+                f"{_ms(m['device_ns']['p50'])}")
+        if ratio is not None:
+            text += f"; metadata:data ratio {ratio:.2f} by bytes written"
+        add("metadata", att["metadata"], text, requests=m["count"], ratio=ratio)
+    for key, cls_names, what in (("data", ("data", "discard"), "data writes"),
+                                 ("read", ("read", "readahead"), "reads")):
+        if att[key]:
+            cnt = sum(req[c]["count"] for c in cls_names)
+            mib = sum(req[c]["bytes"] for c in cls_names) / 2**20
+            p50 = req[cls_names[0]]["device_ns"]["p50"]
+            add(key, att[key], f"{pct[key]:.0f}% of elapsed is waiting on {what}: "
+                               f"{plural(cnt, 'request')}, {mib:,.1f} MiB, device median "
+                               f"{_ms(p50)}",
+                requests=cnt)
+    if att["cpu"]:
+        add("cpu", att["cpu"], f"{pct['cpu']:.0f}% of elapsed the workload was on CPU "
+                               f"({_s(att['cpu'])})")
+    if att["runqueue"]:
+        add("runqueue", att["runqueue"], f"{pct['runqueue']:.0f}% of elapsed the workload was "
+                                         "runnable but waiting for a CPU")
+    if att["wait-other"]:
+        wo = r["wait_other_by_syscall_ns"]
+        top = next(iter(wo.items()), None)
+        text = (f"{pct['wait-other']:.0f}% of elapsed is blocked with no I/O in flight on its "
+                "devices")
+        if top:
+            text += f", mostly in {top[0]} ({_s(top[1])})"
+        add("wait-other", att["wait-other"], text, by_syscall=dict(list(wo.items())[:5]))
+    _placement_findings(r, add)
+    floor = cfg.min_finding_share * el
+    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
+    out.sort(key=lambda f: -f["weight_ns"])
+    return out[: cfg.max_findings]
+
+
+def _placement_findings(r: Mapping[str, Any], add: Callable[..., None]) -> None:
+    """The findings on placement: positioning cost per class, writes that could have
+    merged, the metadata:data ratio (through `add`, as in findings())."""
+    req = r["requests"]
+    pl = r.get("placement") or {}
+    for cname in ("metadata", "data", "log", "read"):
+        p = pl.get(cname)
+        if not p or not p["device_ns"] or p["positioning_ns"] <= 0:
+            continue
+        share = p["positioning_ns"] / p["device_ns"]
+        if share < 0.2:
+            continue
+        seq = p["sequential_share"] or 0.0
+        text = (f"{cname} requests spent {_s(p['positioning_ns'])} positioning ({share:.0%} "
+                f"of their device time of {_s(p['device_ns'])}); only {seq:.0%} were "
+                "sequential")
+        if p.get("baseline") == "fastest decile":
+            text += ("; at least: no contiguous request on the device to compare with, so "
+                     "only the slowest tenth was counted")
+        add(f"positioning-{cname}", p["positioning_ns"], text,
+            positioning_ns=p["positioning_ns"], device_ns=p["device_ns"],
+            baseline=p.get("baseline"))
+    loc = r.get("locality")
+    if loc and loc["late_pairs"] and (loc["late_share"] or 0) >= 0.1:
+        dat = req["data"]["device_ns"]["p50"] or 0
+        # A merge that did not happen costs at most one write's positioning: weigh the
+        # late pairs by the mean positioning of a positioned write, never more than the
+        # time the writes spent at all.
+        pos = sum(int((pl.get(c) or {}).get("positioning_ns") or 0)
+                  for c in ("data", "metadata", "log"))
+        npos = sum(int((pl.get(c) or {}).get("positioned_requests") or 0)
+                   for c in ("data", "metadata", "log"))
+        per_pair = min(dat, pos // npos) if npos else 0
+        add("locality", min(loc["late_pairs"] * per_pair, pos),
+            f"{loc['late_share']:.0%} of {_n(loc['adjacent_pairs'])} write pairs adjacent on "
+            f"disk were issued more than {loc['gap_ns'] / 1e6:g} ms apart: they could have "
+            "merged and did not", late_pairs=loc["late_pairs"],
+            adjacent_pairs=loc["adjacent_pairs"])
+    ratio = r.get("metadata_data_ratio")
+    if ratio is not None and ratio >= 0.5:
+        md = r["metadata_data"]
+        add("metadata-ratio", req["metadata"]["device_total_ns"],
+            f"{md['metadata_bytes'] / 2**20:,.1f} MiB of metadata written for "
+            f"{md['data_bytes'] / 2**20:,.1f} MiB of data (ratio {ratio:.2f})",
+            ratio=ratio)

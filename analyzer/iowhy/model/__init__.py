@@ -1,0 +1,4 @@
+"""The request model: requests, their classes, device stages, flush generations and
+
+
+call joins, one definition each."""

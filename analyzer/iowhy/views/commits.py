@@ -1,0 +1,228 @@
+"""Commits view: jbd2 commits and their phases, XFS iclogs and log forces, ext4 fast
+commits and btrfs transactions of the workload's filesystems.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import abi
+from ..kernels import I64, check_keyed, dense_codes, percentiles, unique
+from ..model.devices import dev_key, dev_pair
+from ..model.calls import dev_codes, seq_key
+from ..model.requests import Window
+
+
+def _phase(d: np.ndarray) -> dict[str, Any]:
+    return percentiles(d[d >= 0], (50, 90))
+
+
+def workload_filesystems(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]],
+                         relevant: Sequence[int], fs: Mapping[str, np.ndarray]
+                         ) -> set[tuple[int, int]]:
+    """The device numbers a journal record of a filesystem on the workload's devices
+    carries: (dev and st_dev of) every filesystem of the metadata whose disk is one of
+    `relevant` (indices into `devices`), plus the filesystem of every fsync-family call
+    of the workload (a filesystem the metadata may not describe)."""
+    disks = {devices[i] for i in relevant}
+    out: set[tuple[int, int]] = set()
+    for f in meta.get("filesystems", []) or []:
+        if (f.get("disk_major"), f.get("disk_minor")) not in disks:
+            continue
+        for a, b in (("dev_major", "dev_minor"), ("st_dev_major", "st_dev_minor")):
+            if f.get(a) is not None and f.get(b) is not None:
+                out.add((int(f[a]), int(f[b])))
+    if len(fs.get("dev_major", [])):
+        keys = unique(dev_key(fs["dev_major"], fs["dev_minor"]))
+        out |= {dev_pair(k) for k in keys.tolist() if k}
+    return out
+
+
+def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
+               ) -> dict[str, np.ndarray]:
+    """The journal records of the filesystems `devs` (workload_filesystems)."""
+    if not len(jr.get("dev_major", [])):
+        return dict(jr)
+    key = dev_key(jr["dev_major"], jr["dev_minor"])
+    want = np.array(sorted(dev_key(a, b) for a, b in devs), dtype=I64)
+    keep = np.isin(key, want)
+    if keep.all():  # the usual case: no copy
+        return {k: np.asarray(v) for k, v in jr.items()}
+    return {k: np.asarray(v)[keep] for k, v in jr.items()}
+
+
+def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str, Any],
+                 fs: Mapping[str, np.ndarray], log_bytes: int) -> dict[str, Any]:
+    """Commits of the journal records `jr` (those of the workload's filesystems:
+    journal_of) and the batching of the fsync-family calls `fs`. "_durations": the
+    commit durations by kind (jbd2 start to end, XFS iclog sync to done, ext4 fast
+    commits), for `iowhy hist --metric commit`."""
+    ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
+    ts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
+    out: dict[str, Any] = {}
+    durations = {"jbd2": np.zeros(0, I64), "xfs": np.zeros(0, I64),
+                 "fc": _fast_commit_durations(jr, ev, ts)}
+    total = 0
+    if ((ev >= abi.J_JBD2_START) & (ev <= abi.J_JBD2_STATS)).any():
+        out["jbd2"], durations["jbd2"] = _jbd2(jr, ev, ts)
+        total += out["jbd2"]["count"]
+    fcm = ev == abi.J_EXT4_FC_STOP
+    if fcm.any():
+        status = np.asarray(jr["aux1"])[fcm].astype(I64)
+        st_names = {0: "ok", 1: "ineligible", 2: "skipped", 3: "failed"}
+        total += int((status == 0).sum())
+        out["ext4_fast_commit"] = {
+            "count": int(fcm.sum()),
+            "by_status": {st_names.get(int(k), str(int(k))): int((status == k).sum())
+                          for k in unique(status)},
+        }
+    if ((ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE) | (ev == abi.J_XLOG_DONE)).any():
+        out["xfs"], durations["xfs"] = _xfs(window, jr, ev, ts)
+        total += out["xfs"]["count"]
+    bm = ev == abi.J_BTRFS_COMMIT
+    pc = fsv.get("_per_call")
+    btrfs_log = 0
+    if pc is not None:
+        btrfs_calls = np.asarray(fs["fs_u16"]) == abi.FS_BTRFS
+        btrfs_log = int((btrfs_calls & pc["needed"]).sum())
+    if bm.any() or btrfs_log:
+        total += int(bm.sum()) + btrfs_log
+        out["btrfs"] = {"transaction_commits": int(bm.sum()), "log_syncs": btrfs_log}
+    out_all: dict[str, Any] = {
+        "count": int(total),
+        "fsyncs_per_commit": _fsyncs_per_commit(pc, fs),
+        "log_bytes": int(log_bytes),
+        "bytes_logged_per_commit": int(log_bytes // total) if total else None,
+    }
+    out_all.update(out)
+    out_all["_durations"] = durations
+    return out_all
+
+
+def _jbd2(jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.ndarray
+          ) -> tuple[dict[str, Any], np.ndarray]:
+    """jbd2 commits: count, duration and phase percentiles, blocks logged; and the
+    duration of each commit seen from start to end."""
+    ji = np.flatnonzero((ev >= abi.J_JBD2_START) & (ev <= abi.J_JBD2_STATS))
+    jk = seq_key(dev_codes((np.asarray(jr["dev_major"])[ji],
+                            np.asarray(jr["dev_minor"])[ji]))[0], np.asarray(jr["seq"])[ji])
+    jev, jts = ev[ji], ts[ji]
+    keys, pos = dense_codes(jk)
+    del jk
+    # The time of each event of each commit: a row per event, filled in one scatter
+    # (the last record wins, as per event; the STATS row is not read).
+    tab = np.full((abi.J_JBD2_STATS + 1, len(keys)), -1, I64)
+    cell = jev.astype(I64) * len(keys)
+    cell += pos
+    tab.reshape(-1)[cell] = jts
+    del cell
+    blocks = np.zeros(len(keys), I64)
+    sm = jev == abi.J_JBD2_STATS
+    if sm.any():
+        blocks[pos[sm]] = np.asarray(jr["aux2"])[ji][sm].astype(I64)
+    s, lk, fl, lg, en = (tab[e] for e in (abi.J_JBD2_START, abi.J_JBD2_LOCKING,
+                                          abi.J_JBD2_FLUSHING, abi.J_JBD2_LOGGING,
+                                          abi.J_JBD2_END))
+
+    def span_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where((a >= 0) & (b >= 0), b - a, -1)
+    return {
+        "count": int((en >= 0).sum()),
+        "duration_ns": _phase(span_of(s, en)),
+        "phases_ns": {"locking": _phase(span_of(lk, fl)),
+                      "flushing": _phase(span_of(fl, lg)),
+                      "logging": _phase(span_of(lg, en))},
+        "blocks_logged": int(blocks.sum()),
+    }, _positive(span_of(s, en))
+
+
+def _xfs(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.ndarray
+         ) -> tuple[dict[str, Any], np.ndarray]:
+    """XFS iclogs and log forces: counts, percentiles, bytes; and the duration of each
+    iclog seen from sync to done."""
+    w0, w1 = window.start_ns, window.end_ns
+    xi = np.flatnonzero((ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE)
+                        | (ev == abi.J_XLOG_DONE))
+    xk = seq_key(dev_codes((np.asarray(jr["dev_major"])[xi],
+                            np.asarray(jr["dev_minor"])[xi]))[0], np.asarray(jr["seq"])[xi])
+    xev, xts = ev[xi], ts[xi]
+    keys, pos = dense_codes(xk)
+    cols = {}
+    for e in (abi.J_XLOG_SYNC, abi.J_XLOG_WRITE, abi.J_XLOG_DONE):
+        col = np.full(len(keys), -1, I64)
+        m = xev == e
+        col[pos[m]] = xts[m]
+        cols[e] = col
+    ibytes = np.zeros(len(keys), I64)
+    sm = xev == abi.J_XLOG_SYNC
+    ibytes[pos[sm]] = np.asarray(jr["aux1"])[xi][sm].astype(I64)
+    sy, wr, dn = cols[abi.J_XLOG_SYNC], cols[abi.J_XLOG_WRITE], cols[abi.J_XLOG_DONE]
+    # Log force -> first iclog completion on the same device at or after it.
+    fm = ev == abi.J_XFS_FORCE
+    force_lat = np.zeros(0, I64)
+    if fm.any():
+        dkey = dev_key(jr["dev_major"], jr["dev_minor"])
+        udev = unique(dkey[fm | (ev == abi.J_XLOG_DONE)])
+        span = window.span
+        check_keyed(len(udev), span)
+        dmask = ev == abi.J_XLOG_DONE
+        dk = np.searchsorted(udev, dkey[dmask]) * span + np.clip(ts[dmask], w0, w1) - w0
+        dk.sort()
+        fk = np.searchsorted(udev, dkey[fm]) * span + np.clip(ts[fm], w0, w1) - w0
+        p = np.searchsorted(dk, fk, side="left")
+        okp = p < len(dk)
+        same = np.zeros(len(fk), bool)
+        same[okp] = (dk[p[okp]] // span) == (fk[okp] // span)
+        force_lat = dk[p[same]] - fk[same]
+    iclog = np.where((sy >= 0) & (dn >= 0), dn - sy, -1)
+    return {
+        "count": int((dn >= 0).sum()),
+        "forces": int(fm.sum()),
+        "force_to_iclog_done_ns": _phase(force_lat),
+        "iclog_ns": _phase(iclog),
+        "iclog_io_ns": _phase(np.where((wr >= 0) & (dn >= 0), dn - wr, -1)),
+        "iclog_bytes": int(ibytes.sum()),
+    }, _positive(iclog)
+
+
+def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.ndarray]
+                       ) -> float | None:
+    """Batching: calls that needed a commit / distinct commits they needed."""
+    if pc is None:
+        return None
+    needed = pc["needed"]
+    if not needed.any():
+        return None
+    cid = pc["commit_id"]
+    with_id = needed & (cid >= 0)
+    distinct = len(unique(cid[with_id])) + int((needed & (cid < 0)).sum())
+    # XFS: calls forcing the same CIL sequence share one commit.
+    xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
+        ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0)
+    if xf.any():
+        xk = seq_key(dev_codes((np.asarray(fs["dev_major"])[xf],
+                                np.asarray(fs["dev_minor"])[xf]))[0],
+                     np.asarray(fs["commit_seq"])[xf])
+        distinct -= int(xf.sum()) - len(unique(xk))
+    return round(int(needed.sum()) / distinct, 3) if distinct else None
+
+
+def _positive(d: np.ndarray) -> np.ndarray:
+    return d[d >= 0]
+
+
+def _fast_commit_durations(jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.ndarray
+                           ) -> np.ndarray:
+    """ext4 fast commits: from each FC_START to the FC_STOP that follows it in the same
+    task."""
+    if not len(ev):
+        return np.zeros(0, I64)
+    tid = np.asarray(jr["tid"]).astype(I64)
+    m = (ev == abi.J_EXT4_FC_START) | (ev == abi.J_EXT4_FC_STOP)
+    o = np.lexsort((ts[m], tid[m]))
+    e2, t2, d2 = ev[m][o], ts[m][o], tid[m][o]
+    pr = (e2[:-1] == abi.J_EXT4_FC_START) & (e2[1:] == abi.J_EXT4_FC_STOP) & \
+        (d2[:-1] == d2[1:])
+    return _positive((t2[1:] - t2[:-1])[pr])

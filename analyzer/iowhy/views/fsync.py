@@ -1,0 +1,295 @@
+"""fsync view: per call type, latency and where each call's time went (its own data
+writes, the commit or log force it needed, its own flushes, other).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import abi
+from ..kernels import (
+    Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique, union_where,
+)
+from ..model.calls import call_exit, dev_codes, join_calls, seq_key
+from ..model.classify import DATA, FLUSH, LOG
+from ..model.requests import Requests, Window, first_start
+
+
+def _hull_update(c0: np.ndarray, c1: np.ndarray, idx: np.ndarray, a: np.ndarray,
+                 b: np.ndarray) -> None:
+    np.minimum.at(c0, idx, a)
+    np.maximum.at(c1, idx, b)
+
+
+def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
+               rq: Requests, cls: np.ndarray,
+               call_of_req: np.ndarray | tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """fsync-family calls: latency per call type and per-call waiting breakdown.
+    call_of_req: join_calls() of the requests, or join_pairs()."""
+    w0, w1 = window.start_ns, window.end_ns
+    n = len(fs["enter_ns"])
+    enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
+    ex_raw = np.asarray(fs["exit_ns"]).astype(I64)
+    fflags = np.asarray(fs["flags_u16"])
+    # Still running at stop, or its exit never seen (exit_ns is then an upper bound).
+    incomplete = ((fflags & (abi.FS_F_INCOMPLETE | abi.FS_F_EXIT_UNSEEN)) != 0) | (ex_raw == 0)
+    exit_ = np.clip(call_exit(fs, w1), enter, w1)
+    lat = exit_ - enter
+    call = np.asarray(fs["call_u16"])
+    fstype = np.asarray(fs["fs_u16"])
+    tid = np.asarray(fs["tid"]).astype(I64)
+    empty = {"count": 0, "incomplete": 0, "latency_ns": percentiles(np.zeros(0, I64), (50, 90, 99)),
+             "by_call": {}, "split_ns": {"data": 0, "commit": 0, "flush": 0, "other": 0}}
+    if n == 0:
+        return {**empty, "_per_call": None}
+    # Per-call waiting components: own data writes, the commit/log force, own flushes
+    # (requests whose final completion was seen: a lost one has no observed interval).
+    if isinstance(call_of_req, tuple):
+        ri, rc = call_of_req
+    else:
+        ri = np.flatnonzero(call_of_req >= 0)
+        rc = np.take(call_of_req, ri)
+    lost = (np.take(rq.flags, ri) & abi.RQ_LOST_DONE) != 0
+    if lost.any():
+        keep = np.flatnonzero(~lost)
+        ri, rc = np.take(ri, keep), np.take(rc, keep)
+    del lost
+    rc = rc.astype(I64)  # int64 indices: faster gathers
+    rcls = np.take(cls, ri)
+    call_enter = np.take(enter, rc)
+    req_call_exit = np.take(exit_, rc)
+    st = np.clip(first_start(rq, ri), call_enter, req_call_exit)
+    en = np.clip(np.take(rq.done, ri), st, req_call_exit, out=req_call_exit)
+    c0 = np.full(n, w1 + 1, I64)
+    c1 = np.full(n, w0 - 1, I64)
+    needed = np.zeros(n, bool)
+    commit_id = np.full(n, -1, I64)
+    ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
+    jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
+    _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id)
+    _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
+    # btrfs (in-task): from its first log write to the call's exit.
+    bl = rcls == LOG
+    bl &= fstype[rc] == abi.FS_BTRFS
+    if bl.any():
+        _hull_update(c0, c1, rc[bl], st[bl], exit_[rc[bl]])
+        needed[rc[bl]] = True
+    has_c = c1 > c0
+    # Per-call priority timeline: data (0) > commit (1) > flush (2), call-relative keys.
+    cspan = int(lat.max()) + 2 if n else 2
+    check_keyed(n, cspan)
+    base = np.multiply(rc, cspan)
+    base -= call_enter
+    del rc, call_enter
+    st += base
+    en += base
+    del base
+    data, commit, flush = _call_split(st, en, rcls, c0, c1, has_c, enter, cspan, n)
+    del st, en, rcls
+    other = lat - data
+    other -= commit
+    other -= flush
+    per_call = {"latency": lat, "data": data, "commit": commit, "flush": flush,
+                "other": other, "call": call, "needed": needed, "commit_id": commit_id,
+                "incomplete": incomplete, "enter": enter, "exit": exit_, "tid": tid}
+    out: dict[str, Any] = {
+        "count": int(n),
+        "incomplete": int(incomplete.sum()),
+        "latency_ns": percentiles(lat[~incomplete], (50, 90, 99), inplace=True),
+        "split_ns": {"data": int(data.sum()), "commit": int(commit.sum()),
+                     "flush": int(flush.sum()), "other": int(other.sum())},
+    }
+    out["by_call"] = _by_call(per_call)
+    out["_per_call"] = per_call
+    return out
+
+
+def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
+                  ev: np.ndarray, jts: np.ndarray, enter: np.ndarray, exit_: np.ndarray,
+                  c0: np.ndarray, c1: np.ndarray, needed: np.ndarray,
+                  commit_id: np.ndarray) -> None:
+    """ext4 calls and the jbd2 commit whose tid their inode needed: the commit's part of
+    each call (its hull c0, c1), `needed` and `commit_id`, in place."""
+    w0, w1 = window.start_ns, window.end_ns
+    seq_ok = (np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0
+    e4 = np.flatnonzero((np.asarray(fs["fs_u16"]) == abi.FS_EXT4) & seq_ok)
+    # The commits' starts and ends only (none when the journal holds only other
+    # filesystems' logs: then no ext4 call needed a commit).
+    se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
+    if not (len(e4) and len(se)):
+        return
+    jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
+                             (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
+    keys, jpos = dense_codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
+    del jcode
+    st_m = ev[se] == abi.J_JBD2_START
+    en_m = ~st_m
+    sts = jts[se]
+    cs = np.full(len(keys), w0, I64)
+    ce = np.full(len(keys), w1, I64)
+    cs[jpos[st_m]] = sts[st_m]
+    ce[jpos[en_m]] = sts[en_m]
+    del se, jpos, sts, st_m, en_m
+    fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
+    pos = np.minimum(np.searchsorted(keys, fk), len(keys) - 1)
+    hit = keys[pos] == fk
+    a = np.maximum(cs[pos], enter[e4])
+    b = np.minimum(ce[pos], exit_[e4])
+    hit &= b > a
+    h = np.flatnonzero(hit)
+    e4h = e4[h]
+    # The first hull update, one per call: within [enter, exit] (b > a), so a and b
+    # replace the initial c0 > w1 and c1 < w0.
+    c0[e4h] = a[h]
+    c1[e4h] = b[h]
+    needed[e4h] = True
+    commit_id[e4h] = pos[h]
+
+
+def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
+                     tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, c0: np.ndarray,
+                     c1: np.ndarray, needed: np.ndarray) -> None:
+    """ext4 fast commits and XFS log forces, in the calling task: widen each call's
+    commit hull (c0, c1) and mark it `needed`, in place."""
+    for evs, kind in (((abi.J_EXT4_FC_START, abi.J_EXT4_FC_STOP), "fc"),
+                      ((abi.J_XFS_FORCE,), "xfs")):
+        m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
+        if not m.any():
+            continue
+        ji = np.flatnonzero(m)
+        jc = join_calls(np.asarray(jr["tid"])[ji].astype(I64), jts[ji], tid, enter, exit_)
+        ok = jc >= 0
+        ji, jc = ji[ok], jc[ok]
+        if kind == "xfs":
+            _hull_update(c0, c1, jc, jts[ji], exit_[jc])
+        else:
+            _hull_update(c0, c1, jc, jts[ji], jts[ji])
+        needed[jc] = True
+
+
+def _by_call(pc: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """fsync_view's figures per call type, from its per-call arrays."""
+    call, incomplete, lat, needed = pc["call"], pc["incomplete"], pc["latency"], pc["needed"]
+    data, commit, flush, other = pc["data"], pc["commit"], pc["flush"], pc["other"]
+    n = len(call)
+    out: dict[str, Any] = {}
+    kinds = small_unique(call)
+    for c in kinds:
+        # The calls of this type (all of them when there is one type), gathered once.
+        m = np.flatnonzero(call == c) if len(kinds) > 1 else np.arange(n)
+        inc = np.take(incomplete, m)
+        ok_lat = np.take(lat, np.take(m, np.flatnonzero(~inc)))
+        name = abi.CALL_NAMES.get(int(c), f"call_{int(c)}")
+        out[name] = {
+            "count": len(m),
+            "incomplete": int(np.count_nonzero(inc)),
+            "latency_ns": percentiles(ok_lat, (50, 90, 99), inplace=True),
+            "total_ns": int(np.take(lat, m).sum()),
+            "hist_log2_us": log2_hist(ok_lat // 1000),
+            "split_ns": {"data": int(np.take(data, m).sum()),
+                         "commit": int(np.take(commit, m).sum()),
+                         "flush": int(np.take(flush, m).sum()),
+                         "other": int(np.take(other, m).sum())},
+            "needed_commit": int(np.count_nonzero(np.take(needed, m))),
+        }
+    return out
+
+
+def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray,
+                c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray, cspan: int, n: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Time of each of the n calls exclusive to its own data writes, then its commit, then
+    its own flushes (priority in that order): three arrays. ks, ke: the requests' intervals
+    in call-keyed time (call * cspan + time - the call's enter), rcls their classes.
+
+    D = union of the data writes, C the commit (one interval per call), F the union of
+    the flushes: data = |D|, commit = |C| - |C & D|, flush = |F| - |F & (D | C)| with
+    |F & (D | C)| = |F & D| + |F & C| - |F & C & D|, every term a measure of D inside
+    intervals (Coverage) or an interval overlap. The intervals of D of call g are
+    first[g]:first[g + 1]: the measures of D up to a time of call g are looked up from
+    there, a step or a few each (_CallCover), instead of by binary searches over all.
+    """
+    d = union_where(ks, ke, rcls == DATA)
+    cov = _CallCover(Coverage(*d), cspan, n)
+    del d
+    data = np.take(cov.cum, cov.first[1:])
+    data -= np.take(cov.cum, cov.first[:-1])
+    commit = np.zeros(n, I64)
+    ci = np.flatnonzero(has_c)
+    cbase = ci.astype(I64) * cspan - enter[ci]
+    cs, ce = c0[ci] + cbase, c1[ci] + cbase
+    # cs < ce: the measure up to ce is found from the position of cs on.
+    j = np.take(cov.first, ci)
+    before = cov.upto(j, cs)
+    commit[ci] = (ce - cs) - (cov.upto(j, ce) - before)
+    flush = np.zeros(n, I64)
+    fs_, fe_ = union_where(ks, ke, rcls == FLUSH)
+    if len(fs_):
+        g = fs_ // cspan
+        # The commit interval of each flush's call (empty if it had none).
+        has = has_c[g]
+        gcs = np.where(has, c0[g] + g * cspan - enter[g], 0)
+        gce = np.where(has, c1[g] + g * cspan - enter[g], 0)
+        xs, xe = np.maximum(fs_, gcs), np.minimum(fe_, gce)
+        both = np.maximum(xe - xs, 0)
+        # fs_ < fe_ and fs_ <= xs <= max(xs, xe): each looked up from the position of
+        # one before it.
+        j = np.take(cov.first, g)
+        excl = fe_ - fs_
+        excl += cov.upto(j, fs_)
+        jx = j.copy()
+        excl -= cov.upto(j, fe_)
+        excl -= both
+        excl -= cov.upto(jx, xs)
+        excl += cov.upto(jx, np.maximum(xs, xe))
+        # Per call: at most cspan each, so float64 sums of these integers are exact.
+        flush = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
+    return data, commit, flush
+
+
+class _CallCover:
+    """Coverage of disjoint sorted intervals in call-keyed time (call * cspan + offset),
+    looked up by call: the intervals of call g are first[g]:first[g + 1], few, so a
+    lookup steps over them from a position known to be at or before its answer."""
+
+    def __init__(self, cov: Coverage, cspan: int, n: int) -> None:
+        self.s, self.cum, self.prev_e = cov.s, cov.cum, cov.prev_e
+        self.first = np.zeros(n + 1, I64)
+        if len(self.s):
+            np.cumsum(np.bincount(self.s // cspan, minlength=n)[:n], out=self.first[1:])
+        # The starts with one above any time after them: the steps stop there.
+        self.s_pad = np.append(self.s, np.iinfo(I64).max)
+
+    def upto(self, j: np.ndarray, t: np.ndarray, steps: int = 8) -> np.ndarray:
+        """Coverage.upto(t), given j: positions at or before searchsorted(s, t, "right"),
+        which j is advanced to in place (a later lookup of a time >= t can start there):
+        a step over the intervals at a time, then a binary search for those still
+        stepping after `steps`."""
+        act = np.flatnonzero(np.take(self.s_pad, j) <= t)
+        for _ in range(steps):
+            if not len(act):
+                break
+            j[act] += 1
+            act = np.take(act, np.flatnonzero(np.take(self.s_pad, np.take(j, act))
+                                              <= np.take(t, act)))
+        if len(act):
+            j[act] = np.searchsorted(self.s, np.take(t, act), side="right")
+        # cum[j] minus the part of interval j - 1 at or after t (as Coverage.upto).
+        cut = np.take(self.prev_e, j)
+        cut -= t
+        np.maximum(cut, 0, out=cut)
+        out = np.take(self.cum, j)
+        out -= cut
+        return out
+
+
+def fsync_values(per_call: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """The latency of each complete call (fsync_view's), by call name: for `iowhy hist
+    --metric fsync`."""
+    if per_call is None:
+        return {}
+    lat, inc, call = per_call["latency"], per_call["incomplete"], per_call["call"]
+    return {abi.CALL_NAMES.get(int(c), f"call_{int(c)}"): lat[(call == c) & ~inc]
+            for c in small_unique(call)}

@@ -1,0 +1,455 @@
+"""A fixed set of synthetic traces for the golden-output test (test_golden.py).
+
+Each builder writes one trace deterministically (same bytes on every run): the
+hand-computed shapes of the analysis tests, the fsync-view shape of the ext4 calls that
+needed no commit while another filesystem logs, a few thousand requests of every kind,
+and about 200k requests from bench/bench_analyze.py's generator with a fixed seed.
+The record builders are kept here, self-contained, so that the golden set does not move
+when the other tests do.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from iowhy import abi
+from iowhy.traceformat import TraceWriter
+
+REPO = Path(__file__).resolve().parents[2]
+DEV = (8, 0)
+PART = (8, 1)
+LOG_RANGE = (10_000, 20_000)
+BIG_REQUESTS = 200_000
+
+
+# -- record builders ---------------------------------------------------------------------
+
+def records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
+    arr = np.zeros(len(rows), dtype=dtype)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            arr[k][i] = v
+    return arr
+
+
+def req(issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 1000,
+        nbytes: int = 4096, dev: tuple[int, int] = DEV, submit: int | None = None,
+        insert: int = 0, data_done: int | None = None, iflags: int = 0,
+        flags: int = abi.RQ_TRACKED, tid: int = 100) -> dict[str, Any]:
+    if op == abi.OP_FLUSH:
+        sector, nbytes = 0, 0
+    return {"issue_ns": issue, "done_ns": done, "op": op, "start_sector": sector,
+            "len_bytes": nbytes, "done_bytes": nbytes, "dev_major": dev[0], "dev_minor": dev[1],
+            "submit_ns": issue if submit is None else submit, "insert_ns": insert,
+            "data_done_ns": done if data_done is None else data_done, "iflags": iflags,
+            "flags_u16": flags, "tid": tid, "tgid": tid, "ts_ns": done or 0}
+
+
+def off(tid: int, start: int, end: int, waking: int = 0, syscall: int = 74,
+        preempt: bool = False) -> dict[str, Any]:
+    return {"tid": tid, "tgid": tid, "start_ns": start, "end_ns": end,
+            "waking_ns": 0 if preempt else (waking or end), "syscall_nr": syscall,
+            "flags_u16": abi.OFF_PREEMPT if preempt else abi.OFF_D, "ts_ns": end}
+
+
+def task(tid: int, ts: int, event: int = abi.TASK_ROOT) -> dict[str, Any]:
+    return {"tid": tid, "tgid": tid, "ts_ns": ts, "event_u16": event}
+
+
+def fsync(tid: int, enter: int, exit_: int, *, call: int = abi.CALL_FSYNC, fs: int = abi.FS_EXT4,
+          seq: int | None = None, dev: tuple[int, int] = PART) -> dict[str, Any]:
+    flags = abi.FS_F_FSEVENT | (abi.FS_F_SEQ if seq is not None else 0)
+    return {"tid": tid, "tgid": tid, "enter_ns": enter, "exit_ns": exit_, "call_u16": call,
+            "fs_u16": fs, "flags_u16": flags, "commit_seq": seq or 0, "dev_major": dev[0],
+            "dev_minor": dev[1], "ts_ns": exit_, "fd": 3, "syscall_nr": 74}
+
+
+def jev(event: int, ts: int, seq: int = 0, *, tid: int = 50, dev: tuple[int, int] = PART,
+        aux0: int = 0, aux1: int = 0, aux2: int = 0, fs: int = abi.FS_EXT4) -> dict[str, Any]:
+    return {"event_u16": event, "ts_ns": ts, "seq": seq, "tid": tid, "tgid": tid,
+            "dev_major": dev[0], "dev_minor": dev[1], "aux0": aux0, "aux1": aux1, "aux2": aux2,
+            "fs_u16": fs}
+
+
+def fs_entry(fstype: str, dev: tuple[int, int], part: tuple[int, int], name: str,
+             mountpoint: str) -> dict[str, Any]:
+    log = None
+    if fstype != "btrfs":
+        log = {"kind": "jbd2" if fstype == "ext4" else "xlog", "ranges": [list(LOG_RANGE)],
+               "fc_ranges": []}
+    return {"fstype": fstype, "source": f"/dev/{name}1", "mountpoint": mountpoint,
+            "dev_major": part[0], "dev_minor": part[1], "st_dev_major": part[0],
+            "st_dev_minor": part[1], "disk": name, "disk_major": dev[0],
+            "disk_minor": dev[1], "part_start_sector": 2048, "log": log}
+
+
+def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) -> dict[str, Any]:
+    return {
+        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 30,
+                     "rotational": 1, "write_cache": write_cache, "fua": fua}],
+        "filesystems": [fs_entry(fstype, DEV, PART, "sdz", "/mnt/t")],
+    }
+
+
+def write_trace(path: Path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(),
+                journal=(), offcpu=(), tasks=None, meta_obj=None, counters=None,
+                trailer: bool = True, command=("star", "-x"), pid: int = 100) -> None:
+    w = TraceWriter(str(path))
+    w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid})
+    if tasks is None:
+        tasks = [task(pid, start)]
+    for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),
+                        (abi.JOURNAL_DTYPE, journal), (abi.OFFCPU_DTYPE, offcpu),
+                        (abi.TASK_DTYPE, tasks)):
+        if rows:
+            w.write_records(records(dtype, list(rows)))
+    tr: dict[str, Any] | None = None
+    if trailer:
+        tr = {"end_ns": end, "stop_reason": "workload exited", "exit_status": 0}
+        if counters:
+            c = {n: 0 for n in abi.COUNTER_NAMES}
+            c.update(counters)
+            tr["counters"] = c
+    w.close(tr)
+
+
+def _bench() -> Any:
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import bench_analyze
+    finally:
+        sys.path.pop(0)
+    return bench_analyze
+
+
+# -- the traces ----------------------------------------------------------------------------
+
+def overlap(p: Path) -> None:
+    write_trace(p, requests=[
+        req(1020, 1060, sector=50_000),
+        req(1030, 1050, sector=LOG_RANGE[0] + 8, iflags=abi.F_META | abi.F_SYNC, flags=0),
+        req(1040, 1070, op=abi.OP_FLUSH, flags=0),
+    ], offcpu=[off(100, 1010, 1090, waking=1085)])
+
+
+def flush_share(p: Path) -> None:
+    seq = abi.RQ_FLUSH_SEQ | abi.RQ_TRACKED
+    pf = abi.F_PREFLUSH | abi.F_SYNC
+    write_trace(p, requests=[
+        req(0, 1050, nbytes=0, submit=1010, iflags=pf, flags=seq | abi.RQ_NO_ISSUE),
+        req(1052, 1080, submit=1015, data_done=1060, sector=LOG_RANGE[0],
+            iflags=pf | abi.F_FUA | abi.F_META, flags=seq),
+        req(0, 1050, nbytes=0, submit=1020, iflags=pf, flags=seq | abi.RQ_NO_ISSUE),
+        req(1030, 1050, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ),
+        req(1062, 1078, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ),
+    ], offcpu=[off(100, 1010, 1090, waking=1085)])
+
+
+def tasks_and_gaps(p: Path) -> None:
+    write_trace(p, requests=[req(1030, 1040, tid=101), req(1042, 1048, op=abi.OP_READ,
+                                                           sector=777, tid=100)],
+                offcpu=[off(100, 1010, 1060, waking=1050, syscall=74),
+                        off(101, 1020, 1080, waking=1070, syscall=1),
+                        off(100, 1062, 1070, preempt=True),
+                        off(101, 1082, 1099, syscall=35)],
+                tasks=[task(100, 1005), task(101, 1000, abi.TASK_FORK),
+                       task(100, 1095, abi.TASK_EXIT)])
+
+
+def lost_completion(p: Path) -> None:
+    lost = abi.RQ_LOST_DONE
+    write_trace(p, requests=[
+        req(1020, 1040, sector=50_000),
+        {**req(1030, 0, sector=50_008, data_done=0, flags=abi.RQ_TRACKED | lost),
+         "ts_ns": 1080},
+        {**req(1045, 0, op=abi.OP_FLUSH, data_done=0, flags=abi.RQ_FLUSH_SEQ | lost),
+         "ts_ns": 1085},
+        {**req(1075, 0, submit=1073, data_done=0, sector=LOG_RANGE[0],
+               iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_META,
+               flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | lost), "ts_ns": 1086},
+        req(1060, 1070, sector=50_016),
+        req(1092, 0, flags=abi.RQ_TRACKED | abi.RQ_INCOMPLETE, data_done=0),
+    ], offcpu=[off(100, 1010, 1090)], fsyncs=[fsync(100, 1010, 1090)],
+        counters={"lost_completion": 3})
+
+
+def fsync_ext4(p: Path) -> None:
+    j = [jev(abi.J_JBD2_START, 1035, 5), jev(abi.J_JBD2_LOCKING, 1036, 5),
+         jev(abi.J_JBD2_FLUSHING, 1040, 5), jev(abi.J_JBD2_LOGGING, 1050, 5),
+         jev(abi.J_JBD2_END, 1090, 5), jev(abi.J_JBD2_STATS, 1090, 5, aux2=3),
+         jev(abi.J_JBD2_START, 1120, 6), jev(abi.J_JBD2_END, 1150, 6)]
+    write_trace(p, end=1200, requests=[
+        req(1015, 1030, submit=1012, sector=50_000),
+        req(1052, 1060, sector=LOG_RANGE[0], iflags=abi.F_META, flags=0, tid=50),
+        req(0, 1140, submit=1112, nbytes=0, iflags=abi.F_PREFLUSH,
+            flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | abi.RQ_NO_ISSUE),
+    ], fsyncs=[fsync(100, 1010, 1100, seq=5),
+               fsync(100, 1110, 1150, seq=5, call=abi.CALL_FDATASYNC),
+               fsync(101, 1105, 1160, seq=6), fsync(102, 1115, 1155, seq=6)],
+        journal=j, tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK),
+                          task(102, 1000, abi.TASK_FORK)])
+
+
+def other_fs_commits(p: Path) -> None:
+    m = meta()
+    m["devices"].append({"name": "sdy", "major": 8, "minor": 16, "rotational": 1,
+                         "write_cache": "write back", "fua": 0})
+    m["filesystems"].append(fs_entry("ext4", (8, 16), (8, 17), "sdy", "/mnt/other"))
+    other, root, elsewhere = (8, 17), (8, 33), (8, 49)
+    j = [jev(abi.J_JBD2_START, 1010, 5), jev(abi.J_JBD2_END, 1020, 5),
+         jev(abi.J_JBD2_START, 1030, 6), jev(abi.J_JBD2_END, 1060, 6),
+         jev(abi.J_JBD2_START, 1062, 9, dev=elsewhere),
+         jev(abi.J_JBD2_END, 1066, 9, dev=elsewhere),
+         jev(abi.J_JBD2_START, 1011, 70, dev=other), jev(abi.J_JBD2_END, 1090, 70, dev=other),
+         jev(abi.J_EXT4_FC_START, 1040, 0, dev=other),
+         jev(abi.J_EXT4_FC_STOP, 1041, 0, dev=other),
+         jev(abi.J_JBD2_START, 1012, 300, dev=root), jev(abi.J_JBD2_END, 1013, 300, dev=root),
+         jev(abi.J_JBD2_START, 1050, 301, dev=root), jev(abi.J_JBD2_END, 1095, 301, dev=root),
+         jev(abi.J_XLOG_SYNC, 1070, 1 << 32, dev=root, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1072, 1 << 32, dev=root, fs=abi.FS_XFS),
+         jev(abi.J_BTRFS_COMMIT, 1080, 12, dev=(0, 99), fs=abi.FS_BTRFS)]
+    write_trace(p, requests=[
+        req(1015, 1030, sector=50_000),
+        req(1052, 1060, sector=LOG_RANGE[0], iflags=abi.F_META, flags=0, tid=50),
+        req(1052, 1060, sector=LOG_RANGE[0], nbytes=8192, iflags=abi.F_META, flags=0,
+            tid=51, dev=(8, 16)),
+    ], fsyncs=[fsync(100, 1061, 1070, seq=9, dev=elsewhere)], journal=j, meta_obj=m)
+
+
+def xfs_force(p: Path) -> None:
+    lsn = (3 << 32) | 64
+    j = [jev(abi.J_XFS_FORCE, 1040, 9, tid=100, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1050, 9, tid=101, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_SYNC, 1045, lsn, aux1=8192, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_WRITE, 1046, lsn, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1080, lsn, fs=abi.FS_XFS)]
+    write_trace(p, requests=[req(1015, 1030, submit=1012)],
+                fsyncs=[fsync(100, 1010, 1100, seq=9, fs=abi.FS_XFS),
+                        fsync(101, 1020, 1090, seq=9, fs=abi.FS_XFS)],
+                journal=j, meta_obj=meta("xfs"),
+                tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK)])
+
+
+def btrfs(p: Path) -> None:
+    m = meta("btrfs")
+    anon = (0, 45)
+    m["filesystems"][0].update({"st_dev_major": anon[0], "st_dev_minor": anon[1]})
+    write_trace(p, end=1200, requests=[
+        req(1015, 1030, submit=1012, sector=90_000),
+        req(1041, 1050, submit=1040, sector=70_000, iflags=abi.F_META),
+        req(1061, 1070, submit=1060, sector=2048 + 128, iflags=abi.F_META | abi.F_FUA),
+        req(1045, 1055, submit=1044, sector=71_000, iflags=abi.F_META, flags=0, tid=200),
+        req(1151, 1160, submit=1150, sector=72_000, iflags=abi.F_META),
+    ], fsyncs=[fsync(100, 1010, 1100, fs=abi.FS_BTRFS, dev=anon)],
+        journal=[jev(abi.J_BTRFS_COMMIT, 1180, 77, fs=abi.FS_BTRFS, dev=anon)],
+        meta_obj=m)
+
+
+XFS_DEV, XFS_PART = (8, 16), (8, 17)
+
+
+def ext4_no_commit_xfs_busy(p: Path) -> None:
+    """Five fdatasyncs on ext4 that needed no jbd2 commit (overwritten blocks: their
+    commit tid 5 was committed before the trace began, so no jbd2 event names it), while
+    an XFS on another disk writes its log (iclogs, a log force by another task)."""
+    m = meta()
+    m["devices"].append({"name": "sdy", "major": XFS_DEV[0], "minor": XFS_DEV[1],
+                         "size_bytes": 1 << 30, "rotational": 1, "write_cache": "write back",
+                         "fua": 0})
+    m["filesystems"].append(fs_entry("xfs", XFS_DEV, XFS_PART, "sdy", "/mnt/x"))
+    calls, rqs = [], []
+    for i in range(5):
+        t = 1010 + 30 * i
+        calls.append(fsync(100, t, t + 20, seq=5, call=abi.CALL_FDATASYNC))
+        rqs.append(req(t + 2, t + 12, submit=t + 1, sector=50_000 + 8 * i))
+    j = []
+    for i in range(3):
+        lsn = (1 << 32) | (64 * (i + 1))
+        t = 1020 + 40 * i
+        j += [jev(abi.J_XFS_FORCE, t, 9 + i, tid=300, fs=abi.FS_XFS, dev=XFS_PART),
+              jev(abi.J_XLOG_SYNC, t + 1, lsn, aux1=4096, fs=abi.FS_XFS, dev=XFS_PART),
+              jev(abi.J_XLOG_WRITE, t + 2, lsn, fs=abi.FS_XFS, dev=XFS_PART),
+              jev(abi.J_XLOG_DONE, t + 15, lsn, fs=abi.FS_XFS, dev=XFS_PART)]
+        rqs.append(req(t + 2, t + 14, sector=LOG_RANGE[0] + 8 * i, dev=XFS_DEV,
+                       iflags=abi.F_META | abi.F_SYNC, flags=0, tid=301))
+    write_trace(p, end=1200, requests=rqs, fsyncs=calls, journal=j,
+                offcpu=[off(100, c["enter_ns"] + 1, c["exit_ns"] - 1) for c in calls],
+                meta_obj=m)
+
+
+def seeks(p: Path) -> None:
+    write_trace(p, end=1300, requests=[
+        req(1010, 1015, sector=1000),
+        req(1020, 1030, sector=1008),
+        req(1031, 1051, sector=1016),
+        req(1052, 1082, sector=1024),
+        req(1060, 1065, op=abi.OP_FLUSH),
+        req(1083, 1133, sector=5000),
+        req(1015, 1016, sector=7000, dev=(8, 16), op=abi.OP_READ),
+        req(1035, 1036, sector=7100, dev=(8, 16), op=abi.OP_READ),
+        req(1140, 1150, sector=50),
+        req(1160, 1161, sector=100), req(1165, 1166, sector=108),
+        req(1200, 1201, sector=116), req(1220, 1221, sector=500),
+        req(1250, 1251, sector=108, iflags=abi.F_META),
+    ])
+
+
+def _synth(p: Path, n: int, seed: int, meta_obj: dict[str, Any] | None) -> None:
+    bench = _bench()
+    d = bench.synth(n, seed=seed)
+    # The generator leaves the blocked intervals' state 0; mark half of them D (blocked,
+    # attributed to I/O) and give every interval the workload's tgid, so the
+    # workload view has blocked time to split.
+    o = d["offcpu"]
+    sel = (o["flags_u16"] == 0) & (np.arange(len(o)) % 2 == 0)
+    o["flags_u16"][sel] = abi.OFF_D
+    o["tgid"] = 1000  # left 0 by the generator: not the workload's
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, meta_obj)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
+                                      "command": ["star", "-x", "-f", "linux-6.1.tar"],
+                                      "pid": 1000})
+    for name in ("task", "fsync", "journal", "offcpu", "request"):
+        w.write_records(d[name])
+    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "workload exited"})
+
+
+def busy(p: Path) -> None:
+    """A few thousand requests of every kind (the generator of bench_analyze.py)."""
+    _synth(p, 4000, 3, meta())
+
+
+def big(p: Path) -> None:
+    """About 200k requests on two disks, with the benchmark's metadata."""
+    bench = _bench()
+    m = {
+        "devices": [{"name": "sdb", "major": 8, "minor": 0, "rotational": 1,
+                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
+                    {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
+                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
+        "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
+                         "log": {"kind": "jbd2", "ranges": [list(bench.LOG)],
+                                 "fc_ranges": []}}],
+    }
+    _synth(p, BIG_REQUESTS, 1, m)
+
+
+def big_blocked(p: Path) -> None:
+    """About 200k requests on two disks with the benchmark's metadata, its threads off
+    CPU from each fsync-family call's entry to their next call (blocked in several
+    syscalls, woken shortly before the end): the workload view splits blocked time."""
+    bench = _bench()
+    d = bench.synth(BIG_REQUESTS, seed=2)
+    f = d["fsync"]
+    o = np.zeros(len(f), dtype=abi.OFFCPU_DTYPE)
+    order = np.lexsort((f["enter_ns"], f["tid"]))
+    tid, enter = f["tid"][order], f["enter_ns"][order].astype(np.int64)
+    nxt = np.append(enter[1:], int(d["end_ns"]))
+    last = np.append(tid[1:] != tid[:-1], True)
+    nxt[last] = int(d["end_ns"]) - 1000
+    o["tid"], o["tgid"] = tid, 1000
+    o["start_ns"] = enter + 1000
+    o["end_ns"] = np.maximum(nxt - 1000, enter + 2000)
+    o["waking_ns"] = o["end_ns"] - 500
+    o["syscall_nr"] = np.array([74, 1, 35, 75])[np.arange(len(o)) % 4]
+    o["flags_u16"] = abi.OFF_D
+    o = o[np.argsort(o["end_ns"], kind="stable")]
+    o["ts_ns"] = o["end_ns"]
+    d["offcpu"] = o
+    m = {
+        "devices": [{"name": "sdb", "major": 8, "minor": 0, "rotational": 1,
+                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
+                    {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
+                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
+        "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
+                         "log": {"kind": "jbd2", "ranges": [list(bench.LOG)],
+                                 "fc_ranges": []}}],
+    }
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, m)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
+                                      "command": ["fsync-bench"], "pid": 1000})
+    for name in ("task", "fsync", "journal", "offcpu", "request"):
+        w.write_records(d[name])
+    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "workload exited"})
+
+
+def pair_a(p: Path) -> None:
+    _pair(p, flushes=0, write_cache="write through")
+
+
+def pair_b(p: Path) -> None:
+    _pair(p, flushes=4, write_cache="write back", extra_cpu_ms=5)
+
+
+MS = 1_000_000
+T0 = 1_000_000_000
+
+
+def _pair(p: Path, *, flushes: int, write_cache: str, extra_cpu_ms: int = 0,
+          flush_ms: int = 30) -> None:
+    def at(ms: float) -> int:
+        return T0 + int(ms * MS)
+    requests = [req(at(20), at(40), sector=50_000)]
+    offcpu = [off(100, at(10), at(50))]
+    fsyncs = [fsync(100, at(9), at(50))]
+    t = 100
+    for i in range(flushes):
+        s = t + i * flush_ms
+        requests.append(req(at(s), at(s + flush_ms), op=abi.OP_FLUSH, flags=0))
+        fsyncs.append(fsync(100, at(s), at(s + flush_ms)))
+    if flushes:
+        offcpu.append(off(100, at(t), at(t + flushes * flush_ms)))
+    end = t + flushes * flush_ms + extra_cpu_ms
+    m = meta(write_cache=write_cache)
+    m["filesystems"][0]["options"] = "rw,relatime" if flushes else "rw,noatime,nobarrier"
+    write_trace(p, start=T0, end=at(end), requests=requests, offcpu=offcpu, fsyncs=fsyncs,
+                tasks=[task(100, T0)], meta_obj=m, command=("star", "-x", "-f", "linux.tar"))
+
+
+TRACES: dict[str, Callable[[Path], None]] = {
+    "overlap": overlap,
+    "flush_share": flush_share,
+    "tasks_and_gaps": tasks_and_gaps,
+    "lost_completion": lost_completion,
+    "fsync_ext4": fsync_ext4,
+    "other_fs_commits": other_fs_commits,
+    "xfs_force": xfs_force,
+    "btrfs": btrfs,
+    "seeks": seeks,
+    "ext4_no_commit_xfs_busy": ext4_no_commit_xfs_busy,
+    "busy": busy,
+    "big": big,
+    "big_blocked": big_blocked,
+    "pair_a": pair_a,
+    "pair_b": pair_b,
+}
+
+# (A, B) pairs of `iowhy compare`.
+COMPARE_PAIRS = (("pair_a", "pair_b"), ("overlap", "flush_share"), ("busy", "big"),
+                 ("big", "big_blocked"),
+                 ("fsync_ext4", "xfs_force"), ("fsync_ext4", "ext4_no_commit_xfs_busy"))
+
+# `iowhy hist` argument lists, run on the traces named.
+HIST_TRACES = ("busy", "big", "big_blocked", "fsync_ext4", "xfs_force", "seeks", "lost_completion",
+               "ext4_no_commit_xfs_busy")
+HIST_ARGS = (["--metric", "device"], ["--metric", "queue", "--unit", "nsecs"],
+             ["--metric", "total", "--class", "data"], ["--metric", "device", "--class", "flush"],
+             ["--metric", "fsync"], ["--metric", "fsync", "--class", "fdatasync"],
+             ["--metric", "commit"], ["--metric", "commit", "--class", "xfs"],
+             ["--metric", "seek"], ["--metric", "seek", "--class", "read"])
+
+
+def build(directory: Path, names: Any = None) -> dict[str, Path]:
+    """Write the traces named (default: all) into `directory`; name -> path."""
+    out = {}
+    for name in names or TRACES:
+        path = directory / f"{name}.iowt"
+        TRACES[name](path)
+        out[name] = path
+    return out
