@@ -76,7 +76,7 @@ def proc_state(pid: int) -> str:
         return ""
 
 
-def is_alive(pid: int, start: Optional[int]) -> bool:
+def is_alive(pid: Any, start: Any) -> bool:
     """PID is the process that started at START, and it has not exited (a zombie has)."""
     return (isinstance(pid, int) and pid > 0 and start is not None
             and proc_start(pid) == start and proc_state(pid) not in ("Z", "X", ""))
@@ -244,7 +244,7 @@ def _stop_process(it: Dict[str, Any], say: Callable[[str], None]) -> bool:
     for sig, wait in ((signal.SIGTERM, WAIT_S / 2), (signal.SIGKILL, 5.0)):
         if is_alive(pid, start):
             with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+                os.kill(int(pid or 0), sig)
         if _wait(lambda: not is_alive(pid, start), wait):
             say(f"stopped {it.get('what', 'process')} (pid {pid})")
             return True
@@ -389,7 +389,7 @@ def teardown(ledger_path: Path, say: Callable[[str], None] = _say) -> bool:
             state, items = newer, list(newer.get("items") or [])
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        left = []
+        left: List[Dict[str, Any]] = []
         for it in reversed(items):
             try:
                 done = isinstance(it, dict) and _teardown_item(it, say)

@@ -33,7 +33,7 @@ import stat
 import sys
 from typing import IO, Iterator, Optional, Union
 
-from .cli import EXIT_FAIL, UserError
+from .errors import EXIT_FAIL, UserError
 
 MODE = 0o600
 

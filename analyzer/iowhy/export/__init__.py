@@ -21,7 +21,7 @@ def need(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        from ..cli import UserError
+        from ..errors import UserError
         pkg = PIP_NAMES.get(module, module.split(".")[0])
         raise UserError(f"this needs the Python package {pkg}, which is not installed",
                         f"pip install 'iowhy[export]' (or pip install {pkg})") from None

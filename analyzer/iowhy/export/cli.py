@@ -61,12 +61,12 @@ def add_export_parsers(sub: Any) -> None:
 
 
 def _user_error(e: Exception) -> Exception:
-    from ..cli import UserError
+    from ..errors import UserError
     return UserError(str(e), getattr(e, "hint", ""))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ..cli import load
+    from ..errors import load
     from .files import OutputError
     tr = load(args.trace)
     try:

@@ -55,7 +55,7 @@ def connect(runs: Sequence[str]) -> Any:
     """A DuckDB connection with the six views over `runs`, locked to them."""
     duckdb = need("duckdb")
     pa = need("pyarrow")
-    from ..cli import load
+    from ..errors import load
     from .tables import run_tables
     con = duckdb.connect(":memory:")
     seen: dict[str, str] = {}
