@@ -12,6 +12,7 @@ The writer produces the same format and is what tests use for synthetic traces.
 from __future__ import annotations
 
 import bisect
+import errno
 import ctypes
 import ctypes.util
 import heapq
@@ -355,6 +356,19 @@ def _scan(fd: int, size: int, start: int) -> tuple[dict[int, tuple], dict[int, i
     pos = start
     off = start
     while off < size:
+        if not need:
+            # No payload pending: a hole (of a sparse file) holds no chunk and no CRC is
+            # wanted across it; the running CRC starts anew after it (every payload's two
+            # ends are then on the same chain).
+            try:
+                data = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError as e:  # ENXIO: only a hole from here on
+                data = size if e.errno == errno.ENXIO else off
+            if data >= size:
+                break
+            if data > off:
+                off = pos = data
+                crc = 0
         n = min(SCAN_WINDOW, size - off)
         buf = _pread(fd, n + CHDR_SIZE, off)
         if len(buf) < n:  # the file shrank while read
