@@ -247,8 +247,10 @@ def info_dict(tr: Trace) -> dict:
 def cmd_info(args: argparse.Namespace) -> int:
     tr = load(args.trace)
     d = info_dict(tr)
+    if tr.damage.damaged:  # only then: a sound trace's output is as before
+        d["damage"] = tr.damage.as_dict()
     if args.json:
-        json.dump(d, sys.stdout, indent=2, sort_keys=True)
+        json.dump(d, sys.stdout, indent=2, sort_keys=True, allow_nan=False)
         print()
         return 0
     from .reports.info import render_info
@@ -339,10 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return func(args)
     except UserError as e:
+        from .reports.escape import printable
         msg = f"iowhy: {e}"
         if e.hint:
             msg += f" ({e.hint})"
-        print(msg, file=sys.stderr)
+        print(printable(msg), file=sys.stderr)
         return e.code
     except BrokenPipeError:
         return 0

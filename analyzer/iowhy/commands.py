@@ -154,6 +154,10 @@ def cmd_hist(args: argparse.Namespace) -> int:
         values, unit = metric_values(tr, args.metric, args.klass)
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
+    if tr.damage.damaged:  # first, as every command shows it
+        from .reports.terminal import damage_first
+        print("\n".join(damage_first(tr.damage.as_dict())),
+              file=sys.stderr if args.png else sys.stdout)
     if unit == "ns":
         values = values // UNITS[args.unit]
         val_type = args.unit
@@ -217,6 +221,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # A trace compared with itself is analyzed once (the analysis is deterministic).
     b, meta_b = (a, meta_a) if same else _analyze_for_compare(tr_b)
     result = compare(a, b, meta_a, meta_b)
+    if tr_a.damage.damaged or tr_b.damage.damaged:  # only then, as in the report
+        result["damage"] = {"a": tr_a.damage.as_dict() if tr_a.damage.damaged else None,
+                            "b": tr_b.damage.as_dict() if tr_b.damage.damaged else None}
     html = render_html(a, b, result) if render_html is not None else None
     from .reports.compare_text import render_compare
     return _emit(args, result, html, render_compare)
@@ -229,7 +236,7 @@ def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(html)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
+        json.dump(result, sys.stdout, indent=2, allow_nan=False)
         print()
     elif html is None:
         print(render_text(result))
