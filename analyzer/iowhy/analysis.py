@@ -536,6 +536,8 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
         "locality": loc,
     }
     res["findings"] = findings(res, cfg)
+    if trace is not None and getattr(trace, "damage", None) and trace.damage.damaged:
+        res["damage"] = trace.damage.as_dict()  # only then: a sound trace's output is as before
     if trace is None:
         res.pop("trace")
     if cfg.timings:
