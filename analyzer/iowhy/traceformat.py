@@ -508,6 +508,7 @@ def _read(fd: int, path: str) -> Trace:
     positions = sorted(cands)
     valid: list[tuple[int, tuple]] = []
     off = HDR_SIZE
+    in_damage = False  # skipping: the stretch is one damaged region when a chunk ends it
     while off < size:
         h = cands.get(off)
         if h is not None:
@@ -515,13 +516,15 @@ def _read(fd: int, path: str) -> Trace:
             if _payload_crc(prefix, pstart, pstart + h[4]) == h[6]:
                 valid.append((off, h))
                 off = pstart + h[4]
+                dmg.bad_regions += in_damage
+                in_damage = False
                 continue
         # Damage: resynchronise on the next chunk header, count what was skipped.
         j = bisect.bisect_right(positions, off)
         if j == len(positions):
             dmg.missing_bytes += size - off
             break
-        dmg.bad_regions += 1
+        in_damage = True
         dmg.missing_bytes += positions[j] - off
         off = positions[j]
     del cands, prefix, positions
