@@ -216,19 +216,24 @@ def check_json(kind: str, value: dict[str, Any]) -> tuple[dict[str, Any], list[s
 # Per record type: (field, largest valid value). Times are kept below 2**63 (the analysis
 # subtracts them as int64), device numbers within Linux's 12/20 bits (the analysis packs
 # them into one key), ops within the 4-bit range the analysis indexes with.
-_TIMES = {
+TIMES = {
     "request": ("ts_ns", "submit_ns", "insert_ns", "issue_ns", "data_done_ns", "done_ns"),
     "fsync": ("ts_ns", "enter_ns", "exit_ns"),
     "journal": ("ts_ns",),
     "offcpu": ("ts_ns", "start_ns", "waking_ns", "end_ns"),
     "task": ("ts_ns",),
-    "syscall": ("ts_ns", "count", "total_ns"),
+    "syscall": ("ts_ns",),
 }
+_COUNTS = {"syscall": ("count", "total_ns")}
+# How far a record's times may lie outside the recording window [start_ns, end_ns]: a
+# request issued before recording started completes inside it, the last records are
+# drained after end_ns; a day either side is far more than either takes.
+WINDOW_SLACK_NS = 86_400 * 10**9
 RECORD_LIMITS: dict[str, tuple[tuple[str, int], ...]] = {
-    name: tuple((f, I64_MAX) for f in times)
+    name: tuple((f, I64_MAX) for f in times + _COUNTS.get(name, ()))
     + ((("dev_major", MAJOR_MAX), ("dev_minor", MINOR_MAX))
        if name in ("request", "fsync", "journal") else ())
-    for name, times in _TIMES.items()
+    for name, times in TIMES.items()
 }
 RECORD_LIMITS["request"] += (("op", abi.OP_OTHER), ("start_sector", SECTOR_MAX))
 
@@ -246,4 +251,17 @@ def valid_records(name: str, view: np.ndarray) -> np.ndarray | None:
             over = col > hi
         if over.any():
             bad = over if bad is None else (bad | over)
+    return None if bad is None else ~bad
+
+
+def in_window(name: str, view: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
+    """Mask of the records of `view` whose non-zero times lie in [lo, hi], or None when
+    all do. A time far outside the recording is damage; kept, it would stretch every
+    time span the analysis keys on."""
+    bad: np.ndarray | None = None
+    for f in TIMES[name]:
+        col = view[f]
+        out = (col != 0) & ((col < lo) | (col > hi))
+        if out.any():
+            bad = out if bad is None else (bad | out)
     return None if bad is None else ~bad

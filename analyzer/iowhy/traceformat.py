@@ -605,6 +605,7 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
         if len(view):
             tr._views.setdefault(name, []).append(view)
     dmg.truncated = tr.trailer is None
+    _check_window(tr)
     if seen:
         dmg.chunks_missing = max(seen) + 1 - len(seen)
     # Records against the counts the recorder wrote: the trailer's (all records), else the
@@ -625,6 +626,25 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.records_missing[name] = want - have
             elif have > want and upto is None:
                 dmg.records_unexpected[name] = have - want
+
+
+def _check_window(tr: Trace) -> None:
+    """Drop the records with a time far outside the recording window (when the trace
+    gives one), counted in invalid_records."""
+    start = tr.start_ns
+    end = max((int(src["end_ns"]) for src in (tr.trailer, tr.progress)
+               if src and src.get("end_ns")), default=0)
+    if not start or end < start:
+        return
+    lo = max(0, start - tracecheck.WINDOW_SLACK_NS)
+    hi = end + tracecheck.WINDOW_SLACK_NS
+    for name, views in tr._views.items():
+        for i, v in enumerate(views):
+            ok = tracecheck.in_window(name, v, lo, hi)
+            if ok is not None:
+                tr.damage.invalid_records[name] = (tr.damage.invalid_records.get(name, 0)
+                                                   + int(len(v) - ok.sum()))
+                views[i] = v[ok]
 
 
 class TraceWriter:
