@@ -347,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
             msg += f" ({e.hint})"
         print(printable(msg), file=sys.stderr)
         return e.code
+    except OverflowError as e:  # times of a damaged trace too far apart to key
+        from .reports.escape import printable
+        print(printable(f"iowhy: cannot analyze this trace: {e} (its times are out of "
+                        "range: the trace is damaged; `iowhy info` shows what it holds)"),
+              file=sys.stderr)
+        return EXIT_FAIL
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
