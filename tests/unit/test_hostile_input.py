@@ -294,3 +294,41 @@ def test_not_a_trace_is_refused(tmp_path):
         p = tmp_path / "x"
         p.write_bytes(b"hello")
         read_trace(str(p))
+
+
+def test_record_time_far_outside_the_recording_is_dropped(tmp_path):
+    """One fsync record entered at 2**62 ns: kept, it stretched the span of every call's
+    times past the analysis's 62-bit keys (OverflowError in join_pairs)."""
+    import numpy as np
+
+    from damaged_traces import with_payload
+    sound = write_base(tmp_path / "sound.iowt")
+    head, chunks = split(open(sound, "rb").read())
+    i = next(k for k, c in enumerate(chunks) if c.type == abi.REC_FSYNC)
+    arr = np.frombuffer(chunks[i].payload, dtype=abi.FSYNC_DTYPE).copy()
+    arr["enter_ns"][0] = 1 << 62
+    chunks[i] = with_payload(chunks[i], arr.tobytes())
+    p = tmp_path / "t.iowt"
+    p.write_bytes(join(head, chunks))
+    tr = read_trace(str(p))
+    assert tr.damage.invalid_records == {"fsync": 1}
+    for argv in (["report", str(p)], ["report", "--json", str(p)], ["compare", sound, str(p)]):
+        r = run_cli(argv)
+        assert r.rc == 0, (argv, r.err)
+
+
+def test_window_too_long_to_analyze_is_one_line(tmp_path):
+    """A recording window of 2**62 ns (recorder start 1, trailer end 2**62): the
+    analysis cannot key it; one line, not a traceback."""
+    rec = recorder_obj()
+    rec["start_ns"] = 1
+    sound = write_base(tmp_path / "sound.iowt", recorder=rec)
+    head, chunks = split(open(sound, "rb").read())
+    t = json.loads(chunks[-1].data)
+    t["end_ns"] = (1 << 62) + 5
+    chunks[-1] = with_json(chunks[-1], json.dumps(t).encode())
+    p = tmp_path / "t.iowt"
+    p.write_bytes(join(head, chunks))
+    r = run_cli(["report", str(p)])
+    assert r.rc == 1 and r.out == ""
+    assert r.err.startswith("iowhy: cannot analyze this trace: ") and r.err.count("\n") == 1
