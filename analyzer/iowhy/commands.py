@@ -165,7 +165,8 @@ def cmd_hist(args: argparse.Namespace) -> int:
         val_type = unit
     what = f"{args.metric}" + (f" of {args.klass}" if args.klass else "")
     if len(values) == 0:
-        print(f"iowhy: no values for {what} in {args.trace}", file=sys.stderr)
+        from .reports.escape import printable
+        print(printable(f"iowhy: no values for {what} in {args.trace}"), file=sys.stderr)
         return 0
     counts = log2_counts(values)
     if args.png:
