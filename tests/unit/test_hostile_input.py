@@ -332,3 +332,16 @@ def test_window_too_long_to_analyze_is_one_line(tmp_path):
     r = run_cli(["report", str(p)])
     assert r.rc == 1 and r.out == ""
     assert r.err.startswith("iowhy: cannot analyze this trace: ") and r.err.count("\n") == 1
+
+
+def test_hist_without_values_names_an_undecodable_path_escaped(tmp_path):
+    env = dict(os.environ, LC_ALL="C.UTF-8", PYTHONIOENCODING="utf-8:strict")
+    w = TraceWriter(str(tmp_path / "x"))
+    w.write_json(abi.CHUNK_RECORDER, recorder_obj())
+    w.close({"end_ns": 2_000_000})
+    bad = os.fsencode(str(tmp_path)) + b"/e\xff.iowt"
+    os.rename(tmp_path / "x", bad)
+    r = subprocess.run([str(VENV_BIN / "iowhy").encode(), b"hist", bad], capture_output=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
+    assert b"e\\xff.iowt" in r.stderr
