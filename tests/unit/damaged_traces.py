@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import signal
 import struct
 import zlib
@@ -236,9 +235,6 @@ def run_cli(argv: list[str], timeout_s: int = 30) -> Run:
     return Run(argv, rc, out.getvalue(), err.getvalue())
 
 
-DAMAGE_FIRST = ("WARNING: ", "trace is")
-
-
 def commands(path: str, other: str) -> Iterator[list[str]]:
     """Every reading command on `path` (compare: against a sound trace `other`)."""
     yield ["info", path]
@@ -249,14 +245,3 @@ def commands(path: str, other: str) -> Iterator[list[str]]:
     yield ["hist", "--metric", "fsync", path]
     yield ["compare", other, path]
     yield ["compare", "--json", other, path]
-
-
-def no_nan(text: str) -> bool:
-    return not any(w in text for w in ("NaN", "Infinity"))
-
-
-def json_damage(r: Run) -> dict[str, Any]:
-    obj = json.loads(r.out)
-    if r.argv[0] == "compare":
-        return obj["damage"]["b"]
-    return obj["damage"]

@@ -95,8 +95,6 @@ def test_sparse_4gib_file_under_address_space_limit(tmp_path):
 
 
 def test_payloads_are_read_when_the_file_cannot_be_mapped(tmp_path, monkeypatch):
-    import mmap as mmap_mod
-
     from iowhy import traceformat
 
     def refuse(*a, **k):
@@ -108,7 +106,6 @@ def test_payloads_are_read_when_the_file_cannot_be_mapped(tmp_path, monkeypatch)
     assert not tr.damage.damaged
     for name in abi.RECORD_NAMES:
         assert tr.records(name).tobytes() == expect.records(name).tobytes()
-    assert mmap_mod.mmap is not refuse or True
 
 
 def test_memory_error_is_one_line(tmp_path, monkeypatch):
