@@ -10,7 +10,8 @@ import re
 import shlex
 from typing import Any, Mapping
 
-from .terminal import _fit, _num, _wrap
+from .escape import printable
+from .terminal import _fit, _num, _wrap, damage_first
 
 LABEL = 34  # row label column (after a 2-column indent)
 CELL = 18  # A and B cells: value, then the share of elapsed for attribution rows
@@ -97,7 +98,11 @@ def _table(c: Mapping[str, Any]) -> list[str]:
 
 
 def _header(c: Mapping[str, Any]) -> list[str]:
-    lines = ["iowhy compare"]
+    dmg = c.get("damage") or {}
+    first = damage_first(dmg.get("a"), "A: ") + damage_first(dmg.get("b"), "B: ")
+    shown = {f"{who}: {(dmg.get(k) or {}).get('summary')}" for who, k in (("A", "a"), ("B", "b"))
+             if (dmg.get(k) or {}).get("damaged")}
+    lines = first + ["iowhy compare"]
     for who in ("a", "b"):
         s = c[who]
         cmd = s.get("command")
@@ -106,7 +111,8 @@ def _header(c: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {who.upper()}  {s.get('path') or '(no path)'}")
         lines += _wrap(f"workload {cmd or '(unknown)'}", "     ", "       ")[:2]
     for p in c.get("problems") or []:
-        lines += _wrap(p, "! ", "  ")
+        if p not in shown:  # the damage is already the first line
+            lines += _wrap(p, "! ", "  ")
     return lines
 
 
@@ -139,5 +145,5 @@ def render_compare(c: Mapping[str, Any]) -> str:
     for s in (_header(c), _explained(c), _table(c)):
         if out:
             out.append("")
-        out += [_fit(line.rstrip()) for line in s]
+        out += [_fit(printable(line).rstrip()) for line in s]
     return "\n".join(out)

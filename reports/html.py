@@ -19,7 +19,9 @@ A page is assembled from section functions that return HTML fragments, so other 
 
 Escaping: every value a helper puts into the page goes through html.escape unless it is
 a `Raw` (markup built here). Everything from the trace (command line, comm, paths,
-device names, syscall names) is plain text to these helpers, so it is always escaped.
+device names, syscall names) is plain text to these helpers, so it is always escaped,
+after its control characters and undecodable bytes are made visible (escape.printable);
+a last pass over the page (escape.neutralise_page) catches any that came another way.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from iowhy import __version__
 
 from . import figures as F
+from .escape import neutralise_page, printable_lines
 from .terminal import _command, _mib, _ms, _num, _pct, _yes_no, fmt_ns
 
 __all__ = [
@@ -52,7 +55,7 @@ def esc(value: Any) -> str:
         return str(value)
     if value is None:
         return "-"
-    return html.escape(str(value), quote=True)
+    return html.escape(printable_lines(str(value)), quote=True)
 
 
 # -- building blocks -----------------------------------------------------------------------
@@ -626,7 +629,7 @@ def render_html(result: Mapping[str, Any]) -> str:
         section_placement(result, figs["fig-seek"], figs["fig-sectors"]),
     ]
     heading = Raw(f"iowhy report <span class=\"cmd\">{esc(_short(cmd))}</span>")
-    return page(f"iowhy report: {cmd}", parts, heading=heading)
+    return neutralise_page(page(f"iowhy report: {cmd}", parts, heading=heading))
 
 
 # -- comparison page -----------------------------------------------------------------------
@@ -691,4 +694,5 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any],
             parts.append(prefix_ids(s, label.lower()))
     heading = Raw("iowhy compare <span class=\"cmd\">" + esc(_short(_command(a), 60))
                   + " vs " + esc(_short(_command(b), 60)) + "</span>")
-    return page(f"iowhy compare: {_command(a)} vs {_command(b)}", parts, heading=heading)
+    return neutralise_page(page(f"iowhy compare: {_command(a)} vs {_command(b)}", parts,
+                                heading=heading))

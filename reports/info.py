@@ -10,6 +10,8 @@ import shlex
 import textwrap
 from typing import Any, Sequence
 
+from .escape import printable
+
 WIDTH = 100
 _LABEL = 22  # width of the "label:" column of the key/value lines
 
@@ -218,7 +220,7 @@ def render_info(d: dict, problems: list[str]) -> str:
     """The `iowhy info` text for info_dict `d`; `problems` come first as WARNING lines."""
     out: list[str] = []
     for p in problems:
-        out += textwrap.wrap(f"WARNING: {p}", WIDTH, subsequent_indent=" " * 9,
+        out += textwrap.wrap(printable(f"WARNING: {p}"), WIDTH, subsequent_indent=" " * 9,
                              break_long_words=True, break_on_hyphens=False)
     if problems:
         out.append("")
@@ -251,4 +253,4 @@ def render_info(d: dict, problems: list[str]) -> str:
     out += _devices(d)
     out.append("")
     out += _filesystems(d)
-    return "\n".join(_cut(line, WIDTH) for line in out)
+    return "\n".join(_cut(printable(line), WIDTH) for line in out)

@@ -11,6 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from iowhy.findings import fmt_ns  # one duration format for findings and tables
 
+from .escape import printable
+
 WIDTH = 100
 BAR = 46
 ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "wait-other")
@@ -65,10 +67,23 @@ def _yes_no(v: Any) -> str:
     return str(v)
 
 
+def damage_first(damage: Any, who: str = "") -> list[str]:
+    """The damage line that comes first in every output of a damaged trace (`damage` is
+    Damage.as_dict(), in results as "damage"); [] for a sound trace."""
+    if not isinstance(damage, Mapping) or not damage.get("damaged"):
+        return []
+    return _wrap(printable(f"{who}{damage.get('summary') or 'trace is damaged'}"),
+                 "WARNING: ", "         ")
+
+
 def _header(r: Mapping[str, Any]) -> list[str]:
     tr = r.get("trace") or {}
-    lines = [f"iowhy report  {tr.get('path') or ''}".rstrip()]
+    dmg = r.get("damage") or {}
+    lines = damage_first(dmg)
+    lines.append(f"iowhy report  {tr.get('path') or ''}".rstrip())
     for p in r.get("problems") or []:
+        if lines[0:1] and p == dmg.get("summary"):
+            continue  # already the first line
         lines += _wrap(p, "! ", "  ")
     lines.append(f"workload    {_command(r)}")
     names = set(r["workload"].get("devices") or [])
@@ -262,15 +277,15 @@ def render_report(r: Mapping[str, Any]) -> str:
             continue
         if out:
             out.append("")
-        out += [_fit(line.rstrip()) for line in s]
+        out += [_fit(printable(line).rstrip()) for line in s]
     return "\n".join(out)
 
 
 def render_where(r: Mapping[str, Any]) -> str:
     """The short "where the time went" printed when a recording stops."""
-    lines = [_fit(p) for p in (r.get("problems") or [])[:3]]
+    lines = [_fit(printable(p)) for p in (r.get("problems") or [])[:3]]
     lines += [_fit(line.rstrip()) for line in _where(r)]
     fs = r.get("findings") or []
     if fs:
-        lines += _wrap(fs[0]["text"], "  -> ", "     ")
+        lines += [printable(line) for line in _wrap(fs[0]["text"], "  -> ", "     ")]
     return "\n".join(lines)

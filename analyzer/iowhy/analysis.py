@@ -471,6 +471,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "locality": r["locality"],
     }
     res["findings"] = findings(res, cfg)
+    if trace is not None and getattr(trace, "damage", None) and trace.damage.damaged:
+        res["damage"] = trace.damage.as_dict()  # only then: a sound trace's output is as before
     if trace is None:
         res.pop("trace")
     if cfg.values:

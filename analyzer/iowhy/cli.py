@@ -228,8 +228,10 @@ def info_dict(tr: Trace) -> dict:
 def cmd_info(args: argparse.Namespace) -> int:
     tr = load(args.trace)
     d = info_dict(tr)
+    if tr.damage.damaged:  # only then: a sound trace's output is as before
+        d["damage"] = tr.damage.as_dict()
     if args.json:
-        json.dump(d, sys.stdout, indent=2, sort_keys=True)
+        json.dump(d, sys.stdout, indent=2, sort_keys=True, allow_nan=False)
         print()
         return 0
     from .reports.info import render_info
@@ -325,11 +327,18 @@ def main(argv: list[str] | None = None) -> int:
             flush_stdout()          # ... nor an error at exit
         return rc
     except UserError as e:
+        from .reports.escape import printable
         msg = f"iowhy: {e}"
         if e.hint:
             msg += f" ({e.hint})"
-        print(msg, file=sys.stderr)
+        print(printable(msg), file=sys.stderr)
         return e.code
+    except OverflowError as e:  # times of a damaged trace too far apart to key
+        from .reports.escape import printable
+        print(printable(f"iowhy: cannot analyze this trace: {e} (its times are out of "
+                        "range: the trace is damaged; `iowhy info` shows what it holds)"),
+              file=sys.stderr)
+        return EXIT_FAIL
     except BrokenPipeError:
         silence_stdout()    # the reader went away (`| head`): exit quietly
         return 0

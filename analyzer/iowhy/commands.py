@@ -157,6 +157,10 @@ def cmd_hist(args: argparse.Namespace) -> int:
         values, unit = metric_values(tr, args.metric, args.klass)
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
+    if tr.damage.damaged:  # first, as every command shows it
+        from .reports.terminal import damage_first
+        print("\n".join(damage_first(tr.damage.as_dict())),
+              file=sys.stderr if args.png else sys.stdout)
     if unit == "ns":
         values = values // UNITS[args.unit]
         val_type = args.unit
@@ -207,6 +211,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # A trace compared with itself is analyzed once (the analysis is deterministic).
     b, meta_b = (a, meta_a) if same else _analyze_for_compare(tr_b)
     result = compare(a, b, meta_a, meta_b)
+    if tr_a.damage.damaged or tr_b.damage.damaged:  # only then, as in the report
+        result["damage"] = {"a": tr_a.damage.as_dict() if tr_a.damage.damaged else None,
+                            "b": tr_b.damage.as_dict() if tr_b.damage.damaged else None}
     html = None
     if args.html:
         from .reports.html import render_compare_html
@@ -226,7 +233,7 @@ def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
         write_output(args.html, html)
         _wrote(args.html, t0)
     if args.json:
-        write_stdout(json.dumps(result, indent=2))
+        write_stdout(json.dumps(result, indent=2, allow_nan=False))
     elif html is None:
         write_stdout(render_text(result))
     return 0

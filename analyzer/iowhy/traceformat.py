@@ -1,26 +1,34 @@
 """Read and write iowhy trace files (docs/trace-format.md).
 
-The reader maps the file, validates every chunk (magic, bounds, CRC) and exposes each
-record chunk as a zero-copy numpy view. A damaged or cut file yields every complete
-chunk; what could not be read is counted (`missing_bytes`, `bad_regions`,
-`unknown_chunks`) and a lost trailer is reported as `truncated`.
+The reader scans the file once (linear time, whatever it holds), validates every chunk
+(magic, bounds, CRC, sequence number, record headers) and every field it reads
+(tracecheck.py), and exposes each record chunk as a numpy view. A damaged or cut file
+yields every sound chunk; everything else is counted in `Trace.damage` and shown first
+by every command.
 
 The writer produces the same format and is what tests use for synthetic traces.
 """
 
 from __future__ import annotations
 
+import bisect
+import errno
+import ctypes
+import ctypes.util
+import heapq
 import json
+import math
 import mmap
 import os
 import stat
+import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
-from . import abi
+from . import abi, tracecheck
 
 
 class TraceError(Exception):
@@ -29,6 +37,88 @@ class TraceError(Exception):
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.hint = hint
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+@dataclass
+class Damage:
+    """Everything the reader found wrong with a file, counted (docs/trace-format.md,
+    RECOVERY). A sound trace has all zero; `damaged` is true otherwise."""
+
+    truncated: bool = False  # no TRAILER chunk
+    missing_bytes: int = 0  # bytes of the file that belong to no valid chunk
+    bad_regions: int = 0  # damaged stretches (bad CRC, bad header) skipped by resynchronising
+    unknown_chunks: int = 0  # valid chunks of an unknown type, record size or count, bad JSON
+    chunks_missing: int = 0  # chunk seq numbers never seen (below the highest one seen)
+    chunks_duplicated: int = 0  # chunks whose seq was already seen (ignored)
+    chunks_out_of_order: int = 0  # chunks after one of a higher seq, or after the trailer
+    records_missing: dict[str, int] = field(default_factory=dict)  # vs TRAILER (PROGRESS)
+    records_unexpected: dict[str, int] = field(default_factory=dict)  # more than counted
+    invalid_records: dict[str, int] = field(default_factory=dict)  # out-of-range, dropped
+    invalid_fields: list[str] = field(default_factory=list)  # JSON fields dropped
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.truncated or self.missing_bytes or self.bad_regions
+                    or self.unknown_chunks or self.chunks_missing or self.chunks_duplicated
+                    or self.chunks_out_of_order or self.records_missing
+                    or self.records_unexpected or self.invalid_records or self.invalid_fields)
+
+    def summary(self) -> str:
+        """One line in words ("" for a sound trace); it starts with "trace is"."""
+        parts = []
+        if self.records_missing:
+            parts += [f"{n:,} {k} records missing" for k, n in self.records_missing.items()]
+        if self.chunks_missing:
+            parts.append(_plural(self.chunks_missing, "chunk") + " missing (gaps in the "
+                         "chunk sequence)")
+        if self.bad_regions:
+            parts.append(f"{_plural(self.bad_regions, 'damaged region')} skipped "
+                         f"({self.missing_bytes:,} bytes)")
+        if self.unknown_chunks:
+            parts.append(f"{_plural(self.unknown_chunks, 'chunk')} of an unknown type or size "
+                         "ignored")
+        if self.chunks_duplicated:
+            parts.append(f"{_plural(self.chunks_duplicated, 'duplicated chunk')} ignored")
+        if self.chunks_out_of_order:
+            parts.append(f"{_plural(self.chunks_out_of_order, 'chunk')} out of order")
+        if self.records_unexpected:
+            parts += [f"{n:,} more {k} records than the trailer counts"
+                      for k, n in self.records_unexpected.items()]
+        if self.invalid_records:
+            parts += [f"{n:,} {k} records with out-of-range values dropped"
+                      for k, n in self.invalid_records.items()]
+        if self.invalid_fields:
+            shown = ", ".join(f[:60] for f in self.invalid_fields[:3])
+            more = ", ..." if len(self.invalid_fields) > 3 else ""
+            parts.append(f"{_plural(len(self.invalid_fields), 'invalid field')} dropped "
+                         f"({shown}{more})")
+        if self.truncated:
+            head = "trace is truncated (no trailer: the recorder was killed or the disk filled)"
+            tail = self.missing_bytes if not self.bad_regions else 0
+            if tail:
+                head += f"; {tail:,} bytes at the end could not be read"
+            return "; ".join([head] + parts)
+        if not parts and self.missing_bytes:
+            parts.append(f"{self.missing_bytes:,} bytes at the end could not be read")
+        return "trace is damaged: " + "; ".join(parts) if parts else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON output (`damage` in `info --json`, `report --json`, `compare --json`)."""
+        return {
+            "damaged": self.damaged, "summary": self.summary() or None,
+            "truncated": self.truncated, "missing_bytes": self.missing_bytes,
+            "bad_regions": self.bad_regions, "unknown_chunks": self.unknown_chunks,
+            "chunks_missing": self.chunks_missing, "chunks_duplicated": self.chunks_duplicated,
+            "chunks_out_of_order": self.chunks_out_of_order,
+            "records_missing": dict(self.records_missing),
+            "records_unexpected": dict(self.records_unexpected),
+            "invalid_records": dict(self.invalid_records),
+            "invalid_fields": list(self.invalid_fields),
+        }
 
 
 @dataclass
@@ -41,13 +131,27 @@ class Trace:
     recorder: dict[str, Any] = field(default_factory=dict)
     trailer: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
-    truncated: bool = False
-    missing_bytes: int = 0  # bytes of the file that belong to no valid chunk
-    bad_regions: int = 0  # damaged stretches skipped by resynchronising on the next chunk
-    unknown_chunks: int = 0  # valid chunks of a type or record size this reader does not know
+    damage: Damage = field(default_factory=Damage)
     chunk_count: int = 0
     _views: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
     _cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    # The damage counts under their former names.
+    @property
+    def truncated(self) -> bool:
+        return self.damage.truncated
+
+    @property
+    def missing_bytes(self) -> int:
+        return self.damage.missing_bytes
+
+    @property
+    def bad_regions(self) -> int:
+        return self.damage.bad_regions
+
+    @property
+    def unknown_chunks(self) -> int:
+        return self.damage.unknown_chunks
 
     # -- records -----------------------------------------------------------------
     def chunks(self, name: str) -> list[np.ndarray]:
@@ -115,21 +219,15 @@ class Trace:
         return max(0, end - start) if start else 0
 
     def problems(self) -> list[str]:
-        """Everything lost or suspicious, in words, for the top of every report."""
+        """Everything lost or suspicious, in words, for the top of every report: the
+        damage first (one line), then what an imported capture's source lacks, then the
+        kernel's losses and anomalies."""
         out: list[str] = []
+        if self.damage.damaged:
+            out.append(self.damage.summary())
         imp = self.meta.get("import")  # an imported capture: what its source lacks
         if isinstance(imp, dict) and isinstance(imp.get("problems"), list):
             out.extend(str(p) for p in imp["problems"])
-        if self.truncated:
-            out.append(
-                "trace is truncated (no trailer: the recorder was killed or the disk filled); "
-                f"{self.missing_bytes} bytes at the end could not be read"
-                if self.missing_bytes else
-                "trace is truncated (no trailer: the recorder was killed or the disk filled)")
-        if self.bad_regions:
-            out.append(f"{self.bad_regions} damaged region(s) skipped ({self.missing_bytes} bytes)")
-        if self.unknown_chunks:
-            out.append(f"{self.unknown_chunks} chunk(s) of an unknown type or size ignored")
         c = self.counters
         lost = {k: v for k, v in c.items() if k.startswith("lost_") and v}
         if lost:
@@ -150,40 +248,250 @@ class Trace:
 
 HDR_SIZE = abi.FILE_HDR_DTYPE.itemsize
 CHDR_SIZE = abi.CHUNK_HDR_DTYPE.itemsize
+_CHDR = struct.Struct("<4sHHIIIIQ")  # struct iowhy_chunk_hdr, as abi.CHUNK_HDR_DTYPE
+_REC_SIZES = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
+SCAN_WINDOW = 8 << 20  # bytes read at a time while scanning
+JSON_MAX = 64 << 20  # a JSON chunk larger than this is not parsed (unknown chunk)
 
 
-def _json_chunk(buf: memoryview, n: int) -> dict[str, Any] | None:
+# -- CRC of any stretch from running CRCs (linear-time resynchronisation) ----------------------
+
+_POLY = 0xEDB88320
+
+
+def _multmodp(a: int, b: int) -> int:
+    """a * b modulo the CRC-32 polynomial (reflected), as zlib's multmodp."""
+    m = 1 << 31
+    p = 0
+    while True:
+        if a & m:
+            p ^= b
+            if (a & (m - 1)) == 0:
+                break
+        m >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+    return p
+
+
+_X2N = [1 << 30]  # x^(2^k) modulo the polynomial
+for _ in range(31):
+    _X2N.append(_multmodp(_X2N[-1], _X2N[-1]))
+
+
+def _crc32_shift_py(crc: int, nbytes: int) -> int:
+    """zlib's crc32_combine(crc, 0, nbytes): crc advanced over nbytes of zero."""
+    p, k, n = 1 << 31, 3, nbytes
+    while n:
+        if n & 1:
+            p = _multmodp(_X2N[k & 31], p)
+        n >>= 1
+        k += 1
+    return _multmodp(p, crc)
+
+
+def _zlib_shift() -> Callable[[int, int], int]:
     try:
-        obj = json.loads(bytes(buf[:n]).decode("utf-8", errors="replace"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) else None
+        lib = ctypes.CDLL(ctypes.util.find_library("z") or "libz.so.1")
+        fn = lib.crc32_combine64
+        fn.restype = ctypes.c_ulong
+        fn.argtypes = [ctypes.c_ulong, ctypes.c_ulong, ctypes.c_int64]
+        if fn(0x12345678, 0, 1000) != _crc32_shift_py(0x12345678, 1000):
+            return _crc32_shift_py
+        return lambda crc, n: int(fn(crc, 0, n)) & 0xFFFFFFFF
+    except (OSError, AttributeError):
+        return _crc32_shift_py
 
 
-def read_trace(path: str) -> Trace:
-    """Open and validate a trace. Raises TraceError for a file that is not one at all."""
+_crc32_shift = _zlib_shift()
+
+
+def _open(path: str) -> int:
+    """The file opened for reading without blocking (a FIFO, a terminal), not followed
+    into another terminal's control, refused unless it is a regular file."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as e:
         raise TraceError(f"cannot open {path}: {e.strerror}",
                          "check the path; traces are mode 0600, read them as root") from None
     try:
         st = os.fstat(fd)
-        size = st.st_size
-        if not stat.S_ISREG(st.st_mode):
-            raise TraceError(f"{path} is not a regular file",
-                             "give the path of a trace file written by `iowhy record`")
-        if size == 0:
-            raise TraceError(f"{path} is empty",
-                             "the recorder never wrote to it; record again with `iowhy record`")
-        mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+    except OSError as e:
+        os.close(fd)
+        raise TraceError(f"cannot read {path}: {e.strerror}", "check the path") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else
+                "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise TraceError(f"{path} is {kind}, not a trace file",
+                         "give the path of a trace file written by `iowhy record`")
+    return fd
+
+
+def _pread(fd: int, n: int, off: int) -> bytes:
+    out = []
+    while n > 0:
+        b = os.pread(fd, n, off)
+        if not b:
+            break
+        out.append(b)
+        n -= len(b)
+        off += len(b)
+    return b"".join(out)
+
+
+def _plausible(h: tuple, off: int, size: int) -> bool:
+    """A chunk header whose payload lies within the file (RECOVERY, step 2)."""
+    plen, dlen = h[4], h[5]
+    return off + CHDR_SIZE + plen <= size and dlen <= plen
+
+
+def _scan(fd: int, size: int, start: int) -> tuple[dict[int, tuple], dict[int, int]]:
+    """One pass over the file: every plausible chunk header at or after `start`
+    ({offset: header}) and the running CRC-32 of the file from `start` at each one's
+    payload start and end ({offset: crc}), from which any payload's CRC follows in
+    constant time: the work is linear in the file size, however many chunk magics a
+    damaged or crafted file holds."""
+    cands: dict[int, tuple] = {}
+    need: list[int] = []
+    prefix: dict[int, int] = {}
+    crc = 0
+    pos = start
+    off = start
+    while off < size:
+        if not need:
+            # No payload pending: a hole (of a sparse file) holds no chunk and no CRC is
+            # wanted across it; the running CRC starts anew after it (every payload's two
+            # ends are then on the same chain).
+            try:
+                data = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError as e:  # ENXIO: only a hole from here on
+                data = size if e.errno == errno.ENXIO else off
+            if data >= size:
+                break
+            if data > off:
+                off = pos = data
+                crc = 0
+        n = min(SCAN_WINDOW, size - off)
+        buf = _pread(fd, n + CHDR_SIZE, off)
+        if len(buf) < n:  # the file shrank while read
+            n = len(buf)
+            if n == 0:
+                break
+        mv = memoryview(buf)
+        i = buf.find(abi.CHUNK_MAGIC)
+        while 0 <= i < n:
+            if i + CHDR_SIZE <= len(buf):
+                h = _CHDR.unpack_from(buf, i)
+                p = off + i
+                if _plausible(h, p, size):
+                    cands[p] = h
+                    heapq.heappush(need, p + CHDR_SIZE)
+                    heapq.heappush(need, p + CHDR_SIZE + h[4])
+            i = buf.find(abi.CHUNK_MAGIC, i + 1)
+        end = off + n
+        while need and need[0] <= end:
+            x = heapq.heappop(need)
+            if x not in prefix:
+                crc = zlib.crc32(mv[pos - off:x - off], crc)
+                pos = x
+                prefix[x] = crc
+        crc = zlib.crc32(mv[pos - off:n], crc)
+        pos = end
+        off = end
+        mv.release()
+    return cands, prefix
+
+
+def _payload_crc(prefix: dict[int, int], a: int, b: int) -> int | None:
+    pa, pb = prefix.get(a), prefix.get(b)
+    if pa is None or pb is None:
+        return None
+    return pb ^ _crc32_shift(pa, b - a)
+
+
+class _Source:
+    """The bytes of the valid chunks: one mapping of the file up to the last of them, or,
+    where that cannot be had (address space, a file too large), each payload read."""
+
+    def __init__(self, fd: int, end: int, spans: list[tuple[int, int]]) -> None:
+        self.mm: mmap.mmap | None = None
+        self.copies: dict[int, bytes] = {}
+        if end == 0:
+            return
+        try:
+            self.mm = mmap.mmap(fd, end, prot=mmap.PROT_READ)
+            return
+        except (OSError, ValueError, OverflowError, MemoryError):
+            self.mm = None
+        for a, n in spans:
+            self.copies[a] = _pread(fd, n, a)
+
+    def payload(self, a: int, n: int) -> Any:
+        if self.mm is not None:
+            return memoryview(self.mm)[a:a + n]
+        return memoryview(self.copies[a])
+
+
+def _json_chunk(buf: Any, n: int) -> dict[str, Any] | None:
+    """The JSON object of a chunk, or None. Text is UTF-8; bytes that are not (names are
+    bytes) are kept as lone surrogates U+DC80..U+DCFF (Python's surrogateescape), as the
+    writers of the file escape them. NaN, infinities and numbers that do not fit are
+    replaced by a value that fails every check (the field is then dropped)."""
+    if n > JSON_MAX:
+        return None
+    try:
+        text = bytes(buf[:n]).decode("utf-8", errors="surrogateescape")
+        obj = json.loads(text, parse_constant=lambda s: _BAD, parse_float=_float,
+                         parse_int=_int)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class _Bad:
+    """A JSON value the file should not hold (NaN, infinity, an unparsable number)."""
+
+
+_BAD = _Bad()
+
+
+def _float(s: str) -> Any:
+    v = float(s)
+    return v if math.isfinite(v) else _BAD
+
+
+def _int(s: str) -> Any:
+    try:
+        return int(s)
+    except ValueError:  # more digits than Python converts
+        return _BAD
+
+
+def read_trace(path: str) -> Trace:
+    """Open and validate a trace. Raises TraceError for a file that is not one at all."""
+    fd = _open(path)
+    try:
+        return _read(fd, path)
+    except MemoryError:
+        raise TraceError(f"not enough memory to read {path}",
+                         "analyze it on a machine with more memory, or raise the "
+                         "address-space limit (ulimit -v)") from None
     finally:
         os.close(fd)
-    buf = memoryview(mm)
-    if size < HDR_SIZE or bytes(buf[:8]) != abi.FILE_MAGIC:
+
+
+def _read(fd: int, path: str) -> Trace:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        raise TraceError(f"{path} is empty",
+                         "the recorder never wrote to it; record again with `iowhy record`")
+    head = _pread(fd, HDR_SIZE, 0)
+    if len(head) < HDR_SIZE or head[:8] != abi.FILE_MAGIC:
         raise TraceError(f"{path} is not an iowhy trace (bad magic)",
                          "iowhy reads .iowt files written by `iowhy record`")
-    hdr = np.frombuffer(buf, dtype=abi.FILE_HDR_DTYPE, count=1)[0]
+    hdr = np.frombuffer(head, dtype=abi.FILE_HDR_DTYPE, count=1)[0]
     version = int(hdr["version"])
     if version != abi.FORMAT_VERSION:
         raise TraceError(f"{path} is trace format version {version}; this iowhy reads version "
@@ -191,70 +499,156 @@ def read_trace(path: str) -> Trace:
     if int(hdr["endian_tag"]) != 0x01020304:
         raise TraceError(f"{path} was written on a big-endian host",
                          "analyze it on a host of the recorder's byte order")
-    tr = Trace(path=path, version=version, created_realtime_ns=int(hdr["created_realtime_ns"]),
-               file_bytes=size)
-    off = int(hdr["hdr_bytes"])
-    chdr_size = int(hdr["chunk_hdr_bytes"]) or CHDR_SIZE
-    known_sizes = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
+    created = int(hdr["created_realtime_ns"])
+    tr = Trace(path=path, version=version, created_realtime_ns=created if created >> 63 == 0
+               else 0, file_bytes=size)
+    dmg = tr.damage
+    # Both sizes are fixed by this version; other values are damage, read past.
+    if int(hdr["hdr_bytes"]) != HDR_SIZE:
+        dmg.invalid_fields.append("header.hdr_bytes")
+    if int(hdr["chunk_hdr_bytes"]) != CHDR_SIZE:
+        dmg.invalid_fields.append("header.chunk_hdr_bytes")
+    cands, prefix = _scan(fd, size, HDR_SIZE)
+    positions = sorted(cands)
+    valid: list[tuple[int, tuple]] = []
+    off = HDR_SIZE
+    in_damage = False  # skipping: the stretch is one damaged region when a chunk ends it
     while off < size:
-        ok = False
-        if off + chdr_size <= size and bytes(buf[off:off + 4]) == abi.CHUNK_MAGIC:
-            ch = np.frombuffer(buf, dtype=abi.CHUNK_HDR_DTYPE, count=1, offset=off)[0]
-            plen = int(ch["payload_bytes"])
-            pstart = off + chdr_size
-            if pstart + plen <= size and int(ch["data_bytes"]) <= plen:
-                payload = buf[pstart:pstart + plen]
-                if zlib.crc32(payload) & 0xFFFFFFFF == int(ch["crc32"]):
-                    ok = True
-                    tr.chunk_count += 1
-                    _take_chunk(tr, ch, payload, known_sizes)
-                    off = pstart + plen
-        if ok:
-            continue
-        # Damage: resynchronise on the next chunk magic, count what was skipped.
-        nxt = mm.find(abi.CHUNK_MAGIC, off + 1)
-        if nxt < 0:
-            tr.missing_bytes += size - off
+        h = cands.get(off)
+        if h is not None:
+            pstart = off + CHDR_SIZE
+            if _payload_crc(prefix, pstart, pstart + h[4]) == h[6]:
+                valid.append((off, h))
+                off = pstart + h[4]
+                dmg.bad_regions += in_damage
+                in_damage = False
+                continue
+        # Damage: resynchronise on the next chunk header, count what was skipped.
+        j = bisect.bisect_right(positions, off)
+        if j == len(positions):
+            dmg.missing_bytes += size - off
             break
-        tr.bad_regions += 1
-        tr.missing_bytes += nxt - off
-        off = nxt
-    tr.truncated = tr.trailer is None
+        in_damage = True
+        dmg.missing_bytes += positions[j] - off
+        off = positions[j]
+    del cands, prefix, positions
+    end = valid[-1][0] + CHDR_SIZE + valid[-1][1][4] if valid else 0
+    src = _Source(fd, end, [(o + CHDR_SIZE, h[4]) for o, h in valid])
+    _take_chunks(tr, valid, src, size)
     if tr.chunk_count == 0 and not tr.recorder and not tr.meta:
         raise TraceError(f"{path} holds no readable chunk",
                          "the recording was cut before its first chunk; record again")
     return tr
 
 
-def _take_chunk(tr: Trace, ch: np.void, payload: memoryview,
-                known_sizes: dict[int, int]) -> None:
-    ctype = int(ch["type"])
-    n = int(ch["data_bytes"])
-    if ctype in abi.JSON_CHUNKS:
-        obj = _json_chunk(payload, n)
-        if obj is None:
-            tr.unknown_chunks += 1
-            return
-        kind = abi.JSON_CHUNKS[ctype]
-        if kind == "meta":
-            tr.meta.update(obj)
-        elif kind == "recorder":
-            tr.recorder.update(obj)
-        elif kind == "progress":
-            tr.progress = obj
+def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: int) -> None:
+    dmg = tr.damage
+    seen: set[int] = set()
+    top = -1  # highest seq so far
+    trailer_seq: int | None = None
+    progress_seq = -1
+    # records read per type, with the seq of their chunk (to compare with a PROGRESS)
+    per_chunk: list[tuple[int, str, int]] = []
+    seq_max = size // CHDR_SIZE  # no file of this size holds more chunks
+    for off, h in valid:
+        ctype, count, plen, dlen, seq = h[1], h[3], h[4], h[5], h[7]
+        tr.chunk_count += 1
+        if seq in seen:
+            dmg.chunks_duplicated += 1
+            continue
+        if seq > seq_max:  # a damaged header: the number cannot be
+            dmg.chunks_out_of_order += 1
         else:
-            tr.trailer = obj
-        return
-    if ctype in abi.RECORD_TYPES and int(ch["rec_size_bytes"]) == known_sizes[ctype]:
+            seen.add(seq)
+            if seq < top or (trailer_seq is not None and seq > trailer_seq):
+                dmg.chunks_out_of_order += 1
+            top = max(top, seq)
+        payload = src.payload(off + CHDR_SIZE, plen)
+        if ctype in abi.JSON_CHUNKS:
+            obj = _json_chunk(payload, dlen)
+            if obj is None:
+                dmg.unknown_chunks += 1
+                continue
+            kind = abi.JSON_CHUNKS[ctype]
+            obj, bad = tracecheck.check_json(kind, obj)
+            dmg.invalid_fields += bad
+            if kind == "meta":
+                tr.meta.update(obj)
+            elif kind == "recorder":
+                tr.recorder.update(obj)
+            elif kind == "progress":
+                tr.progress = obj
+                progress_seq = seq
+            else:
+                if tr.trailer is not None:
+                    dmg.chunks_duplicated += 1  # a second trailer: the first one stands
+                    continue
+                tr.trailer = obj
+                trailer_seq = seq
+            continue
+        if ctype not in _REC_SIZES or h[2] != _REC_SIZES[ctype]:
+            dmg.unknown_chunks += 1
+            continue
         name, dtype = abi.RECORD_TYPES[ctype]
-        count = int(ch["count"])
-        if count * dtype.itemsize != n:
-            tr.unknown_chunks += 1
-            return
+        if count * dtype.itemsize != dlen:
+            dmg.unknown_chunks += 1
+            continue
         view = np.frombuffer(payload, dtype=dtype, count=count)
-        tr._views.setdefault(name, []).append(view)
+        # The chunk header is outside the CRC: records of another type (a re-typed
+        # chunk of the same record size) are caught by their own headers.
+        if count and ((view["type"] != ctype).any() or (view["size_bytes"] != dtype.itemsize)
+                      .any()):
+            dmg.unknown_chunks += 1
+            continue
+        per_chunk.append((seq, name, count))
+        ok = tracecheck.valid_records(name, view)
+        if ok is not None:
+            nbad = int(count - ok.sum())
+            dmg.invalid_records[name] = dmg.invalid_records.get(name, 0) + nbad
+            view = view[ok]
+        if len(view):
+            tr._views.setdefault(name, []).append(view)
+    dmg.truncated = tr.trailer is None
+    _check_window(tr)
+    if seen:
+        dmg.chunks_missing = max(seen) + 1 - len(seen)
+    # Records against the counts the recorder wrote: the trailer's (all records), else the
+    # last progress chunk's (the records of the chunks written before it).
+    ref = tr.trailer if tr.trailer is not None else tr.progress
+    counts = (ref or {}).get("records")
+    if isinstance(counts, dict):
+        upto = None if tr.trailer is not None else progress_seq
+        got: dict[str, int] = {}
+        for seq, name, n in per_chunk:
+            if upto is None or seq < upto:
+                got[name] = got.get(name, 0) + n
+        for name in abi.RECORD_NAMES:
+            want, have = counts.get(name), got.get(name, 0)
+            if not isinstance(want, int):
+                continue
+            if have < want:
+                dmg.records_missing[name] = want - have
+            elif have > want and upto is None:
+                dmg.records_unexpected[name] = have - want
+
+
+def _check_window(tr: Trace) -> None:
+    """Drop the records with a time far outside the recording window (when the trace
+    gives one), counted in invalid_records."""
+    start = tr.start_ns
+    end = max((int(src["end_ns"]) for src in (tr.trailer, tr.progress)
+               if src and src.get("end_ns")), default=0)
+    if not start or end < start:
         return
-    tr.unknown_chunks += 1
+    lo = max(0, start - tracecheck.WINDOW_SLACK_NS)
+    hi = end + tracecheck.WINDOW_SLACK_NS
+    for name, views in tr._views.items():
+        for i, v in enumerate(views):
+            ok = tracecheck.in_window(name, v, lo, hi)
+            if ok is not None:
+                tr.damage.invalid_records[name] = (tr.damage.invalid_records.get(name, 0)
+                                                   + int(len(v) - ok.sum()))
+                views[i] = v[ok]
 
 
 class TraceWriter:

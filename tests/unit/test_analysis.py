@@ -614,7 +614,7 @@ def test_truncated_trace_says_so_first(tmp_path):
     p = busy_trace(tmp_path, trailer=False)
     r = run(p)
     assert r["trace"]["truncated"]
-    assert render_report(r).splitlines()[1].startswith("! trace is truncated")
+    assert render_report(r).splitlines()[0].startswith("WARNING: trace is truncated")
     assert short_summary(p).splitlines()[0].startswith("trace is truncated")
     assert_sums(r)
 

@@ -13,6 +13,7 @@ import pytest
 
 from iowhy import abi, cli
 from iowhy.reports.info import render_info
+from iowhy.tracecheck import RECORD_LIMITS, TIMES
 from iowhy.traceformat import CHDR_SIZE, HDR_SIZE, TraceError, TraceWriter, read_trace
 
 START_NS = 1_000_000_000
@@ -49,11 +50,18 @@ ZERO_COUNTERS = {n: 0 for n in abi.COUNTER_NAMES}
 
 
 def random_records(name: str, n: int, seed: int = 1) -> np.ndarray:
-    """n records of type `name` with every byte random (pads included)."""
+    """n records of type `name` with every byte random (pads included), the fields the
+    reader checks (tracecheck.RECORD_LIMITS, all 2**k - 1) masked into range and the
+    times brought into the recording window [START_NS, END_NS)."""
     dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
     rng = np.random.default_rng(seed)
     raw = rng.integers(0, 256, size=n * dtype.itemsize, dtype=np.uint8)
-    return np.frombuffer(raw.tobytes(), dtype=dtype).copy()
+    arr = np.frombuffer(raw.tobytes(), dtype=dtype).copy()
+    for f, hi in RECORD_LIMITS[name]:
+        arr[f] &= hi
+    for f in TIMES[name]:
+        arr[f] = START_NS + arr[f] % (END_NS - START_NS)
+    return arr
 
 
 def with_header(arr: np.ndarray) -> np.ndarray:

@@ -1,0 +1,247 @@
+"""Synthetic traces and the ways to damage them, for the damage, hostile-input and fuzz
+tests: a base trace written with TraceWriter, its chunks taken apart and put back
+together (CRC recomputed, so that the damage is "clean"), and a runner of the CLI
+in-process that reports exit status, stdout and stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from iowhy import abi, cli
+from iowhy.traceformat import TraceWriter
+
+DEV = (8, 0)
+PART = (8, 1)
+LOG_RANGE = (10_000, 20_000)
+START = 1_000_000
+MOUNT = "/mnt/t"
+CHDR = struct.Struct("<4sHHIIIIQ")  # struct iowhy_chunk_hdr
+FHDR_BYTES = 64
+
+
+def meta_obj(mountpoint: str = MOUNT) -> dict[str, Any]:
+    return {
+        "host": "h", "kernel": "6.18.0", "machine": "x86_64", "iowhy_version": "0",
+        "command": ["fsync-loop", "-n", "40"], "created_realtime_ns": 1,
+        "clock": {"realtime_minus_monotonic_ns": 5}, "page_size_bytes": 4096, "ncpus": 2,
+        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 30,
+                     "rotational": 1, "write_cache": "write back", "fua": 0,
+                     "logical_block_bytes": 512, "physical_block_bytes": 4096,
+                     "scheduler": "mq-deadline", "backing_file": None, "model": "disk",
+                     "partitions": [{"name": "sdz1", "major": PART[0], "minor": PART[1],
+                                     "start_sector": 2048, "size_bytes": 1 << 29}]}],
+        "filesystems": [{"fstype": "ext4", "source": "/dev/sdz1", "mountpoint": mountpoint,
+                         "options": "rw,relatime", "dev_major": PART[0],
+                         "dev_minor": PART[1], "st_dev_major": PART[0],
+                         "st_dev_minor": PART[1], "disk": "sdz", "disk_major": DEV[0],
+                         "disk_minor": DEV[1], "part_start_sector": 2048, "uuid": None,
+                         "btrfs_fsid": None, "block_bytes": 4096,
+                         "log": {"kind": "jbd2", "ranges": [list(LOG_RANGE)],
+                                 "fc_ranges": [], "bytes": 10_000 * 512}}],
+    }
+
+
+def recorder_obj(command: list[str] | None = None) -> dict[str, Any]:
+    return {"iowhy_version": "0", "command": command or ["fsync-loop", "-n", "40"],
+            "pid": 100, "mode": "run", "start_ns": START, "attach_mode": "tp_btf",
+            "syscalls": "sync", "probes": {"block_rq_issue": "tp_btf",
+                                           "ext4_fc_stop": "skipped: no such tracepoint"},
+            "clock": {"realtime_minus_monotonic_ns": 5}}
+
+
+def _records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
+    arr = np.zeros(len(rows), dtype=dtype)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            arr[k][i] = v
+    return arr
+
+
+def base_records(n: int = 40) -> dict[str, np.ndarray]:
+    """A fsync loop: per call a data write, a journal write, a flush; off-CPU in the call;
+    jbd2 commits; one task; a few syscall totals. Times in ns from START."""
+    rq, fs, jr, off = [], [], [], []
+    t = START + 1000
+    for i in range(n):
+        enter, data, log, flush, exit_ = t, t + 100, t + 400, t + 700, t + 1000
+        rq.append({"ts_ns": data + 200, "issue_ns": data, "submit_ns": data - 10,
+                   "insert_ns": data - 5, "data_done_ns": data + 200, "done_ns": data + 200,
+                   "op": abi.OP_WRITE, "start_sector": 100_000 + 8 * i, "len_bytes": 4096,
+                   "done_bytes": 4096, "dev_major": DEV[0], "dev_minor": DEV[1],
+                   "flags_u16": abi.RQ_TRACKED | abi.RQ_ORIGIN, "tid": 100, "tgid": 100,
+                   "seq": 3 * i, "comm": b"fsync-loop", "nr_bios": 1})
+        rq.append({"ts_ns": log + 200, "issue_ns": log, "submit_ns": log - 10,
+                   "insert_ns": log - 5, "data_done_ns": log + 200, "done_ns": log + 200,
+                   "op": abi.OP_WRITE, "start_sector": LOG_RANGE[0] + 8 * i,
+                   "len_bytes": 8192, "done_bytes": 8192, "dev_major": DEV[0],
+                   "dev_minor": DEV[1], "iflags": abi.F_SYNC | abi.F_PREFLUSH | abi.F_FUA,
+                   "flags_u16": abi.RQ_ORIGIN, "tid": 50, "tgid": 50, "seq": 3 * i + 1,
+                   "comm": b"jbd2/sdz1-8", "nr_bios": 2})
+        rq.append({"ts_ns": flush + 200, "issue_ns": flush, "submit_ns": flush - 10,
+                   "insert_ns": flush - 5, "data_done_ns": flush + 200,
+                   "done_ns": flush + 200, "op": abi.OP_FLUSH, "dev_major": DEV[0],
+                   "dev_minor": DEV[1], "flags_u16": abi.RQ_FLUSH_SEQ, "tid": 50,
+                   "tgid": 50, "seq": 3 * i + 2, "comm": b"jbd2/sdz1-8"})
+        fs.append({"ts_ns": exit_, "enter_ns": enter, "exit_ns": exit_, "tid": 100,
+                   "tgid": 100, "call_u16": abi.CALL_FSYNC, "fs_u16": abi.FS_EXT4,
+                   "flags_u16": abi.FS_F_FSEVENT | abi.FS_F_SEQ, "commit_seq": 10 + i,
+                   "dev_major": PART[0], "dev_minor": PART[1], "fd": 3, "syscall_nr": 74,
+                   "ino": 12, "comm": b"fsync-loop"})
+        for ev, dt in ((abi.J_JBD2_START, 350), (abi.J_JBD2_LOCKING, 360),
+                       (abi.J_JBD2_FLUSHING, 370), (abi.J_JBD2_LOGGING, 380),
+                       (abi.J_JBD2_END, 950)):
+            jr.append({"ts_ns": t + dt, "event_u16": ev, "seq": 10 + i, "tid": 50,
+                       "tgid": 50, "dev_major": PART[0], "dev_minor": PART[1],
+                       "fs_u16": abi.FS_EXT4, "comm": b"jbd2/sdz1-8"})
+        jr.append({"ts_ns": t + 951, "event_u16": abi.J_JBD2_STATS, "seq": 10 + i,
+                   "aux0": 2, "aux1": 3, "aux2": 2, "tid": 50, "tgid": 50,
+                   "dev_major": PART[0], "dev_minor": PART[1], "fs_u16": abi.FS_EXT4})
+        off.append({"ts_ns": exit_ - 10, "start_ns": enter + 50, "waking_ns": exit_ - 20,
+                    "end_ns": exit_ - 10, "tid": 100, "tgid": 100, "syscall_nr": 74,
+                    "flags_u16": abi.OFF_D | abi.OFF_IOWAIT, "waker_tid": 50,
+                    "waker_tgid": 50, "waker_comm": b"jbd2/sdz1-8"})
+        t += 1200
+    tasks = [{"ts_ns": START, "tid": 100, "tgid": 100, "event_u16": abi.TASK_ROOT,
+              "comm": b"fsync-loop"},
+             {"ts_ns": t, "tid": 100, "tgid": 100, "event_u16": abi.TASK_EXIT,
+              "comm": b"fsync-loop"}]
+    sc = [{"ts_ns": t, "syscall_nr": 74, "count": n, "total_ns": 1000 * n},
+          {"ts_ns": t, "syscall_nr": 1, "count": 3, "total_ns": 300}]
+    return {"request": _records(abi.REQUEST_DTYPE, rq), "fsync": _records(abi.FSYNC_DTYPE, fs),
+            "journal": _records(abi.JOURNAL_DTYPE, jr),
+            "offcpu": _records(abi.OFFCPU_DTYPE, off), "task": _records(abi.TASK_DTYPE, tasks),
+            "syscall": _records(abi.SYSCALL_DTYPE, sc)}
+
+
+def end_ns(n: int = 40) -> int:
+    return START + 1000 + 1200 * n + 100
+
+
+def write_base(path: Path | str, *, n: int = 40, chunk_records: int = 16,
+               meta: dict[str, Any] | None = None, recorder: dict[str, Any] | None = None,
+               trailer: bool = True) -> str:
+    """The base trace: META, RECORDER, record chunks of `chunk_records`, a PROGRESS
+    halfway, TRAILER."""
+    recs = base_records(n)
+    w = TraceWriter(str(path))
+    w.write_json(abi.CHUNK_META, meta or meta_obj())
+    w.write_json(abi.CHUNK_RECORDER, recorder or recorder_obj())
+    names = list(recs)
+    for i, name in enumerate(names):
+        w.write_records(recs[name], chunk_records=chunk_records)
+        if i == 1:
+            w.write_json(abi.CHUNK_PROGRESS, {
+                "end_ns": START + 500, "counters": {c: 0 for c in abi.COUNTER_NAMES},
+                "records": {k: w.counts.get(k, 0) for k in abi.RECORD_NAMES}})
+    w.close({"end_ns": end_ns(n), "stop_reason": "workload-exit", "exit_status": 0,
+             "recorder_cpu_ns": {"user": 1000, "system": 2000}} if trailer else None)
+    return str(path)
+
+
+# -- taking a trace apart ------------------------------------------------------------------------
+
+@dataclass
+class Chunk:
+    offset: int
+    magic: bytes
+    type: int
+    rec_size: int
+    count: int
+    payload_bytes: int
+    data_bytes: int
+    crc: int
+    seq: int
+    payload: bytes
+
+    @property
+    def data(self) -> bytes:
+        return self.payload[:self.data_bytes]
+
+    def pack(self, fix_crc: bool = True) -> bytes:
+        crc = zlib.crc32(self.payload) & 0xFFFFFFFF if fix_crc else self.crc
+        return CHDR.pack(self.magic, self.type, self.rec_size, self.count,
+                         self.payload_bytes, self.data_bytes, crc, self.seq) + self.payload
+
+
+def split(data: bytes) -> tuple[bytes, list[Chunk]]:
+    """(file header, chunks) of a sound trace."""
+    off = FHDR_BYTES
+    out = []
+    while off < len(data):
+        magic, ctype, rsz, cnt, plen, dlen, crc, seq = CHDR.unpack_from(data, off)
+        pstart = off + CHDR.size
+        out.append(Chunk(off, magic, ctype, rsz, cnt, plen, dlen, crc, seq,
+                         data[pstart:pstart + plen]))
+        off = pstart + plen
+    return data[:FHDR_BYTES], out
+
+
+def join(head: bytes, chunks: list[Chunk], fix_crc: bool = True) -> bytes:
+    return head + b"".join(c.pack(fix_crc) for c in chunks)
+
+
+def with_json(c: Chunk, text: bytes) -> Chunk:
+    """The chunk with its JSON text replaced (payload padded, sizes and CRC right)."""
+    pad = (-len(text)) % 8
+    return Chunk(c.offset, c.magic, c.type, 0, 1, len(text) + pad, len(text), 0, c.seq,
+                 text + b"\0" * pad)
+
+
+def with_payload(c: Chunk, payload: bytes) -> Chunk:
+    return Chunk(c.offset, c.magic, c.type, c.rec_size, c.count, c.payload_bytes,
+                 c.data_bytes, 0, c.seq, payload)
+
+
+# -- running the CLI in-process ----------------------------------------------------------------
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang()
+
+
+@dataclass
+class Run:
+    argv: list[str]
+    rc: int
+    out: str
+    err: str
+
+
+def run_cli(argv: list[str], timeout_s: int = 30) -> Run:
+    """cli.main(argv) with stdout and stderr captured; Hang if it takes longer than
+    timeout_s. Exceptions (tracebacks) propagate to the test."""
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout_s)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return Run(argv, rc, out.getvalue(), err.getvalue())
+
+
+def commands(path: str, other: str) -> Iterator[list[str]]:
+    """Every reading command on `path` (compare: against a sound trace `other`)."""
+    yield ["info", path]
+    yield ["info", "--json", path]
+    yield ["report", path]
+    yield ["report", "--json", path]
+    yield ["hist", path]
+    yield ["hist", "--metric", "fsync", path]
+    yield ["compare", other, path]
+    yield ["compare", "--json", other, path]
