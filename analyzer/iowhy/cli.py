@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from . import __version__
 from .commands import add_analysis_parsers
-from .errors import EXIT_NOT_FOUND, EXIT_USAGE, UserError, load
+from .errors import EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError, load
 
 if TYPE_CHECKING:
     from .traceformat import Trace

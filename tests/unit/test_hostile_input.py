@@ -340,5 +340,6 @@ def test_hist_without_values_names_an_undecodable_path_escaped(tmp_path):
     os.rename(tmp_path / "x", bad)
     r = subprocess.run([str(VENV_BIN / "iowhy").encode(), b"hist", bad], capture_output=True,
                        env=env, timeout=60)
-    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
-    assert b"e\\xff.iowt" in r.stderr
+    # nothing to draw exits 1 with one line, the path escaped
+    assert r.returncode == 1 and b"Traceback" not in r.stderr, r.stderr
+    assert r.stderr.count(b"\n") == 1 and b"e\\xff.iowt" in r.stderr

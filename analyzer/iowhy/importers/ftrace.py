@@ -69,8 +69,8 @@ USED_ELSEWHERE = {"block_rq_merge", "block_split", "block_plug", "block_unplug",
 
 
 def _syscall_numbers() -> dict[str, int]:
-    from ..attribute import SYSCALL_NAMES_X86_64
-    return {v: k for k, v in SYSCALL_NAMES_X86_64.items()}
+    from ..syscall_table import TABLES
+    return {v: k for k, v in TABLES["x86_64"].items()}
 
 
 @dataclass
