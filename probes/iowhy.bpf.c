@@ -7,11 +7,10 @@
  *
  * Cost: block events fire for every request on the traced devices (a table slot per
  * request at block_getrq, one per request event, one ring-buffer record per finished
- * request);
- * syscall, sched and fs events test one bit per process for untracked tasks and exit.
- * Timing every syscall of the workload (the default) costs about 145 ns per syscall on
- * the project's VM, two clock reads included; --syscalls sync limits it to the fsync
- * and write families (README, Performance).
+ * request); syscall, sched and fs events test one bit per process for untracked tasks
+ * and exit. By default (--syscalls sync) only the fsync and write families are timed,
+ * through their own syscall tracepoints; --syscalls all times every syscall of the
+ * workload through sys_enter/sys_exit, two clock reads each (docs/design.md).
  * Filtering by task happens at submission and syscall time, never at completion
  * (interrupt context).
  */
@@ -38,8 +37,7 @@ const volatile __s32 nr_fsync = -1, nr_fdatasync = -1, nr_sync = -1, nr_syncfs =
  * filesystem's sync event fires inside it (O_SYNC/O_DSYNC): that event opens the call
  * (IOWHY_FS_F_LATE_ENTER) and asks the recorder, through write_probes_wanted and a
  * wakeup, to attach the write family, which then times every later write from entry.
- * Saves every other write(2) of the workload the two tracepoints (about 175 ns each on
- * the project's VM: 30k writes in an untar of 20,000 files).
+ * Spares every other write(2) of the workload the two tracepoint programs.
  */
 const volatile __u8 lazy_writes = 0;
 const volatile __s32 nr_write = -1, nr_pwrite64 = -1, nr_writev = -1, nr_pwritev = -1,
@@ -81,11 +79,12 @@ struct {
 /*
  * Who submitted a request's first bio and with which flags (block_getrq), until the
  * request takes it at insert or issue: a two-way set-associative table indexed by the
- * bio's address, `bio` holding the address as the tag. An LRU hash update cost about 260 ns per bio on the project's VM, the
- * largest single cost of tracing an untar; a table slot costs an inlined lookup and
- * two atomics. Bios that never reach a request (a failed submission) leave stale slots
- * that later bios overwrite; a bio whose slot was overwritten while still queued
- * leaves its request without an origin, which IOWHY_C_NO_ORIGIN counts.
+ * bio's address, `bio` holding the address as the tag. A slot costs an inlined lookup
+ * and two atomics, where a hash map update per submission would be the largest single
+ * cost of tracing an I/O-heavy workload. Bios that never reach a request (a failed
+ * submission) leave stale slots that later bios overwrite; a bio whose slot was
+ * overwritten while still queued leaves its request without an origin, which
+ * IOWHY_C_NO_ORIGIN counts.
  */
 #define BIO_FREE 0
 #define BIO_BUSY 1 /* being written; no key is odd */
@@ -101,7 +100,7 @@ struct bio_info {
 
 /*
  * One slot per request between block_getrq and its insert or issue, not per bio: the
- * same 8192 slots as rq_tab, 384 KiB (it was 6 MiB when every bio took one).
+ * same 8192 slots as rq_tab, 384 KiB.
  */
 #define BIO_SET_BITS 12
 struct {
@@ -128,8 +127,8 @@ static __always_inline __u32 bio_set(__u64 bio)
  * set-associative table indexed by the request's address (struct rq_slot in iowhy.h):
  * blk-mq allocates a queue's requests side by side, so they fall in different sets.
  * When both ways of a set are taken, the request goes to the overflow hash, which
- * lookups consult only while it holds anything. A hash update and delete cost about
- * 200 ns per request on the project's VM; the table costs two atomics.
+ * lookups consult only while it holds anything. The table costs two atomics per
+ * request, where a hash map would cost an update and a delete.
  */
 #define RQ_SET_BITS 12
 struct {
@@ -163,11 +162,11 @@ static __always_inline __u32 rq_set(__u64 key)
 
 /*
  * Per-thread state of tracked tasks: struct task_state (iowhy.h, which the recorder
- * reads at stop). Two homes for it, one chosen at load by trying (recorder.c, load_object): task-local
- * storage, one helper call with no hashing and no size limit, where the kernel allows
- * it from these programs; else a hash map by tid. Syscall entry and exit each look the
- * state up, so on a syscall-heavy workload this lookup is a large part of what tracing
- * costs.
+ * reads at stop). Two homes for it, one chosen at load by trying (recorder.c):
+ * task-local storage, one helper call with no hashing and no size limit, where the
+ * kernel allows it from these programs; else a hash map by tid. Syscall entry and exit
+ * each look the state up, so on a syscall-heavy workload this lookup is a large part of
+ * what tracing costs.
  */
 const volatile __u8 use_task_storage = 0;
 
@@ -216,9 +215,8 @@ struct {
 
 /*
  * Request numbers, counted per CPU: seq = n * nr_cpus + cpu, n this CPU's count. One
- * global counter put a locked add on a cache line both CPUs kept reading (stopping,
- * attach_ns sit beside it) into every request; in 9 alternating --probe-stats runs of
- * the fsync bench the probes' time went from 22.6 to 22.0 ms (medians).
+ * global counter would put a locked add on a cache line every CPU keeps reading
+ * (stopping, attach_ns sit beside it) into every request.
  */
 const volatile __u32 nr_cpus = 1; /* possible CPUs, set by the recorder */
 struct {
@@ -253,10 +251,9 @@ static __always_inline __u64 wakeup_flag(void)
 /*
  * Staging (struct iowhy_stage, iowhy.h). A record of the four high-volume types is
  * built in this CPU's stage, and a full stage goes to the ring buffer in one helper
- * call: a reserve + submit costs about 130 ns more per record than appending here (the
- * ring's lock, its atomics and the record header's commit), measured on sched_switch in
- * alternating --probe-stats runs of the fsync bench (121 against 156 ns per run). The
- * lock is never waited for: whoever finds it taken writes to the ring directly.
+ * call, where a reserve + submit per record would pay the ring's lock, its atomics and
+ * the record header's commit every time. The lock is never waited for: whoever finds
+ * it taken writes to the ring directly.
  */
 static __always_inline void count_n(__u32 idx, __u64 n)
 {
@@ -411,11 +408,11 @@ static __always_inline void normalize(struct iowhy_request *r)
 
 /*
  * block_getrq: blk-mq has just given `bio` a request of its own, in the submitter's
- * context. It fires once per request, where block_bio_queue fires once per bio (22k
- * bios for 3k requests in the project's untar, each merged bio a probe run of about
- * 300 ns for nothing: a merged bio's origin is not kept, and its flags are read from
- * the bio when its request is inserted). The time is after any wait for a driver tag
- * or writeback throttling, which block_bio_queue would have included.
+ * context. It fires once per request, where block_bio_queue fires once per bio (most
+ * bios of a streaming write merge into an existing request, and a merged bio's origin
+ * is not kept: its flags are read from the bio when its request is inserted). The time
+ * is after any wait for a driver tag or writeback throttling, which block_bio_queue
+ * would have included.
  */
 static __always_inline void on_getrq(int btf, struct bio *bio)
 {
@@ -435,8 +432,8 @@ static __always_inline void on_getrq(int btf, struct bio *bio)
 	 * Claim the slot by marking it busy: a reader that has already matched the old
 	 * tag then fails its own compare-and-swap and ignores what it read, and another
 	 * CPU's submission leaves the slot alone. A slot another CPU is claiming at this
-	 * moment leaves the other way of the set: two submissions hashing to one set at
-	 * once had cost one of them its origin (3 in a 329k req/s fio sweep).
+	 * moment leaves the other way of the set, so two submissions hashing to one set at
+	 * once can both keep their origin.
 	 */
 	tag = s->bio;
 	if (tag == BIO_BUSY || __sync_val_compare_and_swap(&s->bio, tag, BIO_BUSY) != tag) {
@@ -614,8 +611,8 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 		stage_end(sb, e, IOWHY_REC_REQUEST, sizeof(*r));
 	} else if (bpf_ringbuf_output(&rb, r, sizeof(*r), wakeup_flag())) {
 		/*
-		 * Straight from the slot: reserve + a copy in BPF + submit measured 20-70 ns
-		 * slower per request than this one helper call.
+		 * Straight from the slot: one helper call, cheaper than a reserve, a copy in
+		 * BPF and a submit.
 		 */
 		count(IOWHY_C_RB_REQUEST);
 	}
@@ -629,12 +626,12 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
  * struct request now carries a new I/O, and the previous one's completion was never
  * seen. Write the old one out, flagged, and count it.
  *
- * The kernel can skip a probe without counting a recursion miss. Found on this
- * project's VM (a Firecracker guest kernel): bpf_trace_run* returns before running any
- * tracing program while current->tgid == 1, unless PID 1 loaded the program. Block
- * completions (and issues) done in softirq on top of a PID 1 thread, such as the
- * sandbox agent's vsock traffic, are invisible to every BPF program there, bpftrace's
- * included, while the tracefs event records them. Nothing in BPF can recover the time;
+ * The kernel can skip a probe without counting a recursion miss. On some kernels (a
+ * Firecracker guest kernel is one) bpf_trace_run* returns before running any tracing
+ * program while current->tgid == 1, unless PID 1 loaded the program. Block completions
+ * (and issues) done in softirq on top of a PID 1 thread, such as an agent's vsock
+ * traffic, are then invisible to every BPF program, bpftrace's included, while the
+ * tracefs event records them (docs/design.md). Nothing in BPF can recover the time;
  * the probes make sure each such request is still written, flagged and counted.
  */
 static __always_inline struct iowhy_request *rq_fresh(int btf, struct request *rq, __u64 key)

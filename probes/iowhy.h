@@ -4,7 +4,7 @@
  *
  * This header is shared by the BPF side (after vmlinux.h) and the recorder (after
  * <linux/types.h>); the analyzer mirrors it in analyzer/iowhy/abi.py and
- * tests/test_abi.py compiles this file to check every size and offset.
+ * tests/unit/test_abi.py compiles this file to check every size and offset.
  *
  * Rules: fixed-width types only (no bool, enum, long, pid_t in records), explicit
  * padding, 8-byte aligned sizes, a unit suffix on every quantity (_ns: nanoseconds
@@ -38,9 +38,9 @@ struct iowhy_rec_hdr {
  * Per-CPU staging buffer (map `stage`, one element per possible CPU, mmapped by the
  * recorder). Not a record and not in the trace file: the probes append finished
  * records of the four high-volume types here and hand a full buffer to the ring buffer
- * in one bpf_ringbuf_output(), instead of one reserve + submit per record (about 130 ns
- * less per off-CPU record on the project's VM, bench/README). The recorder empties the
- * buffers every IOWHY_STAGE_DRAIN_NS and at stop.
+ * in one bpf_ringbuf_output(), instead of one reserve + submit per record
+ * (docs/design.md). The recorder empties the buffers every IOWHY_STAGE_DRAIN_NS and at
+ * stop.
  *
  * busy_u32 is a lock taken by atomic exchange, by a program or by the recorder, never
  * waited for by a program: a program that finds it taken (a program it interrupted on
