@@ -736,6 +736,129 @@ static __always_inline void on_rq_merge(int btf, struct request *rq)
 }
 
 /*
+ * Requests being completed on this CPU, innermost last: what ties a wakeup to the
+ * request whose completion caused it. block_rq_complete fires at the top of
+ * blk_update_request (and of blk_complete_request, the batched path), before the loop
+ * that ends the request's bios; bio_endio's wake_up of the waiting thread therefore runs
+ * inside the tracepoint's call chain, after it, on the same CPU and in the same context
+ * (hardirq, softirq or the completing task). No event marks the end of that chain, so an
+ * entry is trusted at sched_waking only while
+ *   - the context (hardirq/softirq/NMI bits of the preempt count) and the current task
+ *     are those of its push (an interrupt that nests on the chain wakes from another
+ *     context and does not match),
+ *   - its request is not yet freed (struct request's state is not MQ_RQ_IDLE: the block
+ *     layer frees a fully completed request after the bios are ended, which also ends
+ *     an entry left by a completion that finished),
+ *   - it was pushed less than DONE_MAX_AGE_NS ago (a partial completion leaves a live
+ *     request behind).
+ * Nesting: a loop device on a file of another disk, with direct I/O, completes its
+ * request inside the backing request's completion, so two (or more) entries are live
+ * at once; the innermost one that matches is the link. A flush sequence's data stage
+ * ends no bio (req_bio_endio skips them until the final, zero-byte completion) and is
+ * not pushed.
+ *
+ * Cost: block_rq_complete adds a per-CPU array lookup, a preempt-count read and a few
+ * stores, plus one probe read of a request's state for each entry it finds above it;
+ * sched_waking of a tracked thread adds the lookup and one probe read per entry it
+ * examines (the stack is almost always empty or one deep). Nothing for other threads.
+ */
+#define DONE_DEPTH 4
+#define DONE_MAX_AGE_NS 2000000ULL
+#define DONE_SEQ_NONE ((__u64)-1) /* a request the table could not follow */
+#define DONE_CTX_UNKNOWN 0xffffffffU /* ctx_pc when the preempt count is unreadable */
+
+struct done_ent {
+	__u64 rq;     /* the struct request's address */
+	__u64 seq;    /* its iowhy_request.seq, or DONE_SEQ_NONE */
+	__u64 ts_ns;  /* when block_rq_complete fired */
+	__u32 ctx_pc; /* preempt count & IOWHY_PC_CTX_MASK at the push */
+	__u32 pid;    /* current task at the push (0: idle) */
+};
+
+struct done_stack {
+	__u32 n;
+	__u32 pad;
+	struct done_ent e[DONE_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct done_stack);
+} done_stk SEC(".maps");
+
+/* Whether a request recorded in the stack is still allocated (not back to MQ_RQ_IDLE). */
+static __always_inline int done_rq_live(__u64 rq)
+{
+	return BPF_CORE_READ((struct request *)rq, state) != 0;
+}
+
+static __always_inline void done_push(int btf, __u64 rq, __u64 seq, __u64 now)
+{
+	__u32 zero = 0, n, pc;
+	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
+	struct done_ent *e;
+
+	if (!d)
+		return;
+	n = d->n;
+	if (n > DONE_DEPTH)
+		n = DONE_DEPTH;
+	/* Drop finished entries above (and an older entry of this very request). */
+	for (int i = 0; i < DONE_DEPTH; i++) {
+		if (!n)
+			break;
+		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
+		if (e->rq != rq && now - e->ts_ns < DONE_MAX_AGE_NS && done_rq_live(e->rq))
+			break;
+		n--;
+	}
+	if (n >= DONE_DEPTH)
+		n = DONE_DEPTH - 1; /* deeper than ever seen: the innermost one wins */
+	e = &d->e[n & (DONE_DEPTH - 1)];
+	e->rq = rq;
+	e->seq = seq;
+	e->ts_ns = now;
+	e->ctx_pc = get_preempt_count(btf, &pc) ? DONE_CTX_UNKNOWN : pc & IOWHY_PC_CTX_MASK;
+	e->pid = (__u32)bpf_get_current_pid_tgid();
+	d->n = n + 1;
+}
+
+/*
+ * At sched_waking of a tracked thread: the request whose completion is waking it, from
+ * the innermost matching entry. `pc` is the context (preempt count & IOWHY_PC_CTX_MASK,
+ * or DONE_CTX_UNKNOWN). Returns its depth (1 = outermost), 0 if none.
+ */
+static __always_inline __u32 done_link(__u32 pc, __u64 now, __u64 *seq)
+{
+	__u32 zero = 0, n, pid = (__u32)bpf_get_current_pid_tgid();
+	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
+
+	if (!d)
+		return 0;
+	n = d->n;
+	if (n > DONE_DEPTH)
+		n = DONE_DEPTH;
+	for (int i = 0; i < DONE_DEPTH; i++) {
+		struct done_ent *e;
+
+		if (!n)
+			break;
+		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
+		if (e->ctx_pc == pc && e->pid == pid && now - e->ts_ns < DONE_MAX_AGE_NS &&
+		    done_rq_live(e->rq)) {
+			if (e->seq == DONE_SEQ_NONE)
+				return 0;
+			*seq = e->seq;
+			return n;
+		}
+		n--;
+	}
+	return 0;
+}
+
+/*
  * A flush-sequenced data request completes twice: its data stage (RQF_FLUSH_SEQ still
  * set) and, once the post-flush is done, again with 0 bytes after the flag is cleared.
  * Only the latter finishes it. An empty PREFLUSH request is never issued: its single
@@ -768,8 +891,11 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 
 		if (!r)
 			r = rq_create(btf, rq, key);
-		if (!r)
+		if (!r) {
+			if (!(rqf & rqf_flush_seq()) || is_flush)
+				done_push(btf, (__u64)rq, DONE_SEQ_NONE, now);
 			return;
+		}
 		r->cmd_flags = cmd;
 		r->rq_flags |= rqf;
 		r->start_sector = RD(btf, rq, __sector);
@@ -800,6 +926,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
 		return;
 	}
+	done_push(btf, (__u64)rq, r->seq, now);
 	r->done_ns = now;
 	r->error = error;
 	rq_emit(r, key, now);
@@ -911,6 +1038,15 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 		e->waker_tid = st->waker_tid;
 		e->flags_u16 = st->off_flags | late;
 		__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
+		if (e->waking_ns) {
+			e->waker_ctx_u16 = st->waker_ctx;
+			e->waker_preempt_count = st->waker_preempt_count;
+			if (st->waker_rq_depth) {
+				e->flags_u16 |= IOWHY_OFF_WAKER_RQ;
+				e->waker_rq_seq = st->waker_rq_seq;
+				e->waker_rq_depth = st->waker_rq_depth;
+			}
+		}
 		stage_end(sb, e, IOWHY_REC_OFFCPU, sizeof(*e));
 	}
 	if (late)
@@ -1154,6 +1290,44 @@ static __always_inline int current_syscall_is(__s32 nr)
 
 /* ------------------------------------------------------------------ off-CPU --- */
 
+/*
+ * A tracked thread off CPU since before the probes were attached (nothing has created
+ * its state yet, and it is older than the attach), first seen being woken (`woken`) or
+ * switched in: open its interval at attach_ns, with what can be read of its sleep now
+ * (at sched_waking the task's state is still the sleeping one). Returns NULL for threads
+ * born while recording, whose first switch-in follows their fork.
+ */
+static __always_inline struct task_state *open_from_start(int btf, struct task_struct *p, __u32 tid,
+							  int woken)
+{
+	struct task_state *st;
+	__u32 state;
+	__u16 f = IOWHY_OFF_FROM_START;
+
+	if (!attach_ns || BPF_CORE_READ(p, start_time) >= attach_ns)
+		return NULL;
+	st = task_state_of(p, tid, 1);
+	if (!st)
+		return NULL;
+	state = woken ? get_task_state(btf, p) : 0;
+	if (!woken)
+		f |= IOWHY_OFF_PREEMPT;
+	if (woken && task_in_iowait(btf, p))
+		f |= IOWHY_OFF_IOWAIT;
+	if ((state & 0x2) && !(state & 0x400))
+		f |= IOWHY_OFF_D;
+	st->off_ns = attach_ns;
+	st->off_state = state;
+	st->off_flags = f;
+	st->off_sys_nr = task_syscall_nr(btf, p);
+	st->waking_ns = 0;
+	st->waker_tgid = 0;
+	st->waker_tid = 0;
+	st->waker_ctx = 0;
+	st->waker_rq_depth = 0;
+	return st;
+}
+
 static __always_inline void on_switch(int btf, int preempt, struct task_struct *prev,
 				     struct task_struct *next)
 {
@@ -1192,35 +1366,60 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			st->waking_ns = 0;
 			st->waker_tgid = 0;
 			st->waker_tid = 0;
+			st->waker_ctx = 0;
+			st->waker_rq_depth = 0;
 		}
 	}
 	tgid = RD(btf, next, tgid);
 	if (is_tracked(tgid)) {
 		tid = RD(btf, next, pid);
 		st = task_state_of(next, tid, 0);
+		if (!st)
+			st = open_from_start(btf, next, tid, 0);
 		if (!st || !st->off_ns)
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
 	}
 }
 
+/*
+ * Who woke a tracked thread, from which context, and (when the wakeup runs inside a
+ * block completion) which request: see done_stk. The cost for a tracked thread is one
+ * per-CPU read of the preempt count and the completion-stack lookup.
+ */
 static __always_inline void on_waking(int btf, struct task_struct *p)
 {
-	__u32 tid;
-	__u64 pt;
+	__u32 tid, pc;
+	__u64 pt, now;
 	struct task_state *st;
 
 	if (!is_tracked(RD(btf, p, tgid)))
 		return;
 	tid = RD(btf, p, pid);
 	st = task_state_of(p, tid, 0);
+	if (!st)
+		st = open_from_start(btf, p, tid, 1);
 	if (!st || !st->off_ns || st->waking_ns)
 		return;
 	pt = bpf_get_current_pid_tgid();
-	st->waking_ns = bpf_ktime_get_ns();
+	now = bpf_ktime_get_ns();
+	st->waking_ns = now;
 	st->waker_tgid = pt >> 32;
 	st->waker_tid = (__u32)pt;
 	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+	if (get_preempt_count(btf, &pc)) {
+		st->waker_preempt_count = 0;
+		st->waker_ctx = IOWHY_WCTX_UNKNOWN;
+		pc = DONE_CTX_UNKNOWN;
+	} else {
+		st->waker_preempt_count = pc;
+		st->waker_ctx = (pc & IOWHY_PC_NMI_MASK) ? IOWHY_WCTX_NMI
+				: (pc & IOWHY_PC_HARDIRQ_MASK) ? IOWHY_WCTX_HARDIRQ
+				: (pc & IOWHY_PC_SOFTIRQ_OFFSET) ? IOWHY_WCTX_SOFTIRQ
+				: IOWHY_WCTX_TASK;
+		pc &= IOWHY_PC_CTX_MASK;
+	}
+	st->waker_rq_depth = done_link(pc, now, &st->waker_rq_seq);
 }
 
 /* ------------------------------------------------------------ journal / log --- */

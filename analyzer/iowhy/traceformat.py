@@ -182,9 +182,11 @@ def read_trace(path: str) -> Trace:
                          "iowhy reads .iowt files written by `iowhy record`")
     hdr = np.frombuffer(buf, dtype=abi.FILE_HDR_DTYPE, count=1)[0]
     version = int(hdr["version"])
-    if version != abi.FORMAT_VERSION:
+    if version not in abi.READ_VERSIONS:
+        older = ", ".join(str(v) for v in abi.READ_VERSIONS if v != abi.FORMAT_VERSION)
         raise TraceError(f"{path} is trace format version {version}; this iowhy reads version "
-                         f"{abi.FORMAT_VERSION}", "use the iowhy release that recorded it")
+                         f"{abi.FORMAT_VERSION}" + (f" (and {older})" if older else ""),
+                         "use the iowhy release that recorded it")
     if int(hdr["endian_tag"]) != 0x01020304:
         raise TraceError(f"{path} was written on a big-endian host",
                          "analyze it on a host of the recorder's byte order")
@@ -193,6 +195,8 @@ def read_trace(path: str) -> Trace:
     off = int(hdr["hdr_bytes"])
     chdr_size = int(hdr["chunk_hdr_bytes"]) or CHDR_SIZE
     known_sizes = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
+    old_dtypes = abi.OLD_RECORD_DTYPES.get(version, {})
+    known_sizes.update({code: dt.itemsize for code, dt in old_dtypes.items()})
     while off < size:
         ok = False
         if off + chdr_size <= size and bytes(buf[off:off + 4]) == abi.CHUNK_MAGIC:
@@ -204,7 +208,7 @@ def read_trace(path: str) -> Trace:
                 if zlib.crc32(payload) & 0xFFFFFFFF == int(ch["crc32"]):
                     ok = True
                     tr.chunk_count += 1
-                    _take_chunk(tr, ch, payload, known_sizes)
+                    _take_chunk(tr, ch, payload, known_sizes, old_dtypes)
                     off = pstart + plen
         if ok:
             continue
@@ -224,7 +228,8 @@ def read_trace(path: str) -> Trace:
 
 
 def _take_chunk(tr: Trace, ch: np.void, payload: memoryview,
-                known_sizes: dict[int, int]) -> None:
+                known_sizes: dict[int, int], old_dtypes: dict[int, np.dtype] | None = None
+                ) -> None:
     ctype = int(ch["type"])
     n = int(ch["data_bytes"])
     if ctype in abi.JSON_CHUNKS:
@@ -244,11 +249,21 @@ def _take_chunk(tr: Trace, ch: np.void, payload: memoryview,
         return
     if ctype in abi.RECORD_TYPES and int(ch["rec_size_bytes"]) == known_sizes[ctype]:
         name, dtype = abi.RECORD_TYPES[ctype]
+        old = (old_dtypes or {}).get(ctype)
         count = int(ch["count"])
-        if count * dtype.itemsize != n:
+        if count * (old or dtype).itemsize != n:
             tr.unknown_chunks += 1
             return
-        view = np.frombuffer(payload, dtype=dtype, count=count)
+        if old is not None:
+            # An older version's layout: widen to this version's (new fields zero).
+            src = np.frombuffer(payload, dtype=old, count=count)
+            view = np.zeros(count, dtype=dtype)
+            for f in old.names or ():
+                if f in (dtype.names or ()) and not f.startswith("pad"):
+                    view[f] = src[f]
+            view["size_bytes"] = dtype.itemsize
+        else:
+            view = np.frombuffer(payload, dtype=dtype, count=count)
         tr._views.setdefault(name, []).append(view)
         return
     tr.unknown_chunks += 1
