@@ -773,6 +773,8 @@ struct done_ent {
 	__u64 ts_ns;  /* when block_rq_complete fired */
 	__u32 ctx_pc; /* preempt count & IOWHY_PC_CTX_MASK at the push */
 	__u32 pid;    /* current task at the push (0: idle) */
+	__u32 by_hctx; /* never started (state MQ_RQ_IDLE at the push): alive while mq_hctx is set */
+	__u32 pad;
 };
 
 struct done_stack {
@@ -788,14 +790,24 @@ struct {
 	__type(value, struct done_stack);
 } done_stk SEC(".maps");
 
-/* Whether a request recorded in the stack is still allocated (not back to MQ_RQ_IDLE). */
-static __always_inline int done_rq_live(__u64 rq)
+/*
+ * Whether the request of an entry is still allocated. blk_mq_free_request() and the
+ * batched completion set a started request's state back to MQ_RQ_IDLE; a request the
+ * driver never started (an empty PREFLUSH request, completed by the flush machinery)
+ * is IDLE all along, and __blk_mq_free_request() clears its mq_hctx instead.
+ */
+static __always_inline int done_rq_live(struct done_ent *e)
 {
-	return BPF_CORE_READ((struct request *)rq, state) != 0;
+	struct request *rq = (struct request *)e->rq;
+
+	if (e->by_hctx)
+		return BPF_CORE_READ(rq, mq_hctx) != NULL;
+	return BPF_CORE_READ(rq, state) != 0;
 }
 
-static __always_inline void done_push(int btf, __u64 rq, __u64 seq, __u64 now)
+static __always_inline void done_push(int btf, struct request *req, __u64 seq, __u64 now)
 {
+	__u64 rq = (__u64)req;
 	__u32 zero = 0, n, pc;
 	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
 	struct done_ent *e;
@@ -810,7 +822,7 @@ static __always_inline void done_push(int btf, __u64 rq, __u64 seq, __u64 now)
 		if (!n)
 			break;
 		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
-		if (e->rq != rq && now - e->ts_ns < DONE_MAX_AGE_NS && done_rq_live(e->rq))
+		if (e->rq != rq && now - e->ts_ns < DONE_MAX_AGE_NS && done_rq_live(e))
 			break;
 		n--;
 	}
@@ -822,6 +834,7 @@ static __always_inline void done_push(int btf, __u64 rq, __u64 seq, __u64 now)
 	e->ts_ns = now;
 	e->ctx_pc = get_preempt_count(btf, &pc) ? DONE_CTX_UNKNOWN : pc & IOWHY_PC_CTX_MASK;
 	e->pid = (__u32)bpf_get_current_pid_tgid();
+	e->by_hctx = RD(btf, req, state) == 0;
 	d->n = n + 1;
 }
 
@@ -847,7 +860,7 @@ static __always_inline __u32 done_link(__u32 pc, __u64 now, __u64 *seq)
 			break;
 		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
 		if (e->ctx_pc == pc && e->pid == pid && now - e->ts_ns < DONE_MAX_AGE_NS &&
-		    done_rq_live(e->rq)) {
+		    done_rq_live(e)) {
 			if (e->seq == DONE_SEQ_NONE)
 				return 0;
 			*seq = e->seq;
@@ -893,7 +906,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 			r = rq_create(btf, rq, key);
 		if (!r) {
 			if (!(rqf & rqf_flush_seq()) || is_flush)
-				done_push(btf, (__u64)rq, DONE_SEQ_NONE, now);
+				done_push(btf, rq, DONE_SEQ_NONE, now);
 			return;
 		}
 		r->cmd_flags = cmd;
@@ -926,7 +939,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
 		return;
 	}
-	done_push(btf, (__u64)rq, r->seq, now);
+	done_push(btf, rq, r->seq, now);
 	r->done_ns = now;
 	r->error = error;
 	rq_emit(r, key, now);
