@@ -945,6 +945,47 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 	rq_emit(r, key, now);
 }
 
+/*
+ * block_bio_complete: a bio of a bio-based device (zram, dm, md), whose I/O never
+ * becomes a request and so has no other record (struct iowhy_bio). Cost: request-based
+ * devices trace their bios' completion in blk_update_request and clear the flag that
+ * makes bio_endio fire this event, so it runs only for bio-based I/O (and bios failed
+ * before they reached a request): one ring-buffer record each.
+ */
+static __always_inline void on_bio_complete(int btf, struct bio *bio)
+{
+	__u32 devt = disk_devt(btf, bio_disk(btf, bio)), opf;
+	struct iowhy_request n = {};
+	struct iowhy_bio *e;
+	__u64 pt;
+
+	if (!dev_wanted(devt))
+		return;
+	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	if (!e) {
+		count(IOWHY_C_RB_BIO);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	fill_hdr(&e->hdr, IOWHY_REC_BIO, sizeof(*e), bpf_ktime_get_ns());
+	opf = RD(btf, bio, bi_opf);
+	e->sector = RD(btf, bio, bi_iter.bi_sector);
+	e->len_bytes = RD(btf, bio, bi_iter.bi_size);
+	e->dev_major = DEV_MAJOR(devt);
+	e->dev_minor = DEV_MINOR(devt);
+	e->opf = opf;
+	e->error = RD(btf, bio, bi_status);
+	pt = bpf_get_current_pid_tgid();
+	e->tgid = pt >> 32;
+	e->tid = (__u32)pt;
+	n.cmd_flags = opf;
+	normalize(&n);
+	e->op = n.op;
+	e->iflags = n.iflags;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, wakeup_flag());
+}
+
 /* ------------------------------------------------------------- tracked tasks --- */
 
 /*
@@ -1566,6 +1607,8 @@ IOWHY_TP(block_rq_requeue, on_rq_requeue(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_merge, on_rq_merge(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_complete, on_rq_complete(btf, rq, error, nr_bytes), struct request *rq, int error,
 	 unsigned int nr_bytes)
+
+IOWHY_TP(block_bio_complete, on_bio_complete(btf, bio), struct request_queue *q, struct bio *bio)
 
 IOWHY_TP(sched_process_fork, on_fork(parent, child), struct task_struct *parent,
 	 struct task_struct *child)

@@ -25,7 +25,8 @@
 #define IOWHY_REC_TASK 5    /* fork/exec/exit of a tracked task */
 #define IOWHY_REC_SYSCALL 6 /* per-syscall count and time, aggregated in the kernel */
 #define IOWHY_REC_THREAD 7  /* a tracked thread's state when recording started (read by the recorder) */
-#define IOWHY_REC_MAX 7
+#define IOWHY_REC_BIO 8     /* one bio completed outside any request: a bio-based device (zram, dm, md) */
+#define IOWHY_REC_MAX 8
 
 /* Common header: every record starts with it. */
 struct iowhy_rec_hdr {
@@ -284,6 +285,31 @@ struct iowhy_syscall {
 };
 
 /*
+ * A bio ended without ever being part of a request: block_bio_complete fires only for
+ * bios whose completion blk_update_request has not traced already, that is, for the
+ * bios of bio-based devices (zram, device-mapper, md, brd), which have no requests, and
+ * for bios failed before they reached one. No submission time: block_bio_queue fires for
+ * every bio of every device, a cost the probes do not pay.
+ */
+struct iowhy_bio {
+	struct iowhy_rec_hdr hdr;  /* ts_ns: bio_endio */
+	__u64 sector;              /* bio's sector (512-byte units) as the tracepoint reports it */
+	__u32 len_bytes;           /* bio's remaining size at its end */
+	__u32 dev_major;           /* the bio's disk (whole disk) */
+	__u32 dev_minor;
+	__u32 opf;                 /* raw bi_opf (kernel bit layout) */
+	__s32 error;               /* blk_status_t */
+	__u32 tgid;                /* context task at the end (zram: the submitter, synchronously) */
+	__u32 tid;
+	__u8 op;                   /* IOWHY_OP_* */
+	__u8 pad0;
+	__u16 iflags;              /* IOWHY_F_* */
+	__u32 pad1;
+	__u32 pad2;
+	char comm[IOWHY_COMM_LEN]; /* context task's comm */
+};
+
+/*
  * Loss and anomaly counters: a per-CPU array in the kernel indexed by these, summed
  * by the recorder into the trailer under the names listed in docs/trace-format.md.
  * The IOWHY_C_LOST_* and IOWHY_C_*_FULL ones are losses; the rest are anomalies the
@@ -307,7 +333,8 @@ struct iowhy_syscall {
 #define IOWHY_C_LOST_SWITCH_IN 15 /* a tracked thread's switch back on CPU never seen (written, IOWHY_OFF_LATE_END) */
 #define IOWHY_C_LOST_SYS_EXIT 16   /* an fsync-family call's exit never seen (written, IOWHY_FS_F_EXIT_UNSEEN) */
 #define IOWHY_C_LATE_ENTRY 17      /* an O_SYNC/O_DSYNC write first seen at its fs sync event (IOWHY_FS_F_LATE_ENTER) */
-#define IOWHY_C_MAX 18
+#define IOWHY_C_RB_BIO 18          /* ring buffer full: bio records lost */
+#define IOWHY_C_MAX 19
 
 #define IOWHY_MAX_BIO_WALK 256
 

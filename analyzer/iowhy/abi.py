@@ -21,6 +21,7 @@ REC_OFFCPU = 4
 REC_TASK = 5
 REC_SYSCALL = 6
 REC_THREAD = 7
+REC_BIO = 8
 
 CHUNK_META = 0x100
 CHUNK_RECORDER = 0x101
@@ -117,7 +118,7 @@ COUNTER_NAMES = (
     "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
     "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
     "bio_walk_capped", "lost_completion", "lost_issue", "lost_switch_in", "lost_syscall_exit",
-    "late_syscall_entry",
+    "late_syscall_entry", "lost_ringbuf_bio",
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
@@ -179,6 +180,12 @@ SYSCALL_DTYPE = np.dtype(_HDR + [
     ("count", "<u8"), ("total_ns", "<u8"), ("syscall_nr", "<u4"), ("pad0", "<u4"),
 ])
 
+BIO_DTYPE = np.dtype(_HDR + [
+    ("sector", "<u8"), ("len_bytes", "<u4"), ("dev_major", "<u4"), ("dev_minor", "<u4"),
+    ("opf", "<u4"), ("error", "<i4"), ("tgid", "<u4"), ("tid", "<u4"), ("op", "u1"), ("pad0", "u1"),
+    ("iflags", "<u2"), ("pad1", "<u4"), ("pad2", "<u4"), _COMM,
+])
+
 THREAD_DTYPE = np.dtype(_HDR + [
     ("arg0", "<u8"), ("tgid", "<u4"), ("tid", "<u4"), ("syscall_nr", "<i4"), ("state_u8", "u1"),
     ("pad0", "u1"), ("flags_u16", "<u2"), _COMM, ("wchan", "S32"),
@@ -203,6 +210,7 @@ RECORD_TYPES: dict[int, tuple[str, np.dtype]] = {
     REC_TASK: ("task", TASK_DTYPE),
     REC_SYSCALL: ("syscall", SYSCALL_DTYPE),
     REC_THREAD: ("thread", THREAD_DTYPE),
+    REC_BIO: ("bio", BIO_DTYPE),
 }
 # Record layouts of older versions: {version: {record type: dtype}}, for those that differ.
 OLD_RECORD_DTYPES: dict[int, dict[int, np.dtype]] = {3: {REC_OFFCPU: OFFCPU_V3_DTYPE}}
@@ -213,6 +221,6 @@ C_STRUCTS = {
     "iowhy_rec_hdr": np.dtype(_HDR),
     "iowhy_request": REQUEST_DTYPE, "iowhy_fsync": FSYNC_DTYPE, "iowhy_journal": JOURNAL_DTYPE,
     "iowhy_offcpu": OFFCPU_DTYPE, "iowhy_task": TASK_DTYPE, "iowhy_syscall": SYSCALL_DTYPE,
-    "iowhy_thread": THREAD_DTYPE,
+    "iowhy_thread": THREAD_DTYPE, "iowhy_bio": BIO_DTYPE,
     "iowhy_file_hdr": FILE_HDR_DTYPE, "iowhy_chunk_hdr": CHUNK_HDR_DTYPE,
 }

@@ -208,3 +208,53 @@ def test_attach_records_the_state_of_a_sleeping_thread(bpf, tmp_path, iowhy_bin,
     assert int(f["end_ns"]) > int(f["waking_ns"]) > tr.start_ns
     # Nothing earlier for that thread: the interval is its first.
     assert int(off[off["tid"] == tid]["start_ns"].min()) == int(f["start_ns"])
+
+
+@pytest.fixture
+def zram(root, request):
+    """A zram device of our own (hot_add), removed at teardown."""
+    ctl = Path("/sys/class/zram-control/hot_add")
+    if not ctl.exists():
+        pytest.skip("no zram-control (zram not built in or not loaded)")
+    n = int(ctl.read_text())
+    name = f"zram{n}"
+
+    def _remove():
+        try:
+            Path(f"/sys/block/{name}/reset").write_text("1\n")
+        except OSError:
+            pass
+        try:
+            Path("/sys/class/zram-control/hot_remove").write_text(f"{n}\n")
+        except OSError:
+            pass
+    request.addfinalizer(_remove)
+    Path(f"/sys/block/{name}/disksize").write_text("16M\n")
+    return name
+
+
+def test_bio_based_device_bios_are_recorded(bpf, zram, tmp_path, iowhy_bin):
+    """zram has no requests: every bio is a bio record, as many as the device's own
+    write count in /sys/block/<zram>/stat, and the metadata names it bio-based."""
+    n = 64
+    major, minor = (int(x) for x in Path(f"/sys/block/{zram}/dev").read_text().split(":"))
+    writes0 = int(Path(f"/sys/block/{zram}/stat").read_text().split()[4])
+    out = tmp_path / "zram.iowt"
+    argv = [*iowhy_bin, "record", "-q", "-o", str(out), "--", "dd", "if=/dev/zero",
+            f"of=/dev/{zram}", "bs=4k", f"count={n}", "seek=3", "oflag=direct", "status=none"]
+    run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+         "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; "
+         "exec " + " ".join(shlex.quote(a) for a in argv)])
+    writes = int(Path(f"/sys/block/{zram}/stat").read_text().split()[4]) - writes0
+    tr = read_trace(str(out))
+    assert_nothing_dropped(tr)
+    b = tr.records("bio")
+    mine = b[(b["dev_major"] == major) & (b["dev_minor"] == minor)]
+    assert len(mine) == writes == n, (len(mine), writes)
+    assert (mine["op"] == abi.OP_WRITE).all() and (mine["len_bytes"] == 4096).all()
+    assert sorted(mine["sector"].tolist()) == [(3 + i) * 8 for i in range(n)]
+    assert (mine["error"] == 0).all()
+    assert {c.decode() for c in mine["comm"]} == {"dd"}  # zram ends bios in the submitter
+    rq = tr.records("request")
+    assert not ((rq["dev_major"] == major) & (rq["dev_minor"] == minor)).any()
+    assert zram in tr.meta.get("bio_based_devices", [])
