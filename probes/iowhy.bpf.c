@@ -1067,6 +1067,58 @@ static __always_inline void on_exec(struct task_struct *p)
 
 /* ----------------------------------------------------------------- syscalls --- */
 
+/*
+ * Helper threads: kernel threads a workload waits on while they work for it (jbd2
+ * commits, XFS log and end-I/O workers, loop workers, writeback flushers and kblockd
+ * are all kworkers or named threads). While at least one tracked thread is asleep
+ * (blocked_tracked), a kernel thread whose name starts with one of HELPER_PREFIXES gets
+ * its off-CPU intervals recorded like a tracked thread's, flagged IOWHY_OFF_HELPER: when
+ * it slept, who woke it, from which context and which request's completion, its
+ * run-queue wait, and its total on-CPU time at each switch-out (so its CPU time between
+ * two intervals is exact). An interval opened that way is closed at the helper's next
+ * switch-in even if no tracked thread is asleep any more.
+ *
+ * Bound: one task_state per helper thread that switched out while a tracked thread
+ * slept (task-local storage, or entries of the `tasks` hash shared with tracked
+ * threads; kernel threads rarely exit, so those entries stay), a few dozen threads on
+ * a typical machine. Cost: with no tracked thread asleep, nothing but a test of
+ * blocked_tracked at each switch-out and of helpers_open at each switch-in; while one
+ * sleeps, every switch-out of a kernel thread reads its flags and the first 8 bytes of
+ * its name (one probe read), and every switch-in or waking of a kernel thread while a
+ * helper interval is open looks its state up; a tracked thread's sleep and waking
+ * each add one atomic add on a shared counter.
+ */
+__u64 blocked_tracked = 0; /* tracked threads switched out asleep and not yet woken */
+__u64 helpers_open = 0;    /* helper intervals open */
+#define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+static __always_inline int is_kthread(int btf, struct task_struct *t)
+{
+	return (RD(btf, t, flags) & IOWHY_PF_KTHREAD) && RD(btf, t, pid);
+}
+
+/* "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" as little-endian prefixes of comm. */
+static __always_inline int helper_name(struct task_struct *t)
+{
+	__u64 c = 0;
+
+	if (bpf_probe_read_kernel(&c, sizeof(c), &t->comm))
+		return 0;
+	return c == 0x2f72656b726f776bULL ||                      /* kworker/ */
+	       (c & 0xffffffffffULL) == 0x2f3264626aULL ||         /* jbd2/ */
+	       (c & 0xffffffffULL) == 0x706f6f6cULL ||             /* loop */
+	       (c & 0xffffffffffffffULL) == 0x646c6961736678ULL || /* xfsaild */
+	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
+}
+
+static __always_inline void blocked_dec(struct task_state *st)
+{
+	if (st->counted) {
+		st->counted = 0;
+		__sync_fetch_and_sub(&blocked_tracked, 1);
+	}
+}
+
 /* Write the off-CPU interval that started at st->off_ns and ends now. */
 static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
 					__u16 late)
@@ -1091,6 +1143,7 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 		e->waker_tgid = st->waker_tgid;
 		e->waker_tid = st->waker_tid;
 		e->flags_u16 = st->off_flags | late;
+		e->run_total_ns = (st->off_flags & IOWHY_OFF_FROM_START) ? 0 : st->run_ns;
 		__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
 		if (e->waking_ns) {
 			e->waker_ctx_u16 = st->waker_ctx;
@@ -1106,6 +1159,7 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 	if (late)
 		count(IOWHY_C_LOST_SWITCH_IN);
 	st->off_ns = 0;
+	blocked_dec(st);
 }
 
 /*
@@ -1422,6 +1476,37 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			st->waker_tid = 0;
 			st->waker_ctx = 0;
 			st->waker_rq_depth = 0;
+			st->run_ns = RD(btf, prev, se.sum_exec_runtime);
+			if (!(f & IOWHY_OFF_PREEMPT) && !st->counted) {
+				st->counted = 1;
+				__sync_fetch_and_add(&blocked_tracked, 1);
+			}
+		}
+	} else if (blocked_tracked && is_kthread(btf, prev) && helper_name(prev)) {
+		tid = RD(btf, prev, pid);
+		st = task_state_of(prev, tid, 1);
+		if (st && !st->off_ns) {
+			__u32 state = get_task_state(btf, prev);
+			__u16 f = IOWHY_OFF_HELPER;
+
+			if (preempt || state == 0)
+				f |= IOWHY_OFF_PREEMPT;
+			if (task_in_iowait(btf, prev))
+				f |= IOWHY_OFF_IOWAIT;
+			if ((state & 0x2) && !(state & 0x400))
+				f |= IOWHY_OFF_D;
+			now = bpf_ktime_get_ns();
+			st->off_ns = now;
+			st->off_state = state;
+			st->off_flags = f;
+			st->off_sys_nr = -1;
+			st->waking_ns = 0;
+			st->waker_tgid = 0;
+			st->waker_tid = 0;
+			st->waker_ctx = 0;
+			st->waker_rq_depth = 0;
+			st->run_ns = RD(btf, prev, se.sum_exec_runtime);
+			__sync_fetch_and_add(&helpers_open, 1);
 		}
 	}
 	tgid = RD(btf, next, tgid);
@@ -1433,6 +1518,13 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 		if (!st || !st->off_ns)
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
+	} else if (helpers_open && is_kthread(btf, next)) {
+		tid = RD(btf, next, pid);
+		st = task_state_of(next, tid, 0);
+		if (!st || !st->off_ns || !(st->off_flags & IOWHY_OFF_HELPER))
+			return;
+		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
+		__sync_fetch_and_sub(&helpers_open, 1);
 	}
 }
 
@@ -1447,14 +1539,21 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 	__u64 pt, now;
 	struct task_state *st;
 
-	if (!is_tracked(RD(btf, p, tgid)))
-		return;
-	tid = RD(btf, p, pid);
-	st = task_state_of(p, tid, 0);
-	if (!st)
-		st = open_from_start(btf, p, tid, 1);
-	if (!st || !st->off_ns || st->waking_ns)
-		return;
+	if (is_tracked(RD(btf, p, tgid))) {
+		tid = RD(btf, p, pid);
+		st = task_state_of(p, tid, 0);
+		if (!st)
+			st = open_from_start(btf, p, tid, 1);
+		if (!st || !st->off_ns || st->waking_ns)
+			return;
+		blocked_dec(st);
+	} else {
+		if (!helpers_open || !is_kthread(btf, p))
+			return;
+		st = task_state_of(p, RD(btf, p, pid), 0);
+		if (!st || !st->off_ns || st->waking_ns || !(st->off_flags & IOWHY_OFF_HELPER))
+			return;
+	}
 	pt = bpf_get_current_pid_tgid();
 	now = bpf_ktime_get_ns();
 	st->waking_ns = now;

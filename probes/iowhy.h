@@ -206,6 +206,9 @@ struct iowhy_journal {
 #define IOWHY_OFF_FROM_START (1 << 5) /* off CPU since before the probes were attached: start_ns is
 					 the attach time; state, IOWAIT, D and syscall_nr were read
 					 at the waking (PREEMPT: first seen switched in, never woken) */
+#define IOWHY_OFF_HELPER (1 << 6) /* not a workload thread: a kernel thread the workload may wait on
+				     (jbd2, kworker, loop, xfsaild, kswapd), switched out while
+				     some tracked thread was asleep */
 
 /* iowhy_offcpu.waker_ctx_u16: the context sched_waking ran in (from the preempt count) */
 #define IOWHY_WCTX_UNKNOWN 0 /* not woken (preempted, yielded) or not readable */
@@ -234,6 +237,8 @@ struct iowhy_offcpu {
 				      one included (2: a loop request inside its backing device's
 				      completion); 0 without IOWHY_OFF_WAKER_RQ */
 	__u32 pad0;
+	__u64 run_total_ns;        /* the thread's total on-CPU time at the switch-out
+				      (se.sum_exec_runtime); 0 with FROM_START */
 };
 
 /* iowhy_thread.flags_u16 */
@@ -368,9 +373,10 @@ struct task_state {
 	__u64 waker_rq_seq;
 	__u32 waker_rq_depth;
 	__u16 waker_ctx;
-	__u16 pad1;
+	__u16 counted;  /* 1: counted in the probes' blocked_tracked while asleep */
 	__u32 waker_preempt_count;
 	__u32 pad2;
+	__u64 run_ns;   /* se.sum_exec_runtime at the switch-out */
 };
 
 struct rq_slot {

@@ -100,6 +100,7 @@ OFF_D = 1 << 2
 OFF_LATE_END = 1 << 3
 OFF_WAKER_RQ = 1 << 4
 OFF_FROM_START = 1 << 5
+OFF_HELPER = 1 << 6
 
 # offcpu waker_ctx_u16: the context the wakeup ran in
 WCTX_UNKNOWN, WCTX_TASK, WCTX_SOFTIRQ, WCTX_HARDIRQ, WCTX_NMI = 0, 1, 2, 3, 4
@@ -162,6 +163,7 @@ OFFCPU_DTYPE = np.dtype(_HDR + [
     ("state", "<u4"), ("syscall_nr", "<i4"), ("waker_tgid", "<u4"), ("waker_tid", "<u4"),
     ("flags_u16", "<u2"), ("waker_ctx_u16", "<u2"), ("waker_preempt_count", "<u4"),
     ("waker_comm", "S16"), ("waker_rq_seq", "<u8"), ("waker_rq_depth", "<u4"), ("pad0", "<u4"),
+    ("run_total_ns", "<u8"),
 ])
 # Version 3's offcpu record (88 bytes): the same first 88 bytes, waker_ctx_u16 and
 # waker_preempt_count then padding (zero). The reader widens it to OFFCPU_DTYPE.

@@ -258,3 +258,60 @@ def test_bio_based_device_bios_are_recorded(bpf, zram, tmp_path, iowhy_bin):
     rq = tr.records("request")
     assert not ((rq["dev_major"] == major) & (rq["dev_minor"] == minor)).any()
     assert zram in tr.meta.get("bio_based_devices", [])
+
+
+FSYNC_LOOP = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+for i in range(40):
+    os.pwrite(fd, b"x" * 8192, i * 8192)
+    os.fsync(fd)
+"""
+
+
+def test_jbd2_is_recorded_as_a_helper_while_fsync_waits(bpf, make_fs, tmp_path, iowhy_bin):
+    """ext4 fsync: the workload waits on the jbd2 thread's commit. That thread's
+    intervals are recorded (HELPER) while the workload sleeps, including its own wait on
+    the commit write, linked to its own request; its CPU time between intervals comes
+    from run_total_ns, which never goes back."""
+    lp, mnt = make_fs("ext4", size_mib=64)
+    out = tmp_path / "helper.iowt"
+    argv = [*iowhy_bin, "record", "-q", "-o", str(out), "--", PY, "-c", FSYNC_LOOP,
+            str(mnt / "f")]
+    run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+         "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; "
+         "exec " + " ".join(shlex.quote(a) for a in argv)])
+    tr = read_trace(str(out))
+    assert_nothing_dropped(tr)
+    jbd2 = None
+    for t in os.listdir("/proc"):
+        if t.isdigit():
+            try:
+                if Path(f"/proc/{t}/comm").read_text().strip() == f"jbd2/{lp.name}-8":
+                    jbd2 = int(t)
+            except OSError:
+                pass
+    assert jbd2 is not None
+    off = tr.records("offcpu")
+    root = int(tr.recorder["pid"])
+    waits = off[(off["tgid"] == root) & ((off["flags_u16"] & abi.OFF_D) != 0)
+                & (off["waker_tid"] == jbd2)]
+    assert len(waits) >= 10, len(waits)  # fsyncs woken at the end of a commit
+    helper = off[(off["tid"] == jbd2)]
+    assert len(helper) and ((helper["flags_u16"] & abi.OFF_HELPER) != 0).all()
+    assert not (off[(off["tgid"] == root)]["flags_u16"] & abi.OFF_HELPER).any()
+    rq = tr.records("request")
+    by_seq = {int(s): i for i, s in enumerate(rq["seq"])}
+    inside = 0
+    for w in waits:
+        h = helper[(helper["start_ns"] >= w["start_ns"]) & (helper["end_ns"] <= w["waking_ns"])
+                   & ((helper["flags_u16"] & abi.OFF_WAKER_RQ) != 0)]
+        for x in h:
+            q = rq[by_seq[int(x["waker_rq_seq"])]]
+            if int(q["tid"]) == jbd2:
+                inside += 1
+                assert 0 <= int(x["waking_ns"]) - int(q["done_ns"]) < 1_000_000
+    assert inside >= len(waits) // 2, (inside, len(waits))
+    order = helper[np.argsort(helper["start_ns"])]
+    assert (np.diff(order["run_total_ns"].astype(np.int64)) >= 0).all()
+    assert (order["run_total_ns"] > 0).all()
