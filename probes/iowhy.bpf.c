@@ -1124,15 +1124,18 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 					__u16 late)
 {
 	struct iowhy_stage *sb = NULL;
-	struct iowhy_offcpu *e = stage_begin(&sb, sizeof(*e));
+	/* A helper's interval is its own record type (the workload's threads are exactly
+	 * those with offcpu records), written to the ring directly. */
+	int helper = st->off_flags & IOWHY_OFF_HELPER;
+	struct iowhy_offcpu *e = helper ? NULL : stage_begin(&sb, sizeof(*e));
 
 	if (!e)
 		e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
-		count(IOWHY_C_RB_OFFCPU);
+		count(helper ? IOWHY_C_RB_HELPER : IOWHY_C_RB_OFFCPU);
 	} else {
 		__builtin_memset(e, 0, sizeof(*e));
-		fill_hdr(&e->hdr, IOWHY_REC_OFFCPU, sizeof(*e), now);
+		fill_hdr(&e->hdr, helper ? IOWHY_REC_HELPER : IOWHY_REC_OFFCPU, sizeof(*e), now);
 		e->start_ns = st->off_ns;
 		e->waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
 		e->end_ns = now;

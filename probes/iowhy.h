@@ -26,7 +26,8 @@
 #define IOWHY_REC_SYSCALL 6 /* per-syscall count and time, aggregated in the kernel */
 #define IOWHY_REC_THREAD 7  /* a tracked thread's state when recording started (read by the recorder) */
 #define IOWHY_REC_BIO 8     /* one bio completed outside any request: a bio-based device (zram, dm, md) */
-#define IOWHY_REC_MAX 8
+#define IOWHY_REC_HELPER 9  /* one off-CPU interval of a helper thread (struct iowhy_offcpu) */
+#define IOWHY_REC_MAX 9
 
 /* Common header: every record starts with it. */
 struct iowhy_rec_hdr {
@@ -208,7 +209,8 @@ struct iowhy_journal {
 					 at the waking (PREEMPT: first seen switched in, never woken) */
 #define IOWHY_OFF_HELPER (1 << 6) /* not a workload thread: a kernel thread the workload may wait on
 				     (jbd2, kworker, loop, xfsaild, kswapd), switched out while
-				     some tracked thread was asleep */
+				     some tracked thread was asleep; such records are of type
+				     IOWHY_REC_HELPER, never IOWHY_REC_OFFCPU */
 
 /* iowhy_offcpu.waker_ctx_u16: the context sched_waking ran in (from the preempt count) */
 #define IOWHY_WCTX_UNKNOWN 0 /* not woken (preempted, yielded) or not readable */
@@ -339,7 +341,8 @@ struct iowhy_bio {
 #define IOWHY_C_LOST_SYS_EXIT 16   /* an fsync-family call's exit never seen (written, IOWHY_FS_F_EXIT_UNSEEN) */
 #define IOWHY_C_LATE_ENTRY 17      /* an O_SYNC/O_DSYNC write first seen at its fs sync event (IOWHY_FS_F_LATE_ENTER) */
 #define IOWHY_C_RB_BIO 18          /* ring buffer full: bio records lost */
-#define IOWHY_C_MAX 19
+#define IOWHY_C_RB_HELPER 19       /* ring buffer full: helper records lost */
+#define IOWHY_C_MAX 20
 
 #define IOWHY_MAX_BIO_WALK 256
 

@@ -22,6 +22,7 @@ REC_TASK = 5
 REC_SYSCALL = 6
 REC_THREAD = 7
 REC_BIO = 8
+REC_HELPER = 9
 
 CHUNK_META = 0x100
 CHUNK_RECORDER = 0x101
@@ -119,7 +120,7 @@ COUNTER_NAMES = (
     "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
     "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
     "bio_walk_capped", "lost_completion", "lost_issue", "lost_switch_in", "lost_syscall_exit",
-    "late_syscall_entry", "lost_ringbuf_bio",
+    "late_syscall_entry", "lost_ringbuf_bio", "lost_ringbuf_helper",
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
@@ -158,13 +159,17 @@ JOURNAL_DTYPE = np.dtype(_HDR + [
     ("event_u16", "<u2"), ("fs_u16", "<u2"), ("pad0", "<u4"), _COMM,
 ])
 
-OFFCPU_DTYPE = np.dtype(_HDR + [
+_OFFCPU_FIELDS = _HDR + [
     ("start_ns", "<u8"), ("waking_ns", "<u8"), ("end_ns", "<u8"), ("tgid", "<u4"), ("tid", "<u4"),
     ("state", "<u4"), ("syscall_nr", "<i4"), ("waker_tgid", "<u4"), ("waker_tid", "<u4"),
     ("flags_u16", "<u2"), ("waker_ctx_u16", "<u2"), ("waker_preempt_count", "<u4"),
     ("waker_comm", "S16"), ("waker_rq_seq", "<u8"), ("waker_rq_depth", "<u4"), ("pad0", "<u4"),
     ("run_total_ns", "<u8"),
-])
+]
+OFFCPU_DTYPE = np.dtype(_OFFCPU_FIELDS)
+# helper records share struct iowhy_offcpu; a dtype object of their own (equal, not the
+# same object) lets a writer tell which record type an array holds.
+HELPER_DTYPE = np.dtype(_OFFCPU_FIELDS)
 # Version 3's offcpu record (88 bytes): the same first 88 bytes, waker_ctx_u16 and
 # waker_preempt_count then padding (zero). The reader widens it to OFFCPU_DTYPE.
 OFFCPU_V3_DTYPE = np.dtype(_HDR + [
@@ -213,6 +218,8 @@ RECORD_TYPES: dict[int, tuple[str, np.dtype]] = {
     REC_SYSCALL: ("syscall", SYSCALL_DTYPE),
     REC_THREAD: ("thread", THREAD_DTYPE),
     REC_BIO: ("bio", BIO_DTYPE),
+    # A helper thread's off-CPU interval: the offcpu layout (struct iowhy_offcpu).
+    REC_HELPER: ("helper", HELPER_DTYPE),
 }
 # Record layouts of older versions: {version: {record type: dtype}}, for those that differ.
 OLD_RECORD_DTYPES: dict[int, dict[int, np.dtype]] = {3: {REC_OFFCPU: OFFCPU_V3_DTYPE}}

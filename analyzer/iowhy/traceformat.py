@@ -308,11 +308,13 @@ class TraceWriter:
         self._chunk(ctype, 0, 1, json.dumps(obj, sort_keys=True).encode())
 
     def write_records(self, arr: np.ndarray, chunk_records: int = 65536) -> None:
-        for code, (name, dtype) in abi.RECORD_TYPES.items():
-            if arr.dtype == dtype:
-                break
-        else:
+        # The dtype object itself first: two record types may share a layout (helper).
+        found = [c for c, (_, dt) in abi.RECORD_TYPES.items() if arr.dtype is dt] or \
+            [c for c, (_, dt) in abi.RECORD_TYPES.items() if arr.dtype == dt]
+        if not found:
             raise ValueError(f"not a record dtype: {arr.dtype}")
+        code = found[0]
+        name, dtype = abi.RECORD_TYPES[code]
         a = np.ascontiguousarray(arr)
         if "type" in (dtype.names or ()):
             a = a.copy()

@@ -271,7 +271,7 @@ for i in range(40):
 
 def test_jbd2_is_recorded_as_a_helper_while_fsync_waits(bpf, make_fs, tmp_path, iowhy_bin):
     """ext4 fsync: the workload waits on the jbd2 thread's commit. That thread's
-    intervals are recorded (HELPER) while the workload sleeps, including its own wait on
+    intervals are recorded (helper records) while the workload sleeps, including its own wait on
     the commit write, linked to its own request; its CPU time between intervals comes
     from run_total_ns, which never goes back."""
     lp, mnt = make_fs("ext4", size_mib=64)
@@ -297,9 +297,12 @@ def test_jbd2_is_recorded_as_a_helper_while_fsync_waits(bpf, make_fs, tmp_path, 
     waits = off[(off["tgid"] == root) & ((off["flags_u16"] & abi.OFF_D) != 0)
                 & (off["waker_tid"] == jbd2)]
     assert len(waits) >= 10, len(waits)  # fsyncs woken at the end of a commit
-    helper = off[(off["tid"] == jbd2)]
+    hel = tr.records("helper")
+    helper = hel[hel["tid"] == jbd2]
     assert len(helper) and ((helper["flags_u16"] & abi.OFF_HELPER) != 0).all()
-    assert not (off[(off["tgid"] == root)]["flags_u16"] & abi.OFF_HELPER).any()
+    # The workload's threads are exactly those with offcpu records: no helper there.
+    assert not (off["flags_u16"] & abi.OFF_HELPER).any()
+    assert not np.isin(hel["tgid"], off["tgid"]).any()
     rq = tr.records("request")
     by_seq = {int(s): i for i, s in enumerate(rq["seq"])}
     inside = 0
