@@ -74,6 +74,7 @@ static const char *counter_names[IOWHY_C_MAX] = {
 	[IOWHY_C_LOST_SYS_EXIT] = "lost_syscall_exit",
 	[IOWHY_C_LATE_ENTRY] = "late_syscall_entry",
 	[IOWHY_C_RB_BIO] = "lost_ringbuf_bio",
+	[IOWHY_C_RB_HELPER] = "lost_ringbuf_helper",
 };
 
 static const char *rec_names[IOWHY_REC_MAX + 1] = {
@@ -81,6 +82,7 @@ static const char *rec_names[IOWHY_REC_MAX + 1] = {
 	[IOWHY_REC_JOURNAL] = "journal", [IOWHY_REC_OFFCPU] = "offcpu",
 	[IOWHY_REC_TASK] = "task",       [IOWHY_REC_SYSCALL] = "syscall",
 	[IOWHY_REC_THREAD] = "thread",   [IOWHY_REC_BIO] = "bio",
+	[IOWHY_REC_HELPER] = "helper",
 };
 
 static const size_t rec_sizes[IOWHY_REC_MAX + 1] = {
@@ -92,6 +94,7 @@ static const size_t rec_sizes[IOWHY_REC_MAX + 1] = {
 	[IOWHY_REC_SYSCALL] = sizeof(struct iowhy_syscall),
 	[IOWHY_REC_THREAD] = sizeof(struct iowhy_thread),
 	[IOWHY_REC_BIO] = sizeof(struct iowhy_bio),
+	[IOWHY_REC_HELPER] = sizeof(struct iowhy_offcpu),
 };
 
 struct recbuf {
