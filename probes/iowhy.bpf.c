@@ -1070,29 +1070,33 @@ static __always_inline void on_exec(struct task_struct *p)
 /*
  * Helper threads: kernel threads a workload waits on while they work for it (jbd2
  * commits, XFS log and end-I/O workers, loop workers, writeback flushers and kblockd
- * are all kworkers or named threads). While at least one tracked thread is asleep
- * (blocked_tracked), a kernel thread whose name starts with one of HELPER_PREFIXES gets
- * its off-CPU intervals recorded like a tracked thread's, flagged IOWHY_OFF_HELPER: when
- * it slept, who woke it, from which context and which request's completion, its
- * run-queue wait, and its total on-CPU time at each switch-out (so its CPU time between
- * two intervals is exact). An interval opened that way is closed at the helper's next
- * switch-in even if no tracked thread is asleep any more.
+ * are all kworkers or named threads). A kernel thread whose name starts with one of
+ * "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" becomes a helper for HELPER_HOLD_NS
+ * when a tracked thread wakes it (handing it work: a commit, a queued work item) or it
+ * wakes a tracked thread from task context (the work is done); each such edge renews
+ * the mark. While a helper is marked and at least one tracked thread is asleep
+ * (blocked_tracked), its off-CPU intervals are recorded like a tracked thread's, as
+ * `helper` records: when it slept, who woke it, from which context and which request's
+ * completion, its run-queue wait, and its total on-CPU time at each switch-out (so its
+ * CPU time between two intervals is exact). An interval so opened is closed at the
+ * helper's next switch-in even if no tracked thread is asleep any more. Kernel threads
+ * that never touch the workload (another workload's writeback, say) stay unrecorded.
  *
- * Bound: one task_state per helper thread that switched out while a tracked thread
- * slept (task-local storage, or entries of the `tasks` hash shared with tracked
- * threads; kernel threads rarely exit, so those entries stay), a few dozen threads on
- * a typical machine. Cost: with no tracked thread asleep, nothing but a test of
- * blocked_tracked at each switch-out and of helpers_open at each switch-in; while one
- * sleeps, every switch-out of a kernel thread reads its flags and the first 8 bytes of
- * its name (one probe read), and every switch-in or waking of a kernel thread while a
- * helper interval is open looks its state up; a tracked thread's sleep and waking
- * each add one atomic add on a shared counter. Each helper interval then costs what a
- * tracked thread's does (the waking's context and completion-stack reads, a record
- * written to the ring directly). On a workload that is nearly always asleep in fsync
- * while the loop worker and kblockd work for it, this is most of what the probes add:
- * the sched_switch and sched_waking programs take about twice as long per run as
- * without helpers, several helper records per fsync.
+ * Bound: one task_state per kernel thread so marked (task-local storage, or entries of
+ * the `tasks` hash shared with tracked threads; kernel threads rarely exit, so those
+ * entries stay), a handful of threads per workload. Cost: a waking of a kernel thread
+ * by a tracked one, or of a tracked one by a kernel thread, reads the first 8 bytes of
+ * the kernel thread's name (a probe read) and writes its mark. With no tracked thread
+ * asleep, a switch-out costs a test of blocked_tracked; while one sleeps, a kernel
+ * thread's switch-out looks its state up and reads the clock. A switch-in or waking of
+ * a kernel thread while a helper interval is open looks its state up. A tracked
+ * thread's sleep and waking each add one atomic add on a shared counter. Each helper
+ * interval then costs what a tracked thread's does (the waking's context and
+ * completion-stack reads, a record written to the ring directly): on a workload nearly
+ * always asleep in fsync while the loop worker and kblockd work for it, that is most of
+ * what the probes add, several helper records per fsync.
  */
+#define HELPER_HOLD_NS 1000000000ULL
 __u64 blocked_tracked = 0; /* tracked threads switched out asleep and not yet woken */
 __u64 helpers_open = 0;    /* helper intervals open */
 #define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
@@ -1114,6 +1118,18 @@ static __always_inline int helper_name(struct task_struct *t)
 	       (c & 0xffffffffULL) == 0x706f6f6cULL ||             /* loop */
 	       (c & 0xffffffffffffffULL) == 0x646c6961736678ULL || /* xfsaild */
 	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
+}
+
+/* Mark kernel thread `t` a helper for the next HELPER_HOLD_NS (see above). */
+static __always_inline void mark_helper(int btf, struct task_struct *t, __u64 now)
+{
+	struct task_state *st;
+
+	if (!is_kthread(btf, t) || !helper_name(t))
+		return;
+	st = task_state_of(t, RD(btf, t, pid), 1);
+	if (st)
+		st->helper_until_ns = now + HELPER_HOLD_NS;
 }
 
 static __always_inline void blocked_dec(struct task_state *st)
@@ -1490,10 +1506,10 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 				__sync_fetch_and_add(&blocked_tracked, 1);
 			}
 		}
-	} else if (blocked_tracked && is_kthread(btf, prev) && helper_name(prev)) {
+	} else if (blocked_tracked && is_kthread(btf, prev)) {
 		tid = RD(btf, prev, pid);
-		st = task_state_of(prev, tid, 1);
-		if (st && !st->off_ns) {
+		st = task_state_of(prev, tid, 0);
+		if (st && !st->off_ns && st->helper_until_ns > (now = bpf_ktime_get_ns())) {
 			__u32 state = get_task_state(btf, prev);
 			__u16 f = IOWHY_OFF_HELPER;
 
@@ -1503,7 +1519,6 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 				f |= IOWHY_OFF_IOWAIT;
 			if ((state & 0x2) && !(state & 0x400))
 				f |= IOWHY_OFF_D;
-			now = bpf_ktime_get_ns();
 			st->off_ns = now;
 			st->off_state = state;
 			st->off_flags = f;
@@ -1556,7 +1571,11 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 			return;
 		blocked_dec(st);
 	} else {
-		if (!helpers_open || !is_kthread(btf, p))
+		if (!is_kthread(btf, p))
+			return;
+		if (is_tracked(bpf_get_current_pid_tgid() >> 32))
+			mark_helper(btf, p, bpf_ktime_get_ns());
+		if (!helpers_open)
 			return;
 		st = task_state_of(p, RD(btf, p, pid), 0);
 		if (!st || !st->off_ns || st->waking_ns || !(st->off_flags & IOWHY_OFF_HELPER))
@@ -1581,6 +1600,10 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 		pc &= IOWHY_PC_CTX_MASK;
 	}
 	st->waker_rq_depth = done_link(pc, now, &st->waker_rq_seq);
+	/* a kernel thread ending a tracked thread's wait from task context has worked for it */
+	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER))
+		mark_helper(btf, btf ? bpf_get_current_task_btf()
+				     : (struct task_struct *)bpf_get_current_task(), now);
 }
 
 /* ------------------------------------------------------------ journal / log --- */

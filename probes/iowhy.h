@@ -380,6 +380,7 @@ struct task_state {
 	__u32 waker_preempt_count;
 	__u32 pad2;
 	__u64 run_ns;   /* se.sum_exec_runtime at the switch-out */
+	__u64 helper_until_ns; /* a kernel thread: its intervals are recorded until then */
 };
 
 struct rq_slot {
