@@ -207,9 +207,10 @@ struct iowhy_journal {
 #define IOWHY_OFF_FROM_START (1 << 5) /* off CPU since before the probes were attached: start_ns is
 					 the attach time; state, IOWAIT, D and syscall_nr were read
 					 at the waking (PREEMPT: first seen switched in, never woken) */
-#define IOWHY_OFF_HELPER (1 << 6) /* not a workload thread: a kernel thread the workload may wait on
-				     (jbd2, kworker, loop, xfsaild, kswapd), switched out while
-				     some tracked thread was asleep; such records are of type
+#define IOWHY_OFF_HELPER (1 << 6) /* not a workload thread: a kernel thread that recently took work
+				     from or handed it back to a tracked thread (jbd2, kworker,
+				     loop, xfsaild, kswapd), switched out while some tracked
+				     thread was asleep; such records are of type
 				     IOWHY_REC_HELPER, never IOWHY_REC_OFFCPU */
 
 /* iowhy_offcpu.waker_ctx_u16: the context sched_waking ran in (from the preempt count) */
