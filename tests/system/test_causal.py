@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run
+from conftest import recorder_path, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
 from recording import assert_nothing_dropped
@@ -68,9 +68,17 @@ cat $I/trace > {shlex.quote(str(log))}
     return events
 
 
-def test_direct_write_wakeup_links_its_own_request(bpf, make_loop, tmp_path, iowhy_bin):
+@pytest.mark.parametrize("flavour", ["tp_btf", "raw_tp"])
+def test_direct_write_wakeup_links_its_own_request(bpf, make_loop, tmp_path, iowhy_bin,
+                                                   monkeypatch, flavour):
     """dd oflag=direct on a loop device: each write waits in D for its own request;
-    every such wait is linked to that request, from the context tracefs shows."""
+    every such wait is linked to that request, from the context tracefs shows. Both
+    program flavours (raw_tp reads every kernel field through probe reads)."""
+    if flavour == "raw_tp":
+        wrapper = tmp_path / "rec-raw-tp"
+        wrapper.write_text(f'#!/bin/sh\nexec {recorder_path()} --raw-tp "$@"\n')
+        wrapper.chmod(0o755)
+        monkeypatch.setenv("IOWHY_RECORDER", str(wrapper))
     lp = make_loop(64)
     n = 200
     comm = f"dio{os.getpid() % 100000}"
@@ -82,6 +90,7 @@ def test_direct_write_wakeup_links_its_own_request(bpf, make_loop, tmp_path, iow
         [str(dd), "if=/dev/zero", f"of={lp.dev}", "bs=4k", f"count={n}", "oflag=direct",
          "status=none"], tmp_path)
     tr = read_trace(str(out))
+    assert tr.recorder["attach_mode"] == flavour
     assert_nothing_dropped(tr)
     rq = tr.records("request")
     mine = rq[(rq["dev_major"] == lp.major) & (rq["dev_minor"] == lp.minor)
