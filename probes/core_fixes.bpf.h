@@ -195,4 +195,56 @@ static __always_inline int task_group_dead(struct task_struct *t)
 	return BPF_CORE_READ(t, signal, live.counter) == 0;
 }
 
+/*
+ * The preempt count of this CPU, which says what context a probe runs in (hardirq,
+ * serving a softirq, NMI, or a task). x86 keeps it in the per-CPU variable
+ * __preempt_count (in pcpu_hot between commit 64701838bf05 "x86/percpu: Move
+ * preempt_count next to current_task in pcpu_hot" and its revert, 46e8fff6d45f). A
+ * typed __ksym cannot reach it where kallsyms lists no data symbols
+ * (CONFIG_KALLSYMS_ALL=n: the verifier then refuses the program), so it is found from
+ * another per-CPU object the probes can reach: this CPU's runqueue, the `rq` of the
+ * current task's cfs_rq (CONFIG_FAIR_GROUP_SCHED). Two per-CPU variables of one CPU are
+ * as far apart as in the .data..percpu section, so the recorder reads both offsets from
+ * the kernel's BTF and sets pc_from_rq = offset(__preempt_count) - offset(runqueues)
+ * (0: unknown). The runqueue's cpu is checked against this CPU before the read.
+ * Returns 0 and sets *pc, or -1 when the context cannot be read.
+ */
+const volatile __s64 pc_from_rq = 0;
+
+struct sched_entity___grp {
+	struct cfs_rq *cfs_rq;
+} __attribute__((preserve_access_index));
+
+static __always_inline int get_preempt_count(int btf, __u32 *pc)
+{
+	struct sched_entity___grp *se;
+	struct task_struct *t;
+	struct rq *rq;
+
+	if (!pc_from_rq || !bpf_core_field_exists(((struct sched_entity___grp *)0)->cfs_rq) ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return -1;
+	if (btf) {
+		t = bpf_get_current_task_btf();
+		se = (void *)&t->se;
+		rq = se->cfs_rq->rq;
+		if (!rq || rq->cpu != bpf_get_smp_processor_id())
+			return -1;
+	} else {
+		t = (void *)bpf_get_current_task();
+		se = (void *)&t->se;
+		rq = BPF_CORE_READ(se, cfs_rq, rq);
+		if (!rq || BPF_CORE_READ(rq, cpu) != bpf_get_smp_processor_id())
+			return -1;
+	}
+	return bpf_probe_read_kernel(pc, sizeof(*pc), (void *)rq + pc_from_rq) ? -1 : 0;
+}
+
+/* include/linux/preempt.h: 8 preempt bits, 8 softirq, 4 hardirq, 4 NMI; the softirq
+ * count's lowest bit is set while a softirq is being served (the rest count bh-disable). */
+#define IOWHY_PC_SOFTIRQ_OFFSET 0x100U
+#define IOWHY_PC_HARDIRQ_MASK 0xf0000U
+#define IOWHY_PC_NMI_MASK 0xf00000U
+#define IOWHY_PC_CTX_MASK (IOWHY_PC_SOFTIRQ_OFFSET | IOWHY_PC_HARDIRQ_MASK | IOWHY_PC_NMI_MASK)
+
 #endif /* IOWHY_CORE_FIXES_BPF_H */

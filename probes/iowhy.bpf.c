@@ -736,6 +736,142 @@ static __always_inline void on_rq_merge(int btf, struct request *rq)
 }
 
 /*
+ * Requests being completed on this CPU, innermost last: what ties a wakeup to the
+ * request whose completion caused it. block_rq_complete fires at the top of
+ * blk_update_request (and of blk_complete_request, the batched path), before the loop
+ * that ends the request's bios; bio_endio's wake_up of the waiting thread therefore runs
+ * inside the tracepoint's call chain, after it, on the same CPU and in the same context
+ * (hardirq, softirq or the completing task). No event marks the end of that chain, so an
+ * entry is trusted at sched_waking only while
+ *   - the context (hardirq/softirq/NMI bits of the preempt count) and the current task
+ *     are those of its push (an interrupt that nests on the chain wakes from another
+ *     context and does not match),
+ *   - its request is not yet freed (struct request's state is not MQ_RQ_IDLE: the block
+ *     layer frees a fully completed request after the bios are ended, which also ends
+ *     an entry left by a completion that finished),
+ *   - it was pushed less than DONE_MAX_AGE_NS ago (a partial completion leaves a live
+ *     request behind).
+ * Nesting: a loop device on a file of another disk, with direct I/O, completes its
+ * request inside the backing request's completion, so two (or more) entries are live
+ * at once; the innermost one that matches is the link. A flush sequence's data stage
+ * ends no bio (req_bio_endio skips them until the final, zero-byte completion) and is
+ * not pushed.
+ *
+ * Cost: block_rq_complete adds a per-CPU array lookup, a preempt-count read and a few
+ * stores, plus one probe read of a request's state for each entry it finds above it;
+ * sched_waking of a tracked thread adds the lookup and one probe read per entry it
+ * examines (the stack is almost always empty or one deep). Nothing for other threads.
+ */
+#define DONE_DEPTH 4
+#define DONE_MAX_AGE_NS 2000000ULL
+#define DONE_SEQ_NONE ((__u64)-1) /* a request the table could not follow */
+#define DONE_CTX_UNKNOWN 0xffffffffU /* ctx_pc when the preempt count is unreadable */
+
+struct done_ent {
+	__u64 rq;     /* the struct request's address */
+	__u64 seq;    /* its iowhy_request.seq, or DONE_SEQ_NONE */
+	__u64 ts_ns;  /* when block_rq_complete fired */
+	__u32 ctx_pc; /* preempt count & IOWHY_PC_CTX_MASK at the push */
+	__u32 pid;    /* current task at the push (0: idle) */
+	__u32 by_hctx; /* never started (state MQ_RQ_IDLE at the push): alive while mq_hctx is set */
+	__u32 pad;
+};
+
+struct done_stack {
+	__u32 n;
+	__u32 pad;
+	struct done_ent e[DONE_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct done_stack);
+} done_stk SEC(".maps");
+
+/*
+ * Whether the request of an entry is still allocated. blk_mq_free_request() and the
+ * batched completion set a started request's state back to MQ_RQ_IDLE; a request the
+ * driver never started (an empty PREFLUSH request, completed by the flush machinery)
+ * is IDLE all along, and __blk_mq_free_request() clears its mq_hctx instead.
+ */
+static __always_inline int done_rq_live(struct done_ent *e)
+{
+	struct request *rq = (struct request *)e->rq;
+
+	if (e->by_hctx)
+		return BPF_CORE_READ(rq, mq_hctx) != NULL;
+	return BPF_CORE_READ(rq, state) != 0;
+}
+
+static __always_inline void done_push(int btf, struct request *req, __u64 seq, __u64 now)
+{
+	__u64 rq = (__u64)req;
+	__u32 zero = 0, n, pc;
+	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
+	struct done_ent *e;
+
+	if (!d)
+		return;
+	n = d->n;
+	if (n > DONE_DEPTH)
+		n = DONE_DEPTH;
+	/* Drop finished entries above (and an older entry of this very request). */
+	for (int i = 0; i < DONE_DEPTH; i++) {
+		if (!n)
+			break;
+		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
+		if (e->rq != rq && now - e->ts_ns < DONE_MAX_AGE_NS && done_rq_live(e))
+			break;
+		n--;
+	}
+	if (n >= DONE_DEPTH)
+		n = DONE_DEPTH - 1; /* deeper than ever seen: the innermost one wins */
+	e = &d->e[n & (DONE_DEPTH - 1)];
+	e->rq = rq;
+	e->seq = seq;
+	e->ts_ns = now;
+	e->ctx_pc = get_preempt_count(btf, &pc) ? DONE_CTX_UNKNOWN : pc & IOWHY_PC_CTX_MASK;
+	e->pid = (__u32)bpf_get_current_pid_tgid();
+	e->by_hctx = RD(btf, req, state) == 0;
+	d->n = n + 1;
+}
+
+/*
+ * At sched_waking of a tracked thread: the request whose completion is waking it, from
+ * the innermost matching entry. `pc` is the context (preempt count & IOWHY_PC_CTX_MASK,
+ * or DONE_CTX_UNKNOWN). Returns its depth (1 = outermost), 0 if none.
+ */
+static __always_inline __u32 done_link(__u32 pc, __u64 now, __u64 *seq)
+{
+	__u32 zero = 0, n, pid = (__u32)bpf_get_current_pid_tgid();
+	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
+
+	if (!d)
+		return 0;
+	n = d->n;
+	if (n > DONE_DEPTH)
+		n = DONE_DEPTH;
+	for (int i = 0; i < DONE_DEPTH; i++) {
+		struct done_ent *e;
+
+		if (!n)
+			break;
+		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
+		if (e->ctx_pc == pc && e->pid == pid && now - e->ts_ns < DONE_MAX_AGE_NS &&
+		    done_rq_live(e)) {
+			if (e->seq == DONE_SEQ_NONE)
+				return 0;
+			*seq = e->seq;
+			return n;
+		}
+		n--;
+	}
+	return 0;
+}
+
+/*
  * A flush-sequenced data request completes twice: its data stage (RQF_FLUSH_SEQ still
  * set) and, once the post-flush is done, again with 0 bytes after the flag is cleared.
  * Only the latter finishes it. An empty PREFLUSH request is never issued: its single
@@ -768,8 +904,11 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 
 		if (!r)
 			r = rq_create(btf, rq, key);
-		if (!r)
+		if (!r) {
+			if (!(rqf & rqf_flush_seq()) || is_flush)
+				done_push(btf, rq, DONE_SEQ_NONE, now);
 			return;
+		}
 		r->cmd_flags = cmd;
 		r->rq_flags |= rqf;
 		r->start_sector = RD(btf, rq, __sector);
@@ -800,9 +939,51 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
 		return;
 	}
+	done_push(btf, rq, r->seq, now);
 	r->done_ns = now;
 	r->error = error;
 	rq_emit(r, key, now);
+}
+
+/*
+ * block_bio_complete: a bio of a bio-based device (zram, dm, md), whose I/O never
+ * becomes a request and so has no other record (struct iowhy_bio). Cost: request-based
+ * devices trace their bios' completion in blk_update_request and clear the flag that
+ * makes bio_endio fire this event, so it runs only for bio-based I/O (and bios failed
+ * before they reached a request): one ring-buffer record each.
+ */
+static __always_inline void on_bio_complete(int btf, struct bio *bio)
+{
+	__u32 devt = disk_devt(btf, bio_disk(btf, bio)), opf;
+	struct iowhy_request n = {};
+	struct iowhy_bio *e;
+	__u64 pt;
+
+	if (!dev_wanted(devt))
+		return;
+	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	if (!e) {
+		count(IOWHY_C_RB_BIO);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	fill_hdr(&e->hdr, IOWHY_REC_BIO, sizeof(*e), bpf_ktime_get_ns());
+	opf = RD(btf, bio, bi_opf);
+	e->sector = RD(btf, bio, bi_iter.bi_sector);
+	e->len_bytes = RD(btf, bio, bi_iter.bi_size);
+	e->dev_major = DEV_MAJOR(devt);
+	e->dev_minor = DEV_MINOR(devt);
+	e->opf = opf;
+	e->error = RD(btf, bio, bi_status);
+	pt = bpf_get_current_pid_tgid();
+	e->tgid = pt >> 32;
+	e->tid = (__u32)pt;
+	n.cmd_flags = opf;
+	normalize(&n);
+	e->op = n.op;
+	e->iflags = n.iflags;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, wakeup_flag());
 }
 
 /* ------------------------------------------------------------- tracked tasks --- */
@@ -886,20 +1067,96 @@ static __always_inline void on_exec(struct task_struct *p)
 
 /* ----------------------------------------------------------------- syscalls --- */
 
+/*
+ * Helper threads: kernel threads a workload waits on while they work for it (jbd2
+ * commits, XFS log and end-I/O workers, loop workers, writeback flushers and kblockd
+ * are all kworkers or named threads). A kernel thread whose name starts with one of
+ * "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" becomes a helper for HELPER_HOLD_NS
+ * when a tracked thread wakes it (handing it work: a commit, a queued work item) or it
+ * wakes a tracked thread from task context (the work is done); each such edge renews
+ * the mark. While a helper is marked and at least one tracked thread is asleep
+ * (blocked_tracked), its off-CPU intervals are recorded like a tracked thread's, as
+ * `helper` records: when it slept, who woke it, from which context and which request's
+ * completion, its run-queue wait, and its total on-CPU time at each switch-out (so its
+ * CPU time between two intervals is exact). An interval so opened is closed at the
+ * helper's next switch-in even if no tracked thread is asleep any more. Kernel threads
+ * that never touch the workload (another workload's writeback, say) stay unrecorded.
+ *
+ * Bound: one task_state per kernel thread so marked (task-local storage, or entries of
+ * the `tasks` hash shared with tracked threads; kernel threads rarely exit, so those
+ * entries stay), a handful of threads per workload. Cost: a waking of a kernel thread
+ * by a tracked one, or of a tracked one by a kernel thread, reads the first 8 bytes of
+ * the kernel thread's name (a probe read) and writes its mark. With no tracked thread
+ * asleep, a switch-out costs a test of blocked_tracked; while one sleeps, a kernel
+ * thread's switch-out looks its state up and reads the clock. A switch-in or waking of
+ * a kernel thread while a helper interval is open looks its state up. A tracked
+ * thread's sleep and waking each add one atomic add on a shared counter. Each helper
+ * interval then costs what a tracked thread's does (the waking's context and
+ * completion-stack reads, a record written to the ring directly): on a workload nearly
+ * always asleep in fsync while the loop worker and kblockd work for it, that is most of
+ * what the probes add, several helper records per fsync.
+ */
+#define HELPER_HOLD_NS 1000000000ULL
+__u64 blocked_tracked = 0; /* tracked threads switched out asleep and not yet woken */
+__u64 helpers_open = 0;    /* helper intervals open */
+#define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+static __always_inline int is_kthread(int btf, struct task_struct *t)
+{
+	return (RD(btf, t, flags) & IOWHY_PF_KTHREAD) && RD(btf, t, pid);
+}
+
+/* "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" as little-endian prefixes of comm. */
+static __always_inline int helper_name(struct task_struct *t)
+{
+	__u64 c = 0;
+
+	if (bpf_probe_read_kernel(&c, sizeof(c), &t->comm))
+		return 0;
+	return c == 0x2f72656b726f776bULL ||                      /* kworker/ */
+	       (c & 0xffffffffffULL) == 0x2f3264626aULL ||         /* jbd2/ */
+	       (c & 0xffffffffULL) == 0x706f6f6cULL ||             /* loop */
+	       (c & 0xffffffffffffffULL) == 0x646c6961736678ULL || /* xfsaild */
+	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
+}
+
+/* Mark kernel thread `t` a helper for the next HELPER_HOLD_NS (see above). */
+static __always_inline void mark_helper(int btf, struct task_struct *t, __u64 now)
+{
+	struct task_state *st;
+
+	if (!is_kthread(btf, t) || !helper_name(t))
+		return;
+	st = task_state_of(t, RD(btf, t, pid), 1);
+	if (st)
+		st->helper_until_ns = now + HELPER_HOLD_NS;
+}
+
+static __always_inline void blocked_dec(struct task_state *st)
+{
+	if (st->counted) {
+		st->counted = 0;
+		__sync_fetch_and_sub(&blocked_tracked, 1);
+	}
+}
+
 /* Write the off-CPU interval that started at st->off_ns and ends now. */
 static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
 					__u16 late)
 {
 	struct iowhy_stage *sb = NULL;
-	struct iowhy_offcpu *e = stage_begin(&sb, sizeof(*e));
+	/* A helper's interval is its own record type (the workload's threads are exactly
+	 * those with offcpu records), written to the ring directly. */
+	int helper = st->off_flags & IOWHY_OFF_HELPER;
+	struct iowhy_offcpu *e = helper ? NULL : stage_begin(&sb, sizeof(*e));
 
 	if (!e)
 		e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
-		count(IOWHY_C_RB_OFFCPU);
+		count(helper ? IOWHY_C_RB_HELPER : IOWHY_C_RB_OFFCPU);
 	} else {
 		__builtin_memset(e, 0, sizeof(*e));
-		fill_hdr(&e->hdr, IOWHY_REC_OFFCPU, sizeof(*e), now);
+		fill_hdr(&e->hdr, helper ? IOWHY_REC_HELPER : IOWHY_REC_OFFCPU, sizeof(*e), now);
 		e->start_ns = st->off_ns;
 		e->waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
 		e->end_ns = now;
@@ -910,12 +1167,23 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 		e->waker_tgid = st->waker_tgid;
 		e->waker_tid = st->waker_tid;
 		e->flags_u16 = st->off_flags | late;
+		e->run_total_ns = (st->off_flags & IOWHY_OFF_FROM_START) ? 0 : st->run_ns;
 		__builtin_memcpy(e->waker_comm, st->waker_comm, sizeof(e->waker_comm));
+		if (e->waking_ns) {
+			e->waker_ctx_u16 = st->waker_ctx;
+			e->waker_preempt_count = st->waker_preempt_count;
+			if (st->waker_rq_depth) {
+				e->flags_u16 |= IOWHY_OFF_WAKER_RQ;
+				e->waker_rq_seq = st->waker_rq_seq;
+				e->waker_rq_depth = st->waker_rq_depth;
+			}
+		}
 		stage_end(sb, e, IOWHY_REC_OFFCPU, sizeof(*e));
 	}
 	if (late)
 		count(IOWHY_C_LOST_SWITCH_IN);
 	st->off_ns = 0;
+	blocked_dec(st);
 }
 
 /*
@@ -1154,6 +1422,44 @@ static __always_inline int current_syscall_is(__s32 nr)
 
 /* ------------------------------------------------------------------ off-CPU --- */
 
+/*
+ * A tracked thread off CPU since before the probes were attached (nothing has created
+ * its state yet, and it is older than the attach), first seen being woken (`woken`) or
+ * switched in: open its interval at attach_ns, with what can be read of its sleep now
+ * (at sched_waking the task's state is still the sleeping one). Returns NULL for threads
+ * born while recording, whose first switch-in follows their fork.
+ */
+static __always_inline struct task_state *open_from_start(int btf, struct task_struct *p, __u32 tid,
+							  int woken)
+{
+	struct task_state *st;
+	__u32 state;
+	__u16 f = IOWHY_OFF_FROM_START;
+
+	if (!attach_ns || BPF_CORE_READ(p, start_time) >= attach_ns)
+		return NULL;
+	st = task_state_of(p, tid, 1);
+	if (!st)
+		return NULL;
+	state = woken ? get_task_state(btf, p) : 0;
+	if (!woken)
+		f |= IOWHY_OFF_PREEMPT;
+	if (woken && task_in_iowait(btf, p))
+		f |= IOWHY_OFF_IOWAIT;
+	if ((state & 0x2) && !(state & 0x400))
+		f |= IOWHY_OFF_D;
+	st->off_ns = attach_ns;
+	st->off_state = state;
+	st->off_flags = f;
+	st->off_sys_nr = task_syscall_nr(btf, p);
+	st->waking_ns = 0;
+	st->waker_tgid = 0;
+	st->waker_tid = 0;
+	st->waker_ctx = 0;
+	st->waker_rq_depth = 0;
+	return st;
+}
+
 static __always_inline void on_switch(int btf, int preempt, struct task_struct *prev,
 				     struct task_struct *next)
 {
@@ -1192,35 +1498,112 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			st->waking_ns = 0;
 			st->waker_tgid = 0;
 			st->waker_tid = 0;
+			st->waker_ctx = 0;
+			st->waker_rq_depth = 0;
+			st->run_ns = RD(btf, prev, se.sum_exec_runtime);
+			if (!(f & IOWHY_OFF_PREEMPT) && !st->counted) {
+				st->counted = 1;
+				__sync_fetch_and_add(&blocked_tracked, 1);
+			}
+		}
+	} else if (blocked_tracked && is_kthread(btf, prev)) {
+		tid = RD(btf, prev, pid);
+		st = task_state_of(prev, tid, 0);
+		if (st && !st->off_ns && st->helper_until_ns > (now = bpf_ktime_get_ns())) {
+			__u32 state = get_task_state(btf, prev);
+			__u16 f = IOWHY_OFF_HELPER;
+
+			if (preempt || state == 0)
+				f |= IOWHY_OFF_PREEMPT;
+			if (task_in_iowait(btf, prev))
+				f |= IOWHY_OFF_IOWAIT;
+			if ((state & 0x2) && !(state & 0x400))
+				f |= IOWHY_OFF_D;
+			st->off_ns = now;
+			st->off_state = state;
+			st->off_flags = f;
+			st->off_sys_nr = -1;
+			st->waking_ns = 0;
+			st->waker_tgid = 0;
+			st->waker_tid = 0;
+			st->waker_ctx = 0;
+			st->waker_rq_depth = 0;
+			st->run_ns = RD(btf, prev, se.sum_exec_runtime);
+			__sync_fetch_and_add(&helpers_open, 1);
 		}
 	}
 	tgid = RD(btf, next, tgid);
 	if (is_tracked(tgid)) {
 		tid = RD(btf, next, pid);
 		st = task_state_of(next, tid, 0);
+		if (!st)
+			st = open_from_start(btf, next, tid, 0);
 		if (!st || !st->off_ns)
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
+	} else if (helpers_open && is_kthread(btf, next)) {
+		tid = RD(btf, next, pid);
+		st = task_state_of(next, tid, 0);
+		if (!st || !st->off_ns || !(st->off_flags & IOWHY_OFF_HELPER))
+			return;
+		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
+		__sync_fetch_and_sub(&helpers_open, 1);
 	}
 }
 
+/*
+ * Who woke a tracked thread, from which context, and (when the wakeup runs inside a
+ * block completion) which request: see done_stk. The cost for a tracked thread is one
+ * per-CPU read of the preempt count and the completion-stack lookup.
+ */
 static __always_inline void on_waking(int btf, struct task_struct *p)
 {
-	__u32 tid;
-	__u64 pt;
+	__u32 tid, pc;
+	__u64 pt, now;
 	struct task_state *st;
 
-	if (!is_tracked(RD(btf, p, tgid)))
-		return;
-	tid = RD(btf, p, pid);
-	st = task_state_of(p, tid, 0);
-	if (!st || !st->off_ns || st->waking_ns)
-		return;
+	if (is_tracked(RD(btf, p, tgid))) {
+		tid = RD(btf, p, pid);
+		st = task_state_of(p, tid, 0);
+		if (!st)
+			st = open_from_start(btf, p, tid, 1);
+		if (!st || !st->off_ns || st->waking_ns)
+			return;
+		blocked_dec(st);
+	} else {
+		if (!is_kthread(btf, p))
+			return;
+		if (is_tracked(bpf_get_current_pid_tgid() >> 32))
+			mark_helper(btf, p, bpf_ktime_get_ns());
+		if (!helpers_open)
+			return;
+		st = task_state_of(p, RD(btf, p, pid), 0);
+		if (!st || !st->off_ns || st->waking_ns || !(st->off_flags & IOWHY_OFF_HELPER))
+			return;
+	}
 	pt = bpf_get_current_pid_tgid();
-	st->waking_ns = bpf_ktime_get_ns();
+	now = bpf_ktime_get_ns();
+	st->waking_ns = now;
 	st->waker_tgid = pt >> 32;
 	st->waker_tid = (__u32)pt;
 	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+	if (get_preempt_count(btf, &pc)) {
+		st->waker_preempt_count = 0;
+		st->waker_ctx = IOWHY_WCTX_UNKNOWN;
+		pc = DONE_CTX_UNKNOWN;
+	} else {
+		st->waker_preempt_count = pc;
+		st->waker_ctx = (pc & IOWHY_PC_NMI_MASK) ? IOWHY_WCTX_NMI
+				: (pc & IOWHY_PC_HARDIRQ_MASK) ? IOWHY_WCTX_HARDIRQ
+				: (pc & IOWHY_PC_SOFTIRQ_OFFSET) ? IOWHY_WCTX_SOFTIRQ
+				: IOWHY_WCTX_TASK;
+		pc &= IOWHY_PC_CTX_MASK;
+	}
+	st->waker_rq_depth = done_link(pc, now, &st->waker_rq_seq);
+	/* a kernel thread ending a tracked thread's wait from task context has worked for it */
+	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER))
+		mark_helper(btf, btf ? bpf_get_current_task_btf()
+				     : (struct task_struct *)bpf_get_current_task(), now);
 }
 
 /* ------------------------------------------------------------ journal / log --- */
@@ -1354,6 +1737,8 @@ IOWHY_TP(block_rq_requeue, on_rq_requeue(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_merge, on_rq_merge(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_complete, on_rq_complete(btf, rq, error, nr_bytes), struct request *rq, int error,
 	 unsigned int nr_bytes)
+
+IOWHY_TP(block_bio_complete, on_bio_complete(btf, bio), struct request_queue *q, struct bio *bio)
 
 IOWHY_TP(sched_process_fork, on_fork(parent, child), struct task_struct *parent,
 	 struct task_struct *child)

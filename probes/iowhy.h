@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 3
+#define IOWHY_FORMAT_VERSION 4
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -24,7 +24,10 @@
 #define IOWHY_REC_OFFCPU 4  /* one off-CPU interval of a tracked task */
 #define IOWHY_REC_TASK 5    /* fork/exec/exit of a tracked task */
 #define IOWHY_REC_SYSCALL 6 /* per-syscall count and time, aggregated in the kernel */
-#define IOWHY_REC_MAX 6
+#define IOWHY_REC_THREAD 7  /* a tracked thread's state when recording started (read by the recorder) */
+#define IOWHY_REC_BIO 8     /* one bio completed outside any request: a bio-based device (zram, dm, md) */
+#define IOWHY_REC_HELPER 9  /* one off-CPU interval of a helper thread (struct iowhy_offcpu) */
+#define IOWHY_REC_MAX 9
 
 /* Common header: every record starts with it. */
 struct iowhy_rec_hdr {
@@ -200,6 +203,22 @@ struct iowhy_journal {
 #define IOWHY_OFF_D (1 << 2)       /* uninterruptible sleep (TASK_UNINTERRUPTIBLE, not TASK_IDLE) */
 #define IOWHY_OFF_LATE_END (1 << 3) /* its switch back on CPU was not seen: end_ns is when the task
 				       was next seen running (syscall or switch-out), an upper bound */
+#define IOWHY_OFF_WAKER_RQ (1 << 4) /* woken inside the completion of request waker_rq_seq */
+#define IOWHY_OFF_FROM_START (1 << 5) /* off CPU since before the probes were attached: start_ns is
+					 the attach time; state, IOWAIT, D and syscall_nr were read
+					 at the waking (PREEMPT: first seen switched in, never woken) */
+#define IOWHY_OFF_HELPER (1 << 6) /* not a workload thread: a kernel thread that recently took work
+				     from or handed it back to a tracked thread (jbd2, kworker,
+				     loop, xfsaild, kswapd), switched out while some tracked
+				     thread was asleep; such records are of type
+				     IOWHY_REC_HELPER, never IOWHY_REC_OFFCPU */
+
+/* iowhy_offcpu.waker_ctx_u16: the context sched_waking ran in (from the preempt count) */
+#define IOWHY_WCTX_UNKNOWN 0 /* not woken (preempted, yielded) or not readable */
+#define IOWHY_WCTX_TASK 1    /* a task (the waker task itself: a syscall, a kthread, a worker) */
+#define IOWHY_WCTX_SOFTIRQ 2 /* serving a softirq (on top of waker_tid, or in ksoftirqd) */
+#define IOWHY_WCTX_HARDIRQ 3 /* a hardware interrupt handler */
+#define IOWHY_WCTX_NMI 4
 
 struct iowhy_offcpu {
 	struct iowhy_rec_hdr hdr;  /* ts_ns: back on CPU */
@@ -213,9 +232,38 @@ struct iowhy_offcpu {
 	__u32 waker_tgid;
 	__u32 waker_tid;
 	__u16 flags_u16;           /* IOWHY_OFF_* */
-	__u16 pad0;
-	__u32 pad1;
+	__u16 waker_ctx_u16;       /* IOWHY_WCTX_* (version 3: pad, 0) */
+	__u32 waker_preempt_count; /* raw preempt count at the waking (kernel bit layout; version 3: 0) */
 	char waker_comm[IOWHY_COMM_LEN];
+	__u64 waker_rq_seq;        /* seq of the request whose completion woke it (IOWHY_OFF_WAKER_RQ) */
+	__u32 waker_rq_depth;      /* requests being completed on the CPU at the waking, the linked
+				      one included (2: a loop request inside its backing device's
+				      completion); 0 without IOWHY_OFF_WAKER_RQ */
+	__u32 pad0;
+	__u64 run_total_ns;        /* the thread's total on-CPU time at the switch-out
+				      (se.sum_exec_runtime); 0 with FROM_START */
+};
+
+/* iowhy_thread.flags_u16 */
+#define IOWHY_THR_ON_CPU (1 << 0)   /* /proc/TID/syscall said "running": on a CPU when read */
+#define IOWHY_THR_NO_SYSCALL (1 << 1) /* /proc/TID/syscall unreadable (syscall_nr -2) */
+
+/*
+ * One thread of the tracked process as /proc showed it when recording started, read by
+ * the recorder after the probes were attached (so anything later is in the records).
+ */
+struct iowhy_thread {
+	struct iowhy_rec_hdr hdr; /* ts_ns: when /proc was read */
+	__u64 arg0;               /* first argument of the syscall it is in (0 if none) */
+	__u32 tgid;
+	__u32 tid;
+	__s32 syscall_nr;         /* /proc/TID/syscall: the syscall it is blocked in; -1: blocked
+				     outside a syscall; -2: unknown (on a CPU, or unreadable) */
+	__u8 state_u8;            /* /proc/TID/stat field 3: 'R', 'S', 'D', 'I', 'T', 't', 'Z', ... */
+	__u8 pad0;
+	__u16 flags_u16;          /* IOWHY_THR_* */
+	char comm[IOWHY_COMM_LEN];
+	char wchan[32];           /* /proc/TID/wchan: kernel function it sleeps in ("" if none) */
 };
 
 /* iowhy_task.event_u16 */
@@ -245,6 +293,31 @@ struct iowhy_syscall {
 };
 
 /*
+ * A bio ended without ever being part of a request: block_bio_complete fires only for
+ * bios whose completion blk_update_request has not traced already, that is, for the
+ * bios of bio-based devices (zram, device-mapper, md, brd), which have no requests, and
+ * for bios failed before they reached one. No submission time: block_bio_queue fires for
+ * every bio of every device, a cost the probes do not pay.
+ */
+struct iowhy_bio {
+	struct iowhy_rec_hdr hdr;  /* ts_ns: bio_endio */
+	__u64 sector;              /* bio's sector (512-byte units) as the tracepoint reports it */
+	__u32 len_bytes;           /* bio's remaining size at its end */
+	__u32 dev_major;           /* the bio's disk (whole disk) */
+	__u32 dev_minor;
+	__u32 opf;                 /* raw bi_opf (kernel bit layout) */
+	__s32 error;               /* blk_status_t */
+	__u32 tgid;                /* context task at the end (zram: the submitter, synchronously) */
+	__u32 tid;
+	__u8 op;                   /* IOWHY_OP_* */
+	__u8 pad0;
+	__u16 iflags;              /* IOWHY_F_* */
+	__u32 pad1;
+	__u32 pad2;
+	char comm[IOWHY_COMM_LEN]; /* context task's comm */
+};
+
+/*
  * Loss and anomaly counters: a per-CPU array in the kernel indexed by these, summed
  * by the recorder into the trailer under the names listed in docs/trace-format.md.
  * The IOWHY_C_LOST_* and IOWHY_C_*_FULL ones are losses; the rest are anomalies the
@@ -268,7 +341,9 @@ struct iowhy_syscall {
 #define IOWHY_C_LOST_SWITCH_IN 15 /* a tracked thread's switch back on CPU never seen (written, IOWHY_OFF_LATE_END) */
 #define IOWHY_C_LOST_SYS_EXIT 16   /* an fsync-family call's exit never seen (written, IOWHY_FS_F_EXIT_UNSEEN) */
 #define IOWHY_C_LATE_ENTRY 17      /* an O_SYNC/O_DSYNC write first seen at its fs sync event (IOWHY_FS_F_LATE_ENTER) */
-#define IOWHY_C_MAX 18
+#define IOWHY_C_RB_BIO 18          /* ring buffer full: bio records lost */
+#define IOWHY_C_RB_HELPER 19       /* ring buffer full: helper records lost */
+#define IOWHY_C_MAX 20
 
 #define IOWHY_MAX_BIO_WALK 256
 
@@ -299,6 +374,14 @@ struct task_state {
 	__u32 waker_tgid;
 	__u32 waker_tid;
 	char waker_comm[IOWHY_COMM_LEN];
+	__u64 waker_rq_seq;
+	__u32 waker_rq_depth;
+	__u16 waker_ctx;
+	__u16 counted;  /* 1: counted in the probes' blocked_tracked while asleep */
+	__u32 waker_preempt_count;
+	__u32 pad2;
+	__u64 run_ns;   /* se.sum_exec_runtime at the switch-out */
+	__u64 helper_until_ns; /* a kernel thread: its intervals are recorded until then */
 };
 
 struct rq_slot {

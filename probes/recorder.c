@@ -73,12 +73,16 @@ static const char *counter_names[IOWHY_C_MAX] = {
 	[IOWHY_C_LOST_SWITCH_IN] = "lost_switch_in",
 	[IOWHY_C_LOST_SYS_EXIT] = "lost_syscall_exit",
 	[IOWHY_C_LATE_ENTRY] = "late_syscall_entry",
+	[IOWHY_C_RB_BIO] = "lost_ringbuf_bio",
+	[IOWHY_C_RB_HELPER] = "lost_ringbuf_helper",
 };
 
 static const char *rec_names[IOWHY_REC_MAX + 1] = {
 	[IOWHY_REC_REQUEST] = "request", [IOWHY_REC_FSYNC] = "fsync",
 	[IOWHY_REC_JOURNAL] = "journal", [IOWHY_REC_OFFCPU] = "offcpu",
 	[IOWHY_REC_TASK] = "task",       [IOWHY_REC_SYSCALL] = "syscall",
+	[IOWHY_REC_THREAD] = "thread",   [IOWHY_REC_BIO] = "bio",
+	[IOWHY_REC_HELPER] = "helper",
 };
 
 static const size_t rec_sizes[IOWHY_REC_MAX + 1] = {
@@ -88,6 +92,9 @@ static const size_t rec_sizes[IOWHY_REC_MAX + 1] = {
 	[IOWHY_REC_OFFCPU] = sizeof(struct iowhy_offcpu),
 	[IOWHY_REC_TASK] = sizeof(struct iowhy_task),
 	[IOWHY_REC_SYSCALL] = sizeof(struct iowhy_syscall),
+	[IOWHY_REC_THREAD] = sizeof(struct iowhy_thread),
+	[IOWHY_REC_BIO] = sizeof(struct iowhy_bio),
+	[IOWHY_REC_HELPER] = sizeof(struct iowhy_offcpu),
 };
 
 struct recbuf {
@@ -501,6 +508,71 @@ static void drain_stages(int wait)
 	}
 }
 
+/*
+ * A thread's state as /proc shows it now (the probes are attached, so whatever it does
+ * next is recorded): stat field 3, the syscall it is blocked in with its first argument,
+ * and wchan. A thread that is asleep has no switch-out in the trace; this says why.
+ */
+static void emit_thread_state(pid_t tgid, pid_t tid)
+{
+	struct iowhy_thread t = {};
+	char path[96], buf[512], *p;
+	FILE *f;
+
+	t.hdr.type = IOWHY_REC_THREAD;
+	t.hdr.size_bytes = sizeof(t);
+	t.hdr.ts_ns = now_ns(CLOCK_MONOTONIC);
+	t.tgid = tgid;
+	t.tid = tid;
+	t.syscall_nr = -2;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", tgid, tid);
+	f = fopen(path, "re");
+	if (f) {
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+
+		buf[n] = 0;
+		fclose(f);
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2])
+			t.state_u8 = (__u8)p[2];
+		if (p && (p = strchr(buf, '('))) {
+			size_t len = strrchr(buf, ')') - p - 1;
+
+			memcpy(t.comm, p + 1, len < sizeof(t.comm) ? len : sizeof(t.comm) - 1);
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
+	f = fopen(path, "re");
+	if (f && fgets(buf, sizeof(buf), f)) {
+		long long nr;
+		unsigned long long a0;
+
+		if (!strncmp(buf, "running", 7)) {
+			t.flags_u16 |= IOWHY_THR_ON_CPU;
+		} else if (sscanf(buf, "%lld %llx", &nr, &a0) == 2) {
+			t.syscall_nr = (__s32)nr;
+			t.arg0 = nr >= 0 ? a0 : 0;
+		} else if (sscanf(buf, "%lld", &nr) == 1) {
+			t.syscall_nr = (__s32)nr;
+		}
+	} else {
+		t.flags_u16 |= IOWHY_THR_NO_SYSCALL;
+	}
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", tgid, tid);
+	f = fopen(path, "re");
+	if (f) {
+		size_t n = fread(buf, 1, sizeof(t.wchan) - 1, f);
+
+		buf[n] = 0;
+		fclose(f);
+		if (strcmp(buf, "0"))
+			memcpy(t.wchan, buf, n);
+	}
+	add_record(IOWHY_REC_THREAD, &t);
+}
+
 static void emit_root_task(pid_t tgid, pid_t tid)
 {
 	struct iowhy_task t = {};
@@ -522,6 +594,7 @@ static void emit_root_task(pid_t tgid, pid_t tid)
 	t.event_u16 = IOWHY_TASK_ROOT;
 	memcpy(t.comm, comm, sizeof(t.comm) - 1);
 	add_record(IOWHY_REC_TASK, &t);
+	emit_thread_state(tgid, tid);
 }
 
 static __u64 counters_sum(int fd, __u64 *out)
@@ -957,6 +1030,36 @@ static int track_pid(int fd, pid_t pid)
  * Configure an opened object: rodata, map sizes, and which flavour of each program
  * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
  */
+/*
+ * &__preempt_count - &runqueues, from the offsets of both per-CPU variables in the
+ * kernel BTF's .data..percpu section; 0 when either is missing (the probes then record
+ * the waking context as unknown: core_fixes.bpf.h, get_preempt_count).
+ */
+static __s64 preempt_count_from_rq(const struct btf *btf)
+{
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *t;
+	__s64 pc = -1, rq = -1;
+	int id;
+
+	if (!btf)
+		return 0;
+	id = btf__find_by_name_kind(btf, ".data..percpu", BTF_KIND_DATASEC);
+	if (id <= 0)
+		return 0;
+	t = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(t);
+	for (int i = 0; i < btf_vlen(t); i++, vs++) {
+		const char *name = btf__name_by_offset(btf, btf__type_by_id(btf, vs->type)->name_off);
+
+		if (name && !strcmp(name, "__preempt_count"))
+			pc = vs->offset;
+		else if (name && !strcmp(name, "runqueues"))
+			rq = vs->offset;
+	}
+	return pc >= 0 && rq >= 0 ? pc - rq : 0;
+}
+
 static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, int use_ts)
 {
 	struct bpf_program *prog;
@@ -986,6 +1089,7 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 	lazy_writes = env.sync_syscalls && !env.eager_writes && !env.dry_run && use_btf &&
 		      btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
 	skel->rodata->lazy_writes = lazy_writes;
+	skel->rodata->pc_from_rq = preempt_count_from_rq(vmlinux);
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)env.ringbuf_mib << 20))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+# Older versions the reader still takes (their records are widened to this version's).
+READ_VERSIONS = (3, 4)
 COMM_LEN = 16
 FILE_MAGIC = b"IOWHYTRC"
 CHUNK_MAGIC = b"IWCK"
@@ -18,6 +20,9 @@ REC_JOURNAL = 3
 REC_OFFCPU = 4
 REC_TASK = 5
 REC_SYSCALL = 6
+REC_THREAD = 7
+REC_BIO = 8
+REC_HELPER = 9
 
 CHUNK_META = 0x100
 CHUNK_RECORDER = 0x101
@@ -94,6 +99,18 @@ OFF_PREEMPT = 1 << 0
 OFF_IOWAIT = 1 << 1
 OFF_D = 1 << 2
 OFF_LATE_END = 1 << 3
+OFF_WAKER_RQ = 1 << 4
+OFF_FROM_START = 1 << 5
+OFF_HELPER = 1 << 6
+
+# offcpu waker_ctx_u16: the context the wakeup ran in
+WCTX_UNKNOWN, WCTX_TASK, WCTX_SOFTIRQ, WCTX_HARDIRQ, WCTX_NMI = 0, 1, 2, 3, 4
+WCTX_NAMES = {WCTX_UNKNOWN: "", WCTX_TASK: "task", WCTX_SOFTIRQ: "softirq",
+              WCTX_HARDIRQ: "hardirq", WCTX_NMI: "nmi"}
+
+# thread flags_u16
+THR_ON_CPU = 1 << 0
+THR_NO_SYSCALL = 1 << 1
 
 TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT = 1, 2, 3, 4
 
@@ -103,7 +120,7 @@ COUNTER_NAMES = (
     "lost_ringbuf_task", "lost_rqmap_full", "lost_taskmap_full", "lost_trackmap_full",
     "lost_biomap_full", "unmatched_completion", "request_without_origin", "requests_merged",
     "bio_walk_capped", "lost_completion", "lost_issue", "lost_switch_in", "lost_syscall_exit",
-    "late_syscall_entry",
+    "late_syscall_entry", "lost_ringbuf_bio", "lost_ringbuf_helper",
 )
 # Counters that mean an event was lost (the rest are anomalies that lose nothing).
 LOSS_COUNTERS = tuple(n for n in COUNTER_NAMES if n.startswith("lost_"))
@@ -142,7 +159,20 @@ JOURNAL_DTYPE = np.dtype(_HDR + [
     ("event_u16", "<u2"), ("fs_u16", "<u2"), ("pad0", "<u4"), _COMM,
 ])
 
-OFFCPU_DTYPE = np.dtype(_HDR + [
+_OFFCPU_FIELDS = _HDR + [
+    ("start_ns", "<u8"), ("waking_ns", "<u8"), ("end_ns", "<u8"), ("tgid", "<u4"), ("tid", "<u4"),
+    ("state", "<u4"), ("syscall_nr", "<i4"), ("waker_tgid", "<u4"), ("waker_tid", "<u4"),
+    ("flags_u16", "<u2"), ("waker_ctx_u16", "<u2"), ("waker_preempt_count", "<u4"),
+    ("waker_comm", "S16"), ("waker_rq_seq", "<u8"), ("waker_rq_depth", "<u4"), ("pad0", "<u4"),
+    ("run_total_ns", "<u8"),
+]
+OFFCPU_DTYPE = np.dtype(_OFFCPU_FIELDS)
+# helper records share struct iowhy_offcpu; a dtype object of their own (equal, not the
+# same object) lets a writer tell which record type an array holds.
+HELPER_DTYPE = np.dtype(_OFFCPU_FIELDS)
+# Version 3's offcpu record (88 bytes): the same first 88 bytes, waker_ctx_u16 and
+# waker_preempt_count then padding (zero). The reader widens it to OFFCPU_DTYPE.
+OFFCPU_V3_DTYPE = np.dtype(_HDR + [
     ("start_ns", "<u8"), ("waking_ns", "<u8"), ("end_ns", "<u8"), ("tgid", "<u4"), ("tid", "<u4"),
     ("state", "<u4"), ("syscall_nr", "<i4"), ("waker_tgid", "<u4"), ("waker_tid", "<u4"),
     ("flags_u16", "<u2"), ("pad0", "<u2"), ("pad1", "<u4"), ("waker_comm", "S16"),
@@ -155,6 +185,17 @@ TASK_DTYPE = np.dtype(_HDR + [
 
 SYSCALL_DTYPE = np.dtype(_HDR + [
     ("count", "<u8"), ("total_ns", "<u8"), ("syscall_nr", "<u4"), ("pad0", "<u4"),
+])
+
+BIO_DTYPE = np.dtype(_HDR + [
+    ("sector", "<u8"), ("len_bytes", "<u4"), ("dev_major", "<u4"), ("dev_minor", "<u4"),
+    ("opf", "<u4"), ("error", "<i4"), ("tgid", "<u4"), ("tid", "<u4"), ("op", "u1"), ("pad0", "u1"),
+    ("iflags", "<u2"), ("pad1", "<u4"), ("pad2", "<u4"), _COMM,
+])
+
+THREAD_DTYPE = np.dtype(_HDR + [
+    ("arg0", "<u8"), ("tgid", "<u4"), ("tid", "<u4"), ("syscall_nr", "<i4"), ("state_u8", "u1"),
+    ("pad0", "u1"), ("flags_u16", "<u2"), _COMM, ("wchan", "S32"),
 ])
 
 FILE_HDR_DTYPE = np.dtype([
@@ -175,7 +216,13 @@ RECORD_TYPES: dict[int, tuple[str, np.dtype]] = {
     REC_OFFCPU: ("offcpu", OFFCPU_DTYPE),
     REC_TASK: ("task", TASK_DTYPE),
     REC_SYSCALL: ("syscall", SYSCALL_DTYPE),
+    REC_THREAD: ("thread", THREAD_DTYPE),
+    REC_BIO: ("bio", BIO_DTYPE),
+    # A helper thread's off-CPU interval: the offcpu layout (struct iowhy_offcpu).
+    REC_HELPER: ("helper", HELPER_DTYPE),
 }
+# Record layouts of older versions: {version: {record type: dtype}}, for those that differ.
+OLD_RECORD_DTYPES: dict[int, dict[int, np.dtype]] = {3: {REC_OFFCPU: OFFCPU_V3_DTYPE}}
 RECORD_NAMES = {name: code for code, (name, _) in RECORD_TYPES.items()}
 
 # C struct name for each dtype, for the ABI test.
@@ -183,5 +230,6 @@ C_STRUCTS = {
     "iowhy_rec_hdr": np.dtype(_HDR),
     "iowhy_request": REQUEST_DTYPE, "iowhy_fsync": FSYNC_DTYPE, "iowhy_journal": JOURNAL_DTYPE,
     "iowhy_offcpu": OFFCPU_DTYPE, "iowhy_task": TASK_DTYPE, "iowhy_syscall": SYSCALL_DTYPE,
+    "iowhy_thread": THREAD_DTYPE, "iowhy_bio": BIO_DTYPE,
     "iowhy_file_hdr": FILE_HDR_DTYPE, "iowhy_chunk_hdr": CHUNK_HDR_DTYPE,
 }

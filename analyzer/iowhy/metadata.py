@@ -12,6 +12,7 @@ because block tracepoints report whole-disk sectors.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -27,8 +28,10 @@ from . import __version__
 log = logging.getLogger("iowhy")
 
 SECTOR = 512
+# Where collect() reads; collect(sys_root=..., mountinfo=...) points them at a fixture.
 SYS_BLOCK = "/sys/block"
 SYS_DEV_BLOCK = "/sys/dev/block"
+SYS_FS_BTRFS = "/sys/fs/btrfs"
 MOUNTINFO = "/proc/self/mountinfo"
 LOG_FSTYPES = ("ext4", "xfs", "btrfs")
 
@@ -85,15 +88,40 @@ def block_device_number(spec: str) -> tuple[int, int]:
     return os.major(st.st_rdev), os.minor(st.st_rdev)
 
 
-def collect(command: list[str] | None = None,
-            devices: list[tuple[int, int]] | None = None) -> dict:
-    """The trace's metadata: host, clocks, block devices and their filesystems' logs.
+@contextlib.contextmanager
+def _roots(sys_root: str, mountinfo: str) -> Iterator[None]:
+    """Read sysfs under `sys_root` and the mount table from `mountinfo` meanwhile."""
+    global SYS_BLOCK, SYS_DEV_BLOCK, SYS_FS_BTRFS, MOUNTINFO
+    saved = SYS_BLOCK, SYS_DEV_BLOCK, SYS_FS_BTRFS, MOUNTINFO
+    root = sys_root.rstrip("/")
+    SYS_BLOCK, SYS_DEV_BLOCK, SYS_FS_BTRFS = (f"{root}/block", f"{root}/dev/block",
+                                              f"{root}/fs/btrfs")
+    MOUNTINFO = mountinfo
+    try:
+        yield
+    finally:
+        SYS_BLOCK, SYS_DEV_BLOCK, SYS_FS_BTRFS, MOUNTINFO = saved
 
-    `devices` restricts the device list to those disks (a partition selects its disk).
+
+def collect(command: list[str] | None = None,
+            devices: list[tuple[int, int]] | None = None,
+            sys_root: str = "/sys", mountinfo: str = "/proc/self/mountinfo") -> dict:
+    """The trace's metadata: host, clocks, block devices and their filesystems' logs,
+    and the device stack (what each device's I/O becomes on the devices below it).
+
+    `devices` restricts the device list to those disks (a partition selects its disk);
+    the devices below them are then described in `lower_devices`. `sys_root` and
+    `mountinfo` say where sysfs and the mount table are read (tests use a fixture).
     """
+    with _roots(sys_root, mountinfo):
+        return _collect(command, devices)
+
+
+def _collect(command: list[str] | None, devices: list[tuple[int, int]] | None) -> dict:
     uts = os.uname()
     realtime_ns, offset_ns = _clock_offset()
     disks = _collect_devices(devices)
+    stack, lower = _collect_stack(disks)
     return {
         "host": socket.gethostname() or uts.nodename,
         "kernel": uts.release,
@@ -105,6 +133,9 @@ def collect(command: list[str] | None = None,
         "page_size_bytes": os.sysconf("SC_PAGE_SIZE"),
         "ncpus": os.cpu_count() or 1,
         "devices": disks,
+        "lower_devices": lower,
+        "stack": stack,
+        "bio_based_devices": sorted(d["name"] for d in disks + lower if d.get("bio_based")),
         "filesystems": _collect_filesystems(disks),
     }
 
@@ -224,6 +255,121 @@ def _loop_backing_file(name: str) -> str | None:
     return text or None
 
 
+def _loop_info(name: str) -> dict | None:
+    """A bound loop device: its backing file and the device that file lives on."""
+    base = f"{SYS_BLOCK}/{name}/loop"
+    backing = _loop_backing_file(name)
+    if backing is None:
+        return None
+    info: dict = {
+        "backing_file": backing,
+        "offset_bytes": _attr(f"{base}/offset", int, "loop offset"),
+        "sizelimit_bytes": _attr(f"{base}/sizelimit", int, "loop size limit"),
+        "dio": _attr(f"{base}/dio", int, "loop direct I/O flag"),
+        "backing_dev_major": None, "backing_dev_minor": None, "backing_ino": None,
+        "backing_disk": None, "backing_part_start_sector": None,
+    }
+    # sysfs shows the path as the loop driver saw it at setup (" (deleted)" once it is
+    # unlinked); stat what is there now only if it is the same file.
+    try:
+        st = os.stat(backing)
+    except OSError as e:
+        log.info("loop device %s: cannot stat its backing file %s: %s", name, backing,
+                 e.strerror)
+        return info
+    dev = _block_device_under(os.major(st.st_dev), os.minor(st.st_dev))
+    info["backing_ino"] = st.st_ino
+    if dev is not None:
+        info["backing_dev_major"], info["backing_dev_minor"] = dev
+        where = _disk_of(*dev)
+        if where is not None:
+            info["backing_disk"], info["backing_part_start_sector"] = where
+    return info
+
+
+def _block_device_under(major: int, minor: int) -> tuple[int, int] | None:
+    """The block device holding a file system whose st_dev is major:minor: itself when it
+    is a block device, else (btrfs, whose st_dev is anonymous) the mount's source."""
+    if os.path.exists(f"{SYS_DEV_BLOCK}/{major}:{minor}"):
+        return major, minor
+    for m in _mountinfo(quiet=True):
+        if m["devnum"] == (major, minor):
+            dev = _blockdev_of_path(m["source"])
+            if dev is not None:
+                return dev
+    return None
+
+
+def _names_in(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _device_kind(name: str, base: str) -> str:
+    if os.path.isdir(f"{base}/loop"):
+        return "loop"
+    if os.path.isdir(f"{base}/dm"):
+        return "dm"
+    if os.path.isdir(f"{base}/md"):
+        return "md"
+    for prefix in ("zram", "nbd", "rbd", "nvme", "mmcblk", "ram"):
+        if name.startswith(prefix):
+            return prefix
+    return "disk"
+
+
+def _is_bio_based(base: str) -> bool:
+    """A bio-based device (zram, dm, md, brd): no blk-mq queue (/sys/block/X/mq absent).
+    Its I/O never becomes requests, so block_rq_* events never fire for it."""
+    return not os.path.isdir(f"{base}/mq")
+
+
+def _collect_stack(disks: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Edges from each device down to the devices its I/O reaches (loop: the backing
+    file's device; dm/md: the slaves), followed to the bottom, and the descriptions of the
+    devices reached that are not in `disks`."""
+    known = {d["name"]: d for d in disks}
+    lower: list[dict] = []
+    edges: list[dict] = []
+    todo = [d["name"] for d in disks]
+    done: set[str] = set()
+    while todo:
+        name = todo.pop(0)
+        if name in done:
+            continue
+        done.add(name)
+        d = known.get(name)
+        if d is None:
+            try:
+                d = _describe_disk(name)
+            except Exception as e:  # an odd device must not stop the recording
+                log.warning("cannot describe block device %s: %s", name, e)
+                continue
+            known[name] = d
+            lower.append(d)
+        below: list[dict] = []
+        lp = d.get("loop")
+        if lp and lp.get("backing_disk"):
+            below.append({"lower": lp["backing_disk"], "via": "loop",
+                          "lower_dev_major": lp["backing_dev_major"],
+                          "lower_dev_minor": lp["backing_dev_minor"]})
+        for part in d.get("slaves") or []:
+            dev = _attr(f"{SYS_BLOCK}/{name}/slaves/{part}/dev", _parse_devnum,
+                        "device number")
+            where = _disk_of(*dev) if dev else None
+            if dev is None or where is None:
+                continue
+            below.append({"lower": where[0], "via": "slave", "lower_dev_major": dev[0],
+                          "lower_dev_minor": dev[1]})
+        for edge in below:
+            edges.append({"upper": name, **edge})
+            todo.append(edge["lower"])
+    lower.sort(key=lambda d: (d["major"] is None, d["major"] or 0, d["minor"] or 0))
+    return edges, lower
+
+
 def _collect_devices(devices: list[tuple[int, int]] | None) -> list[dict]:
     try:
         names = os.listdir(SYS_BLOCK)
@@ -266,6 +412,15 @@ def _describe_disk(name: str) -> dict:
         "backing_file": _loop_backing_file(name) if name.startswith("loop") else None,
         "model": _read_text(f"{base}/device/model") or None,
         "partitions": _describe_partitions(base),
+        "kind": _device_kind(name, base),
+        "bio_based": _is_bio_based(base),
+        "slaves": _names_in(f"{base}/slaves"),
+        "holders": _names_in(f"{base}/holders"),
+        "loop": _loop_info(name) if os.path.isdir(f"{base}/loop") else None,
+        "dm": ({"name": _read_text(f"{base}/dm/name"), "uuid": _read_text(f"{base}/dm/uuid")}
+               if os.path.isdir(f"{base}/dm") else None),
+        "md": ({"level": _read_text(f"{base}/md/level")}
+               if os.path.isdir(f"{base}/md") else None),
     }
 
 
@@ -299,12 +454,13 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _mountinfo() -> Iterator[dict]:
+def _mountinfo(quiet: bool = False) -> Iterator[dict]:
     try:
         with open(MOUNTINFO, "rb") as f:
             text = os.fsdecode(f.read())
     except OSError as e:
-        log.warning("cannot read %s: %s; no filesystem metadata", MOUNTINFO, e.strerror)
+        if not quiet:
+            log.warning("cannot read %s: %s; no filesystem metadata", MOUNTINFO, e.strerror)
         return
     for line in text.splitlines():
         head, sep, tail = line.partition(" - ")
@@ -403,12 +559,15 @@ def _describe_mount(m: dict, disks: dict[str, dict], done: set[tuple[int, int]])
                                   or (None, None))
         node = _device_node(major, minor, m["source"])
         sb = _read_superblock(fstype, node, major, minor, part_start)
+        options = _merge_options(m["mount_options"], m["super_options"])
+        if sb.get("log") and sb["log"]["kind"] == "external":
+            sb["log"]["device"] = _external_log_device(fstype, options, sb["log"]["bytes"])
         source = m["source"] if (major, minor) == members[0] else (node or m["source"])
         out.append({
             "source": source,
             "mountpoint": m["mountpoint"],
             "fstype": fstype,
-            "options": _merge_options(m["mount_options"], m["super_options"]),
+            "options": options,
             "dev_major": major,
             "dev_minor": minor,
             "st_dev_major": st_dev[0],
@@ -425,6 +584,25 @@ def _describe_mount(m: dict, disks: dict[str, dict], done: set[tuple[int, int]])
     return out
 
 
+def _external_log_device(fstype: str, options: str, nbytes: int) -> dict | None:
+    """Where an external log lives: the `logdev=` mount option (XFS), the log at the
+    start of that device. None when the option is missing or names no block device."""
+    if fstype != "xfs":
+        return None
+    path = next((o[len("logdev="):] for o in options.split(",") if o.startswith("logdev=")),
+                None)
+    dev = _blockdev_of_path(path) if path else None
+    where = _disk_of(*dev) if dev else None
+    if dev is None or where is None:
+        log.warning("XFS external log: cannot find its device (logdev=%s)", path)
+        return None
+    disk, start = where
+    disk_dev = _attr(f"{SYS_BLOCK}/{disk}/dev", _parse_devnum, "device number") or (None, None)
+    return {"source": path, "dev_major": dev[0], "dev_minor": dev[1], "disk": disk,
+            "disk_major": disk_dev[0], "disk_minor": disk_dev[1],
+            "ranges": [[start, start + nbytes // SECTOR]] if nbytes else []}
+
+
 def _btrfs_members(first: tuple[int, int], source: str) -> list[tuple[int, int]]:
     """Every device of the btrfs holding `first`, the mounted source first."""
     node = _device_node(first[0], first[1], source)
@@ -437,7 +615,7 @@ def _btrfs_members(first: tuple[int, int], source: str) -> list[tuple[int, int]]
     members = [first]
     if fsid is None:
         return members
-    base = f"/sys/fs/btrfs/{fsid}/devices"
+    base = f"{SYS_FS_BTRFS}/{fsid}/devices"
     try:
         entries = sorted(os.listdir(base))
     except OSError:

@@ -203,7 +203,8 @@ SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": 
 def check_json(kind: str, value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """(the JSON chunk with every bad field dropped, the dropped fields' paths).
 
-    Keys the schema does not name are dropped silently (nothing reads them)."""
+    Keys the schema does not name are kept when they are plain JSON (obj()); whatever
+    reads them checks their types itself."""
     bad: list[str] = []
     ok, out = SCHEMAS[kind](value, kind, bad)
     if not ok:  # not an object: the reader has already refused it
@@ -223,6 +224,9 @@ TIMES = {
     "offcpu": ("ts_ns", "start_ns", "waking_ns", "end_ns"),
     "task": ("ts_ns",),
     "syscall": ("ts_ns",),
+    "thread": ("ts_ns",),
+    "bio": ("ts_ns",),
+    "helper": ("ts_ns", "start_ns", "waking_ns", "end_ns"),
 }
 _COUNTS = {"syscall": ("count", "total_ns")}
 # How far a record's times may lie outside the recording window [start_ns, end_ns]: a
@@ -232,7 +236,7 @@ WINDOW_SLACK_NS = 86_400 * 10**9
 RECORD_LIMITS: dict[str, tuple[tuple[str, int], ...]] = {
     name: tuple((f, I64_MAX) for f in times + _COUNTS.get(name, ()))
     + ((("dev_major", MAJOR_MAX), ("dev_minor", MINOR_MAX))
-       if name in ("request", "fsync", "journal") else ())
+       if name in ("request", "fsync", "journal", "bio") else ())
     for name, times in TIMES.items()
 }
 RECORD_LIMITS["request"] += (("op", abi.OP_OTHER), ("start_sector", SECTOR_MAX))

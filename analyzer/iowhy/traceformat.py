@@ -493,9 +493,11 @@ def _read(fd: int, path: str) -> Trace:
                          "iowhy reads .iowt files written by `iowhy record`")
     hdr = np.frombuffer(head, dtype=abi.FILE_HDR_DTYPE, count=1)[0]
     version = int(hdr["version"])
-    if version != abi.FORMAT_VERSION:
+    if version not in abi.READ_VERSIONS:
+        older = ", ".join(str(v) for v in abi.READ_VERSIONS if v != abi.FORMAT_VERSION)
         raise TraceError(f"{path} is trace format version {version}; this iowhy reads version "
-                         f"{abi.FORMAT_VERSION}", "use the iowhy release that recorded it")
+                         f"{abi.FORMAT_VERSION}" + (f" (and {older})" if older else ""),
+                         "use the iowhy release that recorded it")
     if int(hdr["endian_tag"]) != 0x01020304:
         raise TraceError(f"{path} was written on a big-endian host",
                          "analyze it on a host of the recorder's byte order")
@@ -534,15 +536,21 @@ def _read(fd: int, path: str) -> Trace:
     del cands, prefix, positions
     end = valid[-1][0] + CHDR_SIZE + valid[-1][1][4] if valid else 0
     src = _Source(fd, end, [(o + CHDR_SIZE, h[4]) for o, h in valid])
-    _take_chunks(tr, valid, src, size)
+    _take_chunks(tr, valid, src, size, abi.OLD_RECORD_DTYPES.get(version, {}))
     if tr.chunk_count == 0 and not tr.recorder and not tr.meta:
         raise TraceError(f"{path} holds no readable chunk",
                          "the recording was cut before its first chunk; record again")
     return tr
 
 
-def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: int) -> None:
+def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: int,
+                 old_dtypes: dict[int, np.dtype]) -> None:
+    """old_dtypes: the record layouts of an older format version that differ from this
+    one's (abi.OLD_RECORD_DTYPES); such records are widened to this version's layout,
+    the new fields zero."""
     dmg = tr.damage
+    sizes = dict(_REC_SIZES)
+    sizes.update({code: dt.itemsize for code, dt in old_dtypes.items()})
     seen: set[int] = set()
     top = -1  # highest seq so far
     trailer_seq: int | None = None
@@ -586,20 +594,23 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 tr.trailer = obj
                 trailer_seq = seq
             continue
-        if ctype not in _REC_SIZES or h[2] != _REC_SIZES[ctype]:
+        if ctype not in sizes or h[2] != sizes[ctype]:
             dmg.unknown_chunks += 1
             continue
         name, dtype = abi.RECORD_TYPES[ctype]
-        if count * dtype.itemsize != dlen:
+        rdt = old_dtypes.get(ctype, dtype)
+        if count * rdt.itemsize != dlen:
             dmg.unknown_chunks += 1
             continue
-        view = np.frombuffer(payload, dtype=dtype, count=count)
+        view = np.frombuffer(payload, dtype=rdt, count=count)
         # The chunk header is outside the CRC: records of another type (a re-typed
         # chunk of the same record size) are caught by their own headers.
-        if count and ((view["type"] != ctype).any() or (view["size_bytes"] != dtype.itemsize)
+        if count and ((view["type"] != ctype).any() or (view["size_bytes"] != rdt.itemsize)
                       .any()):
             dmg.unknown_chunks += 1
             continue
+        if rdt is not dtype:
+            view = _widen(view, dtype)
         per_chunk.append((seq, name, count))
         ok = tracecheck.valid_records(name, view)
         if ok is not None:
@@ -630,6 +641,17 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.records_missing[name] = want - have
             elif have > want and upto is None:
                 dmg.records_unexpected[name] = have - want
+
+
+def _widen(old: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Records of an older layout in this version's dtype: shared fields copied, new ones
+    zero, size_bytes this version's."""
+    view = np.zeros(len(old), dtype=dtype)
+    for f in old.dtype.names or ():
+        if f in (dtype.names or ()) and not f.startswith("pad"):
+            view[f] = old[f]
+    view["size_bytes"] = dtype.itemsize
+    return view
 
 
 def _check_window(tr: Trace) -> None:
@@ -690,11 +712,13 @@ class TraceWriter:
         self._chunk(ctype, 0, 1, json.dumps(obj, sort_keys=True).encode())
 
     def write_records(self, arr: np.ndarray, chunk_records: int = 65536) -> None:
-        for code, (name, dtype) in abi.RECORD_TYPES.items():
-            if arr.dtype == dtype:
-                break
-        else:
+        # The dtype object itself first: two record types may share a layout (helper).
+        found = [c for c, (_, dt) in abi.RECORD_TYPES.items() if arr.dtype is dt] or \
+            [c for c, (_, dt) in abi.RECORD_TYPES.items() if arr.dtype == dt]
+        if not found:
             raise ValueError(f"not a record dtype: {arr.dtype}")
+        code = found[0]
+        name, dtype = abi.RECORD_TYPES[code]
         a = np.ascontiguousarray(arr)
         if "type" in (dtype.names or ()):
             a = a.copy()

@@ -26,7 +26,8 @@ DEFINE_RE = re.compile(
     re.MULTILINE)
 
 # Families whose every member must have a same-named constant in abi.py.
-FAMILIES = ("REC_", "CHUNK_", "RQ_", "F_", "CALL_", "J_", "OFF_", "TASK_", "FS_", "OP_")
+FAMILIES = ("REC_", "CHUNK_", "RQ_", "F_", "CALL_", "J_", "OFF_", "TASK_", "FS_", "OP_", "WCTX_",
+            "THR_")
 SINGLES = ("FORMAT_VERSION", "COMM_LEN", "FILE_MAGIC", "CHUNK_MAGIC")
 
 

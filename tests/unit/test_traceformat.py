@@ -66,7 +66,7 @@ def random_records(name: str, n: int, seed: int = 1) -> np.ndarray:
 
 def with_header(arr: np.ndarray) -> np.ndarray:
     """What the writer stores: type and size_bytes filled in."""
-    code = next(c for c, (_, dt) in abi.RECORD_TYPES.items() if dt == arr.dtype)
+    code = next(c for c, (_, dt) in abi.RECORD_TYPES.items() if dt is arr.dtype)
     out = arr.copy()
     out["type"] = code
     out["size_bytes"] = arr.dtype.itemsize
