@@ -96,20 +96,25 @@ def test_swapped_chunks_are_out_of_order(tmp_path, sound):
 
 
 def test_retyped_chunk_of_the_same_record_size_is_caught(tmp_path, sound):
-    """journal and offcpu records are both 88 bytes: only the records' own headers tell."""
-    assert abi.JOURNAL_DTYPE.itemsize == abi.OFFCPU_DTYPE.itemsize
+    """offcpu and helper records share a layout: only the records' own headers tell."""
+    assert abi.OFFCPU_DTYPE.itemsize == abi.HELPER_DTYPE.itemsize
+    n_off = read_trace(sound).count("offcpu")
+    assert n_off
+    lost = []
 
     def retype(c):
-        i = next(k for k, x in enumerate(c) if x.type == abi.REC_JOURNAL)
+        i = next(k for k, x in enumerate(c) if x.type == abi.REC_OFFCPU)
         x = c[i]
-        c[i] = Chunk(x.offset, x.magic, abi.REC_OFFCPU, x.rec_size, x.count, x.payload_bytes,
+        lost.append(x.count)
+        c[i] = Chunk(x.offset, x.magic, abi.REC_HELPER, x.rec_size, x.count, x.payload_bytes,
                      x.data_bytes, x.crc, x.seq, x.payload)
         return c
     path = _variant(tmp_path, sound, retype)
     tr = read_trace(path)
-    assert tr.count("offcpu") == read_trace(sound).count("offcpu")
+    assert tr.count("helper") == 0
     assert tr.damage.unknown_chunks == 1
-    assert tr.damage.records_missing == {"journal": 16}
+    assert tr.count("offcpu") == n_off - lost[0]
+    assert tr.damage.records_missing == {"offcpu": lost[0]}
 
 
 def test_progress_retyped_as_trailer_and_trailer_removed(tmp_path, sound):
