@@ -28,6 +28,9 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/vfs.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,6 +39,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/magic.h>
 #include <linux/types.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -165,6 +169,47 @@ static void usage(FILE *f)
 		   "            a task's syscall number; that write is timed from its fs sync event)\n"
 		   "  --probe-stats  measure each program's runs and run time while recording\n"
 		   "            (kernel BPF statistics: adds about two clock reads to every run)\n");
+}
+
+/* ---------------------------------------------------------------- tracefs --- */
+
+#ifndef TRACEFS_MAGIC
+#define TRACEFS_MAGIC 0x74726163
+#endif
+#define TRACEFS_PATH "/sys/kernel/tracing"
+
+static int is_tracefs(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) == 0 && sf.f_type == TRACEFS_MAGIC;
+}
+
+/*
+ * libbpf resolves classic tracepoints (syscalls:sys_enter_*) through tracefs, at
+ * /sys/kernel/tracing or under debugfs at /sys/kernel/debug/tracing. A fresh machine
+ * may have neither mounted: mount it, as perf does (libapi's tracefs_mount), before
+ * anything is loaded, and say so once. Left mounted, as perf leaves it.
+ */
+static int ensure_tracefs(void)
+{
+	if (is_tracefs(TRACEFS_PATH) || is_tracefs("/sys/kernel/debug/tracing"))
+		return 0;
+	if (mount("nodev", TRACEFS_PATH, "tracefs", 0, NULL) == 0) {
+		fprintf(stderr, "iowhy: mounted tracefs at " TRACEFS_PATH "\n");
+		return 0;
+	}
+	{
+		int e = errno;
+		const char *why = e == EPERM || e == EACCES ? " (needs CAP_SYS_ADMIN)"
+				  : e == ENODEV ? " (this kernel has no tracefs: CONFIG_TRACING)"
+				  : "";
+
+		fprintf(stderr, "iowhy: failed to mount tracefs at " TRACEFS_PATH ": %s%s; "
+				"mount it as root and retry: mount -t tracefs nodev " TRACEFS_PATH "\n",
+			strerror(e), why);
+	}
+	return -1;
 }
 
 /* ---------------------------------------------------------------- file writing --- */
@@ -1314,6 +1359,8 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	if (ensure_tracefs())
+		return 1;
 	libbpf_set_print(libbpf_print);
 
 	for (int t = 1; t <= IOWHY_REC_MAX; t++) {
