@@ -8,11 +8,13 @@
  * buffered per type and written as CRC'd chunks at least once a second, so a kill -9
  * or a full disk keeps everything up to the last complete chunk readable.
  *
- * Usage: iowhy-record -o OUT [-m META.json] [-r MiB] [-d SEC] [-D MAJ:MIN]... [-q] [-v]
- *                     (-p PID | -- CMD [ARGS...])
+ * Usage: iowhy-record -o OUT [-m META.json | --meta-fd FD] [-r MiB] [-d SEC] [-D MAJ:MIN]...
+ *                     [-q] [-v] (-p PID [--force] | -- CMD [ARGS...])
  *        iowhy-record -n [-- CMD]      load and attach every probe, then detach and exit
- * Exit: the workload's exit status (run mode), 0 (attach), 1 (failure), 2 (usage),
- *       127 (command not found).
+ * Exit: the workload's exit status (run mode; on SIGINT/SIGTERM the workload gets the
+ *       signal and is waited for), 0 (attach, or --duration ended first), 128+signal
+ *       (attach stopped by a signal), 1 (failure), 2 (usage), 126 (command not
+ *       executable), 127 (command not found).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +22,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,6 +57,9 @@
 #endif
 
 #define CHUNK_BYTES (256 * 1024)
+#define MAX_DURATION_S 2592000.0 /* 30 days */
+#define MAX_RINGBUF_MIB 2048     /* the largest power of two a map's u32 max_entries holds */
+#define STOP_GRACE_NS 5000000000ULL /* the workload's time to exit after a stop signal */
 #define FLUSH_INTERVAL_NS 1000000000ULL
 
 static volatile sig_atomic_t exiting;
@@ -104,6 +111,7 @@ struct recbuf {
 static struct env {
 	const char *output;
 	const char *meta;
+	int meta_fd; /* --meta-fd: the metadata handed over by `iowhy record` (0: none) */
 	long ringbuf_mib;
 	double duration;
 	int dry_run, quiet, verbose, raw_tp;
@@ -111,6 +119,7 @@ static struct env {
 	int probe_stats; /* --probe-stats: run count and time of every program, in the trailer */
 	int eager_writes; /* --eager-writes: the write family attached from the start */
 	pid_t pid;
+	int force; /* --force: attach to PID 1 or a kernel thread */
 	char **cmd;
 	__u32 devs[64];
 	int ndevs;
@@ -158,9 +167,15 @@ static void sigchld_handler(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: iowhy-record -o OUT [-m META.json] [-r MiB] [-d SEC] [-D MAJ:MIN]... "
-		   "[-q] [-v] (-p PID | -- CMD [ARGS...])\n"
+	fprintf(f, "usage: iowhy-record -o OUT [-m META.json | --meta-fd FD] [-r MiB] [-d SEC] "
+		   "[-D MAJ:MIN]... [-q] [-v] (-p PID [--force] | -- CMD [ARGS...])\n"
 		   "       iowhy-record -n            load and attach every probe, then exit\n"
+		   "  -o OUT    written as OUT.partial-PID (O_EXCL, O_NOFOLLOW, mode 0600), renamed\n"
+		   "            to OUT at stop; a previous OUT is kept as OUT.old; a symlink or\n"
+		   "            non-regular file at OUT is refused; under sudo, owned by SUDO_UID\n"
+		   "  -r MiB    ring buffer, a power of two, 1..%d (default 64)\n"
+		   "  -d SEC    stop after SEC seconds, 0 < SEC <= %.0f; the workload goes on\n"
+		   "  --force   attach to PID 1 or a kernel thread (follows the whole system)\n"
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
 		   "  --syscalls sync|all  time only the fsync and write families (default), or\n"
 		   "            count and time every syscall of the workload (costlier per syscall)\n"
@@ -168,7 +183,8 @@ static void usage(FILE *f)
 		   "            (default: at the first O_SYNC/O_DSYNC write, where tp_btf can read\n"
 		   "            a task's syscall number; that write is timed from its fs sync event)\n"
 		   "  --probe-stats  measure each program's runs and run time while recording\n"
-		   "            (kernel BPF statistics: adds about two clock reads to every run)\n");
+		   "            (kernel BPF statistics: adds about two clock reads to every run)\n",
+		MAX_RINGBUF_MIB, MAX_DURATION_S);
 }
 
 /* ---------------------------------------------------------------- tracefs --- */
@@ -210,6 +226,111 @@ static int ensure_tracefs(void)
 			strerror(e), why);
 	}
 	return -1;
+}
+
+/* ---------------------------------------------------------------- output file --- */
+
+/*
+ * The trace is written to PATH.partial-PID, created in PATH's directory with O_EXCL and
+ * O_NOFOLLOW (mode 0600), and renamed to PATH when recording stops, on every stop path.
+ * A symlink or a non-regular file at PATH is refused before recording; an existing
+ * regular file is kept as PATH.old (as perf does). After a crash or kill -9 the partial
+ * file stays, readable up to its last complete chunk.
+ */
+static char partial_path[PATH_MAX];
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+	       : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+static int check_output(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			fprintf(stderr, "iowhy: refusing to write %s: it is %s (give a new name or the "
+					"path of a regular file)\n", path, file_kind(st.st_mode));
+			return -1;
+		}
+	} else if (errno != ENOENT) {
+		fprintf(stderr, "iowhy: failed to check %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Run through sudo as root: the trace belongs to the user who asked (mode stays 0600). */
+static void give_to_sudo_user(int fd)
+{
+	const char *su = getenv("SUDO_UID"), *sg = getenv("SUDO_GID");
+	unsigned long uid, gid;
+	char *end;
+
+	if (getuid() != 0 || !su || !sg || !*su || !*sg)
+		return;
+	errno = 0;
+	uid = strtoul(su, &end, 10);
+	if (errno || *end || uid >= (uid_t)-1)
+		return;
+	gid = strtoul(sg, &end, 10);
+	if (errno || *end || gid >= (gid_t)-1)
+		return;
+	if (fchown(fd, (uid_t)uid, (gid_t)gid))
+		fprintf(stderr, "iowhy-record: warning: cannot give %s to uid %lu: %s\n",
+			partial_path, uid, strerror(errno));
+}
+
+static int open_output(const char *path)
+{
+	int fd = -1;
+
+	for (int i = 0; i < 100; i++) {
+		int n = i ? snprintf(partial_path, sizeof(partial_path), "%s.partial-%d.%d", path,
+				     getpid(), i)
+			  : snprintf(partial_path, sizeof(partial_path), "%s.partial-%d", path,
+				     getpid());
+
+		if (n < 0 || (size_t)n >= sizeof(partial_path)) {
+			fprintf(stderr, "failed to open %s: %s\n", path, strerror(ENAMETOOLONG));
+			return -1;
+		}
+		fd = open(partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "failed to open %s: %s\n", partial_path, strerror(errno));
+		partial_path[0] = 0;
+		return -1;
+	}
+	give_to_sudo_user(fd);
+	return fd;
+}
+
+/* Move the finished (or stopped) trace into place; the previous regular file -> PATH.old. */
+static int commit_output(const char *path)
+{
+	char old[PATH_MAX];
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+		int n = snprintf(old, sizeof(old), "%s.old", path);
+
+		if (n < 0 || (size_t)n >= sizeof(old) || rename(path, old))
+			fprintf(stderr, "iowhy-record: warning: cannot keep the previous %s as %s.old: "
+					"%s; replacing it\n", path, path,
+				strerror(n < 0 || (size_t)n >= sizeof(old) ? ENAMETOOLONG : errno));
+	}
+	if (rename(partial_path, path)) {
+		fprintf(stderr, "iowhy: failed to rename the trace to %s: %s; it is in %s\n", path,
+			strerror(errno), partial_path);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------- file writing --- */
@@ -1221,6 +1342,59 @@ static int parse_dev(const char *s, __u32 *out)
 	return 0;
 }
 
+/*
+ * What /proc/PID/stat says of an attach target: 0 when it can be recorded, else one line
+ * on stderr and -1. A zombie never exits again (attach would never end); PID 1 and the
+ * kernel threads (kthreadd, PID 2, forks them all) make attach follow the whole system.
+ */
+#define PF_KTHREAD_FLAG 0x00200000
+static int check_target(pid_t pid, int force)
+{
+	char path[64], buf[1024], state = 0, *rp;
+	unsigned long flags = 0;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (f) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = 0;
+	if (!n || !(rp = strrchr(buf, ')')) ||
+	    sscanf(rp + 2, "%c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) {
+		fprintf(stderr, "iowhy-record: no process with PID %d\n", pid);
+		return -1;
+	}
+	if (state == 'Z' || state == 'X') {
+		fprintf(stderr, "iowhy-record: PID %d has exited (a zombie its parent has not "
+				"reaped): there is nothing to record\n", pid);
+		return -1;
+	}
+	if (force)
+		return 0;
+	if (pid == 1 || (flags & PF_KTHREAD_FLAG)) {
+		fprintf(stderr, "iowhy-record: refusing to attach to PID %d (%s): it would follow "
+				"%s; give --force to record that\n", pid,
+			pid == 1 ? "init" : "a kernel thread",
+			pid == 1 || pid == 2 ? "every process on the system" : "a kernel thread");
+		return -1;
+	}
+	return 0;
+}
+
+/* Attach mode: has the target exited (zombie included: a pidfd polls readable then)? */
+static int target_exited(int pidfd, pid_t pid)
+{
+	if (pidfd >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+		return poll(&p, 1, 0) > 0;
+	}
+	return kill(pid, 0) && errno == ESRCH;
+}
+
 /* Attach mode: the process and its existing descendants. */
 static void track_tree(int tracked_fd, pid_t root)
 {
@@ -1281,6 +1455,8 @@ int main(int argc, char **argv)
 		{ "syscalls", required_argument, NULL, 'S' },
 		{ "probe-stats", no_argument, NULL, 'P' },
 		{ "eager-writes", no_argument, NULL, 'W' },
+		{ "meta-fd", required_argument, NULL, 'M' },
+		{ "force", no_argument, NULL, 'F' },
 		{},
 	};
 	__u64 t_main = now_ns(CLOCK_MONOTONIC), start_ns = 0, end_ns, last_flush;
@@ -1291,22 +1467,57 @@ int main(int argc, char **argv)
 	const char *attach_mode = "tp_btf", *task_state = "task-storage";
 	const char *stop_reason = "workload-exit";
 	int opt, err = 0, ret = 1, go_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
-	int child_status = 0, child_done = 0, counters_fd;
+	int child_status = 0, child_done = 0, counters_fd, target_pidfd = -1;
+	int stop_sent = 0, killed = 0;
+	__u64 kill_at = 0;
 	pid_t child = 0;
 
 	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'o': env.output = optarg; break;
 		case 'm': env.meta = optarg; break;
-		case 'r':
-			env.ringbuf_mib = strtol(optarg, NULL, 10);
-			if (env.ringbuf_mib < 1 || env.ringbuf_mib > 4096 ||
+		case 'M': {
+			char *end;
+			long fd;
+
+			errno = 0;
+			fd = strtol(optarg, &end, 10);
+			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC)) {
+				fprintf(stderr, "iowhy-record: bad --meta-fd %s (want an open descriptor)\n",
+					optarg);
+				return 2;
+			}
+			env.meta_fd = (int)fd;
+			break;
+		}
+		case 'r': {
+			char *end;
+
+			errno = 0;
+			env.ringbuf_mib = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || env.ringbuf_mib < 1 ||
+			    env.ringbuf_mib > MAX_RINGBUF_MIB ||
 			    (env.ringbuf_mib & (env.ringbuf_mib - 1))) {
-				fprintf(stderr, "iowhy-record: --ringbuf takes a power of two MiB (1..4096)\n");
+				fprintf(stderr, "iowhy-record: bad --ringbuf %s (want a power of two MiB, "
+						"1..%d)\n", optarg, MAX_RINGBUF_MIB);
 				return 2;
 			}
 			break;
-		case 'd': env.duration = strtod(optarg, NULL); break;
+		}
+		case 'd': {
+			char *end;
+
+			errno = 0;
+			env.duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(env.duration) ||
+			    env.duration <= 0 || env.duration > MAX_DURATION_S) {
+				fprintf(stderr, "iowhy-record: bad --duration %s (want seconds, more than 0 "
+						"and at most %.0f)\n", optarg, MAX_DURATION_S);
+				return 2;
+			}
+			break;
+		}
+		case 'F': env.force = 1; break;
 		case 'D':
 			if (env.ndevs >= 64 || parse_dev(optarg, &env.devs[env.ndevs])) {
 				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
@@ -1350,15 +1561,31 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iowhy-record: -p and a command exclude each other\n");
 		return 2;
 	}
-	if (env.pid > 0 && kill(env.pid, 0) && errno == ESRCH) {
-		fprintf(stderr, "iowhy-record: no process with PID %d\n", env.pid);
+	if (env.pid > 0 && check_target(env.pid, env.force))
 		return 1;
+	/*
+	 * Stop (cleanly: trailer, rename) when the parent dies, `iowhy record` killed with
+	 * -9 included; if it died before the prctl, stop now. The handlers are set before
+	 * anything is created, so a signal during loading ends with nothing left behind.
+	 */
+	{
+		pid_t ppid = getppid();
+
+		signal(SIGINT, sig_handler);
+		signal(SIGTERM, sig_handler);
+		signal(SIGPIPE, SIG_IGN);
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != ppid) {
+			fprintf(stderr, "iowhy-record: the parent process has exited: not recording\n");
+			return 1;
+		}
 	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
 		fprintf(stderr, "failed to find kernel BTF: %s (iowhy needs CONFIG_DEBUG_INFO_BTF=y)\n",
 			strerror(errno));
 		return 1;
 	}
+	if (!env.dry_run && check_output(env.output))
+		return 1;
 	if (ensure_tracefs())
 		return 1;
 	libbpf_set_print(libbpf_print);
@@ -1373,14 +1600,9 @@ int main(int argc, char **argv)
 
 	/* Fail on an unwritable output before touching the kernel. */
 	if (!env.dry_run) {
-		w.fd = open(env.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (w.fd < 0) {
-			fprintf(stderr, "failed to open %s: %s\n", env.output, strerror(errno));
+		w.fd = open_output(env.output);
+		if (w.fd < 0)
 			return 1;
-		}
-		if (fchmod(w.fd, 0600))
-			fprintf(stderr, "iowhy-record: warning: cannot chmod %s: %s\n", env.output,
-				strerror(errno));
 	}
 
 	vmlinux = btf__load_vmlinux_btf();
@@ -1474,9 +1696,10 @@ int main(int argc, char **argv)
 	}
 	counters_fd = bpf_map__fd(skel->maps.counters);
 
-	signal(SIGINT, sig_handler);
-	signal(SIGTERM, sig_handler);
-	signal(SIGPIPE, SIG_IGN);
+	if (exiting) { /* stopped while loading: nothing recorded, nothing left */
+		ret = 128 + stop_signal;
+		goto cleanup;
+	}
 	{
 		struct sigaction sa = { .sa_handler = sigchld_handler }; /* no SA_RESTART */
 
@@ -1500,13 +1723,19 @@ int main(int argc, char **argv)
 		}
 		w.good_off = sizeof(fh);
 	}
-	if (env.meta) {
-		FILE *f = fopen(env.meta, "r");
+	if (env.meta || env.meta_fd) {
+		FILE *f;
 		char *buf = NULL;
 		size_t cap = 0, len = 0;
 
+		if (env.meta_fd)
+			lseek(env.meta_fd, 0, SEEK_SET); /* a memfd; a pipe has no offset */
+		f = env.meta_fd ? fdopen(env.meta_fd, "r") : fopen(env.meta, "r");
+		if (f && env.meta_fd)
+			env.meta_fd = 0; /* fclose closes it */
 		if (!f) {
-			fprintf(stderr, "failed to read metadata %s: %s\n", env.meta, strerror(errno));
+			fprintf(stderr, "failed to read metadata %s: %s\n",
+				env.meta ? env.meta : "descriptor", strerror(errno));
 			goto cleanup;
 		}
 		for (;;) {
@@ -1582,7 +1811,7 @@ int main(int argc, char **argv)
 
 			close(err_pipe[0]);
 			if (n == sizeof(e)) {
-				waitpid(child, NULL, 0);
+				waitpid(child, &child_status, 0);
 				fprintf(stderr, "iowhy-record: cannot run %s: %s\n", env.cmd[0], strerror(e));
 				ret = e == ENOENT ? 127 : 126;
 				stop_reason = "error";
@@ -1591,6 +1820,7 @@ int main(int argc, char **argv)
 			}
 		}
 	} else {
+		target_pidfd = syscall(SYS_pidfd_open, env.pid, 0);
 		track_tree(bpf_map__fd(skel->maps.tracked), env.pid);
 		stats_start();
 		cpu_ns(&cpu0_user, &cpu0_sys);
@@ -1654,9 +1884,23 @@ int main(int argc, char **argv)
 	}
 
 	last_flush = now_ns(CLOCK_MONOTONIC);
-	while (!exiting) {
+	for (;;) {
 		__u64 now;
 
+		if (exiting && !stop_sent) {
+			/* a full disk or a failed exec: the workload is not stopped */
+			if (!child || child_done || !stop_signal)
+				break;
+			/*
+			 * Stopped by SIGINT/SIGTERM in run mode: stop the workload as perf does,
+			 * passing the signal on, and keep recording until it has exited (its
+			 * last I/O is in the trace, and its exit status); SIGKILL after the grace
+			 * time. Attach mode never signals its target.
+			 */
+			kill(child, stop_signal);
+			stop_sent = 1;
+			kill_at = now_ns(CLOCK_MONOTONIC) + STOP_GRACE_NS;
+		}
 		err = ring_buffer__poll(rb, 100);
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "failed to poll ring buffer: %s\n", strerror(-err));
@@ -1671,11 +1915,15 @@ int main(int argc, char **argv)
 			stop_reason = "workload-exit";
 			break;
 		}
-		if (!child && kill(env.pid, 0) && errno == ESRCH) {
+		if (stop_sent) {
+			if (!killed && now >= kill_at) {
+				kill(child, SIGKILL);
+				killed = 1;
+			}
+		} else if (!child && target_exited(target_pidfd, env.pid)) {
 			stop_reason = "target-exit";
 			break;
-		}
-		if (env.duration > 0 && now - start_ns >= (__u64)(env.duration * 1e9)) {
+		} else if (env.duration > 0 && now - start_ns >= (__u64)(env.duration * 1e9)) {
 			stop_reason = "duration";
 			break;
 		}
@@ -1718,16 +1966,19 @@ int main(int argc, char **argv)
 	{
 		struct sbuf s;
 		int code = 0;
+		char status[16] = "null"; /* unless the workload's status was seen */
 
-		if (child && child_done)
+		if (child && child_done) {
 			code = WIFEXITED(child_status) ? WEXITSTATUS(child_status)
 						       : 128 + WTERMSIG(child_status);
+			snprintf(status, sizeof(status), "%d", code);
+		}
 		sb_open(&s);
-		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %d, "
+		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %s, "
 			     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
 			     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
 			     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
-			(unsigned long long)end_ns, stop_reason, code,
+			(unsigned long long)end_ns, stop_reason, status,
 			(unsigned long long)w.incomplete_requests, (unsigned long long)w.open_calls,
 			(unsigned long long)(lazy_writes ? write_probes_ns : start_ns),
 			libbpf_num_possible_cpus(), (unsigned long long)(cpu1_user - cpu0_user),
@@ -1746,9 +1997,14 @@ int main(int argc, char **argv)
 			ret = 1;
 		} else if (!strcmp(stop_reason, "error")) {
 			/* ret already set */
-		} else if (child) {
-			ret = child_done ? code : 128 + (stop_signal ? stop_signal : SIGINT);
+		} else if (child && child_done) {
+			ret = code;
+		} else if (stop_signal) {
+			ret = 128 + stop_signal;
 		} else {
+			if (child && !env.quiet) /* --duration: the workload goes on */
+				fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
+					child);
 			ret = 0;
 		}
 		{
@@ -1791,7 +2047,9 @@ cleanup:
 		close(w.fd);
 		/* Failed before the header: leave no empty file behind to be mistaken for a trace. */
 		if (!w.good_off)
-			unlink(env.output);
+			unlink(partial_path);
+		else if (commit_output(env.output) && ret == 0)
+			ret = 1;
 	}
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		free(w.bufs[t].data);
@@ -1800,5 +2058,7 @@ cleanup:
 	destroy_links();
 	iowhy_bpf__destroy(skel);
 	btf__free(vmlinux);
+	if (target_pidfd >= 0)
+		close(target_pidfd);
 	return ret;
 }
