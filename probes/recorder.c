@@ -108,34 +108,88 @@ struct recbuf {
 	__u64 total;
 };
 
-static struct env {
-	const char *output;
-	const char *meta;
-	int meta_fd; /* --meta-fd: the metadata handed over by `iowhy record` (0: none) */
-	long ringbuf_mib;
-	double duration;
-	int dry_run, quiet, verbose, raw_tp;
-	int sync_syscalls; /* --syscalls sync: only the fsync and write families */
-	int probe_stats; /* --probe-stats: run count and time of every program, in the trailer */
-	int eager_writes; /* --eager-writes: the write family attached from the start */
-	pid_t pid;
-	int force; /* --force: attach to PID 1 or a kernel thread */
-	char **cmd;
-	__u32 devs[64];
-	int ndevs;
-} env = { .ringbuf_mib = 64, .sync_syscalls = 1 };
 
-static struct writer {
-	int fd;
-	off_t good_off; /* end of the last chunk fully written */
-	__u64 seq;
-	int failed;     /* a write failed: stop, keep what is readable */
-	int err;
-	struct recbuf bufs[IOWHY_REC_MAX + 1];
-	__u64 unknown_records;
-	__u64 incomplete_requests;
-	__u64 open_calls; /* fsync-family calls still running at stop */
-} w = { .fd = -1 };
+
+struct held {
+	int type;
+	union {
+		struct iowhy_request rq;
+		struct iowhy_fsync fs;
+	} u;
+};
+
+struct probe_state {
+	char tp[64];
+	const char *how; /* "tp_btf", "raw_tp", or a reason it was skipped */
+};
+
+#define MAX_PROGS 128
+
+/*
+ * Everything the recorder knows, passed to every step: the options, the trace file
+ * writer, the records held at stop, the probes' staging buffers, the probes and their
+ * links, the BPF statistics. The only globals left are the flags the signal handler
+ * sets and libbpf's verbosity (its print callback takes no context).
+ */
+struct rec {
+	struct env {
+		const char *output;
+		const char *meta;
+		int meta_fd; /* --meta-fd: the metadata handed over by `iowhy record` (0: none) */
+		long ringbuf_mib;
+		double duration;
+		int dry_run, quiet, verbose, raw_tp;
+		int sync_syscalls; /* --syscalls sync: only the fsync and write families */
+		int probe_stats;   /* --probe-stats: run count and time of every program */
+		int eager_writes;  /* --eager-writes: the write family attached from the start */
+		pid_t pid;
+		int force; /* --force: attach to PID 1 or a kernel thread */
+		char **cmd;
+		__u32 devs[64];
+		int ndevs;
+	} env;
+	struct writer {
+		int fd;
+		off_t good_off; /* end of the last chunk fully written */
+		__u64 seq;
+		int failed; /* a write failed: stop, keep what is readable */
+		int err;
+		struct recbuf bufs[IOWHY_REC_MAX + 1];
+		__u64 unknown_records;
+		__u64 incomplete_requests;
+		__u64 open_calls; /* fsync-family calls still running at stop */
+	} w;
+	char partial_path[PATH_MAX]; /* where the trace is written until it is renamed */
+	/* Stop-time records held until the late drain (see hold_record). */
+	struct {
+		struct held *v;
+		size_t n, cap;
+		__u64 *seen; /* identities of what the late drain brought */
+		size_t nseen, capseen;
+		int late; /* the late drain is running */
+	} stop_q;
+	/* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
+	struct {
+		__u8 *base;
+		size_t len, elem;
+		__u32 ncpu;
+		__u64 last_ns;
+	} stages;
+	struct bpf_object *obj;
+	struct probe_state probes[64];
+	int nprobes;
+	struct bpf_link *links[128];
+	int nlinks;
+	int lazy_writes;       /* the write family waits for the probes' call */
+	__u64 write_probes_ns; /* when the write family was attached (0: never) */
+	/* --probe-stats: BPF_STATS_RUN_TIME on while fd is open; counts at start and end */
+	struct {
+		int fd, done;
+		__u64 cnt0[MAX_PROGS], ns0[MAX_PROGS], cnt1[MAX_PROGS], ns1[MAX_PROGS];
+	} stats;
+};
+
+static int libbpf_verbose;
 
 static __u64 now_ns(clockid_t clk)
 {
@@ -147,9 +201,9 @@ static __u64 now_ns(clockid_t clk)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
-	if (level == LIBBPF_DEBUG && !env.verbose)
+	if (level == LIBBPF_DEBUG && !libbpf_verbose)
 		return 0;
-	if (level == LIBBPF_INFO && !env.verbose)
+	if (level == LIBBPF_INFO && !libbpf_verbose)
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }
@@ -237,7 +291,6 @@ static int ensure_tracefs(void)
  * regular file is kept as PATH.old (as perf does). After a crash or kill -9 the partial
  * file stays, readable up to its last complete chunk.
  */
-static char partial_path[PATH_MAX];
 
 static const char *file_kind(mode_t m)
 {
@@ -264,7 +317,7 @@ static int check_output(const char *path)
 }
 
 /* Run through sudo as root: the trace belongs to the user who asked (mode stays 0600). */
-static void give_to_sudo_user(int fd)
+static void give_to_sudo_user(struct rec *r, int fd)
 {
 	const char *su = getenv("SUDO_UID"), *sg = getenv("SUDO_GID");
 	unsigned long uid, gid;
@@ -281,38 +334,38 @@ static void give_to_sudo_user(int fd)
 		return;
 	if (fchown(fd, (uid_t)uid, (gid_t)gid))
 		fprintf(stderr, "iowhy-record: warning: cannot give %s to uid %lu: %s\n",
-			partial_path, uid, strerror(errno));
+			r->partial_path, uid, strerror(errno));
 }
 
-static int open_output(const char *path)
+static int open_output(struct rec *r, const char *path)
 {
 	int fd = -1;
 
 	for (int i = 0; i < 100; i++) {
-		int n = i ? snprintf(partial_path, sizeof(partial_path), "%s.partial-%d.%d", path,
+		int n = i ? snprintf(r->partial_path, sizeof(r->partial_path), "%s.partial-%d.%d", path,
 				     getpid(), i)
-			  : snprintf(partial_path, sizeof(partial_path), "%s.partial-%d", path,
+			  : snprintf(r->partial_path, sizeof(r->partial_path), "%s.partial-%d", path,
 				     getpid());
 
-		if (n < 0 || (size_t)n >= sizeof(partial_path)) {
+		if (n < 0 || (size_t)n >= sizeof(r->partial_path)) {
 			fprintf(stderr, "failed to open %s: %s\n", path, strerror(ENAMETOOLONG));
 			return -1;
 		}
-		fd = open(partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		fd = open(r->partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			break;
 	}
 	if (fd < 0) {
-		fprintf(stderr, "failed to open %s: %s\n", partial_path, strerror(errno));
-		partial_path[0] = 0;
+		fprintf(stderr, "failed to open %s: %s\n", r->partial_path, strerror(errno));
+		r->partial_path[0] = 0;
 		return -1;
 	}
-	give_to_sudo_user(fd);
+	give_to_sudo_user(r, fd);
 	return fd;
 }
 
 /* Move the finished (or stopped) trace into place; the previous regular file -> PATH.old. */
-static int commit_output(const char *path)
+static int commit_output(struct rec *r, const char *path)
 {
 	char old[PATH_MAX];
 	struct stat st;
@@ -325,9 +378,9 @@ static int commit_output(const char *path)
 					"%s; replacing it\n", path, path,
 				strerror(n < 0 || (size_t)n >= sizeof(old) ? ENAMETOOLONG : errno));
 	}
-	if (rename(partial_path, path)) {
+	if (rename(r->partial_path, path)) {
 		fprintf(stderr, "iowhy: failed to rename the trace to %s: %s; it is in %s\n", path,
-			strerror(errno), partial_path);
+			strerror(errno), r->partial_path);
 		return -1;
 	}
 	return 0;
@@ -353,7 +406,7 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-static void write_chunk(__u16 type, __u16 rec_size, __u32 count, const void *data, size_t len)
+static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count, const void *data, size_t len)
 {
 	static const char zeros[8];
 	struct iowhy_chunk_hdr h = {};
@@ -361,7 +414,7 @@ static void write_chunk(__u16 type, __u16 rec_size, __u32 count, const void *dat
 	uLong crc;
 	int err;
 
-	if (w.failed)
+	if (r->w.failed)
 		return;
 	memcpy(h.magic, IOWHY_CHUNK_MAGIC, 4);
 	h.type = type;
@@ -373,49 +426,49 @@ static void write_chunk(__u16 type, __u16 rec_size, __u32 count, const void *dat
 	crc = crc32(crc, data, len);
 	crc = crc32(crc, (const Bytef *)zeros, pad);
 	h.crc32 = crc;
-	h.seq = w.seq;
-	err = write_all(w.fd, &h, sizeof(h));
+	h.seq = r->w.seq;
+	err = write_all(r->w.fd, &h, sizeof(h));
 	if (!err)
-		err = write_all(w.fd, data, len);
+		err = write_all(r->w.fd, data, len);
 	if (!err && pad)
-		err = write_all(w.fd, zeros, pad);
+		err = write_all(r->w.fd, zeros, pad);
 	if (err) {
 		/* Cut back to the last whole chunk so the file stays clean, and stop. */
-		w.failed = 1;
-		w.err = -err;
-		if (ftruncate(w.fd, w.good_off))
+		r->w.failed = 1;
+		r->w.err = -err;
+		if (ftruncate(r->w.fd, r->w.good_off))
 			(void)0; /* the reader skips a torn tail anyway */
-		lseek(w.fd, w.good_off, SEEK_SET);
+		lseek(r->w.fd, r->w.good_off, SEEK_SET);
 		exiting = 1;
 		return;
 	}
-	w.good_off += sizeof(h) + len + pad;
-	w.seq++;
+	r->w.good_off += sizeof(h) + len + pad;
+	r->w.seq++;
 }
 
-static void flush_type(int t)
+static void flush_type(struct rec *r, int t)
 {
-	struct recbuf *b = &w.bufs[t];
+	struct recbuf *b = &r->w.bufs[t];
 
 	if (!b->count)
 		return;
-	write_chunk(t, rec_sizes[t], b->count, b->data, b->len);
+	write_chunk(r, t, rec_sizes[t], b->count, b->data, b->len);
 	b->len = 0;
 	b->count = 0;
 }
 
-static void flush_all(void)
+static void flush_all(struct rec *r)
 {
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
-		flush_type(t);
+		flush_type(r, t);
 }
 
-static void add_record(int t, const void *data)
+static void add_record(struct rec *r, int t, const void *data)
 {
-	struct recbuf *b = &w.bufs[t];
+	struct recbuf *b = &r->w.bufs[t];
 
 	if (b->len + rec_sizes[t] > CHUNK_BYTES)
-		flush_type(t);
+		flush_type(r, t);
 	memcpy(b->data + b->len, data, rec_sizes[t]);
 	b->len += rec_sizes[t];
 	b->count++;
@@ -436,10 +489,10 @@ static void sb_open(struct sbuf *s)
 	s->f = open_memstream(&s->p, &s->len);
 }
 
-static void sb_close_write(struct sbuf *s, __u16 type)
+static void sb_close_write(struct rec *r, struct sbuf *s, __u16 type)
 {
 	fclose(s->f);
-	write_chunk(type, 0, 1, s->p, s->len);
+	write_chunk(r, type, 0, 1, s->p, s->len);
 	free(s->p);
 }
 
@@ -469,21 +522,6 @@ static void json_str(FILE *f, const char *s)
  * only if the late drain brought none with the same identity (request: seq; call: tid
  * and entry time).
  */
-struct held {
-	int type;
-	union {
-		struct iowhy_request rq;
-		struct iowhy_fsync fs;
-	} u;
-};
-
-static struct {
-	struct held *v;
-	size_t n, cap;
-	__u64 *seen; /* identities of what the late drain brought */
-	size_t nseen, capseen;
-	int late;    /* the late drain is running */
-} stop_q;
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 {
@@ -505,7 +543,7 @@ static __u64 call_identity(const struct iowhy_fsync *e)
 	return (1ULL << 63) | ((((__u64)e->tid << 32) ^ e->enter_ns) & ~(1ULL << 63));
 }
 
-static void note_late(const struct iowhy_rec_hdr *h)
+static void note_late(struct rec *r, const struct iowhy_rec_hdr *h)
 {
 	__u64 id;
 	__u64 *v;
@@ -516,25 +554,25 @@ static void note_late(const struct iowhy_rec_hdr *h)
 		id = call_identity((const struct iowhy_fsync *)h);
 	else
 		return;
-	v = grow(stop_q.seen, &stop_q.capseen, stop_q.nseen + 1, sizeof(*v));
+	v = grow(r->stop_q.seen, &r->stop_q.capseen, r->stop_q.nseen + 1, sizeof(*v));
 	if (!v)
 		return; /* no memory: the held record is written too, a duplicate at worst */
-	stop_q.seen = v;
-	stop_q.seen[stop_q.nseen++] = id;
+	r->stop_q.seen = v;
+	r->stop_q.seen[r->stop_q.nseen++] = id;
 }
 
-static void hold_record(int type, const void *rec)
+static void hold_record(struct rec *r, int type, const void *rec)
 {
-	struct held *v = grow(stop_q.v, &stop_q.cap, stop_q.n + 1, sizeof(*v));
+	struct held *v = grow(r->stop_q.v, &r->stop_q.cap, r->stop_q.n + 1, sizeof(*v));
 
 	if (!v) {
-		add_record(type, rec); /* no memory: write it now rather than lose it */
+		add_record(r, type, rec); /* no memory: write it now rather than lose it */
 		return;
 	}
-	stop_q.v = v;
-	v[stop_q.n].type = type;
-	memcpy(&v[stop_q.n].u, rec, rec_sizes[type]);
-	stop_q.n++;
+	r->stop_q.v = v;
+	v[r->stop_q.n].type = type;
+	memcpy(&v[r->stop_q.n].u, rec, rec_sizes[type]);
+	r->stop_q.n++;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -545,24 +583,24 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Write the held records the late drain did not supersede; count what is written. */
-static void release_held(void)
+static void release_held(struct rec *r)
 {
-	qsort(stop_q.seen, stop_q.nseen, sizeof(__u64), cmp_u64);
-	for (size_t i = 0; i < stop_q.n; i++) {
-		struct held *h = &stop_q.v[i];
+	qsort(r->stop_q.seen, r->stop_q.nseen, sizeof(__u64), cmp_u64);
+	for (size_t i = 0; i < r->stop_q.n; i++) {
+		struct held *h = &r->stop_q.v[i];
 		__u64 id = h->type == IOWHY_REC_REQUEST ? h->u.rq.seq : call_identity(&h->u.fs);
 
-		if (stop_q.nseen && bsearch(&id, stop_q.seen, stop_q.nseen, sizeof(id), cmp_u64))
+		if (r->stop_q.nseen && bsearch(&id, r->stop_q.seen, r->stop_q.nseen, sizeof(id), cmp_u64))
 			continue;
-		add_record(h->type, &h->u);
+		add_record(r, h->type, &h->u);
 		if (h->type == IOWHY_REC_REQUEST)
-			w.incomplete_requests++;
+			r->w.incomplete_requests++;
 		else
-			w.open_calls++;
+			r->w.open_calls++;
 	}
-	free(stop_q.v);
-	free(stop_q.seen);
-	memset(&stop_q, 0, sizeof(stop_q));
+	free(r->stop_q.v);
+	free(r->stop_q.seen);
+	memset(&r->stop_q, 0, sizeof(r->stop_q));
 }
 
 /*
@@ -571,21 +609,22 @@ static void release_held(void)
  */
 static int handle_event(void *ctx, void *data, size_t size)
 {
+	struct rec *r = ctx;
 	const __u8 *p = data;
 
 	while (size) {
 		const struct iowhy_rec_hdr *h = (const void *)p;
 
 		if (size < sizeof(*h) || h->size_bytes < sizeof(*h) || h->size_bytes > size) {
-			w.unknown_records++; /* the rest of the sample cannot be split */
+			r->w.unknown_records++; /* the rest of the sample cannot be split */
 			break;
 		}
 		if (h->type < 1 || h->type > IOWHY_REC_MAX || h->size_bytes != rec_sizes[h->type]) {
-			w.unknown_records++;
+			r->w.unknown_records++;
 		} else {
-			if (stop_q.late)
-				note_late(h);
-			add_record(h->type, h);
+			if (r->stop_q.late)
+				note_late(r, h);
+			add_record(r, h->type, h);
 		}
 		p += h->size_bytes;
 		size -= h->size_bytes;
@@ -594,25 +633,19 @@ static int handle_event(void *ctx, void *data, size_t size)
 }
 
 /* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
-static struct {
-	__u8 *base;
-	size_t len, elem;
-	__u32 ncpu;
-	__u64 last_ns;
-} stages;
 
-static int map_stages(struct bpf_map *map)
+static int map_stages(struct rec *r, struct bpf_map *map)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *p;
 
-	stages.ncpu = bpf_map__max_entries(map);
-	stages.elem = (sizeof(struct iowhy_stage) + 7) & ~(size_t)7; /* the kernel's stride */
-	stages.len = (stages.elem * stages.ncpu + page - 1) / page * page;
-	p = mmap(NULL, stages.len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+	r->stages.ncpu = bpf_map__max_entries(map);
+	r->stages.elem = (sizeof(struct iowhy_stage) + 7) & ~(size_t)7; /* the kernel's stride */
+	r->stages.len = (r->stages.elem * r->stages.ncpu + page - 1) / page * page;
+	p = mmap(NULL, r->stages.len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
 	if (p == MAP_FAILED)
 		return -errno;
-	stages.base = p;
+	r->stages.base = p;
 	return 0;
 }
 
@@ -623,12 +656,12 @@ static int map_stages(struct bpf_map *map)
  * copy. `wait` (at stop): retry a stage a program holds, for the few hundred ns it
  * takes; otherwise leave it for the next round.
  */
-static void drain_stages(int wait)
+static void drain_stages(struct rec *r, int wait)
 {
 	static __u8 copy[IOWHY_STAGE_BYTES];
 
-	for (__u32 c = 0; stages.base && c < stages.ncpu; c++) {
-		struct iowhy_stage *s = (struct iowhy_stage *)(stages.base + c * stages.elem);
+	for (__u32 c = 0; r->stages.base && c < r->stages.ncpu; c++) {
+		struct iowhy_stage *s = (struct iowhy_stage *)(r->stages.base + c * r->stages.elem);
 		int got = 0;
 		__u32 used;
 
@@ -650,24 +683,24 @@ static void drain_stages(int wait)
 				fprintf(stderr, "iowhy-record: the staging buffer of CPU %u stayed "
 						"locked: %llu records lost, counted as unknown\n",
 					c, (unsigned long long)n);
-				w.unknown_records += n;
+				r->w.unknown_records += n;
 			}
 			continue;
 		}
 		used = s->used_bytes;
 		if (used > IOWHY_STAGE_BYTES) {
-			w.unknown_records++;
+			r->w.unknown_records++;
 			used = 0;
 		}
 		memcpy(copy, s->buf, used);
 		memset(s->nrec_u32, 0, sizeof(s->nrec_u32));
 		s->used_bytes = 0;
 		__atomic_store_n(&s->busy_u32, 0, __ATOMIC_RELEASE);
-		handle_event(NULL, copy, used);
+		handle_event(r, copy, used);
 	}
 }
 
-static void emit_root_task(pid_t tgid, pid_t tid)
+static void emit_root_task(struct rec *r, pid_t tgid, pid_t tid)
 {
 	struct iowhy_task t = {};
 	char path[64], comm[32] = "";
@@ -687,7 +720,7 @@ static void emit_root_task(pid_t tgid, pid_t tid)
 	t.tid = tid;
 	t.event_u16 = IOWHY_TASK_ROOT;
 	memcpy(t.comm, comm, sizeof(t.comm) - 1);
-	add_record(IOWHY_REC_TASK, &t);
+	add_record(r, IOWHY_REC_TASK, &t);
 }
 
 static __u64 counters_sum(int fd, __u64 *out)
@@ -710,17 +743,16 @@ static __u64 counters_sum(int fd, __u64 *out)
  * Runs of our programs the kernel skipped because the same program was already running
  * on that CPU (bpf_prog_info.recursion_misses): events that happened and were not seen.
  */
-static struct bpf_object *rec_obj;
 
-static __u64 recursion_misses(FILE *detail)
+static __u64 recursion_misses(struct rec *r, FILE *detail)
 {
 	struct bpf_program *prog;
 	__u64 total = 0;
 	int first = 1;
 
-	if (!rec_obj)
+	if (!r->obj)
 		return 0;
-	bpf_object__for_each_program(prog, rec_obj) {
+	bpf_object__for_each_program(prog, r->obj) {
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
@@ -743,16 +775,13 @@ static __u64 recursion_misses(FILE *detail)
  * Run count and run time of each program over the recording window: stats_take() at
  * the start, stats_write() at the end writes the differences.
  */
-#define MAX_PROGS 128
-static int stats_fd = -1;
-static __u64 stats_cnt0[MAX_PROGS], stats_ns0[MAX_PROGS];
 
-static void stats_take(__u64 *cnt, __u64 *ns)
+static void stats_take(struct rec *r, __u64 *cnt, __u64 *ns)
 {
 	struct bpf_program *prog;
 	int i = 0;
 
-	bpf_object__for_each_program(prog, rec_obj) {
+	bpf_object__for_each_program(prog, r->obj) {
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
@@ -768,35 +797,33 @@ static void stats_take(__u64 *cnt, __u64 *ns)
 	}
 }
 
-static __u64 stats_cnt1[MAX_PROGS], stats_ns1[MAX_PROGS];
-static int stats_done;
 
-static void stats_end(void)
+static void stats_end(struct rec *r)
 {
-	if (stats_fd < 0)
+	if (r->stats.fd < 0)
 		return;
-	stats_take(stats_cnt1, stats_ns1);
-	close(stats_fd);
-	stats_fd = -1;
-	stats_done = 1;
+	stats_take(r, r->stats.cnt1, r->stats.ns1);
+	close(r->stats.fd);
+	r->stats.fd = -1;
+	r->stats.done = 1;
 }
 
-static void stats_write(FILE *f)
+static void stats_write(struct rec *r, FILE *f)
 {
-	__u64 *cnt = stats_cnt1, *ns = stats_ns1;
+	__u64 *cnt = r->stats.cnt1, *ns = r->stats.ns1;
 	struct bpf_program *prog;
 	int i = 0, first = 1;
 
-	if (!stats_done)
+	if (!r->stats.done)
 		return;
 	fprintf(f, "\"probe_stats\": {");
-	bpf_object__for_each_program(prog, rec_obj) {
+	bpf_object__for_each_program(prog, r->obj) {
 		if (i >= MAX_PROGS)
 			break;
-		if (cnt[i] > stats_cnt0[i]) {
+		if (cnt[i] > r->stats.cnt0[i]) {
 			fprintf(f, "%s\"%s\": {\"runs\": %llu, \"run_ns\": %llu}", first ? "" : ", ",
-				bpf_program__name(prog), (unsigned long long)(cnt[i] - stats_cnt0[i]),
-				(unsigned long long)(ns[i] - stats_ns0[i]));
+				bpf_program__name(prog), (unsigned long long)(cnt[i] - r->stats.cnt0[i]),
+				(unsigned long long)(ns[i] - r->stats.ns0[i]));
 			first = 0;
 		}
 		i++;
@@ -804,7 +831,7 @@ static void stats_write(FILE *f)
 	fprintf(f, "}, ");
 }
 
-static void write_counts_json(FILE *f, int counters_fd)
+static void write_counts_json(struct rec *r, FILE *f, int counters_fd)
 {
 	__u64 c[IOWHY_C_MAX];
 
@@ -812,28 +839,28 @@ static void write_counts_json(FILE *f, int counters_fd)
 	fprintf(f, "\"counters\": {");
 	for (int i = 0; i < IOWHY_C_MAX; i++)
 		fprintf(f, "%s\"%s\": %llu", i ? ", " : "", counter_names[i], (unsigned long long)c[i]);
-	fprintf(f, ", \"lost_recursion\": %llu", (unsigned long long)recursion_misses(NULL));
+	fprintf(f, ", \"lost_recursion\": %llu", (unsigned long long)recursion_misses(r, NULL));
 	fprintf(f, ", \"unknown_record\": %llu}, \"recursion_misses\": {",
-		(unsigned long long)w.unknown_records);
-	recursion_misses(f);
+		(unsigned long long)r->w.unknown_records);
+	recursion_misses(r, f);
 	fprintf(f, "}, \"records\": {");
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		fprintf(f, "%s\"%s\": %llu", t > 1 ? ", " : "", rec_names[t],
-			(unsigned long long)w.bufs[t].total);
+			(unsigned long long)r->w.bufs[t].total);
 	fprintf(f, "}");
 }
 
-static void stats_start(void)
+static void stats_start(struct rec *r)
 {
-	if (!env.probe_stats)
+	if (!r->env.probe_stats)
 		return;
-	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (stats_fd < 0) {
+	r->stats.fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (r->stats.fd < 0) {
 		fprintf(stderr, "iowhy-record: WARNING: failed to enable BPF run-time statistics: "
-				"%s; recording without --probe-stats\n", strerror(-stats_fd));
+				"%s; recording without --probe-stats\n", strerror(-r->stats.fd));
 		return;
 	}
-	stats_take(stats_cnt0, stats_ns0);
+	stats_take(r, r->stats.cnt0, r->stats.ns0);
 }
 
 /* The recorder's own CPU time (all its threads, user and system), in ns. */
@@ -849,30 +876,30 @@ static void cpu_ns(__u64 *user, __u64 *sys)
 	*sys = ru.ru_stime.tv_sec * 1000000000ULL + ru.ru_stime.tv_usec * 1000ULL;
 }
 
-static void write_progress(int counters_fd)
+static void write_progress(struct rec *r, int counters_fd)
 {
 	struct sbuf s;
 
 	sb_open(&s);
 	fprintf(s.f, "{\"end_ns\": %llu, ", (unsigned long long)now_ns(CLOCK_MONOTONIC));
-	write_counts_json(s.f, counters_fd);
+	write_counts_json(r, s.f, counters_fd);
 	fprintf(s.f, "}");
-	sb_close_write(&s, IOWHY_CHUNK_PROGRESS);
+	sb_close_write(r, &s, IOWHY_CHUNK_PROGRESS);
 }
 
-static void add_inflight(struct iowhy_request *r, __u64 stop)
+static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop)
 {
-	r->hdr.type = IOWHY_REC_REQUEST;
-	r->hdr.size_bytes = sizeof(*r);
-	r->hdr.ts_ns = stop;
-	r->flags_u16 |= IOWHY_RQ_INCOMPLETE;
-	r->pad0 = 0;
-	hold_record(IOWHY_REC_REQUEST, r);
+	rq->hdr.type = IOWHY_REC_REQUEST;
+	rq->hdr.size_bytes = sizeof(*rq);
+	rq->hdr.ts_ns = stop;
+	rq->flags_u16 |= IOWHY_RQ_INCOMPLETE;
+	rq->pad0 = 0;
+	hold_record(r, IOWHY_REC_REQUEST, rq);
 }
 
 /* Requests still in flight at stop (in the table or its overflow hash) become records
  * marked incomplete. */
-static void dump_inflight(struct iowhy_bpf *skel, __u64 stop)
+static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 {
 	int fd = bpf_map__fd(skel->maps.rqs), tfd = bpf_map__fd(skel->maps.rq_tab);
 	__u32 n = bpf_map__max_entries(skel->maps.rq_tab);
@@ -881,12 +908,12 @@ static void dump_inflight(struct iowhy_bpf *skel, __u64 stop)
 
 	for (__u32 i = 0; i < n; i++)
 		if (bpf_map_lookup_elem(tfd, &i, &s) == 0 && s.tag)
-			add_inflight(&s.r, stop);
+			add_inflight(r, &s.r, stop);
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &s) == 0)
-			add_inflight(&s.r, stop);
+			add_inflight(r, &s.r, stop);
 	}
 }
 
@@ -941,7 +968,7 @@ static int read_task_state(const struct iowhy_bpf *skel, int fd, pid_t tgid, pid
  * names the processes, /proc their threads); the fd comes from /proc/TID/syscall, which
  * shows the arguments of a thread blocked in a syscall.
  */
-static void dump_open_calls(struct iowhy_bpf *skel, __u64 stop)
+static void dump_open_calls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 {
 	int bfd = bpf_map__fd(skel->maps.tracked);
 	int sfd = bpf_map__fd(skel->rodata->use_task_storage ? skel->maps.task_store
@@ -1001,7 +1028,7 @@ static void dump_open_calls(struct iowhy_bpf *skel, __u64 stop)
 					e.comm[strcspn(e.comm, "\n")] = 0;
 				fclose(f);
 			}
-			hold_record(IOWHY_REC_FSYNC, &e);
+			hold_record(r, IOWHY_REC_FSYNC, &e);
 		}
 		if (tasks)
 			closedir(tasks);
@@ -1009,7 +1036,7 @@ static void dump_open_calls(struct iowhy_bpf *skel, __u64 stop)
 	closedir(proc);
 }
 
-static void dump_syscalls(struct iowhy_bpf *skel, __u64 stop)
+static void dump_syscalls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 {
 	int fd = bpf_map__fd(skel->maps.sysstats), ncpu = libbpf_num_possible_cpus();
 	struct { __u64 count, total_ns; } *vals = calloc(ncpu, 16);
@@ -1031,25 +1058,13 @@ static void dump_syscalls(struct iowhy_bpf *skel, __u64 stop)
 		s.hdr.size_bytes = sizeof(s);
 		s.hdr.ts_ns = stop;
 		s.syscall_nr = nr;
-		add_record(IOWHY_REC_SYSCALL, &s);
+		add_record(r, IOWHY_REC_SYSCALL, &s);
 	}
 	free(vals);
 }
 
 /* ---------------------------------------------------------------- probes --- */
 
-struct probe_state {
-	char tp[64];
-	const char *how; /* "tp_btf", "raw_tp", or a reason it was skipped */
-};
-
-static struct probe_state probes[64];
-static int nprobes;
-static struct bpf_link *links[128];
-static int nlinks;
-/* lazy_writes: the write family waits for the probes' call (attach_write_family). */
-static int lazy_writes;
-static __u64 write_probes_ns; /* when the write family was attached (0: never) */
 
 /* A syscalls:sys_{enter,exit}_<call> program of the write family. */
 static int is_write_prog(const char *name)
@@ -1123,21 +1138,21 @@ static int track_pid(int fd, pid_t pid)
  * Configure an opened object: rodata, map sizes, and which flavour of each program
  * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
  */
-static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, int use_ts)
+static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, int use_ts)
 {
 	struct bpf_program *prog;
 	char tname[96];
 
-	skel->rodata->filter_devs = env.ndevs > 0;
+	skel->rodata->filter_devs = r->env.ndevs > 0;
 	/* Per-thread state lives in one of two maps; the other is not created. */
 	skel->rodata->use_task_storage = use_ts;
 	if (bpf_map__set_autocreate(skel->maps.task_store, use_ts) ||
 	    bpf_map__set_autocreate(skel->maps.tasks, !use_ts))
 		return -EINVAL;
-	skel->rodata->wakeup_bytes = ((__u64)env.ringbuf_mib << 20) / 8;
+	skel->rodata->wakeup_bytes = ((__u64)r->env.ringbuf_mib << 20) / 8;
 	skel->rodata->nr_fsync = SYS_fsync;
 	skel->rodata->nr_fdatasync = SYS_fdatasync;
-	skel->rodata->all_syscalls = !env.sync_syscalls;
+	skel->rodata->all_syscalls = !r->env.sync_syscalls;
 	skel->rodata->nr_sync = SYS_sync;
 	skel->rodata->nr_syncfs = SYS_syncfs;
 	skel->rodata->nr_sync_file_range = SYS_sync_file_range;
@@ -1149,17 +1164,17 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 	skel->rodata->nr_pwritev2 = SYS_pwritev2;
 	/* The probes find an untraced write by its saved syscall number: tp_btf and
 	 * bpf_task_pt_regs() only (core_fixes.bpf.h, task_syscall_nr). */
-	lazy_writes = env.sync_syscalls && !env.eager_writes && !env.dry_run && use_btf &&
+	r->lazy_writes = r->env.sync_syscalls && !r->env.eager_writes && !r->env.dry_run && use_btf &&
 		      btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
-	skel->rodata->lazy_writes = lazy_writes;
-	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)env.ringbuf_mib << 20))
+	skel->rodata->lazy_writes = r->lazy_writes;
+	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)r->env.ringbuf_mib << 20))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
 		return -EINVAL;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus();
-	nprobes = 0;
+	r->nprobes = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
 		int is_btf;
 		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
@@ -1171,39 +1186,39 @@ static int configure(struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf, i
 			 * dry-run loads both flavours of syscall probes: it checks them all.
 			 */
 			int sc = !strncmp(bpf_program__name(prog), "sce_", 4);
-			int want = env.sync_syscalls || env.dry_run;
+			int want = r->env.sync_syscalls || r->env.dry_run;
 
 			bpf_program__set_autoload(prog, want);
-			if (sc && want && nprobes < 64) {
-				snprintf(probes[nprobes].tp, sizeof(probes[nprobes].tp),
+			if (sc && want && r->nprobes < 64) {
+				snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp),
 					 "sys_enter_%s", bpf_program__name(prog) + 4);
-				probes[nprobes].how =
-					lazy_writes && is_write_prog(bpf_program__name(prog))
+				r->probes[r->nprobes].how =
+					r->lazy_writes && is_write_prog(bpf_program__name(prog))
 						? "tracepoint, attached at the first O_SYNC/O_DSYNC write"
 						: "tracepoint";
-				nprobes++;
+				r->nprobes++;
 			}
 			continue;
 		}
 		snprintf(tname, sizeof(tname), "btf_trace_%s", tp);
 		present = btf__find_by_name_kind(vmlinux, tname, BTF_KIND_TYPEDEF) > 0;
-		if (env.sync_syscalls && !env.dry_run &&
+		if (r->env.sync_syscalls && !r->env.dry_run &&
 		    (!strcmp(tp, "sys_enter") || !strcmp(tp, "sys_exit")))
 			present = 0;
 		bpf_program__set_autoload(prog, present && is_btf == use_btf);
-		if (is_btf && nprobes < 64) {
-			snprintf(probes[nprobes].tp, sizeof(probes[nprobes].tp), "%s", tp);
-			probes[nprobes].how = present ? (use_btf ? "tp_btf" : "raw_tp")
-				: (env.sync_syscalls && !env.dry_run && !strncmp(tp, "sys_e", 5))
+		if (is_btf && r->nprobes < 64) {
+			snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp), "%s", tp);
+			r->probes[r->nprobes].how = present ? (use_btf ? "tp_btf" : "raw_tp")
+				: (r->env.sync_syscalls && !r->env.dry_run && !strncmp(tp, "sys_e", 5))
 					? "skipped: --syscalls sync"
 					: "skipped: no such tracepoint in this kernel";
-			nprobes++;
+			r->nprobes++;
 		}
 	}
 	return 0;
 }
 
-static int attach_all(struct iowhy_bpf *skel)
+static int attach_all(struct rec *r, struct iowhy_bpf *skel)
 {
 	struct bpf_program *prog;
 
@@ -1214,7 +1229,7 @@ static int attach_all(struct iowhy_bpf *skel)
 
 		if (!bpf_program__autoload(prog))
 			continue;
-		if (lazy_writes && is_write_prog(bpf_program__name(prog)))
+		if (r->lazy_writes && is_write_prog(bpf_program__name(prog)))
 			continue;
 		if (!tp)
 			tp = bpf_program__name(prog);
@@ -1226,8 +1241,8 @@ static int attach_all(struct iowhy_bpf *skel)
 			return -err;
 		}
 		/* Attached by hand, so not owned by the skeleton: destroyed at cleanup. */
-		if (nlinks < 128)
-			links[nlinks++] = link;
+		if (r->nlinks < 128)
+			r->links[r->nlinks++] = link;
 	}
 	return 0;
 }
@@ -1237,7 +1252,7 @@ static int attach_all(struct iowhy_bpf *skel)
  * that the write open in the probes' state can still end at its own exit and a write
  * entering meanwhile is either wholly seen or not at all.
  */
-static void attach_write_family(struct iowhy_bpf *skel)
+static void attach_write_family(struct rec *r, struct iowhy_bpf *skel)
 {
 	struct bpf_program *prog;
 	/* Tests only: a slow attach, so that writes return before it (tests/test_record.py). */
@@ -1260,13 +1275,13 @@ static void attach_write_family(struct iowhy_bpf *skel)
 					name, strerror(errno));
 				continue;
 			}
-			if (nlinks < 128)
-				links[nlinks++] = link;
+			if (r->nlinks < 128)
+				r->links[r->nlinks++] = link;
 			else
 				bpf_link__destroy(link);
 		}
 	}
-	write_probes_ns = now_ns(CLOCK_MONOTONIC);
+	r->write_probes_ns = now_ns(CLOCK_MONOTONIC);
 }
 
 static void *destroy_link(void *link)
@@ -1282,20 +1297,20 @@ static void *destroy_link(void *link)
  * thread per link lets the waits overlap; a link whose thread cannot start is destroyed
  * here.
  */
-static void destroy_links(void)
+static void destroy_links(struct rec *r)
 {
 	pthread_t th[128];
 	int started[128];
 
-	for (int i = 0; i < nlinks; i++) {
-		started[i] = pthread_create(&th[i], NULL, destroy_link, links[i]) == 0;
+	for (int i = 0; i < r->nlinks; i++) {
+		started[i] = pthread_create(&th[i], NULL, destroy_link, r->links[i]) == 0;
 		if (!started[i])
-			bpf_link__destroy(links[i]);
+			bpf_link__destroy(r->links[i]);
 	}
-	for (int i = 0; i < nlinks; i++)
+	for (int i = 0; i < r->nlinks; i++)
 		if (started[i])
 			pthread_join(th[i], NULL);
-	nlinks = 0;
+	r->nlinks = 0;
 }
 
 /*
@@ -1308,7 +1323,7 @@ static void destroy_links(void)
  * The child keeps no terminal or pipe open (a caller reading our stderr sees its end
  * now). Without fork(), the caller detaches them itself.
  */
-static void detach_in_background(void)
+static void detach_in_background(struct rec *r)
 {
 	pid_t pid = fork();
 	int fd;
@@ -1316,7 +1331,7 @@ static void detach_in_background(void)
 	if (pid < 0)
 		return;
 	if (pid > 0) {
-		nlinks = 0; /* the child's now */
+		r->nlinks = 0; /* the child's now */
 		return;
 	}
 	fd = open("/dev/null", O_RDWR);
@@ -1328,7 +1343,7 @@ static void detach_in_background(void)
 			close(fd);
 	}
 	setsid();
-	destroy_links();
+	destroy_links(r);
 	_exit(0);
 }
 
@@ -1396,7 +1411,7 @@ static int target_exited(int pidfd, pid_t pid)
 }
 
 /* Attach mode: the process and its existing descendants. */
-static void track_tree(int tracked_fd, pid_t root)
+static void track_tree(struct rec *r, int tracked_fd, pid_t root)
 {
 	pid_t queue[4096];
 	int head = 0, tail = 0;
@@ -1414,7 +1429,7 @@ static void track_tree(int tracked_fd, pid_t root)
 		if (d) {
 			while ((de = readdir(d)))
 				if (de->d_name[0] != '.')
-					emit_root_task(p, atoi(de->d_name));
+					emit_root_task(r, p, atoi(de->d_name));
 			closedir(d);
 		}
 		/* children of p, from /proc/<pid>/stat field 4 */
@@ -1471,11 +1486,14 @@ int main(int argc, char **argv)
 	int stop_sent = 0, killed = 0;
 	__u64 kill_at = 0;
 	pid_t child = 0;
+	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1 }, .w = { .fd = -1 },
+			  .stats = { .fd = -1 } };
+	struct rec *r = &rs;
 
 	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'o': env.output = optarg; break;
-		case 'm': env.meta = optarg; break;
+		case 'o': r->env.output = optarg; break;
+		case 'm': r->env.meta = optarg; break;
 		case 'M': {
 			char *end;
 			long fd;
@@ -1487,17 +1505,17 @@ int main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
-			env.meta_fd = (int)fd;
+			r->env.meta_fd = (int)fd;
 			break;
 		}
 		case 'r': {
 			char *end;
 
 			errno = 0;
-			env.ringbuf_mib = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || env.ringbuf_mib < 1 ||
-			    env.ringbuf_mib > MAX_RINGBUF_MIB ||
-			    (env.ringbuf_mib & (env.ringbuf_mib - 1))) {
+			r->env.ringbuf_mib = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || r->env.ringbuf_mib < 1 ||
+			    r->env.ringbuf_mib > MAX_RINGBUF_MIB ||
+			    (r->env.ringbuf_mib & (r->env.ringbuf_mib - 1))) {
 				fprintf(stderr, "iowhy-record: bad --ringbuf %s (want a power of two MiB, "
 						"1..%d)\n", optarg, MAX_RINGBUF_MIB);
 				return 2;
@@ -1508,36 +1526,36 @@ int main(int argc, char **argv)
 			char *end;
 
 			errno = 0;
-			env.duration = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(env.duration) ||
-			    env.duration <= 0 || env.duration > MAX_DURATION_S) {
+			r->env.duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(r->env.duration) ||
+			    r->env.duration <= 0 || r->env.duration > MAX_DURATION_S) {
 				fprintf(stderr, "iowhy-record: bad --duration %s (want seconds, more than 0 "
 						"and at most %.0f)\n", optarg, MAX_DURATION_S);
 				return 2;
 			}
 			break;
 		}
-		case 'F': env.force = 1; break;
+		case 'F': r->env.force = 1; break;
 		case 'D':
-			if (env.ndevs >= 64 || parse_dev(optarg, &env.devs[env.ndevs])) {
+			if (r->env.ndevs >= 64 || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
 				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
 				return 2;
 			}
-			env.ndevs++;
+			r->env.ndevs++;
 			break;
-		case 'p': env.pid = atoi(optarg); break;
-		case 'n': env.dry_run = 1; break;
-		case 'q': env.quiet = 1; break;
-		case 'P': env.probe_stats = 1; break;
-		case 'W': env.eager_writes = 1; break;
-		case 'v': env.verbose = 1; break;
-		case 'R': env.raw_tp = 1; break;
+		case 'p': r->env.pid = atoi(optarg); break;
+		case 'n': r->env.dry_run = 1; break;
+		case 'q': r->env.quiet = 1; break;
+		case 'P': r->env.probe_stats = 1; break;
+		case 'W': r->env.eager_writes = 1; break;
+		case 'v': r->env.verbose = libbpf_verbose = 1; break;
+		case 'R': r->env.raw_tp = 1; break;
 		case 'S':
 			if (strcmp(optarg, "all") && strcmp(optarg, "sync")) {
 				fprintf(stderr, "failed to parse --syscalls: %s (all or sync)\n", optarg);
 				return 2;
 			}
-			env.sync_syscalls = !strcmp(optarg, "sync");
+			r->env.sync_syscalls = !strcmp(optarg, "sync");
 			break;
 		case 'L':
 			for (int i = 0; i < IOWHY_C_MAX; i++)
@@ -1548,20 +1566,20 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc)
-		env.cmd = &argv[optind];
-	if (!env.dry_run && !env.output) {
+		r->env.cmd = &argv[optind];
+	if (!r->env.dry_run && !r->env.output) {
 		usage(stderr);
 		return 2;
 	}
-	if (!env.dry_run && !env.cmd && env.pid <= 0) {
+	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0) {
 		fprintf(stderr, "iowhy-record: give a command after -- or a PID with -p\n");
 		return 2;
 	}
-	if (env.cmd && env.pid > 0) {
+	if (r->env.cmd && r->env.pid > 0) {
 		fprintf(stderr, "iowhy-record: -p and a command exclude each other\n");
 		return 2;
 	}
-	if (env.pid > 0 && check_target(env.pid, env.force))
+	if (r->env.pid > 0 && check_target(r->env.pid, r->env.force))
 		return 1;
 	/*
 	 * Stop (cleanly: trailer, rename) when the parent dies, `iowhy record` killed with
@@ -1584,24 +1602,24 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
-	if (!env.dry_run && check_output(env.output))
+	if (!r->env.dry_run && check_output(r->env.output))
 		return 1;
 	if (ensure_tracefs())
 		return 1;
 	libbpf_set_print(libbpf_print);
 
 	for (int t = 1; t <= IOWHY_REC_MAX; t++) {
-		w.bufs[t].data = malloc(CHUNK_BYTES);
-		if (!w.bufs[t].data) {
+		r->w.bufs[t].data = malloc(CHUNK_BYTES);
+		if (!r->w.bufs[t].data) {
 			fprintf(stderr, "failed to allocate buffers: %s\n", strerror(ENOMEM));
 			return 1;
 		}
 	}
 
 	/* Fail on an unwritable output before touching the kernel. */
-	if (!env.dry_run) {
-		w.fd = open_output(env.output);
-		if (w.fd < 0)
+	if (!r->env.dry_run) {
+		r->w.fd = open_output(r, r->env.output);
+		if (r->w.fd < 0)
 			return 1;
 	}
 
@@ -1620,7 +1638,7 @@ int main(int argc, char **argv)
 	static const struct {
 		int btf, ts;
 	} modes[] = { { 1, 1 }, { 1, 0 }, { 0, 0 } };
-	for (size_t m = env.raw_tp ? 2 : 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+	for (size_t m = r->env.raw_tp ? 2 : 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 		int use_btf = modes[m].btf, use_ts = modes[m].ts;
 
 		skel = iowhy_bpf__open();
@@ -1629,7 +1647,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "failed to open BPF object: %s\n", strerror(-err));
 			goto cleanup;
 		}
-		err = configure(skel, vmlinux, use_btf, use_ts);
+		err = configure(r, skel, vmlinux, use_btf, use_ts);
 		if (err) {
 			fprintf(stderr, "failed to configure BPF object: %s\n", strerror(-err));
 			goto cleanup;
@@ -1640,7 +1658,7 @@ int main(int argc, char **argv)
 			task_state = use_ts ? "task-storage" : "hash";
 			break;
 		}
-		if (use_btf && env.verbose)
+		if (use_btf && r->env.verbose)
 			fprintf(stderr, "iowhy-record: %s load failed (%s), trying %s\n",
 				use_ts ? "tp_btf with task storage" : "tp_btf", strerror(-err),
 				use_ts ? "a hash map" : "raw_tp");
@@ -1653,42 +1671,42 @@ int main(int argc, char **argv)
 		}
 	}
 
-	for (int i = 0; i < env.ndevs; i++) {
+	for (int i = 0; i < r->env.ndevs; i++) {
 		__u8 one = 1;
 
-		if (bpf_map_update_elem(bpf_map__fd(skel->maps.devs), &env.devs[i], &one, BPF_ANY)) {
+		if (bpf_map_update_elem(bpf_map__fd(skel->maps.devs), &r->env.devs[i], &one, BPF_ANY)) {
 			fprintf(stderr, "failed to set device filter: %s\n", strerror(errno));
 			goto cleanup;
 		}
 	}
 
-	err = map_stages(skel->maps.stage);
+	err = map_stages(r, skel->maps.stage);
 	if (err) {
 		fprintf(stderr, "failed to map staging buffers: %s\n", strerror(-err));
 		goto cleanup;
 	}
-	err = attach_all(skel);
+	err = attach_all(r, skel);
 	if (!err)
 		skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);
 	if (err)
 		goto cleanup;
-	rec_obj = skel->obj;
+	r->obj = skel->obj;
 
-	if (env.dry_run) {
+	if (r->env.dry_run) {
 		int attached = 0;
 
-		for (int i = 0; i < nprobes; i++) {
-			printf("%-28s %s\n", probes[i].tp, probes[i].how);
-			attached += strncmp(probes[i].how, "skipped", 7) != 0;
+		for (int i = 0; i < r->nprobes; i++) {
+			printf("%-28s %s\n", r->probes[i].tp, r->probes[i].how);
+			attached += strncmp(r->probes[i].how, "skipped", 7) != 0;
 		}
 		printf("attached %d of %d probes (%s, thread state in %s), startup %.1f ms\n",
-		       attached, nprobes, attach_mode, task_state,
+		       attached, r->nprobes, attach_mode, task_state,
 		       (now_ns(CLOCK_MONOTONIC) - t_main) / 1e6);
 		ret = 0;
 		goto cleanup;
 	}
 
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), handle_event, NULL, NULL);
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), handle_event, r, NULL);
 	if (!rb) {
 		err = -errno;
 		fprintf(stderr, "failed to create ring buffer: %s\n", strerror(-err));
@@ -1717,25 +1735,25 @@ int main(int argc, char **argv)
 		fh.chunk_hdr_bytes = sizeof(struct iowhy_chunk_hdr);
 		fh.endian_tag = 0x01020304;
 		fh.created_realtime_ns = now_ns(CLOCK_REALTIME);
-		if ((err = write_all(w.fd, &fh, sizeof(fh)))) {
-			fprintf(stderr, "failed to write %s: %s\n", env.output, strerror(-err));
+		if ((err = write_all(r->w.fd, &fh, sizeof(fh)))) {
+			fprintf(stderr, "failed to write %s: %s\n", r->env.output, strerror(-err));
 			goto cleanup;
 		}
-		w.good_off = sizeof(fh);
+		r->w.good_off = sizeof(fh);
 	}
-	if (env.meta || env.meta_fd) {
+	if (r->env.meta || r->env.meta_fd) {
 		FILE *f;
 		char *buf = NULL;
 		size_t cap = 0, len = 0;
 
-		if (env.meta_fd)
-			lseek(env.meta_fd, 0, SEEK_SET); /* a memfd; a pipe has no offset */
-		f = env.meta_fd ? fdopen(env.meta_fd, "r") : fopen(env.meta, "r");
-		if (f && env.meta_fd)
-			env.meta_fd = 0; /* fclose closes it */
+		if (r->env.meta_fd)
+			lseek(r->env.meta_fd, 0, SEEK_SET); /* a memfd; a pipe has no offset */
+		f = r->env.meta_fd ? fdopen(r->env.meta_fd, "r") : fopen(r->env.meta, "r");
+		if (f && r->env.meta_fd)
+			r->env.meta_fd = 0; /* fclose closes it */
 		if (!f) {
 			fprintf(stderr, "failed to read metadata %s: %s\n",
-				env.meta ? env.meta : "descriptor", strerror(errno));
+				r->env.meta ? r->env.meta : "descriptor", strerror(errno));
 			goto cleanup;
 		}
 		for (;;) {
@@ -1753,12 +1771,12 @@ int main(int argc, char **argv)
 		}
 		fclose(f);
 		if (buf)
-			write_chunk(IOWHY_CHUNK_META, 0, 1, buf, len);
+			write_chunk(r, IOWHY_CHUNK_META, 0, 1, buf, len);
 		free(buf);
 	}
 
 	/* Start the workload only now that every probe is attached. */
-	if (env.cmd) {
+	if (r->env.cmd) {
 		if (pipe2(go_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
 			fprintf(stderr, "failed to create pipes: %s\n", strerror(errno));
 			goto cleanup;
@@ -1778,7 +1796,7 @@ int main(int argc, char **argv)
 			close(err_pipe[0]);
 			if (read(go_pipe[0], &c, 1) != 1)
 				_exit(1);
-			execvp(env.cmd[0], env.cmd);
+			execvp(r->env.cmd[0], r->env.cmd);
 			e = errno;
 			if (write(err_pipe[1], &e, sizeof(e)) < 0)
 				(void)0;
@@ -1796,8 +1814,8 @@ int main(int argc, char **argv)
 				goto cleanup;
 			}
 		}
-		emit_root_task(child, child);
-		stats_start();
+		emit_root_task(r, child, child);
+		stats_start(r);
 		cpu_ns(&cpu0_user, &cpu0_sys);
 		start_ns = now_ns(CLOCK_MONOTONIC);
 		if (write(go_pipe[1], "g", 1) != 1) {
@@ -1812,7 +1830,7 @@ int main(int argc, char **argv)
 			close(err_pipe[0]);
 			if (n == sizeof(e)) {
 				waitpid(child, &child_status, 0);
-				fprintf(stderr, "iowhy-record: cannot run %s: %s\n", env.cmd[0], strerror(e));
+				fprintf(stderr, "iowhy-record: cannot run %s: %s\n", r->env.cmd[0], strerror(e));
 				ret = e == ENOENT ? 127 : 126;
 				stop_reason = "error";
 				child_done = 1;
@@ -1820,9 +1838,9 @@ int main(int argc, char **argv)
 			}
 		}
 	} else {
-		target_pidfd = syscall(SYS_pidfd_open, env.pid, 0);
-		track_tree(bpf_map__fd(skel->maps.tracked), env.pid);
-		stats_start();
+		target_pidfd = syscall(SYS_pidfd_open, r->env.pid, 0);
+		track_tree(r, bpf_map__fd(skel->maps.tracked), r->env.pid);
+		stats_start(r);
 		cpu_ns(&cpu0_user, &cpu0_sys);
 		start_ns = now_ns(CLOCK_MONOTONIC);
 		stop_reason = "target-exit";
@@ -1838,18 +1856,18 @@ int main(int argc, char **argv)
 		fprintf(s.f, "{\"iowhy_version\": ");
 		json_str(s.f, IOWHY_VERSION);
 		fprintf(s.f, ", \"mode\": \"%s\", \"pid\": %d, \"recorder_pid\": %d, \"command\": [",
-			env.cmd ? "run" : "attach", env.cmd ? child : env.pid, getpid());
-		for (int i = 0; env.cmd && env.cmd[i]; i++) {
+			r->env.cmd ? "run" : "attach", r->env.cmd ? child : r->env.pid, getpid());
+		for (int i = 0; r->env.cmd && r->env.cmd[i]; i++) {
 			fprintf(s.f, "%s", i ? ", " : "");
-			json_str(s.f, env.cmd[i]);
+			json_str(s.f, r->env.cmd[i]);
 		}
-		if (!env.cmd) {
+		if (!r->env.cmd) {
 			/* attach: the target's own command line, NUL-separated in /proc */
 			char path[64], buf[4096];
 			size_t n = 0;
 			FILE *f;
 
-			snprintf(path, sizeof(path), "/proc/%d/cmdline", env.pid);
+			snprintf(path, sizeof(path), "/proc/%d/cmdline", r->env.pid);
 			f = fopen(path, "r");
 			if (f) {
 				n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -1868,19 +1886,19 @@ int main(int argc, char **argv)
 			     "\"ringbuf_bytes\": %llu, "
 			     "\"devices_filter\": [",
 			(unsigned long long)start_ns, (unsigned long long)(start_ns - t_main), attach_mode,
-			task_state, env.sync_syscalls ? "sync" : "all", lazy_writes ? "lazy" : "start",
-			(unsigned long long)env.ringbuf_mib << 20);
-		for (int i = 0; i < env.ndevs; i++)
-			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", env.devs[i] >> 20,
-				env.devs[i] & ((1U << 20) - 1));
+			task_state, r->env.sync_syscalls ? "sync" : "all", r->lazy_writes ? "lazy" : "start",
+			(unsigned long long)r->env.ringbuf_mib << 20);
+		for (int i = 0; i < r->env.ndevs; i++)
+			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", r->env.devs[i] >> 20,
+				r->env.devs[i] & ((1U << 20) - 1));
 		fprintf(s.f, "], \"clock\": {\"realtime_minus_monotonic_ns\": %lld}, \"probes\": {",
 			(long long)(rt - mono));
-		for (int i = 0; i < nprobes; i++) {
-			fprintf(s.f, "%s\"%s\": ", i ? ", " : "", probes[i].tp);
-			json_str(s.f, probes[i].how);
+		for (int i = 0; i < r->nprobes; i++) {
+			fprintf(s.f, "%s\"%s\": ", i ? ", " : "", r->probes[i].tp);
+			json_str(s.f, r->probes[i].how);
 		}
 		fprintf(s.f, "}}");
-		sb_close_write(&s, IOWHY_CHUNK_RECORDER);
+		sb_close_write(r, &s, IOWHY_CHUNK_RECORDER);
 	}
 
 	last_flush = now_ns(CLOCK_MONOTONIC);
@@ -1907,8 +1925,8 @@ int main(int argc, char **argv)
 			stop_reason = "error";
 			break;
 		}
-		if (lazy_writes && !write_probes_ns && skel->bss->write_probes_wanted)
-			attach_write_family(skel);
+		if (r->lazy_writes && !r->write_probes_ns && skel->bss->write_probes_wanted)
+			attach_write_family(r, skel);
 		now = now_ns(CLOCK_MONOTONIC);
 		if (child && !child_done && waitpid(child, &child_status, WNOHANG) == child) {
 			child_done = 1;
@@ -1920,30 +1938,30 @@ int main(int argc, char **argv)
 				kill(child, SIGKILL);
 				killed = 1;
 			}
-		} else if (!child && target_exited(target_pidfd, env.pid)) {
+		} else if (!child && target_exited(target_pidfd, r->env.pid)) {
 			stop_reason = "target-exit";
 			break;
-		} else if (env.duration > 0 && now - start_ns >= (__u64)(env.duration * 1e9)) {
+		} else if (r->env.duration > 0 && now - start_ns >= (__u64)(r->env.duration * 1e9)) {
 			stop_reason = "duration";
 			break;
 		}
-		if (now - stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
-			drain_stages(0);
-			stages.last_ns = now;
+		if (now - r->stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
+			drain_stages(r, 0);
+			r->stages.last_ns = now;
 		}
 		if (now - last_flush >= FLUSH_INTERVAL_NS) {
-			flush_all();
-			write_progress(counters_fd);
+			flush_all(r);
+			write_progress(r, counters_fd);
 			last_flush = now;
 		}
 	}
 	if (stop_signal)
 		stop_reason = "signal";
-	if (w.failed)
+	if (r->w.failed)
 		stop_reason = "disk-full";
 	end_ns = now_ns(CLOCK_MONOTONIC);
 	cpu_ns(&cpu1_user, &cpu1_sys);
-	stats_end();
+	stats_end(r);
 
 	/*
 	 * Drain what the kernel still holds, then read what is still in flight, then drain
@@ -1953,16 +1971,16 @@ int main(int argc, char **argv)
 	 */
 	skel->bss->stopping = 1;
 	__sync_synchronize();
-	drain_stages(1); /* each stage taken once after `stopping`: none is written again */
+	drain_stages(r, 1); /* each stage taken once after `stopping`: none is written again */
 	ring_buffer__consume(rb);
-	dump_inflight(skel, end_ns);
-	dump_open_calls(skel, end_ns);
-	stop_q.late = 1;
+	dump_inflight(r, skel, end_ns);
+	dump_open_calls(r, skel, end_ns);
+	r->stop_q.late = 1;
 	ring_buffer__consume(rb);
-	stop_q.late = 0;
-	release_held();
-	dump_syscalls(skel, end_ns);
-	flush_all();
+	r->stop_q.late = 0;
+	release_held(r);
+	dump_syscalls(r, skel, end_ns);
+	flush_all(r);
 	{
 		struct sbuf s;
 		int code = 0;
@@ -1979,18 +1997,18 @@ int main(int argc, char **argv)
 			     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
 			     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
 			(unsigned long long)end_ns, stop_reason, status,
-			(unsigned long long)w.incomplete_requests, (unsigned long long)w.open_calls,
-			(unsigned long long)(lazy_writes ? write_probes_ns : start_ns),
+			(unsigned long long)r->w.incomplete_requests, (unsigned long long)r->w.open_calls,
+			(unsigned long long)(r->lazy_writes ? r->write_probes_ns : start_ns),
 			libbpf_num_possible_cpus(), (unsigned long long)(cpu1_user - cpu0_user),
 			(unsigned long long)(cpu1_sys - cpu0_sys));
-		stats_write(s.f);
-		write_counts_json(s.f, counters_fd);
+		stats_write(r, s.f);
+		write_counts_json(r, s.f, counters_fd);
 		fprintf(s.f, "}");
-		sb_close_write(&s, IOWHY_CHUNK_TRAILER);
-		if (w.failed) {
+		sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
+		if (r->w.failed) {
 			fprintf(stderr, "failed to write %s: %s; recording stopped, the trace holds "
 					"everything before that point (truncated)\n",
-				env.output, strerror(w.err));
+				r->env.output, strerror(r->w.err));
 			if (child && !child_done)
 				fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
 					child);
@@ -2002,7 +2020,7 @@ int main(int argc, char **argv)
 		} else if (stop_signal) {
 			ret = 128 + stop_signal;
 		} else {
-			if (child && !env.quiet) /* --duration: the workload goes on */
+			if (child && !r->env.quiet) /* --duration: the workload goes on */
 				fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
 					child);
 			ret = 0;
@@ -2012,7 +2030,7 @@ int main(int argc, char **argv)
 
 			counters_sum(counters_fd, c);
 			__u64 unseen = c[IOWHY_C_LOST_DONE] + c[IOWHY_C_LOST_ISSUE] +
-				       c[IOWHY_C_LOST_SWITCH_IN] + recursion_misses(NULL);
+				       c[IOWHY_C_LOST_SWITCH_IN] + recursion_misses(r, NULL);
 
 			for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
 				lost += c[i];
@@ -2020,42 +2038,42 @@ int main(int argc, char **argv)
 				fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
 						"(see `iowhy info`); if the ring buffer or a map was full, "
 						"record again with a bigger --ringbuf (now %ld MiB)\n",
-					(unsigned long long)lost, env.ringbuf_mib);
+					(unsigned long long)lost, r->env.ringbuf_mib);
 			if (unseen)
 				fprintf(stderr, "iowhy-record: WARNING: the kernel did not run the probes "
 						"for %llu events (see `iowhy info`); the requests and "
 						"intervals they end are written flagged\n",
 					(unsigned long long)unseen);
-			if (w.unknown_records)
+			if (r->w.unknown_records)
 				fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",
-					(unsigned long long)w.unknown_records);
+					(unsigned long long)r->w.unknown_records);
 		}
-		if (!env.quiet && !w.failed)
+		if (!r->env.quiet && !r->w.failed)
 			fprintf(stderr, "iowhy-record: %s: %llu requests, %llu fsync calls, %llu journal "
 					"events, %.3f s (%s)\n",
-				env.output, (unsigned long long)w.bufs[IOWHY_REC_REQUEST].total,
-				(unsigned long long)w.bufs[IOWHY_REC_FSYNC].total,
-				(unsigned long long)w.bufs[IOWHY_REC_JOURNAL].total,
+				r->env.output, (unsigned long long)r->w.bufs[IOWHY_REC_REQUEST].total,
+				(unsigned long long)r->w.bufs[IOWHY_REC_FSYNC].total,
+				(unsigned long long)r->w.bufs[IOWHY_REC_JOURNAL].total,
 				(end_ns - start_ns) / 1e9, stop_reason);
 	}
 
 cleanup:
 	ring_buffer__free(rb);
-	if (stages.base)
-		munmap(stages.base, stages.len);
-	if (w.fd >= 0) {
-		close(w.fd);
+	if (r->stages.base)
+		munmap(r->stages.base, r->stages.len);
+	if (r->w.fd >= 0) {
+		close(r->w.fd);
 		/* Failed before the header: leave no empty file behind to be mistaken for a trace. */
-		if (!w.good_off)
-			unlink(partial_path);
-		else if (commit_output(env.output) && ret == 0)
+		if (!r->w.good_off)
+			unlink(r->partial_path);
+		else if (commit_output(r, r->env.output) && ret == 0)
 			ret = 1;
 	}
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
-		free(w.bufs[t].data);
-	if (nlinks && !env.dry_run)
-		detach_in_background();
-	destroy_links();
+		free(r->w.bufs[t].data);
+	if (r->nlinks && !r->env.dry_run)
+		detach_in_background(r);
+	destroy_links(r);
 	iowhy_bpf__destroy(skel);
 	btf__free(vmlinux);
 	if (target_pidfd >= 0)
