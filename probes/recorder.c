@@ -187,6 +187,18 @@ struct rec {
 		int fd, done;
 		__u64 cnt0[MAX_PROGS], ns0[MAX_PROGS], cnt1[MAX_PROGS], ns1[MAX_PROGS];
 	} stats;
+	/* the run */
+	struct iowhy_bpf *skel;
+	struct btf *vmlinux;
+	struct ring_buffer *rb;
+	const char *attach_mode, *task_state, *stop_reason;
+	__u64 t_main, start_ns, end_ns; /* main's start, recording's start and end */
+	__u64 cpu0_user, cpu0_sys, cpu1_user, cpu1_sys;
+	int counters_fd;
+	int target_pidfd; /* attach: a pidfd of the target, to see it exit */
+	pid_t child;      /* run: the workload */
+	int child_status, child_done;
+	int ret; /* the exit status */
 };
 
 static int libbpf_verbose;
@@ -1456,9 +1468,10 @@ static void track_tree(struct rec *r, int tracked_fd, pid_t root)
 	}
 }
 
-/* ---------------------------------------------------------------- main --- */
+/* ---------------------------------------------------------------- steps --- */
 
-int main(int argc, char **argv)
+/* Options: -1 to go on, or the exit status (usage errors 2, --help 0). */
+static int parse_args(struct rec *r, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' }, { "meta", required_argument, NULL, 'm' },
@@ -1474,21 +1487,7 @@ int main(int argc, char **argv)
 		{ "force", no_argument, NULL, 'F' },
 		{},
 	};
-	__u64 t_main = now_ns(CLOCK_MONOTONIC), start_ns = 0, end_ns, last_flush;
-	__u64 cpu0_user = 0, cpu0_sys = 0, cpu1_user, cpu1_sys;
-	struct iowhy_bpf *skel = NULL;
-	struct btf *vmlinux = NULL;
-	struct ring_buffer *rb = NULL;
-	const char *attach_mode = "tp_btf", *task_state = "task-storage";
-	const char *stop_reason = "workload-exit";
-	int opt, err = 0, ret = 1, go_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
-	int child_status = 0, child_done = 0, counters_fd, target_pidfd = -1;
-	int stop_sent = 0, killed = 0;
-	__u64 kill_at = 0;
-	pid_t child = 0;
-	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1 }, .w = { .fd = -1 },
-			  .stats = { .fd = -1 } };
-	struct rec *r = &rs;
+	int opt;
 
 	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -1579,6 +1578,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iowhy-record: -p and a command exclude each other\n");
 		return 2;
 	}
+	return -1;
+}
+
+/*
+ * What must hold before anything is loaded: the attach target, the signal handlers,
+ * BTF, the output path, tracefs; the buffers and the output file. -1 to go on, or the
+ * exit status (nothing is left to clean up).
+ */
+static int prepare(struct rec *r)
+{
 	if (r->env.pid > 0 && check_target(r->env.pid, r->env.force))
 		return 1;
 	/*
@@ -1622,11 +1631,18 @@ int main(int argc, char **argv)
 		if (r->w.fd < 0)
 			return 1;
 	}
+	return -1;
+}
 
-	vmlinux = btf__load_vmlinux_btf();
-	if (!vmlinux) {
+/* Open, configure and load the BPF object, the cheapest way that works. */
+static int load_probes(struct rec *r)
+{
+	int err;
+
+	r->vmlinux = btf__load_vmlinux_btf();
+	if (!r->vmlinux) {
 		fprintf(stderr, "failed to load kernel BTF: %s\n", strerror(errno));
-		goto cleanup;
+		return -1;
 	}
 
 	/*
@@ -1641,82 +1657,96 @@ int main(int argc, char **argv)
 	for (size_t m = r->env.raw_tp ? 2 : 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 		int use_btf = modes[m].btf, use_ts = modes[m].ts;
 
-		skel = iowhy_bpf__open();
-		if (!skel) {
+		r->skel = iowhy_bpf__open();
+		if (!r->skel) {
 			err = -errno;
 			fprintf(stderr, "failed to open BPF object: %s\n", strerror(-err));
-			goto cleanup;
+			return -1;
 		}
-		err = configure(r, skel, vmlinux, use_btf, use_ts);
+		err = configure(r, r->skel, r->vmlinux, use_btf, use_ts);
 		if (err) {
 			fprintf(stderr, "failed to configure BPF object: %s\n", strerror(-err));
-			goto cleanup;
+			return -1;
 		}
-		err = iowhy_bpf__load(skel);
+		err = iowhy_bpf__load(r->skel);
 		if (!err) {
-			attach_mode = use_btf ? "tp_btf" : "raw_tp";
-			task_state = use_ts ? "task-storage" : "hash";
+			r->attach_mode = use_btf ? "tp_btf" : "raw_tp";
+			r->task_state = use_ts ? "task-storage" : "hash";
 			break;
 		}
 		if (use_btf && r->env.verbose)
 			fprintf(stderr, "iowhy-record: %s load failed (%s), trying %s\n",
 				use_ts ? "tp_btf with task storage" : "tp_btf", strerror(-err),
 				use_ts ? "a hash map" : "raw_tp");
-		iowhy_bpf__destroy(skel);
-		skel = NULL;
+		iowhy_bpf__destroy(r->skel);
+		r->skel = NULL;
 		if (!use_btf) {
 			fprintf(stderr, "failed to load BPF programs: %s%s\n", strerror(-err),
 				err == -EPERM ? " (need root: CAP_BPF and CAP_PERFMON)" : "");
-			goto cleanup;
+			return -1;
 		}
 	}
 
 	for (int i = 0; i < r->env.ndevs; i++) {
 		__u8 one = 1;
 
-		if (bpf_map_update_elem(bpf_map__fd(skel->maps.devs), &r->env.devs[i], &one, BPF_ANY)) {
+		if (bpf_map_update_elem(bpf_map__fd(r->skel->maps.devs), &r->env.devs[i], &one, BPF_ANY)) {
 			fprintf(stderr, "failed to set device filter: %s\n", strerror(errno));
-			goto cleanup;
+			return -1;
 		}
 	}
 
-	err = map_stages(r, skel->maps.stage);
+	err = map_stages(r, r->skel->maps.stage);
 	if (err) {
 		fprintf(stderr, "failed to map staging buffers: %s\n", strerror(-err));
-		goto cleanup;
+		return -1;
 	}
-	err = attach_all(r, skel);
+	return 0;
+}
+
+static int attach_probes(struct rec *r)
+{
+	int err;
+
+	err = attach_all(r, r->skel);
 	if (!err)
-		skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);
+		r->skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);
 	if (err)
-		goto cleanup;
-	r->obj = skel->obj;
+		return -1;
+	r->obj = r->skel->obj;
+	return 0;
+}
 
-	if (r->env.dry_run) {
-		int attached = 0;
+/* --dry-run: what was attached, and how. */
+static void print_dry_run(struct rec *r)
+{
+	int attached = 0;
 
-		for (int i = 0; i < r->nprobes; i++) {
-			printf("%-28s %s\n", r->probes[i].tp, r->probes[i].how);
-			attached += strncmp(r->probes[i].how, "skipped", 7) != 0;
-		}
-		printf("attached %d of %d probes (%s, thread state in %s), startup %.1f ms\n",
-		       attached, r->nprobes, attach_mode, task_state,
-		       (now_ns(CLOCK_MONOTONIC) - t_main) / 1e6);
-		ret = 0;
-		goto cleanup;
+	for (int i = 0; i < r->nprobes; i++) {
+		printf("%-28s %s\n", r->probes[i].tp, r->probes[i].how);
+		attached += strncmp(r->probes[i].how, "skipped", 7) != 0;
 	}
+	printf("attached %d of %d probes (%s, thread state in %s), startup %.1f ms\n",
+	       attached, r->nprobes, r->attach_mode, r->task_state,
+	       (now_ns(CLOCK_MONOTONIC) - r->t_main) / 1e6);
+	r->ret = 0;
+}
 
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), handle_event, r, NULL);
-	if (!rb) {
+static int open_ring(struct rec *r)
+{
+	int err;
+
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.rb), handle_event, r, NULL);
+	if (!r->rb) {
 		err = -errno;
 		fprintf(stderr, "failed to create ring buffer: %s\n", strerror(-err));
-		goto cleanup;
+		return -1;
 	}
-	counters_fd = bpf_map__fd(skel->maps.counters);
+	r->counters_fd = bpf_map__fd(r->skel->maps.counters);
 
 	if (exiting) { /* stopped while loading: nothing recorded, nothing left */
-		ret = 128 + stop_signal;
-		goto cleanup;
+		r->ret = 128 + stop_signal;
+		return -1;
 	}
 	{
 		struct sigaction sa = { .sa_handler = sigchld_handler }; /* no SA_RESTART */
@@ -1724,6 +1754,12 @@ int main(int argc, char **argv)
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGCHLD, &sa, NULL);
 	}
+	return 0;
+}
+
+static int write_header(struct rec *r)
+{
+	int err;
 
 	/* The file header and the metadata gathered by `iowhy record`. */
 	{
@@ -1737,7 +1773,7 @@ int main(int argc, char **argv)
 		fh.created_realtime_ns = now_ns(CLOCK_REALTIME);
 		if ((err = write_all(r->w.fd, &fh, sizeof(fh)))) {
 			fprintf(stderr, "failed to write %s: %s\n", r->env.output, strerror(-err));
-			goto cleanup;
+			return -1;
 		}
 		r->w.good_off = sizeof(fh);
 	}
@@ -1754,7 +1790,7 @@ int main(int argc, char **argv)
 		if (!f) {
 			fprintf(stderr, "failed to read metadata %s: %s\n",
 				r->env.meta ? r->env.meta : "descriptor", strerror(errno));
-			goto cleanup;
+			return -1;
 		}
 		for (;;) {
 			if (len == cap) {
@@ -1774,19 +1810,26 @@ int main(int argc, char **argv)
 			write_chunk(r, IOWHY_CHUNK_META, 0, 1, buf, len);
 		free(buf);
 	}
+	return 0;
+}
+
+/* Run mode: fork CMD, track it, let it exec; attach mode: track the target's tree. */
+static int start_workload(struct rec *r)
+{
+	int go_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
 
 	/* Start the workload only now that every probe is attached. */
 	if (r->env.cmd) {
 		if (pipe2(go_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
 			fprintf(stderr, "failed to create pipes: %s\n", strerror(errno));
-			goto cleanup;
+			return -1;
 		}
-		child = fork();
-		if (child < 0) {
+		r->child = fork();
+		if (r->child < 0) {
 			fprintf(stderr, "failed to fork: %s\n", strerror(errno));
-			goto cleanup;
+			return -1;
 		}
-		if (child == 0) {
+		if (r->child == 0) {
 			char c;
 			int e;
 
@@ -1805,22 +1848,22 @@ int main(int argc, char **argv)
 		close(go_pipe[0]);
 		close(err_pipe[1]);
 		{
-			int terr = track_pid(bpf_map__fd(skel->maps.tracked), child);
+			int terr = track_pid(bpf_map__fd(r->skel->maps.tracked), r->child);
 
 			if (terr) {
 				fprintf(stderr, "failed to track workload: %s\n", strerror(-terr));
-				kill(child, SIGKILL);
-				waitpid(child, NULL, 0);
-				goto cleanup;
+				kill(r->child, SIGKILL);
+				waitpid(r->child, NULL, 0);
+				return -1;
 			}
 		}
-		emit_root_task(r, child, child);
+		emit_root_task(r, r->child, r->child);
 		stats_start(r);
-		cpu_ns(&cpu0_user, &cpu0_sys);
-		start_ns = now_ns(CLOCK_MONOTONIC);
+		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
+		r->start_ns = now_ns(CLOCK_MONOTONIC);
 		if (write(go_pipe[1], "g", 1) != 1) {
 			fprintf(stderr, "failed to start workload: %s\n", strerror(errno));
-			goto cleanup;
+			return -1;
 		}
 		close(go_pipe[1]);
 		{
@@ -1829,77 +1872,87 @@ int main(int argc, char **argv)
 
 			close(err_pipe[0]);
 			if (n == sizeof(e)) {
-				waitpid(child, &child_status, 0);
+				waitpid(r->child, &r->child_status, 0);
 				fprintf(stderr, "iowhy-record: cannot run %s: %s\n", r->env.cmd[0], strerror(e));
-				ret = e == ENOENT ? 127 : 126;
-				stop_reason = "error";
-				child_done = 1;
+				r->ret = e == ENOENT ? 127 : 126;
+				r->stop_reason = "error";
+				r->child_done = 1;
 				exiting = 1;
 			}
 		}
 	} else {
-		target_pidfd = syscall(SYS_pidfd_open, r->env.pid, 0);
-		track_tree(r, bpf_map__fd(skel->maps.tracked), r->env.pid);
+		r->target_pidfd = syscall(SYS_pidfd_open, r->env.pid, 0);
+		track_tree(r, bpf_map__fd(r->skel->maps.tracked), r->env.pid);
 		stats_start(r);
-		cpu_ns(&cpu0_user, &cpu0_sys);
-		start_ns = now_ns(CLOCK_MONOTONIC);
-		stop_reason = "target-exit";
+		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
+		r->start_ns = now_ns(CLOCK_MONOTONIC);
+		r->stop_reason = "target-exit";
 	}
+	return 0;
+}
 
-	{
-		struct sbuf s;
-		struct utsname u;
-		__u64 rt = now_ns(CLOCK_REALTIME), mono = now_ns(CLOCK_MONOTONIC);
+/* The RECORDER chunk: how this recording is made. */
+static void write_recorder_chunk(struct rec *r)
+{
+	struct sbuf s;
+	struct utsname u;
+	__u64 rt = now_ns(CLOCK_REALTIME), mono = now_ns(CLOCK_MONOTONIC);
 
-		uname(&u);
-		sb_open(&s);
-		fprintf(s.f, "{\"iowhy_version\": ");
-		json_str(s.f, IOWHY_VERSION);
-		fprintf(s.f, ", \"mode\": \"%s\", \"pid\": %d, \"recorder_pid\": %d, \"command\": [",
-			r->env.cmd ? "run" : "attach", r->env.cmd ? child : r->env.pid, getpid());
-		for (int i = 0; r->env.cmd && r->env.cmd[i]; i++) {
-			fprintf(s.f, "%s", i ? ", " : "");
-			json_str(s.f, r->env.cmd[i]);
-		}
-		if (!r->env.cmd) {
-			/* attach: the target's own command line, NUL-separated in /proc */
-			char path[64], buf[4096];
-			size_t n = 0;
-			FILE *f;
-
-			snprintf(path, sizeof(path), "/proc/%d/cmdline", r->env.pid);
-			f = fopen(path, "r");
-			if (f) {
-				n = fread(buf, 1, sizeof(buf) - 1, f);
-				fclose(f);
-			}
-			buf[n] = 0;
-			for (size_t off = 0; off < n; off += strlen(buf + off) + 1) {
-				fprintf(s.f, "%s", off ? ", " : "");
-				json_str(s.f, buf + off);
-			}
-		}
-		fprintf(s.f, "], \"kernel\": ");
-		json_str(s.f, u.release);
-		fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
-			     "\"task_state\": \"%s\", \"syscalls\": \"%s\", \"write_probes\": \"%s\", "
-			     "\"ringbuf_bytes\": %llu, "
-			     "\"devices_filter\": [",
-			(unsigned long long)start_ns, (unsigned long long)(start_ns - t_main), attach_mode,
-			task_state, r->env.sync_syscalls ? "sync" : "all", r->lazy_writes ? "lazy" : "start",
-			(unsigned long long)r->env.ringbuf_mib << 20);
-		for (int i = 0; i < r->env.ndevs; i++)
-			fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", r->env.devs[i] >> 20,
-				r->env.devs[i] & ((1U << 20) - 1));
-		fprintf(s.f, "], \"clock\": {\"realtime_minus_monotonic_ns\": %lld}, \"probes\": {",
-			(long long)(rt - mono));
-		for (int i = 0; i < r->nprobes; i++) {
-			fprintf(s.f, "%s\"%s\": ", i ? ", " : "", r->probes[i].tp);
-			json_str(s.f, r->probes[i].how);
-		}
-		fprintf(s.f, "}}");
-		sb_close_write(r, &s, IOWHY_CHUNK_RECORDER);
+	uname(&u);
+	sb_open(&s);
+	fprintf(s.f, "{\"iowhy_version\": ");
+	json_str(s.f, IOWHY_VERSION);
+	fprintf(s.f, ", \"mode\": \"%s\", \"pid\": %d, \"recorder_pid\": %d, \"command\": [",
+		r->env.cmd ? "run" : "attach", r->env.cmd ? r->child : r->env.pid, getpid());
+	for (int i = 0; r->env.cmd && r->env.cmd[i]; i++) {
+		fprintf(s.f, "%s", i ? ", " : "");
+		json_str(s.f, r->env.cmd[i]);
 	}
+	if (!r->env.cmd) {
+		/* attach: the target's own command line, NUL-separated in /proc */
+		char path[64], buf[4096];
+		size_t n = 0;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", r->env.pid);
+		f = fopen(path, "r");
+		if (f) {
+			n = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+		}
+		buf[n] = 0;
+		for (size_t off = 0; off < n; off += strlen(buf + off) + 1) {
+			fprintf(s.f, "%s", off ? ", " : "");
+			json_str(s.f, buf + off);
+		}
+	}
+	fprintf(s.f, "], \"kernel\": ");
+	json_str(s.f, u.release);
+	fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
+		     "\"task_state\": \"%s\", \"syscalls\": \"%s\", \"write_probes\": \"%s\", "
+		     "\"ringbuf_bytes\": %llu, "
+		     "\"devices_filter\": [",
+		(unsigned long long)r->start_ns, (unsigned long long)(r->start_ns - r->t_main), r->attach_mode,
+		r->task_state, r->env.sync_syscalls ? "sync" : "all", r->lazy_writes ? "lazy" : "start",
+		(unsigned long long)r->env.ringbuf_mib << 20);
+	for (int i = 0; i < r->env.ndevs; i++)
+		fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", r->env.devs[i] >> 20,
+			r->env.devs[i] & ((1U << 20) - 1));
+	fprintf(s.f, "], \"clock\": {\"realtime_minus_monotonic_ns\": %lld}, \"probes\": {",
+		(long long)(rt - mono));
+	for (int i = 0; i < r->nprobes; i++) {
+		fprintf(s.f, "%s\"%s\": ", i ? ", " : "", r->probes[i].tp);
+		json_str(s.f, r->probes[i].how);
+	}
+	fprintf(s.f, "}}");
+	sb_close_write(r, &s, IOWHY_CHUNK_RECORDER);
+}
+
+/* Record until the workload or the target exits, a signal, --duration or a full disk. */
+static void poll_until_stop(struct rec *r)
+{
+	__u64 last_flush, kill_at = 0;
+	int err, stop_sent = 0, killed = 0;
 
 	last_flush = now_ns(CLOCK_MONOTONIC);
 	for (;;) {
@@ -1907,7 +1960,7 @@ int main(int argc, char **argv)
 
 		if (exiting && !stop_sent) {
 			/* a full disk or a failed exec: the workload is not stopped */
-			if (!child || child_done || !stop_signal)
+			if (!r->child || r->child_done || !stop_signal)
 				break;
 			/*
 			 * Stopped by SIGINT/SIGTERM in run mode: stop the workload as perf does,
@@ -1915,34 +1968,34 @@ int main(int argc, char **argv)
 			 * last I/O is in the trace, and its exit status); SIGKILL after the grace
 			 * time. Attach mode never signals its target.
 			 */
-			kill(child, stop_signal);
+			kill(r->child, stop_signal);
 			stop_sent = 1;
 			kill_at = now_ns(CLOCK_MONOTONIC) + STOP_GRACE_NS;
 		}
-		err = ring_buffer__poll(rb, 100);
+		err = ring_buffer__poll(r->rb, 100);
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "failed to poll ring buffer: %s\n", strerror(-err));
-			stop_reason = "error";
+			r->stop_reason = "error";
 			break;
 		}
-		if (r->lazy_writes && !r->write_probes_ns && skel->bss->write_probes_wanted)
-			attach_write_family(r, skel);
+		if (r->lazy_writes && !r->write_probes_ns && r->skel->bss->write_probes_wanted)
+			attach_write_family(r, r->skel);
 		now = now_ns(CLOCK_MONOTONIC);
-		if (child && !child_done && waitpid(child, &child_status, WNOHANG) == child) {
-			child_done = 1;
-			stop_reason = "workload-exit";
+		if (r->child && !r->child_done && waitpid(r->child, &r->child_status, WNOHANG) == r->child) {
+			r->child_done = 1;
+			r->stop_reason = "workload-exit";
 			break;
 		}
 		if (stop_sent) {
 			if (!killed && now >= kill_at) {
-				kill(child, SIGKILL);
+				kill(r->child, SIGKILL);
 				killed = 1;
 			}
-		} else if (!child && target_exited(target_pidfd, r->env.pid)) {
-			stop_reason = "target-exit";
+		} else if (!r->child && target_exited(r->target_pidfd, r->env.pid)) {
+			r->stop_reason = "target-exit";
 			break;
-		} else if (r->env.duration > 0 && now - start_ns >= (__u64)(r->env.duration * 1e9)) {
-			stop_reason = "duration";
+		} else if (r->env.duration > 0 && now - r->start_ns >= (__u64)(r->env.duration * 1e9)) {
+			r->stop_reason = "duration";
 			break;
 		}
 		if (now - r->stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
@@ -1951,114 +2004,123 @@ int main(int argc, char **argv)
 		}
 		if (now - last_flush >= FLUSH_INTERVAL_NS) {
 			flush_all(r);
-			write_progress(r, counters_fd);
+			write_progress(r, r->counters_fd);
 			last_flush = now;
 		}
 	}
 	if (stop_signal)
-		stop_reason = "signal";
+		r->stop_reason = "signal";
 	if (r->w.failed)
-		stop_reason = "disk-full";
-	end_ns = now_ns(CLOCK_MONOTONIC);
-	cpu_ns(&cpu1_user, &cpu1_sys);
+		r->stop_reason = "disk-full";
+	r->end_ns = now_ns(CLOCK_MONOTONIC);
+	cpu_ns(&r->cpu1_user, &r->cpu1_sys);
 	stats_end(r);
+}
 
+static void drain_at_stop(struct rec *r)
+{
 	/*
 	 * Drain what the kernel still holds, then read what is still in flight, then drain
 	 * again: what ended while the tables were read is in the ring by then (the probes
 	 * write a request's record before they free its entry), and supersedes what was read.
 	 * From `stopping` on, no request gets an entry, so none can be missed in between.
 	 */
-	skel->bss->stopping = 1;
+	r->skel->bss->stopping = 1;
 	__sync_synchronize();
 	drain_stages(r, 1); /* each stage taken once after `stopping`: none is written again */
-	ring_buffer__consume(rb);
-	dump_inflight(r, skel, end_ns);
-	dump_open_calls(r, skel, end_ns);
+	ring_buffer__consume(r->rb);
+	dump_inflight(r, r->skel, r->end_ns);
+	dump_open_calls(r, r->skel, r->end_ns);
 	r->stop_q.late = 1;
-	ring_buffer__consume(rb);
+	ring_buffer__consume(r->rb);
 	r->stop_q.late = 0;
 	release_held(r);
-	dump_syscalls(r, skel, end_ns);
+	dump_syscalls(r, r->skel, r->end_ns);
 	flush_all(r);
-	{
-		struct sbuf s;
-		int code = 0;
-		char status[16] = "null"; /* unless the workload's status was seen */
+}
 
-		if (child && child_done) {
-			code = WIFEXITED(child_status) ? WEXITSTATUS(child_status)
-						       : 128 + WTERMSIG(child_status);
-			snprintf(status, sizeof(status), "%d", code);
-		}
-		sb_open(&s);
-		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %s, "
-			     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
-			     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
-			     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
-			(unsigned long long)end_ns, stop_reason, status,
-			(unsigned long long)r->w.incomplete_requests, (unsigned long long)r->w.open_calls,
-			(unsigned long long)(r->lazy_writes ? r->write_probes_ns : start_ns),
-			libbpf_num_possible_cpus(), (unsigned long long)(cpu1_user - cpu0_user),
-			(unsigned long long)(cpu1_sys - cpu0_sys));
-		stats_write(r, s.f);
-		write_counts_json(r, s.f, counters_fd);
-		fprintf(s.f, "}");
-		sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
-		if (r->w.failed) {
-			fprintf(stderr, "failed to write %s: %s; recording stopped, the trace holds "
-					"everything before that point (truncated)\n",
-				r->env.output, strerror(r->w.err));
-			if (child && !child_done)
-				fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
-					child);
-			ret = 1;
-		} else if (!strcmp(stop_reason, "error")) {
-			/* ret already set */
-		} else if (child && child_done) {
-			ret = code;
-		} else if (stop_signal) {
-			ret = 128 + stop_signal;
-		} else {
-			if (child && !r->env.quiet) /* --duration: the workload goes on */
-				fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
-					child);
-			ret = 0;
-		}
-		{
-			__u64 c[IOWHY_C_MAX], lost = 0;
+/* The TRAILER, the exit status, and what the user is told. */
+static void write_trailer(struct rec *r)
+{
+	struct sbuf s;
+	int code = 0;
+	char status[16] = "null"; /* unless the workload's status was seen */
 
-			counters_sum(counters_fd, c);
-			__u64 unseen = c[IOWHY_C_LOST_DONE] + c[IOWHY_C_LOST_ISSUE] +
-				       c[IOWHY_C_LOST_SWITCH_IN] + recursion_misses(r, NULL);
-
-			for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
-				lost += c[i];
-			if (lost)
-				fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
-						"(see `iowhy info`); if the ring buffer or a map was full, "
-						"record again with a bigger --ringbuf (now %ld MiB)\n",
-					(unsigned long long)lost, r->env.ringbuf_mib);
-			if (unseen)
-				fprintf(stderr, "iowhy-record: WARNING: the kernel did not run the probes "
-						"for %llu events (see `iowhy info`); the requests and "
-						"intervals they end are written flagged\n",
-					(unsigned long long)unseen);
-			if (r->w.unknown_records)
-				fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",
-					(unsigned long long)r->w.unknown_records);
-		}
-		if (!r->env.quiet && !r->w.failed)
-			fprintf(stderr, "iowhy-record: %s: %llu requests, %llu fsync calls, %llu journal "
-					"events, %.3f s (%s)\n",
-				r->env.output, (unsigned long long)r->w.bufs[IOWHY_REC_REQUEST].total,
-				(unsigned long long)r->w.bufs[IOWHY_REC_FSYNC].total,
-				(unsigned long long)r->w.bufs[IOWHY_REC_JOURNAL].total,
-				(end_ns - start_ns) / 1e9, stop_reason);
+	if (r->child && r->child_done) {
+		code = WIFEXITED(r->child_status) ? WEXITSTATUS(r->child_status)
+					       : 128 + WTERMSIG(r->child_status);
+		snprintf(status, sizeof(status), "%d", code);
 	}
+	sb_open(&s);
+	fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %s, "
+		     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
+		     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
+		     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
+		(unsigned long long)r->end_ns, r->stop_reason, status,
+		(unsigned long long)r->w.incomplete_requests, (unsigned long long)r->w.open_calls,
+		(unsigned long long)(r->lazy_writes ? r->write_probes_ns : r->start_ns),
+		libbpf_num_possible_cpus(), (unsigned long long)(r->cpu1_user - r->cpu0_user),
+		(unsigned long long)(r->cpu1_sys - r->cpu0_sys));
+	stats_write(r, s.f);
+	write_counts_json(r, s.f, r->counters_fd);
+	fprintf(s.f, "}");
+	sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
+	if (r->w.failed) {
+		fprintf(stderr, "failed to write %s: %s; recording stopped, the trace holds "
+				"everything before that point (truncated)\n",
+			r->env.output, strerror(r->w.err));
+		if (r->child && !r->child_done)
+			fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
+				r->child);
+		r->ret = 1;
+	} else if (!strcmp(r->stop_reason, "error")) {
+		/* ret already set */
+	} else if (r->child && r->child_done) {
+		r->ret = code;
+	} else if (stop_signal) {
+		r->ret = 128 + stop_signal;
+	} else {
+		if (r->child && !r->env.quiet) /* --duration: the workload goes on */
+			fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
+				r->child);
+		r->ret = 0;
+	}
+	{
+		__u64 c[IOWHY_C_MAX], lost = 0;
 
-cleanup:
-	ring_buffer__free(rb);
+		counters_sum(r->counters_fd, c);
+		__u64 unseen = c[IOWHY_C_LOST_DONE] + c[IOWHY_C_LOST_ISSUE] +
+			       c[IOWHY_C_LOST_SWITCH_IN] + recursion_misses(r, NULL);
+
+		for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
+			lost += c[i];
+		if (lost)
+			fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
+					"(see `iowhy info`); if the ring buffer or a map was full, "
+					"record again with a bigger --ringbuf (now %ld MiB)\n",
+				(unsigned long long)lost, r->env.ringbuf_mib);
+		if (unseen)
+			fprintf(stderr, "iowhy-record: WARNING: the kernel did not run the probes "
+					"for %llu events (see `iowhy info`); the requests and "
+					"intervals they end are written flagged\n",
+				(unsigned long long)unseen);
+		if (r->w.unknown_records)
+			fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",
+				(unsigned long long)r->w.unknown_records);
+	}
+	if (!r->env.quiet && !r->w.failed)
+		fprintf(stderr, "iowhy-record: %s: %llu requests, %llu fsync calls, %llu journal "
+				"events, %.3f s (%s)\n",
+			r->env.output, (unsigned long long)r->w.bufs[IOWHY_REC_REQUEST].total,
+			(unsigned long long)r->w.bufs[IOWHY_REC_FSYNC].total,
+			(unsigned long long)r->w.bufs[IOWHY_REC_JOURNAL].total,
+			(r->end_ns - r->start_ns) / 1e9, r->stop_reason);
+}
+
+/* Free, close, rename the trace into place, detach (in the background). */
+static int cleanup(struct rec *r)
+{
+	ring_buffer__free(r->rb);
 	if (r->stages.base)
 		munmap(r->stages.base, r->stages.len);
 	if (r->w.fd >= 0) {
@@ -2066,17 +2128,46 @@ cleanup:
 		/* Failed before the header: leave no empty file behind to be mistaken for a trace. */
 		if (!r->w.good_off)
 			unlink(r->partial_path);
-		else if (commit_output(r, r->env.output) && ret == 0)
-			ret = 1;
+		else if (commit_output(r, r->env.output) && r->ret == 0)
+			r->ret = 1;
 	}
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		free(r->w.bufs[t].data);
 	if (r->nlinks && !r->env.dry_run)
 		detach_in_background(r);
 	destroy_links(r);
-	iowhy_bpf__destroy(skel);
-	btf__free(vmlinux);
-	if (target_pidfd >= 0)
-		close(target_pidfd);
-	return ret;
+	iowhy_bpf__destroy(r->skel);
+	btf__free(r->vmlinux);
+	if (r->target_pidfd >= 0)
+		close(r->target_pidfd);
+	return r->ret;
+}
+
+/* ---------------------------------------------------------------- main --- */
+
+int main(int argc, char **argv)
+{
+	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1 }, .w = { .fd = -1 },
+			  .stats = { .fd = -1 }, .ret = 1, .target_pidfd = -1,
+			  .attach_mode = "tp_btf", .task_state = "task-storage",
+			  .stop_reason = "workload-exit" };
+	struct rec *r = &rs;
+	int code;
+
+	r->t_main = now_ns(CLOCK_MONOTONIC);
+	if ((code = parse_args(r, argc, argv)) >= 0 || (code = prepare(r)) >= 0)
+		return code;
+	if (load_probes(r) || attach_probes(r))
+		return cleanup(r);
+	if (r->env.dry_run) {
+		print_dry_run(r);
+		return cleanup(r);
+	}
+	if (open_ring(r) || write_header(r) || start_workload(r))
+		return cleanup(r);
+	write_recorder_chunk(r);
+	poll_until_stop(r);
+	drain_at_stop(r);
+	write_trailer(r);
+	return cleanup(r);
 }
