@@ -319,12 +319,14 @@ def test_attach_follows_later_fsyncs_and_children(bpf, make_fs, tmp_path, iowhy_
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=30)))
-    # The recorder writes its RECORDER chunk once every probe is attached.
+    # The recorder writes its RECORDER chunk once every probe is attached (to the
+    # partial file, renamed to `out` when recording stops).
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if out.exists() and out.stat().st_size > 64:
+        partial = next(tmp_path.glob("attach.iowt.partial-*"), None)
+        if partial and partial.stat().st_size > 64:
             try:
-                if read_trace(str(out)).recorder:
+                if read_trace(str(partial)).recorder:
                     break
             except Exception:
                 pass
