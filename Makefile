@@ -25,6 +25,9 @@ TEST_PACKAGES := xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatm
 # `make gallery`): the workloads' programs and the kernel tarball they extract.
 LAB_PACKAGES := xfsprogs e2fsprogs btrfs-progs fio sqlite3 eatmydata xz-utils tar \
 	linux-source-6.1 chromium
+# The recorder: main's steps in recorder.c, each part in its own file (recorder.h).
+RECORDER_SRC := probes/recorder.c probes/rec_options.c probes/rec_writer.c probes/rec_drain.c \
+	probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
 .PHONY: all deps probes probes-empty venv emudisk lint test test-fast demo lab gallery bench clean
@@ -72,8 +75,9 @@ $(OUT)/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bpf.h $(
 $(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h analyzer/iowhy/__init__.py
-	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes probes/recorder.c \
+probes/iowhy-record: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h $(OUT)/iowhy.skel.h \
+		analyzer/iowhy/__init__.py
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz -pthread
 
@@ -89,8 +93,9 @@ $(OUT)/empty/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bp
 $(OUT)/empty/iowhy.skel.h: $(OUT)/empty/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-$(OUT)/iowhy-record-empty: probes/recorder.c probes/iowhy.h $(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
-	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes probes/recorder.c \
+$(OUT)/iowhy-record-empty: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h \
+		$(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz -pthread
 

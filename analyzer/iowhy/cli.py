@@ -35,7 +35,7 @@ EXIT_FAIL = 1
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
 
-# The recorder's limits (probes/recorder.c: MAX_DURATION_S, MAX_RINGBUF_MIB): a ring
+# The recorder's limits (probes/recorder.h: MAX_DURATION_S, MAX_RINGBUF_MIB): a ring
 # buffer map's size is a u32 power of two, so 2048 MiB is the largest the kernel takes.
 MAX_DURATION_S = 2592000.0
 MAX_RINGBUF_MIB = 2048
