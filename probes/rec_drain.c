@@ -225,26 +225,14 @@ static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 #define PIDFD_THREAD O_EXCL /* pidfd of a thread, not only of a leader (Linux 6.9) */
 #endif
 
-/* The fsync-family call open in `st`, as the probes decide it at exit (fsync_call). */
+/* The fsync-family call open in `st`, as the probes decide it at exit (iowhy.h). */
 static __u16 open_call(const struct iowhy_bpf *skel, const struct task_state *st)
 {
-	const __s32 nr = st->sys_nr;
-
-	if (nr < 0)
+#define SKEL_NR(name) (skel->rodata->nr_##name)
+	if (st->sys_nr < 0)
 		return 0;
-	if (nr == skel->rodata->nr_fsync)
-		return IOWHY_CALL_FSYNC;
-	if (nr == skel->rodata->nr_fdatasync)
-		return IOWHY_CALL_FDATASYNC;
-	if (nr == skel->rodata->nr_sync)
-		return IOWHY_CALL_SYNC;
-	if (nr == skel->rodata->nr_syncfs)
-		return IOWHY_CALL_SYNCFS;
-	if (nr == skel->rodata->nr_sync_file_range)
-		return IOWHY_CALL_SYNC_FILE_RANGE;
-	if (nr == skel->rodata->nr_msync)
-		return IOWHY_CALL_MSYNC;
-	return (st->fs_flags & IOWHY_FS_F_FSEVENT) ? IOWHY_CALL_OSYNC_WRITE : 0;
+	return IOWHY_CALL_OF(st->sys_nr, st->fs_flags, SKEL_NR);
+#undef SKEL_NR
 }
 
 /* Thread `tid`'s probe state: task-local storage is looked up through a pidfd. */
@@ -312,8 +300,8 @@ static void dump_open_calls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 			e.commit_seq = st.fs_seq;
 			e.tgid = (__u32)tgid;
 			e.tid = (__u32)tid;
-			e.dev_major = st.fs_dev >> 20;
-			e.dev_minor = st.fs_dev & ((1U << 20) - 1);
+			e.dev_major = iowhy_dev_major(st.fs_dev);
+			e.dev_minor = iowhy_dev_minor(st.fs_dev);
 			e.syscall_nr = (__u32)st.sys_nr;
 			e.fs_u16 = st.fs_kind;
 			e.flags_u16 = st.fs_flags | IOWHY_FS_F_INCOMPLETE;

@@ -71,7 +71,7 @@ static int parse_dev(const char *s, __u32 *out)
 
 	if (sscanf(s, "%u:%u", &maj, &min) != 2)
 		return -1;
-	*out = maj << 20 | min;
+	*out = iowhy_mkdev(maj, min);
 	return 0;
 }
 

@@ -327,8 +327,8 @@ void write_recorder_chunk(struct rec *r)
 		r->task_state, r->env.sync_syscalls ? "sync" : "all", r->lazy_writes ? "lazy" : "start",
 		(unsigned long long)r->env.ringbuf_mib << 20);
 	for (int i = 0; i < r->env.ndevs; i++)
-		fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", r->env.devs[i] >> 20,
-			r->env.devs[i] & ((1U << 20) - 1));
+		fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", iowhy_dev_major(r->env.devs[i]),
+			iowhy_dev_minor(r->env.devs[i]));
 	fprintf(s.f, "], \"clock\": {\"realtime_minus_monotonic_ns\": %lld}, \"probes\": {",
 		(long long)(rt - mono));
 	for (int i = 0; i < r->nprobes; i++) {
