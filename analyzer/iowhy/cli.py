@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shutil
 import signal
-import math
 import stat
 import subprocess
 import sys
