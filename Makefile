@@ -1,8 +1,10 @@
-# iowhy: `make` builds everything in the checkout (BPF objects, the recorder, .venv with
-# iowhy installed); `make test` runs lint and every test tier; `make demo` is the main job.
-# `make test-unit` runs the unit tier only and needs nothing but python3-venv (no root).
-# On a fresh Debian 12 machine, as root, it installs what it needs first (quietly when
-# everything is already there).
+# iowhy: `make` builds what iowhy needs (BPF objects, the recorder, .venv with iowhy
+# installed, the man page and completions); `make test` runs lint and every test tier;
+# `make demo` is the main job; `make test-unit` runs the unit tier only and needs nothing
+# but python3-venv (no root). On a fresh Debian 12 machine, as root, each target installs
+# the packages it needs first (quietly when everything is already there): `make` only the
+# build's, `make test`, `make demo`, `make lab` and `make gallery` also their own, and
+# build lab/emudisk.
 
 SHELL := /bin/bash
 PYTHON ?= /usr/bin/python3
@@ -13,20 +15,34 @@ BPFTOOL ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' analyzer/iowhy/__init__.py)
 ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
+# What building and running iowhy needs (`make`, `make all`).
 APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
-	xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatmydata fuse3 libfuse3-dev \
-	python3 python3-venv python3-dev util-linux xz-utils tar linux-source-6.1 chromium
+	python3 python3-venv python3-dev util-linux
+# The emulated disk of the lab and the lab tests (lab/emudisk, a FUSE daemon).
+FUSE_PACKAGES := fuse3 libfuse3-dev
+# What only the tests need on top (`make test`): filesystems, independent tools to check
+# iowhy against, the lab workloads' programs, a browser for the PNG output.
+TEST_PACKAGES := xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatmydata chromium \
+	linux-perf zsh
+# What the demo, the lab and the gallery need on top (`make demo`, `make lab`,
+# `make gallery`): the workloads' programs and the kernel tarball they extract.
+LAB_PACKAGES := xfsprogs e2fsprogs btrfs-progs fio sqlite3 eatmydata xz-utils tar \
+	linux-source-6.1 chromium
+# The recorder: main's steps in recorder.c, each part in its own file (recorder.h).
+RECORDER_SRC := probes/recorder.c probes/rec_options.c probes/rec_writer.c probes/rec_drain.c \
+	probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: all deps probes probes-empty venv lint test test-unit test-fast demo lab gallery bench clean
+.PHONY: all deps probes probes-empty venv emudisk lint test test-unit test-fast demo lab \
+	gallery bench clean
 
-all: probes lab/emudisk venv man completions
+all: probes venv man completions
 
 # -- system packages ---------------------------------------------------------------
-deps: $(OUT)/.deps
-$(OUT)/.deps: Makefile
+# One stamp per package set, so `make` never installs what only the tests or the lab need.
+define install_missing
 	@mkdir -p $(OUT)
-	@missing=$$(for p in $(APT_PACKAGES); do \
+	@missing=$$(for p in $(1); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing: $$missing"; \
@@ -36,6 +52,17 @@ $(OUT)/.deps: Makefile
 			|| { echo "make: apt-get install failed for: $$missing" >&2; exit 1; }; \
 	fi
 	@touch $@
+endef
+
+deps: $(OUT)/.deps
+$(OUT)/.deps: Makefile
+	$(call install_missing,$(APT_PACKAGES))
+$(OUT)/.deps-fuse: Makefile | $(OUT)/.deps
+	$(call install_missing,$(FUSE_PACKAGES))
+$(OUT)/.deps-test: Makefile | $(OUT)/.deps
+	$(call install_missing,$(TEST_PACKAGES))
+$(OUT)/.deps-lab: Makefile | $(OUT)/.deps
+	$(call install_missing,$(LAB_PACKAGES))
 
 # -- probes -------------------------------------------------------------------------
 probes: probes/iowhy-record
@@ -52,8 +79,9 @@ $(OUT)/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bpf.h $(
 $(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-probes/iowhy-record: probes/recorder.c probes/iowhy.h $(OUT)/iowhy.skel.h analyzer/iowhy/__init__.py
-	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes probes/recorder.c \
+probes/iowhy-record: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h $(OUT)/iowhy.skel.h \
+		analyzer/iowhy/__init__.py
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz -pthread
 
@@ -69,31 +97,37 @@ $(OUT)/empty/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bp
 $(OUT)/empty/iowhy.skel.h: $(OUT)/empty/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-$(OUT)/iowhy-record-empty: probes/recorder.c probes/iowhy.h $(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
-	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes probes/recorder.c \
+$(OUT)/iowhy-record-empty: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h \
+		$(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz -pthread
 
 # -- lab: the emulated disk (FUSE daemon) --------------------------------------------
-lab/emudisk: lab/emudisk.c | $(OUT)/.deps
+# Built by the targets that use it (test, demo, lab, gallery), not by `make`: it needs
+# libfuse3-dev, which only they install.
+lab/emudisk: lab/emudisk.c | $(OUT)/.deps-fuse
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter lab/emudisk.c -o $@ \
 		$$(pkg-config --cflags --libs fuse3) -lm
+
+emudisk: $(VENV)/libexec/iowhy/emudisk
+$(VENV)/libexec/iowhy/emudisk: lab/emudisk $(VENV)/.installed
+	@install -D -m 0755 lab/emudisk $@
 
 # -- python -------------------------------------------------------------------------
 venv: $(VENV)/.installed
 # The recorder goes to the venv's libexec/iowhy, where `iowhy record` looks for it.
-$(VENV)/.installed: $(PY_SRC) probes/iowhy-record lab/emudisk | $(OUT)/.deps
+$(VENV)/.installed: $(PY_SRC) probes/iowhy-record | $(OUT)/.deps
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	@$(VENV)/bin/pip install -q --disable-pip-version-check '.[dev]' >/dev/null
 	@install -D -m 0755 probes/iowhy-record $(VENV)/libexec/iowhy/iowhy-record
-	@install -D -m 0755 lab/emudisk $(VENV)/libexec/iowhy/emudisk
 	@touch $@
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/flake8 analyzer reports tests lab bench tools
 	$(VENV)/bin/mypy
 
-test: all lint
+test: all lint emudisk | $(OUT)/.deps-test
 	$(VENV)/bin/pytest -ra -v tests
 
 # The unit tier (tests/unit: no root, no kernel, no BPF build) in a venv holding only the
@@ -106,15 +140,15 @@ $(VENV)/.installed-py: $(PY_SRC)
 test-unit: $(VENV)/.installed-py
 	$(VENV)/bin/pytest -ra -q tests/unit
 
-test-fast: all
+test-fast: all emudisk | $(OUT)/.deps-test
 	$(VENV)/bin/pytest -ra -q -m 'not bpf and not lab' tests
 
-demo: all
+demo: all emudisk | $(OUT)/.deps-lab
 	bash lab/demo.sh
 
 # Every lab scenario on each of its filesystems, emulated hdd-7200, checked against the
 # ground truth (root; a few minutes). Results side by side in out/lab.
-lab: all
+lab: all emudisk | $(OUT)/.deps-lab
 	$(VENV)/bin/iowhy lab run all --out out/lab
 
 bench: all
@@ -122,7 +156,7 @@ bench: all
 	$(VENV)/bin/python bench/bench_analyze.py
 
 # The seeds' scenarios as HTML reports and compare pages in reports/gallery (root).
-gallery: all
+gallery: all emudisk | $(OUT)/.deps-lab
 	$(VENV)/bin/python -m iowhy.lab.gallery --out reports/gallery --work out/gallery
 
 clean:

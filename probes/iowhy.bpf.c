@@ -354,8 +354,8 @@ static __always_inline void fill_hdr(struct iowhy_rec_hdr *h, __u16 type, __u16 
 	h->ts_ns = ts;
 }
 
-#define DEV_MAJOR(d) ((__u32)(d) >> 20)
-#define DEV_MINOR(d) ((__u32)(d) & ((1U << 20) - 1))
+#define DEV_MAJOR(d) iowhy_dev_major(d)
+#define DEV_MINOR(d) iowhy_dev_minor(d)
 
 /* ---------------------------------------------------------------- block layer --- */
 
@@ -364,7 +364,7 @@ static __always_inline __u32 disk_devt(int btf, struct gendisk *disk)
 	__u32 major = RD(btf, disk, major);
 	__u32 minor = RD(btf, disk, first_minor);
 
-	return major << 20 | minor;
+	return iowhy_mkdev(major, minor);
 }
 
 static __always_inline int dev_wanted(__u32 devt)
@@ -1197,23 +1197,10 @@ static __always_inline void offcpu_seen_running(struct task_state *st, __u32 tgi
 		emit_offcpu(st, tgid, tid, bpf_ktime_get_ns(), IOWHY_OFF_LATE_END);
 }
 
+#define RODATA_NR(name) nr_##name
 static __always_inline __u16 fsync_call(__s32 nr, __u16 fs_flags)
 {
-	if (nr == nr_fsync)
-		return IOWHY_CALL_FSYNC;
-	if (nr == nr_fdatasync)
-		return IOWHY_CALL_FDATASYNC;
-	if (nr == nr_sync)
-		return IOWHY_CALL_SYNC;
-	if (nr == nr_syncfs)
-		return IOWHY_CALL_SYNCFS;
-	if (nr == nr_sync_file_range)
-		return IOWHY_CALL_SYNC_FILE_RANGE;
-	if (nr == nr_msync)
-		return IOWHY_CALL_MSYNC;
-	if (fs_flags & IOWHY_FS_F_FSEVENT)
-		return IOWHY_CALL_OSYNC_WRITE;
-	return 0;
+	return IOWHY_CALL_OF(nr, fs_flags, RODATA_NR);
 }
 
 /*

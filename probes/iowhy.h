@@ -425,4 +425,42 @@ struct iowhy_chunk_hdr {
 	__u64 seq;                /* chunk number, from 0 */
 };
 
+/*
+ * Shared by the probes and the recorder (never by the trace reader: nothing here is in
+ * the file format).
+ *
+ * dev_t as the kernel's tracepoints carry it, and as iowhy's maps and --dev hold it:
+ * major << 20 | minor (not the userspace encoding).
+ */
+static inline __attribute__((always_inline)) __u32 iowhy_dev_major(__u32 dev)
+{
+	return dev >> 20;
+}
+
+static inline __attribute__((always_inline)) __u32 iowhy_dev_minor(__u32 dev)
+{
+	return dev & ((1U << 20) - 1);
+}
+
+static inline __attribute__((always_inline)) __u32 iowhy_mkdev(__u32 major, __u32 minor)
+{
+	return major << 20 | minor;
+}
+
+/*
+ * Which fsync-family call (IOWHY_CALL_*) syscall `nr` is, 0 for none: the probes decide
+ * it at the call's exit, the recorder for the calls still open at stop. NR(name) gives
+ * the syscall number the recorder resolved for `name` (the probes' nr_<name> rodata; -1
+ * where unresolved), read only as far as the comparisons go; fs_flags: the thread's
+ * task_state fs_flags (an O_SYNC/O_DSYNC write ran the filesystem's fsync path).
+ */
+#define IOWHY_CALL_OF(nr, fs_flags, NR)					\
+	((nr) == NR(fsync) ? IOWHY_CALL_FSYNC :				\
+	 (nr) == NR(fdatasync) ? IOWHY_CALL_FDATASYNC :			\
+	 (nr) == NR(sync) ? IOWHY_CALL_SYNC :				\
+	 (nr) == NR(syncfs) ? IOWHY_CALL_SYNCFS :			\
+	 (nr) == NR(sync_file_range) ? IOWHY_CALL_SYNC_FILE_RANGE :	\
+	 (nr) == NR(msync) ? IOWHY_CALL_MSYNC :				\
+	 ((fs_flags) & IOWHY_FS_F_FSEVENT) ? IOWHY_CALL_OSYNC_WRITE : 0)
+
 #endif /* IOWHY_H */

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
 # hold 20 MiB of its memory meanwhile (bench/README, "Memory").
 
 log = logging.getLogger("iowhy")
+
+EXIT_NOT_EXECUTABLE = 126
+
+# The recorder's limits (probes/recorder.h: MAX_DURATION_S, MAX_RINGBUF_MIB): a ring
+# buffer map's size is a u32 power of two, so 2048 MiB is the largest the kernel takes.
+MAX_DURATION_S = 2592000.0
+MAX_RINGBUF_MIB = 2048
+PF_KTHREAD = 0x00200000
 
 
 # -- recorder ----------------------------------------------------------------------------
@@ -68,7 +77,15 @@ def parse_dev(spec: str) -> tuple[int, int]:
         raise UserError(str(e), "pass a block device such as /dev/loop0 or MAJ:MIN") from None
 
 
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
 def _check_output(path: str) -> None:
+    """Refuse what the recorder would refuse, before anything is loaded: the trace is
+    written next to PATH and renamed onto it, never through a symlink or into a file
+    that is not a regular one."""
     d = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.exists(d) and not os.path.isdir(d):
         raise UserError(f"cannot write {path}: {d} is not a directory",
@@ -76,32 +93,59 @@ def _check_output(path: str) -> None:
     if not os.path.isdir(d):
         raise UserError(f"cannot write {path}: directory {d} does not exist",
                         "choose an output path in an existing directory with -o")
-    if os.path.isdir(path):
-        raise UserError(f"cannot write {path}: it is a directory", "give a file name with -o")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}", "choose another -o path") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+        raise UserError(f"refusing to write {path}: it is {kind}",
+                        "give a new name or the path of a regular file with -o")
     if not os.access(d, os.W_OK):
         raise UserError(f"cannot write {path}: {d} is not writable", "choose another -o path")
 
 
+def _check_limits(args: argparse.Namespace) -> None:
+    rb = args.ringbuf
+    if rb < 1 or rb > MAX_RINGBUF_MIB or rb & (rb - 1):
+        raise UserError(f"--ringbuf {rb} is not a power of two between 1 and "
+                        f"{MAX_RINGBUF_MIB} MiB", "try --ringbuf 64 or 256", EXIT_USAGE)
+    d = args.duration
+    if d is not None and not (math.isfinite(d) and 0 < d <= MAX_DURATION_S):
+        raise UserError(f"--duration {d} is not a number of seconds above 0 and at most "
+                        f"{MAX_DURATION_S:.0f}", "leave it out to record until the end",
+                        EXIT_USAGE)
+
+
+def _metadata_fd(meta: dict) -> int:
+    """The metadata in an anonymous file (memfd) the recorder inherits: nothing named
+    is ever left behind, even when this process is killed."""
+    fd = os.memfd_create("iowhy-meta")
+    with os.fdopen(fd, "wb", closefd=False) as f:
+        f.write(json.dumps(meta).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
-    rb = args.ringbuf
-    if rb < 1 or rb > 4096 or rb & (rb - 1):
-        raise UserError(f"--ringbuf {rb} is not a power of two between 1 and 4096 MiB",
-                        "try --ringbuf 64 or 256", EXIT_USAGE)
+    _check_limits(args)
     check_privileges()
     recorder = find_recorder()
     _check_output(args.output)
     devs = [parse_dev(d) for d in (args.dev or [])]
     meta = collect(command=target if target and target[0] != "-p" else None,
                    devices=devs or None)
-    with tempfile.NamedTemporaryFile("w", prefix="iowhy-meta-", suffix=".json",
-                                     delete=False) as mf:
-        json.dump(meta, mf)
-    cmd = [recorder, "-o", args.output, "-m", mf.name, "-r", str(args.ringbuf)]
+    mfd = _metadata_fd(meta)
+    cmd = [recorder, "-o", args.output, "--meta-fd", str(mfd), "-r", str(args.ringbuf)]
     for maj, mn in devs:
         cmd += ["-D", f"{maj}:{mn}"]
-    if args.duration:
-        cmd += ["-d", str(args.duration)]
+    if args.duration is not None:
+        cmd += ["-d", repr(args.duration)]
+    if getattr(args, "force", False):
+        cmd.append("--force")
     if args.quiet:
         cmd.append("-q")
     cmd += ["--syscalls", args.syscalls]
@@ -112,17 +156,32 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     if getattr(args, "dry_run", False):
         cmd.append("-n")
     cmd += target
-    # The recorder owns the terminal's signals: Ctrl-C reaches it directly (same process
-    # group); we ignore it here and forward SIGTERM so it always writes its trailer.
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    proc = subprocess.Popen(cmd)
-    old_term = signal.signal(signal.SIGTERM, lambda s, f: proc.send_signal(signal.SIGTERM))
+    # SIGINT and SIGTERM sent to this process stop the recording: they are passed on to
+    # the recorder, which stops the workload (run mode) and writes its trailer. Ctrl-C
+    # reaches the recorder directly too (same process group): a second one changes
+    # nothing. If this process is killed, the recorder stops by itself (PDEATHSIG).
+    procs: list[subprocess.Popen] = []
+    pending: list[int] = []
+
+    def forward(sig: int, _frame: object) -> None:
+        if procs:
+            procs[0].send_signal(sig)
+        else:
+            pending.append(sig)
+
+    old_int = signal.signal(signal.SIGINT, forward)
+    old_term = signal.signal(signal.SIGTERM, forward)
     try:
-        rc = proc.wait()
+        procs.append(subprocess.Popen(cmd, pass_fds=(mfd,)))
+        os.close(mfd)
+        for sig in pending:
+            procs[0].send_signal(sig)
+        rc = procs[0].wait()
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
-        os.unlink(mf.name)
+        if not procs:
+            os.close(mfd)
     if rc < 0:
         rc = 128 - rc
     if (not getattr(args, "dry_run", False) and not args.quiet and os.path.exists(args.output)
@@ -151,17 +210,65 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not target and not args.dry_run:
         raise UserError("no workload command given", "usage: iowhy record -o OUT -- CMD [ARGS...]",
                         EXIT_USAGE)
-    if target and shutil.which(target[0]) is None:
-        raise UserError(f"command not found: {target[0]}",
-                        "check the spelling or give the full path", EXIT_NOT_FOUND)
+    if target:
+        _check_command(target[0])
     return _run_recorder(args, ["--", *target] if target else [])
 
 
-def cmd_attach(args: argparse.Namespace) -> int:
-    pid = args.pid
-    if pid <= 0 or not Path(f"/proc/{pid}").exists():
+def _check_command(name: str) -> None:
+    """As a shell decides: missing -> 127; a directory or a file without x -> 126."""
+    if "/" in name:
+        cands = [name]
+    else:
+        if shutil.which(name) is not None:
+            return
+        cands = [os.path.join(d or ".", name)
+                 for d in os.environ.get("PATH", os.defpath).split(os.pathsep)]
+    for c in cands:
+        if not os.path.exists(c):
+            continue
+        if os.path.isdir(c):
+            if "/" in name:
+                raise UserError(f"cannot run {name}: it is a directory",
+                                "give an executable file", EXIT_NOT_EXECUTABLE)
+            continue
+        if not os.access(c, os.X_OK):
+            raise UserError(f"cannot run {name}: permission denied (not executable)",
+                            f"chmod +x {c}, or run it through its interpreter",
+                            EXIT_NOT_EXECUTABLE)
+        return
+    raise UserError(f"command not found: {name}",
+                    "check the spelling or give the full path", EXIT_NOT_FOUND)
+
+
+def _check_target(pid: int, force: bool) -> None:
+    """Refuse a zombie (attach would never end), and PID 1 and kernel threads (attach
+    would follow the whole system) unless --force."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes() if pid > 0 else b""
+    except OSError:
+        raw = b""
+    fields = raw[raw.rfind(b")") + 2:].split() if b")" in raw else []
+    if len(fields) < 7:
         raise UserError(f"no process with PID {pid}", "check the PID with `pgrep -a NAME`")
-    return _run_recorder(args, ["-p", str(pid)])
+    state, flags = fields[0], int(fields[6])
+    if state in (b"Z", b"X"):
+        raise UserError(f"PID {pid} has exited (a zombie its parent has not reaped): "
+                        "there is nothing to record", "attach to a running process")
+    if force:
+        return
+    if pid == 1 or pid == 2:
+        raise UserError(f"refusing to attach to PID {pid} "
+                        f"({'init' if pid == 1 else 'kthreadd'}): it would follow every "
+                        "process on the system", "give --force to record that")
+    if flags & PF_KTHREAD:
+        raise UserError(f"refusing to attach to PID {pid}: it is a kernel thread",
+                        "give --force to record it anyway")
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    _check_target(args.pid, args.force)
+    return _run_recorder(args, ["-p", str(args.pid)])
 
 
 def syscall_totals(tr: Trace) -> list[dict]:
@@ -244,11 +351,19 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _record_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("recording")
     g.add_argument("-o", "--output", default="iowhy.iowt",
-                   help="trace file to write, mode 0600 (default: %(default)s)")
-    g.add_argument("-d", "--duration", type=float, default=0, metavar="SEC",
-                   help="stop after SEC seconds (default: when the workload exits)")
+                   help="trace file to write, mode 0600, owned by the invoking user under "
+                        "sudo. Written as OUTPUT.partial-PID and renamed to OUTPUT when "
+                        "recording stops (a crashed recorder leaves the partial file, "
+                        "readable up to its last complete chunk); an existing OUTPUT is kept "
+                        "as OUTPUT.old, as perf does; a symlink or a file that is not a "
+                        "regular one is refused (default: %(default)s)")
+    g.add_argument("-d", "--duration", type=float, default=None, metavar="SEC",
+                   help="stop recording after SEC seconds, more than 0 and at most "
+                        f"{MAX_DURATION_S:.0f} (30 days); the workload keeps running "
+                        "(default: when the workload exits)")
     g.add_argument("-r", "--ringbuf", type=int, default=64, metavar="MiB",
-                   help="BPF ring buffer size in MiB, a power of two (default: %(default)s)")
+                   help="BPF ring buffer size in MiB, a power of two from 1 to "
+                        f"{MAX_RINGBUF_MIB} (the kernel's largest) (default: %(default)s)")
     g.add_argument("--dev", action="append", metavar="DEV",
                    help="only record block requests of this device (path or MAJ:MIN); repeatable "
                         "(default: every device)")
@@ -283,7 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("record", help="run a command and record where its time goes",
                        description="Attach every probe, start CMD, record until it exits. "
-                                   "Exits with CMD's exit status.")
+                                   "Exits with CMD's exit status (126: not executable, "
+                                   "127: not found). Ctrl-C, SIGINT or SIGTERM stop the "
+                                   "recording: CMD gets the same signal and is waited for "
+                                   "(SIGKILL after 5 s), and its status is recorded.")
     _record_options(r)
     r.add_argument("-n", "--dry-run", action="store_true",
                    help="load and attach every probe, then detach and exit")
@@ -293,8 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("attach", help="record a running process and its future children",
                        description="Track PID (all its threads) and every child it forks from "
-                                   "now on, until it exits, Ctrl-C or --duration.")
+                                   "now on, until it exits, Ctrl-C or --duration. The "
+                                   "target is never signalled.")
     a.add_argument("-p", "--pid", type=int, required=True, help="process to attach to")
+    a.add_argument("--force", action="store_true",
+                   help="attach even to PID 1 or a kernel thread (PID 2, kthreadd, forks "
+                        "them all), which follows every process on the system")
     _record_options(a)
     a.set_defaults(func=cmd_attach)
 

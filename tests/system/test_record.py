@@ -294,12 +294,14 @@ def test_attach_follows_later_fsyncs_and_children(bpf, make_fs, tmp_path, iowhy_
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=30)))
-    # The recorder writes its RECORDER chunk once every probe is attached.
+    # The recorder writes its RECORDER chunk once every probe is attached (to the
+    # partial file, renamed to `out` when recording stops).
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if out.exists() and out.stat().st_size > 64:
+        partial = next(tmp_path.glob("attach.iowt.partial-*"), None)
+        if partial and partial.stat().st_size > 64:
             try:
-                if read_trace(str(out)).recorder:
+                if read_trace(str(partial)).recorder:
                     break
             except Exception:
                 pass
@@ -346,6 +348,9 @@ def test_kill9_keeps_every_complete_chunk(bpf, make_fs, tmp_path, iowhy_bin, req
     rec.kill()
     rec.wait()
     os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    # A killed recorder never renamed its trace into place: it is the partial file.
+    assert not out.exists()
+    out = out.with_name(f"{out.name}.partial-{rec.pid}")
     d = info(iowhy_bin, out)
     assert d["truncated"] is True
     assert d["records"]["fsync"] > 0 and d["records"]["request"] > 0

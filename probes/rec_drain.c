@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: GPL-2.0
+/* iowhy-record, draining: ring buffer, staging buffers, the poll loop, what is in
+ * flight at stop. */
+#include "recorder.h"
+
+/* ---------------------------------------------------------------- events --- */
+
+/*
+ * Stop-time records (requests in flight, calls still running) are held back until the
+ * ring has been drained once more after the tables were read: a request that completes
+ * or a call that returns while the recorder reads them is in the table as it was and,
+ * moments later, in the ring as it ended. The ring's record wins; a held one is written
+ * only if the late drain brought none with the same identity (request: seq; call: tid
+ * and entry time).
+ */
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 64;
+
+	while (c < need)
+		c *= 2;
+	if (c == *cap)
+		return p;
+	p = realloc(p, c * elem);
+	if (p)
+		*cap = c;
+	return p;
+}
+
+/* Request and call identities share one list: a call's is tagged in the top bit. */
+static __u64 call_identity(const struct iowhy_fsync *e)
+{
+	return (1ULL << 63) | ((((__u64)e->tid << 32) ^ e->enter_ns) & ~(1ULL << 63));
+}
+
+static void note_late(struct rec *r, const struct iowhy_rec_hdr *h)
+{
+	__u64 id;
+	__u64 *v;
+
+	if (h->type == IOWHY_REC_REQUEST)
+		id = ((const struct iowhy_request *)h)->seq;
+	else if (h->type == IOWHY_REC_FSYNC)
+		id = call_identity((const struct iowhy_fsync *)h);
+	else
+		return;
+	v = grow(r->stop_q.seen, &r->stop_q.capseen, r->stop_q.nseen + 1, sizeof(*v));
+	if (!v)
+		return; /* no memory: the held record is written too, a duplicate at worst */
+	r->stop_q.seen = v;
+	r->stop_q.seen[r->stop_q.nseen++] = id;
+}
+
+static void hold_record(struct rec *r, int type, const void *rec)
+{
+	struct held *v = grow(r->stop_q.v, &r->stop_q.cap, r->stop_q.n + 1, sizeof(*v));
+
+	if (!v) {
+		add_record(r, type, rec); /* no memory: write it now rather than lose it */
+		return;
+	}
+	r->stop_q.v = v;
+	v[r->stop_q.n].type = type;
+	memcpy(&v[r->stop_q.n].u, rec, rec_sizes[type]);
+	r->stop_q.n++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Write the held records the late drain did not supersede; count what is written. */
+static void release_held(struct rec *r)
+{
+	qsort(r->stop_q.seen, r->stop_q.nseen, sizeof(__u64), cmp_u64);
+	for (size_t i = 0; i < r->stop_q.n; i++) {
+		struct held *h = &r->stop_q.v[i];
+		__u64 id = h->type == IOWHY_REC_REQUEST ? h->u.rq.seq : call_identity(&h->u.fs);
+
+		if (r->stop_q.nseen && bsearch(&id, r->stop_q.seen, r->stop_q.nseen, sizeof(id), cmp_u64))
+			continue;
+		add_record(r, h->type, &h->u);
+		if (h->type == IOWHY_REC_REQUEST)
+			r->w.incomplete_requests++;
+		else
+			r->w.open_calls++;
+	}
+	free(r->stop_q.v);
+	free(r->stop_q.seen);
+	memset(&r->stop_q, 0, sizeof(r->stop_q));
+}
+
+/*
+ * One ring-buffer sample: a single record, or a stage's worth of records back to back
+ * (struct iowhy_stage), each sized by its header.
+ */
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	struct rec *r = ctx;
+	const __u8 *p = data;
+
+	while (size) {
+		const struct iowhy_rec_hdr *h = (const void *)p;
+
+		if (size < sizeof(*h) || h->size_bytes < sizeof(*h) || h->size_bytes > size) {
+			r->w.unknown_records++; /* the rest of the sample cannot be split */
+			break;
+		}
+		if (h->type < 1 || h->type > IOWHY_REC_MAX || h->size_bytes != rec_sizes[h->type]) {
+			r->w.unknown_records++;
+		} else {
+			if (r->stop_q.late)
+				note_late(r, h);
+			add_record(r, h->type, h);
+		}
+		p += h->size_bytes;
+		size -= h->size_bytes;
+	}
+	return 0;
+}
+
+/* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
+
+int map_stages(struct rec *r, struct bpf_map *map)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	r->stages.ncpu = bpf_map__max_entries(map);
+	r->stages.elem = (sizeof(struct iowhy_stage) + 7) & ~(size_t)7; /* the kernel's stride */
+	r->stages.len = (r->stages.elem * r->stages.ncpu + page - 1) / page * page;
+	p = mmap(NULL, r->stages.len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	r->stages.base = p;
+	return 0;
+}
+
+/*
+ * Empty every CPU's stage into the trace: take its lock, copy the records out, reset
+ * it, give it back, then write the copy. A program never waits for the lock (it writes
+ * to the ring buffer while the recorder holds it), and the recorder holds it only for a
+ * copy. `wait` (at stop): retry a stage a program holds, for the few hundred ns it
+ * takes; otherwise leave it for the next round.
+ */
+static void drain_stages(struct rec *r, int wait)
+{
+	static __u8 copy[IOWHY_STAGE_BYTES];
+
+	for (__u32 c = 0; r->stages.base && c < r->stages.ncpu; c++) {
+		struct iowhy_stage *s = (struct iowhy_stage *)(r->stages.base + c * r->stages.elem);
+		int got = 0;
+		__u32 used;
+
+		for (long tries = 0;; tries++) {
+			if (!__atomic_exchange_n(&s->busy_u32, 1, __ATOMIC_ACQUIRE)) {
+				got = 1;
+				break;
+			}
+			if (!wait || tries >= 1000000)
+				break;
+			sched_yield();
+		}
+		if (!got) {
+			if (wait) { /* cannot happen: a program holds it for one record */
+				__u64 n = 0;
+
+				for (int t = 0; t < 8; t++)
+					n += s->nrec_u32[t];
+				fprintf(stderr, "iowhy-record: the staging buffer of CPU %u stayed "
+						"locked: %llu records lost, counted as unknown\n",
+					c, (unsigned long long)n);
+				r->w.unknown_records += n;
+			}
+			continue;
+		}
+		used = s->used_bytes;
+		if (used > IOWHY_STAGE_BYTES) {
+			r->w.unknown_records++;
+			used = 0;
+		}
+		memcpy(copy, s->buf, used);
+		memset(s->nrec_u32, 0, sizeof(s->nrec_u32));
+		s->used_bytes = 0;
+		__atomic_store_n(&s->busy_u32, 0, __ATOMIC_RELEASE);
+		handle_event(r, copy, used);
+	}
+}
+
+static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop)
+{
+	rq->hdr.type = IOWHY_REC_REQUEST;
+	rq->hdr.size_bytes = sizeof(*rq);
+	rq->hdr.ts_ns = stop;
+	rq->flags_u16 |= IOWHY_RQ_INCOMPLETE;
+	rq->pad0 = 0;
+	hold_record(r, IOWHY_REC_REQUEST, rq);
+}
+
+/* Requests still in flight at stop (in the table or its overflow hash) become records
+ * marked incomplete. */
+static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
+{
+	int fd = bpf_map__fd(skel->maps.rqs), tfd = bpf_map__fd(skel->maps.rq_tab);
+	__u32 n = bpf_map__max_entries(skel->maps.rq_tab);
+	__u64 key, next, *prev = NULL;
+	struct rq_slot s;
+
+	for (__u32 i = 0; i < n; i++)
+		if (bpf_map_lookup_elem(tfd, &i, &s) == 0 && s.tag)
+			add_inflight(r, &s.r, stop);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &s) == 0)
+			add_inflight(r, &s.r, stop);
+	}
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* pidfd of a thread, not only of a leader (Linux 6.9) */
+#endif
+
+/* The fsync-family call open in `st`, as the probes decide it at exit (iowhy.h). */
+static __u16 open_call(const struct iowhy_bpf *skel, const struct task_state *st)
+{
+#define SKEL_NR(name) (skel->rodata->nr_##name)
+	if (st->sys_nr < 0)
+		return 0;
+	return IOWHY_CALL_OF(st->sys_nr, st->fs_flags, SKEL_NR);
+#undef SKEL_NR
+}
+
+/* Thread `tid`'s probe state: task-local storage is looked up through a pidfd. */
+static int read_task_state(const struct iowhy_bpf *skel, int fd, pid_t tgid, pid_t tid,
+			   struct task_state *st)
+{
+	int pfd, err;
+
+	if (!skel->rodata->use_task_storage)
+		return bpf_map_lookup_elem(fd, &(__u32){ (__u32)tid }, st);
+	pfd = syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	if (pfd < 0 && tid == tgid)
+		pfd = syscall(SYS_pidfd_open, tid, 0);
+	if (pfd < 0)
+		return -1;
+	err = bpf_map_lookup_elem(fd, &pfd, st);
+	close(pfd);
+	return err;
+}
+
+/*
+ * fsync-family calls still running at stop become records flagged INCOMPLETE: a
+ * thread blocked in fsync when the user presses Ctrl-C is often the very thing the
+ * recording is about. Found from each tracked thread's probe state (the tracked bitmap
+ * names the processes, /proc their threads); the fd comes from /proc/TID/syscall, which
+ * shows the arguments of a thread blocked in a syscall.
+ */
+static void dump_open_calls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
+{
+	int bfd = bpf_map__fd(skel->maps.tracked);
+	int sfd = bpf_map__fd(skel->rodata->use_task_storage ? skel->maps.task_store
+							      : skel->maps.tasks);
+	DIR *proc = opendir("/proc"), *tasks;
+	struct dirent *pe, *te;
+	char path[96];
+
+	if (!proc)
+		return;
+	while ((pe = readdir(proc))) {
+		pid_t tgid = (pid_t)strtol(pe->d_name, NULL, 10);
+		__u32 word = (__u32)tgid >> 6;
+		__u64 bits;
+
+		if (tgid <= 0 || bpf_map_lookup_elem(bfd, &word, &bits) ||
+		    !((bits >> (tgid & 63)) & 1))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+		tasks = opendir(path);
+		while (tasks && (te = readdir(tasks))) {
+			pid_t tid = (pid_t)strtol(te->d_name, NULL, 10);
+			struct iowhy_fsync e = {};
+			struct task_state st;
+			long long nr = -1, a0 = -1;
+			FILE *f;
+
+			if (tid <= 0 || read_task_state(skel, sfd, tgid, tid, &st) ||
+			    !st.sys_enter_ns || !(e.call_u16 = open_call(skel, &st)))
+				continue;
+			e.hdr.type = IOWHY_REC_FSYNC;
+			e.hdr.size_bytes = sizeof(e);
+			e.hdr.ts_ns = stop;
+			e.enter_ns = st.sys_enter_ns;
+			e.exit_ns = stop;
+			e.ino = st.fs_ino;
+			e.commit_seq = st.fs_seq;
+			e.tgid = (__u32)tgid;
+			e.tid = (__u32)tid;
+			e.dev_major = iowhy_dev_major(st.fs_dev);
+			e.dev_minor = iowhy_dev_minor(st.fs_dev);
+			e.syscall_nr = (__u32)st.sys_nr;
+			e.fs_u16 = st.fs_kind;
+			e.flags_u16 = st.fs_flags | IOWHY_FS_F_INCOMPLETE;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
+			if ((f = fopen(path, "r"))) {
+				if (fscanf(f, "%lld %llx", &nr, (unsigned long long *)&a0) != 2)
+					nr = -1;
+				fclose(f);
+			}
+			e.fd = e.call_u16 == IOWHY_CALL_SYNC ? -1
+			       : nr == st.sys_nr	      ? (__s32)a0
+			       : (st.fs_flags & IOWHY_FS_F_LATE_ENTER) ? (__s32)st.arg0 : -1;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", tgid, tid);
+			if ((f = fopen(path, "r"))) {
+				if (fgets(e.comm, sizeof(e.comm), f))
+					e.comm[strcspn(e.comm, "\n")] = 0;
+				fclose(f);
+			}
+			hold_record(r, IOWHY_REC_FSYNC, &e);
+		}
+		if (tasks)
+			closedir(tasks);
+	}
+	closedir(proc);
+}
+
+static void dump_syscalls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
+{
+	int fd = bpf_map__fd(skel->maps.sysstats), ncpu = libbpf_num_possible_cpus();
+	struct { __u64 count, total_ns; } *vals = calloc(ncpu, 16);
+
+	if (!vals)
+		return;
+	for (__u32 nr = 0; nr < 1024; nr++) {
+		struct iowhy_syscall s = {};
+
+		if (bpf_map_lookup_elem(fd, &nr, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++) {
+			s.count += vals[c].count;
+			s.total_ns += vals[c].total_ns;
+		}
+		if (!s.count)
+			continue;
+		s.hdr.type = IOWHY_REC_SYSCALL;
+		s.hdr.size_bytes = sizeof(s);
+		s.hdr.ts_ns = stop;
+		s.syscall_nr = nr;
+		add_record(r, IOWHY_REC_SYSCALL, &s);
+	}
+	free(vals);
+}
+
+int open_ring(struct rec *r)
+{
+	int err;
+
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.rb), handle_event, r, NULL);
+	if (!r->rb) {
+		err = -errno;
+		fprintf(stderr, "failed to create ring buffer: %s\n", strerror(-err));
+		return -1;
+	}
+	r->counters_fd = bpf_map__fd(r->skel->maps.counters);
+
+	if (exiting) { /* stopped while loading: nothing recorded, nothing left */
+		r->ret = 128 + stop_signal;
+		return -1;
+	}
+	{
+		struct sigaction sa = { .sa_handler = sigchld_handler }; /* no SA_RESTART */
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGCHLD, &sa, NULL);
+	}
+	return 0;
+}
+
+/* Record until the workload or the target exits, a signal, --duration or a full disk. */
+void poll_until_stop(struct rec *r)
+{
+	__u64 last_flush, kill_at = 0;
+	int err, stop_sent = 0, killed = 0;
+
+	last_flush = now_ns(CLOCK_MONOTONIC);
+	for (;;) {
+		__u64 now;
+
+		if (exiting && !stop_sent) {
+			/* a full disk or a failed exec: the workload is not stopped */
+			if (!r->child || r->child_done || !stop_signal)
+				break;
+			/*
+			 * Stopped by SIGINT/SIGTERM in run mode: stop the workload as perf does,
+			 * passing the signal on, and keep recording until it has exited (its
+			 * last I/O is in the trace, and its exit status); SIGKILL after the grace
+			 * time. Attach mode never signals its target.
+			 */
+			kill(r->child, stop_signal);
+			stop_sent = 1;
+			kill_at = now_ns(CLOCK_MONOTONIC) + STOP_GRACE_NS;
+		}
+		err = ring_buffer__poll(r->rb, 100);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "failed to poll ring buffer: %s\n", strerror(-err));
+			r->stop_reason = "error";
+			break;
+		}
+		if (r->lazy_writes && !r->write_probes_ns && r->skel->bss->write_probes_wanted)
+			attach_write_family(r, r->skel);
+		now = now_ns(CLOCK_MONOTONIC);
+		if (r->child && !r->child_done && waitpid(r->child, &r->child_status, WNOHANG) == r->child) {
+			r->child_done = 1;
+			r->stop_reason = "workload-exit";
+			break;
+		}
+		if (stop_sent) {
+			if (!killed && now >= kill_at) {
+				kill(r->child, SIGKILL);
+				killed = 1;
+			}
+		} else if (!r->child && target_exited(r->target_pidfd, r->env.pid)) {
+			r->stop_reason = "target-exit";
+			break;
+		} else if (r->env.duration > 0 && now - r->start_ns >= (__u64)(r->env.duration * 1e9)) {
+			r->stop_reason = "duration";
+			break;
+		}
+		if (now - r->stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
+			drain_stages(r, 0);
+			r->stages.last_ns = now;
+		}
+		if (now - last_flush >= FLUSH_INTERVAL_NS) {
+			flush_all(r);
+			write_progress(r, r->counters_fd);
+			last_flush = now;
+		}
+	}
+	if (stop_signal)
+		r->stop_reason = "signal";
+	if (r->w.failed)
+		r->stop_reason = "disk-full";
+	r->end_ns = now_ns(CLOCK_MONOTONIC);
+	cpu_ns(&r->cpu1_user, &r->cpu1_sys);
+	stats_end(r);
+}
+
+void drain_at_stop(struct rec *r)
+{
+	/*
+	 * Drain what the kernel still holds, then read what is still in flight, then drain
+	 * again: what ended while the tables were read is in the ring by then (the probes
+	 * write a request's record before they free its entry), and supersedes what was read.
+	 * From `stopping` on, no request gets an entry, so none can be missed in between.
+	 */
+	r->skel->bss->stopping = 1;
+	__sync_synchronize();
+	drain_stages(r, 1); /* each stage taken once after `stopping`: none is written again */
+	ring_buffer__consume(r->rb);
+	dump_inflight(r, r->skel, r->end_ns);
+	dump_open_calls(r, r->skel, r->end_ns);
+	r->stop_q.late = 1;
+	ring_buffer__consume(r->rb);
+	r->stop_q.late = 0;
+	release_held(r);
+	dump_syscalls(r, r->skel, r->end_ns);
+	flush_all(r);
+}

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+/* iowhy-record, options and features: usage, argument parsing, tracefs. */
+#include "recorder.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: iowhy-record -o OUT [-m META.json | --meta-fd FD] [-r MiB] [-d SEC] "
+		   "[-D MAJ:MIN]... [-q] [-v] (-p PID [--force] | -- CMD [ARGS...])\n"
+		   "       iowhy-record -n            load and attach every probe, then exit\n"
+		   "  -o OUT    written as OUT.partial-PID (O_EXCL, O_NOFOLLOW, mode 0600), renamed\n"
+		   "            to OUT at stop; a previous OUT is kept as OUT.old; a symlink or\n"
+		   "            non-regular file at OUT is refused; under sudo, owned by SUDO_UID\n"
+		   "  -r MiB    ring buffer, a power of two, 1..%d (default 64)\n"
+		   "  -d SEC    stop after SEC seconds, 0 < SEC <= %.0f; the workload goes on\n"
+		   "  --force   attach to PID 1 or a kernel thread (follows the whole system)\n"
+		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
+		   "  --syscalls sync|all  time only the fsync and write families (default), or\n"
+		   "            count and time every syscall of the workload (costlier per syscall)\n"
+		   "  --eager-writes  with --syscalls sync, attach the write family at start\n"
+		   "            (default: at the first O_SYNC/O_DSYNC write, where tp_btf can read\n"
+		   "            a task's syscall number; that write is timed from its fs sync event)\n"
+		   "  --probe-stats  measure each program's runs and run time while recording\n"
+		   "            (kernel BPF statistics: adds about two clock reads to every run)\n",
+		MAX_RINGBUF_MIB, MAX_DURATION_S);
+}
+
+/* ---------------------------------------------------------------- tracefs --- */
+
+#ifndef TRACEFS_MAGIC
+#define TRACEFS_MAGIC 0x74726163
+#endif
+#define TRACEFS_PATH "/sys/kernel/tracing"
+
+static int is_tracefs(const char *path)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) == 0 && sf.f_type == TRACEFS_MAGIC;
+}
+
+/*
+ * libbpf resolves classic tracepoints (syscalls:sys_enter_*) through tracefs, at
+ * /sys/kernel/tracing or under debugfs at /sys/kernel/debug/tracing. A fresh machine
+ * may have neither mounted: mount it, as perf does (libapi's tracefs_mount), before
+ * anything is loaded, and say so once. Left mounted, as perf leaves it.
+ */
+int ensure_tracefs(void)
+{
+	if (is_tracefs(TRACEFS_PATH) || is_tracefs("/sys/kernel/debug/tracing"))
+		return 0;
+	if (mount("nodev", TRACEFS_PATH, "tracefs", 0, NULL) == 0) {
+		fprintf(stderr, "iowhy: mounted tracefs at " TRACEFS_PATH "\n");
+		return 0;
+	}
+	{
+		int e = errno;
+		const char *why = e == EPERM || e == EACCES ? " (needs CAP_SYS_ADMIN)"
+				  : e == ENODEV ? " (this kernel has no tracefs: CONFIG_TRACING)"
+				  : "";
+
+		fprintf(stderr, "iowhy: failed to mount tracefs at " TRACEFS_PATH ": %s%s; "
+				"mount it as root and retry: mount -t tracefs nodev " TRACEFS_PATH "\n",
+			strerror(e), why);
+	}
+	return -1;
+}
+
+static int parse_dev(const char *s, __u32 *out)
+{
+	unsigned int maj, min;
+
+	if (sscanf(s, "%u:%u", &maj, &min) != 2)
+		return -1;
+	*out = iowhy_mkdev(maj, min);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- steps --- */
+
+/* Options: -1 to go on, or the exit status (usage errors 2, --help 0). */
+int parse_args(struct rec *r, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' }, { "meta", required_argument, NULL, 'm' },
+		{ "ringbuf", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'd' },
+		{ "dev", required_argument, NULL, 'D' },    { "pid", required_argument, NULL, 'p' },
+		{ "dry-run", no_argument, NULL, 'n' },      { "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },      { "list-counters", no_argument, NULL, 'L' },
+		{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
+		{ "syscalls", required_argument, NULL, 'S' },
+		{ "probe-stats", no_argument, NULL, 'P' },
+		{ "eager-writes", no_argument, NULL, 'W' },
+		{ "meta-fd", required_argument, NULL, 'M' },
+		{ "force", no_argument, NULL, 'F' },
+		{},
+	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'o': r->env.output = optarg; break;
+		case 'm': r->env.meta = optarg; break;
+		case 'M': {
+			char *end;
+			long fd;
+
+			errno = 0;
+			fd = strtol(optarg, &end, 10);
+			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC)) {
+				fprintf(stderr, "iowhy-record: bad --meta-fd %s (want an open descriptor)\n",
+					optarg);
+				return 2;
+			}
+			r->env.meta_fd = (int)fd;
+			break;
+		}
+		case 'r': {
+			char *end;
+
+			errno = 0;
+			r->env.ringbuf_mib = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || r->env.ringbuf_mib < 1 ||
+			    r->env.ringbuf_mib > MAX_RINGBUF_MIB ||
+			    (r->env.ringbuf_mib & (r->env.ringbuf_mib - 1))) {
+				fprintf(stderr, "iowhy-record: bad --ringbuf %s (want a power of two MiB, "
+						"1..%d)\n", optarg, MAX_RINGBUF_MIB);
+				return 2;
+			}
+			break;
+		}
+		case 'd': {
+			char *end;
+
+			errno = 0;
+			r->env.duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(r->env.duration) ||
+			    r->env.duration <= 0 || r->env.duration > MAX_DURATION_S) {
+				fprintf(stderr, "iowhy-record: bad --duration %s (want seconds, more than 0 "
+						"and at most %.0f)\n", optarg, MAX_DURATION_S);
+				return 2;
+			}
+			break;
+		}
+		case 'F': r->env.force = 1; break;
+		case 'D':
+			if (r->env.ndevs >= 64 || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
+				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
+				return 2;
+			}
+			r->env.ndevs++;
+			break;
+		case 'p': r->env.pid = atoi(optarg); break;
+		case 'n': r->env.dry_run = 1; break;
+		case 'q': r->env.quiet = 1; break;
+		case 'P': r->env.probe_stats = 1; break;
+		case 'W': r->env.eager_writes = 1; break;
+		case 'v': r->env.verbose = libbpf_verbose = 1; break;
+		case 'R': r->env.raw_tp = 1; break;
+		case 'S':
+			if (strcmp(optarg, "all") && strcmp(optarg, "sync")) {
+				fprintf(stderr, "failed to parse --syscalls: %s (all or sync)\n", optarg);
+				return 2;
+			}
+			r->env.sync_syscalls = !strcmp(optarg, "sync");
+			break;
+		case 'L':
+			for (int i = 0; i < IOWHY_C_MAX; i++)
+				printf("%s\n", counter_names[i]);
+			return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc)
+		r->env.cmd = &argv[optind];
+	if (!r->env.dry_run && !r->env.output) {
+		usage(stderr);
+		return 2;
+	}
+	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0) {
+		fprintf(stderr, "iowhy-record: give a command after -- or a PID with -p\n");
+		return 2;
+	}
+	if (r->env.cmd && r->env.pid > 0) {
+		fprintf(stderr, "iowhy-record: -p and a command exclude each other\n");
+		return 2;
+	}
+	return -1;
+}

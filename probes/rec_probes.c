@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: GPL-2.0
+/* iowhy-record, the BPF object: configure, load (tp_btf or raw_tp), attach, detach. */
+#include "recorder.h"
+
+/* ---------------------------------------------------------------- probes --- */
+
+
+/* A syscalls:sys_{enter,exit}_<call> program of the write family. */
+static int is_write_prog(const char *name)
+{
+	static const char *const calls[] = { "write", "pwrite64", "writev", "pwritev", "pwritev2" };
+
+	if (strncmp(name, "sce_", 4) && strncmp(name, "scx_", 4))
+		return 0;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		if (!strcmp(name + 4, calls[i]))
+			return 1;
+	return 0;
+}
+
+/* Whether vmlinux BTF has enum `type` with member `name` (a helper the kernel knows). */
+static int btf_enum_has(const struct btf *btf, const char *type, const char *name)
+{
+	int id = btf__find_by_name_kind(btf, type, BTF_KIND_ENUM);
+	const struct btf_type *t;
+	const struct btf_enum *e;
+
+	if (id <= 0)
+		return 0;
+	t = btf__type_by_id(btf, id);
+	e = btf_enum(t);
+	for (int i = 0; i < btf_vlen(t); i++)
+		if (!strcmp(btf__name_by_offset(btf, e[i].name_off), name))
+			return 1;
+	return 0;
+}
+
+static const char *tp_of(const char *prog_name, int *is_btf)
+{
+	if (!strncmp(prog_name, "tpb_", 4)) {
+		*is_btf = 1;
+		return prog_name + 4;
+	}
+	if (!strncmp(prog_name, "raw_", 4)) {
+		*is_btf = 0;
+		return prog_name + 4;
+	}
+	return NULL;
+}
+
+/* Words of the tracked-tgid bitmap: one bit per possible PID. */
+static __u32 pid_max_words(void)
+{
+	long pid_max = 4194304;
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &pid_max) != 1)
+			pid_max = 4194304;
+		fclose(f);
+	}
+	return (__u32)((pid_max + 63) / 64);
+}
+
+/*
+ * &__preempt_count - &runqueues, from the offsets of both per-CPU variables in the
+ * kernel BTF's .data..percpu section; 0 when either is missing (the probes then record
+ * the waking context as unknown: core_fixes.bpf.h, get_preempt_count).
+ */
+static __s64 preempt_count_from_rq(const struct btf *btf)
+{
+	const struct btf_var_secinfo *vs;
+	const struct btf_type *t;
+	__s64 pc = -1, rq = -1;
+	int id;
+
+	if (!btf)
+		return 0;
+	id = btf__find_by_name_kind(btf, ".data..percpu", BTF_KIND_DATASEC);
+	if (id <= 0)
+		return 0;
+	t = btf__type_by_id(btf, id);
+	vs = btf_var_secinfos(t);
+	for (int i = 0; i < btf_vlen(t); i++, vs++) {
+		const char *name = btf__name_by_offset(btf, btf__type_by_id(btf, vs->type)->name_off);
+
+		if (name && !strcmp(name, "__preempt_count"))
+			pc = vs->offset;
+		else if (name && !strcmp(name, "runqueues"))
+			rq = vs->offset;
+	}
+	return pc >= 0 && rq >= 0 ? pc - rq : 0;
+}
+
+/*
+ * Configure an opened object: rodata, map sizes, and which flavour of each program
+ * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
+ */
+static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux, int use_btf,
+		     int use_ts)
+{
+	struct bpf_program *prog;
+	char tname[96];
+
+	skel->rodata->filter_devs = r->env.ndevs > 0;
+	/* Per-thread state lives in one of two maps; the other is not created. */
+	skel->rodata->use_task_storage = use_ts;
+	if (bpf_map__set_autocreate(skel->maps.task_store, use_ts) ||
+	    bpf_map__set_autocreate(skel->maps.tasks, !use_ts))
+		return -EINVAL;
+	skel->rodata->wakeup_bytes = ((__u64)r->env.ringbuf_mib << 20) / 8;
+	skel->rodata->nr_fsync = SYS_fsync;
+	skel->rodata->nr_fdatasync = SYS_fdatasync;
+	skel->rodata->all_syscalls = !r->env.sync_syscalls;
+	skel->rodata->nr_sync = SYS_sync;
+	skel->rodata->nr_syncfs = SYS_syncfs;
+	skel->rodata->nr_sync_file_range = SYS_sync_file_range;
+	skel->rodata->nr_msync = SYS_msync;
+	skel->rodata->nr_write = SYS_write;
+	skel->rodata->nr_pwrite64 = SYS_pwrite64;
+	skel->rodata->nr_writev = SYS_writev;
+	skel->rodata->nr_pwritev = SYS_pwritev;
+	skel->rodata->nr_pwritev2 = SYS_pwritev2;
+	/* The probes find an untraced write by its saved syscall number: tp_btf and
+	 * bpf_task_pt_regs() only (core_fixes.bpf.h, task_syscall_nr). */
+	r->lazy_writes = r->env.sync_syscalls && !r->env.eager_writes && !r->env.dry_run && use_btf &&
+		      btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
+	skel->rodata->lazy_writes = r->lazy_writes;
+	skel->rodata->pc_from_rq = preempt_count_from_rq(vmlinux);
+	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)r->env.ringbuf_mib << 20))
+		return -EINVAL;
+	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
+		return -EINVAL;
+	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
+		return -EINVAL;
+	skel->rodata->nr_cpus = libbpf_num_possible_cpus();
+	r->nprobes = 0;
+	bpf_object__for_each_program(prog, skel->obj) {
+		int is_btf;
+		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
+		int present;
+
+		if (!tp) {
+			/*
+			 * syscalls:sys_{enter,exit}_<call>: only with --syscalls sync. The
+			 * dry-run loads both flavours of syscall probes: it checks them all.
+			 */
+			int sc = !strncmp(bpf_program__name(prog), "sce_", 4);
+			int want = r->env.sync_syscalls || r->env.dry_run;
+
+			bpf_program__set_autoload(prog, want);
+			if (sc && want && r->nprobes < 64) {
+				snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp),
+					 "sys_enter_%s", bpf_program__name(prog) + 4);
+				r->probes[r->nprobes].how =
+					r->lazy_writes && is_write_prog(bpf_program__name(prog))
+						? "tracepoint, attached at the first O_SYNC/O_DSYNC write"
+						: "tracepoint";
+				r->nprobes++;
+			}
+			continue;
+		}
+		snprintf(tname, sizeof(tname), "btf_trace_%s", tp);
+		present = btf__find_by_name_kind(vmlinux, tname, BTF_KIND_TYPEDEF) > 0;
+		if (r->env.sync_syscalls && !r->env.dry_run &&
+		    (!strcmp(tp, "sys_enter") || !strcmp(tp, "sys_exit")))
+			present = 0;
+		bpf_program__set_autoload(prog, present && is_btf == use_btf);
+		if (is_btf && r->nprobes < 64) {
+			snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp), "%s", tp);
+			r->probes[r->nprobes].how = present ? (use_btf ? "tp_btf" : "raw_tp")
+				: (r->env.sync_syscalls && !r->env.dry_run && !strncmp(tp, "sys_e", 5))
+					? "skipped: --syscalls sync"
+					: "skipped: no such tracepoint in this kernel";
+			r->nprobes++;
+		}
+	}
+	return 0;
+}
+
+static int attach_all(struct rec *r, struct iowhy_bpf *skel)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, skel->obj) {
+		struct bpf_link *link;
+		int is_btf;
+		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
+
+		if (!bpf_program__autoload(prog))
+			continue;
+		if (r->lazy_writes && is_write_prog(bpf_program__name(prog)))
+			continue;
+		if (!tp)
+			tp = bpf_program__name(prog);
+		link = bpf_program__attach(prog);
+		if (!link) {
+			int err = errno;
+
+			fprintf(stderr, "failed to attach %s: %s\n", tp, strerror(err));
+			return -err;
+		}
+		/* Attached by hand, so not owned by the skeleton: destroyed at cleanup. */
+		if (r->nlinks < 128)
+			r->links[r->nlinks++] = link;
+	}
+	return 0;
+}
+
+/*
+ * The probes saw an O_SYNC/O_DSYNC write: attach the write family, the exits first, so
+ * that the write open in the probes' state can still end at its own exit and a write
+ * entering meanwhile is either wholly seen or not at all.
+ */
+void attach_write_family(struct rec *r, struct iowhy_bpf *skel)
+{
+	struct bpf_program *prog;
+	/* Tests only: a slow attach, so that writes return before it (tests/test_record.py). */
+	const char *delay = getenv("IOWHY_TEST_WRITE_ATTACH_DELAY_MS");
+
+	if (delay)
+		usleep(atoi(delay) * 1000);
+
+	for (int pass = 0; pass < 2; pass++) {
+		bpf_object__for_each_program(prog, skel->obj) {
+			const char *name = bpf_program__name(prog);
+			struct bpf_link *link;
+
+			if (!is_write_prog(name) || (name[2] == 'x') != (pass == 0))
+				continue;
+			link = bpf_program__attach(prog);
+			if (!link) {
+				fprintf(stderr, "iowhy-record: WARNING: failed to attach %s: %s; O_SYNC "
+						"writes are timed from their fs sync event only\n",
+					name, strerror(errno));
+				continue;
+			}
+			if (r->nlinks < 128)
+				r->links[r->nlinks++] = link;
+			else
+				bpf_link__destroy(link);
+		}
+	}
+	r->write_probes_ns = now_ns(CLOCK_MONOTONIC);
+}
+
+static void *destroy_link(void *link)
+{
+	bpf_link__destroy(link);
+	return NULL;
+}
+
+/*
+ * Detaching a classic tracepoint (the syscalls:sys_*_<call> ones) waits for RCU grace
+ * periods (perf_trace_event_unreg -> tracepoint_synchronize_unregister), about 75 ms
+ * each on the test VM: 1.6 s for the 22 of --syscalls sync, one after another. One
+ * thread per link lets the waits overlap; a link whose thread cannot start is destroyed
+ * here.
+ */
+void destroy_links(struct rec *r)
+{
+	pthread_t th[128];
+	int started[128];
+
+	for (int i = 0; i < r->nlinks; i++) {
+		started[i] = pthread_create(&th[i], NULL, destroy_link, r->links[i]) == 0;
+		if (!started[i])
+			bpf_link__destroy(r->links[i]);
+	}
+	for (int i = 0; i < r->nlinks; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+	r->nlinks = 0;
+}
+
+/*
+ * The trace is complete: leave the detaching to a child and return at once. Detaching a
+ * classic syscall tracepoint waits for RCU grace periods (perf_trace_event_unreg), about
+ * 0.8 s in all with --syscalls sync, which would otherwise delay the user's prompt (and
+ * `iowhy record`'s exit) after the workload has ended. The child holds copies of the
+ * link descriptors, so closing ours at exit detaches nothing; the probes stay attached
+ * until the child has detached them, writing to a ring buffer nobody reads any more.
+ * The child keeps no terminal or pipe open (a caller reading our stderr sees its end
+ * now). Without fork(), the caller detaches them itself.
+ */
+void detach_in_background(struct rec *r)
+{
+	pid_t pid = fork();
+	int fd;
+
+	if (pid < 0)
+		return;
+	if (pid > 0) {
+		r->nlinks = 0; /* the child's now */
+		return;
+	}
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	setsid();
+	destroy_links(r);
+	_exit(0);
+}
+
+/* Open, configure and load the BPF object, the cheapest way that works. */
+int load_probes(struct rec *r)
+{
+	int err;
+
+	r->vmlinux = btf__load_vmlinux_btf();
+	if (!r->vmlinux) {
+		fprintf(stderr, "failed to load kernel BTF: %s\n", strerror(errno));
+		return -1;
+	}
+
+	/*
+	 * Open and load, trying the cheapest way first: tp_btf with per-thread state in
+	 * task-local storage, then tp_btf with a hash map (the kernel refused task storage
+	 * from tracing programs), then everything as raw_tp (which cannot pass a task to
+	 * task storage).
+	 */
+	static const struct {
+		int btf, ts;
+	} modes[] = { { 1, 1 }, { 1, 0 }, { 0, 0 } };
+	for (size_t m = r->env.raw_tp ? 2 : 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		int use_btf = modes[m].btf, use_ts = modes[m].ts;
+
+		r->skel = iowhy_bpf__open();
+		if (!r->skel) {
+			err = -errno;
+			fprintf(stderr, "failed to open BPF object: %s\n", strerror(-err));
+			return -1;
+		}
+		err = configure(r, r->skel, r->vmlinux, use_btf, use_ts);
+		if (err) {
+			fprintf(stderr, "failed to configure BPF object: %s\n", strerror(-err));
+			return -1;
+		}
+		err = iowhy_bpf__load(r->skel);
+		if (!err) {
+			r->attach_mode = use_btf ? "tp_btf" : "raw_tp";
+			r->task_state = use_ts ? "task-storage" : "hash";
+			break;
+		}
+		if (use_btf && r->env.verbose)
+			fprintf(stderr, "iowhy-record: %s load failed (%s), trying %s\n",
+				use_ts ? "tp_btf with task storage" : "tp_btf", strerror(-err),
+				use_ts ? "a hash map" : "raw_tp");
+		iowhy_bpf__destroy(r->skel);
+		r->skel = NULL;
+		if (!use_btf) {
+			fprintf(stderr, "failed to load BPF programs: %s%s\n", strerror(-err),
+				err == -EPERM ? " (need root: CAP_BPF and CAP_PERFMON)" : "");
+			return -1;
+		}
+	}
+
+	for (int i = 0; i < r->env.ndevs; i++) {
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(bpf_map__fd(r->skel->maps.devs), &r->env.devs[i], &one, BPF_ANY)) {
+			fprintf(stderr, "failed to set device filter: %s\n", strerror(errno));
+			return -1;
+		}
+	}
+
+	err = map_stages(r, r->skel->maps.stage);
+	if (err) {
+		fprintf(stderr, "failed to map staging buffers: %s\n", strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+int attach_probes(struct rec *r)
+{
+	int err;
+
+	err = attach_all(r, r->skel);
+	if (!err)
+		r->skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);
+	if (err)
+		return -1;
+	r->obj = r->skel->obj;
+	return 0;
+}
+
+/* --dry-run: what was attached, and how. */
+void print_dry_run(struct rec *r)
+{
+	int attached = 0;
+
+	for (int i = 0; i < r->nprobes; i++) {
+		printf("%-28s %s\n", r->probes[i].tp, r->probes[i].how);
+		attached += strncmp(r->probes[i].how, "skipped", 7) != 0;
+	}
+	printf("attached %d of %d probes (%s, thread state in %s), startup %.1f ms\n",
+	       attached, r->nprobes, r->attach_mode, r->task_state,
+	       (now_ns(CLOCK_MONOTONIC) - r->t_main) / 1e6);
+	r->ret = 0;
+}

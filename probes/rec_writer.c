@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: GPL-2.0
+/* iowhy-record, the trace file: safe creation, chunks, the header, RECORDER and TRAILER chunks. */
+#include "recorder.h"
+
+/* ---------------------------------------------------------------- output file --- */
+
+/*
+ * The trace is written to PATH.partial-PID, created in PATH's directory with O_EXCL and
+ * O_NOFOLLOW (mode 0600), and renamed to PATH when recording stops, on every stop path.
+ * A symlink or a non-regular file at PATH is refused before recording; an existing
+ * regular file is kept as PATH.old (as perf does). After a crash or kill -9 the partial
+ * file stays, readable up to its last complete chunk.
+ */
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISLNK(m) ? "a symbolic link" : S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+	       : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+int check_output(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			fprintf(stderr, "iowhy: refusing to write %s: it is %s (give a new name or the "
+					"path of a regular file)\n", path, file_kind(st.st_mode));
+			return -1;
+		}
+	} else if (errno != ENOENT) {
+		fprintf(stderr, "iowhy: failed to check %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Run through sudo as root: the trace belongs to the user who asked (mode stays 0600). */
+static void give_to_sudo_user(struct rec *r, int fd)
+{
+	const char *su = getenv("SUDO_UID"), *sg = getenv("SUDO_GID");
+	unsigned long uid, gid;
+	char *end;
+
+	if (getuid() != 0 || !su || !sg || !*su || !*sg)
+		return;
+	errno = 0;
+	uid = strtoul(su, &end, 10);
+	if (errno || *end || uid >= (uid_t)-1)
+		return;
+	gid = strtoul(sg, &end, 10);
+	if (errno || *end || gid >= (gid_t)-1)
+		return;
+	if (fchown(fd, (uid_t)uid, (gid_t)gid))
+		fprintf(stderr, "iowhy-record: warning: cannot give %s to uid %lu: %s\n",
+			r->partial_path, uid, strerror(errno));
+}
+
+int open_output(struct rec *r, const char *path)
+{
+	int fd = -1;
+
+	for (int i = 0; i < 100; i++) {
+		int n = i ? snprintf(r->partial_path, sizeof(r->partial_path), "%s.partial-%d.%d", path,
+				     getpid(), i)
+			  : snprintf(r->partial_path, sizeof(r->partial_path), "%s.partial-%d", path,
+				     getpid());
+
+		if (n < 0 || (size_t)n >= sizeof(r->partial_path)) {
+			fprintf(stderr, "failed to open %s: %s\n", path, strerror(ENAMETOOLONG));
+			return -1;
+		}
+		fd = open(r->partial_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "failed to open %s: %s\n", r->partial_path, strerror(errno));
+		r->partial_path[0] = 0;
+		return -1;
+	}
+	give_to_sudo_user(r, fd);
+	return fd;
+}
+
+/* Move the finished (or stopped) trace into place; the previous regular file -> PATH.old. */
+int commit_output(struct rec *r, const char *path)
+{
+	char old[PATH_MAX];
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+		int n = snprintf(old, sizeof(old), "%s.old", path);
+
+		if (n < 0 || (size_t)n >= sizeof(old) || rename(path, old))
+			fprintf(stderr, "iowhy-record: warning: cannot keep the previous %s as %s.old: "
+					"%s; replacing it\n", path, path,
+				strerror(n < 0 || (size_t)n >= sizeof(old) ? ENAMETOOLONG : errno));
+	}
+	if (rename(r->partial_path, path)) {
+		fprintf(stderr, "iowhy: failed to rename the trace to %s: %s; it is in %s\n", path,
+			strerror(errno), r->partial_path);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- file writing --- */
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
+			const void *data, size_t len)
+{
+	static const char zeros[8];
+	struct iowhy_chunk_hdr h = {};
+	size_t pad = (8 - len % 8) % 8;
+	uLong crc;
+	int err;
+
+	if (r->w.failed)
+		return;
+	memcpy(h.magic, IOWHY_CHUNK_MAGIC, 4);
+	h.type = type;
+	h.rec_size_bytes = rec_size;
+	h.count = count;
+	h.payload_bytes = len + pad;
+	h.data_bytes = len;
+	crc = crc32(0L, Z_NULL, 0);
+	crc = crc32(crc, data, len);
+	crc = crc32(crc, (const Bytef *)zeros, pad);
+	h.crc32 = crc;
+	h.seq = r->w.seq;
+	err = write_all(r->w.fd, &h, sizeof(h));
+	if (!err)
+		err = write_all(r->w.fd, data, len);
+	if (!err && pad)
+		err = write_all(r->w.fd, zeros, pad);
+	if (err) {
+		/* Cut back to the last whole chunk so the file stays clean, and stop. */
+		r->w.failed = 1;
+		r->w.err = -err;
+		if (ftruncate(r->w.fd, r->w.good_off))
+			(void)0; /* the reader skips a torn tail anyway */
+		lseek(r->w.fd, r->w.good_off, SEEK_SET);
+		exiting = 1;
+		return;
+	}
+	r->w.good_off += sizeof(h) + len + pad;
+	r->w.seq++;
+}
+
+static void flush_type(struct rec *r, int t)
+{
+	struct recbuf *b = &r->w.bufs[t];
+
+	if (!b->count)
+		return;
+	write_chunk(r, t, rec_sizes[t], b->count, b->data, b->len);
+	b->len = 0;
+	b->count = 0;
+}
+
+void flush_all(struct rec *r)
+{
+	for (int t = 1; t <= IOWHY_REC_MAX; t++)
+		flush_type(r, t);
+}
+
+void add_record(struct rec *r, int t, const void *data)
+{
+	struct recbuf *b = &r->w.bufs[t];
+
+	if (b->len + rec_sizes[t] > CHUNK_BYTES)
+		flush_type(r, t);
+	memcpy(b->data + b->len, data, rec_sizes[t]);
+	b->len += rec_sizes[t];
+	b->count++;
+	b->total++;
+}
+
+void sb_open(struct sbuf *s)
+{
+	s->p = NULL;
+	s->len = 0;
+	s->f = open_memstream(&s->p, &s->len);
+}
+
+void sb_close_write(struct rec *r, struct sbuf *s, __u16 type)
+{
+	fclose(s->f);
+	write_chunk(r, type, 0, 1, s->p, s->len);
+	free(s->p);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+int write_header(struct rec *r)
+{
+	int err;
+
+	/* The file header and the metadata gathered by `iowhy record`. */
+	{
+		struct iowhy_file_hdr fh = {};
+
+		memcpy(fh.magic, IOWHY_FILE_MAGIC, 8);
+		fh.version = IOWHY_FORMAT_VERSION;
+		fh.hdr_bytes = sizeof(fh);
+		fh.chunk_hdr_bytes = sizeof(struct iowhy_chunk_hdr);
+		fh.endian_tag = 0x01020304;
+		fh.created_realtime_ns = now_ns(CLOCK_REALTIME);
+		if ((err = write_all(r->w.fd, &fh, sizeof(fh)))) {
+			fprintf(stderr, "failed to write %s: %s\n", r->env.output, strerror(-err));
+			return -1;
+		}
+		r->w.good_off = sizeof(fh);
+	}
+	if (r->env.meta || r->env.meta_fd) {
+		FILE *f;
+		char *buf = NULL;
+		size_t cap = 0, len = 0;
+
+		if (r->env.meta_fd)
+			lseek(r->env.meta_fd, 0, SEEK_SET); /* a memfd; a pipe has no offset */
+		f = r->env.meta_fd ? fdopen(r->env.meta_fd, "r") : fopen(r->env.meta, "r");
+		if (f && r->env.meta_fd)
+			r->env.meta_fd = 0; /* fclose closes it */
+		if (!f) {
+			fprintf(stderr, "failed to read metadata %s: %s\n",
+				r->env.meta ? r->env.meta : "descriptor", strerror(errno));
+			return -1;
+		}
+		for (;;) {
+			if (len == cap) {
+				cap = cap ? cap * 2 : 65536;
+				buf = realloc(buf, cap);
+				if (!buf)
+					break;
+			}
+			size_t n = fread(buf + len, 1, cap - len, f);
+
+			if (!n)
+				break;
+			len += n;
+		}
+		fclose(f);
+		if (buf)
+			write_chunk(r, IOWHY_CHUNK_META, 0, 1, buf, len);
+		free(buf);
+	}
+	return 0;
+}
+
+/* The RECORDER chunk: how this recording is made. */
+void write_recorder_chunk(struct rec *r)
+{
+	struct sbuf s;
+	struct utsname u;
+	__u64 rt = now_ns(CLOCK_REALTIME), mono = now_ns(CLOCK_MONOTONIC);
+
+	uname(&u);
+	sb_open(&s);
+	fprintf(s.f, "{\"iowhy_version\": ");
+	json_str(s.f, IOWHY_VERSION);
+	fprintf(s.f, ", \"mode\": \"%s\", \"pid\": %d, \"recorder_pid\": %d, \"command\": [",
+		r->env.cmd ? "run" : "attach", r->env.cmd ? r->child : r->env.pid, getpid());
+	for (int i = 0; r->env.cmd && r->env.cmd[i]; i++) {
+		fprintf(s.f, "%s", i ? ", " : "");
+		json_str(s.f, r->env.cmd[i]);
+	}
+	if (!r->env.cmd) {
+		/* attach: the target's own command line, NUL-separated in /proc */
+		char path[64], buf[4096];
+		size_t n = 0;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", r->env.pid);
+		f = fopen(path, "r");
+		if (f) {
+			n = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+		}
+		buf[n] = 0;
+		for (size_t off = 0; off < n; off += strlen(buf + off) + 1) {
+			fprintf(s.f, "%s", off ? ", " : "");
+			json_str(s.f, buf + off);
+		}
+	}
+	fprintf(s.f, "], \"kernel\": ");
+	json_str(s.f, u.release);
+	fprintf(s.f, ", \"start_ns\": %llu, \"startup_ns\": %llu, \"attach_mode\": \"%s\", "
+		     "\"task_state\": \"%s\", \"syscalls\": \"%s\", \"write_probes\": \"%s\", "
+		     "\"ringbuf_bytes\": %llu, "
+		     "\"devices_filter\": [",
+		(unsigned long long)r->start_ns, (unsigned long long)(r->start_ns - r->t_main), r->attach_mode,
+		r->task_state, r->env.sync_syscalls ? "sync" : "all", r->lazy_writes ? "lazy" : "start",
+		(unsigned long long)r->env.ringbuf_mib << 20);
+	for (int i = 0; i < r->env.ndevs; i++)
+		fprintf(s.f, "%s\"%u:%u\"", i ? ", " : "", iowhy_dev_major(r->env.devs[i]),
+			iowhy_dev_minor(r->env.devs[i]));
+	fprintf(s.f, "], \"clock\": {\"realtime_minus_monotonic_ns\": %lld}, \"probes\": {",
+		(long long)(rt - mono));
+	for (int i = 0; i < r->nprobes; i++) {
+		fprintf(s.f, "%s\"%s\": ", i ? ", " : "", r->probes[i].tp);
+		json_str(s.f, r->probes[i].how);
+	}
+	fprintf(s.f, "}}");
+	sb_close_write(r, &s, IOWHY_CHUNK_RECORDER);
+}
+
+/* The TRAILER, the exit status, and what the user is told. */
+void write_trailer(struct rec *r)
+{
+	struct sbuf s;
+	int code = 0;
+	char status[16] = "null"; /* unless the workload's status was seen */
+
+	if (r->child && r->child_done) {
+		code = WIFEXITED(r->child_status) ? WEXITSTATUS(r->child_status)
+					       : 128 + WTERMSIG(r->child_status);
+		snprintf(status, sizeof(status), "%d", code);
+	}
+	sb_open(&s);
+	fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %s, "
+		     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
+		     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
+		     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
+		(unsigned long long)r->end_ns, r->stop_reason, status,
+		(unsigned long long)r->w.incomplete_requests, (unsigned long long)r->w.open_calls,
+		(unsigned long long)(r->lazy_writes ? r->write_probes_ns : r->start_ns),
+		libbpf_num_possible_cpus(), (unsigned long long)(r->cpu1_user - r->cpu0_user),
+		(unsigned long long)(r->cpu1_sys - r->cpu0_sys));
+	stats_write(r, s.f);
+	write_counts_json(r, s.f, r->counters_fd);
+	fprintf(s.f, "}");
+	sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
+	if (r->w.failed) {
+		fprintf(stderr, "failed to write %s: %s; recording stopped, the trace holds "
+				"everything before that point (truncated)\n",
+			r->env.output, strerror(r->w.err));
+		if (r->child && !r->child_done)
+			fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
+				r->child);
+		r->ret = 1;
+	} else if (!strcmp(r->stop_reason, "error")) {
+		/* ret already set */
+	} else if (r->child && r->child_done) {
+		r->ret = code;
+	} else if (stop_signal) {
+		r->ret = 128 + stop_signal;
+	} else {
+		if (r->child && !r->env.quiet) /* --duration: the workload goes on */
+			fprintf(stderr, "iowhy-record: the workload (PID %d) is still running\n",
+				r->child);
+		r->ret = 0;
+	}
+	{
+		__u64 c[IOWHY_C_MAX], lost = 0;
+
+		counters_sum(r->counters_fd, c);
+		__u64 unseen = c[IOWHY_C_LOST_DONE] + c[IOWHY_C_LOST_ISSUE] +
+			       c[IOWHY_C_LOST_SWITCH_IN] + recursion_misses(r, NULL);
+
+		for (int i = 0; i <= IOWHY_C_BIOMAP_FULL; i++)
+			lost += c[i];
+		if (lost)
+			fprintf(stderr, "iowhy-record: WARNING: %llu events lost in the kernel "
+					"(see `iowhy info`); if the ring buffer or a map was full, "
+					"record again with a bigger --ringbuf (now %ld MiB)\n",
+				(unsigned long long)lost, r->env.ringbuf_mib);
+		if (unseen)
+			fprintf(stderr, "iowhy-record: WARNING: the kernel did not run the probes "
+					"for %llu events (see `iowhy info`); the requests and "
+					"intervals they end are written flagged\n",
+				(unsigned long long)unseen);
+		if (r->w.unknown_records)
+			fprintf(stderr, "iowhy-record: WARNING: %llu malformed records ignored\n",
+				(unsigned long long)r->w.unknown_records);
+	}
+	if (!r->env.quiet && !r->w.failed)
+		fprintf(stderr, "iowhy-record: %s: %llu requests, %llu fsync calls, %llu journal "
+				"events, %.3f s (%s)\n",
+			r->env.output, (unsigned long long)r->w.bufs[IOWHY_REC_REQUEST].total,
+			(unsigned long long)r->w.bufs[IOWHY_REC_FSYNC].total,
+			(unsigned long long)r->w.bufs[IOWHY_REC_JOURNAL].total,
+			(r->end_ns - r->start_ns) / 1e9, r->stop_reason);
+}
