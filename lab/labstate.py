@@ -298,8 +298,7 @@ def _detach(dev: str, backing: str, restore: Dict[str, Any],
     name = os.path.basename(dev)
     for setting, value in restore.items():
         # only while still ours: the settings outlive the binding
-        if setting in ("write_cache", "max_sectors_kb", "read_ahead_kb") and \
-                loop_backing(dev) == backing:
+        if setting in ("write_cache", "max_sectors_kb") and loop_backing(dev) == backing:
             with contextlib.suppress(OSError):
                 Path(f"/sys/block/{name}/queue/{setting}").write_text(f"{value}\n")
     if loop_backing(dev) == backing:

@@ -116,8 +116,6 @@ class Scenario:
     # PID to {pidfile}, and `iowhy attach -p PID -d ATTACH_S` records it while its CPU
     # time (/proc/PID/stat utime+stime) is sampled; then it is stopped with SIGTERM
     attach_s: float = 0.0
-    # the disk's read-ahead (queue/read_ahead_kb) during the recording; -1: unchanged
-    read_ahead_kb: int = -1
 
     def default_fs(self) -> str:
         return self.filesystems[0]
@@ -240,13 +238,14 @@ _add(Scenario(
     background=("workload-causal", "write-fsync-loop", "{mnt}"),
     syncfs_after=False, params={"sleep": 2}, group="causal"))
 _add(Scenario(
-    "tar-a-to-b", "tar reads its archive (cold) from disk A, extracts to disk B",
-    "GNU tar reads a {files}-file archive laid out on disk A, whose cache is dropped "
-    "(remount) and whose read-ahead is off, and extracts into disk B (no sync): the "
-    "waits are A's reads, nothing else.",
-    ("ext4",), (("tar", "-xf", "{mnt}/archive.tar", "-C", "{mnt_b}"),),
-    setup=(("cp", "{archive}", "{mnt}/archive.tar"),), cold=True, syncfs_after=False,
-    second_disk=True, read_ahead_kb=0, params={"files": TAR_FILES}, group="causal"))
+    "tar-a-to-b", "GNU tar archives {files} files (cold) from disk A onto disk B",
+    "tar -cf of a tree extracted on disk A beforehand, whose cache is dropped (remount), "
+    "writing its archive on disk B (no sync): the waits are A's reads of directories, "
+    "inodes and file data, each paying its positioning; B's writes stay in the page "
+    "cache.",
+    ("ext4",), (("tar", "-cf", "{mnt_b}/archive.tar", "-C", "{mnt}", "tree"),),
+    setup=(_TAR,), cold=True, syncfs_after=False, second_disk=True,
+    params={"files": TAR_FILES}, group="causal"))
 _add(Scenario(
     "loop-stack", "append 1 KiB + fsync for {seconds} s on a loop device on a file",
     "A two-level stack: a loop device whose backing file lives on the filesystem of the "
@@ -535,8 +534,6 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
         msk = Path(f"/sys/block/{d.loop_name}/queue/max_sectors_kb")
         msk_old = msk.read_text().strip()
         ledger.restore_setting(d.ledger_key("loop"), "max_sectors_kb", msk_old)
-        rak = Path(f"/sys/block/{d.loop_name}/queue/read_ahead_kb")
-        rak_old = rak.read_text().strip()
         try:
             if int(msk_old) > FUSE_MAX_WRITE_KB:
                 msk.write_text(f"{FUSE_MAX_WRITE_KB}\n")
@@ -568,9 +565,6 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
             if s.cold:
                 do_umount()
                 do_mount("remount")
-            if s.read_ahead_kb >= 0:
-                ledger.restore_setting(d.ledger_key("loop"), "read_ahead_kb", rak_old)
-                rak.write_text(f"{s.read_ahead_kb}\n")
             if s.cache != "off":
                 _drain_cache(d)
             for other in second:
@@ -614,8 +608,6 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
                 # the setting outlives the loop binding: give the device back as found
                 undo.append(lambda: _set_write_cache(d, "write back"))
             undo.append(lambda: msk.write_text(msk_old + "\n"))
-            if s.read_ahead_kb >= 0:
-                undo.append(lambda: rak.write_text(rak_old + "\n"))
             cleanup_errors = []
             for step in undo:
                 try:
