@@ -127,15 +127,16 @@ def test_tar_from_disk_a_to_disk_b_is_read_on_a(lab_runs):
     ta = _truth(r["files"]["truth"], w0, w1)
     tb = _truth(r["files"]["truth_b"], w0, w1)
     read_a = _service_ns(ta, emudisk.KIND_READ)
-    # the premise: A served reads most of the window; B served no read
-    assert read_a >= 0.5 * el, (read_a, el)
-    assert not (tb["kind"] == emudisk.KIND_READ).any()
+    # B reads only the few metadata blocks of the new archive's inode and bitmaps
+    read_b = _service_ns(tb, emudisk.KIND_READ)
+    # the premise: A served reads most of the window, B almost none
+    assert read_a >= 0.5 * el and read_b < TOL * el, (read_a, read_b, el)
     att = rep["attribution_ns"]
     top = max(att, key=lambda k: int(att[k]))
     assert top == "read", f"top category {top}, not read: {_shown(att, el)}"
-    assert att["read"] <= read_a + TOL * el, (
-        f"read {_pct(att['read'], el)} exceeds disk A's read service time "
-        f"{_pct(read_a, el)} (+5%)")
+    assert att["read"] <= read_a + read_b + TOL * el, (
+        f"read {_pct(att['read'], el)} exceeds the disks' read service time: A "
+        f"{_pct(read_a, el)}, B {_pct(read_b, el)} (+5%)")
     # every read A served was waited on by tar (it is the only reader of that disk):
     # read, or metadata for the directory and inode reads
     assert _att(att, "read", "metadata") >= read_a - TOL * el, (
@@ -159,11 +160,12 @@ def test_loop_stack_lower_flushes_explain_upper_fsyncs_counted_once(lab_runs):
     flush_truth = _service_ns(t, emudisk.KIND_FLUSH)
     assert flush_truth >= 0.5 * el, (flush_truth, el)          # the premise
     att = rep["attribution_ns"]
-    assert _att(att, "barrier", "log", "data") > 0.5 * el, _shown(att, el)
-    assert abs(att["barrier"] - flush_truth) <= TOL * el, (
-        f"barrier {_pct(att['barrier'], el)}, the emulated disk flushed for "
-        f"{_pct(flush_truth, el)}")
-    _sums_exactly(att, el, "attribution_ns")
+    wrong = []          # every reason, not only the first
+    if not _att(att, "barrier", "log", "data") > 0.5 * el:
+        wrong.append(f"barrier+log+data not over half of elapsed: {_shown(att, el)}")
+    if abs(att["barrier"] - flush_truth) > TOL * el:
+        wrong.append(f"barrier {_pct(att['barrier'], el)}, but the emulated disk flushed "
+                     f"for {_pct(flush_truth, el)} (allowed 5 points)")
     # bytes: the upper device's own count (/sys/block/<upper>/stat), the lower disk's
     # truth (its log writes: those in the lower filesystem's journal)
     ind = r["independent"]
@@ -176,20 +178,22 @@ def test_loop_stack_lower_flushes_explain_upper_fsyncs_counted_once(lab_runs):
     assert ranges, "no journal range of the lower filesystem in the trace metadata"
     off = writes["offset_bytes"].astype(np.int64) // 512
     in_log = np.zeros(len(writes), bool)
-    for a, b in ranges:
-        in_log |= (off >= a) & (off < b)
+    for lo, hi in ranges:
+        in_log |= (off >= lo) & (off < hi)
     lower_log = int(writes["len_bytes"][in_log].sum())
     lower_written = int(writes["len_bytes"].sum())
     req = rep["requests"]
     data_bytes = int(req["data"]["write_bytes"])
-    assert data_bytes <= upper_written + lower_log, (
-        f"data {data_bytes} B written, more than the upper device took ({upper_written} B) "
-        f"plus the lower journal ({lower_log} B): counted at both levels")
+    if data_bytes > upper_written + lower_log:
+        wrong.append(f"data {data_bytes} B written, more than the upper device took "
+                     f"({upper_written} B) plus the lower journal ({lower_log} B)")
     total = sum(int(req[c]["write_bytes"]) for c in ("data", "metadata", "log"))
-    assert total <= 1.05 * lower_written, (
-        f"{total} B of data, metadata and log writes reported, but the only physical "
-        f"disk was written {lower_written} B in the window (the upper device "
-        f"{upper_written} B): bytes counted at both levels")
+    if total > 1.05 * lower_written:
+        wrong.append(f"{total} B of data, metadata and log writes reported, but the only "
+                     f"physical disk was written {lower_written} B in the window (the "
+                     f"upper device {upper_written} B): bytes counted at both levels")
+    assert not wrong, "; ".join(wrong)
+    _sums_exactly(att, el, "attribution_ns")
 
 
 # -- 4. a parent waiting on a child that syncs -------------------------------------------
