@@ -30,6 +30,16 @@ Scenarios cover the seeds (/work/shared/seeds): GNU tar vs an fsync-per-file tar
 rm -rf of a tree; N tasks each fsyncing its own file; SQLite autocommit inserts with
 synchronous=FULL vs OFF; and fio's sequential vs random writes. Sizes are chosen so a
 run takes seconds on hdd-7200.
+
+The causal scenarios (group "causal", and "fsync-bench" on vs off; workloads in
+lab/workloads_causal.py) each have one cause of waiting known by construction: `sleep`
+beside another process's fsyncs on the same disk (`background`); tar reading a cold
+tree from disk A and writing its archive on disk B (`second_disk`: B's truth is kept as
+``.truth-b.bin``); fsync on a loop device whose backing file is on the emulated disk
+(`stack`: /sys/block/<upper>/stat read around the window); `iowhy attach` to a process
+with idle threads (`attach_s`: its /proc/PID/stat CPU time sampled every 20 ms); and a
+fixed-duration multi-thread fdatasync benchmark that times its own calls. What a run
+measures without iowhy is kept under "independent" in ``.run.json``.
 """
 
 from __future__ import annotations
@@ -230,7 +240,7 @@ for _kind, _what in (("seq", "sequential"), ("rand", "random")):
 BENCH_THREADS = 4
 BENCH_SECONDS = 2
 _add(Scenario(
-    "sleep-bg", "sleep 2 while a background writer fsyncs on the same disk",
+    "sleep-bg", "sleep {sleep} beside a background writer fsyncing",
     "`sleep 2` is recorded while another process, outside the workload, writes and "
     "fsyncs in a loop on the recorded disk: the disk is busy, but the workload waits "
     "only on its timer. Nothing of the disk's work may be charged to it.",
@@ -238,7 +248,7 @@ _add(Scenario(
     background=("workload-causal", "write-fsync-loop", "{mnt}"),
     syncfs_after=False, params={"sleep": 2}, group="causal"))
 _add(Scenario(
-    "tar-a-to-b", "GNU tar archives {files} files (cold) from disk A onto disk B",
+    "tar-a-to-b", "tar -cf of {files} files: read (cold) on A, write on B",
     "tar -cf of a tree extracted on disk A beforehand, whose cache is dropped (remount), "
     "writing its archive on disk B (no sync): the waits are A's reads of directories, "
     "inodes and file data, each paying its positioning; B's writes stay in the page "
@@ -247,7 +257,7 @@ _add(Scenario(
     setup=(_TAR,), cold=True, syncfs_after=False, second_disk=True,
     params={"files": TAR_FILES}, group="causal"))
 _add(Scenario(
-    "loop-stack", "append 1 KiB + fsync for {seconds} s on a loop device on a file",
+    "loop-stack", "append 1 KiB + fsync for {seconds} s on loop-on-file",
     "A two-level stack: a loop device whose backing file lives on the filesystem of the "
     "emulated disk, formatted and mounted itself. The workload's fsyncs on the upper "
     "device are flushes of the loop device, paid by the lower filesystem's fsync of the "
@@ -255,7 +265,7 @@ _add(Scenario(
     ("ext4",), (("workload", "fsync-loop", "{upper}", "{seconds}"),),
     stack=True, syncfs_after=False, params={"seconds": 2}, group="causal"))
 _add(Scenario(
-    "idle-thread", "attach to a 3-thread process: one idle, one spins then fsyncs",
+    "idle-thread", "attach -d {attach}: idle thread, spin + fsync thread",
     "A process with a thread blocked on a pipe read for ever, a main thread joining, "
     "and a worker alternating 20 ms of CPU with a 4 KiB write + fsync, recorded with "
     "`iowhy attach -d {attach}` while /proc/PID/stat is sampled: the CPU share is what "
@@ -264,8 +274,8 @@ _add(Scenario(
     syncfs_after=False, attach_s=2.0, params={"attach": 2}, group="causal"))
 for _mode in ("on", "off"):
     _add(Scenario(
-        "fsync-bench" + ("" if _mode == "on" else "-wc-off"),
-        f"{{threads}} threads write+fdatasync for {{seconds}} s, write cache {_mode}",
+        "fsync-bench" + ("" if _mode == "on" else "-off"),
+        f"{{threads}} threads write+fdatasync {{seconds}} s, cache {_mode}",
         "A fixed-duration benchmark (pgbench-like): each thread appends 8 KiB to its own "
         "file and fdatasyncs it, in a loop, for a fixed time; it writes its own time in "
         "fdatasync to a file kept with the run. With the cache on each fdatasync waits for a "

@@ -271,7 +271,7 @@ def test_fixed_duration_bench_thread_time_is_barrier_and_compare_says_so(lab_run
     fdatasync waits for a cache flush. thread_time's barrier is at least half of the
     threads' own time in fdatasync; `compare` (off vs on) names barrier first."""
     on, rep_on = _run(lab_runs, "fsync-bench")
-    off, rep_off = _run(lab_runs, "fsync-bench-wc-off")
+    off, rep_off = _run(lab_runs, "fsync-bench-off")
     stats = on["independent"]["workload_stats"]
     fdatasync_ns = int(stats["fdatasync_ns"])
     el = rep_on["elapsed_ns"]
@@ -327,5 +327,5 @@ def test_causal_scenarios_are_registered():
     s = scenarios.SCENARIOS
     assert s["sleep-bg"].background and s["tar-a-to-b"].second_disk and s["tar-a-to-b"].cold
     assert s["loop-stack"].stack and s["idle-thread"].attach_s > 0
-    assert (s["fsync-bench"].cache, s["fsync-bench-wc-off"].cache) == ("on", "off")
+    assert (s["fsync-bench"].cache, s["fsync-bench-off"].cache) == ("on", "off")
     assert Path(scenarios.WORKLOADS_CAUSAL).is_file()
