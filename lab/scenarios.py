@@ -30,6 +30,16 @@ Scenarios cover the seeds (/work/shared/seeds): GNU tar vs an fsync-per-file tar
 rm -rf of a tree; N tasks each fsyncing its own file; SQLite autocommit inserts with
 synchronous=FULL vs OFF; and fio's sequential vs random writes. Sizes are chosen so a
 run takes seconds on hdd-7200.
+
+The causal scenarios (group "causal", and "fsync-bench" on vs off; workloads in
+lab/workloads_causal.py) each have one cause of waiting known by construction: `sleep`
+beside another process's fsyncs on the same disk (`background`); tar reading a cold
+tree from disk A and writing its archive on disk B (`second_disk`: B's truth is kept as
+``.truth-b.bin``); fsync on a loop device whose backing file is on the emulated disk
+(`stack`: /sys/block/<upper>/stat read around the window); `iowhy attach` to a process
+with idle threads (`attach_s`: its /proc/PID/stat CPU time sampled every 20 ms); and a
+fixed-duration multi-thread fdatasync benchmark that times its own calls. What a run
+measures without iowhy is kept under "independent" in ``.run.json``.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from . import emudisk, labstate, validate
 
 LAB_DIR = Path(__file__).resolve().parent
 WORKLOADS = LAB_DIR / "workloads.py"
+WORKLOADS_CAUSAL = LAB_DIR / "workloads_causal.py"
 # workloads.py is standard library only and runs with the system interpreter, as a user
 # would run the commands (the venv's Python is only for iowhy itself).
 SYSTEM_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -100,6 +111,21 @@ class Scenario:
     cold: bool = False            # remount after setup: the workload starts with no cache
     params: Mapping[str, int] = field(default_factory=dict)
     group: str = ""               # scenarios compared with each other (tests, gallery)
+    # The causal scenarios' settings (a known cause by construction):
+    # a command run on the disk from before the recording to after it, waited on by
+    # nobody in the workload (stopped with SIGTERM when the recording ends)
+    background: tuple[str, ...] = ()
+    # a second emulated disk of the same preset, formatted the same, mounted at {mnt_b}
+    # (recorded too)
+    second_disk: bool = False
+    # a two-level stack: a loop device on the file {mnt}/upper.img, formatted the same,
+    # mounted at {upper} (both levels recorded); its /sys/block/<dev>/stat is read
+    # before and after the recording
+    stack: bool = False
+    # attach instead of record: the (single) measured command is started, writes its
+    # PID to {pidfile}, and `iowhy attach -p PID -d ATTACH_S` records it while its CPU
+    # time (/proc/PID/stat utime+stime) is sampled; then it is stopped with SIGTERM
+    attach_s: float = 0.0
 
     def default_fs(self) -> str:
         return self.filesystems[0]
@@ -209,6 +235,56 @@ for _kind, _what in (("seq", "sequential"), ("rand", "random")):
                 "--size", "64m"),),
         cache="off", syncfs_after=False, params={"ios": 256}, group="fio"))
 
+# -- causal scenarios: the cause of every wait is known by construction -------------------
+
+BENCH_THREADS = 4
+BENCH_SECONDS = 2
+_add(Scenario(
+    "sleep-bg", "sleep {sleep} beside a background writer fsyncing",
+    "`sleep 2` is recorded while another process, outside the workload, writes and "
+    "fsyncs in a loop on the recorded disk: the disk is busy, but the workload waits "
+    "only on its timer. Nothing of the disk's work may be charged to it.",
+    ("ext4",), (("sleep", "{sleep}"),),
+    background=("workload-causal", "write-fsync-loop", "{mnt}"),
+    syncfs_after=False, params={"sleep": 2}, group="causal"))
+_add(Scenario(
+    "tar-a-to-b", "tar -cf of {files} files: read (cold) on A, write on B",
+    "tar -cf of a tree extracted on disk A beforehand, whose cache is dropped (remount), "
+    "writing its archive on disk B (no sync): the waits are A's reads of directories, "
+    "inodes and file data, each paying its positioning; B's writes stay in the page "
+    "cache.",
+    ("ext4",), (("tar", "-cf", "{mnt_b}/archive.tar", "-C", "{mnt}", "tree"),),
+    setup=(_TAR,), cold=True, syncfs_after=False, second_disk=True,
+    params={"files": TAR_FILES}, group="causal"))
+_add(Scenario(
+    "loop-stack", "append 1 KiB + fsync for {seconds} s on loop-on-file",
+    "A two-level stack: a loop device whose backing file lives on the filesystem of the "
+    "emulated disk, formatted and mounted itself. The workload's fsyncs on the upper "
+    "device are flushes of the loop device, paid by the lower filesystem's fsync of the "
+    "backing file: its journal writes, data writes and cache flushes.",
+    ("ext4",), (("workload", "fsync-loop", "{upper}", "{seconds}"),),
+    stack=True, syncfs_after=False, params={"seconds": 2}, group="causal"))
+_add(Scenario(
+    "idle-thread", "attach -d {attach}: idle thread, spin + fsync thread",
+    "A process with a thread blocked on a pipe read for ever, a main thread joining, "
+    "and a worker alternating 20 ms of CPU with a 4 KiB write + fsync, recorded with "
+    "`iowhy attach -d {attach}` while /proc/PID/stat is sampled: the CPU share is what "
+    "the kernel charged the process, not 100% for the idle threads.",
+    ("ext4",), (("workload-causal", "idle-thread", "{mnt}", "--pidfile", "{pidfile}"),),
+    syncfs_after=False, attach_s=2.0, params={"attach": 2}, group="causal"))
+for _mode in ("on", "off"):
+    _add(Scenario(
+        "fsync-bench" + ("" if _mode == "on" else "-off"),
+        f"{{threads}} threads write+fdatasync {{seconds}} s, cache {_mode}",
+        "A fixed-duration benchmark (pgbench-like): each thread appends 8 KiB to its own "
+        "file and fdatasyncs it, in a loop, for a fixed time; it writes its own time in "
+        "fdatasync to a file kept with the run. With the cache on each fdatasync waits for a "
+        "cache flush; with it off, for its writes to reach the media.",
+        ("ext4",), (("workload-causal", "fsync-bench", "{mnt}", "--threads", "{threads}",
+                     "--seconds", "{seconds}", "--stats", "{stats}"),),
+        cache=_mode, syncfs_after=False,
+        params={"threads": BENCH_THREADS, "seconds": BENCH_SECONDS}, group="fsync-bench"))
+
 
 class LabError(RuntimeError):
     """A scenario could not be set up or run; str() says which step and why."""
@@ -286,6 +362,8 @@ def _expand(tpl: Sequence[str], ctx: Mapping[str, Any]) -> list[str]:
     args = [a.format(**ctx) for a in tpl]
     if args and args[0] == "workload":
         return [SYSTEM_PY, str(WORKLOADS), *args[1:]]
+    if args and args[0] == "workload-causal":
+        return [SYSTEM_PY, str(WORKLOADS_CAUSAL), *args[1:]]
     return args
 
 
@@ -319,10 +397,11 @@ def _set_write_cache(d: emudisk.EmulatedDisk, mode: str) -> None:
     Path(f"/sys/block/{d.loop_name}/queue/write_cache").write_text(mode + "\n")
 
 
-def _record(cmd: list[str], trace: Path, dev: str, log: Path) -> None:
+def _record(cmd: list[str], trace: Path, devs: Sequence[str], log: Path) -> None:
     """`iowhy record` as a subprocess; on our own interruption the recorder is asked to
     stop (SIGTERM, which it forwards) before anything is torn down."""
-    full = [*iowhy_command(), "record", "-q", "-o", str(trace), "--dev", dev, "--", *cmd]
+    full = [*iowhy_command(), "record", "-q", "-o", str(trace),
+            *[a for dv in devs for a in ("--dev", dv)], "--", *cmd]
     # written where it is read, as it goes: it says why a recording failed or stopped
     with outfile.open_new(log, binary=False) as lf:
         lf.write(shlex.join(full) + "\n")
@@ -384,7 +463,8 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
     outfile.make_output_dir(out)
     paths = {k: out / f"{rid}{ext}" for k, ext in (
         ("trace", ".iowt"), ("report_text", ".report.txt"), ("report_json", ".report.json"),
-        ("report_html", ".report.html"), ("truth", ".truth.bin"), ("run", ".run.json"),
+        ("report_html", ".report.html"), ("truth", ".truth.bin"),
+        ("truth_b", ".truth-b.bin"), ("run", ".run.json"),
         ("record_log", ".record.log"))}
     for p in paths.values():
         # refuse a symlink or a non-regular file there before anything starts (outfile);
@@ -393,10 +473,11 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
         if p.exists():
             p.unlink()
     files = int(s.params.get("files", 0))
+    ctx: dict[str, Any] = dict(s.params)
     if files:
         say(f"{rid}: preparing the tarball ({files} files)")
-        _run([SYSTEM_PY, str(WORKLOADS), "prepare", "--files", str(files)], "prepare")
-    ctx: dict[str, Any] = dict(s.params)
+        ctx["archive"] = _run([SYSTEM_PY, str(WORKLOADS), "prepare", "--files", str(files)],
+                              "prepare").strip()
     Path(workdir).mkdir(parents=True, exist_ok=True)
     t_run = time.monotonic()
     global _LEDGER
@@ -424,14 +505,17 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
              ctx: dict[str, Any], paths: Mapping[str, Path], ledger: labstate.Ledger,
              say: Callable[[str], None], rid: str) -> dict[str, Any]:
     """The part of a run on the emulated disk: start it, make and mount the filesystem,
-    set up, record; then unmount, stop the disk, keep its truth. Returns the device."""
+    set up, record; then unmount, stop the disk, keep its truth. Returns the device
+    (and, under "independent", what the run measured without iowhy)."""
     disk_info: dict[str, Any] = {}
+    second: list[emudisk.EmulatedDisk] = []
     with emudisk.EmulatedDisk(workdir, DISK_BYTES, preset=disk, cache=s.cache != "off",
                               realtime=realtime, ledger=ledger) as d:
         assert d.dir is not None and d.dev is not None and d.loop_name is not None
         mnt = d.dir / "fs"
         mnt.mkdir()
-        ctx.update(mnt=str(mnt), tree=str(mnt / "tree"))
+        ctx.update(mnt=str(mnt), tree=str(mnt / "tree"), pidfile=str(d.dir / "workload.pid"),
+                   stats=str(d.dir / "workload-stats.json"))
         mount_opts = []
         if s.cache == "nobarrier" and fs in NOBARRIER_MOUNT:
             mount_opts.append(NOBARRIER_MOUNT[fs])
@@ -440,6 +524,8 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
         mount_key = f"mount:{mnt}"
         wc_changed = False
         mounted = False
+        # what the causal scenarios add (second disk, upper loop device): undone first
+        extras = contextlib.ExitStack()
 
         def do_mount(what: str) -> None:
             nonlocal mounted
@@ -468,24 +554,64 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
                 wc_changed = True
             do_mount("mount")
             os.mkdir(ctx["tree"])     # where tar extracts (tar -C needs it)
+            devs = [d.dev]
+            if s.second_disk:
+                db = _second_disk(extras, s, fs, disk, workdir, realtime, ledger, say, rid)
+                second.append(db)
+                assert db.dir is not None and db.dev is not None
+                ctx["mnt_b"] = str(db.dir / "fs")
+                devs.append(db.dev)
+            upper: dict[str, Any] = {}
+            if s.stack:
+                upper = _upper_loop(extras, mnt, fs, d.dir / "upper", ledger, say, rid)
+                ctx["upper"] = upper["mnt"]
+                devs.append(upper["dev"])
             for tpl in s.setup:
                 say(f"{rid}: setup: {' '.join(tpl)}")
                 _run(_expand(tpl, ctx), "setup")
+            if upper:
+                _run(["sync", "-f", upper["mnt"]], "syncfs of the upper device after setup")
             _run(["sync", "-f", str(mnt)], "syncfs after setup")
             if s.cold:
                 do_umount()
                 do_mount("remount")
             if s.cache != "off":
                 _drain_cache(d)
+            for other in second:
+                if s.cache != "off":
+                    _drain_cache(other)
             cmd = measured_command(s, ctx)
-            say(f"{rid}: recording {shlex.join(cmd)}")
-            _record(cmd, paths["trace"], d.dev, paths["record_log"])
+            independent: dict[str, Any] = {}
+            bg = _start_background(s, ctx, d.dir / "background.log", say, rid)
+            try:
+                if upper:
+                    independent["upper_stat_before"] = _block_stat(upper["name"])
+                if s.attach_s > 0:
+                    say(f"{rid}: attaching to {shlex.join(cmd)}")
+                    independent.update(_attach_run(s, cmd, ctx, paths, devs))
+                else:
+                    say(f"{rid}: recording {shlex.join(cmd)}")
+                    _record(cmd, paths["trace"], devs, paths["record_log"])
+                if upper:
+                    independent["upper_stat_after"] = _block_stat(upper["name"])
+            finally:
+                if bg is not None:
+                    _stop(bg, "background")
+            if os.path.exists(ctx["stats"]):
+                independent["workload_stats"] = json.loads(Path(ctx["stats"]).read_text())
+            if upper:
+                independent["upper"] = {k: upper[k] for k in ("dev", "name", "major", "minor")}
+            if second:
+                db = second[0]
+                independent["disk_b"] = {"dev": db.dev, "major": db.major, "minor": db.minor}
             disk_info = {"dev": d.dev, "major": d.major, "minor": d.minor,
                          "loop_write_cache": Path(
                              f"/sys/block/{d.loop_name}/queue/write_cache").read_text().strip()}
+            if independent:
+                disk_info["independent"] = independent
         finally:
             # every step runs; an error here is raised below only if nothing else is
-            undo: list[Callable[[], object]] = []
+            undo: list[Callable[[], object]] = [extras.close]
             if mounted:
                 undo.append(do_umount)
             if wc_changed:
@@ -496,16 +622,196 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
             for step in undo:
                 try:
                     step()
-                except (LabError, OSError) as e:
+                except (LabError, OSError, emudisk.EmulatedDiskError) as e:
                     cleanup_errors.append(str(e))
         if cleanup_errors:
             raise LabError("cleanup: " + "; ".join(cleanup_errors))
         truth_src = d.truth_path
     outfile.copy_output(truth_src, paths["truth"])
+    for db in second:
+        outfile.copy_output(db.truth_path, paths["truth_b"])
+        if db.dir is not None:
+            shutil.rmtree(db.dir, ignore_errors=True)
+            ledger.remove(db.ledger_key("dir"))
     if d.dir is not None:
         shutil.rmtree(d.dir, ignore_errors=True)
         ledger.remove(d.ledger_key("dir"))
     return disk_info
+
+
+def _mkfs_and_mount(extras: contextlib.ExitStack, fs: str, dev: str, mnt: Path,
+                    devno: str, ledger: labstate.Ledger, what: str) -> None:
+    """mkfs FS on DEV and mount it at MNT, unmounted when EXTRAS closes."""
+    _run([*MKFS[fs], dev], f"mkfs.{fs} on {what}")
+    mnt.mkdir(exist_ok=True)
+    key = f"mount:{mnt}"
+    ledger.add(key, "mount", target=str(mnt), dev=devno)
+    _run(["mount", dev, str(mnt)], f"mount {what}")
+
+    def umount() -> None:
+        _umount(mnt)
+        ledger.remove(key)
+    extras.callback(umount)
+
+
+def _second_disk(extras: contextlib.ExitStack, s: Scenario, fs: str, disk: str,
+                 workdir: str | os.PathLike, realtime: bool, ledger: labstate.Ledger,
+                 say: Callable[[str], None], rid: str) -> emudisk.EmulatedDisk:
+    """Disk B: another emulated disk like the first, formatted, mounted at <its dir>/fs."""
+    db = extras.enter_context(emudisk.EmulatedDisk(
+        workdir, DISK_BYTES, preset=disk, cache=s.cache != "off", realtime=realtime,
+        ledger=ledger))
+    assert db.dir is not None and db.dev is not None and db.loop_name is not None
+    msk = Path(f"/sys/block/{db.loop_name}/queue/max_sectors_kb")
+    msk_old = msk.read_text().strip()
+    ledger.restore_setting(db.ledger_key("loop"), "max_sectors_kb", msk_old)
+    extras.callback(lambda: msk.write_text(msk_old + "\n"))
+    if int(msk_old) > FUSE_MAX_WRITE_KB:
+        msk.write_text(f"{FUSE_MAX_WRITE_KB}\n")
+    say(f"{rid}: disk B: mkfs.{fs} on {db.dev}")
+    _mkfs_and_mount(extras, fs, db.dev, db.dir / "fs", f"{db.major}:{db.minor}", ledger,
+                    "disk B")
+    return db
+
+
+UPPER_BYTES = 256 << 20
+
+
+def _upper_loop(extras: contextlib.ExitStack, lower_mnt: Path, fs: str, mnt: Path,
+                ledger: labstate.Ledger, say: Callable[[str], None], rid: str
+                ) -> dict[str, Any]:
+    """A loop device on the file <lower_mnt>/upper.img (allocated, synced), formatted
+    and mounted at MNT; detached when EXTRAS closes."""
+    img = lower_mnt / "upper.img"
+    fd = os.open(img, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, UPPER_BYTES)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    key = f"loop:{img}"
+    ledger.add(key, "loop", backing=str(img))
+    dev = _run(["losetup", "-f", "--show", str(img)], "losetup of the upper device").strip()
+
+    def detach() -> None:
+        if labstate.loop_backing(dev) == str(img):
+            _run(["losetup", "-d", dev], "losetup -d of the upper device")
+        for _ in range(100):
+            if labstate.loop_backing(dev) != str(img):
+                break
+            time.sleep(0.1)
+        ledger.remove(key)
+    extras.callback(detach)
+    name = os.path.basename(dev)
+    major, minor = (int(x) for x in Path(f"/sys/block/{name}/dev").read_text().split(":"))
+    say(f"{rid}: upper device {dev} on {img}: mkfs.{fs}")
+    _mkfs_and_mount(extras, fs, dev, mnt, f"{major}:{minor}", ledger, "the upper device")
+    return {"dev": dev, "name": name, "major": major, "minor": minor, "mnt": str(mnt)}
+
+
+def _block_stat(name: str) -> dict[str, int]:
+    """/sys/block/NAME/stat (Documentation/block/stat.rst): the fields used here."""
+    f = [int(x) for x in Path(f"/sys/block/{name}/stat").read_text().split()]
+    return {"read_ios": f[0], "read_sectors": f[2], "write_ios": f[4], "write_sectors": f[6],
+            "flush_ios": f[15] if len(f) > 15 else 0}
+
+
+def _start_background(s: Scenario, ctx: Mapping[str, Any], log: Path,
+                      say: Callable[[str], None], rid: str) -> Optional[subprocess.Popen]:
+    if not s.background:
+        return None
+    cmd = _expand(s.background, ctx)
+    say(f"{rid}: background: {shlex.join(cmd)}")
+    with open(log, "wb") as lf:
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+    if _LEDGER is not None:
+        _LEDGER.add(f"proc:{proc.pid}", "proc", pid=proc.pid,
+                    start=labstate.proc_start(proc.pid), what="background")
+    time.sleep(0.5)              # let it get going before the window opens
+    if proc.poll() is not None:
+        raise LabError(f"background: {shlex.join(cmd)} exited {proc.returncode}: "
+                       f"{log.read_text(errors='replace').strip()[-800:]}")
+    return proc
+
+
+def _stop(proc: subprocess.Popen, what: str) -> None:
+    """SIGTERM to PROC (ours, by PID), then SIGKILL if it does not end."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if _LEDGER is not None:
+        _LEDGER.remove(f"proc:{proc.pid}")
+
+
+def _proc_cpu_ticks(pid: int) -> Optional[int]:
+    """utime + stime of PID (all its threads) in clock ticks, from /proc/PID/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    f = raw[raw.rindex(")") + 2:].split()
+    return int(f[11]) + int(f[12])       # fields 14 and 15 of proc(5)
+
+
+def _attach_run(s: Scenario, cmd: list[str], ctx: Mapping[str, Any],
+                paths: Mapping[str, Path], devs: Sequence[str]) -> dict[str, Any]:
+    """Start CMD, attach to it for s.attach_s seconds while sampling its CPU time every
+    20 ms, stop it. Returns the samples ([monotonic ns, utime+stime ticks])."""
+    import threading
+    pidfile = Path(ctx["pidfile"])
+    log = Path(ctx["pidfile"]).with_suffix(".log")
+    with open(log, "wb") as lf:
+        proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+    if _LEDGER is not None:
+        _LEDGER.add(f"proc:{proc.pid}", "proc", pid=proc.pid,
+                    start=labstate.proc_start(proc.pid), what="workload")
+    samples: list[list[int]] = []
+    done = threading.Event()
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise LabError(f"attach: {shlex.join(cmd)} did not start: "
+                               f"{log.read_text(errors='replace').strip()[-800:]}")
+            time.sleep(0.02)
+        pid = int(pidfile.read_text().strip())
+        if pid != proc.pid:
+            raise LabError(f"attach: {pidfile} names {pid}, not the workload ({proc.pid})")
+
+        def sample() -> None:
+            while not done.is_set():
+                t = _proc_cpu_ticks(pid)
+                if t is not None:
+                    samples.append([time.monotonic_ns(), t])
+                done.wait(0.02)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        full = [*iowhy_command(), "attach", "-q", "-o", str(paths["trace"]),
+                *[a for dv in devs for a in ("--dev", dv)], "-p", str(pid),
+                "-d", f"{s.attach_s:g}"]
+        with outfile.open_new(paths["record_log"], binary=False) as lf2:
+            lf2.write(shlex.join(full) + "\n")
+            lf2.flush()
+            rec = subprocess.Popen(full, stdout=lf2, stderr=subprocess.STDOUT)
+            with _noted(rec, "iowhy attach"):
+                rc = _wait_record(rec)
+        done.set()
+        sampler.join()
+        if rc != 0:
+            tail = paths["record_log"].read_text(errors="replace").strip()[-1500:]
+            raise LabError(f"iowhy attach exited {rc}: {tail}")
+        if proc.poll() is not None:
+            raise LabError(f"attach: the workload ended during the window "
+                           f"(exit {proc.returncode})")
+    finally:
+        done.set()
+        _stop(proc, "workload")
+    return {"proc_cpu_samples": samples, "clk_tck": os.sysconf("SC_CLK_TCK"),
+            "workload_pid": pid}
 
 
 def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
@@ -542,7 +848,11 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
         "cache_setting": CACHE_MODES[s.cache], "group": s.group,
         "summary": describe(s), "description": s.description.format(**s.params),
         "params": dict(s.params), "command": list(command),
-        "device": dict(disk_info, name=dname),
+        "device": {**{k: v for k, v in disk_info.items() if k != "independent"},
+                   "name": dname},
+        # what the run measured without iowhy (causal scenarios): CPU time samples,
+        # block stat of an upper device, the workload's own timings
+        "independent": disk_info.get("independent") or {},
         "files": {k: str(p) for k, p in paths.items() if p.exists() or k == "run"},
         "elapsed_ns": report["elapsed_ns"],
         "attribution_ns": report["attribution_ns"],
@@ -627,6 +937,7 @@ def reanalyze(run_json: str | os.PathLike) -> dict[str, Any]:
     for k, ext in (("report_html", ".report.html"), ("record_log", ".record.log")):
         files.setdefault(k, Path(f"{base}{ext}"))
     disk_info = {k: v for k, v in prev["device"].items() if k != "name"}
+    disk_info["independent"] = prev.get("independent") or {}
     result = analyze_run(s, prev["fs"], prev["disk"], files, disk_info, prev["command"])
     result["run_seconds"] = prev.get("run_seconds")
     outfile.write_output(files["run"], json.dumps(result, indent=2) + "\n")

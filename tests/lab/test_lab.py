@@ -14,17 +14,11 @@ with the truth of the same run.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-
-from conftest import need
 
 from iowhy.lab import emudisk, scenarios, validate
 
@@ -61,93 +55,8 @@ FIGURES = ("barrier", "log", "device_busy", "positioning")
 
 # -- the runs -------------------------------------------------------------------------------
 
-def _cleanup_workdir(workdir: Path) -> None:
-    """Undo whatever a crashed run left under WORKDIR: filesystems mounted there, loop
-    devices on its images, emudisk daemons started there, their FUSE mounts."""
-    prefix = str(workdir) + "/"
-
-    def mounts() -> list[str]:
-        return sorted((mp for _, mp in emudisk._mountinfo() if mp.startswith(prefix)),
-                      key=len, reverse=True)
-
-    for mp in [m for m in mounts() if not m.endswith("/mnt")]:
-        if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", mp], capture_output=True)
-    for bf in Path("/sys/block").glob("loop*/loop/backing_file"):
-        try:
-            if bf.read_text().strip().startswith(prefix):
-                dev = "/dev/" + bf.parent.parent.name
-                Path(bf.parent.parent / "queue" / "write_cache").write_text("write back\n")
-                subprocess.run(["losetup", "-d", dev], capture_output=True)
-        except OSError:
-            pass
-    for pidfile in workdir.glob("emudisk-*/emudisk.pid"):
-        try:
-            pid = int(pidfile.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if b"emudisk" in cmdline and prefix.encode() in cmdline:
-            os.kill(pid, signal.SIGTERM)
-    for mp in mounts():
-        if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", mp], capture_output=True)
-    shutil.rmtree(workdir, ignore_errors=True)
-
-
-class Runs:
-    """Each (scenario, fs) recorded once per session; a failed run fails every test
-    that needs it with the same error, without running it again."""
-
-    def __init__(self, out: Path, workdir: Path):
-        self.out = out
-        self.workdir = workdir
-        self.done: dict[tuple[str, str], object] = {}
-
-    def __call__(self, name: str, fs: str) -> dict:
-        key = (name, fs)
-        if key not in self.done:
-            try:
-                r = scenarios.run(name, fs, DISK, out_dir=self.out, workdir=self.workdir)
-                # This VM's kernel now and then runs no probe for an event (README,
-                # "Events the kernel does not deliver"); the trace flags and counts it.
-                # Such a run is recorded once more; a second one is kept, and judged
-                # below.
-                if r.get("lost_events"):
-                    r = scenarios.run(name, fs, DISK, out_dir=self.out,
-                                      workdir=self.workdir)
-                self.done[key] = r
-            except Exception as e:  # kept, and raised again by every test that needs it
-                self.done[key] = e
-        r = self.done[key]
-        if isinstance(r, Exception):
-            raise AssertionError(f"lab run {name} on {fs} failed: {r}") from r
-        assert isinstance(r, dict)
-        return r
-
-    def report(self, name: str, fs: str) -> dict:
-        r = self(name, fs)
-        return json.loads(Path(r["files"]["report_json"]).read_text())
-
-
-@pytest.fixture(scope="session")
-def lab_runs(tmp_path_factory):
-    need(os.geteuid() == 0, "needs root")
-    need(Path("/sys/kernel/btf/vmlinux").exists(), "needs a kernel with BTF")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    for tool in ("losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "fio", "sqlite3",
-                 "eatmydata"):
-        need(shutil.which(tool) is not None, f"{tool} not installed")
-    out = tmp_path_factory.mktemp("lab")
-    workdir = Path(tempfile.mkdtemp(prefix="iowhy-lab-test-", dir="/var/tmp"))
-    try:
-        yield Runs(out, workdir)
-    finally:
-        _cleanup_workdir(workdir)
+# The runs: the session fixture `lab_runs` (tests/conftest.py), shared with the other lab
+# tests (tests/lab/test_causal_scenarios.py) so each scenario is recorded once.
 
 
 def att(r: dict, *cats: str) -> int:
