@@ -14,6 +14,8 @@ from typing import Any
 
 from .errors import EXIT_FAIL, EXIT_USAGE, UserError, load
 from .names import CLASS_NAMES, METRICS
+from .progress import progress
+from .reports.units import DEFAULT_TIME_UNIT, TIME_UNITS
 
 UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
 
@@ -86,6 +88,7 @@ def add_analysis_parsers(sub: Any) -> None:
                            "replacing an existing file atomically, never through a symlink")
     c.set_defaults(func=cmd_compare)
 
+    add_requests_parser(sub)
     add_lab_parser(sub)
 
 
@@ -236,6 +239,77 @@ def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
         write_stdout(json.dumps(result, indent=2, allow_nan=False))
     elif html is None:
         write_stdout(render_text(result))
+    return 0
+
+
+# -- iowhy requests ------------------------------------------------------------------------
+
+def add_requests_parser(sub: Any) -> None:
+    """Add `requests`: the per-request listing (views.requests)."""
+    q = sub.add_parser(
+        "requests", help="every block request, one line each, in biosnoop's shape",
+        description="List the block requests of a trace in completion order: completion "
+                    "time in seconds from the trace start, the submitting command and "
+                    "process, disk, operation and flags (blktrace RWBS: W write, R read, "
+                    "F flush or a leading preflush, S sync, M metadata, A readahead; a F "
+                    "after the operation is FUA), start sector, size in bytes, queue "
+                    "(insert to issue) and device (issue to completion) time, request "
+                    "class and the fsync-family call it was submitted in. A time that "
+                    "was not observed is shown as -.")
+    q.add_argument("trace", help="trace file (.iowt)")
+    sel = q.add_argument_group("selection")
+    sel.add_argument("--class", dest="klass", metavar="C",
+                     help=f"only requests of this class (one of {', '.join(CLASS_NAMES)}; "
+                          "default: all)")
+    sel.add_argument("--dev", metavar="D",
+                     help="only requests of this disk: its name (sda, /dev/sda) or MAJ:MIN "
+                          "(default: all)")
+    sel.add_argument("--pid", type=int, metavar="P",
+                     help="only requests submitted by process P (default: all)")
+    sel.add_argument("--comm", metavar="C",
+                     help="only requests submitted by a task named C (its first 15 "
+                          "characters, as the kernel keeps them; default: all)")
+    sel.add_argument("--slower", type=float, metavar="MS",
+                     help="only requests whose total time (submission to completion) "
+                          "exceeds MS milliseconds (default: all)")
+    o = q.add_argument_group("output")
+    fmt = o.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true",
+                     help="print JSON: times in integer ns, sizes in bytes "
+                          "(keys in docs/requests-json.md)")
+    fmt.add_argument("--csv", action="store_true",
+                     help="print CSV with a header line: times in integer ns, sizes in bytes")
+    o.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
+                   help="unit of the queue and device columns of the text table "
+                        "(default: %(default)s)")
+    q.set_defaults(func=cmd_requests)
+
+
+def cmd_requests(args: argparse.Namespace) -> int:
+    from .outfile import write_stdout
+    from .reports.requests import render_csv, render_json, render_text
+    from .reports.units import output_width
+    from .views.requests import Filters, request_rows
+    if args.slower is not None and args.slower < 0:
+        raise _user_error("--slower must be >= 0", "give a time in milliseconds", usage=True)
+    tr = load(args.trace)
+    flt = Filters(klass=args.klass, dev=args.dev, pid=args.pid, comm=args.comm,
+                  slower_ns=None if args.slower is None else int(args.slower * 1e6))
+    try:
+        with progress(f"listing the requests of {args.trace}"):
+            rows = request_rows(tr, flt)
+    except ValueError as e:
+        raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
+    if tr.damage.damaged:  # first, as every command shows it
+        from .reports.terminal import damage_first
+        print("\n".join(damage_first(tr.damage.as_dict())),
+              file=sys.stderr if (args.json or args.csv) else sys.stdout)
+    if args.json:
+        write_stdout(render_json(rows))
+    elif args.csv:
+        write_stdout(render_csv(rows).rstrip("\n"))
+    else:
+        write_stdout(render_text(rows, args.unit, output_width()))
     return 0
 
 
