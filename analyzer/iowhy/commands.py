@@ -62,12 +62,27 @@ def add_analysis_parsers(sub: Any) -> None:
                      help="request class for device/queue/total/seek (one of "
                           f"{', '.join(CLASS_NAMES)}); call type for fsync (fsync, fdatasync, "
                           "...); jbd2, xfs or fc for commit (default: all)")
+    sp = sel.add_mutually_exclusive_group()
+    sp.add_argument("-D", "--per-disk", action="store_true",
+                    help="one histogram per disk, as biolatency -D (device, queue, total "
+                         "and seek only)")
+    sp.add_argument("-F", "--flags", action="store_true",
+                    help="one histogram per combination of request flags and operation "
+                         "(Sync-Write, Metadata-Read, ...), as biolatency -F (device, queue, "
+                         "total and seek only)")
     o = h.add_argument_group("output")
     o.add_argument("--unit", choices=tuple(UNITS), default="usecs",
-                   help="time unit of the slots (default: %(default)s; seek is in sectors)")
+                   help="time unit of the slots: nsecs, usecs or msecs (default: "
+                        "%(default)s, as biolatency; seek is in sectors)")
+    o.add_argument("--json", action="store_true",
+                   help="print the histogram(s) as JSON: slots in --unit, count, p50, p99 "
+                        "and max in integer ns (sectors for seek); keys in docs/hist-json.md")
+    o.add_argument("--log-y", action="store_true",
+                   help="with --png: a logarithmic count axis (default: linear)")
     o.add_argument("--png", metavar="OUT",
                    help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing "
-                        "it: mode 0600, replacing an existing file atomically, never through "
+                        "it, titled with the trace, metric and class, with its p50 and p99 "
+                        "marked: mode 0600, replacing an existing file atomically, never through "
                         "a symlink")
     h.set_defaults(func=cmd_hist)
 
@@ -148,41 +163,93 @@ def cmd_report(args: argparse.Namespace) -> int:
     return _emit(args, result, html, lambda r: render_report(shown), t0)
 
 
+METRIC_NAMES = {"device": "device time", "queue": "queue time", "total": "total time",
+                "fsync": "fsync-family call latency", "commit": "commit duration",
+                "seek": "seek distance"}
+
+
+def _scaled(v: int | None, div: int) -> float | None:
+    return None if v is None else v / div
+
+
 def cmd_hist(args: argparse.Namespace) -> int:
-    from .analysis import metric_values
+    from .analysis import metric_split, metric_values
+    from .kernels import log2_hist, percentiles
     from .outfile import write_output, write_stdout
-    from .reports.hist import log2_counts, render_log2_hist, render_png
+    from .reports.hist import figure_bytes, hist_figure, render_hist_json, render_log2_hist
     t0 = time.monotonic()
     if args.png:
         _check_out(args.png, (".png", ".svg", ".pdf"))
+    if args.json and args.png:
+        raise _user_error("--json and --png are two outputs", "choose one", usage=True)
+    split = "disk" if args.per_disk else "flags" if args.flags else None
     tr = load(args.trace)
     try:
-        values, unit = metric_values(tr, args.metric, args.klass)
+        with progress(f"analyzing {args.trace}"):
+            if split:
+                groups, unit = metric_split(tr, args.metric, split, args.klass)
+            else:
+                values, unit = metric_values(tr, args.metric, args.klass)
+                groups = {"": values}
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
-              file=sys.stderr if args.png else sys.stdout)
-    if unit == "ns":
-        values = values // UNITS[args.unit]
-        val_type = args.unit
-    else:
-        val_type = unit
+              file=sys.stderr if (args.png or args.json) else sys.stdout)
+    slot_unit = unit if unit != "ns" else args.unit
+    div = UNITS[args.unit] if unit == "ns" else 1
     what = f"{args.metric}" + (f" of {args.klass}" if args.klass else "")
-    if len(values) == 0:
+    total = sum(len(v) for v in groups.values())
+    if total == 0:
         # nothing to draw is a failure, as grep without a match: scripts can tell
         raise _user_error(f"no values for {what} in {args.trace}",
                           "`iowhy info` lists what the trace holds; try another --class "
                           "or --metric")
-    counts = log2_counts(values)
+    head = {"disk": "disk", "flags": "flags"}.get(split or "", "")
+    rows = []
+    for name, v in groups.items():
+        if not len(v):
+            continue
+        pct = percentiles(v.copy(), (50, 99))
+        rows.append((name, v, log2_hist(v // div), pct))
+    if args.json:
+        doc = {"schema": "iowhy-hist/1", "trace": args.trace, "metric": args.metric,
+               "class": args.klass, "split": split, "unit": unit, "slot_unit": slot_unit,
+               "groups": [{"name": name or None, "count": int(len(v)),
+                           "p50": pct["p50"], "p99": pct["p99"], "max": pct["max"],
+                           "slots": [{"low": 0 if i == 0 else 1 << i,
+                                      "high": (1 << (i + 1)) - 1, "count": int(c)}
+                                     for i, c in enumerate(counts)]}
+                          for name, v, counts, pct in rows]}
+        write_stdout(render_hist_json(doc))
+        return 0
     if args.png:
+        from .reports.units import HIST_UNITS
+        shown_unit = HIST_UNITS.get(slot_unit, slot_unit)
+        cls = f" of {args.klass} requests" if args.klass and args.metric in (
+            "device", "queue", "total", "seek") else f" ({args.klass})" if args.klass else (
+            " of all requests" if args.metric in ("device", "queue", "total", "seek") else "")
+        title = (f"{os.path.basename(args.trace)}: {METRIC_NAMES[args.metric]}{cls}, "
+                 f"n={total:,}")
+        panels = [((f"{head} = {name}: n={len(v):,}" if head else ""), counts,
+                   {q: _scaled(pct[q], div) for q in ("p50", "p99")})
+                  for name, v, counts, pct in rows]
+        fig = hist_figure(panels, f"{METRIC_NAMES[args.metric]} ({shown_unit})", title,
+                          log_y=args.log_y, value_unit=shown_unit)
         fmt = os.path.splitext(args.png)[1][1:].lower()
-        write_output(args.png, render_png(counts, val_type, fmt,
-                                          title=f"{what} (n={len(values):,})"))
+        write_output(args.png, figure_bytes(fig, fmt))
         _wrote(args.png, t0)
         return 0
-    write_stdout(f"{what}: {len(values):,} values\n\n{render_log2_hist(counts, val_type)}")
+    if not split:
+        _, v, counts, _ = rows[0]
+        write_stdout(f"{what}: {len(v):,} values\n\n{render_log2_hist(counts, slot_unit)}")
+        return 0
+    parts = [f"{what} by {head}: {total:,} values"]
+    for name, v, counts, _ in rows:
+        parts.append(f"\n{head} = {name}: {len(v):,} values\n"
+                     f"{render_log2_hist(counts, slot_unit)}")
+    write_stdout("\n".join(parts))
     return 0
 
 
