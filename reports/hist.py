@@ -76,7 +76,8 @@ def hist_figure(groups: Sequence[tuple[str, Sequence[int], Mapping[str, float | 
     """A matplotlib Figure of log2 histograms, one panel per group: (panel name, counts
     per log2 slot, {"p50": value, "p99": value} in the slots' unit, drawn as lines).
     Titled `title`, x axis `axis_label` (the metric and its unit), y axis `count`
-    (logarithmic with log_y); the percentile values are labelled with `value_unit`. Sized and lettered for a slide."""
+    (logarithmic with log_y); the percentile values are labelled with
+    `value_unit`. Sized and lettered for a slide."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
