@@ -12,6 +12,8 @@ from .escape import printable
 from .units import DEFAULT_TIME_UNIT, MAX_WIDTH, label, time_text
 
 SCHEMA = "iowhy-requests/1"
+# Fixed decimals per unit in the listing (a column reads evenly): biosnoop's resolution.
+DECIMALS = {"ns": 0, "us": 1, "ms": 3, "s": 6}
 
 # CSV and JSON columns: integer ns and bytes, as every JSON iowhy prints.
 CSV_COLUMNS = ("time_ns", "comm", "pid", "disk", "op", "sector", "bytes", "queue_ns",
@@ -50,8 +52,9 @@ def render_text(rows: Any, unit: str = DEFAULT_TIME_UNIT, width: int = MAX_WIDTH
     heads = ("time (s)", "comm", "pid", "disk", "op", "sector", "bytes",
              label("queue", unit), label("device", unit), "class", "call")
     right = (True, False, True, False, False, True, True, True, True, False, False)
-    body = [[time_text(t, "s"), printable(c) or "?", str(p), printable(d), o, str(s), f"{b:,}",
-             time_text(q, unit), time_text(dv, unit), k, cl or "-"]
+    body = [[time_text(t, "s", decimals=6), printable(c) or "?", str(p), printable(d), o, str(s), f"{b:,}",
+             time_text(q, unit, decimals=DECIMALS[unit]),
+             time_text(dv, unit, decimals=DECIMALS[unit]), k, cl or "-"]
             for t, c, p, d, o, s, b, q, dv, k, cl in zip(
                 rows.time_ns.tolist(), rows.comm, rows.pid.tolist(), rows.disk, rows.op,
                 rows.sector.tolist(), rows.nbytes.tolist(), rows.queue_ns.tolist(),

@@ -14,22 +14,28 @@ from typing import Any
 # biolatency and biosnoop print latencies.
 TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 DEFAULT_TIME_UNIT = "us"
-# Decimals shown per unit: exact to the ns up to ms, to the us for seconds.
-DECIMALS = {"ns": 0, "us": 1, "ms": 3, "s": 6}
 # hist's slot names (biolatency's) and the unit each one is.
 HIST_UNITS = {"nsecs": "ns", "usecs": "us", "msecs": "ms"}
 
 MAX_WIDTH = 100  # columns of every text output when stdout is not a terminal
 
 
-def time_text(ns: Any, unit: str = DEFAULT_TIME_UNIT, missing: str = "-") -> str:
-    """ns shown in `unit` (no unit suffix: the column label names it); `missing` for
-    None or a negative value (not observed)."""
-    if ns is None or ns < 0:
+def time_text(ns: Any, unit: str = DEFAULT_TIME_UNIT, missing: str = "-",
+              sign: str = "", decimals: int | None = None) -> str:
+    """ns shown in `unit`, without a suffix (the column label names the unit): 3
+    decimals below 100, 1 below 10,000, none above (a value keeps about 4 significant
+    digits and fits a 10-column cell up to 100 s in us); integer ns; `decimals` fixes
+    them. `missing` for None or, unless `sign` is "+", a negative value (not observed);
+    sign "+" writes the sign of a difference."""
+    if ns is None or (ns < 0 and sign != "+"):
         return missing
-    d = DECIMALS[unit]
+    if ns == 0:
+        return "0"
+    if unit == "ns":
+        return f"{int(ns):{sign},}"
     v = ns / TIME_UNITS[unit]
-    return f"{int(ns):,}" if d == 0 else f"{v:,.{d}f}"
+    d = decimals if decimals is not None else 3 if abs(v) < 100 else 1 if abs(v) < 10_000 else 0
+    return f"{v:{sign},.{d}f}"
 
 
 def label(name: str, unit: str) -> str:

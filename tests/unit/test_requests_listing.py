@@ -104,9 +104,9 @@ def test_requests_text_snapshot(trace):
     assert rc == 0
     assert out == """\
 time (s) comm        pid disk op  sector bytes queue (us) device (us) class     call
-0.001200 jbd2/sdz1-8  50 sdz  WSM  12000 4,096        0.0       200.0 log       -
+0.001200 jbd2/sdz1-8  50 sdz  WSM  12000 4,096          0       200.0 log       -
 0.001500 db          100 sdz  WS    1000 4,096      300.0     1,000.0 data      fsync
-0.001700 db          100 sdz  F        0     0        0.0       100.0 flush     fsync
+0.001700 db          100 sdz  F        0     0          0       100.0 flush     fsync
 0.002050 cat         200 8:16 RA    7000 8,192       50.0        50.0 readahead -
 0.003000 db          100 sdz  W     3000 4,096          -           - data      -
 """
