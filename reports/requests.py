@@ -52,7 +52,8 @@ def render_text(rows: Any, unit: str = DEFAULT_TIME_UNIT, width: int = MAX_WIDTH
     heads = ("time (s)", "comm", "pid", "disk", "op", "sector", "bytes",
              label("queue", unit), label("device", unit), "class", "call")
     right = (True, False, True, False, False, True, True, True, True, False, False)
-    body = [[time_text(t, "s", decimals=6), printable(c) or "?", str(p), printable(d), o, str(s), f"{b:,}",
+    body = [[time_text(t, "s", decimals=6), printable(c) or "?", str(p), printable(d), o,
+             str(s), f"{b:,}",
              time_text(q, unit, decimals=DECIMALS[unit]),
              time_text(dv, unit, decimals=DECIMALS[unit]), k, cl or "-"]
             for t, c, p, d, o, s, b, q, dv, k, cl in zip(
