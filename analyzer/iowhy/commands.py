@@ -35,6 +35,9 @@ def add_analysis_parsers(sub: Any) -> None:
     out.add_argument("--html", metavar="OUT",
                      help="write a self-contained HTML report to OUT: mode 0600, replacing "
                           "an existing file atomically, never through a symlink")
+    out.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
+                     help="unit of the time columns of the text tables (default: "
+                          "%(default)s); JSON keeps integer ns")
     an = r.add_argument_group("analysis")
     an.add_argument("--merge-gap-ms", type=float, default=10.0, metavar="MS",
                     help="write pairs adjacent on disk but issued more than MS milliseconds "
@@ -98,6 +101,9 @@ def add_analysis_parsers(sub: Any) -> None:
     cout.add_argument("--json", action="store_true",
                       help="print the comparison as JSON on stdout (keys in "
                            "docs/compare-json.md; times in integer ns)")
+    cout.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
+                      help="unit of the time rows of the side-by-side table (default: "
+                           "%(default)s); JSON keeps integer ns")
     cout.add_argument("--html", metavar="OUT",
                       help="write a self-contained HTML comparison to OUT: mode 0600, "
                            "replacing an existing file atomically, never through a symlink")
@@ -160,7 +166,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         # the full result: the figures draw its "_figures"
         html = render_html(dict(full, findings=None) if args.findings == 0 else full)
     from .reports.terminal import render_report
-    return _emit(args, result, html, lambda r: render_report(shown), t0)
+    return _emit(args, result, html, lambda r: render_report(shown, args.unit), t0)
 
 
 METRIC_NAMES = {"device": "device time", "queue": "queue time", "total": "total time",
@@ -289,7 +295,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from .reports.html import render_compare_html
         html = render_compare_html(a, b, result)
     from .reports.compare_text import render_compare
-    return _emit(args, result, html, render_compare, t0)
+    return _emit(args, result, html, lambda r: render_compare(r, args.unit), t0)
 
 
 def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
