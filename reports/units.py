@@ -5,7 +5,6 @@ displayed text only (JSON keeps integer ns).
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from typing import Any
@@ -44,15 +43,9 @@ def label(name: str, unit: str) -> str:
 
 
 def output_width() -> int:
-    """The width text output must fit: the terminal's (at most MAX_WIDTH) when stdout
-    is a terminal, else MAX_WIDTH ($COLUMNS is honoured when it is smaller)."""
-    width = MAX_WIDTH
-    try:
-        cols = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        cols = 0
-    if 0 < cols < width:
-        width = cols
-    if sys.stdout.isatty():
-        width = min(width, shutil.get_terminal_size((width, 24)).columns)
-    return max(60, width)
+    """The width text output must fit: MAX_WIDTH, or the terminal's when stdout is a
+    narrower terminal (at least 60 columns)."""
+    if not sys.stdout.isatty():
+        return MAX_WIDTH
+    cols = shutil.get_terminal_size((MAX_WIDTH, 24)).columns
+    return max(60, min(MAX_WIDTH, cols))
