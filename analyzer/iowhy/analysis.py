@@ -66,6 +66,8 @@ class AnalysisConfig:
     split: str | None = None  # with `values`: also by "disk" or "flags" (`iowhy hist -D`,
     #                           `--flags`) into result["_split"]
     split_class: str | None = None  # ... of the requests of this class only
+    progress: Callable[[str], None] | None = None  # told the name of each task as it
+    #                                                starts (progress.progress's line)
 
 
 class _Clock:
@@ -94,7 +96,8 @@ class _Clock:
 
 def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]]],
               results: dict[str, Any], threads: int, clock: _Clock,
-              releases: Sequence[tuple[tuple[str, ...], Callable[[], None]]] = ()) -> None:
+              releases: Sequence[tuple[tuple[str, ...], Callable[[], None]]] = (),
+              on_start: Callable[[str], None] | None = None) -> None:
     """Run tasks (name, key, dependencies, function) on `threads` threads (the calling
     one and threads - 1 more): each free thread takes the first task, in list order,
     whose dependencies are done, and stores its result in results[key]. numpy releases
@@ -102,7 +105,8 @@ def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]
     raised once every started task has finished.
 
     releases: (keys, function) called once every task of `keys` is done, to drop data
-    no later task needs (lower peak memory)."""
+    no later task needs (lower peak memory). on_start: called with each task's name as
+    it starts (progress on a terminal)."""
     lock = threading.Condition()
     pending = list(releases)
     started: set[str] = set()
@@ -126,6 +130,8 @@ def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]
                 started.add(task[1])
                 running[0] += 1
             name, key, _, fn = task
+            if on_start is not None:
+                on_start(name)
             t0 = time.perf_counter()
             try:
                 value = fn()
@@ -214,6 +220,8 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
         # The other record types are copied beside the requests too, after the faulting
         # in (their columns are carved from the block).
         return [*(prefault(arrays) if prefault else []), load_other]
+    if cfg.progress is not None:
+        cfg.progress("load records")
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
     fs, jr, tasks, off = other
     clock.lap("load records")
@@ -230,7 +238,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
-    run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases())
+    run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases(), cfg.progress)
     res = _result(t)
     if cfg.timings:
         res["_timings_s"] = {k: round(v, 4) for k, v in clock.spent.items()}
@@ -545,7 +553,8 @@ METRICS = names.METRICS
 COMMIT_KINDS = ("jbd2", "xfs", "fc")
 
 
-def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np.ndarray, str]:
+def metric_values(trace: Any, metric: str, klass: str | None = None,
+                  progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, str]:
     """Values of one metric for `iowhy hist`, exactly those the report's figures are made
     of: (values, unit) with unit "ns" or "sectors".
 
@@ -560,7 +569,8 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
         what = {"fsync": "call type", "commit": "commit kind"}.get(metric, "class")
         if klass not in known:
             raise ValueError(f"unknown {what} {klass!r} (one of {', '.join(known)})")
-    res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False))
+    res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False,
+                                        progress=progress))
     by = res["_values"][metric]
     parts = list(by.values()) if klass is None else [by[klass]] if klass in by else []
     v = np.concatenate(parts) if parts else np.zeros(0, I64)
@@ -571,7 +581,8 @@ SPLITS = ("disk", "flags")
 SPLIT_METRICS = ("device", "queue", "total", "seek")
 
 
-def metric_split(trace: Any, metric: str, split: str, klass: str | None = None
+def metric_split(trace: Any, metric: str, split: str, klass: str | None = None,
+                 progress: Callable[[str], None] | None = None
                  ) -> tuple[dict[str, np.ndarray], str]:
     """The values of metric_values() by disk (split "disk": the request's device) or by
     flag combination ("flags": views.requests.flags_name, as biolatency -F): ({group:
@@ -585,5 +596,5 @@ def metric_split(trace: Any, metric: str, split: str, klass: str | None = None
     if klass is not None and klass not in CLASS_NAMES:
         raise ValueError(f"unknown class {klass!r} (one of {', '.join(CLASS_NAMES)})")
     res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False,
-                                        split=split, split_class=klass))
+                                        split=split, split_class=klass, progress=progress))
     return res["_split"][metric], "sectors" if metric == "seek" else "ns"

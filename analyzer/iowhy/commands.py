@@ -155,7 +155,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
                          figures=bool(args.html))
-    full = analyze(tr, cfg)
+    with progress(f"analyzing {args.trace}") as step:
+        cfg.progress = step
+        full = analyze(tr, cfg)
     result = _public(full)
     # --findings 0: no findings section at all in the text and the page (findings None);
     # the JSON keeps its empty list
@@ -164,7 +166,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         from .reports.html import render_html
         # the full result: the figures draw its "_figures"
-        html = render_html(dict(full, findings=None) if args.findings == 0 else full)
+        with progress(f"drawing {args.html}"):
+            html = render_html(dict(full, findings=None) if args.findings == 0 else full)
     from .reports.terminal import render_report
     return _emit(args, result, html, lambda r: render_report(shown, args.unit), t0)
 
@@ -191,11 +194,11 @@ def cmd_hist(args: argparse.Namespace) -> int:
     split = "disk" if args.per_disk else "flags" if args.flags else None
     tr = load(args.trace)
     try:
-        with progress(f"analyzing {args.trace}"):
+        with progress(f"analyzing {args.trace}") as step:
             if split:
-                groups, unit = metric_split(tr, args.metric, split, args.klass)
+                groups, unit = metric_split(tr, args.metric, split, args.klass, step)
             else:
-                values, unit = metric_values(tr, args.metric, args.klass)
+                values, unit = metric_values(tr, args.metric, args.klass, step)
                 groups = {"": values}
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
@@ -262,7 +265,8 @@ def cmd_hist(args: argparse.Namespace) -> int:
 def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(analysis result, trace metadata) of one trace; a trace covering no time is refused."""
     from .analysis import AnalysisConfig, analyze
-    result = _public(analyze(tr, AnalysisConfig()))
+    with progress(f"analyzing {tr.path}") as step:
+        result = _public(analyze(tr, AnalysisConfig(progress=step)))
     if result["elapsed_ns"] <= 0:
         raise _user_error(f"{tr.path} covers no time (its recording window is empty)",
                           "the recording was cut before it started; record again")
@@ -293,7 +297,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     html = None
     if args.html:
         from .reports.html import render_compare_html
-        html = render_compare_html(a, b, result)
+        with progress(f"drawing {args.html}"):
+            html = render_compare_html(a, b, result)
     from .reports.compare_text import render_compare
     return _emit(args, result, html, lambda r: render_compare(r, args.unit), t0)
 

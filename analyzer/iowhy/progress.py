@@ -12,6 +12,17 @@ import threading
 import time
 from typing import Iterator, TextIO
 
+
+class Step:
+    """What the progress line says is running now (set from any thread)."""
+
+    def __init__(self) -> None:
+        self.name = ""
+
+    def __call__(self, name: str) -> None:
+        self.name = name
+
+
 PROGRESS_AFTER_S = 2.0  # steps shorter than this print nothing
 TICK_S = 1.0
 
@@ -27,12 +38,14 @@ def shown(stream: TextIO | None = None) -> bool:
 
 @contextlib.contextmanager
 def progress(what: str, stream: TextIO | None = None,
-             after_s: float = PROGRESS_AFTER_S) -> Iterator[None]:
-    """Show `iowhy: WHAT ... N s` on `stream` (stderr) while the block runs longer than
-    `after_s` seconds, when it is a terminal."""
+             after_s: float = PROGRESS_AFTER_S) -> Iterator[Step]:
+    """Show `iowhy: WHAT (STEP) ... N s` on `stream` (stderr) while the block runs longer
+    than `after_s` seconds, when it is a terminal. The block may name its current step
+    by calling the Step it is given (AnalysisConfig.progress takes it)."""
     s = sys.stderr if stream is None else stream
+    step = Step()
     if not shown(s):
-        yield
+        yield step
         return
     from .reports.escape import printable
     done = threading.Event()
@@ -43,7 +56,8 @@ def progress(what: str, stream: TextIO | None = None,
         if done.wait(after_s):
             return
         while not done.is_set():
-            msg = printable(f"iowhy: {what} ... {time.monotonic() - t0:.0f} s")[:79]
+            now = f" ({step.name})" if step.name else ""
+            msg = printable(f"iowhy: {what}{now} ... {time.monotonic() - t0:.0f} s")[:79]
             try:
                 s.write("\r" + msg.ljust(wrote[0]))
                 s.flush()
@@ -55,7 +69,7 @@ def progress(what: str, stream: TextIO | None = None,
     th = threading.Thread(target=run, name="iowhy-progress", daemon=True)
     th.start()
     try:
-        yield
+        yield step
     finally:
         done.set()
         th.join()
