@@ -3,7 +3,6 @@ erased; nothing at all on a pipe or in captured output."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import pty
