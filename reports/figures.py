@@ -79,11 +79,10 @@ def _si(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _fmt_ms(ns: float | None) -> str:
-    if ns is None:
-        return "-"
-    ms = ns / 1e6
-    return f"{ms:.3g} ms" if ms >= 0.01 else f"{ns / 1e3:.3g} us"
+def _fmt_us(ns: float | None) -> str:
+    """A latency in the unit of the latency axis: `123.8 us`."""
+    from .units import time_text
+    return "-" if ns is None else time_text(int(ns), "us") + " us"
 
 
 def _dur(ns: float) -> str:
@@ -179,8 +178,8 @@ def latency_figure(d: FigureData, result: Mapping[str, Any]) -> bytes:
                 ax.axvline(max(dn[q], 500) / 1e3, color="black", linestyle=style,
                            linewidth=1)
         n = int(counts.sum())
-        ax.set_title(f"{c}: {n:,} requests, p50 {_fmt_ms(dn.get('p50'))}, "
-                     f"p99 {_fmt_ms(dn.get('p99'))}, max {_fmt_ms(dn.get('max'))}",
+        ax.set_title(f"{c}: {n:,} requests, p50 {_fmt_us(dn.get('p50'))}, "
+                     f"p99 {_fmt_us(dn.get('p99'))}, max {_fmt_us(dn.get('max'))}",
                      fontsize=9, loc="left")
         ax.set_ylabel("requests", fontsize=8)
         _count_axis(ax)
