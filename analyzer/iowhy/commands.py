@@ -333,7 +333,7 @@ def add_requests_parser(sub: Any) -> None:
                     "after the operation is FUA), start sector, size in bytes, queue "
                     "(insert to issue) and device (issue to completion) time, request "
                     "class and the fsync-family call it was submitted in. A time that "
-                    "was not observed is shown as -.")
+                    "was not observed is shown as -. Exits 1 when no request matches.")
     q.add_argument("trace", help="trace file (.iowt)")
     sel = q.add_argument_group("selection")
     sel.add_argument("--class", dest="klass", metavar="C",
@@ -388,7 +388,8 @@ def cmd_requests(args: argparse.Namespace) -> int:
         write_stdout(render_csv(rows).rstrip("\n"))
     else:
         write_stdout(render_text(rows, args.unit, output_width()))
-    return 0
+    # no request listed is a failure, as grep without a match (and hist without a value)
+    return 0 if len(rows) else EXIT_FAIL
 
 
 # -- iowhy lab ------------------------------------------------------------------------------

@@ -143,6 +143,13 @@ def test_requests_csv_snapshot(trace):
     assert out.splitlines()[1] == "1200000,jbd2/sdz1-8,50,sdz,WSM,12000,4096,0,200000,200000,log,,"
 
 
+def test_requests_no_match_exits_1(trace):
+    rc, out = cli(["requests", "--pid", "4242", trace])
+    assert rc == 1 and out.splitlines()[1] == "no request matches"
+    rc, out = cli(["requests", "--json", "--pid", "4242", trace])
+    assert rc == 1 and json.loads(out)["count"] == 0
+
+
 def test_requests_bad_input(trace, capsys):
     for argv in (["--class", "nope"], ["--dev", "sdq"], ["--slower", "-1"]):
         rc = main(["requests", *argv, trace])
