@@ -101,7 +101,9 @@ def hist_figure(groups: Sequence[tuple[str, Sequence[int], Mapping[str, float | 
         ax.tick_params(axis="y", labelsize=11)
         ax.set_ylabel("count", fontsize=12)
         if log_y:
-            ax.set_yscale("log", nonpositive="mask")
+            # bars grow from 0: clipped to the axis bottom (masked, they would vanish)
+            ax.set_yscale("log", nonpositive="clip")
+            ax.set_ylim(bottom=0.5, top=max([max(counts, default=1), 1]) * 2)
         else:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, axis="y", color="#e5e5e5", linewidth=0.6)

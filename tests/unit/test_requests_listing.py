@@ -262,6 +262,8 @@ def test_hist_png_figure(trace):
     assert fig._suptitle.get_text() == "rq.iowt: device time of data requests, n=3"
     assert ax.get_xlabel().startswith("device time (us)")
     assert ax.get_ylabel() == "count" and ax.get_yscale() == "log"
+    assert ax.get_ylim()[0] == 0.5  # the bars (from 0) start at the axis bottom
+    assert [p.get_height() for p in ax.patches] == [0, 1, 2]
     labels = [t.get_label() for t in ax.get_lines()]
     assert labels == ["p50 1.50 us", "p99 2.50 us"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "2", "4"]
