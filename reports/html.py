@@ -642,17 +642,17 @@ def render_html(result: Mapping[str, Any]) -> str:
 # -- comparison page -----------------------------------------------------------------------
 
 def _where_compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """The attribution of A and B side by side, in us (the text's default unit)."""
     rows = []
     for k in F.CATEGORY_ORDER:
         va = a["attribution_ns"].get(k, 0)
         vb = b["attribution_ns"].get(k, 0)
-        d = vb - va
-        rows.append([_label(k, F.CATEGORY_COLORS[k]), fmt_ns(va) if va else "0",
-                     fmt_ns(vb) if vb else "0", ("+" if d > 0 else "") + (fmt_ns(d) if d else "0")])
+        rows.append([_label(k, F.CATEGORY_COLORS[k]), _us(va), _us(vb),
+                     time_text(vb - va, "us", sign="+")])
     d = b["elapsed_ns"] - a["elapsed_ns"]
-    rows.append([Raw("<b>elapsed</b>"), fmt_ns(a["elapsed_ns"]), fmt_ns(b["elapsed_ns"]),
-                 ("+" if d > 0 else "") + (fmt_ns(d) if d else "0")])
-    return table(("category", "A", "B", "B - A"), rows, numeric=(1, 2, 3),
+    rows.append([Raw("<b>elapsed</b>"), _us(a["elapsed_ns"]), _us(b["elapsed_ns"]),
+                 time_text(d, "us", sign="+")])
+    return table(("category", "A (us)", "B (us)", "B - A (us)"), rows, numeric=(1, 2, 3),
                  table_id="table-where-compare")
 
 

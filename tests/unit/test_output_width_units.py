@@ -126,3 +126,28 @@ def test_requests_fit_with_long_names(tmp_path):
     assert max(len(ln) for ln in text.splitlines()) <= 100
     rc, text = run(["requests", "--unit", "ns", t])
     assert max(len(ln) for ln in text.splitlines()) <= 100
+
+
+def test_html_table_labels_name_their_units(traces, tmp_path):
+    import html as h
+    pages = []
+    for argv in (["report", "--html", str(tmp_path / "r.html"), str(traces / "seeks.iowt")],
+                 ["compare", "--html", str(tmp_path / "c.html"), str(traces / "pair_a.iowt"),
+                  str(traces / "pair_b.iowt")]):
+        rc, _ = run(argv)
+        assert rc == 0
+        pages.append(open(argv[2], encoding="utf-8").read())
+    checked = 0
+    for page in pages:
+        for tid in ("table-classes", "table-placement", "table-where-compare"):
+            if f'id="{tid}"' not in page:
+                continue
+            head = page.split(f'id="{tid}"', 1)[1].split("</thead>", 1)[0]
+            for th in re.findall(r"<th[^>]*>(.*?)</th>", head):
+                lab = h.unescape(re.sub(r"<[^>]+>", "", th))
+                checked += 1
+                if lab == "with a seek":  # a count of requests
+                    continue
+                if MEASURE.search(lab) or lab in ("A", "B", "B - A"):
+                    assert UNIT.search(lab), f"{tid}: {lab!r} has no unit"
+    assert checked >= 20
