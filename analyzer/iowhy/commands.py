@@ -20,6 +20,13 @@ from .reports.units import DEFAULT_TIME_UNIT, TIME_UNITS
 UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
 
 
+def _filled(text: str) -> str:
+    """A description filled to 72 columns (the man page indents it), for the parsers whose epilog keeps its lines
+    (RawDescriptionHelpFormatter prints the description as it is)."""
+    import textwrap
+    return textwrap.fill(text, 72)
+
+
 def add_analysis_parsers(sub: Any) -> None:
     """Add `report`, `hist` and `compare` to the `iowhy` subparsers."""
     r = sub.add_parser(
@@ -53,7 +60,13 @@ def add_analysis_parsers(sub: Any) -> None:
 
     h = sub.add_parser(
         "hist", help="log2 histogram of one latency or seek metric (text or PNG)",
-        description="Print a log2 histogram in biolatency's shape, or draw it to a PNG.")
+        description=_filled("Print a log2 histogram in biolatency's shape, or draw it to a PNG."),
+        epilog="examples:\n"
+               "  iowhy hist t.iowt -D                       # device time per disk\n"
+               "  iowhy hist t.iowt --flags --class data     # per flag combination\n"
+               "  iowhy hist t.iowt --metric fsync --unit msecs\n"
+               "  iowhy hist t.iowt --png lat.png --log-y    # for a slide",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     h.add_argument("trace", help="trace file (.iowt)")
     sel = h.add_argument_group("selection")
     sel.add_argument("--metric", choices=METRICS, default="device",
@@ -326,14 +339,20 @@ def add_requests_parser(sub: Any) -> None:
     """Add `requests`: the per-request listing (views.requests)."""
     q = sub.add_parser(
         "requests", help="every block request, one line each, in biosnoop's shape",
-        description="List the block requests of a trace in completion order: completion "
-                    "time in seconds from the trace start, the submitting command and "
-                    "process, disk, operation and flags (blktrace RWBS: W write, R read, "
-                    "F flush or a leading preflush, S sync, M metadata, A readahead; a F "
-                    "after the operation is FUA), start sector, size in bytes, queue "
-                    "(insert to issue) and device (issue to completion) time, request "
-                    "class and the fsync-family call it was submitted in. A time that "
-                    "was not observed is shown as -. Exits 1 when no request matches.")
+        description=_filled(
+            "List the block requests of a trace in completion order: completion time in "
+            "seconds from the trace start, the submitting command and process, disk, "
+            "operation and flags (blktrace RWBS: W write, R read, F flush or a leading "
+            "preflush, S sync, M metadata, A readahead; a F after the operation is FUA), "
+            "start sector, size in bytes, queue (insert to issue) and device (issue to "
+            "completion) time, request class and the fsync-family call it was submitted "
+            "in. A time that was not observed is shown as -. Exits 1 when no request "
+            "matches."),
+        epilog="examples:\n"
+               "  iowhy requests t.iowt --class log          # the journal writes\n"
+               "  iowhy requests t.iowt --slower 10 --dev sda  # over 10 ms on sda\n"
+               "  iowhy requests t.iowt --csv > requests.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("trace", help="trace file (.iowt)")
     sel = q.add_argument_group("selection")
     sel.add_argument("--class", dest="klass", metavar="C",
