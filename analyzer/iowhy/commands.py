@@ -21,8 +21,9 @@ UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
 
 
 def _filled(text: str) -> str:
-    """A description filled to 72 columns (the man page indents it), for the parsers whose epilog keeps its lines
-    (RawDescriptionHelpFormatter prints the description as it is)."""
+    """A description filled to 72 columns (the man page indents it), for the parsers
+    whose epilog keeps its lines (RawDescriptionHelpFormatter prints the description
+    as it is)."""
     import textwrap
     return textwrap.fill(text, 72)
 
