@@ -138,9 +138,14 @@ def test_requests_csv_snapshot(trace):
     assert [int(r["time_ns"]) for r in rows] == [w["time_ns"] for w in want]
     assert [r["device_ns"] for r in rows] == [
         "" if w["device_ns"] is None else str(w["device_ns"]) for w in want]
-    assert out.splitlines()[0] == ("time_ns,comm,pid,disk,op,sector,bytes,queue_ns,device_ns,"
-                                   "total_ns,class,call,call_index")
-    assert out.splitlines()[1] == "1200000,jbd2/sdz1-8,50,sdz,WSM,12000,4096,0,200000,200000,log,,"
+    assert out == """\
+time_ns,comm,pid,disk,op,sector,bytes,queue_ns,device_ns,total_ns,class,call,call_index
+1200000,jbd2/sdz1-8,50,sdz,WSM,12000,4096,0,200000,200000,log,,
+1500000,db,100,sdz,WS,1000,4096,300000,1000000,1400000,data,fsync,0
+1700000,db,100,sdz,F,0,0,0,100000,100000,flush,fsync,0
+2050000,cat,200,8:16,RA,7000,8192,50000,50000,150000,readahead,,
+3000000,db,100,sdz,W,3000,4096,,,,data,,
+"""
 
 
 def test_requests_no_match_exits_1(trace):
