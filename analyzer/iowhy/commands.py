@@ -191,6 +191,9 @@ METRIC_NAMES = {"device": "device time", "queue": "queue time", "total": "total 
                 "seek": "seek distance"}
 
 
+PNG_PANELS = 6  # histograms on one `hist --png` with -D or --flags
+
+
 def _scaled(v: int | None, div: int) -> float | None:
     return None if v is None else v / div
 
@@ -255,9 +258,14 @@ def cmd_hist(args: argparse.Namespace) -> int:
             " of all requests" if args.metric in ("device", "queue", "total", "seek") else "")
         title = (f"{os.path.basename(args.trace)}: {METRIC_NAMES[args.metric]}{cls}, "
                  f"n={total:,}")
+        # A slide holds a few panels: the PNG_PANELS groups with the most values.
+        drawn = sorted(rows, key=lambda x: -len(x[1]))[:PNG_PANELS]
+        if len(drawn) < len(rows):
+            many = {"disk": "disks", "flags": "flag combinations"}[head]
+            title += f" ({len(drawn)} of {len(rows)} {many} with the most values)"
         panels = [((f"{head} = {name}: n={len(v):,}" if head else ""), counts,
                    {q: _scaled(pct[q], div) for q in ("p50", "p99")})
-                  for name, v, counts, pct in rows]
+                  for name, v, counts, pct in rows if any(v is d[1] for d in drawn)]
         fig = hist_figure(panels, f"{METRIC_NAMES[args.metric]} ({shown_unit})", title,
                           log_y=args.log_y, value_unit=shown_unit)
         fmt = os.path.splitext(args.png)[1][1:].lower()

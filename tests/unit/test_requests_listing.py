@@ -291,3 +291,24 @@ def test_hist_png_cli_title(trace, tmp_path, monkeypatch):
     assert title == "rq.iowt: device time of data requests, n=1"
     assert seen[0].axes[0].get_yscale() == "log"
     assert read_trace(trace).count("request") == len(REQS)
+
+
+def test_hist_png_keeps_the_largest_groups(tmp_path, monkeypatch):
+    import iowhy.commands as c
+    import iowhy.reports.hist as h
+    seen = []
+    orig = h.hist_figure
+
+    def spy(*a, **k):
+        seen.append(a)
+        return orig(*a, **k)
+    monkeypatch.setattr(h, "hist_figure", spy)
+    monkeypatch.setattr(c, "PNG_PANELS", 2)
+    t = tb.busy_trace(tmp_path, n=600)
+    assert main(["hist", "--flags", "--png", str(tmp_path / "f.png"), t]) == 0
+    panels, _, title = seen[0][:3]
+    assert len(panels) == 2 and "(2 of 6 flag combinations with the most values)" in title
+    rc, out = cli(["hist", "--flags", "--json", t])
+    counts = sorted((g["count"] for g in json.loads(out)["groups"]), reverse=True)
+    drawn = sorted(int(p[0].rsplit("n=", 1)[1].replace(",", "")) for p in panels)
+    assert drawn == sorted(counts[:2])
