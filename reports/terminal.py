@@ -141,7 +141,9 @@ def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
         dn = c["device_ns"]
         seek = c["seek_sectors"]["p50"]
         seq = (pl.get(name) or {}).get("sequential_share")
-        lines.append(f"  {name:<10}{_num(c['count']):>6}{_mib(c['bytes']):>8}"
+        mib = c["bytes"] / 2**20
+        size = _mib(c["bytes"]) if mib < 1000 else f"{mib:,.0f}"  # fits 7 columns to 9 TiB
+        lines.append(f"  {name:<10}{_num(c['count']):>6}{size:>8}"
                      f"{time_text(dn['p50'], unit):>11}{time_text(dn['p99'], unit):>11}"
                      f"{time_text(dn['max'], unit):>11}"
                      f"{time_text(c['queue_ns']['p50'], unit):>15}"
