@@ -18,6 +18,8 @@ from .progress import progress
 from .reports.units import DEFAULT_TIME_UNIT, TIME_UNITS
 
 UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
+# hist also takes the other commands' unit names (ns, us, ms)
+HIST_ALIASES = {"ns": "nsecs", "us": "usecs", "ms": "msecs"}
 
 
 def _filled(text: str) -> str:
@@ -88,9 +90,9 @@ def add_analysis_parsers(sub: Any) -> None:
                          "(Sync-Write, Metadata-Read, ...), as biolatency -F (device, queue, "
                          "total and seek only)")
     o = h.add_argument_group("output")
-    o.add_argument("--unit", choices=tuple(UNITS), default="usecs",
-                   help="time unit of the slots: nsecs, usecs or msecs (default: "
-                        "%(default)s, as biolatency; seek is in sectors)")
+    o.add_argument("--unit", choices=(*UNITS, *HIST_ALIASES), default="usecs",
+                   help="time unit of the slots: nsecs, usecs or msecs (or ns, us, ms; "
+                        "default: %(default)s, as biolatency; seek is in sectors)")
     o.add_argument("--json", action="store_true",
                    help="print the histogram(s) as JSON: slots in --unit, count, p50, p99 "
                         "and max in integer ns (sectors for seek); keys in docs/hist-json.md")
@@ -223,8 +225,9 @@ def cmd_hist(args: argparse.Namespace) -> int:
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
               file=sys.stderr if (args.png or args.json) else sys.stdout)
-    slot_unit = unit if unit != "ns" else args.unit
-    div = UNITS[args.unit] if unit == "ns" else 1
+    hunit = HIST_ALIASES.get(args.unit, args.unit)
+    slot_unit = unit if unit != "ns" else hunit
+    div = UNITS[hunit] if unit == "ns" else 1
     what = f"{args.metric}" + (f" of {args.klass}" if args.klass else "")
     total = sum(len(v) for v in groups.values())
     if total == 0:

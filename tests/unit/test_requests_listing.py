@@ -245,6 +245,12 @@ disk = 8:16: 1 values
 """
 
 
+def test_hist_unit_takes_both_spellings(trace):
+    a = cli(["hist", "--unit", "ms", "--json", trace])[1]
+    b = cli(["hist", "--unit", "msecs", "--json", trace])[1]
+    assert a == b and json.loads(a)["slot_unit"] == "msecs"
+
+
 def test_hist_flags_text_groups(trace):
     rc, out = cli(["hist", "--flags", "--class", "data", trace])
     assert rc == 0
