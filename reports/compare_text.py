@@ -1,7 +1,9 @@
 """The terminal output of `iowhy compare`: plain text, every line at most 100 columns.
 
 Renders the dict of iowhy.compare.compare(); computes nothing new. Table values carry
-their unit in the row label, chosen per row so that the larger of A and B reads well.
+their unit in the row label, one unit for every time row (`--unit`, microseconds by
+default, as the report and `hist`) and one for every size row (the one that suits the
+largest size of the table).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Mapping
 
 from .escape import printable
 from .terminal import _fit, _num, _wrap, damage_first
+from .units import DEFAULT_TIME_UNIT, time_text
 
 LABEL = 34  # row label column (after a 2-column indent)
 CELL = 18  # A and B cells: value, then the share of elapsed for attribution rows
@@ -20,7 +23,6 @@ RATIO = 9
 SECTION_TITLES = {"time": "elapsed and where it went", "requests": "requests by class",
                   "fsync": "fsync and commits", "flushes": "cache flushes (workload devices)",
                   "placement": "metadata and placement", "devices": "devices"}
-TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0))
 BYTE_UNITS = (("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("bytes", 1.0))
 
 
@@ -37,12 +39,17 @@ def _decimals(big: float) -> int:
     return 1 if big >= 100 else 2 if big >= 10 else 3
 
 
-def _cells(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    """(label with unit, A, B, delta) for one row."""
+def _cells(row: Mapping[str, Any], tunit: str = DEFAULT_TIME_UNIT,
+           bunit: tuple[str, float] = ("KiB", 2.0**10)) -> tuple[str, str, str, str]:
+    """(label with unit, A, B, delta) for one row: times in `tunit`, sizes in `bunit`."""
     unit = row["unit"]
     a, b, d = row["a"], row["b"], row["delta"]
-    if unit in ("ns", "bytes"):
-        name, scale = _scale(row, TIME_UNITS if unit == "ns" else BYTE_UNITS)
+    if unit == "ns":
+        def tfmt(v: Any, sign: str = "") -> str:
+            return time_text(v, tunit, sign=sign)
+        return f"{row['label']} ({tunit})", tfmt(a), tfmt(b), tfmt(d, "+")
+    if unit == "bytes":
+        name, scale = bunit
         big = max(abs(v) for v in (a or 0, b or 0)) / scale
         n = 0 if scale == 1.0 else _decimals(big)
 
@@ -74,7 +81,18 @@ def _pct_cell(pct: float | None, present: bool) -> str:
     return f"{'-' if pct is None else f'{pct:.1f}%':>7}"
 
 
-def _table(c: Mapping[str, Any]) -> list[str]:
+def _byte_unit(c: Mapping[str, Any]) -> tuple[str, float]:
+    """The size unit of the table: the largest the largest size reaches (KiB at least)."""
+    big = max([abs(v) for row in c["rows"] if row["unit"] == "bytes"
+               for v in (row["a"] or 0, row["b"] or 0)] + [0])
+    for name, scale in BYTE_UNITS[:-1]:
+        if big >= scale:
+            return name, scale
+    return BYTE_UNITS[-2]
+
+
+def _table(c: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
+    bunit = _byte_unit(c)
     lines = [f"{'SIDE BY SIDE':<{LABEL + 2}}{'A':>{CELL}}{'B':>{CELL}}{'B - A':>{DELTA}}"
              f"{'B / A':>{RATIO}}"]
     section = None
@@ -82,7 +100,7 @@ def _table(c: Mapping[str, Any]) -> list[str]:
         if row["section"] != section:
             section = row["section"]
             lines.append(f"  {SECTION_TITLES.get(section, section)}")
-        label, va, vb, vd = _cells(row)
+        label, va, vb, vd = _cells(row, unit, bunit)
         if row["delta"] == 0:
             vd = "0"  # no "+0.000": an unchanged figure reads as such
         # attribution rows also show the share of each run's own elapsed
@@ -139,10 +157,11 @@ def _explained(c: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_compare(c: Mapping[str, Any]) -> str:
-    """The whole comparison as one string (no trailing newline)."""
+def render_compare(c: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
+    """The whole comparison as one string (no trailing newline); the time rows of the
+    table in `unit` (reports.units.TIME_UNITS)."""
     out: list[str] = []
-    for s in (_header(c), _explained(c), _table(c)):
+    for s in (_header(c), _explained(c), _table(c, unit)):
         if out:
             out.append("")
         out += [_fit(printable(line).rstrip()) for line in s]

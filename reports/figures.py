@@ -79,11 +79,10 @@ def _si(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _fmt_ms(ns: float | None) -> str:
-    if ns is None:
-        return "-"
-    ms = ns / 1e6
-    return f"{ms:.3g} ms" if ms >= 0.01 else f"{ns / 1e3:.3g} us"
+def _fmt_us(ns: float | None) -> str:
+    """A latency in the unit of the latency axis: `123.8 us`."""
+    from .units import time_text
+    return "-" if ns is None else time_text(int(ns), "us") + " us"
 
 
 def _dur(ns: float) -> str:
@@ -103,7 +102,7 @@ def _count_axis(ax: Any) -> None:
 
 def _time_axis(ax: Any, elapsed_s: float) -> None:
     ax.set_xlim(0, max(elapsed_s, 1e-9))
-    ax.set_xlabel("time(s) since the start of the recording")
+    ax.set_xlabel("time (s) since the start of the recording")
     ax.grid(True, axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)  # grid lines behind bars and dots
 
@@ -147,7 +146,7 @@ def attribution_figure(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> bytes:
     ax.set_yticklabels([mpl_text(label) for label, _ in runs])
     ax.invert_yaxis()
     ax.set_xlim(0, longest)
-    ax.set_xlabel("time(s) of the elapsed window")
+    ax.set_xlabel("time (s) of the elapsed window")
     ax.grid(True, axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)
     return png_bytes(fig)
@@ -171,16 +170,16 @@ def latency_figure(d: FigureData, result: Mapping[str, Any]) -> bytes:
     for ax, c in zip(axes, rows):
         counts = np.asarray(d.latency_hist_us[c], dtype=float)
         # slot i holds [2^i, 2^(i+1)) us; slot 0 also 0 us (drawn from 0.5 us).
-        edges = np.array([0.5] + [2.0 ** i for i in range(1, len(counts) + 1)]) / 1000.0
+        edges = np.array([0.5] + [2.0 ** i for i in range(1, len(counts) + 1)])
         ax.stairs(counts, edges, fill=True, color=CLASS_COLORS[c], alpha=0.85)
         dn = result["requests"][c]["device_ns"]
         for q, style in (("p50", "--"), ("p99", ":")):
             if dn.get(q) is not None:
-                ax.axvline(max(dn[q], 500) / 1e6, color="black", linestyle=style,
+                ax.axvline(max(dn[q], 500) / 1e3, color="black", linestyle=style,
                            linewidth=1)
         n = int(counts.sum())
-        ax.set_title(f"{c}: {n:,} requests, p50 {_fmt_ms(dn.get('p50'))}, "
-                     f"p99 {_fmt_ms(dn.get('p99'))}, max {_fmt_ms(dn.get('max'))}",
+        ax.set_title(f"{c}: {n:,} requests, p50 {_fmt_us(dn.get('p50'))}, "
+                     f"p99 {_fmt_us(dn.get('p99'))}, max {_fmt_us(dn.get('max'))}",
                      fontsize=9, loc="left")
         ax.set_ylabel("requests", fontsize=8)
         _count_axis(ax)
@@ -190,9 +189,9 @@ def latency_figure(d: FigureData, result: Mapping[str, Any]) -> bytes:
         ax.set_axisbelow(True)
     ax = axes[-1]
     ax.set_xscale("log", base=10)
-    ax.set_xlim(0.5 / 1000, 2.0 ** hi / 1000)
+    ax.set_xlim(0.5, 2.0 ** hi)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel("device lat(ms), issue to completion, log2 buckets")
+    ax.set_xlabel("device latency (us), issue to completion, log2 buckets")
     return png_bytes(fig)
 
 
@@ -243,7 +242,7 @@ def seek_figure(d: FigureData, result: Mapping[str, Any]) -> bytes:
         ax.tick_params(labelsize=8, labelbottom=True)
     ax = axes[-1]
     ax.set_xlim(-0.6, hi - 0.4)
-    ax.set_xlabel("|seek distance|(sectors of 512 B; Ki = 1024), log2 buckets: lower bound")
+    ax.set_xlabel("|seek distance| (sectors of 512 B; Ki = 1024), log2 buckets: lower bound")
     return png_bytes(fig)
 
 
@@ -339,7 +338,7 @@ def throughput_figure(d: FigureData, result: Mapping[str, Any]) -> bytes:
         drawn += 1
     if drawn:
         ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    ax2.set_ylabel("queue depth(requests)")
+    ax2.set_ylabel("queue depth (requests)")
     ax2.set_ylim(bottom=0)
     ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
     step_q = devs[0]["queue_depth"]["step_ns"] if devs else 0

@@ -34,7 +34,14 @@ from iowhy import __version__
 
 from . import figures as F
 from .escape import neutralise_page, printable_lines
-from .terminal import _command, _mib, _ms, _num, _pct, _yes_no, fmt_ns
+from .terminal import _command, _mib, _num, _pct, _yes_no, fmt_ns
+from .units import time_text
+
+
+def _us(ns: int | None) -> str:
+    """A time cell of the tables: microseconds, as the text report's default."""
+    return time_text(ns, "us")
+
 
 __all__ = [
     "Raw", "esc", "page", "section", "table", "kv_table", "figure_block", "nav",
@@ -310,8 +317,8 @@ def class_rows(r: Mapping[str, Any]) -> list[list[Any]]:
         dn = c["device_ns"]
         seq = (pl.get(name) or {}).get("sequential_share")
         rows.append([_label(name, F.CLASS_COLORS.get(name)), f"{c['count']:,}", _mib(c["bytes"]),
-                     _ms(dn["p50"]), _ms(dn["p90"]), _ms(dn["p99"]), _ms(dn["max"]),
-                     _ms(c["queue_ns"]["p50"]), _ms(c["total_ns"]["p99"]),
+                     _us(dn["p50"]), _us(dn["p90"]), _us(dn["p99"]), _us(dn["max"]),
+                     _us(c["queue_ns"]["p50"]), _us(c["total_ns"]["p99"]),
                      _num(c["seek_sectors"]["p50"]), _pct(seq), f"{c['fua']:,}",
                      f"{c['preflush']:,}",
                      fmt_ns(c["flush_wait_ns"]) if c.get("flush_wait_ns") else "0"])
@@ -320,8 +327,8 @@ def class_rows(r: Mapping[str, Any]) -> list[list[Any]]:
 
 def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
     """Requests by class: counts, bytes, device/queue/total latency, seeks, FUA/PREFLUSH."""
-    head = ("class", "requests", "MiB", "device p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)",
-            "queue p50 (ms)", "total p99 (ms)", "seek p50 (sectors)", "sequential", "FUA",
+    head = ("class", "requests", "MiB", "device p50 (us)", "p90 (us)", "p99 (us)", "max (us)",
+            "queue p50 (us)", "total p99 (us)", "seek p50 (sectors)", "sequential", "FUA",
             "PREFLUSH", "flush wait")
     rows = class_rows(r)
     parts = [table(head, rows, numeric=range(1, len(head)), table_id="table-classes")
@@ -469,10 +476,10 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
                          f"{p['requests_with_seek']:,}", _pct(p["sequential_share"]),
                          _num(sk["p50"]), _num(sk["p90"]), _num(sk["max"]),
                          (("≥ " if p.get("baseline") == "fastest decile" else "")
-                          + fmt_ns(p["positioning_ns"])) if base else "-",
-                         fmt_ns(p["device_ns"]), _pct(share)])
+                          + _us(p["positioning_ns"])) if base else "-",
+                         _us(p["device_ns"]), _pct(share)])
         head = ("class", "with a seek", "sequential", "seek p50 (sectors)", "p90 (sectors)",
-                "max (sectors)", "positioning", "device time", "share")
+                "max (sectors)", "positioning (us)", "device time (us)", "share")
         parts.append(table(head, rows, numeric=range(1, len(head)), table_id="table-placement"))
         parts.append("<p class=\"muted\">positioning: service time (from the later of its "
                      "issue and the previous completion on the device) beyond the baseline "
@@ -635,17 +642,17 @@ def render_html(result: Mapping[str, Any]) -> str:
 # -- comparison page -----------------------------------------------------------------------
 
 def _where_compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """The attribution of A and B side by side, in us (the text's default unit)."""
     rows = []
     for k in F.CATEGORY_ORDER:
         va = a["attribution_ns"].get(k, 0)
         vb = b["attribution_ns"].get(k, 0)
-        d = vb - va
-        rows.append([_label(k, F.CATEGORY_COLORS[k]), fmt_ns(va) if va else "0",
-                     fmt_ns(vb) if vb else "0", ("+" if d > 0 else "") + (fmt_ns(d) if d else "0")])
+        rows.append([_label(k, F.CATEGORY_COLORS[k]), _us(va), _us(vb),
+                     time_text(vb - va, "us", sign="+")])
     d = b["elapsed_ns"] - a["elapsed_ns"]
-    rows.append([Raw("<b>elapsed</b>"), fmt_ns(a["elapsed_ns"]), fmt_ns(b["elapsed_ns"]),
-                 ("+" if d > 0 else "") + (fmt_ns(d) if d else "0")])
-    return table(("category", "A", "B", "B - A"), rows, numeric=(1, 2, 3),
+    rows.append([Raw("<b>elapsed</b>"), _us(a["elapsed_ns"]), _us(b["elapsed_ns"]),
+                 time_text(d, "us", sign="+")])
+    return table(("category", "A (us)", "B (us)", "B - A (us)"), rows, numeric=(1, 2, 3),
                  table_id="table-where-compare")
 
 

@@ -82,7 +82,7 @@ def _records(d: dict) -> list[str]:
     recs = d.get("records") or {}
     rows = [[name, f"{int(n):,}"] for name, n in recs.items()]
     rows.append(["total", f"{sum(int(n) for n in recs.values()):,}"])
-    return _table(["record type", "records(count)"], rows, [False, True])
+    return _table(["record type", "records (count)"], rows, [False, True])
 
 
 def _counters(d: dict) -> list[str]:
@@ -94,7 +94,7 @@ def _counters(d: dict) -> list[str]:
         return [_kv("counters", f"all zero (from the {src})")]
     rows = [[k, f"{v:,}"] for k, v in sorted(nonzero.items())]
     out = [f"counters (non-zero; lost events: {int(d.get('lost_events') or 0):,})"]
-    return out + _table(["counter", "value(count)"], rows, [False, True])
+    return out + _table(["counter", "value (count)"], rows, [False, True])
 
 
 def _probes(d: dict) -> list[str]:
@@ -103,7 +103,7 @@ def _probes(d: dict) -> list[str]:
         return [_kv("probes", "unknown (no recorder chunk)")]
     skipped = {k: str(v) for k, v in probes.items() if str(v).startswith("skipped")}
     attached = len(probes) - len(skipped)
-    out = [_kv("probes(count)", f"{attached} attached, {len(skipped)} skipped")]
+    out = [_kv("probes (count)", f"{attached} attached, {len(skipped)} skipped")]
     for name, why in sorted(skipped.items()):
         reason = why.split(":", 1)[1].strip() if ":" in why else "no reason given"
         out.append(_cut(f"  skipped {name}: {reason}", WIDTH))
@@ -127,7 +127,7 @@ def _syscalls(d: dict) -> list[str]:
     more = len(sc) - SYSCALL_ROWS
     tail = [f"  ... {more} more in `iowhy info --json`"] if more > 0 else []
     return ([f"syscalls (timed: {scope}), largest total first"]
-            + _table(["syscall", "calls(count)", "total(ms)", "mean(us)"], rows,
+            + _table(["syscall", "calls (count)", "total (ms)", "mean (us)"], rows,
                      [False, True, True, True]) + tail)
 
 
@@ -143,23 +143,23 @@ def _cost(d: dict) -> list[str]:
     out = []
     if isinstance(cpu, dict):
         u, s = int(cpu.get("user", 0)), int(cpu.get("system", 0))
-        out.append(_kv("recorder cpu(ms)", f"{(u + s) / 1e6:.1f} (user {u / 1e6:.1f}, "
-                                           f"system {s / 1e6:.1f}) while recording"))
+        out.append(_kv("recorder cpu (ms)", f"{(u + s) / 1e6:.1f} (user {u / 1e6:.1f}, "
+                                            f"system {s / 1e6:.1f}) while recording"))
     else:
-        out.append(_kv("recorder cpu(ms)", "not recorded (older recorder)"))
+        out.append(_kv("recorder cpu (ms)", "not recorded (older recorder)"))
     ps = d.get("probe_stats")
     if ps is None:
         out.append(_kv("probe cost", "not measured (record with --probe-stats)"))
         return out
     total = sum(r["run_ns"] for r in ps)
     runs = sum(r["runs"] for r in ps)
-    out.append(_kv("probe cost(ms)", f"{total / 1e6:.1f} in {runs:,} program runs "
-                                     "(with the statistics' own clock reads)"))
+    out.append(_kv("probe cost (ms)", f"{total / 1e6:.1f} in {runs:,} program runs "
+                                      "(with the statistics' own clock reads)"))
     rows = [[_cut(r["program"], 28), f"{r['runs']:,}", f"{r['run_ns'] / 1e6:.2f}",
              f"{r['run_ns'] / max(r['runs'], 1):.0f}"] for r in ps[:PROBE_ROWS]]
     more = len(ps) - PROBE_ROWS
     tail = [f"  ... {more} more in `iowhy info --json`"] if more > 0 else []
-    return out + _table(["program", "runs(count)", "total(ms)", "per run(ns)"], rows,
+    return out + _table(["program", "runs (count)", "total (ms)", "per run (ns)"], rows,
                         [False, True, True, True]) + tail
 
 
@@ -180,7 +180,7 @@ def _devices(d: dict) -> list[str]:
             _cut(str(v.get("scheduler") or "-"), 16),
         ])
     return ["devices"] + _table(
-        ["name", "maj:min", "size(GiB)", "rotational", "write cache", "fua", "scheduler"],
+        ["name", "maj:min", "size (GiB)", "rotational", "write cache", "fua", "scheduler"],
         rows, [False, False, True, False, False, False, False])
 
 
@@ -212,7 +212,7 @@ def _filesystems(d: dict) -> list[str]:
             f"{lb / 2**20:.1f}" if lb else "-",
         ])
     return ["filesystems"] + _table(
-        ["fstype", "source", "mountpoint", "log kind", "log(MiB)"],
+        ["fstype", "source", "mountpoint", "log kind", "log (MiB)"],
         rows, [False, False, False, False, True])
 
 
@@ -231,13 +231,13 @@ def render_info(d: dict, problems: list[str]) -> str:
         _kv("iowhy version", d.get("iowhy_version")),
         _kv("host / kernel", f"{host or '?'} / {kernel or '?'}"),
         _kv("command", _command(d.get("command"))),
-        _kv("duration(s)", _duration(d)),
+        _kv("duration (s)", _duration(d)),
         _kv("stop reason", _stop(d)),
-        _kv("chunks(count)", d.get("chunks")),
+        _kv("chunks (count)", d.get("chunks")),
     ]
     damage = [(d.get("missing_bytes"), "unreadable(bytes)"),
-              (d.get("bad_regions"), "damaged regions(count)"),
-              (d.get("unknown_chunks"), "unknown chunks(count)")]
+              (d.get("bad_regions"), "damaged regions (count)"),
+              (d.get("unknown_chunks"), "unknown chunks (count)")]
     if any(v for v, _ in damage):
         out.append(_kv("damage", ", ".join(f"{label} {v}" for v, label in damage if v)))
     out.append("")

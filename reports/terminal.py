@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from iowhy.findings import fmt_ns  # one duration format for findings and tables
 
 from .escape import printable
+from .units import DEFAULT_TIME_UNIT, label, time_text
 
 WIDTH = 100
 BAR = 46
@@ -128,10 +129,11 @@ def _where(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _classes(r: Mapping[str, Any]) -> list[str]:
-    lines = ["REQUESTS BY CLASS" + " " * 30 + "device latency (ms)",
-             f"  {'class':<10}{'count':>11}{'MiB':>10}{'p50':>10}{'p99':>10}{'max':>10}"
-             f"{'queue p50':>11}{'seek p50':>10}{'seq':>8}"]
+def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
+    lines = [f"{'REQUESTS BY CLASS':<26}{'device latency':^33}",
+             f"  {'class':<10}{'count':>6}{'MiB':>8}{label('p50', unit):>11}"
+             f"{label('p99', unit):>11}{label('max', unit):>11}"
+             f"{label('queue p50', unit):>15}{'seek p50 (sectors)':>19}{'seq':>7}"]
     pl = r.get("placement") or {}
     for name, c in r["requests"].items():
         if not c["count"]:
@@ -139,10 +141,13 @@ def _classes(r: Mapping[str, Any]) -> list[str]:
         dn = c["device_ns"]
         seek = c["seek_sectors"]["p50"]
         seq = (pl.get(name) or {}).get("sequential_share")
-        lines.append(f"  {name:<10}{c['count']:>11,}{_mib(c['bytes']):>10}{_ms(dn['p50']):>10}"
-                     f"{_ms(dn['p99']):>10}{_ms(dn['max']):>10}"
-                     f"{_ms(c['queue_ns']['p50']):>11}"
-                     f"{_num(seek):>10}{_pct(seq):>8}")
+        mib = c["bytes"] / 2**20
+        size = _mib(c["bytes"]) if mib < 1000 else f"{mib:,.0f}"  # fits 7 columns to 9 TiB
+        lines.append(f"  {name:<10}{_num(c['count']):>6}{size:>8}"
+                     f"{time_text(dn['p50'], unit):>11}{time_text(dn['p99'], unit):>11}"
+                     f"{time_text(dn['max'], unit):>11}"
+                     f"{time_text(c['queue_ns']['p50'], unit):>15}"
+                     f"{_num(seek):>19}{_pct(seq):>7}")
     ff = r.get("flushes") or {}
     if ff.get("empty_preflush"):
         lines.append(f"  flush includes {ff['empty_preflush']:,} empty PREFLUSH requests "
@@ -218,7 +223,7 @@ def _devices(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _placement(r: Mapping[str, Any]) -> list[str]:
+def _placement(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
     pl = r.get("placement") or {}
     loc = r.get("locality")
     md = r.get("metadata_data") or {}
@@ -229,18 +234,19 @@ def _placement(r: Mapping[str, Any]) -> list[str]:
                  f"{_mib(md.get('data_bytes', 0))} MiB data, {_mib(md.get('log_bytes', 0))} "
                  "MiB log)")
     if pl:
-        lines.append(f"  {'class':<10}{'sequential':>11}{'seek p50':>12}{'seek p90':>12}"
-                     f"{'positioning':>13}{'device time':>13}{'share':>8}")
+        lines.append(f"  {'class':<10}{'sequential':>10}{'seek p50 (sectors)':>19}"
+                     f"{'seek p90 (sectors)':>19}{label('positioning', unit):>17}"
+                     f"{label('dev time', unit):>14}{'share':>7}")
         for name, p in pl.items():
             base = p["positioning_basis"] > 0  # no zero-seek baseline: no positioning figure
             share = p["positioning_ns"] / p["device_ns"] if p["device_ns"] and base else None
             sk = p["seek_sectors"]
-            posn = fmt_ns(p["positioning_ns"]) if base else "-"
+            posn = time_text(p["positioning_ns"], unit) if base else "-"
             if base and p.get("baseline") == "fastest decile":
                 posn = ">= " + posn  # no contiguous request to compare with: a lower bound
-            lines.append(f"  {name:<10}{_pct(p['sequential_share']):>11}"
-                         f"{_num(sk['p50']):>12}{_num(sk['p90']):>12}"
-                         f"{posn:>13}{fmt_ns(p['device_ns']):>13}{_pct(share):>8}")
+            lines.append(f"  {name:<10}{_pct(p['sequential_share']):>10}"
+                         f"{_num(sk['p50']):>19}{_num(sk['p90']):>19}"
+                         f"{posn:>17}{time_text(p['device_ns'], unit):>14}{_pct(share):>7}")
         if any(p["positioning_basis"] > 0 and p.get("baseline") == "fastest decile"
                for p in pl.values()):
             lines.append("  >= : lower bound: no contiguous request on the device to take the "
@@ -267,10 +273,12 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_report(r: Mapping[str, Any]) -> str:
-    """The whole report as one string (no trailing newline)."""
+def render_report(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
+    """The whole report as one string (no trailing newline); the time columns of its
+    tables in `unit` (reports.units.TIME_UNITS)."""
     sections: Sequence[list[str]] = (
-        _header(r), _where(r), _classes(r), _fsync(r), _devices(r), _placement(r), _findings(r))
+        _header(r), _where(r), _classes(r, unit), _fsync(r), _devices(r), _placement(r, unit),
+        _findings(r))
     out: list[str] = []
     for s in sections:
         if not s:

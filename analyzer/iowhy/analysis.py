@@ -27,10 +27,11 @@ from .views.classes import per_class, request_counts
 from .views.commits import commits_view, journal_of, workload_filesystems
 from .views.device import device_unions, device_view, relevant_devices
 from .views.fsync import fsync_values, fsync_view
-from .views.latency import latency_figures, values_by_class
+from .views.latency import latency_figures, latency_split, values_by_class
 from .views.locality import locality
-from .views.placement import seek_values_by_class
+from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
+from .views.requests import device_names, request_flag_codes
 from .views.series import figure_data
 from .views.workload import WORKLOAD_CATEGORIES, workload_covers, workload_view
 
@@ -62,6 +63,11 @@ class AnalysisConfig:
     values: tuple[str, ...] = ()  # the metrics (names.METRICS) whose values `iowhy hist`
     #                               plots to keep in result["_values"]
     figures: bool = False  # compute what the HTML figures draw: result["_figures"]
+    split: str | None = None  # with `values`: also by "disk" or "flags" (`iowhy hist -D`,
+    #                           `--flags`) into result["_split"]
+    split_class: str | None = None  # ... of the requests of this class only
+    progress: Callable[[str], None] | None = None  # told the name of each task as it
+    #                                                starts (progress.progress's line)
 
 
 class _Clock:
@@ -90,7 +96,8 @@ class _Clock:
 
 def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]]],
               results: dict[str, Any], threads: int, clock: _Clock,
-              releases: Sequence[tuple[tuple[str, ...], Callable[[], None]]] = ()) -> None:
+              releases: Sequence[tuple[tuple[str, ...], Callable[[], None]]] = (),
+              on_start: Callable[[str], None] | None = None) -> None:
     """Run tasks (name, key, dependencies, function) on `threads` threads (the calling
     one and threads - 1 more): each free thread takes the first task, in list order,
     whose dependencies are done, and stores its result in results[key]. numpy releases
@@ -98,7 +105,8 @@ def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]
     raised once every started task has finished.
 
     releases: (keys, function) called once every task of `keys` is done, to drop data
-    no later task needs (lower peak memory)."""
+    no later task needs (lower peak memory). on_start: called with each task's name as
+    it starts (progress on a terminal)."""
     lock = threading.Condition()
     pending = list(releases)
     started: set[str] = set()
@@ -122,6 +130,8 @@ def run_graph(graph: Sequence[tuple[str, str, tuple[str, ...], Callable[[], Any]
                 started.add(task[1])
                 running[0] += 1
             name, key, _, fn = task
+            if on_start is not None:
+                on_start(name)
             t0 = time.perf_counter()
             try:
                 value = fn()
@@ -210,6 +220,8 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
         # The other record types are copied beside the requests too, after the faulting
         # in (their columns are carved from the block).
         return [*(prefault(arrays) if prefault else []), load_other]
+    if cfg.progress is not None:
+        cfg.progress("load records")
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
     fs, jr, tasks, off = other
     clock.lap("load records")
@@ -226,7 +238,7 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
-    run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases())
+    run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases(), cfg.progress)
     res = _result(t)
     if cfg.timings:
         res["_timings_s"] = {k: round(v, 4) for k, v in clock.spent.items()}
@@ -282,6 +294,11 @@ class _Tasks:
             graph.append(("values", "values", ("stages", "classify"), self.values))
             i = [g[1] for g in graph].index("per class")
             graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
+        if cfg.split:
+            # Before the per-class figures too (the seeks).
+            graph.append(("split values", "split", ("stages", "classify"), self.split))
+            i = [g[1] for g in graph].index("per class")
+            graph[i] = (*graph[i][:2], (*graph[i][2], "split"), graph[i][3])
         if cfg.figures:
             graph.append(("figure data", "figures",
                           ("classify", "counts", "values", "per class"), self.figure_data))
@@ -373,6 +390,22 @@ class _Tasks:
             out["seek"] = seek_values_by_class(self.r["stages"], cls)
         return out
 
+    def split(self) -> dict[str, Any]:
+        # The values of the metrics hist asks for, by disk or by flag combination.
+        cfg, rq, cls = self.cfg, self.rq, self.r["classify"]
+        if cfg.split == "disk":
+            group, names_ = rq.dev, device_names(self.meta, rq.devices)
+        else:
+            group, names_ = request_flag_codes(rq)
+        k = None if cfg.split_class is None else CLASS_NAMES.index(cfg.split_class)
+        out: dict[str, Any] = {}
+        for m in cfg.values:
+            if m == "seek":
+                out[m] = seek_split(self.r["stages"], cls, group, names_, k)
+            else:
+                out[m] = latency_split(rq, cls, m, group, names_, k)
+        return out
+
     def figure_data(self) -> Any:
         r = self.r
         return figure_data(self.win, self.meta, self.rq, r["classify"], r["counts"][1],
@@ -417,7 +450,8 @@ class _Tasks:
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
                 (("join", "classify"), drop_thread_ids),
-                (("classify", "counts"), drop_iflags)]
+                (("classify", "counts", *(("split",) if self.cfg.split else ())),
+                 drop_iflags)]
 
 
 def _result(t: _Tasks) -> dict[str, Any]:
@@ -479,6 +513,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         every = {**r["values"], "fsync": fsync_values(fsv["_per_call"]),
                  "commit": commit_durations}
         res["_values"] = {m: every[m] for m in cfg.values}
+    if cfg.split:
+        res["_split"] = r["split"]
     if cfg.figures:
         res["_figures"] = r["figures"]
     return res
@@ -517,7 +553,8 @@ METRICS = names.METRICS
 COMMIT_KINDS = ("jbd2", "xfs", "fc")
 
 
-def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np.ndarray, str]:
+def metric_values(trace: Any, metric: str, klass: str | None = None,
+                  progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, str]:
     """Values of one metric for `iowhy hist`, exactly those the report's figures are made
     of: (values, unit) with unit "ns" or "sectors".
 
@@ -532,8 +569,32 @@ def metric_values(trace: Any, metric: str, klass: str | None = None) -> tuple[np
         what = {"fsync": "call type", "commit": "commit kind"}.get(metric, "class")
         if klass not in known:
             raise ValueError(f"unknown {what} {klass!r} (one of {', '.join(known)})")
-    res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False))
+    res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False,
+                                        progress=progress))
     by = res["_values"][metric]
     parts = list(by.values()) if klass is None else [by[klass]] if klass in by else []
     v = np.concatenate(parts) if parts else np.zeros(0, I64)
     return v, "sectors" if metric == "seek" else "ns"
+
+
+SPLITS = ("disk", "flags")
+SPLIT_METRICS = ("device", "queue", "total", "seek")
+
+
+def metric_split(trace: Any, metric: str, split: str, klass: str | None = None,
+                 progress: Callable[[str], None] | None = None
+                 ) -> tuple[dict[str, np.ndarray], str]:
+    """The values of metric_values() by disk (split "disk": the request's device) or by
+    flag combination ("flags": views.requests.flags_name, as biolatency -F): ({group:
+    values ascending}, unit), groups with no value left out. Only the request metrics
+    (SPLIT_METRICS) split; klass is a request class. Raises ValueError otherwise."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} (one of {', '.join(SPLITS)})")
+    if metric not in SPLIT_METRICS:
+        raise ValueError(f"--per-disk and --flags apply to the request metrics "
+                         f"({', '.join(SPLIT_METRICS)}), not {metric}")
+    if klass is not None and klass not in CLASS_NAMES:
+        raise ValueError(f"unknown class {klass!r} (one of {', '.join(CLASS_NAMES)})")
+    res = analyze(trace, AnalysisConfig(values=(metric,), placement=False, locality=False,
+                                        split=split, split_class=klass, progress=progress))
+    return res["_split"][metric], "sectors" if metric == "seek" else "ns"

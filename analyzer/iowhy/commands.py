@@ -14,8 +14,20 @@ from typing import Any
 
 from .errors import EXIT_FAIL, EXIT_USAGE, UserError, load
 from .names import CLASS_NAMES, METRICS
+from .progress import progress
+from .reports.units import DEFAULT_TIME_UNIT, TIME_UNITS
 
 UNITS = {"nsecs": 1, "usecs": 1_000, "msecs": 1_000_000}
+# hist also takes the other commands' unit names (ns, us, ms)
+HIST_ALIASES = {"ns": "nsecs", "us": "usecs", "ms": "msecs"}
+
+
+def _filled(text: str) -> str:
+    """A description filled to 72 columns (the man page indents it), for the parsers
+    whose epilog keeps its lines (RawDescriptionHelpFormatter prints the description
+    as it is)."""
+    import textwrap
+    return textwrap.fill(text, 72)
 
 
 def add_analysis_parsers(sub: Any) -> None:
@@ -33,6 +45,9 @@ def add_analysis_parsers(sub: Any) -> None:
     out.add_argument("--html", metavar="OUT",
                      help="write a self-contained HTML report to OUT: mode 0600, replacing "
                           "an existing file atomically, never through a symlink")
+    out.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
+                     help="unit of the time columns of the text tables (default: "
+                          "%(default)s); JSON keeps integer ns")
     an = r.add_argument_group("analysis")
     an.add_argument("--merge-gap-ms", type=float, default=10.0, metavar="MS",
                     help="write pairs adjacent on disk but issued more than MS milliseconds "
@@ -48,7 +63,13 @@ def add_analysis_parsers(sub: Any) -> None:
 
     h = sub.add_parser(
         "hist", help="log2 histogram of one latency or seek metric (text or PNG)",
-        description="Print a log2 histogram in biolatency's shape, or draw it to a PNG.")
+        description=_filled("Print a log2 histogram in biolatency's shape, or draw it to a PNG."),
+        epilog="examples:\n"
+               "  iowhy hist t.iowt -D                       # device time per disk\n"
+               "  iowhy hist t.iowt --flags --class data     # per flag combination\n"
+               "  iowhy hist t.iowt --metric fsync --unit msecs\n"
+               "  iowhy hist t.iowt --png lat.png --log-y    # for a slide",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     h.add_argument("trace", help="trace file (.iowt)")
     sel = h.add_argument_group("selection")
     sel.add_argument("--metric", choices=METRICS, default="device",
@@ -60,12 +81,27 @@ def add_analysis_parsers(sub: Any) -> None:
                      help="request class for device/queue/total/seek (one of "
                           f"{', '.join(CLASS_NAMES)}); call type for fsync (fsync, fdatasync, "
                           "...); jbd2, xfs or fc for commit (default: all)")
+    sp = sel.add_mutually_exclusive_group()
+    sp.add_argument("-D", "--per-disk", action="store_true",
+                    help="one histogram per disk, as biolatency -D (device, queue, total "
+                         "and seek only)")
+    sp.add_argument("-F", "--flags", action="store_true",
+                    help="one histogram per combination of request flags and operation "
+                         "(Sync-Write, Metadata-Read, ...), as biolatency -F (device, queue, "
+                         "total and seek only)")
     o = h.add_argument_group("output")
-    o.add_argument("--unit", choices=tuple(UNITS), default="usecs",
-                   help="time unit of the slots (default: %(default)s; seek is in sectors)")
+    o.add_argument("--unit", choices=(*UNITS, *HIST_ALIASES), default="usecs",
+                   help="time unit of the slots: nsecs, usecs or msecs (or ns, us, ms; "
+                        "default: %(default)s, as biolatency; seek is in sectors)")
+    o.add_argument("--json", action="store_true",
+                   help="print the histogram(s) as JSON: slots in --unit, count, p50, p99 "
+                        "and max in integer ns (sectors for seek); keys in docs/hist-json.md")
+    o.add_argument("--log-y", action="store_true",
+                   help="with --png: a logarithmic count axis (default: linear)")
     o.add_argument("--png", metavar="OUT",
                    help="draw the histogram to OUT (.png, .svg or .pdf) instead of printing "
-                        "it: mode 0600, replacing an existing file atomically, never through "
+                        "it, titled with the trace, metric and class, with its p50 and p99 "
+                        "marked: mode 0600, replacing an existing file atomically, never through "
                         "a symlink")
     h.set_defaults(func=cmd_hist)
 
@@ -81,11 +117,15 @@ def add_analysis_parsers(sub: Any) -> None:
     cout.add_argument("--json", action="store_true",
                       help="print the comparison as JSON on stdout (keys in "
                            "docs/compare-json.md; times in integer ns)")
+    cout.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
+                      help="unit of the time rows of the side-by-side table (default: "
+                           "%(default)s); JSON keeps integer ns")
     cout.add_argument("--html", metavar="OUT",
                       help="write a self-contained HTML comparison to OUT: mode 0600, "
                            "replacing an existing file atomically, never through a symlink")
     c.set_defaults(func=cmd_compare)
 
+    add_requests_parser(sub)
     add_lab_parser(sub)
 
 
@@ -131,7 +171,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
                          figures=bool(args.html))
-    full = analyze(tr, cfg)
+    with progress(f"analyzing {args.trace}") as step:
+        cfg.progress = step
+        full = analyze(tr, cfg)
     result = _public(full)
     # --findings 0: no findings section at all in the text and the page (findings None);
     # the JSON keeps its empty list
@@ -140,53 +182,116 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         from .reports.html import render_html
         # the full result: the figures draw its "_figures"
-        html = render_html(dict(full, findings=None) if args.findings == 0 else full)
+        with progress(f"drawing {args.html}"):
+            html = render_html(dict(full, findings=None) if args.findings == 0 else full)
     from .reports.terminal import render_report
-    return _emit(args, result, html, lambda r: render_report(shown), t0)
+    return _emit(args, result, html, lambda r: render_report(shown, args.unit), t0)
+
+
+METRIC_NAMES = {"device": "device time", "queue": "queue time", "total": "total time",
+                "fsync": "fsync-family call latency", "commit": "commit duration",
+                "seek": "seek distance"}
+
+
+PNG_PANELS = 6  # histograms on one `hist --png` with -D or --flags
+
+
+def _scaled(v: int | None, div: int) -> float | None:
+    return None if v is None else v / div
 
 
 def cmd_hist(args: argparse.Namespace) -> int:
-    from .analysis import metric_values
+    from .analysis import metric_split, metric_values
+    from .kernels import log2_hist, percentiles
     from .outfile import write_output, write_stdout
-    from .reports.hist import log2_counts, render_log2_hist, render_png
+    from .reports.hist import figure_bytes, hist_figure, render_hist_json, render_log2_hist
     t0 = time.monotonic()
     if args.png:
         _check_out(args.png, (".png", ".svg", ".pdf"))
+    if args.json and args.png:
+        raise _user_error("--json and --png are two outputs", "choose one", usage=True)
+    split = "disk" if args.per_disk else "flags" if args.flags else None
     tr = load(args.trace)
     try:
-        values, unit = metric_values(tr, args.metric, args.klass)
+        with progress(f"analyzing {args.trace}") as step:
+            if split:
+                groups, unit = metric_split(tr, args.metric, split, args.klass, step)
+            else:
+                values, unit = metric_values(tr, args.metric, args.klass, step)
+                groups = {"": values}
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
-              file=sys.stderr if args.png else sys.stdout)
-    if unit == "ns":
-        values = values // UNITS[args.unit]
-        val_type = args.unit
-    else:
-        val_type = unit
+              file=sys.stderr if (args.png or args.json) else sys.stdout)
+    hunit = HIST_ALIASES.get(args.unit, args.unit)
+    slot_unit = unit if unit != "ns" else hunit
+    div = UNITS[hunit] if unit == "ns" else 1
     what = f"{args.metric}" + (f" of {args.klass}" if args.klass else "")
-    if len(values) == 0:
+    total = sum(len(v) for v in groups.values())
+    if total == 0:
         # nothing to draw is a failure, as grep without a match: scripts can tell
         raise _user_error(f"no values for {what} in {args.trace}",
                           "`iowhy info` lists what the trace holds; try another --class "
                           "or --metric")
-    counts = log2_counts(values)
+    head = {"disk": "disk", "flags": "flags"}.get(split or "", "")
+    rows = []
+    for name, v in groups.items():
+        if not len(v):
+            continue
+        pct = percentiles(v.copy(), (50, 99))
+        rows.append((name, v, log2_hist(v // div), pct))
+    if args.json:
+        doc = {"schema": "iowhy-hist/1", "trace": args.trace, "metric": args.metric,
+               "class": args.klass, "split": split, "unit": unit, "slot_unit": slot_unit,
+               "groups": [{"name": name or None, "count": int(len(v)),
+                           "p50": pct["p50"], "p99": pct["p99"], "max": pct["max"],
+                           "slots": [{"low": 0 if i == 0 else 1 << i,
+                                      "high": (1 << (i + 1)) - 1, "count": int(c)}
+                                     for i, c in enumerate(counts)]}
+                          for name, v, counts, pct in rows]}
+        write_stdout(render_hist_json(doc))
+        return 0
     if args.png:
+        from .reports.units import HIST_UNITS
+        shown_unit = HIST_UNITS.get(slot_unit, slot_unit)
+        cls = f" of {args.klass} requests" if args.klass and args.metric in (
+            "device", "queue", "total", "seek") else f" ({args.klass})" if args.klass else (
+            " of all requests" if args.metric in ("device", "queue", "total", "seek") else "")
+        title = (f"{os.path.basename(args.trace)}: {METRIC_NAMES[args.metric]}{cls}, "
+                 f"n={total:,}")
+        # A slide holds a few panels: the PNG_PANELS groups with the most values.
+        drawn = sorted(rows, key=lambda x: -len(x[1]))[:PNG_PANELS]
+        if len(drawn) < len(rows):
+            many = {"disk": "disks", "flags": "flag combinations"}[head]
+            title += f" ({len(drawn)} of {len(rows)} {many} with the most values)"
+        panels = [((f"{head} = {name}: n={len(v):,}" if head else ""), counts,
+                   {q: _scaled(pct[q], div) for q in ("p50", "p99")})
+                  for name, v, counts, pct in rows if any(v is d[1] for d in drawn)]
+        fig = hist_figure(panels, f"{METRIC_NAMES[args.metric]} ({shown_unit})", title,
+                          log_y=args.log_y, value_unit=shown_unit)
         fmt = os.path.splitext(args.png)[1][1:].lower()
-        write_output(args.png, render_png(counts, val_type, fmt,
-                                          title=f"{what} (n={len(values):,})"))
+        write_output(args.png, figure_bytes(fig, fmt))
         _wrote(args.png, t0)
         return 0
-    write_stdout(f"{what}: {len(values):,} values\n\n{render_log2_hist(counts, val_type)}")
+    if not split:
+        _, v, counts, _ = rows[0]
+        write_stdout(f"{what}: {len(v):,} values\n\n{render_log2_hist(counts, slot_unit)}")
+        return 0
+    parts = [f"{what} by {head}: {total:,} values"]
+    for name, v, counts, _ in rows:
+        parts.append(f"\n{head} = {name}: {len(v):,} values\n"
+                     f"{render_log2_hist(counts, slot_unit)}")
+    write_stdout("\n".join(parts))
     return 0
 
 
 def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(analysis result, trace metadata) of one trace; a trace covering no time is refused."""
     from .analysis import AnalysisConfig, analyze
-    result = _public(analyze(tr, AnalysisConfig()))
+    with progress(f"analyzing {tr.path}") as step:
+        result = _public(analyze(tr, AnalysisConfig(progress=step)))
     if result["elapsed_ns"] <= 0:
         raise _user_error(f"{tr.path} covers no time (its recording window is empty)",
                           "the recording was cut before it started; record again")
@@ -217,9 +322,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     html = None
     if args.html:
         from .reports.html import render_compare_html
-        html = render_compare_html(a, b, result)
+        with progress(f"drawing {args.html}"):
+            html = render_compare_html(a, b, result)
     from .reports.compare_text import render_compare
-    return _emit(args, result, html, render_compare, t0)
+    return _emit(args, result, html, lambda r: render_compare(r, args.unit), t0)
 
 
 def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
@@ -237,6 +343,84 @@ def _emit(args: argparse.Namespace, result: dict[str, Any], html: str | None,
     elif html is None:
         write_stdout(render_text(result))
     return 0
+
+
+# -- iowhy requests ------------------------------------------------------------------------
+
+def add_requests_parser(sub: Any) -> None:
+    """Add `requests`: the per-request listing (views.requests)."""
+    q = sub.add_parser(
+        "requests", help="every block request, one line each, in biosnoop's shape",
+        description=_filled(
+            "List the block requests of a trace in completion order: completion time in "
+            "seconds from the trace start, the submitting command and process, disk, "
+            "operation and flags (blktrace RWBS: W write, R read, F flush or a leading "
+            "preflush, S sync, M metadata, A readahead; a F after the operation is FUA), "
+            "start sector, size in bytes, queue (insert to issue) and device (issue to "
+            "completion) time, request class and the fsync-family call it was submitted "
+            "in. A time that was not observed is shown as -. Exits 1 when no request "
+            "matches."),
+        epilog="examples:\n"
+               "  iowhy requests t.iowt --class log          # the journal writes\n"
+               "  iowhy requests t.iowt --slower 10 --dev sda  # over 10 ms on sda\n"
+               "  iowhy requests t.iowt --csv > requests.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("trace", help="trace file (.iowt)")
+    sel = q.add_argument_group("selection")
+    sel.add_argument("--class", dest="klass", metavar="C",
+                     help=f"only requests of this class (one of {', '.join(CLASS_NAMES)}; "
+                          "default: all)")
+    sel.add_argument("--dev", metavar="D",
+                     help="only requests of this disk: its name (sda, /dev/sda) or MAJ:MIN "
+                          "(default: all)")
+    sel.add_argument("--pid", type=int, metavar="P",
+                     help="only requests submitted by process P (default: all)")
+    sel.add_argument("--comm", metavar="C",
+                     help="only requests submitted by a task named C (its first 15 "
+                          "characters, as the kernel keeps them; default: all)")
+    sel.add_argument("--slower", type=float, metavar="MS",
+                     help="only requests whose total time (submission to completion) "
+                          "exceeds MS milliseconds (default: all)")
+    o = q.add_argument_group("output")
+    fmt = o.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true",
+                     help="print JSON: times in integer ns, sizes in bytes "
+                          "(keys in docs/requests-json.md)")
+    fmt.add_argument("--csv", action="store_true",
+                     help="print CSV with a header line: times in integer ns, sizes in bytes")
+    o.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
+                   help="unit of the queue and device columns of the text table "
+                        "(default: %(default)s)")
+    q.set_defaults(func=cmd_requests)
+
+
+def cmd_requests(args: argparse.Namespace) -> int:
+    from .outfile import write_stdout
+    from .reports.requests import render_csv, render_json, render_text
+    from .reports.units import output_width
+    from .views.requests import Filters, request_rows
+    if args.slower is not None and args.slower < 0:
+        raise _user_error("--slower must be >= 0", "give a time in milliseconds", usage=True)
+    tr = load(args.trace)
+    flt = Filters(klass=args.klass, dev=args.dev, pid=args.pid, comm=args.comm,
+                  slower_ns=None if args.slower is None else int(args.slower * 1e6))
+    try:
+        with progress(f"listing the requests of {args.trace}"):
+            rows = request_rows(tr, flt)
+    except ValueError as e:
+        raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
+    if tr.damage.damaged:  # first, as every command shows it
+        from .reports.terminal import damage_first
+        print("\n".join(damage_first(tr.damage.as_dict())),
+              file=sys.stderr if (args.json or args.csv) else sys.stdout)
+    if args.json:
+        write_stdout(render_json(rows))
+    elif args.csv:
+        write_stdout(render_csv(rows).rstrip("\n"))
+    else:
+        write_stdout(render_text(rows, args.unit, output_width()))
+    # no request listed is a failure, as grep without a match (and hist without a value)
+    return 0 if len(rows) else EXIT_FAIL
 
 
 # -- iowhy lab ------------------------------------------------------------------------------

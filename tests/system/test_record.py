@@ -271,7 +271,7 @@ def test_probe_stats_and_recorder_cpu(bpf, make_fs, tmp_path, iowhy_bin):
     assert ps["scx_fsync"]["runs"] >= 7 and ps["scx_fdatasync"]["runs"] >= 3
     assert all(r["runs"] > 0 for r in ps.values())
     text = run([*iowhy_bin, "info", str(out)]).stdout
-    assert "probe cost(ms):" in text and issue_prog in text and "recorder cpu(ms):" in text
+    assert "probe cost (ms):" in text and issue_prog in text and "recorder cpu (ms):" in text
     # Without the option: no statistics (they cost every program run), CPU time still.
     out2 = tmp_path / "n.iowt"
     record(iowhy_bin, out2, ["true"])

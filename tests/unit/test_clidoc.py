@@ -118,21 +118,21 @@ def test_a_new_subcommand_appears_by_itself(tmp_path):
     """A subcommand a later change adds to the parser is in all three outputs."""
     p = build_parser()
     sp = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    n = sp.add_parser("requests", help="one line per request",
+    n = sp.add_parser("latecomer", help="one line per request",
                       description="The per-request listing.")
     n.add_argument("trace")
     n.formatter_class = argparse.RawDescriptionHelpFormatter
-    n.epilog = "examples:\n  iowhy requests t.iowt --slower 10\n\n  iowhy requests t.iowt"
+    n.epilog = "examples:\n  iowhy latecomer t.iowt --slower 10\n\n  iowhy latecomer t.iowt"
     n.add_argument("--slower", type=float, metavar="MS", help="only requests slower than MS")
     tree = clidoc.command_tree(p)
     man = clidoc.man_page(tree, "0", "2026-01-01")
-    assert '.SS "iowhy requests"' in man and "\\-\\-slower" in man
-    assert ".nf\nexamples:\n  iowhy requests t.iowt \\-\\-slower 10\n.sp\n" in man
+    assert '.SS "iowhy latecomer"' in man and "\\-\\-slower" in man
+    assert ".nf\nexamples:\n  iowhy latecomer t.iowt \\-\\-slower 10\n.sp\n" in man
     (tmp_path / "iowhy.1").write_text(man)
-    assert "  iowhy requests t.iowt --slower 10" in render(tmp_path / "iowhy.1")
-    assert "'|requests'" in clidoc.bash_completion(tree)
+    assert "  iowhy latecomer t.iowt --slower 10" in render(tmp_path / "iowhy.1")
+    assert "'|latecomer'" in clidoc.bash_completion(tree)
     z = clidoc.zsh_completion(tree)
-    assert "_iowhy_requests()" in z and "--slower=[only requests slower than MS]" in z
+    assert "_iowhy_latecomer()" in z and "--slower=[only requests slower than MS]" in z
 
 
 # -- bash ------------------------------------------------------------------------------------

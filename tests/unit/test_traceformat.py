@@ -481,7 +481,7 @@ def test_info_human(tmp_path, capsys):
     assert lines[0].startswith("WARNING: trace is truncated")
     assert any(ln.startswith("WARNING: 9 events lost") for ln in lines)
     assert all(len(ln) <= 100 for ln in lines)
-    assert "duration(s):" in out and "2.000" in out
+    assert "duration (s):" in out and "2.000" in out
     assert "lost_ringbuf_offcpu" in out
     assert "3 attached, 1 skipped" in out and "xfs not loaded" in out
     assert "loop0" in out and "7:0" in out and "0.50" in out  # GiB
@@ -505,7 +505,7 @@ def test_render_info_is_pure_and_narrow():
     assert all(len(ln) <= 100 for ln in lines), max(lines, key=len)
     assert lines[0].startswith("WARNING: a problem")
     assert sum(ln.startswith("WARNING: ") for ln in lines) == 2
-    assert "duration(s):" in text and "0.001" in text
+    assert "duration (s):" in text and "0.001" in text
     assert "0 attached, 3 skipped" in text
     assert "1.0" in text  # 2048 sectors of log = 1.0 MiB
     assert render_info({}, []) is not None  # no key is required

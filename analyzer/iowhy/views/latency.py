@@ -164,3 +164,27 @@ def values_by_class(rq: Requests, cls: np.ndarray, figures: Sequence[str] = VALU
         out[fig] = {name: vals[off[k]:off[k + 1]].astype(I64)
                     for k, name in enumerate(CLASS_NAMES)}
     return out
+
+
+def split_values(group: np.ndarray, values: np.ndarray, keep: np.ndarray,
+                 names: Sequence[str]) -> dict[str, np.ndarray]:
+    """{names[g]: the values of group g among `keep`, ascending} for the groups that
+    have any (`iowhy hist -D` and `--flags`: group = a request's device or flag
+    combination)."""
+    g = np.asarray(group)[keep].astype(I64)
+    v = np.asarray(values)[keep].astype(I64)
+    order = np.lexsort((v, g))
+    g, v = g[order], v[order]
+    bounds = np.searchsorted(g, np.arange(len(names) + 1))
+    return {name: v[bounds[k]:bounds[k + 1]] for k, name in enumerate(names)
+            if bounds[k + 1] > bounds[k]}
+
+
+def latency_split(rq: Requests, cls: np.ndarray, figure: str, group: np.ndarray,
+                  names: Sequence[str], klass: int | None = None
+                  ) -> dict[str, np.ndarray]:
+    """The values of one figure ("device", "queue", "total": latency_values) of the
+    requests of class `klass` (None: all), by group (split_values)."""
+    grp, v = latency_values(rq, cls, VALUE_FIGURES.index(figure))
+    keep = grp < len(CLASS_NAMES) if klass is None else grp == klass
+    return split_values(group, v, keep, names)

@@ -5,7 +5,7 @@ class (per_class in views/classes.py states the baselines).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -345,3 +345,14 @@ def seek_values_by_class(st: Stages, cls: np.ndarray) -> dict[str, np.ndarray]:
     ncls = len(CLASS_NAMES)
     vals, off = group_sort(np.asarray(scls).astype(np.int8), np.abs(st.seek).astype(I64), ncls)
     return {name: vals[off[k]:off[k + 1]].astype(I64) for k, name in enumerate(CLASS_NAMES)}
+
+
+def seek_split(st: Stages, cls: np.ndarray, group: np.ndarray, names: Sequence[str],
+               klass: int | None = None) -> dict[str, np.ndarray]:
+    """|seek distance| in sectors (seek_values_by_class's values) of the requests of
+    class `klass` (None: all), by group of the request (views.latency.split_values)."""
+    from .latency import split_values
+    idx = np.asarray(st.seek_idx).astype(np.intp)
+    scls = st.seek_cls if st.seek_cls is not None else gather(cls, st.seek_idx)
+    keep = np.ones(len(idx), bool) if klass is None else np.asarray(scls) == klass
+    return split_values(np.asarray(group)[idx], np.abs(st.seek).astype(I64), keep, names)
