@@ -155,7 +155,8 @@ int writer_init(struct rec *r)
 	r->w.zctx = ZSTD_createCCtx();
 	if (!r->w.zbuf || !r->w.zctx ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_compressionLevel, (int)level)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_contentSizeFlag, 1))) {
+	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_contentSizeFlag, 1)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_checksumFlag, 1))) {
 		fprintf(stderr, "failed to set up zstd compression: %s\n", strerror(ENOMEM));
 		return 1;
 	}

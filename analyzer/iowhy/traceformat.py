@@ -453,8 +453,9 @@ _DCTX = zstandard.ZstdDecompressor()
 
 def _unzstd(buf: Any, plen: int, dlen: int) -> bytes | None:
     """The data of a compressed chunk: one zstd frame that declares its content size, equal
-    to data_bytes, and decompresses to exactly that; then only the zero padding (fewer than
-    8 bytes). None for anything else (counted as undecodable by the caller)."""
+    to data_bytes, and decompresses to exactly that, its checksum (when it has one, as
+    iowhy's writers give it) right; then only the zero padding (fewer than 8 bytes). None
+    for anything else (counted as undecodable by the caller)."""
     if dlen > ZSTD_CHUNK_MAX or plen < 4:
         return None
     data = bytes(buf[:plen])
@@ -737,8 +738,8 @@ class TraceWriter:
         os.fchmod(fd, 0o600)
         self.f: BinaryIO = os.fdopen(fd, "wb")
         self.seq = 0
-        self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True) \
-            if zstd_level else None
+        self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True,
+                                             write_checksum=True) if zstd_level else None
         self.counts: dict[str, int] = {}
         hdr = np.zeros(1, dtype=abi.FILE_HDR_DTYPE)
         hdr["magic"] = abi.FILE_MAGIC
