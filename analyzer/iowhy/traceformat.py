@@ -65,7 +65,8 @@ class Damage:
     @property
     def damaged(self) -> bool:
         return bool(self.truncated or self.missing_bytes or self.bad_regions
-                    or self.unknown_chunks or self.undecodable_chunks or self.chunks_missing or self.chunks_duplicated
+                    or self.unknown_chunks or self.undecodable_chunks or self.chunks_missing
+                    or self.chunks_duplicated
                     or self.chunks_out_of_order or self.records_missing
                     or self.records_unexpected or self.invalid_records or self.invalid_fields)
 
