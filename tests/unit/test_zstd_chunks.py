@@ -253,3 +253,14 @@ def test_fuzz_base_compresses(tmp_path):
     assert not read_trace(p).damage.damaged
     assert FHDR_BYTES == 64 and struct.calcsize("<4sHHIIIIQ") == 32
     assert json and zlib  # (imports used by helpers above)
+
+
+def test_trailer_chunk_zstd_is_validated(tmp_path):
+    p = tmp_path / "t.iowt"
+    w = TraceWriter(str(p), zstd_level=3)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 1})
+    w.close({"end_ns": 10, "chunk_zstd": {"level": 3, "data_bytes": 100, "stored_bytes": -1,
+                                          "cpu_ns": 5}})
+    tr = read_trace(str(p))
+    assert "trailer.chunk_zstd.stored_bytes" in tr.damage.invalid_fields
+    assert tr.trailer["chunk_zstd"] == {"level": 3, "data_bytes": 100, "cpu_ns": 5}
