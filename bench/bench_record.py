@@ -234,13 +234,17 @@ def fresh_xfs(workdir: Path, size_mib: int,
 @contextlib.contextmanager
 def zram_device(size_mib: int) -> Iterator[str | None]:
     """A new zram device (hot_add), or None if zram is unavailable; hot_removed on exit."""
-    mp = run(["modprobe", "zram"], check=False)
+    try:
+        mp = run(["modprobe", "zram"], check=False)
+        why = mp.stderr.strip() or str(mp.returncode)
+    except FileNotFoundError:  # no kmod installed
+        mp, why = None, "modprobe not installed"
     ctl = Path("/sys/class/zram-control")
     if not ctl.exists():
-        say(f"   zram: unavailable (modprobe zram: {mp.stderr.strip() or mp.returncode})")
+        say(f"   zram: unavailable (modprobe zram: {why})")
         yield None
         return
-    if mp.returncode != 0:
+    if mp is None or mp.returncode != 0:
         say("   zram: modprobe failed but zram is there (built into the kernel)")
     n = int((ctl / "hot_add").read_text().strip())
     try:

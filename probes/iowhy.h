@@ -406,7 +406,8 @@ struct rq_slot {
 /*
  * Flag in a chunk's type (version 5): the payload is one zstd frame (declaring its content
  * size) followed by zero padding to a multiple of 8; data_bytes is the size of the data
- * once decompressed, crc32 covers the stored (compressed, padded) payload.
+ * once decompressed, crc32 covers the stored (compressed, padded) payload. The records of
+ * a compressed record chunk are byte-transposed: byte b of record i at b * count + i.
  */
 #define IOWHY_CHUNK_ZSTD 0x8000
 

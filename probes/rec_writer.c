@@ -152,8 +152,9 @@ int writer_init(struct rec *r)
 		return 0;
 	r->w.zcap = ZSTD_compressBound(CHUNK_BYTES);
 	r->w.zbuf = malloc(r->w.zcap);
+	r->w.tbuf = malloc(CHUNK_BYTES);
 	r->w.zctx = ZSTD_createCCtx();
-	if (!r->w.zbuf || !r->w.zctx ||
+	if (!r->w.zbuf || !r->w.tbuf || !r->w.zctx ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_compressionLevel, (int)level)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_contentSizeFlag, 1)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_checksumFlag, 1))) {
@@ -167,19 +168,35 @@ void writer_free(struct rec *r)
 {
 	ZSTD_freeCCtx(r->w.zctx);
 	free(r->w.zbuf);
+	free(r->w.tbuf);
 	r->w.zctx = NULL;
 	r->w.zbuf = NULL;
+	r->w.tbuf = NULL;
 }
 
-/* data compressed into r->w.zbuf: its length, or 0 to write the chunk plain. */
-static size_t compress_chunk(struct rec *r, const void *data, size_t len)
+/*
+ * data compressed into r->w.zbuf: its length, or 0 to write the chunk plain. The records of
+ * a record chunk are compressed byte-transposed (byte b of record i at b * count + i): the
+ * bytes of one field, alike from record to record, then sit side by side.
+ */
+static size_t compress_chunk(struct rec *r, __u16 rec_size, __u32 count, const void *data,
+			     size_t len)
 {
+	const unsigned char *src = data;
 	__u64 t0;
 	size_t n;
 
 	if (!r->w.zctx || !len || ZSTD_compressBound(len) > r->w.zcap)
 		return 0;
 	t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	if (rec_size && count > 1) {
+		if (len != (size_t)rec_size * count || len > CHUNK_BYTES)
+			return 0;
+		for (__u32 i = 0; i < count; i++, src += rec_size)
+			for (__u16 b = 0; b < rec_size; b++)
+				r->w.tbuf[(size_t)b * count + i] = src[b];
+		data = r->w.tbuf;
+	}
 	n = ZSTD_compress2(r->w.zctx, r->w.zbuf, r->w.zcap, data, len);
 	r->w.zstd_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
 	if (ZSTD_isError(n) || n >= len) /* no gain: plain */
@@ -201,7 +218,7 @@ static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 
 	if (r->w.failed)
 		return;
-	z = compress_chunk(r, data, len);
+	z = compress_chunk(r, rec_size, count, data, len);
 	out = z ? r->w.zbuf : data;
 	stored = z ? z : len;
 	pad = (8 - stored % 8) % 8;

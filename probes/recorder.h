@@ -118,6 +118,7 @@ struct rec {
 		struct recbuf bufs[IOWHY_REC_MAX + 1];
 		ZSTD_CCtx *zctx; /* reused for every chunk; NULL: chunks are written plain */
 		char *zbuf;      /* a compressed chunk (ZSTD_compressBound(CHUNK_BYTES) bytes) */
+		unsigned char *tbuf; /* a record chunk byte-transposed (CHUNK_BYTES) */
 		size_t zcap;
 		int zlevel;
 		/* data compressed, what it became, the thread CPU time compressing took */

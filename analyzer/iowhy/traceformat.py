@@ -475,6 +475,16 @@ def _unzstd(buf: Any, plen: int, dlen: int) -> bytes | None:
     return out
 
 
+def _transpose(data: bytes, rec_size: int, count: int) -> bytes:
+    """Records byte-transposed, as compressed record chunks hold them: byte b of record i
+    at b * count + i."""
+    return np.frombuffer(data, np.uint8).reshape(count, rec_size).T.tobytes()
+
+
+def _untranspose(data: bytes, rec_size: int, count: int) -> bytes:
+    return np.frombuffer(data, np.uint8).reshape(rec_size, count).T.tobytes()
+
+
 def _json_chunk(buf: Any, n: int) -> dict[str, Any] | None:
     """The JSON object of a chunk, or None. Text is UTF-8; bytes that are not (names are
     bytes) are kept as lone surrogates U+DC80..U+DCFF (Python's surrogateescape), as the
@@ -625,6 +635,9 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.undecodable_chunks += 1
                 continue
             budget -= dlen
+            rsz = h[2]
+            if rsz and count > 1 and rsz * count == dlen:  # records byte-transposed
+                data = _untranspose(data, rsz, count)
             payload = data
         if ctype in abi.JSON_CHUNKS:
             obj = _json_chunk(payload, dlen)
@@ -757,7 +770,9 @@ class TraceWriter:
         data_bytes overrides the header's data_bytes (tests of damaged files)."""
         dlen = len(data)
         if self.zstd is not None and data:
-            z = self.zstd.compress(data)
+            z = self.zstd.compress(_transpose(data, rec_size, count)
+                                   if rec_size and count > 1 and rec_size * count == dlen
+                                   else data)
             if len(z) < len(data):
                 data = z
                 ctype |= abi.CHUNK_ZSTD

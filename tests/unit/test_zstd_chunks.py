@@ -264,3 +264,22 @@ def test_trailer_chunk_zstd_is_validated(tmp_path):
     tr = read_trace(str(p))
     assert "trailer.chunk_zstd.stored_bytes" in tr.damage.invalid_fields
     assert tr.trailer["chunk_zstd"] == {"level": 3, "data_bytes": 100, "cpu_ns": 5}
+
+
+def test_compressed_records_are_byte_transposed(tmp_path):
+    """As documented: a compressed record chunk's data is its records byte-transposed
+    (byte b of record i at b * count + i); a JSON chunk's is its text."""
+    p = tmp_path / "t.iowt"
+    _write(p, 3, n=700)
+    r = read_trace(str(p)).records("request")  # equal to what was written (above)
+    _, chunks = split(p.read_bytes())
+    c = next(c for c in chunks if c.type == abi.REC_REQUEST | abi.CHUNK_ZSTD)
+    data = zstandard.ZstdDecompressor().decompress(c.payload)
+    size = abi.REQUEST_DTYPE.itemsize
+    assert len(data) == c.count * size == c.data_bytes
+    raw = r[:c.count].tobytes()
+    for i in (0, 1, c.count - 1):
+        for b in (0, 8, size - 1):
+            assert data[b * c.count + i] == raw[i * size + b]
+    j = next(c for c in chunks if c.type == abi.CHUNK_RECORDER | abi.CHUNK_ZSTD)
+    assert json.loads(zstandard.ZstdDecompressor().decompress(j.payload))["start_ns"] == 1_000_000
