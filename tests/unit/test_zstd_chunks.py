@@ -283,3 +283,20 @@ def test_compressed_records_are_byte_transposed(tmp_path):
             assert data[b * c.count + i] == raw[i * size + b]
     j = next(c for c in chunks if c.type == abi.CHUNK_RECORDER | abi.CHUNK_ZSTD)
     assert json.loads(zstandard.ZstdDecompressor().decompress(j.payload))["start_ns"] == 1_000_000
+
+
+def test_info_shows_what_compression_cost(tmp_path, capsys):
+    from iowhy.cli import main
+    p = tmp_path / "t.iowt"
+    w = TraceWriter(str(p), zstd_level=3)
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 1})
+    w.write_records(_records(100))
+    w.close({"end_ns": 10**9, "recorder_cpu_ns": {"user": 1000, "system": 2000},
+             "chunk_zstd": {"level": 3, "data_bytes": 6000, "stored_bytes": 1000,
+                            "cpu_ns": 2_500_000}})
+    assert main(["info", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "zstd 3: 6,000 -> 1,000 bytes, 6.00x, 2.5 ms cpu" in out
+    assert main(["info", "--json", str(p)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["chunk_zstd"]["cpu_ns"] == 2_500_000 and d["format_version"] == 5
