@@ -16,8 +16,8 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' analyzer/iowhy/__init
 ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
 # What building and running iowhy needs (`make`, `make all`).
-APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config make gcc \
-	python3 python3-venv python3-dev util-linux
+APT_PACKAGES := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev pkg-config make \
+	gcc python3 python3-venv python3-dev util-linux
 # The emulated disk of the lab and the lab tests (lab/emudisk, a FUSE daemon).
 FUSE_PACKAGES := fuse3 libfuse3-dev
 # What only the tests need on top (`make test`): filesystems, independent tools to check
@@ -83,7 +83,7 @@ probes/iowhy-record: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h $(OUT)/iow
 		analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
-		-o $@ -lbpf -lelf -lz -pthread
+		-o $@ -lbpf -lelf -lz -lzstd -pthread
 
 # The recorder over probes that return at once (IOWHY_EMPTY_PROBES): only for
 # `bench_record.py --only floor`, which times the kernel's dispatch to them.
@@ -101,7 +101,7 @@ $(OUT)/iowhy-record-empty: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h \
 		$(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
-		-o $@ -lbpf -lelf -lz -pthread
+		-o $@ -lbpf -lelf -lz -lzstd -pthread
 
 # -- lab: the emulated disk (FUSE daemon) --------------------------------------------
 # Built by the targets that use it (test, demo, lab, gallery), not by `make`: it needs

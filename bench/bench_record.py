@@ -98,6 +98,7 @@ TRACE_DIR: Path | None = None  # --trace-dir
 NOTES: set[str] = set()  # said once, with the results
 TARGET_UNTAR = 1.02
 TARGET_FSYNC = 1.05
+TARGET_BYTES_PER_RQ = 48  # trace file bytes per request record (zstd-compressed chunks)
 SECTIONS = ("untar", "fsync", "rate", "startup", "size")
 # Run only when asked (--only floor): it needs the IOWHY_EMPTY_PROBES build.
 EXTRA_SECTIONS = ("floor",)
@@ -234,13 +235,17 @@ def fresh_xfs(workdir: Path, size_mib: int,
 @contextlib.contextmanager
 def zram_device(size_mib: int) -> Iterator[str | None]:
     """A new zram device (hot_add), or None if zram is unavailable; hot_removed on exit."""
-    mp = run(["modprobe", "zram"], check=False)
+    try:
+        mp = run(["modprobe", "zram"], check=False)
+        why = mp.stderr.strip() or str(mp.returncode)
+    except FileNotFoundError:  # no kmod installed
+        mp, why = None, "modprobe not installed"
     ctl = Path("/sys/class/zram-control")
     if not ctl.exists():
-        say(f"   zram: unavailable (modprobe zram: {mp.stderr.strip() or mp.returncode})")
+        say(f"   zram: unavailable (modprobe zram: {why})")
         yield None
         return
-    if mp.returncode != 0:
+    if mp is None or mp.returncode != 0:
         say("   zram: modprobe failed but zram is there (built into the kernel)")
     n = int((ctl / "hot_add").read_text().strip())
     try:
@@ -291,6 +296,7 @@ def timed_run(cmd: list[str], traced: bool, tmp: Path, tag: str, timeout: float,
                  startup_ns=int(tr.recorder["startup_ns"]), launch_to_attach_ns=tr.start_ns - t0,
                  path=trace, truncated=d["truncated"],
                  recorder_cpu_s=sum(int(v) for v in (d["recorder_cpu_ns"] or {}).values()) / 1e9,
+                 zstd_cpu_s=int((tr.trailer or {}).get("chunk_zstd", {}).get("cpu_ns", 0)) / 1e9,
                  probe_stats=d["probe_stats"])
     return r
 
@@ -460,8 +466,10 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
                      if k in abi.DROP_COUNTERS and v}
             say(f"   pair {i}: dropped {kinds}")
     rcpu = [p["t"]["recorder_cpu_s"] for p in pairs]
+    zcpu = [p["t"]["zstd_cpu_s"] for p in pairs]
     say(f"   the recorder's own CPU while recording (trailer recorder_cpu_ns), median "
-        f"{median(rcpu) * 1e3:.1f} ms (max {max(rcpu) * 1e3:.1f} ms)")
+        f"{median(rcpu) * 1e3:.1f} ms (max {max(rcpu) * 1e3:.1f} ms); its chunk compression "
+        f"over the whole run (trailer chunk_zstd.cpu_ns), median {median(zcpu) * 1e3:.1f} ms")
     # One more traced run, not in the ratios: what the probes themselves cost (kernel BPF
     # statistics, which add two clock reads to every program run of the machine).
     with contextlib.ExitStack() as stack:
@@ -483,7 +491,7 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
             "outer_s": median([p["t"]["outer_s"] for p in pairs]),
             "startup_ns": [p["t"]["startup_ns"] for p in pairs],
             "probe_ns": tot, "probe_share": tot / 1e9 / (st["wall_s"] * ncpu),
-            "recorder_cpu_s": median(rcpu)}
+            "recorder_cpu_s": median(rcpu), "zstd_cpu_s": median(zcpu)}
 
 
 # -- floor: the kernel's dispatch to the attached probes -------------------------------
@@ -611,7 +619,11 @@ def max_rate(a: argparse.Namespace, tmp: Path) -> dict:
         steps = [(1, r, 32) for r in a.rate_steps] + [(1, 0, 32), (2, 0, 32), (4, 0, 32)]
         say("   rq/s and records/s: over the span from the first issue to the last completion")
         say(f"   {'jobs':>4} {'iodepth':>7} {'rate_iops':>9} {'fio_iops':>9} {'requests':>9}"
-            f" {'rq/s':>9} {'records/s':>9} {'drop':>5} {'unseen':>6}")
+            f" {'rq/s':>9} {'records/s':>9} {'drop':>5} {'unseen':>6} {'B/rq':>5}"
+            f" {'rec_cpu':>7} {'zstd_cpu':>8}")
+        say("   B/rq: trace file bytes per request record; rec_cpu: the recorder's CPU while"
+            " recording (trailer recorder_cpu_ns), zstd_cpu: its chunk compression over the"
+            " whole run (trailer chunk_zstd.cpu_ns), both in ms")
         best = None
         first_loss = None
         for i, (jobs, rate, depth) in enumerate(steps):
@@ -619,7 +631,8 @@ def max_rate(a: argparse.Namespace, tmp: Path) -> dict:
             lim = f"{rate * jobs}" if rate else "max"
             say(f"   {jobs:>4} {depth:>7} {lim:>9} {r['fio_iops']:>9.0f} {r['requests']:>9}"
                 f" {r['rq_per_s']:>9.0f} {r['rec_per_s']:>9.0f} {r['dropped']:>5}"
-                f" {r['unseen']:>6}")
+                f" {r['unseen']:>6} {r['bytes_per_rq']:>5.1f} {r['recorder_cpu_s'] * 1e3:>7.1f}"
+                f" {r['zstd_cpu_s'] * 1e3:>8.1f}")
             if r["lost"]:
                 nz = {k: v for k, v in r["counters"].items() if k.startswith("lost_") and v}
                 say(f"        losses: {nz}")
@@ -815,6 +828,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{u['probe_ns'] / 1e6:.1f} ms / {u['probe_share'] * 100:.1f}%", "", "", None)
         row(rows, "(a) untar: the recorder's own CPU while recording (median)",
             f"{u['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
+        row(rows, "(a) untar: the recorder's chunk compression, whole run (median)",
+            f"{u['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
     if "fsync" in res:
         f = res["fsync"]
         row(rows, f"(b) fsync-tasks {a.tasks}x{a.k}, XFS/loop: wall traced/untraced (median "
@@ -835,6 +850,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{f['probe_ns'] / 1e6:.1f} ms / {f['probe_share'] * 100:.1f}%", "", "", None)
         row(rows, "(b) fsync: the recorder's own CPU while recording (median)",
             f"{f['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
+        row(rows, "(b) fsync: the recorder's chunk compression, whole run (median)",
+            f"{f['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
     if "floor" in res:
         fl = res["floor"]
         for key, label in (("empty/u", "empty probes / untraced: the kernel's dispatch"),
@@ -864,13 +881,14 @@ def main(argv: list[str] | None = None) -> int:
         for key, label in (("untar", "(a) untar trace"), ("fsync", "(b) fsync trace")):
             if key in res:
                 t = res[key]["last"]
-                row(rows, f"trace file bytes / request records, {label}",
-                    f"{t['file_bytes'] / max(1, t['records']['request']):.1f}", "bytes", "",
-                    None)
+                bpr = t['file_bytes'] / max(1, t['records']['request'])
+                row(rows, f"trace file bytes / request records, {label}", f"{bpr:.1f}",
+                    "bytes", f"<= {TARGET_BYTES_PER_RQ}", bpr <= TARGET_BYTES_PER_RQ)
         if res.get("rate", {}).get("best"):
             b = res["rate"]["best"]
             row(rows, "trace file bytes / request records, fio max-lossless trace",
-                f"{b['bytes_per_rq']:.1f}", "bytes", "", None)
+                f"{b['bytes_per_rq']:.1f}", "bytes", f"<= {TARGET_BYTES_PER_RQ}",
+                b["bytes_per_rq"] <= TARGET_BYTES_PER_RQ)
     if "startup" in res:
         s = res["startup"]
         row(rows, f"recorder startup_ns: main() -> probes attached (median of "

@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 4
+#define IOWHY_FORMAT_VERSION 5
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -403,6 +403,13 @@ struct rq_slot {
 #define IOWHY_CHUNK_RECORDER 0x101  /* JSON: recorder settings, probes attached, clocks */
 #define IOWHY_CHUNK_PROGRESS 0x102  /* JSON: counters so far (last one stands in for a lost trailer) */
 #define IOWHY_CHUNK_TRAILER 0x1ff   /* JSON: record counts, loss counters, stop reason; last chunk */
+/*
+ * Flag in a chunk's type (version 5): the payload is one zstd frame (declaring its content
+ * size) followed by zero padding to a multiple of 8; data_bytes is the size of the data
+ * once decompressed, crc32 covers the stored (compressed, padded) payload. The records of
+ * a compressed record chunk are byte-transposed: byte b of record i at b * count + i.
+ */
+#define IOWHY_CHUNK_ZSTD 0x8000
 
 struct iowhy_file_hdr {
 	char magic[8];            /* IOWHY_FILE_MAGIC, no NUL */
@@ -416,12 +423,12 @@ struct iowhy_file_hdr {
 
 struct iowhy_chunk_hdr {
 	char magic[4];            /* IOWHY_CHUNK_MAGIC */
-	__u16 type;               /* IOWHY_REC_* or IOWHY_CHUNK_* */
+	__u16 type;               /* IOWHY_REC_* or IOWHY_CHUNK_*, | IOWHY_CHUNK_ZSTD if compressed */
 	__u16 rec_size_bytes;     /* record size for record chunks, 0 for JSON */
 	__u32 count;              /* records in the chunk (1 for JSON) */
 	__u32 payload_bytes;      /* payload length including padding, a multiple of 8 */
-	__u32 data_bytes;         /* meaningful bytes of the payload (JSON text length; count * rec_size) */
-	__u32 crc32;              /* zlib crc32 of the payload_bytes of payload */
+	__u32 data_bytes;         /* bytes of data (JSON text length; count * rec_size), decompressed */
+	__u32 crc32;              /* zlib crc32 of the payload_bytes of payload, as stored */
 	__u64 seq;                /* chunk number, from 0 */
 };
 

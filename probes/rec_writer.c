@@ -126,31 +126,116 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/*
+ * The chunks' compression: one zstd context for every chunk, at ZSTD_LEVEL_DEFAULT or
+ * IOWHY_ZSTD_LEVEL (0: plain chunks). Each chunk is one zstd frame of its own, so every
+ * complete chunk reads alone, whatever happened to the rest of the file.
+ */
+int writer_init(struct rec *r)
+{
+	const char *e = getenv("IOWHY_ZSTD_LEVEL");
+	long level = ZSTD_LEVEL_DEFAULT;
+
+	if (e && *e) {
+		char *end;
+
+		errno = 0;
+		level = strtol(e, &end, 10);
+		if (errno || *end || level < 0 || level > ZSTD_maxCLevel()) {
+			fprintf(stderr, "iowhy: IOWHY_ZSTD_LEVEL=%s is not a zstd level (give 0, for "
+					"plain chunks, to %d)\n", e, ZSTD_maxCLevel());
+			return 1;
+		}
+	}
+	r->w.zlevel = (int)level;
+	if (!level)
+		return 0;
+	r->w.zcap = ZSTD_compressBound(CHUNK_BYTES);
+	r->w.zbuf = malloc(r->w.zcap);
+	r->w.tbuf = malloc(CHUNK_BYTES);
+	r->w.zctx = ZSTD_createCCtx();
+	if (!r->w.zbuf || !r->w.tbuf || !r->w.zctx ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_compressionLevel, (int)level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_contentSizeFlag, 1)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_checksumFlag, 1))) {
+		fprintf(stderr, "failed to set up zstd compression: %s\n", strerror(ENOMEM));
+		return 1;
+	}
+	return 0;
+}
+
+void writer_free(struct rec *r)
+{
+	ZSTD_freeCCtx(r->w.zctx);
+	free(r->w.zbuf);
+	free(r->w.tbuf);
+	r->w.zctx = NULL;
+	r->w.zbuf = NULL;
+	r->w.tbuf = NULL;
+}
+
+/*
+ * data compressed into r->w.zbuf: its length, or 0 to write the chunk plain. The records of
+ * a record chunk are compressed byte-transposed (byte b of record i at b * count + i): the
+ * bytes of one field, alike from record to record, then sit side by side.
+ */
+static size_t compress_chunk(struct rec *r, __u16 rec_size, __u32 count, const void *data,
+			     size_t len)
+{
+	const unsigned char *src = data;
+	__u64 t0;
+	size_t n;
+
+	if (!r->w.zctx || !len || ZSTD_compressBound(len) > r->w.zcap)
+		return 0;
+	t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	if (rec_size && count > 1) {
+		if (len != (size_t)rec_size * count || len > CHUNK_BYTES)
+			return 0;
+		for (__u32 i = 0; i < count; i++, src += rec_size)
+			for (__u16 b = 0; b < rec_size; b++)
+				r->w.tbuf[(size_t)b * count + i] = src[b];
+		data = r->w.tbuf;
+	}
+	n = ZSTD_compress2(r->w.zctx, r->w.zbuf, r->w.zcap, data, len);
+	r->w.zstd_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+	if (ZSTD_isError(n) || n >= len) /* no gain: plain */
+		return 0;
+	r->w.zstd_in_bytes += len;
+	r->w.zstd_out_bytes += n;
+	return n;
+}
+
 static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 			const void *data, size_t len)
 {
 	static const char zeros[8];
 	struct iowhy_chunk_hdr h = {};
-	size_t pad = (8 - len % 8) % 8;
+	size_t stored, pad, z;
+	const void *out;
 	uLong crc;
 	int err;
 
 	if (r->w.failed)
 		return;
+	z = compress_chunk(r, rec_size, count, data, len);
+	out = z ? r->w.zbuf : data;
+	stored = z ? z : len;
+	pad = (8 - stored % 8) % 8;
 	memcpy(h.magic, IOWHY_CHUNK_MAGIC, 4);
-	h.type = type;
+	h.type = type | (z ? IOWHY_CHUNK_ZSTD : 0);
 	h.rec_size_bytes = rec_size;
 	h.count = count;
-	h.payload_bytes = len + pad;
+	h.payload_bytes = stored + pad;
 	h.data_bytes = len;
 	crc = crc32(0L, Z_NULL, 0);
-	crc = crc32(crc, data, len);
+	crc = crc32(crc, out, stored);
 	crc = crc32(crc, (const Bytef *)zeros, pad);
 	h.crc32 = crc;
 	h.seq = r->w.seq;
 	err = write_all(r->w.fd, &h, sizeof(h));
 	if (!err)
-		err = write_all(r->w.fd, data, len);
+		err = write_all(r->w.fd, out, stored);
 	if (!err && pad)
 		err = write_all(r->w.fd, zeros, pad);
 	if (err) {
@@ -163,7 +248,7 @@ static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 		exiting = 1;
 		return;
 	}
-	r->w.good_off += sizeof(h) + len + pad;
+	r->w.good_off += sizeof(h) + stored + pad;
 	r->w.seq++;
 }
 
@@ -355,12 +440,16 @@ void write_trailer(struct rec *r)
 	fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %s, "
 		     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
 		     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
-		     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, ",
+		     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, "
+		     "\"chunk_zstd\": {\"level\": %d, \"data_bytes\": %llu, \"stored_bytes\": %llu, "
+		     "\"cpu_ns\": %llu}, ",
 		(unsigned long long)r->end_ns, r->stop_reason, status,
 		(unsigned long long)r->w.incomplete_requests, (unsigned long long)r->w.open_calls,
 		(unsigned long long)(r->lazy_writes ? r->write_probes_ns : r->start_ns),
 		libbpf_num_possible_cpus(), (unsigned long long)(r->cpu1_user - r->cpu0_user),
-		(unsigned long long)(r->cpu1_sys - r->cpu0_sys));
+		(unsigned long long)(r->cpu1_sys - r->cpu0_sys), r->w.zlevel,
+		(unsigned long long)r->w.zstd_in_bytes, (unsigned long long)r->w.zstd_out_bytes,
+		(unsigned long long)r->w.zstd_cpu_ns);
 	stats_write(r, s.f);
 	write_counts_json(r, s.f, r->counters_fd);
 	fprintf(s.f, "}");

@@ -134,6 +134,8 @@ static int prepare(struct rec *r)
 			return 1;
 		}
 	}
+	if (writer_init(r))
+		return 1;
 
 	/* Fail on an unwritable output before touching the kernel. */
 	if (!r->env.dry_run) {
@@ -160,6 +162,7 @@ int cleanup(struct rec *r)
 	}
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		free(r->w.bufs[t].data);
+	writer_free(r);
 	if (r->nlinks && !r->env.dry_run)
 		detach_in_background(r);
 	destroy_links(r);

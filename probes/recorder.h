@@ -38,6 +38,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <zlib.h>
+#include <zstd.h>
 #include "iowhy.h"
 #include "iowhy.skel.h"
 
@@ -46,6 +47,9 @@
 #endif
 
 #define CHUNK_BYTES (256 * 1024)
+/* zstd level of the chunks (IOWHY_ZSTD_LEVEL overrides it; 0: plain chunks). Chosen by
+ * measurement, bench/README.md. */
+#define ZSTD_LEVEL_DEFAULT 3
 #define MAX_DURATION_S 2592000.0 /* 30 days */
 #define MAX_RINGBUF_MIB 2048     /* the largest power of two a map's u32 max_entries holds */
 #define STOP_GRACE_NS 5000000000ULL /* the workload's time to exit after a stop signal */
@@ -112,6 +116,13 @@ struct rec {
 		int failed; /* a write failed: stop, keep what is readable */
 		int err;
 		struct recbuf bufs[IOWHY_REC_MAX + 1];
+		ZSTD_CCtx *zctx; /* reused for every chunk; NULL: chunks are written plain */
+		char *zbuf;      /* a compressed chunk (ZSTD_compressBound(CHUNK_BYTES) bytes) */
+		unsigned char *tbuf; /* a record chunk byte-transposed (CHUNK_BYTES) */
+		size_t zcap;
+		int zlevel;
+		/* data compressed, what it became, the thread CPU time compressing took */
+		__u64 zstd_in_bytes, zstd_out_bytes, zstd_cpu_ns;
 		__u64 unknown_records;
 		__u64 incomplete_requests;
 		__u64 open_calls; /* fsync-family calls still running at stop */
@@ -188,6 +199,8 @@ void add_record(struct rec *r, int t, const void *data);
 void sb_open(struct sbuf *s);
 void sb_close_write(struct rec *r, struct sbuf *s, __u16 type);
 int write_header(struct rec *r);
+int writer_init(struct rec *r);
+void writer_free(struct rec *r);
 void write_recorder_chunk(struct rec *r);
 void write_trailer(struct rec *r);
 

@@ -147,6 +147,12 @@ def _cost(d: dict) -> list[str]:
                                             f"system {s / 1e6:.1f}) while recording"))
     else:
         out.append(_kv("recorder cpu (ms)", "not recorded (older recorder)"))
+    z = d.get("chunk_zstd")
+    if isinstance(z, dict) and z.get("level"):
+        raw, stored = int(z.get("data_bytes", 0)), int(z.get("stored_bytes", 0))
+        ratio = f", {raw / stored:.2f}x" if stored else ""
+        out.append(_kv("compression", f"zstd {z['level']}: {raw:,} -> {stored:,} bytes"
+                                      f"{ratio}, {int(z.get('cpu_ns', 0)) / 1e6:.1f} ms cpu"))
     ps = d.get("probe_stats")
     if ps is None:
         out.append(_kv("probe cost", "not measured (record with --probe-stats)"))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # Older versions the reader still takes (their records are widened to this version's).
-READ_VERSIONS = (3, 4)
+READ_VERSIONS = (3, 4, 5)
 COMM_LEN = 16
 FILE_MAGIC = b"IOWHYTRC"
 CHUNK_MAGIC = b"IWCK"
@@ -28,6 +28,9 @@ CHUNK_META = 0x100
 CHUNK_RECORDER = 0x101
 CHUNK_PROGRESS = 0x102
 CHUNK_TRAILER = 0x1FF
+# Flag in a chunk's type (version 5): the payload is a zstd frame; data_bytes is its size
+# decompressed, crc32 covers the stored bytes.
+CHUNK_ZSTD = 0x8000
 JSON_CHUNKS = {CHUNK_META: "meta", CHUNK_RECORDER: "recorder", CHUNK_PROGRESS: "progress",
                CHUNK_TRAILER: "trailer"}
 

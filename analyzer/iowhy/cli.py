@@ -323,6 +323,7 @@ def info_dict(tr: Trace) -> dict:
         "syscalls_mode": tr.recorder.get("syscalls"),
         "syscalls": syscall_totals(tr),
         "recorder_cpu_ns": (tr.trailer or {}).get("recorder_cpu_ns"),
+        "chunk_zstd": (tr.trailer or {}).get("chunk_zstd"),
         "probe_stats": probe_stats(tr),
         "devices": [{k: d.get(k) for k in ("name", "major", "minor", "size_bytes", "rotational",
                                            "write_cache", "fua", "scheduler")}

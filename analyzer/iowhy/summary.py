@@ -26,6 +26,9 @@ _MIN_RECORD_BYTES = min(dt.itemsize for _, dt in abi.RECORD_TYPES.values())
 _HDR = abi.FILE_HDR_DTYPE.itemsize
 _CHDR = abi.CHUNK_HDR_DTYPE.itemsize
 _TAIL = 1 << 20          # the trailer is looked for in the last MiB
+# Records a compressed trace without a trailer is taken to hold per byte of file, times
+# what a plain one can: real traces compress 6-13 times (bench/README.md).
+_COMPRESSION_BOUND = 16
 _HEAD_CHUNKS = 8         # RECORDER is among the first chunks (after META)
 
 
@@ -36,6 +39,7 @@ class Peek:
     file_bytes: int
     start_ns: Optional[int]
     trailer: Optional[dict[str, Any]]
+    compressed: bool = False  # zstd-compressed chunks seen (format version 5)
 
     def records(self) -> Optional[dict[str, int]]:
         """The trailer's {record type: count}, when it has a valid one."""
@@ -54,7 +58,8 @@ class Peek:
         rec = self.records()
         if rec is not None:
             return sum(rec.values())
-        return max(0, self.file_bytes - _HDR) // _MIN_RECORD_BYTES
+        most = max(0, self.file_bytes - _HDR) // _MIN_RECORD_BYTES
+        return most * _COMPRESSION_BOUND if self.compressed else most
 
     def lost_events(self) -> int:
         c = (self.trailer or {}).get("counters")
@@ -72,7 +77,19 @@ def _chunk_header(raw: bytes) -> Any:
     return np.frombuffer(raw[:_CHDR], dtype=abi.CHUNK_HDR_DTYPE, count=1)[0]
 
 
-def _json(payload: bytes, n: int) -> Optional[dict[str, Any]]:
+def _data(ch: Any, payload: bytes) -> Optional[bytes]:
+    """The data of a JSON chunk whose payload's CRC is right: decompressed (within the
+    reader's bounds) when the chunk is compressed; None when it does not decompress."""
+    n, plen = int(ch["data_bytes"]), int(ch["payload_bytes"])
+    if not int(ch["type"]) & abi.CHUNK_ZSTD:
+        return payload[:n] if n <= plen else None
+    from .traceformat import JSON_MAX, _unzstd
+    return _unzstd(payload, plen, n) if n <= JSON_MAX else None
+
+
+def _json(payload: Optional[bytes], n: int) -> Optional[dict[str, Any]]:
+    if payload is None:
+        return None
     try:
         obj = json.loads(payload[:n].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -87,18 +104,21 @@ def peek(path: str) -> Peek:
     try:
         size = os.fstat(fd).st_size
         start_ns = None
+        packed = False
         off = _HDR
         for _ in range(_HEAD_CHUNKS):
             ch = _chunk_header(os.pread(fd, _CHDR, off))
             if ch is None:
                 break
             ctype, plen = int(ch["type"]), int(ch["payload_bytes"])
+            packed |= bool(ctype & abi.CHUNK_ZSTD)
+            ctype &= ~abi.CHUNK_ZSTD
             if ctype not in abi.JSON_CHUNKS or plen > _TAIL:
                 break
             if abi.JSON_CHUNKS[ctype] == "recorder":
                 payload = os.pread(fd, plen, off + _CHDR)
                 if zlib.crc32(payload) & 0xFFFFFFFF == int(ch["crc32"]):
-                    v = (_json(payload, int(ch["data_bytes"])) or {}).get("start_ns")
+                    v = (_json(_data(ch, payload), int(ch["data_bytes"])) or {}).get("start_ns")
                     if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63:
                         start_ns = v
                 break
@@ -115,14 +135,14 @@ def peek(path: str) -> Peek:
         if at < 0:
             break
         ch = _chunk_header(tail[at:at + _CHDR])
-        if ch is not None and int(ch["type"]) == abi.CHUNK_TRAILER:
+        if ch is not None and int(ch["type"]) & ~abi.CHUNK_ZSTD == abi.CHUNK_TRAILER:
             plen, n = int(ch["payload_bytes"]), int(ch["data_bytes"])
             payload = tail[at + _CHDR:]
-            if (len(payload) == plen and n <= plen
-                    and zlib.crc32(payload) & 0xFFFFFFFF == int(ch["crc32"])):
-                trailer = _json(payload, n)
+            packed |= bool(int(ch["type"]) & abi.CHUNK_ZSTD)
+            if len(payload) == plen and zlib.crc32(payload) & 0xFFFFFFFF == int(ch["crc32"]):
+                trailer = _json(_data(ch, payload), n)
             break
-    return Peek(size, start_ns, trailer)
+    return Peek(size, start_ns, trailer, packed)
 
 
 def _count(n: int, one: str, many: str) -> str:

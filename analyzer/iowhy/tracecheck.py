@@ -194,6 +194,8 @@ TRAILER = obj({
     "rq_seq_stride": nullable(SMALL), "in_flight_at_stop": nullable(COUNT),
     "calls_open_at_stop": nullable(COUNT), "recursion_misses": map_of(COUNT),
     "recorder_cpu_ns": obj({"user": NS, "system": NS}),
+    "chunk_zstd": obj({"level": SMALL, "data_bytes": COUNT, "stored_bytes": COUNT,
+                       "cpu_ns": NS}),
     "probe_stats": map_of(obj({"runs": COUNT, "run_ns": NS}, ("runs", "run_ns"))),
 })
 

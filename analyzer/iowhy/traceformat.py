@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
+import zstandard
 
 from . import abi, tracecheck
 
@@ -52,6 +53,7 @@ class Damage:
     missing_bytes: int = 0  # bytes of the file that belong to no valid chunk
     bad_regions: int = 0  # damaged stretches (bad CRC, bad header) skipped by resynchronising
     unknown_chunks: int = 0  # valid chunks of an unknown type, record size or count, bad JSON
+    undecodable_chunks: int = 0  # valid compressed chunks that do not decompress to data_bytes
     chunks_missing: int = 0  # chunk seq numbers never seen (below the highest one seen)
     chunks_duplicated: int = 0  # chunks whose seq was already seen (ignored)
     chunks_out_of_order: int = 0  # chunks after one of a higher seq, or after the trailer
@@ -63,7 +65,8 @@ class Damage:
     @property
     def damaged(self) -> bool:
         return bool(self.truncated or self.missing_bytes or self.bad_regions
-                    or self.unknown_chunks or self.chunks_missing or self.chunks_duplicated
+                    or self.unknown_chunks or self.undecodable_chunks or self.chunks_missing
+                    or self.chunks_duplicated
                     or self.chunks_out_of_order or self.records_missing
                     or self.records_unexpected or self.invalid_records or self.invalid_fields)
 
@@ -81,6 +84,9 @@ class Damage:
         if self.unknown_chunks:
             parts.append(f"{_plural(self.unknown_chunks, 'chunk')} of an unknown type or size "
                          "ignored")
+        if self.undecodable_chunks:
+            parts.append(f"{_plural(self.undecodable_chunks, 'compressed chunk')} that do not "
+                         "decompress ignored")
         if self.chunks_duplicated:
             parts.append(f"{_plural(self.chunks_duplicated, 'duplicated chunk')} ignored")
         if self.chunks_out_of_order:
@@ -112,6 +118,7 @@ class Damage:
             "damaged": self.damaged, "summary": self.summary() or None,
             "truncated": self.truncated, "missing_bytes": self.missing_bytes,
             "bad_regions": self.bad_regions, "unknown_chunks": self.unknown_chunks,
+            "undecodable_chunks": self.undecodable_chunks,
             "chunks_missing": self.chunks_missing, "chunks_duplicated": self.chunks_duplicated,
             "chunks_out_of_order": self.chunks_out_of_order,
             "records_missing": dict(self.records_missing),
@@ -252,6 +259,13 @@ _CHDR = struct.Struct("<4sHHIIIIQ")  # struct iowhy_chunk_hdr, as abi.CHUNK_HDR_
 _REC_SIZES = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
 SCAN_WINDOW = 8 << 20  # bytes read at a time while scanning
 JSON_MAX = 64 << 20  # a JSON chunk larger than this is not parsed (unknown chunk)
+# Compressed chunks (version 5): no chunk decompresses to more than ZSTD_CHUNK_MAX bytes, and
+# a file's chunks together to no more than ZSTD_BUDGET_BASE + ZSTD_BUDGET_RATIO times its
+# size; a chunk beyond either bound is undecodable (no decompression bomb).
+ZSTD_CHUNK_MAX = 64 << 20
+ZSTD_BUDGET_BASE = 256 << 20
+ZSTD_BUDGET_RATIO = 64
+_ZSTD_MIN_VERSION = 5
 
 
 # -- CRC of any stretch from running CRCs (linear-time resynchronisation) ----------------------
@@ -342,9 +356,10 @@ def _pread(fd: int, n: int, off: int) -> bytes:
 
 
 def _plausible(h: tuple, off: int, size: int) -> bool:
-    """A chunk header whose payload lies within the file (RECOVERY, step 2)."""
+    """A chunk header whose payload lies within the file (RECOVERY, step 2); a compressed
+    chunk's data_bytes is its decompressed size, not bounded by the payload."""
     plen, dlen = h[4], h[5]
-    return off + CHDR_SIZE + plen <= size and dlen <= plen
+    return off + CHDR_SIZE + plen <= size and (dlen <= plen or bool(h[1] & abi.CHUNK_ZSTD))
 
 
 def _scan(fd: int, size: int, start: int) -> tuple[dict[int, tuple], dict[int, int]]:
@@ -432,6 +447,42 @@ class _Source:
         if self.mm is not None:
             return memoryview(self.mm)[a:a + n]
         return memoryview(self.copies[a])
+
+
+_DCTX = zstandard.ZstdDecompressor()
+
+
+def _unzstd(buf: Any, plen: int, dlen: int) -> bytes | None:
+    """The data of a compressed chunk: one zstd frame that declares its content size, equal
+    to data_bytes, and decompresses to exactly that, its checksum (when it has one, as
+    iowhy's writers give it) right; then only the zero padding (fewer than 8 bytes). None
+    for anything else (counted as undecodable by the caller)."""
+    if dlen > ZSTD_CHUNK_MAX or plen < 4:
+        return None
+    data = bytes(buf[:plen])
+    try:
+        if zstandard.frame_content_size(data) != dlen:  # -1: not declared
+            return None
+        dobj = _DCTX.decompressobj()
+        out = dobj.decompress(data)
+        if not dobj.eof or len(out) != dlen:
+            return None
+        rest = dobj.unused_data
+    except zstandard.ZstdError:
+        return None
+    if len(rest) >= 8 or rest.strip(b"\0"):
+        return None
+    return out
+
+
+def _transpose(data: bytes, rec_size: int, count: int) -> bytes:
+    """Records byte-transposed, as compressed record chunks hold them: byte b of record i
+    at b * count + i."""
+    return np.frombuffer(data, np.uint8).reshape(count, rec_size).T.tobytes()
+
+
+def _untranspose(data: bytes, rec_size: int, count: int) -> bytes:
+    return np.frombuffer(data, np.uint8).reshape(rec_size, count).T.tobytes()
 
 
 def _json_chunk(buf: Any, n: int) -> dict[str, Any] | None:
@@ -558,8 +609,11 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
     # records read per type, with the seq of their chunk (to compare with a PROGRESS)
     per_chunk: list[tuple[int, str, int]] = []
     seq_max = size // CHDR_SIZE  # no file of this size holds more chunks
+    budget = ZSTD_BUDGET_BASE + ZSTD_BUDGET_RATIO * size  # bytes compressed chunks may become
     for off, h in valid:
         ctype, count, plen, dlen, seq = h[1], h[3], h[4], h[5], h[7]
+        packed = bool(ctype & abi.CHUNK_ZSTD)
+        ctype &= ~abi.CHUNK_ZSTD
         tr.chunk_count += 1
         if seq in seen:
             dmg.chunks_duplicated += 1
@@ -572,6 +626,19 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.chunks_out_of_order += 1
             top = max(top, seq)
         payload = src.payload(off + CHDR_SIZE, plen)
+        if packed:
+            if tr.version < _ZSTD_MIN_VERSION:
+                dmg.unknown_chunks += 1
+                continue
+            data = _unzstd(payload, plen, dlen) if dlen <= budget else None
+            if data is None:
+                dmg.undecodable_chunks += 1
+                continue
+            budget -= dlen
+            rsz = h[2]
+            if rsz and count > 1 and rsz * count == dlen:  # records byte-transposed
+                data = _untranspose(data, rsz, count)
+            payload = data
         if ctype in abi.JSON_CHUNKS:
             obj = _json_chunk(payload, dlen)
             if obj is None:
@@ -675,13 +742,18 @@ def _check_window(tr: Trace) -> None:
 
 class TraceWriter:
     """Writes the trace format; the C recorder is the production writer, this one
-    serves tests and tools that produce synthetic traces."""
+    serves tests and tools that produce synthetic traces.
 
-    def __init__(self, path: str, created_realtime_ns: int = 0) -> None:
+    zstd_level: 0 writes plain chunks; a zstd level (1-22) compresses each chunk, as the
+    recorder does, kept plain when compressing does not make it smaller."""
+
+    def __init__(self, path: str, created_realtime_ns: int = 0, zstd_level: int = 0) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(fd, 0o600)
         self.f: BinaryIO = os.fdopen(fd, "wb")
         self.seq = 0
+        self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True,
+                                             write_checksum=True) if zstd_level else None
         self.counts: dict[str, int] = {}
         hdr = np.zeros(1, dtype=abi.FILE_HDR_DTYPE)
         hdr["magic"] = abi.FILE_MAGIC
@@ -692,7 +764,18 @@ class TraceWriter:
         hdr["created_realtime_ns"] = created_realtime_ns
         self.f.write(hdr.tobytes())
 
-    def _chunk(self, ctype: int, rec_size: int, count: int, data: bytes) -> None:
+    def _chunk(self, ctype: int, rec_size: int, count: int, data: bytes,
+               data_bytes: int | None = None) -> None:
+        """One chunk of `data`, compressed when the writer compresses and that helps.
+        data_bytes overrides the header's data_bytes (tests of damaged files)."""
+        dlen = len(data)
+        if self.zstd is not None and data:
+            z = self.zstd.compress(_transpose(data, rec_size, count)
+                                   if rec_size and count > 1 and rec_size * count == dlen
+                                   else data)
+            if len(z) < len(data):
+                data = z
+                ctype |= abi.CHUNK_ZSTD
         pad = (-len(data)) % 8
         payload = data + b"\0" * pad
         ch = np.zeros(1, dtype=abi.CHUNK_HDR_DTYPE)
@@ -701,7 +784,7 @@ class TraceWriter:
         ch["rec_size_bytes"] = rec_size
         ch["count"] = count
         ch["payload_bytes"] = len(payload)
-        ch["data_bytes"] = len(data)
+        ch["data_bytes"] = dlen if data_bytes is None else data_bytes
         ch["crc32"] = zlib.crc32(payload) & 0xFFFFFFFF
         ch["seq"] = self.seq
         self.seq += 1

@@ -88,7 +88,7 @@ def variants(base: bytes, rng: random.Random) -> Iterator[tuple[str, str, bytes]
                     join(head, chunks[:i] + [rt] + chunks[i + 1:])
     # hostile JSON, CRC right
     json_idx = [i for i, c in enumerate(chunks) if c.type in abi.JSON_CHUNKS]
-    for k in range(JSON_VALUES):
+    for k in range(JSON_VALUES if json_idx else 0):  # none plain in a compressed trace
         i = rng.choice(json_idx)
         obj = json.loads(chunks[i].data)
         paths = list(json_keys(obj))
@@ -112,7 +112,7 @@ def variants(base: bytes, rng: random.Random) -> Iterator[tuple[str, str, bytes]
                 join(head, chunks[:i] + [with_json(chunks[i], text)] + chunks[i + 1:])
     # out-of-range record values, CRC right
     rec_idx = [i for i, c in enumerate(chunks) if c.type in abi.RECORD_TYPES]
-    for _ in range(RECORD_VALUES):
+    for _ in range(RECORD_VALUES if rec_idx else 0):
         i = rng.choice(rec_idx)
         c = chunks[i]
         dtype = abi.RECORD_TYPES[c.type][1]

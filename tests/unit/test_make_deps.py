@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO
 
-BUILD = ["clang", "llvm", "libbpf-dev", "bpftool", "libelf-dev", "zlib1g-dev", "pkg-config",
-         "gcc", "python3-venv", "python3-dev"]
+BUILD = ["clang", "llvm", "libbpf-dev", "bpftool", "libelf-dev", "zlib1g-dev", "libzstd-dev",
+         "pkg-config", "gcc", "python3-venv", "python3-dev"]
 ONLY_TESTS_OR_LAB = ["chromium", "linux-source-6.1", "fio", "sqlite3", "eatmydata", "fuse3",
                      "libfuse3-dev", "bpftrace", "strace", "xfsprogs", "btrfs-progs"]
 
