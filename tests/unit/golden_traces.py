@@ -4,8 +4,8 @@ Each builder writes one trace deterministically (same bytes on every run): the
 hand-computed shapes of the analysis tests, the fsync-view shape of the ext4 calls that
 needed no commit while another filesystem logs, a few thousand requests of every kind,
 and about 200k requests from bench/bench_analyze.py's generator with a fixed seed.
-The record builders are kept here, self-contained, so that the golden set does not move
-when the other tests do.
+The record builders are tracebuilder's: a change of their defaults shows here as a
+golden difference, on purpose.
 """
 
 from __future__ import annotations
@@ -18,61 +18,13 @@ import numpy as np
 
 from iowhy import abi
 from iowhy.traceformat import TraceWriter
+from tracebuilder import fsync, jev, off, records, req, task
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = (8, 0)
 PART = (8, 1)
 LOG_RANGE = (10_000, 20_000)
 BIG_REQUESTS = 200_000
-
-
-# -- record builders ---------------------------------------------------------------------
-
-def records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
-    arr = np.zeros(len(rows), dtype=dtype)
-    for i, row in enumerate(rows):
-        for k, v in row.items():
-            arr[k][i] = v
-    return arr
-
-
-def req(issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 1000,
-        nbytes: int = 4096, dev: tuple[int, int] = DEV, submit: int | None = None,
-        insert: int = 0, data_done: int | None = None, iflags: int = 0,
-        flags: int = abi.RQ_TRACKED, tid: int = 100) -> dict[str, Any]:
-    if op == abi.OP_FLUSH:
-        sector, nbytes = 0, 0
-    return {"issue_ns": issue, "done_ns": done, "op": op, "start_sector": sector,
-            "len_bytes": nbytes, "done_bytes": nbytes, "dev_major": dev[0], "dev_minor": dev[1],
-            "submit_ns": issue if submit is None else submit, "insert_ns": insert,
-            "data_done_ns": done if data_done is None else data_done, "iflags": iflags,
-            "flags_u16": flags, "tid": tid, "tgid": tid, "ts_ns": done or 0}
-
-
-def off(tid: int, start: int, end: int, waking: int = 0, syscall: int = 74,
-        preempt: bool = False) -> dict[str, Any]:
-    return {"tid": tid, "tgid": tid, "start_ns": start, "end_ns": end,
-            "waking_ns": 0 if preempt else (waking or end), "syscall_nr": syscall,
-            "flags_u16": abi.OFF_PREEMPT if preempt else abi.OFF_D, "ts_ns": end}
-
-
-def task(tid: int, ts: int, event: int = abi.TASK_ROOT) -> dict[str, Any]:
-    return {"tid": tid, "tgid": tid, "ts_ns": ts, "event_u16": event}
-
-
-def fsync(tid: int, enter: int, exit_: int, *, call: int = abi.CALL_FSYNC, fs: int = abi.FS_EXT4,
-          seq: int | None = None, dev: tuple[int, int] = PART) -> dict[str, Any]:
-    flags = abi.FS_F_FSEVENT | (abi.FS_F_SEQ if seq is not None else 0)
-    return {"tid": tid, "tgid": tid, "enter_ns": enter, "exit_ns": exit_, "call_u16": call,
-            "fs_u16": fs, "flags_u16": flags, "commit_seq": seq or 0, "dev_major": dev[0],
-            "dev_minor": dev[1], "ts_ns": exit_, "fd": 3, "syscall_nr": 74}
-
-
-def jev(event: int, ts: int, seq: int = 0, *, tid: int = 50, dev: tuple[int, int] = PART,
-        aux0: int = 0, aux1: int = 0, aux2: int = 0, fs: int = abi.FS_EXT4) -> dict[str, Any]:
-    return {"event_u16": event, "ts_ns": ts, "seq": seq, "tid": tid, "tgid": tid,
-            "dev_major": dev[0], "dev_minor": dev[1], "aux0": aux0, "aux1": aux1, "aux2": aux2,
-            "fs_u16": fs}
 
 
 def fs_entry(fstype: str, dev: tuple[int, int], part: tuple[int, int], name: str,

@@ -16,6 +16,7 @@ import numpy as np
 
 from iowhy import abi
 from iowhy.traceformat import TraceWriter
+from tracebuilder import records
 
 DEV = (8, 0)
 PART = (8, 1)
@@ -38,14 +39,6 @@ class Synth:
     host: str = ""
     command: str = ""
     kernel: str = ""
-
-
-def records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
-    arr = np.zeros(len(rows), dtype=dtype)
-    for i, row in enumerate(rows):
-        for k, v in row.items():
-            arr[k][i] = v
-    return arr
 
 
 def meta(host: str, kernel: str, fstype: str = "ext4") -> dict[str, Any]:
