@@ -32,7 +32,9 @@ from .views.locality import locality
 from .views.placement import seek_values_by_class
 from .views.queue import queue_depth
 from .views.series import figure_data
-from .views.workload import WORKLOAD_CATEGORIES, workload_covers, workload_view
+from .model.wakeups import WAKE_FIELDS, RequestLink, build_timeline, has_wakers
+from .views.causal import elapsed_view, interval_view, root_actor, thread_time_view
+from .views.workload import workload_covers, workload_view
 
 
 SCHEMA = "iowhy-report/1"
@@ -42,7 +44,7 @@ FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "fla
 JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_minor", "tid",
                   "event_u16", "fs_u16")
 TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
-OFFCPU_FIELDS = ("start_ns", "waking_ns", "end_ns", "tid", "syscall_nr", "flags_u16")
+OFFCPU_FIELDS = WAKE_FIELDS
 
 
 @dataclass
@@ -62,6 +64,8 @@ class AnalysisConfig:
     values: tuple[str, ...] = ()  # the metrics (names.METRICS) whose values `iowhy hist`
     #                               plots to keep in result["_values"]
     figures: bool = False  # compute what the HTML figures draw: result["_figures"]
+    causal_depth: int = 6  # wakeup chains followed at most this many threads deep
+    interval_ns: int = 0  # > 0: the elapsed attribution per interval of this length
 
 
 class _Clock:
@@ -204,28 +208,35 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     def load_other() -> None:
         other.extend(columns(trace, name, fields) for name, fields in (
             ("fsync", FSYNC_FIELDS), ("journal", JOURNAL_FIELDS), ("task", TASK_FIELDS),
-            ("offcpu", OFFCPU_FIELDS)))
+            ("offcpu", OFFCPU_FIELDS), ("helper", OFFCPU_FIELDS)))
+        # Request numbers, in load_requests' order: what a wakeup's request link names.
+        other.append(columns(trace, "request", ("seq",)))
 
     def alongside(arrays: Sequence[np.ndarray]) -> list[Callable[[], Any]]:
         # The other record types are copied beside the requests too, after the faulting
         # in (their columns are carved from the block).
         return [*(prefault(arrays) if prefault else []), load_other]
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
-    fs, jr, tasks, off = other
+    fs, jr, tasks, off, helper, seq = other
+    rq.extra["seq"] = seq["seq"]
     clock.lap("load records")
-    return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock)
+    return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock,
+                           helper=helper)
 
 
 def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                     tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                     cfg: AnalysisConfig, trace: Any = None,
-                    clock: _Clock | None = None) -> dict[str, Any]:
+                    clock: _Clock | None = None,
+                    helper: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """The analysis of loaded columns: its tasks (_Tasks) run as a graph (run_graph),
-    then the result is assembled from theirs (_result)."""
+    then the result is assembled from theirs (_result). helper: the helper records'
+    columns (OFFCPU_FIELDS)."""
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
+    t.helper = helper
     run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases())
     res = _result(t)
     if cfg.timings:
@@ -249,6 +260,9 @@ class _Tasks:
         self.fs_type = np.asarray(fs["fs_u16"])
         self.btrfs = bool((self.fs_type == abi.FS_BTRFS).any())
         self.r: dict[str, Any] = {}  # results by task key
+        self.helper: Mapping[str, np.ndarray] | None = None
+        # Wakeup links exist from format version 4 on; before, the correlational view.
+        self.causal = trace is None or int(getattr(trace, "version", abi.FORMAT_VERSION)) >= 4
 
     def graph(self) -> list[Task]:
         """(name, result key, dependencies, function) in priority order: a free thread
@@ -272,7 +286,7 @@ class _Tasks:
             ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
             ("locality", "locality", ("stages", "classify"),
              self.local if cfg.locality else (lambda: None)),
-            ("workload view", "workload", ("stages", "unions", "flush", "counts"),
+            ("workload view", "workload", ("stages", "unions", "flush", "counts", "classify"),
              self.workload),
             ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                         "queue depth"), self.devview),
@@ -341,10 +355,32 @@ class _Tasks:
 
     def workload(self) -> Any:
         r = self.r
+        arch = self.meta.get("machine")
+        if self.causal and has_wakers(self.off):
+            return self.causal_views(arch)
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
-        return workload_view(self.win, self.tasks, self.off, covers, waits,
-                             arch=self.meta.get("machine"))
+        wv = workload_view(self.win, self.tasks, self.off, covers, waits, arch=arch)
+        wv["wait_other_by_waker_ns"] = {}
+        return wv
+
+    def causal_views(self, arch: str | None) -> dict[str, Any]:
+        """The elapsed time along the critical path, the thread time and, when asked,
+        the elapsed time per interval (views/causal.py)."""
+        cfg, win = self.cfg, self.win
+        link = RequestLink.build(self.rq, self.r["classify"])
+        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
+        rec = getattr(self.trace, "recorder", None) or {}
+        root = root_actor(tl, self.tasks, rec.get("pid"))
+        ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch)
+        ev["threads"] = int((~tl.helper).sum())
+        ev["helpers"] = int(tl.helper.sum())
+        ev["offcpu_intervals"] = tl.intervals
+        ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
+        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch)
+        if cfg.interval_ns > 0:
+            ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
+        return ev
 
     def local(self) -> Any:
         return locality(self.rq, self.r["classify"], self.cfg.locality_gap_ns,
@@ -445,9 +481,10 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "problems": trace.problems() if trace is not None else [],
         "lost_events": int(getattr(trace, "lost_events", 0)) if trace is not None else 0,
         "elapsed_ns": int(elapsed),
-        "attribution_ns": {k: int(att[k]) for k in WORKLOAD_CATEGORIES},
-        "attribution_pct": {k: _pct_of(int(att[k]), elapsed) for k in WORKLOAD_CATEGORIES},
+        "attribution_ns": {k: int(v) for k, v in att.items()},
+        "attribution_pct": {k: _pct_of(int(v), elapsed) for k, v in att.items()},
         "wait_other_by_syscall_ns": wv["wait_other_by_syscall_ns"],
+        "wait_other_by_waker_ns": wv["wait_other_by_waker_ns"],
         "blocked_by_syscall_ns": wv["blocked_by_syscall_ns"],
         "workload": {"threads": wv["threads"], "offcpu_intervals": wv["offcpu_intervals"],
                      "devices": [devices[i]["name"] for i in relevant],
@@ -470,6 +507,18 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "placement": pl,
         "locality": r["locality"],
     }
+    for k in ("external_by_comm_ns", "unseen_wakers", "thread_time", "intervals"):
+        if k in wv:
+            res[k] = wv[k]
+    if "root_tid" in wv:
+        res["workload"]["root_tid"] = wv["root_tid"]
+        res["workload"]["helpers"] = wv["helpers"]
+    res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
+    if "root_tid" not in wv and int(getattr(trace, "version", abi.FORMAT_VERSION)) < 4:
+        res["problems"] = [*res["problems"], (
+            f"trace format version {trace.version} records no wakeups: the attribution is "
+            "correlational (the best state among the threads; blocked time charged to what "
+            "the workload's devices were doing)")]
     res["findings"] = findings(res, cfg)
     if trace is not None and getattr(trace, "damage", None) and trace.damage.damaged:
         res["damage"] = trace.damage.as_dict()  # only then: a sound trace's output is as before
