@@ -38,6 +38,7 @@ from .views.workload import workload_covers, workload_view
 
 
 SCHEMA = "iowhy-report/1"
+FIGURE_INTERVALS = 120  # intervals of the HTML's attribution over time
 
 FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "flags_u16",
                 "dev_major", "dev_minor", "commit_seq", "ret", "ino")
@@ -380,6 +381,9 @@ class _Tasks:
         ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch)
         if cfg.interval_ns > 0:
             ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
+        if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals
+            step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS))
+            ev["_series"] = interval_view(leaves, win.start_ns, win.end_ns, step)
         return ev
 
     def local(self) -> Any:
@@ -510,6 +514,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
     for k in ("external_by_comm_ns", "unseen_wakers", "thread_time", "intervals"):
         if k in wv:
             res[k] = wv[k]
+    if cfg.figures and "_series" in wv:
+        r["figures"].attribution_series = wv["_series"]
     if "root_tid" in wv:
         res["workload"]["root_tid"] = wv["root_tid"]
         res["workload"]["helpers"] = wv["helpers"]

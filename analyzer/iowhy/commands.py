@@ -33,6 +33,9 @@ def add_analysis_parsers(sub: Any) -> None:
     out.add_argument("--html", metavar="OUT",
                      help="write a self-contained HTML report to OUT: mode 0600, replacing "
                           "an existing file atomically, never through a symlink")
+    out.add_argument("--interval", type=float, metavar="SEC",
+                     help="print the attribution per interval of SEC seconds, one row each "
+                          "(with --json: the key `intervals`)")
     an = r.add_argument_group("analysis")
     an.add_argument("--merge-gap-ms", type=float, default=10.0, metavar="MS",
                     help="write pairs adjacent on disk but issued more than MS milliseconds "
@@ -123,6 +126,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise _user_error("--depth-buckets must be between 1 and 10000", "", usage=True)
     if args.findings < 0:
         raise _user_error("--findings must be >= 0", "", usage=True)
+    interval = getattr(args, "interval", None)
+    if interval is not None and not (interval > 0 and interval * 1e9 >= 1):
+        raise _user_error("--interval must be a positive number of seconds", "", usage=True)
     if args.html:
         _check_out(args.html, (".html", ".htm"))
     tr = load(args.trace)
@@ -130,7 +136,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
-                         figures=bool(args.html))
+                         figures=bool(args.html),
+                         interval_ns=int(round(interval * 1e9)) if interval else 0)
     full = analyze(tr, cfg)
     result = _public(full)
     # --findings 0: no findings section at all in the text and the page (findings None);
@@ -141,7 +148,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         from .reports.html import render_html
         # the full result: the figures draw its "_figures"
         html = render_html(dict(full, findings=None) if args.findings == 0 else full)
-    from .reports.terminal import render_report
+    from .reports.terminal import render_intervals, render_report
+    if interval:
+        if "intervals" not in result:
+            raise _user_error(f"{args.trace} has no wakeup links: no attribution per interval",
+                              "record it again with this iowhy (format version 4)")
+        return _emit(args, result, html, render_intervals, t0)
     return _emit(args, result, html, lambda r: render_report(shown), t0)
 
 

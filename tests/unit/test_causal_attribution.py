@@ -250,3 +250,72 @@ def test_random_traces_match_the_reference(tmp_path, seed):
     assert r["attribution_ns"] == ref
     tt = r["thread_time"]
     assert sum(tt["attribution_ns"].values()) == tt["total_ns"] == 3 * (w1 - w0)
+
+
+# -- thread time in compare, the interval table, the HTML -----------------------------------
+
+
+def _bench(path, flush: bool):
+    # A fixed-duration benchmark: 4 threads, each writing then fdatasync in a loop for
+    # the whole window [1000, 1400); each wait is 40 ns, woken by its flush (cache on)
+    # or by its data write (cache off), then 10 ns on CPU.
+    reqs, offs, tasks = [], [], [task(100, 1000)]
+    seq = 1
+    for tid in (100, 101, 102, 103):
+        if tid != 100:
+            tasks.append(task(tid, 1000, abi.TASK_FORK))
+        for s in range(1000, 1400, 50):
+            reqs.append(req(s, s + 40, op=abi.OP_FLUSH if flush else abi.OP_WRITE,
+                            sector=50_000, seq=seq, tid=tid))
+            offs.append(off(tid, s, s + 40, waker=0, ctx=H, rq_seq=seq, syscall=75))
+            seq += 1
+    return write_trace(path, start=1000, end=1400, requests=reqs, offcpu=offs, tasks=tasks)
+
+
+def test_compare_uses_thread_time_for_runs_of_the_same_duration(tmp_path):
+    from iowhy.compare import compare
+    a = run(_bench(tmp_path / "on.iowt", True))
+    b = run(_bench(tmp_path / "off.iowt", False))
+    tt = a["thread_time"]
+    assert tt["threads"] == 4 and tt["total_ns"] == 1600
+    assert tt["attribution_ns"]["barrier"] == 4 * 8 * 40
+    assert tt["by_syscall"]["fdatasync"] == {"total_ns": 1280,
+                                             "attribution_ns": {"barrier": 1280}}
+    c = compare(a, b)
+    assert c["basis"] == "thread_time"
+    lines = c["explanations"]
+    assert lines[1]["category"] == "thread_time" and "fixed-duration" in lines[1]["text"]
+    assert lines[2]["category"] == "barrier"
+
+
+def test_report_interval_table_and_json(tmp_path, capsys):
+    from iowhy.cli import main
+    offs = [off(100, 1010, 1030, waker=0, ctx=H, syscall=NANOSLEEP),
+            off(100, 1040, 1060, waker=777, ctx=T, comm="sshd", syscall=READ)]
+    p = write_trace(tmp_path / "t.iowt", offcpu=offs)
+    assert main(["report", p, "--interval", "0.00000003"]) == 0
+    out = [x for x in capsys.readouterr().out.splitlines() if x]
+    assert out[0].startswith("ATTRIBUTION PER INTERVAL")
+    assert out[1].split() == ["from", "(s)", "to", "(s)", "cpu", "sleep", "extern"]
+    assert len(out) == 2 + 4
+    assert main(["report", p, "--interval", "0.00000003", "--json"]) == 0
+    import json
+    r = json.loads(capsys.readouterr().out)
+    assert len(r["intervals"]) == 4
+    assert main(["report", p, "--interval", "-1"]) != 0
+    assert "iowhy: --interval" in capsys.readouterr().err
+
+
+def test_terminal_and_html_show_the_new_categories(tmp_path):
+    from iowhy.reports.html import render_html
+    from iowhy.reports.terminal import render_report
+    offs = [off(100, 1010, 1030, waker=0, ctx=H, syscall=NANOSLEEP),
+            off(100, 1040, 1060, waker=777, ctx=T, comm="sshd", syscall=READ)]
+    p = write_trace(tmp_path / "t.iowt", offcpu=offs)
+    r = analyze(read_trace(p), AnalysisConfig(figures=True))
+    text = render_report(r)
+    assert "along the critical path" in text and "external by process: sshd" in text
+    assert "THREAD TIME" in text
+    assert max(len(x) for x in text.splitlines()) <= 100
+    page = render_html(r)
+    assert 'id="fig-attribution-time"' in page and "table-thread-time" in page
