@@ -357,7 +357,10 @@ class _Tasks:
     def workload(self) -> Any:
         r = self.r
         arch = self.meta.get("machine")
-        if self.causal and has_wakers(self.off):
+        # A recording by the recorder (RECORDER attach_mode) names every waker it saw,
+        # even when nothing was woken; another source, only if some interval names one.
+        rec = getattr(self.trace, "recorder", None) or {}
+        if self.causal and ("attach_mode" in rec or has_wakers(self.off)):
             return self.causal_views(arch)
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])

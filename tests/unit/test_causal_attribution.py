@@ -101,6 +101,18 @@ def test_wait4_on_a_child_that_fsyncs_names_the_child(tmp_path):
     assert tt["by_syscall"]["wait4"]["attribution_ns"]["barrier"] == 60
 
 
+def test_a_child_on_its_exit_path_is_on_cpu(tmp_path):
+    # As above, but the child's EXIT record is at 1084, 6 ns before it wakes the parent
+    # (sched_process_exit fires before the exit path notifies the parent): the child was
+    # on CPU until the wakeup, not "not recorded".
+    tasks = [task(100, 1000), task(101, 1005, abi.TASK_FORK), task(101, 1084, abi.TASK_EXIT)]
+    offs = [off(100, 1010, 1095, waking=1090, waker=101, ctx=T, comm="sync", syscall=WAIT4),
+            off(101, 1020, 1080, waker=0, ctx=H, rq_seq=9, syscall=FSYNC)]
+    reqs = [req(1020, 1080, op=abi.OP_FLUSH, seq=9, tid=101)]
+    r = run(write_trace(tmp_path / "t.iowt", requests=reqs, offcpu=offs, tasks=tasks))
+    assert att(r) == {"cpu": 35, "barrier": 60, "runqueue": 5}
+
+
 def test_sleep_external_and_unexplained(tmp_path):
     # [1010, 1030) nanosleep woken by a timer (hardirq on the idle task) -> sleep;
     # [1040, 1060) read woken by a task outside the workload ("sshd") -> external;

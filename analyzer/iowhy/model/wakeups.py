@@ -107,8 +107,8 @@ class Timeline:
 
 
 def has_wakers(off: Mapping[str, np.ndarray]) -> bool:
-    """Whether any off-CPU interval names its waker (a format 4 recording does; traces
-    converted from other tools and older versions may not)."""
+    """Whether any off-CPU interval names its waker (traces converted from other tools
+    name none)."""
     if "waker_ctx_u16" not in off or not len(off["waker_ctx_u16"]):
         return False
     return bool((np.asarray(off["waker_ctx_u16"]) != 0).any()
@@ -249,7 +249,9 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
     wk = c["waking_ns"].astype(I64)
     woken = (wk > 0) & ((flags & abi.OFF_PREEMPT) == 0)
     w = np.where(woken, np.clip(wk, s, e), np.where((flags & abi.OFF_PREEMPT) != 0, s, e))
-    sysnr = c["syscall_nr"].astype(np.int32)
+    # A helper's syscall is none of the workload's: the waiter's own names the wait.
+    sysnr = (np.full(len(s), -3, np.int32) if is_helper
+             else c["syscall_nr"].astype(np.int32))
     cat, target, detail = _causes(tl, act, c, woken, sysnr, is_helper, link, names, arch)
     blocked = w > s
     if not is_helper:

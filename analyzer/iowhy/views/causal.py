@@ -71,7 +71,8 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         pa = np.maximum(qa[qi], tl.a[si])
         pb = np.minimum(qb[qi], tl.b[si])
         _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner,
-              NO_TASK if level == 0 else NOT_RECORDED)
+              NO_TASK if level == 0 else NOT_RECORDED,
+              _exiting(tl, act, qb) if level else None)
         cat = tl.cat[si].astype(np.int8)
         det = tl.detail[si]
         ssys = tl.sys[si]
@@ -98,11 +99,21 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     return Leaves(*cols)
 
 
+def _exiting(tl: Timeline, act: np.ndarray, qb: np.ndarray) -> np.ndarray:
+    """Per query: whether its actor is a workload thread whose life ended before the
+    query's end. A thread followed as a waker woke the waiter at the query's end, so it
+    ran until then: after its EXIT record it was on its exit path (freeing its memory,
+    notifying its parent), on CPU."""
+    return ~tl.helper[act] & (tl.death[act] < qb)
+
+
 def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb: np.ndarray,
           cnt: np.ndarray, first: np.ndarray, qa: np.ndarray, qb: np.ndarray, root: np.ndarray,
-          top: np.ndarray, inner: np.ndarray, reason: int) -> None:
+          top: np.ndarray, inner: np.ndarray, reason: int,
+          exiting: np.ndarray | None) -> None:
     """Leaves for the time of each query its pieces do not cover (pieces of a query are
-    in time order and do not overlap)."""
+    in time order and do not overlap); the time after the death of an exiting waker
+    (_exiting) is cpu."""
     prev = np.empty(len(qi), I64)
     if len(qi):
         prev[1:] = pb[:-1]
@@ -114,8 +125,16 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
     m = gb > ga
     if m.any():
         n = int(m.sum())
-        out.append((root[gq[m]], ga[m], gb[m], np.full(n, OTHER, np.int8),
-                    np.full(n, reason, np.int32), top[gq[m]], inner[gq[m]]))
+        cat = np.full(n, OTHER, np.int8)
+        det = np.full(n, reason, np.int32)
+        if exiting is not None:
+            # The trailing gaps (the last len(qa)) of exiting wakers, from their death on.
+            tail = np.zeros(len(ga), bool)
+            tail[len(qi):] = exiting
+            tail = tail[m]
+            if tail.any():
+                cat[tail], det[tail] = CPU, -1
+        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inner[gq[m]]))
 
 
 # -- the views ----------------------------------------------------------------------------
