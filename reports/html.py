@@ -287,6 +287,10 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
         if wo:
             parts.append(f"<p>{what}: " + esc(", ".join(
                 f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:8])) + "</p>")
+    bg = (r.get("background") or {}).get("devices") or []
+    if bg:
+        parts.append("<p>background I/O, not waited on: " + esc(", ".join(
+            f"{d['name']} {d['requests']:,} requests" for d in bg[:8])) + "</p>")
     un = r.get("unseen_wakers") or {}
     if un.get("count"):
         parts.append(f"<p>waker not seen: {un['count']:,} waits, "

@@ -124,6 +124,11 @@ def _where(r: Mapping[str, Any]) -> list[str]:
         if wo:
             parts = ", ".join(f"{printable(k)} {fmt_ns(v)}" for k, v in list(wo.items())[:6])
             lines += _wrap(f"{what}: {parts}", "  ", "    ")
+    bg = (r.get("background") or {}).get("devices") or []
+    if bg:
+        parts = ", ".join(f"{printable(d['name'])} {d['requests']:,} requests "
+                          f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
+        lines += _wrap(f"background I/O, not waited on: {parts}", "  ", "    ")
     un = r.get("unseen_wakers") or {}
     if un.get("count"):
         lines += _wrap(f"waker not seen: {un['count']:,} waits, {fmt_ns(un['blocked_ns'])} "

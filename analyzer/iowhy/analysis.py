@@ -382,6 +382,10 @@ class _Tasks:
         ev["offcpu_intervals"] = tl.intervals
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
         ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch)
+        linked = np.concatenate(tl.linked) if tl.linked else np.zeros(0, np.int64)
+        tracked = (self.rq.flags & abi.RQ_TRACKED) != 0
+        ev["_waited_devices"] = np.unique(np.concatenate(
+            (self.rq.dev[linked], self.rq.dev[tracked]))).tolist()
         if cfg.interval_ns > 0:
             ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
         if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals
@@ -523,6 +527,11 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["workload"]["root_tid"] = wv["root_tid"]
         res["workload"]["helpers"] = wv["helpers"]
     res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
+    if "_waited_devices" in wv:
+        # The workload's devices without the fallback to every disk.
+        own = set(rel) if len(rel) < len(devices) else set()
+        res["background"] = background(devices, set(wv["_waited_devices"]) | own, meta)
+    res["problems"] = [*res["problems"], *bio_based_warnings(meta, trace)]
     if "root_tid" not in wv and int(getattr(trace, "version", abi.FORMAT_VERSION)) < 4:
         res["problems"] = [*res["problems"], (
             f"trace format version {trace.version} records no wakeups: the attribution is "
@@ -540,6 +549,46 @@ def _result(t: _Tasks) -> dict[str, Any]:
     if cfg.figures:
         res["_figures"] = r["figures"]
     return res
+
+
+def background(devices: Sequence[Mapping[str, Any]], mine: set[int],
+               meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Other devices' I/O, shown apart: the devices with requests that the workload
+    neither submitted to, fsynced a filesystem on, nor waited on (by a wakeup link),
+    nor that sit below such a device in the stack (META stack)."""
+    names = {devices[i]["name"] for i in mine if i < len(devices)}
+    edges = [(e.get("upper"), e.get("lower")) for e in meta.get("stack", []) or []
+             if isinstance(e, Mapping)]
+    grew = True
+    while grew:  # every device below one of the workload's
+        new = {lo for up, lo in edges if up in names and lo not in names}
+        names |= new
+        grew = bool(new)
+    other = [d for d in devices if d["name"] not in names and d.get("requests")]
+    return {"devices": [{"name": d["name"], "requests": int(d["requests"]),
+                         "read_bytes": int(d.get("read_bytes") or 0),
+                         "write_bytes": int(d.get("write_bytes") or 0),
+                         "busy_ns": int(d.get("busy_ns") or 0)} for d in other],
+            "requests": int(sum(int(d["requests"]) for d in other))}
+
+
+def bio_based_warnings(meta: Mapping[str, Any], trace: Any) -> list[str]:
+    """A line per bio-based device of META with no I/O records: its I/O never becomes
+    requests, so nothing of it is in the request figures."""
+    names = [n for n in meta.get("bio_based_devices", []) or [] if isinstance(n, str)]
+    if not names or trace is None:
+        return []
+    seen: set[tuple[int, int]] = set()
+    if trace.count("bio"):
+        b = columns(trace, "bio", ("dev_major", "dev_minor"))
+        seen = set(zip(b["dev_major"].tolist(), b["dev_minor"].tolist()))
+    out = []
+    for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]:
+        if isinstance(d, Mapping) and d.get("name") in names and \
+                (d.get("major"), d.get("minor")) not in seen:
+            out.append(f"{d['name']} is a bio-based device (its I/O never becomes requests) "
+                       "and no bio of it was recorded: any I/O of it is missing here")
+    return out
 
 
 def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray

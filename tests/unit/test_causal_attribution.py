@@ -10,7 +10,8 @@ import pytest
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
 from iowhy.traceformat import TraceWriter, read_trace
-from tracebuilder import CAUSAL_CATS, LOG_RANGE, assert_sums, off, req, run, task, write_trace
+from tracebuilder import (CAUSAL_CATS, LOG_RANGE, assert_sums, meta, off, req, run, task,
+                          write_trace)
 
 T, H, K = abi.WCTX_TASK, abi.WCTX_HARDIRQ, abi.WCTX_SOFTIRQ
 FSYNC, WAIT4, NANOSLEEP, READ, FUTEX = 74, 61, 35, 0, 202  # x86-64 numbers
@@ -331,3 +332,22 @@ def test_terminal_and_html_show_the_new_categories(tmp_path):
     assert max(len(x) for x in text.splitlines()) <= 100
     page = render_html(r)
     assert 'id="fig-attribution-time"' in page and "table-thread-time" in page
+
+
+def test_background_devices_and_bio_based_warning(tmp_path):
+    # The workload waits on a write to sdz (linked); sdy is busy with another process's
+    # I/O: it is background. zram0 is bio-based with no bio records: a warning.
+    m = meta()
+    m["devices"].append({"name": "sdy", "major": 8, "minor": 16, "size_bytes": 1 << 30})
+    m["devices"].append({"name": "zram0", "major": 252, "minor": 0, "size_bytes": 1 << 20,
+                         "bio_based": True})
+    m["bio_based_devices"] = ["zram0"]
+    reqs = [req(1010, 1020, sector=50_000, seq=1, flags=0),
+            req(1030, 1040, sector=50_000, seq=2, flags=0, dev=(8, 16), tid=999),
+            req(1050, 1060, sector=50_000, seq=3, flags=0, dev=(8, 16), tid=999)]
+    p = write_trace(tmp_path / "t.iowt", requests=reqs, meta_obj=m,
+                    offcpu=[off(100, 1010, 1020, waker=0, ctx=H, rq_seq=1, syscall=1)])
+    r = run(p)
+    assert r["background"]["requests"] == 2
+    assert [d["name"] for d in r["background"]["devices"]] == ["sdy"]
+    assert any(x.startswith("zram0 is a bio-based device") for x in r["problems"])

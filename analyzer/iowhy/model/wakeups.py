@@ -92,6 +92,8 @@ class Timeline:
     unseen: int = 0  # blocked intervals of workload threads whose waker was not seen
     unseen_ns: int = 0
     intervals: int = 0  # off-CPU intervals of workload threads
+    linked: list[np.ndarray] = field(default_factory=list)  # requests (Requests indices)
+    #                                                         whose completion woke a wait
 
     def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(actor index, found) of each tid."""
@@ -202,20 +204,21 @@ class RequestLink:
     stage_a: np.ndarray
     stage_b: np.ndarray
     flush_seq: np.ndarray
+    order: np.ndarray  # the request (index in Requests) of each entry
 
     @staticmethod
     def build(rq: Any, cls: np.ndarray | None) -> "RequestLink":
         seq = rq.extra.get("seq") if hasattr(rq, "extra") else None
         if seq is None or cls is None or not len(seq):
             z = np.zeros(0, I64)
-            return RequestLink(z, np.zeros(0, np.int8), z, z, np.zeros(0, bool))
+            return RequestLink(z, np.zeros(0, np.int8), z, z, np.zeros(0, bool), z)
         o = np.argsort(seq, kind="stable")
         cat = (CATEGORY_OF_CLASS[np.asarray(cls)[o]] + DEVICE_CAT0).astype(np.int8)
         issue = rq.issue[o]
         dd = rq.data_done[o]
         flush_seq = (rq.flags[o] & abi.RQ_FLUSH_SEQ) != 0
         return RequestLink(np.asarray(seq)[o].astype(I64), cat, issue,
-                           np.maximum(dd, issue), flush_seq)
+                           np.maximum(dd, issue), flush_seq, o.astype(I64))
 
     def find(self, seq: np.ndarray) -> np.ndarray:
         """Index of each seq's request, -1 when not among the requests."""
@@ -271,6 +274,7 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
     if rl.any():
         k = np.flatnonzero(rl & blocked)
         r = ri[k]
+        tl.linked.append(link.order[r])
         rc = link.cat[r]
         fs = link.flush_seq[r]
         pre_b = np.clip(link.stage_a[r], s[k], w[k])
