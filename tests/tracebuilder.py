@@ -98,7 +98,7 @@ def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) ->
 
 def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(), journal=(),
                 offcpu=(), tasks=None, meta_obj=None, counters=None, trailer: bool = True,
-                command=("star", "-x"), pid: int = 100, helpers=()) -> str:
+                command=("star", "-x"), pid: int = 100, helpers=(), threads=()) -> str:
     w = TraceWriter(str(path))
     w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
     w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid})
@@ -106,7 +106,8 @@ def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs
         tasks = [task(pid, start)]
     for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),
                         (abi.JOURNAL_DTYPE, journal), (abi.OFFCPU_DTYPE, offcpu),
-                        (abi.TASK_DTYPE, tasks), (abi.HELPER_DTYPE, helpers)):
+                        (abi.TASK_DTYPE, tasks), (abi.HELPER_DTYPE, helpers),
+                        (abi.THREAD_DTYPE, threads)):
         if rows:
             w.write_records(records(dtype, list(rows)))
     tr: dict[str, Any] | None = None

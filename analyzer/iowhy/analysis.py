@@ -32,7 +32,8 @@ from .views.locality import locality
 from .views.placement import seek_values_by_class
 from .views.queue import queue_depth
 from .views.series import figure_data
-from .model.wakeups import WAKE_FIELDS, RequestLink, build_timeline, has_wakers
+from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
+                            has_wakers)
 from .views.causal import elapsed_view, interval_view, root_actor, thread_time_view
 from .views.workload import workload_covers, workload_view
 
@@ -46,6 +47,7 @@ JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_mino
                   "event_u16", "fs_u16")
 TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
 OFFCPU_FIELDS = WAKE_FIELDS
+THREAD_FIELDS = ("tid", "tgid", "state_u8", "syscall_nr")
 
 
 @dataclass
@@ -209,7 +211,8 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     def load_other() -> None:
         other.extend(columns(trace, name, fields) for name, fields in (
             ("fsync", FSYNC_FIELDS), ("journal", JOURNAL_FIELDS), ("task", TASK_FIELDS),
-            ("offcpu", OFFCPU_FIELDS), ("helper", OFFCPU_FIELDS)))
+            ("offcpu", OFFCPU_FIELDS), ("helper", OFFCPU_FIELDS),
+            ("thread", THREAD_FIELDS)))
         # Request numbers, in load_requests' order: what a wakeup's request link names.
         other.append(columns(trace, "request", ("seq",)))
 
@@ -218,11 +221,11 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
         # in (their columns are carved from the block).
         return [*(prefault(arrays) if prefault else []), load_other]
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
-    fs, jr, tasks, off, helper, seq = other
+    fs, jr, tasks, off, helper, threads, seq = other
     rq.extra["seq"] = seq["seq"]
     clock.lap("load records")
-    return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock,
-                           helper=helper)
+    return analyze_columns(win, meta, rq, fs, jr, tasks, asleep_at_start(off, threads, win),
+                           cfg, trace=trace, clock=clock, helper=helper)
 
 
 def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,

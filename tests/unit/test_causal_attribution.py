@@ -351,3 +351,22 @@ def test_background_devices_and_bio_based_warning(tmp_path):
     assert r["background"]["requests"] == 2
     assert [d["name"] for d in r["background"]["devices"]] == ["sdy"]
     assert any(x.startswith("zram0 is a bio-based device") for x in r["problems"])
+
+
+def test_threads_asleep_throughout_are_not_running(tmp_path):
+    # attach: thread 100 runs (one short timer sleep); 101 is asleep in read(2) and 102
+    # in epoll_wait when recording starts, and neither is woken in the window (no
+    # off-CPU record): 101 is wait-other (not seen), 102 sleep, never cpu.
+    tasks = [task(100, 1000), task(101, 1000), task(102, 1000)]
+    threads = [{"tid": 100, "tgid": 100, "state_u8": ord("R"), "syscall_nr": -2},
+               {"tid": 101, "tgid": 100, "state_u8": ord("S"), "syscall_nr": READ},
+               {"tid": 102, "tgid": 100, "state_u8": ord("S"), "syscall_nr": 232}]
+    p = write_trace(tmp_path / "t.iowt", tasks=tasks, threads=threads,
+                    offcpu=[off(100, 1010, 1020, waker=0, ctx=H, syscall=NANOSLEEP)])
+    r = run(p)
+    assert att(r) == {"cpu": 90, "sleep": 10}
+    tt = r["thread_time"]
+    assert tt["threads"] == 3 and tt["total_ns"] == 300
+    assert {k: v for k, v in tt["attribution_ns"].items() if v} == {
+        "cpu": 90, "sleep": 110, "wait-other": 100}
+    assert r["unseen_wakers"]["count"] == 1

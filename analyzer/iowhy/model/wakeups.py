@@ -108,6 +108,30 @@ class Timeline:
         return actor.astype(I64) * self.span + (t - self.origin)
 
 
+def asleep_at_start(off: Mapping[str, np.ndarray], thread: Mapping[str, np.ndarray],
+                    window: Window) -> Mapping[str, np.ndarray]:
+    """The off-CPU columns plus, for each thread that was asleep when recording started
+    (its `thread` record's state is not R) and has no off-CPU interval at all (it was
+    never woken in the window), one interval over the whole window, never woken, in the
+    syscall /proc showed: without it the thread would count as running throughout."""
+    tid = np.asarray(thread.get("tid", np.zeros(0))).astype(I64)
+    if not len(tid):
+        return off
+    state = np.asarray(thread["state_u8"])
+    asleep = (state != 0) & (state != ord("R"))
+    new = asleep & ~np.isin(tid, np.asarray(off["tid"]).astype(I64))
+    if not new.any():
+        return off
+    n = int(new.sum())
+    add: dict[str, np.ndarray] = {f: np.zeros(n, abi.OFFCPU_DTYPE[f]) for f in off}
+    add["tid"][:] = tid[new]
+    if "start_ns" in add:
+        add["start_ns"][:] = window.start_ns
+    add["syscall_nr"][:] = np.asarray(thread["syscall_nr"])[new]
+    add["flags_u16"][:] = abi.OFF_FROM_START
+    return {f: np.concatenate((np.asarray(off[f]), add[f])) for f in off}
+
+
 def has_wakers(off: Mapping[str, np.ndarray]) -> bool:
     """Whether any off-CPU interval names its waker (traces converted from other tools
     name none)."""
