@@ -34,6 +34,7 @@ from .views.queue import queue_depth
 from .views.series import figure_data
 from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
                             has_wakers)
+from .views.background import background, bio_based_warnings
 from .views.causal import elapsed_view, interval_view, root_actor, thread_time_view
 from .views.workload import workload_covers, workload_view
 
@@ -534,7 +535,10 @@ def _result(t: _Tasks) -> dict[str, Any]:
         # The workload's devices without the fallback to every disk.
         own = set(rel) if len(rel) < len(devices) else set()
         res["background"] = background(devices, set(wv["_waited_devices"]) | own, meta)
-    res["problems"] = [*res["problems"], *bio_based_warnings(meta, trace)]
+    if trace is not None and meta.get("bio_based_devices"):
+        b = columns(trace, "bio", ("dev_major", "dev_minor"))
+        res["problems"] = [*res["problems"], *bio_based_warnings(
+            meta, set(zip(b["dev_major"].tolist(), b["dev_minor"].tolist())))]
     if "root_tid" not in wv and int(getattr(trace, "version", abi.FORMAT_VERSION)) < 4:
         res["problems"] = [*res["problems"], (
             f"trace format version {trace.version} records no wakeups: the attribution is "
@@ -552,46 +556,6 @@ def _result(t: _Tasks) -> dict[str, Any]:
     if cfg.figures:
         res["_figures"] = r["figures"]
     return res
-
-
-def background(devices: Sequence[Mapping[str, Any]], mine: set[int],
-               meta: Mapping[str, Any]) -> dict[str, Any]:
-    """Other devices' I/O, shown apart: the devices with requests that the workload
-    neither submitted to, fsynced a filesystem on, nor waited on (by a wakeup link),
-    nor that sit below such a device in the stack (META stack)."""
-    names = {devices[i]["name"] for i in mine if i < len(devices)}
-    edges = [(e.get("upper"), e.get("lower")) for e in meta.get("stack", []) or []
-             if isinstance(e, Mapping)]
-    grew = True
-    while grew:  # every device below one of the workload's
-        new = {lo for up, lo in edges if up in names and lo not in names}
-        names |= new
-        grew = bool(new)
-    other = [d for d in devices if d["name"] not in names and d.get("requests")]
-    return {"devices": [{"name": d["name"], "requests": int(d["requests"]),
-                         "read_bytes": int(d.get("read_bytes") or 0),
-                         "write_bytes": int(d.get("write_bytes") or 0),
-                         "busy_ns": int(d.get("busy_ns") or 0)} for d in other],
-            "requests": int(sum(int(d["requests"]) for d in other))}
-
-
-def bio_based_warnings(meta: Mapping[str, Any], trace: Any) -> list[str]:
-    """A line per bio-based device of META with no I/O records: its I/O never becomes
-    requests, so nothing of it is in the request figures."""
-    names = [n for n in meta.get("bio_based_devices", []) or [] if isinstance(n, str)]
-    if not names or trace is None:
-        return []
-    seen: set[tuple[int, int]] = set()
-    if trace.count("bio"):
-        b = columns(trace, "bio", ("dev_major", "dev_minor"))
-        seen = set(zip(b["dev_major"].tolist(), b["dev_minor"].tolist()))
-    out = []
-    for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]:
-        if isinstance(d, Mapping) and d.get("name") in names and \
-                (d.get("major"), d.get("minor")) not in seen:
-            out.append(f"{d['name']} is a bio-based device (its I/O never becomes requests) "
-                       "and no bio of it was recorded: any I/O of it is missing here")
-    return out
 
 
 def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray

@@ -22,9 +22,11 @@ def add_analysis_parsers(sub: Any) -> None:
     """Add `report`, `hist` and `compare` to the `iowhy` subparsers."""
     r = sub.add_parser(
         "report", help="where the elapsed time went: terminal report or JSON",
-        description="Attribute the workload's elapsed time (cpu, runqueue, barrier, log, "
-                    "metadata, data, read, wait-other), per-class request latencies, fsync "
-                    "and commit figures, device busy time, metadata placement and findings.")
+        description="Attribute the workload's elapsed time by what woke each wait (cpu, "
+                    "runqueue, barrier, log, metadata, data, read, helper-cpu, "
+                    "helper-runqueue, sleep, external, wait-other), the thread time of all "
+                    "its threads, per-class request latencies, fsync and commit figures, "
+                    "device busy time, metadata placement and findings.")
     r.add_argument("trace", help="trace file (.iowt)")
     out = r.add_argument_group("output")
     out.add_argument("--json", action="store_true",
