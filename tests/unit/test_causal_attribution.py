@@ -370,3 +370,13 @@ def test_threads_asleep_throughout_are_not_running(tmp_path):
     assert {k: v for k, v in tt["attribution_ns"].items() if v} == {
         "cpu": 90, "sleep": 110, "wait-other": 100}
     assert r["unseen_wakers"]["count"] == 1
+
+
+def test_time_with_no_thread_alive_is_no_task(tmp_path):
+    # The root exits at 1080; the recording ends at 1100: 20 ns of no task.
+    tasks = [task(100, 1000), task(100, 1080, abi.TASK_EXIT)]
+    r = run(write_trace(tmp_path / "t.iowt", tasks=tasks,
+                        offcpu=[off(100, 1010, 1020, waker=0, ctx=H, syscall=NANOSLEEP)]))
+    assert att(r) == {"cpu": 70, "sleep": 10, "wait-other": 20}
+    assert r["wait_other_by_syscall_ns"] == {"(no task)": 20}
+    assert r["wait_other_by_waker_ns"] == {"(no task)": 20}

@@ -134,7 +134,8 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
             tail = tail[m]
             if tail.any():
                 cat[tail], det[tail] = CPU, -1
-        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inner[gq[m]]))
+        inn = inner[gq[m]] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
+        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn))
 
 
 # -- the views ----------------------------------------------------------------------------
@@ -184,8 +185,12 @@ def _by_name(keys: np.ndarray, ln: np.ndarray, name: Any) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+NO_TASK_SYS = -4  # the "syscall" of time with no thread alive
+
+
 def _sys_name(arch: str | None) -> Any:
-    return lambda nr: "none" if nr == -3 else syscall_name(nr, arch)
+    return lambda nr: ("none" if nr == -3 else "(no task)" if nr == NO_TASK_SYS
+                       else syscall_name(nr, arch))
 
 
 def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None
