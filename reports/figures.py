@@ -161,12 +161,14 @@ def attribution_area_figure(series: Sequence[Mapping[str, Any]]) -> bytes:
     category's share of the interval, stacked in the table's order."""
     fig = new_figure(2.6)
     ax = fig.subplots()
-    x = [(i["start_ns"] + i["end_ns"]) / 2e9 for i in series]
+    # Steps: each interval's shares hold from its start to its end.
+    x = [i["start_ns"] / 1e9 for i in series] + [series[-1]["end_ns"] / 1e9 if series else 0]
     present = [k for k in CATEGORY_ORDER if any(i["attribution_ns"].get(k) for i in series)]
     ys = [[i["attribution_ns"].get(k, 0) / max(1, i["end_ns"] - i["start_ns"])
            for i in series] for k in present]
+    ys = [y + y[-1:] for y in ys]
     ax.stackplot(x, ys, colors=[CATEGORY_COLORS[k] for k in present], labels=present,
-                 step=None, linewidth=0)
+                 step="post", linewidth=0)
     ax.set_ylim(0, 1)
     if series:
         ax.set_xlim(series[0]["start_ns"] / 1e9, series[-1]["end_ns"] / 1e9)
