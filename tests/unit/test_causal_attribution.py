@@ -380,3 +380,21 @@ def test_time_with_no_thread_alive_is_no_task(tmp_path):
     assert att(r) == {"cpu": 70, "sleep": 10, "wait-other": 20}
     assert r["wait_other_by_syscall_ns"] == {"(no task)": 20}
     assert r["wait_other_by_waker_ns"] == {"(no task)": 20}
+
+
+def test_depth_limit_and_irq_without_request(tmp_path):
+    # 100 waits [1010, 1050) woken by 101, which waits [1000, 1050) woken by 102, which
+    # runs. With depth 1, 101's wait is not followed: wait-other "(depth limit)"; with the
+    # default depth, 102's cpu. 100 also waits [1060, 1070) in iowait, woken from a
+    # hardirq with no request link: wait-other "(irq, no request)".
+    tasks = [task(100, 1000), task(101, 1000), task(102, 1000)]
+    offs = [off(100, 1010, 1050, waker=101, ctx=T, comm="b", syscall=FUTEX),
+            off(101, 1000, 1050, waker=102, ctx=T, comm="c", syscall=FUTEX),
+            off(100, 1060, 1070, waker=0, ctx=H, syscall=READ, flags=abi.OFF_IOWAIT)]
+    p = write_trace(tmp_path / "t.iowt", tasks=tasks, offcpu=offs)
+    deep = run(p)
+    assert att(deep) == {"cpu": 90, "wait-other": 10}
+    assert deep["wait_other_by_waker_ns"] == {"(irq, no request)": 10}
+    shallow = analyze(read_trace(p), AnalysisConfig(causal_depth=1))
+    assert att(shallow) == {"cpu": 50, "wait-other": 50}
+    assert shallow["wait_other_by_waker_ns"] == {"(depth limit)": 40, "(irq, no request)": 10}
