@@ -317,7 +317,8 @@ def _thread_time_html(tt: Mapping[str, Any]) -> str:
            f"{esc(fmt_ns(tot))} of thread time.</p>",
            table(("category", "time", "% of thread time"), rows, numeric=(1, 2),
                  table_id="table-thread-time")]
-    for name, c in list(tt.get("by_syscall", {}).items())[:6]:
+    for name, c in [x for x in tt.get("by_syscall", {}).items()
+                    if x[1]["total_ns"] >= 0.01 * tot][:6]:
         parts = ", ".join(f"{k} {100.0 * v / tot:.0f}%" for k, v in
                           sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
         out.append(f"<p>{100.0 * c['total_ns'] / tot:.0f}% of thread time in "

@@ -163,7 +163,8 @@ def _thread_time(r: Mapping[str, Any]) -> list[str]:
     lines = [f"{'THREAD TIME (all ' + str(tt['threads']) + ' threads)':<60}"
              f"{'total ' + fmt_ns(tot):>40}"]
     lines += _bars({k: v for k, v in tt["attribution_ns"].items() if v}, tot)
-    for name, c in list(tt.get("by_syscall", {}).items())[:4]:
+    for name, c in [x for x in tt.get("by_syscall", {}).items()
+                    if x[1]["total_ns"] >= 0.01 * tot][:4]:
         parts = ", ".join(f"{k} {100.0 * v / tot:.0f}%" for k, v in
                           sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
         lines += _wrap(f"{100.0 * c['total_ns'] / tot:.0f}% of thread time in "

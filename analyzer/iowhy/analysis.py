@@ -35,7 +35,8 @@ from .views.series import figure_data
 from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
                             has_wakers)
 from .views.background import background, bio_based_warnings
-from .views.causal import elapsed_view, interval_view, root_actor, thread_time_view
+from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
+                           thread_time_view)
 from .views.workload import workload_covers, workload_view
 
 
@@ -380,12 +381,15 @@ class _Tasks:
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
-        ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch)
+        r = self.r
+        fill = device_fill(*workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
+                                            r["counts"][1]))
+        ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)
         ev["threads"] = int((~tl.helper).sum())
         ev["helpers"] = int(tl.helper.sum())
         ev["offcpu_intervals"] = tl.intervals
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
-        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch)
+        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill)
         linked = np.concatenate(tl.linked) if tl.linked else np.zeros(0, np.int64)
         tracked = (self.rq.flags & abi.RQ_TRACKED) != 0
         ev["_waited_devices"] = np.unique(np.concatenate(

@@ -398,3 +398,27 @@ def test_depth_limit_and_irq_without_request(tmp_path):
     shallow = analyze(read_trace(p), AnalysisConfig(causal_depth=1))
     assert att(shallow) == {"cpu": 50, "wait-other": 50}
     assert shallow["wait_other_by_waker_ns"] == {"(depth limit)": 40, "(irq, no request)": 10}
+
+
+def test_helper_stretch_not_recorded_is_filled_by_the_devices(tmp_path):
+    # 100 waits [1010, 1090) woken by kworker 60. 60's recorded intervals: [1000, 1020)
+    # (switched out with 500 ns of CPU in total) and [1080, 1095) (with 510: it ran 10 ns
+    # between them), so of its gap [1020, 1080) 10 ns are helper-cpu and 50 ns were not
+    # recorded. A flush is in flight on the workload's disk [1040, 1060): 20 of those
+    # 50 ns are barrier, 30 stay wait-other "(not recorded)".
+    reqs = [req(1040, 1060, op=abi.OP_FLUSH, seq=5), req(1001, 1002, seq=6)]
+    helpers = [off(60, 1000, 1020, waker=100, ctx=T, comm="star"),
+               off(60, 1080, 1095, waker=0, ctx=H, rq_seq=6)]
+    helpers[0]["run_total_ns"], helpers[1]["run_total_ns"] = 500, 510
+    for h in helpers:
+        h["flags_u16"] |= abi.OFF_HELPER
+    offs = [off(100, 1010, 1090, waker=60, ctx=T, comm="kworker/u8:1", syscall=FSYNC)]
+    r = run(write_trace(tmp_path / "t.iowt", requests=reqs, helpers=helpers, offcpu=offs))
+    assert_sums(r)
+    # Over the wait: [1010, 1020) 60 is blocked, woken by 100, itself waiting on 60: the
+    # cycle runs into the depth limit (wait-other 10); [1020, 1030) helper-cpu;
+    # [1030, 1080) not recorded: barrier 20, wait-other 30; [1080, 1090) 60 waits on its
+    # data write (seq 6): data 10. cpu: [1000, 1010) and [1090, 1100).
+    assert att(r) == {"cpu": 20, "helper-cpu": 10, "barrier": 20, "data": 10,
+                      "wait-other": 40}
+    assert r["wait_other_by_waker_ns"] == {"(not recorded)": 30, "(depth limit)": 10}

@@ -12,7 +12,8 @@ applies:
    (its pre/post flushes);
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
    or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
-   when the thread was in iowait;
+   when the thread was in iowait or is a helper (views/causal.py's device_fill then
+   charges it to what the workload's devices were doing);
 3. woken by another workload thread -> *recurse*: that thread's own timeline over the
    wait (the recursion is views/causal.py's);
 4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
@@ -66,7 +67,7 @@ SLEEP_SYSCALLS = frozenset({
 
 # Columns of offcpu/helper records the timelines read.
 WAKE_FIELDS = ("start_ns", "waking_ns", "end_ns", "tid", "syscall_nr", "flags_u16",
-               "waker_tid", "waker_ctx_u16", "waker_comm", "waker_rq_seq")
+               "waker_tid", "waker_ctx_u16", "waker_comm", "waker_rq_seq", "run_total_ns")
 
 
 @dataclass
@@ -308,7 +309,8 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
         for a_, b_, c_ in ((s[k], pre_b, outer), (pre_b, post_a, rc), (post_a, w[k], outer)):
             seg.append((act[k], a_, b_, c_, mk, mk, sysnr[k]))
     cat_all = tuple(np.concatenate(x) for x in zip(*seg))
-    return cat_all, np.stack((act.astype(I64), s, e))  # type: ignore[return-value]
+    rt = c["run_total_ns"].astype(I64) if "run_total_ns" in c else np.zeros(len(s), I64)
+    return cat_all, np.stack((act.astype(I64), s, e, rt))  # type: ignore[return-value]
 
 
 def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: np.ndarray,
@@ -343,7 +345,9 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
     m = ~done & (irq | (wtid == 0) | (wtid == tid))
-    io = (flags & abi.OFF_IOWAIT) != 0
+    # A helper woken from an interrupt with no request link is mostly handed work by an
+    # I/O completion (end-I/O work queued from it), not a timer.
+    io = ((flags & abi.OFF_IOWAIT) != 0) | is_helper
     cat[m & ~io], detail[m & ~io] = SLEEP, -1
     cat[m & io], detail[m & io] = OTHER, IRQ_NO_RQ
     done |= m
@@ -370,9 +374,9 @@ def _gaps_and_sort(tl: Timeline, parts: list[tuple[Parts, np.ndarray]]) -> None:
     ivs = np.concatenate([p[1] for p in parts], axis=1)
     nact = len(tl.tids)
     # Per actor: its intervals sorted, the gaps before, between and after them.
-    ia, isa, iea = ivs[0], ivs[1], ivs[2]
+    ia, isa, iea, irt = ivs[0], ivs[1], ivs[2], ivs[3]
     o = np.lexsort((isa, ia))
-    ia, isa, iea = ia[o], isa[o], iea[o]
+    ia, isa, iea, irt = ia[o], isa[o], iea[o], irt[o]
     acts = np.arange(nact, dtype=I64)
     ga = np.concatenate((acts, ia))  # gap starts: the birth, then each interval's end
     gs = np.concatenate((tl.birth, iea))
@@ -385,9 +389,24 @@ def _gaps_and_sort(tl: Timeline, parts: list[tuple[Parts, np.ndarray]]) -> None:
     # A gap after the birth is only the part before the first interval.
     keep = ge > gs
     ga, gs, ge = ga[keep], gs[keep], ge[keep]
+    # A helper is recorded in stretches: between two of its intervals it ran only for
+    # the growth of its CPU total (run_total_ns, at each switch-out); the rest of the gap
+    # is a stretch not recorded.
+    cpu_end = ge.copy()
+    if len(ia):
+        prev = np.concatenate((np.full(nact, -1), np.arange(len(ia))))[keep]
+        nx = nxt_c[keep]
+        h = tl.helper[ga.astype(np.int64)] & same[keep] & (prev >= 0)
+        rt0 = irt[np.maximum(prev, 0)]
+        rt1 = irt[nx]
+        h &= (rt0 > 0) & (rt1 >= rt0)
+        cpu_end = np.where(h, np.minimum(ge, gs + (rt1 - rt0)), ge)
     gcat = np.where(tl.helper[ga.astype(np.int64)], HCPU, CPU).astype(np.int8)
     m1 = np.full(len(ga), -1, np.int32)
-    segs.append((ga.astype(np.int32), gs, ge, gcat, m1, m1, np.full(len(ga), -3, np.int32)))
+    segs.append((ga.astype(np.int32), gs, cpu_end, gcat, m1, m1,
+                 np.full(len(ga), -3, np.int32)))
+    segs.append((ga.astype(np.int32), cpu_end, ge, np.full(len(ga), OTHER, np.int8), m1,
+                 np.full(len(ga), NOT_RECORDED, np.int32), np.full(len(ga), -3, np.int32)))
     cols = [np.concatenate(x) for x in zip(*segs)]
     act, a, b = cols[0].astype(np.int32), cols[1].astype(I64), cols[2].astype(I64)
     keep = b > a

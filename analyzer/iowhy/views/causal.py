@@ -19,14 +19,14 @@ The pieces tile the interval exactly, so the elapsed time's categories sum to el
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .. import abi
-from ..kernels import I64
-from ..model.wakeups import (CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, HCPU, HRUNQ, NO_TASK,
-                             NOT_RECORDED, OTHER, RECURSE, RUNQ, Timeline)
+from ..kernels import I64, Coverage, union_intervals
+from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, HCPU, HRUNQ,
+                             IRQ_NO_RQ, NO_TASK, NOT_RECORDED, OTHER, RECURSE, RUNQ, Timeline)
 from ..syscalls import syscall_name
 
 
@@ -48,9 +48,60 @@ class Leaves:
         return self.b - self.a
 
 
-def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
-            ) -> Leaves:
-    """The pieces explaining each query (actor, [qa, qb)); see the module doc."""
+Fill = Callable[[Leaves], Leaves]
+
+
+def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int,
+            fill: Fill | None = None) -> Leaves:
+    """The pieces explaining each query (actor, [qa, qb)); see the module doc. fill:
+    applied to the pieces at the end (device_fill)."""
+    lv = _explain(tl, actor, qa, qb, depth)
+    return fill(lv) if fill is not None else lv
+
+
+def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]) -> Fill:
+    """A fill for the time a followed helper was not recorded ("(not recorded)") or a
+    wait in iowait ended by an interrupt without a request link ("(irq, no request)"):
+    what the workload's devices were doing then, highest priority first (a flush in
+    flight or a flush-sequenced request waiting for its flushes -> barrier, else a log
+    write -> log, ... as in the correlational view), the rest stays wait-other. The
+    pieces of a filled one follow each other in that order inside it (their lengths are
+    exact, their places within it are not known)."""
+    ws, we = waits
+    cum = []
+    for c in covers:
+        s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)))
+        cum.append(Coverage(s, e))
+
+    def fill(lv: Leaves) -> Leaves:
+        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ))
+        if not m.any() or not cum:
+            return lv
+        i = np.flatnonzero(m)
+        a, b = lv.a[i], lv.b[i]
+        lens = [c.within(a, b) for c in cum]
+        excl = [lens[0]] + [lens[k] - lens[k - 1] for k in range(1, len(lens))]
+        excl.append((b - a) - lens[-1])
+        cats = [BARRIER + k for k in range(len(cum))] + [OTHER]
+        parts = []
+        at = a.copy()
+        for k, ln in zip(cats, excl):
+            parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),
+                          np.where(k == OTHER, lv.detail[i], -1).astype(np.int32),
+                          lv.top_sys[i], lv.in_sys[i]))
+            at = at + ln
+        keep = ~m
+        cols = [np.concatenate([x[keep] for x in (lv.root, lv.a, lv.b, lv.cat, lv.detail,
+                                                  lv.top_sys, lv.in_sys)][j:j + 1]
+                               + [p[j] for p in parts]) for j in range(7)]
+        nz = cols[2] > cols[1]
+        return Leaves(*(c[nz] for c in cols))
+    return fill
+
+
+def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
+             ) -> Leaves:
+    """explain() before its fill."""
     nq = len(actor)
     root = np.arange(nq, dtype=I64)
     top = np.full(nq, -3, np.int32)
@@ -193,8 +244,8 @@ def _sys_name(arch: str | None) -> Any:
                        else syscall_name(nr, arch))
 
 
-def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None
-                 ) -> tuple[dict[str, Any], Leaves]:
+def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
+                 fill: Fill | None = None) -> tuple[dict[str, Any], Leaves]:
     """The elapsed time along the critical path: attribution_ns and its breakdowns, and
     the leaves (for the per-interval view)."""
     w0, w1 = tl.origin, tl.origin + tl.span - 2
@@ -203,7 +254,7 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None
                     np.array([OTHER], np.int8), np.array([NO_TASK], np.int32),
                     np.array([-3], np.int32), np.array([-3], np.int32))
     else:
-        lv = explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth)
+        lv = explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth, fill)
     ln = lv.length
     wo = lv.cat == OTHER
     blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
@@ -219,12 +270,13 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None
     return res, lv
 
 
-def thread_time_view(tl: Timeline, depth: int, arch: str | None) -> dict[str, Any]:
+def thread_time_view(tl: Timeline, depth: int, arch: str | None,
+                     fill: Fill | None = None) -> dict[str, Any]:
     """The same categories summed over every workload thread's life, and per syscall
     the thread was in (its own syscall, not its waker's)."""
     nw = int((~tl.helper).sum())
     acts = np.arange(nw)
-    lv = explain(tl, acts, tl.birth[:nw], tl.death[:nw], depth)
+    lv = explain(tl, acts, tl.birth[:nw], tl.death[:nw], depth, fill)
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
     by_sys: dict[str, Any] = {}
     name = _sys_name(arch)
