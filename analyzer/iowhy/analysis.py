@@ -17,7 +17,7 @@ import numpy as np
 
 from . import abi, memory, names
 from .findings import findings
-from .kernels import I64, percentiles
+from .kernels import I64, percentiles, union_intervals
 from .model.calls import call_devices, join_requests_to_calls
 from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
 from .model.flush import flush_generations
@@ -377,13 +377,17 @@ class _Tasks:
         """The elapsed time along the critical path, the thread time and, when asked,
         the elapsed time per interval (views/causal.py)."""
         cfg, win = self.cfg, self.win
+        r = self.r
+        covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
+                                        r["counts"][1])
+        fill = device_fill(covers, waits)
         link = RequestLink.build(self.rq, self.r["classify"])
+        if covers:
+            link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
+                                            np.concatenate((covers[0].e, waits[1])))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
-        r = self.r
-        fill = device_fill(*workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
-                                            r["counts"][1]))
         ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)
         ev["threads"] = int((~tl.helper).sum())
         ev["helpers"] = int(tl.helper.sum())

@@ -188,9 +188,11 @@ def test_version_3_falls_back_and_says_so(tmp_path):
 # -- the sum-to-elapsed invariant against a slow reference ---------------------------------
 
 
-def _reference(offs, reqs_cls, w0, w1, root, lives, depth=6):
+def _reference(offs, reqs_cls, w0, w1, root, lives, depth=6, flushes=()):
     """Per-nanosecond reference of the elapsed attribution: follow the root's state at
-    each ns, recursing into the waker over a wait (same rules, one ns at a time)."""
+    each ns, recursing into the waker over a wait (same rules, one ns at a time); a
+    wait on a request while a flush was in flight ([issue, done) of `flushes`) is
+    barrier."""
     by_tid = {}
     for o in offs:
         by_tid.setdefault(o["tid"], []).append(o)
@@ -205,6 +207,8 @@ def _reference(offs, reqs_cls, w0, w1, root, lives, depth=6):
                 if o["flags_u16"] & abi.OFF_PREEMPT or t >= w:
                     return "runqueue"
                 if o["flags_u16"] & abi.OFF_WAKER_RQ:
+                    if any(a <= t < b for a, b in flushes):
+                        return "barrier"
                     return reqs_cls[o["waker_rq_seq"]]
                 if o["waker_ctx_u16"] == H:
                     return "sleep"
@@ -259,7 +263,8 @@ def test_random_traces_match_the_reference(tmp_path, seed):
                     tasks=tasks, pid=100)
     r = run(p)
     assert_sums(r)
-    ref = _reference(offs, cls_of, w0, w1, 100, lives)
+    flushes = [(q["issue_ns"], q["done_ns"]) for q in reqs if q["op"] == abi.OP_FLUSH]
+    ref = _reference(offs, cls_of, w0, w1, 100, lives, flushes=flushes)
     assert r["attribution_ns"] == ref
     tt = r["thread_time"]
     assert sum(tt["attribution_ns"].values()) == tt["total_ns"] == 3 * (w1 - w0)

@@ -230,6 +230,9 @@ class RequestLink:
     stage_b: np.ndarray
     flush_seq: np.ndarray
     order: np.ndarray  # the request (index in Requests) of each entry
+    # Disjoint sorted intervals when a flush was in flight on the workload's devices (a
+    # flush-sequenced request's pre/post-flush included); empty: not known.
+    flushing: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     @staticmethod
     def build(rq: Any, cls: np.ndarray | None) -> "RequestLink":
@@ -294,8 +297,9 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
     target = np.where(rl, -1, target).astype(np.int32)
     runq = np.full(len(s), HRUNQ if is_helper else RUNQ, np.int8)
     m1 = np.full(len(s), -1, np.int32)
-    seg = [(act, w, e, runq, m1, m1, sysnr), (act, s, w, cat, target, detail, sysnr)]
-    seg[1] = tuple(x[blocked & ~rl] for x in seg[1])  # type: ignore[assignment]
+    seg: list[tuple[np.ndarray, ...]] = [(act, w, e, runq, m1, m1, sysnr),
+                                         (act, s, w, cat, target, detail, sysnr)]
+    seg[1] = tuple(x[blocked & ~rl] for x in seg[1])
     if rl.any():
         k = np.flatnonzero(rl & blocked)
         r = ri[k]
@@ -307,10 +311,51 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
         outer = np.where(fs, BARRIER, rc).astype(np.int8)
         mk = np.full(len(k), -1, np.int32)
         for a_, b_, c_ in ((s[k], pre_b, outer), (pre_b, post_a, rc), (post_a, w[k], outer)):
-            seg.append((act[k], a_, b_, c_, mk, mk, sysnr[k]))
+            seg.append(_behind_flushes(link, act[k], a_, b_, c_, mk, sysnr[k]))
     cat_all = tuple(np.concatenate(x) for x in zip(*seg))
     rt = c["run_total_ns"].astype(I64) if "run_total_ns" in c else np.zeros(len(s), I64)
     return cat_all, np.stack((act.astype(I64), s, e, rt))  # type: ignore[return-value]
+
+
+def _behind_flushes(link: "RequestLink", act: np.ndarray, a: np.ndarray, b: np.ndarray,
+                    cat: np.ndarray, m1: np.ndarray, sysnr: np.ndarray
+                    ) -> tuple[np.ndarray, ...]:
+    """Segments [a, b) of a wait on a request, cut where a flush was in flight on the
+    workload's devices (link.flushing): the request waited behind it (barrier), the
+    rest keeps its category."""
+    fs, fe = link.flushing
+    if not len(fs) or not len(a):
+        return (act, a, b, cat, m1, m1, sysnr)
+    lo = np.searchsorted(fe, a, side="right")  # first flush ending after a
+    hi = np.searchsorted(fs, b, side="left")  # first flush starting at or after b
+    cnt = np.maximum(hi - lo, 0)
+    if not cnt.any():
+        return (act, a, b, cat, m1, m1, sysnr)
+    qi = np.repeat(np.arange(len(a)), cnt)
+    first = np.cumsum(cnt) - cnt
+    fi = lo[qi] + (np.arange(len(qi)) - first[qi])
+    pa = np.maximum(a[qi], fs[fi])
+    pb = np.minimum(b[qi], fe[fi])
+    # The parts outside the flushes: from a (or each flush's end) to the next flush's
+    # start (or b), as explain's gaps.
+    prev = np.empty(len(qi), I64)
+    prev[1:] = pb[:-1]
+    has = cnt > 0
+    prev[first[has]] = a[has]
+    last_end = np.where(has, pb[np.maximum(first + cnt - 1, 0)], a)
+    ga = np.concatenate((prev, last_end))
+    gb = np.concatenate((pa, b))
+    gq = np.concatenate((qi, np.arange(len(a))))
+    keep_f = pb > pa
+    keep_g = gb > ga
+    fq = qi[keep_f]
+    return (np.concatenate((act[fq], act[gq[keep_g]])),
+            np.concatenate((pa[keep_f], ga[keep_g])),
+            np.concatenate((pb[keep_f], gb[keep_g])),
+            np.concatenate((np.full(len(fq), BARRIER, np.int8), cat[gq[keep_g]])),
+            np.full(len(fq) + int(keep_g.sum()), -1, np.int32),
+            np.full(len(fq) + int(keep_g.sum()), -1, np.int32),
+            np.concatenate((sysnr[fq], sysnr[gq[keep_g]])))
 
 
 def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: np.ndarray,
