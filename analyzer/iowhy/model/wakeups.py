@@ -9,7 +9,8 @@ applies:
 1. woken inside the completion of a request (``WAKER_RQ``, the request's ``seq``) ->
    the request's category (barrier, log, metadata, data, read); for a flush-sequenced
    request, the part of the wait outside the request's own device stage is ``barrier``
-   (its pre/post flushes);
+   (its pre/post flushes), and so is the part during which a flush was in flight on the
+   workload's devices (the request waited behind it: _behind_flushes);
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
    or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
    when the thread was in iowait or is a helper (views/causal.py's device_fill then
