@@ -427,3 +427,12 @@ def test_helper_stretch_not_recorded_is_filled_by_the_devices(tmp_path):
     assert att(r) == {"cpu": 20, "helper-cpu": 10, "barrier": 20, "data": 10,
                       "wait-other": 40}
     assert r["wait_other_by_waker_ns"] == {"(not recorded)": 30, "(depth limit)": 10}
+
+
+def test_interval_on_a_trace_without_wakers_is_one_clear_line(tmp_path, capsys):
+    from iowhy.cli import main
+    p = write_trace(tmp_path / "t.iowt", offcpu=[off(100, 1010, 1020)])
+    assert main(["report", p, "--interval", "0.00000003"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("iowhy: ") and "no wakeup links" in err[0]
+    assert "Traceback" not in "\n".join(err)
