@@ -98,10 +98,12 @@ def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) ->
 
 def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(), journal=(),
                 offcpu=(), tasks=None, meta_obj=None, counters=None, trailer: bool = True,
-                command=("star", "-x"), pid: int = 100, helpers=(), threads=()) -> str:
+                command=("star", "-x"), pid: int = 100, helpers=(), threads=(),
+                recorder=None) -> str:
     w = TraceWriter(str(path))
     w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid})
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid,
+                                      **(recorder or {})})
     if tasks is None:
         tasks = [task(pid, start)]
     for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),

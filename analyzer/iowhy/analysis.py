@@ -31,10 +31,10 @@ from .views.latency import latency_figures, values_by_class
 from .views.locality import locality
 from .views.placement import seek_values_by_class
 from .views.queue import queue_depth
-from .views.series import figure_data
+from .views.series import device_names, figure_data
 from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
                             has_wakers)
-from .views.background import background, bio_based_warnings
+from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
                            thread_time_view)
 from .views.workload import workload_covers, workload_view
@@ -225,9 +225,28 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
     fs, jr, tasks, off, helper, threads, seq = other
     rq.extra["seq"] = seq["seq"]
+    offcpu = asleep_at_start(off, threads, win)
+    bg = None
+    if causal_trace(trace, offcpu):
+        # Other devices' I/O set apart: the analysis covers the workload's devices.
+        seqs = np.concatenate([np.asarray(o["waker_rq_seq"])[
+            (np.asarray(o["flags_u16"]) & abi.OFF_WAKER_RQ) != 0] for o in (offcpu, helper)])
+        scope = workload_scope(rq, sorted(call_devices(fs)), meta, seqs.astype(np.uint64))
+        if scope is not None:
+            rq, bg = set_apart(rq, scope, device_names(meta, rq.devices))
     clock.lap("load records")
-    return analyze_columns(win, meta, rq, fs, jr, tasks, asleep_at_start(off, threads, win),
-                           cfg, trace=trace, clock=clock, helper=helper)
+    return analyze_columns(win, meta, rq, fs, jr, tasks, offcpu, cfg, trace=trace,
+                           clock=clock, helper=helper, background=bg)
+
+
+def causal_trace(trace: Any, off: Mapping[str, np.ndarray]) -> bool:
+    """Whether the trace records what woke each wait: format 4 or later, and either made
+    by the recorder (RECORDER attach_mode: it names every waker it saw, even when
+    nothing was woken) or with some interval naming its waker (another source)."""
+    if trace is not None and int(getattr(trace, "version", abi.FORMAT_VERSION)) < 4:
+        return False
+    rec = getattr(trace, "recorder", None) or {}
+    return "attach_mode" in rec or has_wakers(off)
 
 
 def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
@@ -235,14 +254,17 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                     cfg: AnalysisConfig, trace: Any = None,
                     clock: _Clock | None = None,
-                    helper: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+                    helper: Mapping[str, np.ndarray] | None = None,
+                    background: dict[str, Any] | None = None) -> dict[str, Any]:
     """The analysis of loaded columns: its tasks (_Tasks) run as a graph (run_graph),
     then the result is assembled from theirs (_result). helper: the helper records'
-    columns (OFFCPU_FIELDS)."""
+    columns (OFFCPU_FIELDS); background: the other devices' I/O set apart
+    (views/background.py), for the result."""
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
     t.helper = helper
+    t.background = background
     run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases())
     res = _result(t)
     if cfg.timings:
@@ -267,8 +289,8 @@ class _Tasks:
         self.btrfs = bool((self.fs_type == abi.FS_BTRFS).any())
         self.r: dict[str, Any] = {}  # results by task key
         self.helper: Mapping[str, np.ndarray] | None = None
-        # Wakeup links exist from format version 4 on; before, the correlational view.
-        self.causal = trace is None or int(getattr(trace, "version", abi.FORMAT_VERSION)) >= 4
+        self.background: dict[str, Any] | None = None
+        self.causal = causal_trace(trace, off)
 
     def graph(self) -> list[Task]:
         """(name, result key, dependencies, function) in priority order: a free thread
@@ -362,10 +384,7 @@ class _Tasks:
     def workload(self) -> Any:
         r = self.r
         arch = self.meta.get("machine")
-        # A recording by the recorder (RECORDER attach_mode) names every waker it saw,
-        # even when nothing was woken; another source, only if some interval names one.
-        rec = getattr(self.trace, "recorder", None) or {}
-        if self.causal and ("attach_mode" in rec or has_wakers(self.off)):
+        if self.causal:
             return self.causal_views(arch)
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
@@ -394,10 +413,6 @@ class _Tasks:
         ev["offcpu_intervals"] = tl.intervals
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
         ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill)
-        linked = np.concatenate(tl.linked) if tl.linked else np.zeros(0, np.int64)
-        tracked = (self.rq.flags & abi.RQ_TRACKED) != 0
-        ev["_waited_devices"] = np.unique(np.concatenate(
-            (self.rq.dev[linked], self.rq.dev[tracked]))).tolist()
         if cfg.interval_ns > 0:
             ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
         if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals
@@ -539,11 +554,15 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["workload"]["root_tid"] = wv["root_tid"]
         res["workload"]["helpers"] = wv["helpers"]
     res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
-    if "_waited_devices" in wv:
-        # The workload's devices without the fallback to every disk.
-        own = set(rel) if len(rel) < len(devices) else set()
-        res["background"] = background(devices, set(wv["_waited_devices"]) | own, meta)
-    if trace is not None and meta.get("bio_based_devices"):
+    if t.causal:
+        bg = t.background or {"devices": [], "requests": 0}
+        res["background"] = bg
+        apart = {d["name"] for d in bg["devices"]}
+        res["devices"] = [d for d in res["devices"] if d["name"] not in apart]
+    probes = (getattr(trace, "recorder", None) or {}).get("probes") or {}
+    bios_seen = str(probes.get("block_bio_complete", "")) in ("tp_btf", "raw_tp")
+    # With the bio probe attached, a bio-based device without bio records did no I/O.
+    if trace is not None and meta.get("bio_based_devices") and not bios_seen:
         b = columns(trace, "bio", ("dev_major", "dev_minor"))
         res["problems"] = [*res["problems"], *bio_based_warnings(
             meta, set(zip(b["dev_major"].tolist(), b["dev_minor"].tolist())))]

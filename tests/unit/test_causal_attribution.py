@@ -355,7 +355,16 @@ def test_background_devices_and_bio_based_warning(tmp_path):
     r = run(p)
     assert r["background"]["requests"] == 2
     assert [d["name"] for d in r["background"]["devices"]] == ["sdy"]
+    assert r["background"]["devices"][0]["write_bytes"] == 2 * 4096
+    # The request table, the devices and the findings cover the workload's disk only.
+    assert r["requests"]["data"]["count"] == 1
+    assert [d["name"] for d in r["devices"]] == ["sdz", "zram0"]
     assert any(x.startswith("zram0 is a bio-based device") for x in r["problems"])
+    # With the bio probe attached, no bio record means no I/O: nothing to warn about.
+    p = write_trace(tmp_path / "t2.iowt", requests=reqs, meta_obj=m,
+                    offcpu=[off(100, 1010, 1020, waker=0, ctx=H, rq_seq=1, syscall=1)],
+                    recorder={"probes": {"block_bio_complete": "tp_btf"}})
+    assert not any("bio-based" in x for x in run(p)["problems"])
 
 
 def test_threads_asleep_throughout_are_not_running(tmp_path):
