@@ -33,10 +33,13 @@ CLASS_COLORS = {
 }
 CATEGORY_COLORS = {
     "barrier": "#D55E00", "log": "#CC79A7", "metadata": "#E69F00", "data": "#0072B2",
-    "read": "#009E73", "cpu": "#4D4D4D", "runqueue": "#F0E442", "wait-other": "#BDBDBD",
+    "read": "#009E73", "cpu": "#4D4D4D", "runqueue": "#F0E442", "helper-cpu": "#8E7CC3",
+    "helper-runqueue": "#C5B8E8", "sleep": "#A6CEE3", "external": "#8C564B",
+    "wait-other": "#BDBDBD",
 }
 # The attribution's categories in the order of the terminal report.
-CATEGORY_ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "wait-other")
+CATEGORY_ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue",
+                  "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
 CALL_COLORS = {
     "fsync": "#0072B2", "fdatasync": "#009E73", "sync": "#D55E00", "syncfs": "#E69F00",
     "sync_file_range": "#CC79A7", "msync": "#8C6D31", "osync_write": "#56B4E9",
@@ -110,45 +113,69 @@ def _time_axis(ax: Any, elapsed_s: float) -> None:
 # -- figures ------------------------------------------------------------------------------
 
 def attribution_figure(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> bytes:
-    """The attribution as one stacked horizontal bar per analysis result, in seconds.
+    """The attribution as one stacked horizontal bar per analysis result, each as shares
+    of its own elapsed time (0 to 1), in the table's order.
 
-    runs: (label, result) pairs; one pair for a report, two for a comparison (their bars
-    share the time axis, so a shorter run is a shorter bar).
+    runs: (label, result) pairs; one pair for a report, two for a comparison.
     """
     fig = new_figure(0.9 + 0.65 * len(runs))
     ax = fig.subplots()
-    longest = max([r["elapsed_ns"] for _, r in runs] + [1]) / 1e9
+    present = [k for k in CATEGORY_ORDER if any(k in r["attribution_ns"] for _, r in runs)]
     for i, (label, r) in enumerate(runs):
         att = r["attribution_ns"]
         el = r["elapsed_ns"] or 1
         left = 0.0
-        for k in CATEGORY_ORDER:
-            w = att.get(k, 0) / 1e9
+        for k in present:
+            w = att.get(k, 0) / el
             if w <= 0:
                 continue
             ax.barh(i, w, left=left, height=0.6, color=CATEGORY_COLORS[k],
                     edgecolor="white", linewidth=0.5, label=k if i == 0 else None)
-            pct = 100.0 * att.get(k, 0) / el
-            if w >= 0.035 * longest:
-                dark = k in ("cpu", "data", "barrier")
-                text = f"{k}\n{pct:.0f}%" if w >= 0.07 * longest else f"{pct:.0f}%"
+            if w >= 0.035:
+                dark = k in ("cpu", "data", "barrier", "external")
+                text = f"{k}\n{100 * w:.0f}%" if w >= 0.07 else f"{100 * w:.0f}%"
                 ax.text(left + w / 2, i, text, ha="center", va="center",
                         fontsize=8, color="white" if dark else "black")
             left += w
     # Categories that got no time still appear in the legend (so a zero is visible).
     handles = []
     from matplotlib.patches import Patch
-    for k in CATEGORY_ORDER:
+    for k in present:
         handles.append(Patch(facecolor=CATEGORY_COLORS[k], label=k))
-    ax.legend(handles=handles, ncol=len(CATEGORY_ORDER), loc="lower center",
+    ax.legend(handles=handles, ncol=min(len(present), 6), loc="lower center",
               bbox_to_anchor=(0.5, 1.0), fontsize=8, frameon=False)
     ax.set_yticks(range(len(runs)))
     ax.set_yticklabels([mpl_text(label) for label, _ in runs])
     ax.invert_yaxis()
-    ax.set_xlim(0, longest)
-    ax.set_xlabel("time (s) of the elapsed window")
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(lambda x, _: f"{100 * x:.0f}%")
+    ax.set_xlabel("share of elapsed")
     ax.grid(True, axis="x", color="#e5e5e5", linewidth=0.6)
     ax.set_axisbelow(True)
+    return png_bytes(fig)
+
+
+def attribution_area_figure(series: Sequence[Mapping[str, Any]]) -> bytes:
+    """The elapsed attribution over time: per interval (views.causal.interval_view), each
+    category's share of the interval, stacked in the table's order."""
+    fig = new_figure(2.6)
+    ax = fig.subplots()
+    # Steps: each interval's shares hold from its start to its end.
+    x = [i["start_ns"] / 1e9 for i in series] + [series[-1]["end_ns"] / 1e9 if series else 0]
+    present = [k for k in CATEGORY_ORDER if any(i["attribution_ns"].get(k) for i in series)]
+    ys = [[i["attribution_ns"].get(k, 0) / max(1, i["end_ns"] - i["start_ns"])
+           for i in series] for k in present]
+    ys = [y + y[-1:] for y in ys]
+    ax.stackplot(x, ys, colors=[CATEGORY_COLORS[k] for k in present], labels=present,
+                 step="post", linewidth=0)
+    ax.set_ylim(0, 1)
+    if series:
+        ax.set_xlim(series[0]["start_ns"] / 1e9, series[-1]["end_ns"] / 1e9)
+    ax.yaxis.set_major_formatter(lambda y, _: f"{100 * y:.0f}%")
+    ax.set_ylabel("share of interval")
+    ax.set_xlabel("time (s) from the start of recording")
+    ax.legend(ncol=min(len(present), 6) or 1, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+              fontsize=8, frameon=False)
     return png_bytes(fig)
 
 
@@ -426,6 +453,7 @@ def task_summary(tasks: Mapping[int, str], limit: int = 8) -> list[tuple[str, in
 
 __all__ = [
     "CATEGORY_COLORS", "CATEGORY_ORDER", "CLASS_COLORS", "FigureData", "SCATTER_LIMIT",
-    "Scatter", "attribution_figure", "fsync_timeline_figure", "latency_figure", "mpl_text",
+    "Scatter", "attribution_area_figure", "attribution_figure", "fsync_timeline_figure",
+    "latency_figure", "mpl_text",
     "png_bytes", "sector_figure", "seek_figure", "task_summary", "throughput_figure",
 ]

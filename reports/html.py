@@ -266,7 +266,9 @@ def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
     top = max(att.values()) if att else 0
     rows = []
     for k in F.CATEGORY_ORDER:
-        v = att.get(k, 0)
+        if k not in att:
+            continue
+        v = att[k]
         color = F.CATEGORY_COLORS[k]
         rows.append([_label(k, color), fmt_ns(v) if v else "0",
                      f"{100.0 * v / el if el else 0.0:.1f}%",
@@ -276,15 +278,33 @@ def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
 
 def section_where(r: Mapping[str, Any], figure: str = "") -> str:
     """Where the time went: the attribution table (and its figure, when given)."""
+    how = ("what the recorded process was doing along its critical path: a wait is "
+           "explained by what woke it (a request, a helper thread, another thread of the "
+           "workload, a timer, another process)" if r["workload"].get("attribution") ==
+           "causal" else "what the workload's best-off thread was doing, or what its disks "
+           "were doing while all of them were blocked")
     parts = [f"<p>Elapsed <b>{esc(fmt_ns(r['elapsed_ns']))}</b>; every nanosecond is in "
-             "exactly one category (what the workload's best-off thread was doing, or what "
-             "its disks were doing while all of them were blocked).</p>",
+             f"exactly one category ({esc(how)}).</p>",
              table(("category", "time", "% of elapsed", ""), where_rows(r), numeric=(1, 2),
                    table_id="table-where")]
-    wo = r.get("wait_other_by_syscall_ns") or {}
-    if wo:
-        parts.append("<p>wait-other by syscall: " + esc(", ".join(
-            f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:8])) + "</p>")
+    for key, what in (("wait_other_by_syscall_ns", "wait-other by syscall"),
+                      ("wait_other_by_waker_ns", "wait-other by waker"),
+                      ("external_by_comm_ns", "external by process")):
+        wo = r.get(key) or {}
+        if wo:
+            parts.append(f"<p>{what}: " + esc(", ".join(
+                f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:8])) + "</p>")
+    bg = (r.get("background") or {}).get("devices") or []
+    if bg:
+        parts.append("<p>background I/O, not waited on: " + esc(", ".join(
+            f"{d['name']} {d['requests']:,} requests" for d in bg[:8])) + "</p>")
+    un = r.get("unseen_wakers") or {}
+    if un.get("count"):
+        parts.append(f"<p>waker not seen: {un['count']:,} waits, "
+                     f"{esc(fmt_ns(un['blocked_ns']))} blocked</p>")
+    tt = r.get("thread_time")
+    if tt and tt.get("total_ns"):
+        parts.append(_thread_time_html(tt))
     bl = r.get("blocked_by_syscall_ns") or {}
     if bl:
         parts.append("<p class=\"muted\">all blocked time by syscall: " + esc(", ".join(
@@ -292,6 +312,25 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
     if figure:
         parts.append(figure)
     return section("where", "Where the time went", *parts)
+
+
+def _thread_time_html(tt: Mapping[str, Any]) -> str:
+    """The thread time: the categories over every workload thread's life, and by the
+    syscall the threads were in."""
+    tot = tt["total_ns"]
+    rows = [[_label(k, F.CATEGORY_COLORS[k]), fmt_ns(v), f"{100.0 * v / tot:.1f}%"]
+            for k in F.CATEGORY_ORDER if (v := tt["attribution_ns"].get(k, 0))]
+    out = [f"<h3>Thread time</h3><p>All {tt['threads']:,} workload threads together: "
+           f"{esc(fmt_ns(tot))} of thread time.</p>",
+           table(("category", "time", "% of thread time"), rows, numeric=(1, 2),
+                 table_id="table-thread-time")]
+    for name, c in [x for x in tt.get("by_syscall", {}).items()
+                    if x[1]["total_ns"] >= 0.01 * tot][:6]:
+        parts = ", ".join(f"{k} {100.0 * v / tot:.0f}%" for k, v in
+                          sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
+        out.append(f"<p>{100.0 * c['total_ns'] / tot:.0f}% of thread time in "
+                   f"{esc(name)}: {esc(parts)}</p>")
+    return "".join(out)
 
 
 def section_findings(r: Mapping[str, Any]) -> str:
@@ -541,8 +580,12 @@ def _mapping_html(obj: Any, depth: int) -> str:
 FIGURES: dict[str, tuple[str, str]] = {
     "fig-attribution": (
         "Where the time went",
-        "The elapsed time as one bar, left to right in the table's order; the wider a "
-        "segment, the more of the run it explains."),
+        "The elapsed time as one bar of shares of elapsed, left to right in the table's "
+        "order; the wider a segment, the more of the run it explains."),
+    "fig-attribution-time": (
+        "Where the time went, over time",
+        "The same attribution per interval of the run, each category's share of its "
+        "interval stacked in the table's order: when each category dominated."),
     "fig-latency": (
         "Device latency per class",
         "One histogram per request class, log2 buckets on a log axis (each bucket twice as "
@@ -578,6 +621,12 @@ def figure_sections(r: Mapping[str, Any], data: Any | None) -> dict[str, str]:
     out = {"fig-attribution": figure_block(
         "fig-attribution", *FIGURES["fig-attribution"],
         png=F.attribution_figure([("this run", r)]))}
+    series = getattr(data, "attribution_series", None) if data is not None else None
+    out["fig-attribution-time"] = figure_block(
+        "fig-attribution-time", *FIGURES["fig-attribution-time"],
+        png=F.attribution_area_figure(series) if series else None,
+        note="" if series else "needs wakeup links (a trace of format version 4) and the "
+                               "trace: analyze it with AnalysisConfig(figures=True)")
     if data is None:
         for fid in ("fig-latency", "fig-fsync-timeline", "fig-throughput", "fig-seek",
                     "fig-sectors"):
@@ -628,7 +677,7 @@ def render_html(result: Mapping[str, Any]) -> str:
         section_problems(result),
         section_header(result, data.tasks if data is not None else None),
         nav(NAV),
-        section_where(result, figs["fig-attribution"]),
+        section_where(result, figs["fig-attribution"] + figs["fig-attribution-time"]),
         section_findings(result),
         section_classes(result, figs["fig-latency"]),
         section_fsync(result, figs["fig-fsync-timeline"]),

@@ -16,7 +16,8 @@ from .units import DEFAULT_TIME_UNIT, label, time_text
 
 WIDTH = 100
 BAR = 46
-ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "wait-other")
+ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "helper-cpu",
+         "helper-runqueue", "sleep", "external", "wait-other")
 
 
 def _ms(ns: int | None) -> str:
@@ -113,20 +114,79 @@ def _header(r: Mapping[str, Any]) -> list[str]:
 def _where(r: Mapping[str, Any]) -> list[str]:
     el = r["elapsed_ns"]
     att = r["attribution_ns"]
-    lines = [f"{'WHERE THE TIME WENT':<60}{'elapsed ' + fmt_ns(el):>40}"]
+    how = ("along the critical path" if r["workload"].get("attribution") == "causal"
+           else "")
+    lines = [f"{'WHERE THE TIME WENT ' + how:<60}{'elapsed ' + fmt_ns(el):>40}"]
+    lines += _bars(att, el)
+    for key, what in (("wait_other_by_syscall_ns", "wait-other by syscall"),
+                      ("wait_other_by_waker_ns", "wait-other by waker"),
+                      ("external_by_comm_ns", "external by process")):
+        wo = r.get(key) or {}
+        if wo:
+            parts = ", ".join(f"{printable(k)} {fmt_ns(v)}" for k, v in list(wo.items())[:6])
+            lines += _wrap(f"{what}: {parts}", "  ", "    ")
+    bg = (r.get("background") or {}).get("devices") or []
+    if bg:
+        parts = ", ".join(f"{printable(d['name'])} {d['requests']:,} requests "
+                          f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
+        lines += _wrap(f"background I/O, not waited on: {parts}", "  ", "    ")
+    un = r.get("unseen_wakers") or {}
+    if un.get("count"):
+        lines += _wrap(f"waker not seen: {un['count']:,} waits, {fmt_ns(un['blocked_ns'])} "
+                       "blocked (still blocked at the stop, or the wakeup was not recorded)",
+                       "  ", "    ")
+    return lines
+
+
+def _bars(att: Mapping[str, int], whole: int) -> list[str]:
+    """One line per category: time, share of `whole`, a bar scaled to the largest."""
+    lines = []
     top = max(att.values()) if att else 0
     for k in ORDER:
-        v = att.get(k, 0)
-        pct = 100.0 * v / el if el else 0.0
+        if k not in att:
+            continue
+        v = att[k]
+        pct = 100.0 * v / whole if whole else 0.0
         bar = "#" * (round(BAR * v / top) if top else 0)
         if v and not bar:
             bar = "."
-        lines.append(f"  {k:<11}{fmt_ns(v) if v else '0':>10}{pct:>7.1f}%  {bar}")
-    wo = r.get("wait_other_by_syscall_ns") or {}
-    if wo:
-        parts = ", ".join(f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:6])
-        lines += _wrap(f"wait-other by syscall: {parts}", "  ", "    ")
+        lines.append(f"  {k:<16}{fmt_ns(v) if v else '0':>10}{pct:>7.1f}%  {bar}")
     return lines
+
+
+def _thread_time(r: Mapping[str, Any]) -> list[str]:
+    """The thread time: every workload thread's life in the same categories, and the
+    syscalls the threads spent it in."""
+    tt = r.get("thread_time")
+    if not tt or not tt.get("total_ns"):
+        return []
+    tot = tt["total_ns"]
+    lines = [f"{'THREAD TIME (all ' + str(tt['threads']) + ' threads)':<60}"
+             f"{'total ' + fmt_ns(tot):>40}"]
+    lines += _bars({k: v for k, v in tt["attribution_ns"].items() if v}, tot)
+    for name, c in [x for x in tt.get("by_syscall", {}).items()
+                    if x[1]["total_ns"] >= 0.01 * tot][:4]:
+        parts = ", ".join(f"{k} {100.0 * v / tot:.0f}%" for k, v in
+                          sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
+        lines += _wrap(f"{100.0 * c['total_ns'] / tot:.0f}% of thread time in "
+                       f"{printable(name)}: {parts}", "  ", "    ")
+    return lines
+
+
+def render_intervals(r: Mapping[str, Any]) -> str:
+    """The elapsed attribution per interval: one row per interval, one column per
+    category that has time (ms), each row summing to its interval."""
+    iv = r.get("intervals") or []
+    cats = [k for k in ORDER if any(i["attribution_ns"].get(k) for i in iv)]
+    short = {"helper-cpu": "hlp-cpu", "helper-runqueue": "hlp-runq", "wait-other": "w-other",
+             "metadata": "meta", "runqueue": "runq", "external": "extern"}
+    head = f"{'from (s)':>9}{'to (s)':>9}" + "".join(f"{short.get(k, k):>9}" for k in cats)
+    lines = ["ATTRIBUTION PER INTERVAL (ms)", head]
+    for i in iv:
+        a = i["attribution_ns"]
+        lines.append(f"{i['start_ns'] / 1e9:>9.3f}{i['end_ns'] / 1e9:>9.3f}"
+                     + "".join(f"{a.get(k, 0) / 1e6:>9.1f}" for k in cats))
+    return "\n".join(_fit(x) for x in lines) + "\n"
 
 
 def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
@@ -277,8 +337,8 @@ def render_report(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
     """The whole report as one string (no trailing newline); the time columns of its
     tables in `unit` (reports.units.TIME_UNITS)."""
     sections: Sequence[list[str]] = (
-        _header(r), _where(r), _classes(r, unit), _fsync(r), _devices(r), _placement(r, unit),
-        _findings(r))
+        _header(r), _where(r), _thread_time(r), _classes(r, unit), _fsync(r), _devices(r),
+        _placement(r, unit), _findings(r))
     out: list[str] = []
     for s in sections:
         if not s:

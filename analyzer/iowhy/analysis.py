@@ -17,7 +17,7 @@ import numpy as np
 
 from . import abi, memory, names
 from .findings import findings
-from .kernels import I64, percentiles
+from .kernels import I64, percentiles, union_intervals
 from .model.calls import call_devices, join_requests_to_calls
 from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
 from .model.flush import flush_generations
@@ -31,19 +31,26 @@ from .views.latency import latency_figures, latency_split, values_by_class
 from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
-from .views.requests import device_names, request_flag_codes
-from .views.series import figure_data
-from .views.workload import WORKLOAD_CATEGORIES, workload_covers, workload_view
+from .views.requests import request_flag_codes
+from .views.series import device_names, figure_data
+from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
+                            has_wakers)
+from .views.background import bio_based_warnings, set_apart, workload_scope
+from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
+                           thread_time_view)
+from .views.workload import workload_covers, workload_view
 
 
 SCHEMA = "iowhy-report/1"
+FIGURE_INTERVALS = 120  # intervals of the HTML's attribution over time
 
 FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "flags_u16",
                 "dev_major", "dev_minor", "commit_seq", "ret", "ino")
 JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_minor", "tid",
                   "event_u16", "fs_u16")
 TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
-OFFCPU_FIELDS = ("start_ns", "waking_ns", "end_ns", "tid", "syscall_nr", "flags_u16")
+OFFCPU_FIELDS = WAKE_FIELDS
+THREAD_FIELDS = ("tid", "tgid", "state_u8", "syscall_nr")
 
 
 @dataclass
@@ -68,6 +75,8 @@ class AnalysisConfig:
     split_class: str | None = None  # ... of the requests of this class only
     progress: Callable[[str], None] | None = None  # told the name of each task as it
     #                                                starts (progress.progress's line)
+    causal_depth: int = 6  # wakeup chains followed at most this many threads deep
+    interval_ns: int = 0  # > 0: the elapsed attribution per interval of this length
 
 
 class _Clock:
@@ -214,7 +223,10 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     def load_other() -> None:
         other.extend(columns(trace, name, fields) for name, fields in (
             ("fsync", FSYNC_FIELDS), ("journal", JOURNAL_FIELDS), ("task", TASK_FIELDS),
-            ("offcpu", OFFCPU_FIELDS)))
+            ("offcpu", OFFCPU_FIELDS), ("helper", OFFCPU_FIELDS),
+            ("thread", THREAD_FIELDS)))
+        # Request numbers, in load_requests' order: what a wakeup's request link names.
+        other.append(columns(trace, "request", ("seq",)))
 
     def alongside(arrays: Sequence[np.ndarray]) -> list[Callable[[], Any]]:
         # The other record types are copied beside the requests too, after the faulting
@@ -223,21 +235,48 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     if cfg.progress is not None:
         cfg.progress("load records")
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
-    fs, jr, tasks, off = other
+    fs, jr, tasks, off, helper, threads, seq = other
+    rq.extra["seq"] = seq["seq"]
+    offcpu = asleep_at_start(off, threads, win)
+    bg = None
+    if causal_trace(trace, offcpu):
+        # Other devices' I/O set apart: the analysis covers the workload's devices.
+        seqs = np.concatenate([np.asarray(o["waker_rq_seq"])[
+            (np.asarray(o["flags_u16"]) & abi.OFF_WAKER_RQ) != 0] for o in (offcpu, helper)])
+        scope = workload_scope(rq, sorted(call_devices(fs)), meta, seqs.astype(np.uint64))
+        if scope is not None:
+            rq, bg = set_apart(rq, scope, device_names(meta, rq.devices))
     clock.lap("load records")
-    return analyze_columns(win, meta, rq, fs, jr, tasks, off, cfg, trace=trace, clock=clock)
+    return analyze_columns(win, meta, rq, fs, jr, tasks, offcpu, cfg, trace=trace,
+                           clock=clock, helper=helper, background=bg)
+
+
+def causal_trace(trace: Any, off: Mapping[str, np.ndarray]) -> bool:
+    """Whether the trace records what woke each wait: format 4 or later, and either made
+    by the recorder (RECORDER attach_mode: it names every waker it saw, even when
+    nothing was woken) or with some interval naming its waker (another source)."""
+    if trace is not None and int(getattr(trace, "version", abi.FORMAT_VERSION)) < 4:
+        return False
+    rec = getattr(trace, "recorder", None) or {}
+    return "attach_mode" in rec or has_wakers(off)
 
 
 def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                     tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                     cfg: AnalysisConfig, trace: Any = None,
-                    clock: _Clock | None = None) -> dict[str, Any]:
+                    clock: _Clock | None = None,
+                    helper: Mapping[str, np.ndarray] | None = None,
+                    background: dict[str, Any] | None = None) -> dict[str, Any]:
     """The analysis of loaded columns: its tasks (_Tasks) run as a graph (run_graph),
-    then the result is assembled from theirs (_result)."""
+    then the result is assembled from theirs (_result). helper: the helper records'
+    columns (OFFCPU_FIELDS); background: the other devices' I/O set apart
+    (views/background.py), for the result."""
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
+    t.helper = helper
+    t.background = background
     run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases(), cfg.progress)
     res = _result(t)
     if cfg.timings:
@@ -261,6 +300,9 @@ class _Tasks:
         self.fs_type = np.asarray(fs["fs_u16"])
         self.btrfs = bool((self.fs_type == abi.FS_BTRFS).any())
         self.r: dict[str, Any] = {}  # results by task key
+        self.helper: Mapping[str, np.ndarray] | None = None
+        self.background: dict[str, Any] | None = None
+        self.causal = causal_trace(trace, off)
 
     def graph(self) -> list[Task]:
         """(name, result key, dependencies, function) in priority order: a free thread
@@ -284,7 +326,7 @@ class _Tasks:
             ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
             ("locality", "locality", ("stages", "classify"),
              self.local if cfg.locality else (lambda: None)),
-            ("workload view", "workload", ("stages", "unions", "flush", "counts"),
+            ("workload view", "workload", ("stages", "unions", "flush", "counts", "classify"),
              self.workload),
             ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                         "queue depth"), self.devview),
@@ -358,10 +400,42 @@ class _Tasks:
 
     def workload(self) -> Any:
         r = self.r
+        arch = self.meta.get("machine")
+        if self.causal:
+            return self.causal_views(arch)
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
-        return workload_view(self.win, self.tasks, self.off, covers, waits,
-                             arch=self.meta.get("machine"))
+        wv = workload_view(self.win, self.tasks, self.off, covers, waits, arch=arch)
+        wv["wait_other_by_waker_ns"] = {}
+        return wv
+
+    def causal_views(self, arch: str | None) -> dict[str, Any]:
+        """The elapsed time along the critical path, the thread time and, when asked,
+        the elapsed time per interval (views/causal.py)."""
+        cfg, win = self.cfg, self.win
+        r = self.r
+        covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
+                                        r["counts"][1])
+        fill = device_fill(covers, waits)
+        link = RequestLink.build(self.rq, self.r["classify"])
+        if covers:
+            link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
+                                            np.concatenate((covers[0].e, waits[1])))
+        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
+        rec = getattr(self.trace, "recorder", None) or {}
+        root = root_actor(tl, self.tasks, rec.get("pid"))
+        ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)
+        ev["threads"] = int((~tl.helper).sum())
+        ev["helpers"] = int(tl.helper.sum())
+        ev["offcpu_intervals"] = tl.intervals
+        ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
+        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill)
+        if cfg.interval_ns > 0:
+            ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
+        if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals
+            step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS))
+            ev["_series"] = interval_view(leaves, win.start_ns, win.end_ns, step)
+        return ev
 
     def local(self) -> Any:
         return locality(self.rq, self.r["classify"], self.cfg.locality_gap_ns,
@@ -479,9 +553,10 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "problems": trace.problems() if trace is not None else [],
         "lost_events": int(getattr(trace, "lost_events", 0)) if trace is not None else 0,
         "elapsed_ns": int(elapsed),
-        "attribution_ns": {k: int(att[k]) for k in WORKLOAD_CATEGORIES},
-        "attribution_pct": {k: _pct_of(int(att[k]), elapsed) for k in WORKLOAD_CATEGORIES},
+        "attribution_ns": {k: int(v) for k, v in att.items()},
+        "attribution_pct": {k: _pct_of(int(v), elapsed) for k, v in att.items()},
         "wait_other_by_syscall_ns": wv["wait_other_by_syscall_ns"],
+        "wait_other_by_waker_ns": wv["wait_other_by_waker_ns"],
         "blocked_by_syscall_ns": wv["blocked_by_syscall_ns"],
         "workload": {"threads": wv["threads"], "offcpu_intervals": wv["offcpu_intervals"],
                      "devices": [devices[i]["name"] for i in relevant],
@@ -504,6 +579,32 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "placement": pl,
         "locality": r["locality"],
     }
+    for k in ("external_by_comm_ns", "unseen_wakers", "thread_time", "intervals"):
+        if k in wv:
+            res[k] = wv[k]
+    if cfg.figures and "_series" in wv:
+        r["figures"].attribution_series = wv["_series"]
+    if "root_tid" in wv:
+        res["workload"]["root_tid"] = wv["root_tid"]
+        res["workload"]["helpers"] = wv["helpers"]
+    res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
+    if t.causal:
+        bg = t.background or {"devices": [], "requests": 0}
+        res["background"] = bg
+        apart = {d["name"] for d in bg["devices"]}
+        res["devices"] = [d for d in res["devices"] if d["name"] not in apart]
+    probes = (getattr(trace, "recorder", None) or {}).get("probes") or {}
+    bios_seen = str(probes.get("block_bio_complete", "")) in ("tp_btf", "raw_tp")
+    # With the bio probe attached, a bio-based device without bio records did no I/O.
+    if trace is not None and meta.get("bio_based_devices") and not bios_seen:
+        b = columns(trace, "bio", ("dev_major", "dev_minor"))
+        res["problems"] = [*res["problems"], *bio_based_warnings(
+            meta, set(zip(b["dev_major"].tolist(), b["dev_minor"].tolist())))]
+    if "root_tid" not in wv and int(getattr(trace, "version", abi.FORMAT_VERSION)) < 4:
+        res["problems"] = [*res["problems"], (
+            f"trace format version {trace.version} records no wakeups: the attribution is "
+            "correlational (the best state among the threads; blocked time charged to what "
+            "the workload's devices were doing)")]
     res["findings"] = findings(res, cfg)
     if trace is not None and getattr(trace, "damage", None) and trace.damage.damaged:
         res["damage"] = trace.damage.as_dict()  # only then: a sound trace's output is as before

@@ -34,9 +34,11 @@ def add_analysis_parsers(sub: Any) -> None:
     """Add `report`, `hist` and `compare` to the `iowhy` subparsers."""
     r = sub.add_parser(
         "report", help="where the elapsed time went: terminal report or JSON",
-        description="Attribute the workload's elapsed time (cpu, runqueue, barrier, log, "
-                    "metadata, data, read, wait-other), per-class request latencies, fsync "
-                    "and commit figures, device busy time, metadata placement and findings.")
+        description="Attribute the workload's elapsed time by what woke each wait (cpu, "
+                    "runqueue, barrier, log, metadata, data, read, helper-cpu, "
+                    "helper-runqueue, sleep, external, wait-other), the thread time of all "
+                    "its threads, per-class request latencies, fsync and commit figures, "
+                    "device busy time, metadata placement and findings.")
     r.add_argument("trace", help="trace file (.iowt)")
     out = r.add_argument_group("output")
     out.add_argument("--json", action="store_true",
@@ -48,6 +50,9 @@ def add_analysis_parsers(sub: Any) -> None:
     out.add_argument("--unit", choices=tuple(TIME_UNITS), default=DEFAULT_TIME_UNIT,
                      help="unit of the time columns of the text tables (default: "
                           "%(default)s); JSON keeps integer ns")
+    out.add_argument("--interval", type=float, metavar="SEC",
+                     help="print the attribution per interval of SEC seconds, one row each "
+                          "(with --json: the key `intervals`)")
     an = r.add_argument_group("analysis")
     an.add_argument("--merge-gap-ms", type=float, default=10.0, metavar="MS",
                     help="write pairs adjacent on disk but issued more than MS milliseconds "
@@ -163,6 +168,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise _user_error("--depth-buckets must be between 1 and 10000", "", usage=True)
     if args.findings < 0:
         raise _user_error("--findings must be >= 0", "", usage=True)
+    interval = getattr(args, "interval", None)
+    if interval is not None and not (interval > 0 and interval * 1e9 >= 1):
+        raise _user_error("--interval must be a positive number of seconds", "", usage=True)
     if args.html:
         _check_out(args.html, (".html", ".htm"))
     tr = load(args.trace)
@@ -170,7 +178,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
-                         figures=bool(args.html))
+                         figures=bool(args.html),
+                         interval_ns=int(round(interval * 1e9)) if interval else 0)
     with progress(f"analyzing {args.trace}") as step:
         cfg.progress = step
         full = analyze(tr, cfg)
@@ -184,7 +193,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         # the full result: the figures draw its "_figures"
         with progress(f"drawing {args.html}"):
             html = render_html(dict(full, findings=None) if args.findings == 0 else full)
-    from .reports.terminal import render_report
+    from .reports.terminal import render_intervals, render_report
+    if interval:
+        if "intervals" not in result:
+            raise _user_error(f"{args.trace} has no wakeup links: no attribution per interval",
+                              "record it again with this iowhy (format version 4)")
+        return _emit(args, result, html, render_intervals, t0)
     return _emit(args, result, html, lambda r: render_report(shown, args.unit), t0)
 
 

@@ -44,7 +44,10 @@ SCHEMA = "iowhy-compare/1"
 WITHIN = 0.02  # runs whose longer elapsed is at most 2% above the shorter are "within 2%"
 MIN_CATEGORY_SHARE = 0.01  # a category is explained when |delta| >= 1% of the longer elapsed
 BIG_FACTOR = 2.0  # from this factor on, "6.3x slower"; below it, "15% slower"
-ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "wait-other")
+ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "helper-cpu",
+         "helper-runqueue", "sleep", "external", "wait-other")
+SAME_DURATION = 0.05  # runs within 5% of each other's elapsed: a fixed-duration benchmark,
+#                       compared by thread time
 TOP_SYSCALLS = 3  # wait-other evidence: the syscalls whose time changed most
 COMMAND_CHARS = 70  # commands quoted in a configuration line are cut to this length
 
@@ -266,7 +269,7 @@ def _category_lines(a: Mapping[str, Any], b: Mapping[str, Any],
     for k in cats:
         d = int(delta[k])
         share = round(d / diff, 4) if diff else None
-        va, vb = int(a["attribution_ns"][k]), int(b["attribution_ns"][k])
+        va, vb = int(a["attribution_ns"].get(k, 0)), int(b["attribution_ns"].get(k, 0))
         pa = 100.0 * va / ea if ea else 0.0
         pb = 100.0 * vb / eb if eb else 0.0
         body = (f"{fmt_ns(va) if va else '0'} ({pa:.1f}%) in A, "
@@ -281,6 +284,38 @@ def _category_lines(a: Mapping[str, Any], b: Mapping[str, Any],
         if ev.parts:
             text += "; " + ev.text()
         out.append({"text": text, "category": k, "delta_ns": d, "share_of_difference": share,
+                    "evidence": ev.figures})
+    return out
+
+
+def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Runs of about the same elapsed time (a fixed-duration benchmark): what differs is
+    how the threads spent it. One line saying so, then one per category whose share of
+    thread time moved by at least MIN_CATEGORY_SHARE, largest move first."""
+    ta, tb = a["thread_time"], b["thread_time"]
+    tot_a, tot_b = int(ta["total_ns"]) or 1, int(tb["total_ns"]) or 1
+    first = (f"A and B ran about as long (within {SAME_DURATION:.0%}): a fixed-duration run; "
+             "compared by thread time (every workload thread's time, "
+             f"{fmt_ns(tot_a)} in A, {fmt_ns(tot_b)} in B)")
+    out: list[dict[str, Any]] = [{
+        "text": first, "category": "thread_time", "delta_ns": None,
+        "share_of_difference": None, "evidence": {"total_ns": {"a": tot_a, "b": tot_b}}}]
+    sa = {k: int(ta["attribution_ns"].get(k, 0)) / tot_a for k in ORDER}
+    sb = {k: int(tb["attribution_ns"].get(k, 0)) / tot_b for k in ORDER}
+    cats = [k for k in ORDER if abs(sb[k] - sa[k]) >= MIN_CATEGORY_SHARE]
+    cats.sort(key=lambda k: -abs(sb[k] - sa[k]))
+    for k in cats:
+        d = sb[k] - sa[k]
+        text = (f"{k}: {100 * sa[k]:.1f}% of thread time in A, {100 * sb[k]:.1f}% in B "
+                f"({100 * d:+.1f} points)")
+        ev = _evidence(k, a, b)
+        if ev.parts:
+            text += "; " + ev.text()
+        out.append({"text": text, "category": k,
+                    "delta_ns": int(tb["attribution_ns"].get(k, 0))
+                    - int(ta["attribution_ns"].get(k, 0)),
+                    "share_of_difference": None, "thread_time_share": {
+                        "a": round(sa[k], 4), "b": round(sb[k], 4)},
                     "evidence": ev.figures})
     return out
 
@@ -408,7 +443,7 @@ def _rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
         return _get(a, *path), _get(b, *path)
 
     add("time", "elapsed_ns", "elapsed", "ns", *both("elapsed_ns"))
-    for k in ORDER:
+    for k in [k for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]]:
         add("time", f"attribution_ns.{k}", k, "ns", *both("attribution_ns", k),
             a_pct=_get(a, "attribution_pct", k), b_pct=_get(b, "attribution_pct", k))
 
@@ -477,9 +512,15 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
     ea, eb = int(a["elapsed_ns"]), int(b["elapsed_ns"])
     sa, sb = _summary(a, meta_a), _summary(b, meta_b)
     delta = {k: int(b["attribution_ns"].get(k, 0)) - int(a["attribution_ns"].get(k, 0))
-             for k in ORDER}
+             for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]}
     speed, factor, slower = _speed(ea, eb)
-    explanations = [speed] + _category_lines(a, b, delta, slower)
+    basis = "elapsed"
+    if (a.get("thread_time") and b.get("thread_time") and min(ea, eb) > 0
+            and max(ea, eb) <= (1 + SAME_DURATION) * min(ea, eb)):
+        basis = "thread_time"
+        explanations = [speed] + _thread_time_lines(a, b)
+    else:
+        explanations = [speed] + _category_lines(a, b, delta, slower)
     config = _config_differences(a, b, sa, sb)
     for c in config:
         explanations.append({"text": c["text"], "category": "config", "delta_ns": None,
@@ -495,6 +536,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
         "factor": factor,
         "difference_ns": int(eb - ea),
         "delta_ns": delta,
+        "basis": basis,
         "explanations": explanations,
         "config_differences": config,
         "problems": problems,

@@ -104,13 +104,34 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
     if att["runqueue"]:
         add("runqueue", att["runqueue"], f"{pct['runqueue']:.0f}% of elapsed the workload was "
                                          "runnable but waiting for a CPU")
+    helper = att.get("helper-cpu", 0) + att.get("helper-runqueue", 0)
+    if helper:
+        add("helper", helper, f"{100 * helper / el:.0f}% of elapsed the workload waited on "
+                              f"kernel helper threads (jbd2, kworkers, loop workers) running "
+                              f"({_s(att.get('helper-cpu', 0))}) or waiting for a CPU "
+                              f"({_s(att.get('helper-runqueue', 0))})")
+    if att.get("sleep"):
+        add("sleep", att["sleep"], f"{pct['sleep']:.0f}% of elapsed the workload slept "
+                                   "(timers, timeouts: nanosleep, poll, epoll, select)")
+    if att.get("external"):
+        ext = r.get("external_by_comm_ns") or {}
+        top = next(iter(ext.items()), None)
+        text = f"{pct['external']:.0f}% of elapsed the workload waited on other processes"
+        if top:
+            text += f", mostly {top[0]} ({_s(top[1])})"
+        add("external", att["external"], text, by_comm=dict(list(ext.items())[:5]))
     if att["wait-other"]:
         wo = r["wait_other_by_syscall_ns"]
         top = next(iter(wo.items()), None)
-        text = (f"{pct['wait-other']:.0f}% of elapsed is blocked with no I/O in flight on its "
-                "devices")
+        causal = "sleep" in att
+        text = (f"{pct['wait-other']:.0f}% of elapsed is blocked with nothing that explains "
+                "it" if causal else f"{pct['wait-other']:.0f}% of elapsed is blocked with no "
+                "I/O in flight on its devices")
         if top:
             text += f", mostly in {top[0]} ({_s(top[1])})"
+        wk = next(iter((r.get("wait_other_by_waker_ns") or {}).items()), None)
+        if causal and wk:
+            text += f", woken by {wk[0]}"
         add("wait-other", att["wait-other"], text, by_syscall=dict(list(wo.items())[:5]))
     _placement_findings(r, add)
     floor = cfg.min_finding_share * el

@@ -101,7 +101,12 @@ def test_fsync_tar_against_tar(bpf, make_fs, tmp_path, iowhy_bin, small_tar, fst
     nreq = sum(v["count"] for v in ja["requests"].values())
     assert ja["lost_events"] <= 0.005 * nreq, ja["lost_events"]
     assert ja["fsync"]["by_call"]["fsync"]["count"] == nfiles
-    assert att["barrier"] + att["log"] >= 0.5 * el, att
+    # Of the time the workload was blocked (its and its helpers' CPU and run-queue time
+    # follow the machine's load), most is the I/O its fsyncs waited on, flushes first.
+    dev = {k: att[k] for k in ("barrier", "log", "metadata", "data")}
+    waiting = el - att["cpu"] - att["runqueue"] - att.get("helper-runqueue", 0)
+    assert sum(dev.values()) >= 0.5 * waiting, att
+    assert max(dev, key=lambda k: dev[k]) == "barrier", att
 
     # Plain GNU tar of the same files: no fsync, faster.
     lp2, mnt2 = make_fs(fstype)

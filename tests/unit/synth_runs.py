@@ -35,6 +35,7 @@ class Synth:
     fsyncs: list[dict[str, Any]] = field(default_factory=list)
     journal: list[dict[str, Any]] = field(default_factory=list)
     offcpu: list[dict[str, Any]] = field(default_factory=list)
+    helpers: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
     host: str = ""
     command: str = ""
@@ -72,7 +73,7 @@ def rq(submit: int, issue: int, done: int, *, op: int = abi.OP_WRITE, sector: in
 
 def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
               host: str = "hostA", kernel: str = "6.1.0", fstype: str = "ext4",
-              flush_scale: int = 1) -> Synth:
+              flush_scale: int = 1, helpers: bool = True) -> Synth:
     rng = np.random.default_rng(seed)
     t = START + 1_000_000
     s = Synth(path=str(path), start_ns=START, end_ns=0, host=host, kernel=kernel,
@@ -134,7 +135,16 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
                          "syscall_nr": 74 if k % 4 else 75, "flags_u16": abi.OFF_D,
                          "ts_ns": exit_ - 1_000,
                          "waker_tid": JBD2_TID, "waker_tgid": JBD2_TID,
-                         "waker_comm": b"jbd2/sdz1-8"})
+                         "waker_comm": b"jbd2/sdz1-8", "waker_ctx_u16": abi.WCTX_TASK})
+        # jbd2 meanwhile: asleep on the data write, the log write and the flush (each
+        # woken by its completion), on CPU in between.
+        for a, b, q in ((sub + 1_000, d_done, seq - 2), (l_issue, l_issue + llat, seq - 1),
+                        (f_issue, f_issue + flat, seq)) if helpers else ():
+            s.helpers.append({"tid": JBD2_TID, "tgid": JBD2_TID, "start_ns": a,
+                              "waking_ns": b, "end_ns": b + 500, "syscall_nr": -1,
+                              "flags_u16": abi.OFF_HELPER | abi.OFF_WAKER_RQ | abi.OFF_D,
+                              "ts_ns": b + 500, "waker_ctx_u16": abi.WCTX_HARDIRQ,
+                              "waker_rq_seq": q, "waker_rq_depth": 1})
         t = exit_ + int(rng.integers(10_000, 200_000))
         if k < n_reads:
             rlat = int(rng.integers(30_000, 3_000_000))
@@ -163,7 +173,7 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
                                       "command": s.command.split()})
     for dtype, rows in ((abi.REQUEST_DTYPE, s.requests), (abi.FSYNC_DTYPE, s.fsyncs),
                         (abi.JOURNAL_DTYPE, s.journal), (abi.OFFCPU_DTYPE, s.offcpu),
-                        (abi.TASK_DTYPE, s.tasks)):
+                        (abi.TASK_DTYPE, s.tasks), (abi.HELPER_DTYPE, s.helpers)):
         if rows:
             w.write_records(records(dtype, rows))
     w.close({"end_ns": s.end_ns, "stop_reason": "workload exited", "exit_status": 0})

@@ -123,7 +123,8 @@ def merged(att):
 @pytest.mark.parametrize("dialect,style", [(d, "event") for d in DIALECTS] +
                          [("tracefs", "raw"), ("tracefs", "tracer")])
 def test_ftrace_import_analyses_like_the_original(tmp_path, dialect, style):
-    s = synth_run(tmp_path / "orig.iowt", seed=21)
+    # No helper records: the importers have no source for them.
+    s = synth_run(tmp_path / "orig.iowt", seed=21, helpers=False)
     src = tmp_path / f"cap.{dialect}.txt"
     src.write_text(capture_text(s, dialect, style=style))
     out = tmp_path / "i.iowt"
@@ -161,7 +162,7 @@ def test_ftrace_import_analyses_like_the_original(tmp_path, dialect, style):
 
 
 def test_ftrace_limits_are_said(tmp_path):
-    s = synth_run(tmp_path / "orig.iowt", seed=22, n_fsync=5, n_reads=2)
+    s = synth_run(tmp_path / "orig.iowt", seed=22, n_fsync=5, n_reads=2, helpers=False)
     text = "\n".join(x for x in capture_text(s, "tracefs", digits=6).splitlines()
                      if "block_" in x or x.startswith("#"))
     src = tmp_path / "trace"
@@ -189,7 +190,7 @@ def test_no_ftrace_is_one_line(tmp_path, capsys):
 def test_exit_seen_as_the_last_switch_out(tmp_path):
     """Without sched_process_exit, a thread's switch-out in state X ends its life: its
     time after that is no task's, as in the original run."""
-    s = synth_run(tmp_path / "orig.iowt", seed=23, n_fsync=10, n_reads=4)
+    s = synth_run(tmp_path / "orig.iowt", seed=23, n_fsync=10, n_reads=4, helpers=False)
     lines = []
     for x in capture_text(s, "tracefs").splitlines():
         if "sched_process_exit: comm=worker pid=100" in x:

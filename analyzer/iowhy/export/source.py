@@ -19,12 +19,11 @@ from typing import Any
 import numpy as np
 
 from .. import abi
-from ..names import CLASS_NAMES
+from ..names import ATTRIBUTION_CATEGORIES, CLASS_NAMES
 
 I64 = np.int64
-# The attribution categories, in report order (attribute.WORKLOAD_CATEGORIES).
-CATEGORIES: tuple[str, ...] = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read",
-                               "wait-other")
+# The attribution categories (a trace without wakeup links has no value for some).
+CATEGORIES: tuple[str, ...] = ATTRIBUTION_CATEGORIES
 OP_NAMES = {abi.OP_READ: "read", abi.OP_WRITE: "write", abi.OP_FLUSH: "flush",
             abi.OP_DISCARD: "discard", abi.OP_OTHER: "other"}
 FS_NAMES = dict(abi.FS_NAMES)

@@ -50,13 +50,6 @@ def flags_name(op: int, iflags: int) -> str:
     return "-".join([*words, OP_WORDS.get(op, "Other")])
 
 
-def device_names(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]) -> list[str]:
-    """The name of each device of the requests (the META's, else MAJ:MIN)."""
-    byn = {(d.get("major"), d.get("minor")): d.get("name")
-           for d in meta.get("devices", []) or []}
-    return [str(byn.get((ma, mi)) or f"{ma}:{mi}") for ma, mi in devices]
-
-
 def request_flag_codes(rq: Requests) -> tuple[np.ndarray, list[str]]:
     """(code of each request's flag combination, the name of each code: flags_name),
     codes in order of first appearance of the (op, flag) pair sorted by name."""

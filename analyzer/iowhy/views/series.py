@@ -67,6 +67,8 @@ class FigureData:
     calls_type: np.ndarray  # call name per call
     marks: dict[str, np.ndarray] = field(default_factory=dict)  # label -> times (s)
     tasks: dict[int, str] = field(default_factory=dict)  # tid -> last known comm
+    # The elapsed attribution per interval (views.causal.interval_view), when causal.
+    attribution_series: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _comm(raw: Any) -> str:

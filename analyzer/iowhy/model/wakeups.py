@@ -1,0 +1,464 @@
+"""Thread timelines with causes: every ns of each workload thread's life, and of each
+helper thread's recorded stretches, as one segment: on CPU, runnable, or blocked, and a
+blocked segment with the cause its wakeup names (docs/report-json.md, "causal
+attribution", has the rules in words).
+
+A blocked segment ``[switch-out, waking)`` is explained by its waker, first rule that
+applies:
+
+1. woken inside the completion of a request (``WAKER_RQ``, the request's ``seq``) ->
+   the request's category (barrier, log, metadata, data, read); for a flush-sequenced
+   request, the part of the wait outside the request's own device stage is ``barrier``
+   (its pre/post flushes), and so is the part during which a flush was in flight on the
+   workload's devices (the request waited behind it: _behind_flushes);
+2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
+   or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
+   when the thread was in iowait or is a helper (views/causal.py's device_fill then
+   charges it to what the workload's devices were doing);
+3. woken by another workload thread -> *recurse*: that thread's own timeline over the
+   wait (the recursion is views/causal.py's);
+4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
+   on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``;
+5. woken by another task: a kernel helper not recorded -> ``wait-other`` by its name;
+   else ``external`` by its name;
+6. not woken in the window (still blocked at the stop) or the waker not seen -> ``sleep``
+   in a sleeping syscall (nanosleep, poll, select, epoll, pause...), else ``wait-other``
+   "(not seen)"; counted as unseen wakers.
+
+A preempted interval (``PREEMPT``, no wakeup) is runnable throughout; ``[waking,
+switch-in)`` is runnable. Time between two intervals of a thread is on CPU. A thread's
+life is from its ROOT/FORK (else its first interval, else the window start) to its EXIT
+(else the window end); a helper's timeline covers only its first to its last recorded
+interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import abi
+from ..kernels import I64, check_keyed, key_span, small_unique
+from ..names import ATTRIBUTION_CATEGORIES
+from ..syscalls import syscall_name
+from .classify import CATEGORY_OF_CLASS
+from .requests import Window
+
+
+CAUSAL_CATEGORIES = ATTRIBUTION_CATEGORIES
+CPU, RUNQ, BARRIER, LOG, METADATA, DATA, READ, HCPU, HRUNQ, SLEEP, EXTERNAL, OTHER = range(12)
+RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
+DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
+
+# Fixed details (reasons) of wait-other time; waker names follow them.
+NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED = range(5)
+FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
+                 "(not recorded)")
+
+# Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
+HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
+
+# Syscalls whose wait is a voluntary sleep or a timeout when nothing else woke them.
+SLEEP_SYSCALLS = frozenset({
+    "nanosleep", "clock_nanosleep", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+    "epoll_wait_old", "select", "pselect6", "_newselect", "poll", "ppoll", "pause",
+    "rt_sigsuspend", "rt_sigtimedwait", "sigsuspend", "alarm"})
+
+# Columns of offcpu/helper records the timelines read.
+WAKE_FIELDS = ("start_ns", "waking_ns", "end_ns", "tid", "syscall_nr", "flags_u16",
+               "waker_tid", "waker_ctx_u16", "waker_comm", "waker_rq_seq", "run_total_ns")
+
+
+@dataclass
+class Timeline:
+    """Segments of every actor (workload threads first, then helpers), sorted by
+    (actor, start), tiling each actor's covered time. Keyed times (actor * span +
+    t - origin) make one searchsorted find an actor's segments over an interval."""
+
+    origin: int
+    span: int
+    tids: np.ndarray  # tid of each actor
+    helper: np.ndarray  # bool per actor
+    birth: np.ndarray  # per actor: start of its covered time
+    death: np.ndarray
+    actor: np.ndarray  # per segment
+    a: np.ndarray
+    b: np.ndarray
+    cat: np.ndarray  # int8: CAUSAL_CATEGORIES index, or RECURSE
+    target: np.ndarray  # int32: actor explaining a RECURSE segment, else -1
+    detail: np.ndarray  # int32: index into details (wait-other, external), else -1
+    sys: np.ndarray  # int32: syscall of the interval the segment is part of; -3: on CPU
+    details: list[str] = field(default_factory=list)
+    unseen: int = 0  # blocked intervals of workload threads whose waker was not seen
+    unseen_ns: int = 0
+    intervals: int = 0  # off-CPU intervals of workload threads
+    linked: list[np.ndarray] = field(default_factory=list)  # requests (Requests indices)
+    #                                                         whose completion woke a wait
+
+    def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(actor index, found) of each tid."""
+        if not len(self.tids):
+            return np.zeros(len(tid), np.int64), np.zeros(len(tid), bool)
+        order = np.argsort(self.tids, kind="stable")
+        i = np.minimum(np.searchsorted(self.tids, tid, sorter=order), len(order) - 1)
+        ai = order[i]
+        return ai, self.tids[ai] == tid
+
+    def keys(self, actor: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return actor.astype(I64) * self.span + (t - self.origin)
+
+
+def asleep_at_start(off: Mapping[str, np.ndarray], thread: Mapping[str, np.ndarray],
+                    window: Window) -> Mapping[str, np.ndarray]:
+    """The off-CPU columns plus, for each thread that was asleep when recording started
+    (its `thread` record's state is not R) and has no off-CPU interval at all (it was
+    never woken in the window), one interval over the whole window, never woken, in the
+    syscall /proc showed: without it the thread would count as running throughout."""
+    tid = np.asarray(thread.get("tid", np.zeros(0))).astype(I64)
+    if not len(tid):
+        return off
+    state = np.asarray(thread["state_u8"])
+    asleep = (state != 0) & (state != ord("R"))
+    new = asleep & ~np.isin(tid, np.asarray(off["tid"]).astype(I64))
+    if not new.any():
+        return off
+    n = int(new.sum())
+    add: dict[str, np.ndarray] = {f: np.zeros(n, abi.OFFCPU_DTYPE[f]) for f in off}
+    add["tid"][:] = tid[new]
+    if "start_ns" in add:
+        add["start_ns"][:] = window.start_ns
+    add["syscall_nr"][:] = np.asarray(thread["syscall_nr"])[new]
+    add["flags_u16"][:] = abi.OFF_FROM_START
+    return {f: np.concatenate((np.asarray(off[f]), add[f])) for f in off}
+
+
+def has_wakers(off: Mapping[str, np.ndarray]) -> bool:
+    """Whether any off-CPU interval names its waker (traces converted from other tools
+    name none)."""
+    if "waker_ctx_u16" not in off or not len(off["waker_ctx_u16"]):
+        return False
+    return bool((np.asarray(off["waker_ctx_u16"]) != 0).any()
+                or (np.asarray(off["waker_tid"]) != 0).any()
+                or (np.asarray(off["flags_u16"]) & abi.OFF_WAKER_RQ).any())
+
+
+def _empty_cols() -> dict[str, np.ndarray]:
+    return {f: np.zeros(0, abi.OFFCPU_DTYPE[f]) for f in WAKE_FIELDS}
+
+
+def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
+                   off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray] | None,
+                   rq_link: "RequestLink", arch: str | None = None) -> Timeline:
+    """The timelines of the workload's threads (off: their offcpu columns, tasks: their
+    task events) and of the helpers (helper records), with each blocked segment's cause."""
+    from ..views.workload import task_lifetimes
+    helper = helper if helper is not None and len(helper.get("tid", ())) else _empty_cols()
+    w0, w1 = window.start_ns, window.end_ns
+    wtids, wbirth, wdeath = task_lifetimes(tasks, off, window)
+    htid_all = np.asarray(helper["tid"]).astype(I64)
+    hkeep = ~np.isin(htid_all, wtids)  # a workload thread is never a helper
+    htids = small_unique(htid_all[hkeep])
+    tids = np.concatenate((wtids, htids))
+    nw = len(wtids)
+    span = key_span(w0, w1)
+    check_keyed(len(tids), span)
+    names = _Names()
+    cols = []
+    for src, keep, is_helper in ((off, None, False), (helper, hkeep, True)):
+        c = {f: np.asarray(src[f]) if f in src else np.zeros(len(src["tid"]),
+                                                             abi.OFFCPU_DTYPE[f])
+             for f in WAKE_FIELDS}
+        if keep is not None:
+            c = {f: v[keep] for f, v in c.items()}
+        cols.append((c, is_helper))
+    # Actor of each interval; helper actors' covered time: first to last interval.
+    hb = np.full(len(htids), w1, I64)
+    hd = np.full(len(htids), w0, I64)
+    if len(htids):
+        hc = cols[1][0]
+        hi = np.searchsorted(htids, hc["tid"].astype(I64))
+        np.minimum.at(hb, hi, np.clip(hc["start_ns"].astype(I64), w0, w1))
+        e = hc["end_ns"].astype(I64)
+        np.maximum.at(hd, hi, np.clip(np.where(e > 0, e, w1), w0, w1))
+        hd = np.maximum(hd, hb)
+    birth = np.concatenate((wbirth, hb))
+    death = np.concatenate((wdeath, hd))
+    tl = Timeline(origin=w0, span=span, tids=tids, helper=np.arange(len(tids)) >= nw,
+                  birth=birth, death=death, actor=np.zeros(0, np.int32),
+                  a=np.zeros(0, I64), b=np.zeros(0, I64), cat=np.zeros(0, np.int8),
+                  target=np.zeros(0, np.int32), detail=np.zeros(0, np.int32),
+                  sys=np.zeros(0, np.int32))
+    parts = []
+    for c, is_helper in cols:
+        act = tl.actor_of(c["tid"].astype(I64))[0]
+        parts.append(_segments(tl, act.astype(np.int32), c, is_helper, rq_link, names, arch))
+    _gaps_and_sort(tl, parts)
+    tl.details = names.names
+    return tl
+
+
+class _Names:
+    """Detail strings: the fixed reasons, then waker names as met."""
+
+    def __init__(self) -> None:
+        self.names = list(FIXED_DETAILS)
+        self.index = {n: i for i, n in enumerate(self.names)}
+
+    def codes(self, comm: np.ndarray) -> np.ndarray:
+        if not len(comm):
+            return np.zeros(0, np.int32)
+        u, inv = np.unique(comm, return_inverse=True)
+        m = np.empty(len(u), np.int32)
+        for i, raw in enumerate(u.tolist()):
+            n = raw.rstrip(b"\0").decode("utf-8", "replace") or "(unnamed)"
+            if n not in self.index:
+                self.index[n] = len(self.names)
+                self.names.append(n)
+            m[i] = self.index[n]
+        return m[inv.ravel()]
+
+
+@dataclass
+class RequestLink:
+    """What a request link needs of the requests: sorted seqs and, in that order, each
+    request's category (CAUSAL_CATEGORIES), device stage and flush-wait flag."""
+
+    seq: np.ndarray
+    cat: np.ndarray
+    stage_a: np.ndarray
+    stage_b: np.ndarray
+    flush_seq: np.ndarray
+    order: np.ndarray  # the request (index in Requests) of each entry
+    # Disjoint sorted intervals when a flush was in flight on the workload's devices (a
+    # flush-sequenced request's pre/post-flush included); empty: not known.
+    flushing: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    @staticmethod
+    def build(rq: Any, cls: np.ndarray | None) -> "RequestLink":
+        seq = rq.extra.get("seq") if hasattr(rq, "extra") else None
+        if seq is None or cls is None or not len(seq):
+            z = np.zeros(0, I64)
+            return RequestLink(z, np.zeros(0, np.int8), z, z, np.zeros(0, bool), z)
+        o = np.argsort(seq, kind="stable")
+        cat = (CATEGORY_OF_CLASS[np.asarray(cls)[o]] + DEVICE_CAT0).astype(np.int8)
+        issue = rq.issue[o]
+        dd = rq.data_done[o]
+        flush_seq = (rq.flags[o] & abi.RQ_FLUSH_SEQ) != 0
+        return RequestLink(np.asarray(seq)[o].astype(I64), cat, issue,
+                           np.maximum(dd, issue), flush_seq, o.astype(I64))
+
+    def find(self, seq: np.ndarray) -> np.ndarray:
+        """Index of each seq's request, -1 when not among the requests."""
+        if not len(self.seq):
+            return np.full(len(seq), -1, np.int64)
+        i = np.minimum(np.searchsorted(self.seq, seq), len(self.seq) - 1)
+        return np.where(self.seq[i] == seq, i, -1)
+
+
+Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+              np.ndarray]
+
+
+def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_helper: bool,
+              link: RequestLink, names: _Names, arch: str | None) -> tuple[Parts, np.ndarray]:
+    """The runnable and blocked segments of one kind of interval (workload or helper),
+    and the intervals' (actor, start, end) clipped for the on-CPU gaps."""
+    lo, hi = tl.birth[act], tl.death[act]
+    s = np.clip(c["start_ns"].astype(I64), lo, hi)
+    e = c["end_ns"].astype(I64)
+    e = np.clip(np.where(e > 0, e, hi), lo, hi)
+    # Damaged overlaps: an interval starts no earlier than its thread's previous end.
+    o = np.lexsort((s, act))
+    act, s, e = act[o], s[o], e[o]
+    c = {f: np.asarray(v)[o] for f, v in c.items()}
+    ek = tl.keys(act, np.maximum(e, s))
+    prev = np.concatenate(([np.iinfo(I64).min], np.maximum.accumulate(ek)[:-1]))
+    s = np.maximum(s, prev - act.astype(I64) * tl.span + tl.origin)
+    e = np.maximum(e, s)
+    flags = c["flags_u16"].astype(np.int64)
+    wk = c["waking_ns"].astype(I64)
+    woken = (wk > 0) & ((flags & abi.OFF_PREEMPT) == 0)
+    w = np.where(woken, np.clip(wk, s, e), np.where((flags & abi.OFF_PREEMPT) != 0, s, e))
+    # A helper's syscall is none of the workload's: the waiter's own names the wait.
+    sysnr = (np.full(len(s), -3, np.int32) if is_helper
+             else c["syscall_nr"].astype(np.int32))
+    cat, target, detail = _causes(tl, act, c, woken, sysnr, is_helper, link, names, arch)
+    blocked = w > s
+    if not is_helper:
+        tl.intervals += len(s)
+        un = blocked & (detail == NOT_SEEN)
+        tl.unseen += int(un.sum())
+        tl.unseen_ns += int((w - s)[un].sum())
+    # Request links split the wait around the request's device stage.
+    ri = np.where(cat == -2, target, -1)
+    rl = ri >= 0
+    cat = np.where(rl, OTHER, cat).astype(np.int8)
+    target = np.where(rl, -1, target).astype(np.int32)
+    runq = np.full(len(s), HRUNQ if is_helper else RUNQ, np.int8)
+    m1 = np.full(len(s), -1, np.int32)
+    seg: list[tuple[np.ndarray, ...]] = [(act, w, e, runq, m1, m1, sysnr),
+                                         (act, s, w, cat, target, detail, sysnr)]
+    seg[1] = tuple(x[blocked & ~rl] for x in seg[1])
+    if rl.any():
+        k = np.flatnonzero(rl & blocked)
+        r = ri[k]
+        tl.linked.append(link.order[r])
+        rc = link.cat[r]
+        fs = link.flush_seq[r]
+        pre_b = np.clip(link.stage_a[r], s[k], w[k])
+        post_a = np.clip(link.stage_b[r], pre_b, w[k])
+        outer = np.where(fs, BARRIER, rc).astype(np.int8)
+        mk = np.full(len(k), -1, np.int32)
+        for a_, b_, c_ in ((s[k], pre_b, outer), (pre_b, post_a, rc), (post_a, w[k], outer)):
+            seg.append(_behind_flushes(link, act[k], a_, b_, c_, mk, sysnr[k]))
+    cat_all = tuple(np.concatenate(x) for x in zip(*seg))
+    rt = c["run_total_ns"].astype(I64) if "run_total_ns" in c else np.zeros(len(s), I64)
+    return cat_all, np.stack((act.astype(I64), s, e, rt))  # type: ignore[return-value]
+
+
+def _behind_flushes(link: "RequestLink", act: np.ndarray, a: np.ndarray, b: np.ndarray,
+                    cat: np.ndarray, m1: np.ndarray, sysnr: np.ndarray
+                    ) -> tuple[np.ndarray, ...]:
+    """Segments [a, b) of a wait on a request, cut where a flush was in flight on the
+    workload's devices (link.flushing): the request waited behind it (barrier), the
+    rest keeps its category."""
+    fs, fe = link.flushing
+    if not len(fs) or not len(a):
+        return (act, a, b, cat, m1, m1, sysnr)
+    lo = np.searchsorted(fe, a, side="right")  # first flush ending after a
+    hi = np.searchsorted(fs, b, side="left")  # first flush starting at or after b
+    cnt = np.maximum(hi - lo, 0)
+    if not cnt.any():
+        return (act, a, b, cat, m1, m1, sysnr)
+    qi = np.repeat(np.arange(len(a)), cnt)
+    first = np.cumsum(cnt) - cnt
+    fi = lo[qi] + (np.arange(len(qi)) - first[qi])
+    pa = np.maximum(a[qi], fs[fi])
+    pb = np.minimum(b[qi], fe[fi])
+    # The parts outside the flushes: from a (or each flush's end) to the next flush's
+    # start (or b), as explain's gaps.
+    prev = np.empty(len(qi), I64)
+    prev[1:] = pb[:-1]
+    has = cnt > 0
+    prev[first[has]] = a[has]
+    last_end = np.where(has, pb[np.maximum(first + cnt - 1, 0)], a)
+    ga = np.concatenate((prev, last_end))
+    gb = np.concatenate((pa, b))
+    gq = np.concatenate((qi, np.arange(len(a))))
+    keep_f = pb > pa
+    keep_g = gb > ga
+    fq = qi[keep_f]
+    return (np.concatenate((act[fq], act[gq[keep_g]])),
+            np.concatenate((pa[keep_f], ga[keep_g])),
+            np.concatenate((pb[keep_f], gb[keep_g])),
+            np.concatenate((np.full(len(fq), BARRIER, np.int8), cat[gq[keep_g]])),
+            np.full(len(fq) + int(keep_g.sum()), -1, np.int32),
+            np.full(len(fq) + int(keep_g.sum()), -1, np.int32),
+            np.concatenate((sysnr[fq], sysnr[gq[keep_g]])))
+
+
+def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: np.ndarray,
+            sysnr: np.ndarray, is_helper: bool, link: RequestLink, names: _Names,
+            arch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(category or RECURSE or -2 for a request link, target actor or request index,
+    detail) of each interval's blocked part, by the rules of the module doc."""
+    n = len(act)
+    cat = np.full(n, OTHER, np.int8)
+    target = np.full(n, -1, np.int64)
+    detail = np.full(n, NOT_SEEN, np.int32)
+    flags = c["flags_u16"].astype(np.int64)
+    wtid = c["waker_tid"].astype(I64)
+    ctx = c["waker_ctx_u16"].astype(np.int64)
+    comm = np.asarray(c["waker_comm"])
+    tid = c["tid"].astype(I64)
+    sleepy = np.zeros(n, bool)
+    for nr in np.unique(sysnr).tolist():
+        if syscall_name(int(nr), arch) in SLEEP_SYSCALLS:
+            sleepy |= sysnr == nr
+    done = ~woken
+    # 6. not woken / waker not seen.
+    unseen = done | ((ctx == abi.WCTX_UNKNOWN) & (wtid == 0))
+    cat[unseen & sleepy] = SLEEP
+    detail[unseen & sleepy] = -1
+    done = unseen.copy()
+    # 1. request link.
+    ri = link.find(c["waker_rq_seq"].astype(I64))
+    m = ~done & ((flags & abi.OFF_WAKER_RQ) != 0) & (ri >= 0)
+    cat[m], target[m], detail[m] = -2, ri[m], -1
+    done |= m
+    # 2. interrupts, the idle task, the thread itself.
+    irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
+    m = ~done & (irq | (wtid == 0) | (wtid == tid))
+    # A helper woken from an interrupt with no request link is mostly handed work by an
+    # I/O completion (end-I/O work queued from it), not a timer.
+    io = ((flags & abi.OFF_IOWAIT) != 0) | is_helper
+    cat[m & ~io], detail[m & ~io] = SLEEP, -1
+    cat[m & io], detail[m & io] = OTHER, IRQ_NO_RQ
+    done |= m
+    # 3, 4. another workload thread or a recorded helper: recurse.
+    ti, known = tl.actor_of(wtid)
+    m = ~done & known
+    cat[m], target[m], detail[m] = RECURSE, ti[m], -1
+    done |= m
+    # 5. a task outside the workload.
+    rest = np.flatnonzero(~done)
+    if len(rest):
+        helper_like = np.zeros(len(rest), bool)
+        for p in HELPER_PREFIXES:
+            helper_like |= np.char.startswith(comm[rest], p)
+        cat[rest] = np.where(helper_like, OTHER, EXTERNAL)
+        detail[rest] = names.codes(comm[rest])
+    return cat, target, detail
+
+
+def _gaps_and_sort(tl: Timeline, parts: list[tuple[Parts, np.ndarray]]) -> None:
+    """Add the on-CPU gaps of every actor (its covered time outside its intervals), sort
+    all segments by (actor, start) and store them in tl."""
+    segs = [p[0] for p in parts]
+    ivs = np.concatenate([p[1] for p in parts], axis=1)
+    nact = len(tl.tids)
+    # Per actor: its intervals sorted, the gaps before, between and after them.
+    ia, isa, iea, irt = ivs[0], ivs[1], ivs[2], ivs[3]
+    o = np.lexsort((isa, ia))
+    ia, isa, iea, irt = ia[o], isa[o], iea[o], irt[o]
+    acts = np.arange(nact, dtype=I64)
+    ga = np.concatenate((acts, ia))  # gap starts: the birth, then each interval's end
+    gs = np.concatenate((tl.birth, iea))
+    # The gap after each: up to the next interval of the actor, else its death.
+    nxt = np.concatenate((np.searchsorted(ia, acts), np.arange(1, len(ia) + 1)))
+    nxt_ok = nxt < len(ia)
+    nxt_c = np.minimum(nxt, max(len(ia) - 1, 0))
+    same = nxt_ok & (ia[nxt_c] == ga if len(ia) else np.zeros(len(ga), bool))
+    ge = np.where(same, isa[nxt_c] if len(ia) else 0, tl.death[ga.astype(np.int64)])
+    # A gap after the birth is only the part before the first interval.
+    keep = ge > gs
+    ga, gs, ge = ga[keep], gs[keep], ge[keep]
+    # A helper is recorded in stretches: between two of its intervals it ran only for
+    # the growth of its CPU total (run_total_ns, at each switch-out); the rest of the gap
+    # is a stretch not recorded.
+    cpu_end = ge.copy()
+    if len(ia):
+        prev = np.concatenate((np.full(nact, -1), np.arange(len(ia))))[keep]
+        nx = nxt_c[keep]
+        h = tl.helper[ga.astype(np.int64)] & same[keep] & (prev >= 0)
+        rt0 = irt[np.maximum(prev, 0)]
+        rt1 = irt[nx]
+        h &= (rt0 > 0) & (rt1 >= rt0)
+        cpu_end = np.where(h, np.minimum(ge, gs + (rt1 - rt0)), ge)
+    gcat = np.where(tl.helper[ga.astype(np.int64)], HCPU, CPU).astype(np.int8)
+    m1 = np.full(len(ga), -1, np.int32)
+    segs.append((ga.astype(np.int32), gs, cpu_end, gcat, m1, m1,
+                 np.full(len(ga), -3, np.int32)))
+    segs.append((ga.astype(np.int32), cpu_end, ge, np.full(len(ga), OTHER, np.int8), m1,
+                 np.full(len(ga), NOT_RECORDED, np.int32), np.full(len(ga), -3, np.int32)))
+    cols = [np.concatenate(x) for x in zip(*segs)]
+    act, a, b = cols[0].astype(np.int32), cols[1].astype(I64), cols[2].astype(I64)
+    keep = b > a
+    o = np.lexsort((a[keep], act[keep]))
+    tl.actor, tl.a, tl.b = act[keep][o], a[keep][o], b[keep][o]
+    tl.cat = cols[3][keep][o].astype(np.int8)
+    tl.target = cols[4][keep][o].astype(np.int32)
+    tl.detail = cols[5][keep][o].astype(np.int32)
+    tl.sys = cols[6][keep][o].astype(np.int32)

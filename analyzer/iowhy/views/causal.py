@@ -1,0 +1,325 @@
+"""Causal attribution: the workload's elapsed time along the critical path of the
+recorded process, the thread time of all workload threads, and both per interval
+(docs/report-json.md has the definitions in words).
+
+Both are made of one operation, `explain`: the time of an actor (a thread) over an
+interval, as pieces of time with a category each. The actor's segments (model/wakeups.py)
+over the interval give the pieces; a segment explained by another thread (woken by it)
+is replaced by that thread's own pieces over the same time, level by level, at most
+`depth` levels deep (deeper: ``wait-other`` "(depth limit)"). Time of the interval the
+actor's timeline does not cover (before its birth, after its death, outside a helper's
+recorded stretches) is ``wait-other`` "(no task)" at the top, "(not recorded)" below.
+The pieces tile the interval exactly, so the elapsed time's categories sum to elapsed.
+
+* Elapsed: explain(root thread, window). The root is the recorded process's thread
+  (RECORDER `pid`), else the first ROOT task, else the lowest thread id.
+* Thread time: explain(each workload thread, its life), summed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .. import abi
+from ..kernels import I64, Coverage, union_intervals
+from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, HCPU, HRUNQ,
+                             IRQ_NO_RQ, NO_TASK, NOT_RECORDED, OTHER, RECURSE, RUNQ, Timeline)
+from ..syscalls import syscall_name
+
+
+@dataclass
+class Leaves:
+    """Pieces of explained time: the query each explains, its time, category, detail
+    (wait-other / external name), the top-level syscall and the innermost one."""
+
+    root: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    cat: np.ndarray
+    detail: np.ndarray
+    top_sys: np.ndarray
+    in_sys: np.ndarray
+
+    @property
+    def length(self) -> np.ndarray:
+        return self.b - self.a
+
+
+Fill = Callable[[Leaves], Leaves]
+
+
+def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int,
+            fill: Fill | None = None) -> Leaves:
+    """The pieces explaining each query (actor, [qa, qb)); see the module doc. fill:
+    applied to the pieces at the end (device_fill)."""
+    lv = _explain(tl, actor, qa, qb, depth)
+    return fill(lv) if fill is not None else lv
+
+
+def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]) -> Fill:
+    """A fill for the time a followed helper was not recorded ("(not recorded)") or a
+    wait in iowait ended by an interrupt without a request link ("(irq, no request)"):
+    what the workload's devices were doing then, highest priority first (a flush in
+    flight or a flush-sequenced request waiting for its flushes -> barrier, else a log
+    write -> log, ... as in the correlational view), the rest stays wait-other. The
+    pieces of a filled one follow each other in that order inside it (their lengths are
+    exact, their places within it are not known)."""
+    ws, we = waits
+    cum = []
+    for c in covers:
+        s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)))
+        cum.append(Coverage(s, e))
+
+    def fill(lv: Leaves) -> Leaves:
+        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ))
+        if not m.any() or not cum:
+            return lv
+        i = np.flatnonzero(m)
+        a, b = lv.a[i], lv.b[i]
+        lens = [c.within(a, b) for c in cum]
+        excl = [lens[0]] + [lens[k] - lens[k - 1] for k in range(1, len(lens))]
+        excl.append((b - a) - lens[-1])
+        cats = [BARRIER + k for k in range(len(cum))] + [OTHER]
+        parts = []
+        at = a.copy()
+        for k, ln in zip(cats, excl):
+            parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),
+                          np.where(k == OTHER, lv.detail[i], -1).astype(np.int32),
+                          lv.top_sys[i], lv.in_sys[i]))
+            at = at + ln
+        keep = ~m
+        cols = [np.concatenate([x[keep] for x in (lv.root, lv.a, lv.b, lv.cat, lv.detail,
+                                                  lv.top_sys, lv.in_sys)][j:j + 1]
+                               + [p[j] for p in parts]) for j in range(7)]
+        nz = cols[2] > cols[1]
+        return Leaves(*(c[nz] for c in cols))
+    return fill
+
+
+def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
+             ) -> Leaves:
+    """explain() before its fill."""
+    nq = len(actor)
+    root = np.arange(nq, dtype=I64)
+    top = np.full(nq, -3, np.int32)
+    inner = np.full(nq, -3, np.int32)
+    act = np.asarray(actor, I64)
+    qa, qb = np.asarray(qa, I64), np.asarray(qb, I64)
+    out: list[tuple[np.ndarray, ...]] = []
+    kstart = tl.keys(tl.actor, tl.a)
+    kend = tl.keys(tl.actor, tl.b)
+    level = 0
+    while len(act):
+        lo = np.searchsorted(kend, tl.keys(act, qa), side="right")
+        hi = np.searchsorted(kstart, tl.keys(act, qb), side="left")
+        cnt = np.maximum(hi - lo, 0)
+        qi = np.repeat(np.arange(len(act)), cnt)
+        first = np.cumsum(cnt) - cnt
+        si = lo[qi] + (np.arange(len(qi)) - first[qi])
+        pa = np.maximum(qa[qi], tl.a[si])
+        pb = np.minimum(qb[qi], tl.b[si])
+        _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner,
+              NO_TASK if level == 0 else NOT_RECORDED,
+              _exiting(tl, act, qb) if level else None)
+        cat = tl.cat[si].astype(np.int8)
+        det = tl.detail[si]
+        ssys = tl.sys[si]
+        blocked_sys = ssys >= -2
+        p_top = ssys if level == 0 else top[qi]
+        p_in = np.where(blocked_sys, ssys, inner[qi])
+        rec = cat == RECURSE
+        if level >= depth:
+            cat = np.where(rec, OTHER, cat).astype(np.int8)
+            det = np.where(rec, DEPTH, det)
+            rec = np.zeros(len(cat), bool)
+        leaf = ~rec
+        out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
+                    p_in[leaf]))
+        act = tl.target[si][rec].astype(I64)
+        qa, qb = pa[rec], pb[rec]
+        root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
+        level += 1
+    if not out:
+        z = np.zeros(0, I64)
+        return Leaves(z, z, z, np.zeros(0, np.int8), z.astype(np.int32),
+                      z.astype(np.int32), z.astype(np.int32))
+    cols = [np.concatenate(x) for x in zip(*out)]
+    return Leaves(*cols)
+
+
+def _exiting(tl: Timeline, act: np.ndarray, qb: np.ndarray) -> np.ndarray:
+    """Per query: whether its actor is a workload thread whose life ended before the
+    query's end. A thread followed as a waker woke the waiter at the query's end, so it
+    ran until then: after its EXIT record it was on its exit path (freeing its memory,
+    notifying its parent), on CPU."""
+    return ~tl.helper[act] & (tl.death[act] < qb)
+
+
+def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb: np.ndarray,
+          cnt: np.ndarray, first: np.ndarray, qa: np.ndarray, qb: np.ndarray, root: np.ndarray,
+          top: np.ndarray, inner: np.ndarray, reason: int,
+          exiting: np.ndarray | None) -> None:
+    """Leaves for the time of each query its pieces do not cover (pieces of a query are
+    in time order and do not overlap); the time after the death of an exiting waker
+    (_exiting) is cpu."""
+    prev = np.empty(len(qi), I64)
+    if len(qi):
+        prev[1:] = pb[:-1]
+        prev[first[cnt > 0]] = qa[cnt > 0]
+    ga = np.concatenate((prev, np.where(cnt > 0, pb[np.maximum(first + cnt - 1, 0)]
+                                        if len(pb) else qa, qa)))
+    gb = np.concatenate((pa, qb))
+    gq = np.concatenate((qi, np.arange(len(qa))))
+    m = gb > ga
+    if m.any():
+        n = int(m.sum())
+        cat = np.full(n, OTHER, np.int8)
+        det = np.full(n, reason, np.int32)
+        if exiting is not None:
+            # The trailing gaps (the last len(qa)) of exiting wakers, from their death on.
+            tail = np.zeros(len(ga), bool)
+            tail[len(qi):] = exiting
+            tail = tail[m]
+            if tail.any():
+                cat[tail], det[tail] = CPU, -1
+        inn = inner[gq[m]] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
+        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn))
+
+
+# -- the views ----------------------------------------------------------------------------
+
+
+def root_actor(tl: Timeline, tasks: Mapping[str, np.ndarray], pid: int | None) -> int:
+    """The actor of the recorded process (module doc); -1 without workload threads."""
+    nw = int((~tl.helper).sum())
+    if not nw:
+        return -1
+    wt = tl.tids[:nw]
+    cand: list[int] = []
+    if pid:
+        cand.append(int(pid))
+    ev = np.asarray(tasks.get("event_u16", np.zeros(0)))
+    if len(ev):
+        ts = np.asarray(tasks["ts_ns"]).astype(I64)
+        tt = np.asarray(tasks["tid"]).astype(I64)
+        r = np.flatnonzero(ev == abi.TASK_ROOT)
+        if len(r):
+            cand.append(int(tt[r[np.lexsort((tt[r], ts[r]))[0]]]))
+    for c in cand:
+        i = np.flatnonzero(wt == c)
+        if len(i):
+            return int(i[0])
+    return int(np.argmin(wt))
+
+
+def _sums(lv: Leaves, sel: np.ndarray | None = None) -> dict[str, int]:
+    cat, ln = (lv.cat, lv.length) if sel is None else (lv.cat[sel], lv.length[sel])
+    s = np.zeros(len(CAUSAL_CATEGORIES), I64)
+    np.add.at(s, cat.astype(np.int64), ln)
+    return {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, s.tolist())}
+
+
+def _by_name(keys: np.ndarray, ln: np.ndarray, name: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not len(keys):
+        return out
+    u, inv = np.unique(keys, return_inverse=True)
+    tot = np.zeros(len(u), I64)
+    np.add.at(tot, inv.ravel(), ln)
+    for k, v in zip(u.tolist(), tot.tolist()):
+        if v:
+            nm = name(int(k))
+            out[nm] = out.get(nm, 0) + int(v)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+NO_TASK_SYS = -4  # the "syscall" of time with no thread alive
+
+
+def _sys_name(arch: str | None) -> Any:
+    return lambda nr: ("none" if nr == -3 else "(no task)" if nr == NO_TASK_SYS
+                       else syscall_name(nr, arch))
+
+
+def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
+                 fill: Fill | None = None) -> tuple[dict[str, Any], Leaves]:
+    """The elapsed time along the critical path: attribution_ns and its breakdowns, and
+    the leaves (for the per-interval view)."""
+    w0, w1 = tl.origin, tl.origin + tl.span - 2
+    if root < 0:
+        lv = Leaves(np.zeros(1, I64), np.array([w0], I64), np.array([w1], I64),
+                    np.array([OTHER], np.int8), np.array([NO_TASK], np.int32),
+                    np.array([-3], np.int32), np.array([-3], np.int32))
+    else:
+        lv = explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth, fill)
+    ln = lv.length
+    wo = lv.cat == OTHER
+    blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
+    ext = lv.cat == EXTERNAL
+    res = {
+        "attribution_ns": _sums(lv),
+        "wait_other_by_syscall_ns": _by_name(lv.in_sys[wo], ln[wo], _sys_name(arch)),
+        "wait_other_by_waker_ns": _by_name(lv.detail[wo], ln[wo], lambda d: tl.details[d]),
+        "external_by_comm_ns": _by_name(lv.detail[ext], ln[ext], lambda d: tl.details[d]),
+        "blocked_by_syscall_ns": _by_name(lv.in_sys[blocked], ln[blocked], _sys_name(arch)),
+        "root_tid": int(tl.tids[root]) if root >= 0 else None,
+    }
+    return res, lv
+
+
+def thread_time_view(tl: Timeline, depth: int, arch: str | None,
+                     fill: Fill | None = None) -> dict[str, Any]:
+    """The same categories summed over every workload thread's life, and per syscall
+    the thread was in (its own syscall, not its waker's)."""
+    nw = int((~tl.helper).sum())
+    acts = np.arange(nw)
+    lv = explain(tl, acts, tl.birth[:nw], tl.death[:nw], depth, fill)
+    total = int((tl.death[:nw] - tl.birth[:nw]).sum())
+    by_sys: dict[str, Any] = {}
+    name = _sys_name(arch)
+    blocked = lv.top_sys >= -2
+    for nr in np.unique(lv.top_sys[blocked]).tolist():
+        m = lv.top_sys == nr
+        att = {k: v for k, v in _sums(lv, m).items() if v}
+        nm = name(int(nr))
+        prev = by_sys.get(nm)
+        if prev:
+            for k, v in att.items():
+                prev["attribution_ns"][k] = prev["attribution_ns"].get(k, 0) + v
+            prev["total_ns"] += int(lv.length[m].sum())
+        else:
+            by_sys[nm] = {"total_ns": int(lv.length[m].sum()), "attribution_ns": att}
+    by_sys = dict(sorted(by_sys.items(), key=lambda kv: -kv[1]["total_ns"]))
+    return {"threads": nw, "total_ns": total, "attribution_ns": _sums(lv),
+            "by_syscall": by_sys}
+
+
+def interval_view(lv: Leaves, w0: int, w1: int, step: int) -> list[dict[str, Any]]:
+    """The elapsed attribution per interval of `step` ns from w0 (the last one shorter):
+    each interval's categories sum exactly to its length."""
+    if step <= 0 or w1 <= w0:
+        return []
+    edges = np.arange(w0, w1, step, dtype=I64)
+    edges = np.append(edges, I64(w1))
+    per = np.zeros((len(CAUSAL_CATEGORIES), len(edges)), I64)
+    for c in range(len(CAUSAL_CATEGORIES)):
+        m = lv.cat == c
+        if m.any():
+            per[c] = _time_before(lv.a[m], lv.b[m], edges)
+    d = np.diff(per, axis=1)
+    return [{"start_ns": int(edges[i] - w0), "end_ns": int(edges[i + 1] - w0),
+             "attribution_ns": {k: int(d[c, i]) for c, k in enumerate(CAUSAL_CATEGORIES)}}
+            for i in range(len(edges) - 1)]
+
+
+def _time_before(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Sum over the intervals [a, b) of their time before each t (exact integers)."""
+    sa, sb = np.sort(a), np.sort(b)
+    ca = np.concatenate(([0], np.cumsum(sa)))
+    cb = np.concatenate(([0], np.cumsum(sb)))
+    na = np.searchsorted(sa, t, side="left")
+    nb = np.searchsorted(sb, t, side="left")
+    return (na * t - ca[na]) - (nb * t - cb[nb])
