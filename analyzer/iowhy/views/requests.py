@@ -11,7 +11,7 @@ window's start. A figure that was not observed is -1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from ..model.calls import join_requests_to_calls
 from ..model.classify import request_classes
 from ..model.requests import Requests, load_requests, trace_window
 from ..names import CLASS_NAMES
+from .series import device_names
 from .latency import latency_values
 
 # blk_fill_rwbs's letters: preflush first, then the operation, then the modifiers.
