@@ -155,7 +155,7 @@ def synth(n: int, seed: int = 1) -> dict[str, np.ndarray]:
 
 def write(path: str, n: int) -> None:
     from iowhy import abi
-    from iowhy.traceformat import TraceWriter
+    from iowhy.tracewriter import TraceWriter
     d = synth(n)
     meta = {
         "devices": [{"name": "sdb", "major": DEV_A[0], "minor": DEV_A[1], "rotational": 1,

@@ -17,7 +17,8 @@ import numpy as np
 
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 
 DEV = (8, 0)  # whole disk
 PART = (8, 1)  # its partition

@@ -83,7 +83,7 @@ def _data(ch: Any, payload: bytes) -> Optional[bytes]:
     n, plen = int(ch["data_bytes"]), int(ch["payload_bytes"])
     if not int(ch["type"]) & abi.CHUNK_ZSTD:
         return payload[:n] if n <= plen else None
-    from .traceformat import JSON_MAX, _unzstd
+    from .tracedecode import JSON_MAX, _unzstd
     return _unzstd(payload, plen, n) if n <= JSON_MAX else None
 
 

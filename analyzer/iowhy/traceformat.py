@@ -6,30 +6,23 @@ The reader scans the file once (linear time, whatever it holds), validates every
 yields every sound chunk; everything else is counted in `Trace.damage` and shown first
 by every command.
 
-The writer produces the same format and is what tests use for synthetic traces.
+The scanning and CRC arithmetic are in tracescan.py, the chunk decoding in tracedecode.py,
+the writer (what tests use for synthetic traces) in tracewriter.py.
 """
 
 from __future__ import annotations
 
 import bisect
-import errno
-import ctypes
-import ctypes.util
-import heapq
-import json
-import math
-import mmap
 import os
 import stat
-import struct
-import zlib
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable
+from typing import Any
 
 import numpy as np
-import zstandard
 
 from . import abi, tracecheck
+from .tracedecode import _json_chunk, _untranspose, _unzstd
+from .tracescan import CHDR_SIZE, HDR_SIZE, _payload_crc, _pread, _scan, _Source
 
 
 class TraceError(Exception):
@@ -253,70 +246,14 @@ class Trace:
         return out
 
 
-HDR_SIZE = abi.FILE_HDR_DTYPE.itemsize
-CHDR_SIZE = abi.CHUNK_HDR_DTYPE.itemsize
-_CHDR = struct.Struct("<4sHHIIIIQ")  # struct iowhy_chunk_hdr, as abi.CHUNK_HDR_DTYPE
 _REC_SIZES = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
-SCAN_WINDOW = 8 << 20  # bytes read at a time while scanning
-JSON_MAX = 64 << 20  # a JSON chunk larger than this is not parsed (unknown chunk)
-# Compressed chunks (version 5): no chunk decompresses to more than ZSTD_CHUNK_MAX bytes, and
-# a file's chunks together to no more than ZSTD_BUDGET_BASE + ZSTD_BUDGET_RATIO times its
-# size; a chunk beyond either bound is undecodable (no decompression bomb).
-ZSTD_CHUNK_MAX = 64 << 20
+# Compressed chunks (version 5): no chunk decompresses to more than ZSTD_CHUNK_MAX bytes
+# (tracedecode.py), and a file's chunks together to no more than ZSTD_BUDGET_BASE +
+# ZSTD_BUDGET_RATIO times its size; a chunk beyond either bound is undecodable (no
+# decompression bomb).
 ZSTD_BUDGET_BASE = 256 << 20
 ZSTD_BUDGET_RATIO = 64
 _ZSTD_MIN_VERSION = 5
-
-
-# -- CRC of any stretch from running CRCs (linear-time resynchronisation) ----------------------
-
-_POLY = 0xEDB88320
-
-
-def _multmodp(a: int, b: int) -> int:
-    """a * b modulo the CRC-32 polynomial (reflected), as zlib's multmodp."""
-    m = 1 << 31
-    p = 0
-    while True:
-        if a & m:
-            p ^= b
-            if (a & (m - 1)) == 0:
-                break
-        m >>= 1
-        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
-    return p
-
-
-_X2N = [1 << 30]  # x^(2^k) modulo the polynomial
-for _ in range(31):
-    _X2N.append(_multmodp(_X2N[-1], _X2N[-1]))
-
-
-def _crc32_shift_py(crc: int, nbytes: int) -> int:
-    """zlib's crc32_combine(crc, 0, nbytes): crc advanced over nbytes of zero."""
-    p, k, n = 1 << 31, 3, nbytes
-    while n:
-        if n & 1:
-            p = _multmodp(_X2N[k & 31], p)
-        n >>= 1
-        k += 1
-    return _multmodp(p, crc)
-
-
-def _zlib_shift() -> Callable[[int, int], int]:
-    try:
-        lib = ctypes.CDLL(ctypes.util.find_library("z") or "libz.so.1")
-        fn = lib.crc32_combine64
-        fn.restype = ctypes.c_ulong
-        fn.argtypes = [ctypes.c_ulong, ctypes.c_ulong, ctypes.c_int64]
-        if fn(0x12345678, 0, 1000) != _crc32_shift_py(0x12345678, 1000):
-            return _crc32_shift_py
-        return lambda crc, n: int(fn(crc, 0, n)) & 0xFFFFFFFF
-    except (OSError, AttributeError):
-        return _crc32_shift_py
-
-
-_crc32_shift = _zlib_shift()
 
 
 def _open(path: str) -> int:
@@ -341,183 +278,6 @@ def _open(path: str) -> int:
         raise TraceError(f"{path} is {kind}, not a trace file",
                          "give the path of a trace file written by `iowhy record`")
     return fd
-
-
-def _pread(fd: int, n: int, off: int) -> bytes:
-    out = []
-    while n > 0:
-        b = os.pread(fd, n, off)
-        if not b:
-            break
-        out.append(b)
-        n -= len(b)
-        off += len(b)
-    return b"".join(out)
-
-
-def _plausible(h: tuple, off: int, size: int) -> bool:
-    """A chunk header whose payload lies within the file (RECOVERY, step 2); a compressed
-    chunk's data_bytes is its decompressed size, not bounded by the payload."""
-    plen, dlen = h[4], h[5]
-    return off + CHDR_SIZE + plen <= size and (dlen <= plen or bool(h[1] & abi.CHUNK_ZSTD))
-
-
-def _scan(fd: int, size: int, start: int) -> tuple[dict[int, tuple], dict[int, int]]:
-    """One pass over the file: every plausible chunk header at or after `start`
-    ({offset: header}) and the running CRC-32 of the file from `start` at each one's
-    payload start and end ({offset: crc}), from which any payload's CRC follows in
-    constant time: the work is linear in the file size, however many chunk magics a
-    damaged or crafted file holds."""
-    cands: dict[int, tuple] = {}
-    need: list[int] = []
-    prefix: dict[int, int] = {}
-    crc = 0
-    pos = start
-    off = start
-    while off < size:
-        if not need:
-            # No payload pending: a hole (of a sparse file) holds no chunk and no CRC is
-            # wanted across it; the running CRC starts anew after it (every payload's two
-            # ends are then on the same chain).
-            try:
-                data = os.lseek(fd, off, os.SEEK_DATA)
-            except OSError as e:  # ENXIO: only a hole from here on
-                data = size if e.errno == errno.ENXIO else off
-            if data >= size:
-                break
-            if data > off:
-                off = pos = data
-                crc = 0
-        n = min(SCAN_WINDOW, size - off)
-        buf = _pread(fd, n + CHDR_SIZE, off)
-        if len(buf) < n:  # the file shrank while read
-            n = len(buf)
-            if n == 0:
-                break
-        mv = memoryview(buf)
-        i = buf.find(abi.CHUNK_MAGIC)
-        while 0 <= i < n:
-            if i + CHDR_SIZE <= len(buf):
-                h = _CHDR.unpack_from(buf, i)
-                p = off + i
-                if _plausible(h, p, size):
-                    cands[p] = h
-                    heapq.heappush(need, p + CHDR_SIZE)
-                    heapq.heappush(need, p + CHDR_SIZE + h[4])
-            i = buf.find(abi.CHUNK_MAGIC, i + 1)
-        end = off + n
-        while need and need[0] <= end:
-            x = heapq.heappop(need)
-            if x not in prefix:
-                crc = zlib.crc32(mv[pos - off:x - off], crc)
-                pos = x
-                prefix[x] = crc
-        crc = zlib.crc32(mv[pos - off:n], crc)
-        pos = end
-        off = end
-        mv.release()
-    return cands, prefix
-
-
-def _payload_crc(prefix: dict[int, int], a: int, b: int) -> int | None:
-    pa, pb = prefix.get(a), prefix.get(b)
-    if pa is None or pb is None:
-        return None
-    return pb ^ _crc32_shift(pa, b - a)
-
-
-class _Source:
-    """The bytes of the valid chunks: one mapping of the file up to the last of them, or,
-    where that cannot be had (address space, a file too large), each payload read."""
-
-    def __init__(self, fd: int, end: int, spans: list[tuple[int, int]]) -> None:
-        self.mm: mmap.mmap | None = None
-        self.copies: dict[int, bytes] = {}
-        if end == 0:
-            return
-        try:
-            self.mm = mmap.mmap(fd, end, prot=mmap.PROT_READ)
-            return
-        except (OSError, ValueError, OverflowError, MemoryError):
-            self.mm = None
-        for a, n in spans:
-            self.copies[a] = _pread(fd, n, a)
-
-    def payload(self, a: int, n: int) -> Any:
-        if self.mm is not None:
-            return memoryview(self.mm)[a:a + n]
-        return memoryview(self.copies[a])
-
-
-_DCTX = zstandard.ZstdDecompressor()
-
-
-def _unzstd(buf: Any, plen: int, dlen: int) -> bytes | None:
-    """The data of a compressed chunk: one zstd frame that declares its content size, equal
-    to data_bytes, and decompresses to exactly that, its checksum (when it has one, as
-    iowhy's writers give it) right; then only the zero padding (fewer than 8 bytes). None
-    for anything else (counted as undecodable by the caller)."""
-    if dlen > ZSTD_CHUNK_MAX or plen < 4:
-        return None
-    data = bytes(buf[:plen])
-    try:
-        if zstandard.frame_content_size(data) != dlen:  # -1: not declared
-            return None
-        dobj = _DCTX.decompressobj()
-        out = dobj.decompress(data)
-        if not dobj.eof or len(out) != dlen:
-            return None
-        rest = dobj.unused_data
-    except zstandard.ZstdError:
-        return None
-    if len(rest) >= 8 or rest.strip(b"\0"):
-        return None
-    return out
-
-
-def _transpose(data: bytes, rec_size: int, count: int) -> bytes:
-    """Records byte-transposed, as compressed record chunks hold them: byte b of record i
-    at b * count + i."""
-    return np.frombuffer(data, np.uint8).reshape(count, rec_size).T.tobytes()
-
-
-def _untranspose(data: bytes, rec_size: int, count: int) -> bytes:
-    return np.frombuffer(data, np.uint8).reshape(rec_size, count).T.tobytes()
-
-
-def _json_chunk(buf: Any, n: int) -> dict[str, Any] | None:
-    """The JSON object of a chunk, or None. Text is UTF-8; bytes that are not (names are
-    bytes) are kept as lone surrogates U+DC80..U+DCFF (Python's surrogateescape), as the
-    writers of the file escape them. NaN, infinities and numbers that do not fit are
-    replaced by a value that fails every check (the field is then dropped)."""
-    if n > JSON_MAX:
-        return None
-    try:
-        text = bytes(buf[:n]).decode("utf-8", errors="surrogateescape")
-        obj = json.loads(text, parse_constant=lambda s: _BAD, parse_float=_float,
-                         parse_int=_int)
-    except (ValueError, RecursionError, MemoryError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-class _Bad:
-    """A JSON value the file should not hold (NaN, infinity, an unparsable number)."""
-
-
-_BAD = _Bad()
-
-
-def _float(s: str) -> Any:
-    v = float(s)
-    return v if math.isfinite(v) else _BAD
-
-
-def _int(s: str) -> Any:
-    try:
-        return int(s)
-    except ValueError:  # more digits than Python converts
-        return _BAD
 
 
 def read_trace(path: str) -> Trace:
@@ -738,85 +498,3 @@ def _check_window(tr: Trace) -> None:
                 tr.damage.invalid_records[name] = (tr.damage.invalid_records.get(name, 0)
                                                    + int(len(v) - ok.sum()))
                 views[i] = v[ok]
-
-
-class TraceWriter:
-    """Writes the trace format; the C recorder is the production writer, this one
-    serves tests and tools that produce synthetic traces.
-
-    zstd_level: 0 writes plain chunks; a zstd level (1-22) compresses each chunk, as the
-    recorder does, kept plain when compressing does not make it smaller."""
-
-    def __init__(self, path: str, created_realtime_ns: int = 0, zstd_level: int = 0) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        self.f: BinaryIO = os.fdopen(fd, "wb")
-        self.seq = 0
-        self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True,
-                                             write_checksum=True) if zstd_level else None
-        self.counts: dict[str, int] = {}
-        hdr = np.zeros(1, dtype=abi.FILE_HDR_DTYPE)
-        hdr["magic"] = abi.FILE_MAGIC
-        hdr["version"] = abi.FORMAT_VERSION
-        hdr["hdr_bytes"] = HDR_SIZE
-        hdr["chunk_hdr_bytes"] = CHDR_SIZE
-        hdr["endian_tag"] = 0x01020304
-        hdr["created_realtime_ns"] = created_realtime_ns
-        self.f.write(hdr.tobytes())
-
-    def _chunk(self, ctype: int, rec_size: int, count: int, data: bytes,
-               data_bytes: int | None = None) -> None:
-        """One chunk of `data`, compressed when the writer compresses and that helps.
-        data_bytes overrides the header's data_bytes (tests of damaged files)."""
-        dlen = len(data)
-        if self.zstd is not None and data:
-            z = self.zstd.compress(_transpose(data, rec_size, count)
-                                   if rec_size and count > 1 and rec_size * count == dlen
-                                   else data)
-            if len(z) < len(data):
-                data = z
-                ctype |= abi.CHUNK_ZSTD
-        pad = (-len(data)) % 8
-        payload = data + b"\0" * pad
-        ch = np.zeros(1, dtype=abi.CHUNK_HDR_DTYPE)
-        ch["magic"] = abi.CHUNK_MAGIC
-        ch["type"] = ctype
-        ch["rec_size_bytes"] = rec_size
-        ch["count"] = count
-        ch["payload_bytes"] = len(payload)
-        ch["data_bytes"] = dlen if data_bytes is None else data_bytes
-        ch["crc32"] = zlib.crc32(payload) & 0xFFFFFFFF
-        ch["seq"] = self.seq
-        self.seq += 1
-        self.f.write(ch.tobytes())
-        self.f.write(payload)
-
-    def write_json(self, ctype: int, obj: dict[str, Any]) -> None:
-        self._chunk(ctype, 0, 1, json.dumps(obj, sort_keys=True).encode())
-
-    def write_records(self, arr: np.ndarray, chunk_records: int = 65536) -> None:
-        # The dtype object itself first: two record types may share a layout (helper).
-        found = [c for c, (_, dt) in abi.RECORD_TYPES.items() if arr.dtype is dt] or \
-            [c for c, (_, dt) in abi.RECORD_TYPES.items() if arr.dtype == dt]
-        if not found:
-            raise ValueError(f"not a record dtype: {arr.dtype}")
-        code = found[0]
-        name, dtype = abi.RECORD_TYPES[code]
-        a = np.ascontiguousarray(arr)
-        if "type" in (dtype.names or ()):
-            a = a.copy()
-            a["type"] = code
-            a["size_bytes"] = dtype.itemsize
-        for i in range(0, len(a), chunk_records):
-            part = a[i:i + chunk_records]
-            self._chunk(code, dtype.itemsize, len(part), part.tobytes())
-        self.counts[name] = self.counts.get(name, 0) + len(a)
-
-    def close(self, trailer: dict[str, Any] | None = None) -> None:
-        """Write the trailer (unless None: that leaves the file truncated) and close."""
-        if trailer is not None:
-            t = dict(trailer)
-            t.setdefault("records", dict(self.counts))
-            t.setdefault("counters", {n: 0 for n in abi.COUNTER_NAMES})
-            self.write_json(abi.CHUNK_TRAILER, t)
-        self.f.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iowhy import metadata
+from iowhy import metadata, superblocks
 from iowhy.metadata import block_device_number, collect
 
 from conftest import need, run
@@ -171,16 +171,16 @@ def test_ext4_superblock_backup_agrees_with_inode(make_fs):
     read = metadata._reader_for(lp.dev)
     sb = read(1024, 1024)
     bs = int(dumpe2fs(lp.dev)["Block size"])
-    from_inode = metadata._ext4_journal_extents(read, sb, bs, 8)
+    from_inode = superblocks._ext4_journal_extents(read, sb, bs, 8)
 
     def no_inode(*a):
         raise OSError("inode table unreadable")
-    orig = metadata._ext4_read_inode
-    metadata._ext4_read_inode = no_inode
+    orig = superblocks._ext4_read_inode
+    superblocks._ext4_read_inode = no_inode
     try:
-        from_backup = metadata._ext4_journal_extents(read, sb, bs, 8)
+        from_backup = superblocks._ext4_journal_extents(read, sb, bs, 8)
     finally:
-        metadata._ext4_read_inode = orig
+        superblocks._ext4_read_inode = orig
     assert from_inode == from_backup == debugfs_extents(lp.dev)
 
 

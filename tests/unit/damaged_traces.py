@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from iowhy import abi, cli
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 
 DEV = (8, 0)
 PART = (8, 1)

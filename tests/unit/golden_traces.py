@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from iowhy import abi
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 from tracebuilder import fsync, jev, off, records, req, task
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from iowhy import abi
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 from tracebuilder import records
 
 DEV = (8, 0)

@@ -18,7 +18,8 @@ from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.compare import compare
 from iowhy.reports.compare_text import render_compare
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 from tracebuilder import CATS, busy_trace, fsync, meta, off, req, run, task, write_trace
 
 MS = 1_000_000

@@ -12,7 +12,8 @@ import pytest
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.cli import main
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 from synth_runs import DEV, meta, records, rq, synth_run
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from iowhy import abi
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 
 
 def _set_version(path: str, version: int) -> None:

@@ -18,7 +18,8 @@ import pytest
 from damaged_traces import (commands, join, meta_obj, recorder_obj, run_cli, split, with_json,
                             write_base)
 from iowhy import abi
-from iowhy.traceformat import TraceError, TraceWriter, read_trace
+from iowhy.traceformat import TraceError, read_trace
+from iowhy.tracewriter import TraceWriter
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -95,13 +96,13 @@ def test_sparse_4gib_file_under_address_space_limit(tmp_path):
 
 
 def test_payloads_are_read_when_the_file_cannot_be_mapped(tmp_path, monkeypatch):
-    from iowhy import traceformat
+    from iowhy import tracescan
 
     def refuse(*a, **k):
         raise OSError(12, "Cannot allocate memory")
     sound = write_base(tmp_path / "sound.iowt")
     expect = read_trace(sound)
-    monkeypatch.setattr(traceformat.mmap, "mmap", refuse)
+    monkeypatch.setattr(tracescan.mmap, "mmap", refuse)
     tr = read_trace(sound)
     assert not tr.damage.damaged
     for name in abi.RECORD_NAMES:

@@ -11,7 +11,8 @@ from iowhy.kernels import sorted_percentiles
 from iowhy.model.classify import classify
 from iowhy.model.requests import load_requests, trace_window
 from iowhy.names import CLASS_NAMES
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 from iowhy.views.latency import LATENCY_BLOCK, latency_figures, values_by_class
 
 

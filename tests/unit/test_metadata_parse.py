@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from iowhy import __version__, metadata
+from iowhy import __version__, metadata, superblocks
 from iowhy.metadata import block_device_number, collect
 
 
@@ -55,7 +55,7 @@ def test_block_device_number_rejects(tmp_path):
 
 
 def test_small_helpers():
-    assert metadata._merge([[8, 16], [0, 8], [20, 24], [22, 30], [5, 5]]) == [[0, 16], [20, 30]]
+    assert superblocks._merge([[8, 16], [0, 8], [20, 24], [22, 30], [5, 5]]) == [[0, 16], [20, 30]]
     assert metadata._bracketed("none [mq-deadline] kyber") == "mq-deadline"
     assert metadata._bracketed("[none] mq-deadline") == "none"
     assert metadata._unescape(r"/mnt/a\040b\011c\134d") == "/mnt/a b\tc\\d"
@@ -78,10 +78,10 @@ def test_ext4_extent_tree_with_index_level():
         reads.append((off, length))
         assert off == 42 * bs
         return bytes(leaf[:length])
-    got = metadata._ext4_extent_tree(read, bytes(root), bs)
+    got = superblocks._ext4_extent_tree(read, bytes(root), bs)
     assert got == [(0, 5000, 100), (100, (1 << 32) + 7, 28)]
     assert reads == [(42 * bs, bs)]
-    assert metadata._map_range(got, 90, 110) == [(90, 5090, 10), (100, (1 << 32) + 7, 10)]
+    assert superblocks._map_range(got, 90, 110) == [(90, 5090, 10), (100, (1 << 32) + 7, 10)]
     root[0] = 0
     with pytest.raises(ValueError):
-        metadata._ext4_extent_tree(read, bytes(root), bs)
+        superblocks._ext4_extent_tree(read, bytes(root), bs)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from iowhy import abi, outfile
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable

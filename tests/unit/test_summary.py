@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from iowhy import abi, summary
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 200          # bytes of peak memory per request, the analysis's own target

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from iowhy import abi, summary
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 
 
 def write(path: Path, trailer: dict | None) -> str:

@@ -17,7 +17,7 @@ import pytest
 from iowhy import abi, syscall_table
 from iowhy.syscalls import syscall_name
 from iowhy.cli import main
-from iowhy.traceformat import TraceWriter
+from iowhy.tracewriter import TraceWriter
 
 REPO = Path(__file__).resolve().parents[2]
 GEN = REPO / "tools" / "gen_syscall_table.py"

@@ -14,7 +14,8 @@ import pytest
 from iowhy import abi, cli
 from iowhy.reports.info import render_info
 from iowhy.tracecheck import RECORD_LIMITS, TIMES
-from iowhy.traceformat import CHDR_SIZE, HDR_SIZE, TraceError, TraceWriter, read_trace
+from iowhy.traceformat import CHDR_SIZE, HDR_SIZE, TraceError, read_trace
+from iowhy.tracewriter import TraceWriter
 
 START_NS = 1_000_000_000
 END_NS = 3_500_000_000

@@ -19,8 +19,9 @@ import pytest
 import zstandard
 
 from damaged_traces import FHDR_BYTES, Chunk, join, split, write_base
-from iowhy import abi, traceformat
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy import abi, tracedecode, traceformat
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 
 
 def _records(n: int) -> np.ndarray:
@@ -172,11 +173,11 @@ def test_damaged_payload_is_counted(tmp_path, kind):
 
 def test_bomb_is_refused_without_allocating(tmp_path):
     """A small frame that declares and holds far more than any chunk may hold."""
-    big = zstandard.ZstdCompressor(level=1).compress(b"\0" * (traceformat.ZSTD_CHUNK_MAX + 8))
+    big = zstandard.ZstdCompressor(level=1).compress(b"\0" * (tracedecode.ZSTD_CHUNK_MAX + 8))
     assert len(big) < 1 << 16
 
     def bomb(c: Chunk) -> Chunk:
-        return _chunk(c, big, data_bytes=traceformat.ZSTD_CHUNK_MAX + 8)
+        return _chunk(c, big, data_bytes=tracedecode.ZSTD_CHUNK_MAX + 8)
 
     tr = _damaged(tmp_path, bomb)
     assert tr.damage.undecodable_chunks == 1 and tr.count("request") == 2000

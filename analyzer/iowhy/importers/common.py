@@ -311,7 +311,7 @@ def write_imported(out: str, fmt: str, inputs: list[str], start_ns: int, end_ns:
                    command: list[str] | None = None, pid: int = 0) -> None:
     """Write the imported trace to `out` (mode 0600) through a new file in the same
     directory renamed over it: a symlink at `out` is replaced, never followed."""
-    from ..traceformat import TraceWriter
+    from ..tracewriter import TraceWriter
     d = os.path.dirname(os.path.abspath(out))
     if os.path.isdir(out) and not os.path.islink(out):
         raise ImportError_(f"cannot write {out}: it is a directory", "give a file name with -o")
