@@ -77,6 +77,11 @@ def test_lower_carried_bytes_are_counted_once(tmp_path):
     assert r["metadata_data"]["data_bytes"] == written(r, "data")
     assert r["stack_carried"] == [{"upper": "loop1", "lower": "sdz", "requests": 1,
                                    "read_bytes": 0, "write_bytes": 8192}]
+    from iowhy.reports.html import render_html
+    from iowhy.reports.terminal import render_report
+    line = "1 requests (0.0 MiB) of sdz only carried loop1's I/O"
+    assert line in " ".join(render_report(r).split())
+    assert line in render_html(r)
     # the per-device view is each device's own figure: the disk wrote the carried bytes
     dev = {d["name"]: d for d in r["devices"]}
     assert dev["sdz"]["write_bytes"] == 8192 + lower_own
