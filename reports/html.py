@@ -376,6 +376,12 @@ def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
     if ff.get("empty_preflush"):
         parts.append(f"<p class=\"muted\">flush includes {ff['empty_preflush']:,} empty "
                      "PREFLUSH requests (never issued: they wait for an FF flush).</p>")
+    for e in r.get("stack_carried") or []:
+        if e["requests"]:
+            parts.append(f"<p class=\"muted\">counted once per stack: {e['requests']:,} "
+                         f"requests ({_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
+                         f"{esc(e['lower'])} only carried {esc(e['upper'])}'s I/O and are "
+                         f"counted at {esc(e['upper'])} only.</p>")
     parts.append("<p class=\"muted\">device = issue to final completion, queue = insert to "
                  "issue, total = submission to completion; fully observed requests only.</p>")
     if figure:

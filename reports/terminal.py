@@ -212,6 +212,13 @@ def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
     if ff.get("empty_preflush"):
         lines.append(f"  flush includes {ff['empty_preflush']:,} empty PREFLUSH requests "
                      "(never issued: they wait for an FF flush)")
+    for e in r.get("stack_carried") or []:
+        if e["requests"]:
+            lines += _wrap(f"counted once per stack: {e['requests']:,} requests "
+                           f"({_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
+                           f"{printable(e['lower'])} only carried "
+                           f"{printable(e['upper'])}'s I/O and are counted at "
+                           f"{printable(e['upper'])} only", "  ", "    ")
     return lines
 
 

@@ -36,6 +36,7 @@ from .views.series import device_names, figure_data
 from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
                             has_wakers)
 from .views.background import bio_based_warnings, set_apart, workload_scope
+from .views.stack import carried_requests, carried_summary, without
 from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
                            thread_time_view)
 from .views.workload import workload_covers, workload_view
@@ -320,8 +321,9 @@ class _Tasks:
             ("join requests to calls", "join", (), self.join),
             ("flush generations", "flush", (), self.flush),
             ("device unions", "unions", ("stages", "classify"), self.unions),
+            ("counts once per stack", "once", ("classify", "counts"), self.once),
             ("per class and placement", "per class",
-             ("service", "classify", "counts", "latency"), self.classes_view),
+             ("service", "classify", "once", "latency"), self.classes_view),
             ("queue depth", "queue depth", ("service",), self.qdepth),
             ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
             ("locality", "locality", ("stages", "classify"),
@@ -363,6 +365,19 @@ class _Tasks:
     def counts(self) -> Any:
         rc = request_counts(self.rq, self.r["classify"])
         return rc, relevant_devices(self.rq, sorted(call_devices(self.fs)), self.meta, rc)
+
+    def once(self) -> Any:
+        # The request counts with a loop device's carried I/O on the device below left
+        # out (views/stack.py), and what was left out; the full counts when none was.
+        carried = carried_requests(self.rq, self.r["classify"], self.meta)
+        if carried is None:
+            return self.r["counts"][0], None
+        summary = carried_summary(self.rq, carried, self.meta,
+                                  device_names(self.meta, self.rq.devices))
+        if not carried.any():
+            return self.r["counts"][0], summary
+        return request_counts(without(self.rq, carried),
+                              self.r["classify"][~carried]), summary
 
     def stages(self) -> Any:
         # With the classes (when they do not wait for the join: no btrfs calls), the
@@ -444,7 +459,7 @@ class _Tasks:
     def classes_view(self) -> Any:
         r = self.r
         return per_class(self.rq, r["stages"], r["classify"], self.cfg.placement,
-                         r["counts"][0], r["latency"], release=True)
+                         r["once"][0], r["latency"], release=True)
 
     def fsync_commits(self) -> Any:
         rq, fs, jr = self.rq, self.fs, self.jr
@@ -523,8 +538,8 @@ class _Tasks:
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
-                (("join", "classify"), drop_thread_ids),
-                (("classify", "counts", *(("split",) if self.cfg.split else ())),
+                (("join", "classify", "once"), drop_thread_ids),
+                (("classify", "counts", "once", *(("split",) if self.cfg.split else ())),
                  drop_iflags)]
 
 
@@ -588,6 +603,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["workload"]["root_tid"] = wv["root_tid"]
         res["workload"]["helpers"] = wv["helpers"]
     res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
+    if r["once"][1] is not None:
+        res["stack_carried"] = r["once"][1]
     if t.causal:
         bg = t.background or {"devices": [], "requests": 0}
         res["background"] = bg
