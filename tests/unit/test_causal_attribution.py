@@ -9,7 +9,8 @@ import pytest
 
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
-from iowhy.traceformat import TraceWriter, read_trace
+from iowhy.traceformat import read_trace
+from iowhy.tracewriter import TraceWriter
 from tracebuilder import (CAUSAL_CATS, LOG_RANGE, assert_sums, meta, off, req, run, task,
                           write_trace)
 
