@@ -83,3 +83,19 @@ def test_a_sleeping_root_is_not_continued(tmp_path):
     r = run(write_trace(tmp_path / "t.iowt", start=W0, end=W1, requests=reqs, offcpu=offs,
                         tasks=tasks3()[:2]))
     assert att(r) == {"sleep": r["elapsed_ns"]}
+
+
+def test_a_wait_woken_by_an_unrecorded_flusher_is_its_device_time(tmp_path):
+    # The root (100) waits in syncfs [1010, 1090), woken by a writeback flusher
+    # (kworker/u8:3, tid 77) of which the trace has no intervals. The flusher's data
+    # writes to the workload's disk are in flight [1010, 1080): data 70; the last 10
+    # nothing explains (wait-other under the flusher's name); cpu 20.
+    SYNCFS = 306
+    reqs = [req(1010, 1045, sector=60_000, seq=1, tid=77, flags=0),
+            req(1040, 1080, sector=61_000, seq=2, tid=77, flags=0),
+            req(1100 - 5, 1099, sector=5_000, seq=3, tid=100)]  # the workload's own
+    offs = [off(100, 1010, 1090, waker=77, ctx=T, comm="kworker/u8:3", syscall=SYNCFS)]
+    r = run(write_trace(tmp_path / "t.iowt", requests=reqs, offcpu=offs))
+    assert_sums(r)
+    assert att(r) == {"cpu": 20, "data": 70, "wait-other": 10}
+    assert r["wait_other_by_waker_ns"] == {"kworker/u8:3": 10}

@@ -32,9 +32,9 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, Coverage, union_intervals
-from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, HCPU, HRUNQ,
-                             IRQ_NO_RQ, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER, RECURSE, RUNQ,
-                             SLEEP, Timeline)
+from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
+                             HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
+                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, Timeline)
 from ..syscalls import syscall_name
 
 
@@ -67,9 +67,12 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     return fill(lv) if fill is not None else lv
 
 
-def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]) -> Fill:
-    """A fill for the time a followed helper was not recorded ("(not recorded)") or a
-    wait in iowait ended by an interrupt without a request link ("(irq, no request)"):
+def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
+                helpers: Sequence[int] = ()) -> Fill:
+    """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
+    woken by a kernel helper with no recorded intervals at all (wait-other by its name;
+    `helpers`: those detail codes, unrecorded_helper_details) or a wait in iowait ended
+    by an interrupt without a request link ("(irq, no request)"):
     what the workload's devices were doing then, highest priority first (a flush in
     flight or a flush-sequenced request waiting for its flushes -> barrier, else a log
     write -> log, ... as in the correlational view), the rest stays wait-other. The
@@ -82,7 +85,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         cum.append(Coverage(s, e))
 
     def fill(lv: Leaves) -> Leaves:
-        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ))
+        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, *helpers))
         if not m.any() or not cum:
             return lv
         i = np.flatnonzero(m)
@@ -105,6 +108,14 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         nz = cols[2] > cols[1]
         return Leaves(*(c[nz] for c in cols))
     return fill
+
+
+def unrecorded_helper_details(tl: Timeline) -> list[int]:
+    """Detail codes of wait-other time woken by a kernel helper (HELPER_PREFIXES) the
+    trace has no intervals of: like a helper's stretch not recorded, what it did over
+    the wait is known only from the devices (device_fill)."""
+    return [i for i, n in enumerate(tl.details)
+            if i >= len(FIXED_DETAILS) and n.encode().startswith(HELPER_PREFIXES)]
 
 
 def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
