@@ -146,6 +146,9 @@ def _wrap_kept(text: str, first: str, rest: str) -> list[str]:
 
 def _explained(c: Mapping[str, Any]) -> list[str]:
     lines = ["WHAT CHANGED"]
+    note = c.get("basis_note")
+    if note:
+        lines += _wrap_kept(note["text"], "  ", "  ")
     shown_config = False
     for i, e in enumerate(c["explanations"], 1):
         if e["category"] == "config" and not shown_config:

@@ -38,7 +38,7 @@ from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_tim
 from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.stack import carried_requests, carried_summary, without
 from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
-                           thread_time_view)
+                           thread_time_view, unrecorded_helper_details)
 from .views.workload import workload_covers, workload_view
 
 
@@ -431,12 +431,12 @@ class _Tasks:
         r = self.r
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
-        fill = device_fill(covers, waits)
         link = RequestLink.build(self.rq, self.r["classify"])
         if covers:
             link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
                                             np.concatenate((covers[0].e, waits[1])))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
+        fill = device_fill(covers, waits, unrecorded_helper_details(tl))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)

@@ -288,18 +288,19 @@ def _category_lines(a: Mapping[str, Any], b: Mapping[str, Any],
     return out
 
 
-def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]
+                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Runs of about the same elapsed time (a fixed-duration benchmark): what differs is
-    how the threads spent it. One line saying so, then one per category whose share of
-    thread time moved by at least MIN_CATEGORY_SHARE, largest move first."""
+    how the threads spent it. The note saying so (`basis_note`, not a ranked line), and
+    one line per category whose share of thread time moved by at least
+    MIN_CATEGORY_SHARE, largest move first."""
     ta, tb = a["thread_time"], b["thread_time"]
     tot_a, tot_b = int(ta["total_ns"]) or 1, int(tb["total_ns"]) or 1
     first = (f"A and B ran about as long (within {SAME_DURATION:.0%}): a fixed-duration run; "
              "compared by thread time (every workload thread's time, "
              f"{fmt_ns(tot_a)} in A, {fmt_ns(tot_b)} in B)")
-    out: list[dict[str, Any]] = [{
-        "text": first, "category": "thread_time", "delta_ns": None,
-        "share_of_difference": None, "evidence": {"total_ns": {"a": tot_a, "b": tot_b}}}]
+    note = {"text": first, "evidence": {"total_ns": {"a": tot_a, "b": tot_b}}}
+    out: list[dict[str, Any]] = []
     sa = {k: int(ta["attribution_ns"].get(k, 0)) / tot_a for k in ORDER}
     sb = {k: int(tb["attribution_ns"].get(k, 0)) / tot_b for k in ORDER}
     cats = [k for k in ORDER if abs(sb[k] - sa[k]) >= MIN_CATEGORY_SHARE]
@@ -317,7 +318,7 @@ def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[
                     "share_of_difference": None, "thread_time_share": {
                         "a": round(sa[k], 4), "b": round(sb[k], 4)},
                     "evidence": ev.figures})
-    return out
+    return note, out
 
 
 def _around_difference(x: str, y: str) -> tuple[str, str]:
@@ -515,10 +516,12 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
              for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]}
     speed, factor, slower = _speed(ea, eb)
     basis = "elapsed"
+    basis_note: dict[str, Any] | None = None
     if (a.get("thread_time") and b.get("thread_time") and min(ea, eb) > 0
             and max(ea, eb) <= (1 + SAME_DURATION) * min(ea, eb)):
         basis = "thread_time"
-        explanations = [speed] + _thread_time_lines(a, b)
+        basis_note, lines = _thread_time_lines(a, b)
+        explanations = [speed] + lines
     else:
         explanations = [speed] + _category_lines(a, b, delta, slower)
     config = _config_differences(a, b, sa, sb)
@@ -537,6 +540,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
         "difference_ns": int(eb - ea),
         "delta_ns": delta,
         "basis": basis,
+        "basis_note": basis_note,
         "explanations": explanations,
         "config_differences": config,
         "problems": problems,

@@ -155,7 +155,10 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
             s.offcpu.append({"tid": tid, "tgid": 100, "start_ns": r_sub + 500,
                              "waking_ns": r_sub + 3_000 + rlat + 100,
                              "end_ns": r_sub + 3_000 + rlat + 900, "syscall_nr": 0,
-                             "flags_u16": abi.OFF_D, "ts_ns": r_sub + 3_000 + rlat + 900})
+                             "flags_u16": abi.OFF_D, "ts_ns": r_sub + 3_000 + rlat + 900,
+                             # woken by the end-I/O worker, unrecorded (no helpers here)
+                             "waker_tid": 9, "waker_tgid": 9, "waker_comm": b"kworker/1:1",
+                             "waker_ctx_u16": abi.WCTX_TASK})
             t = r_sub + 3_000 + rlat + 5_000
         if k % 5 == 0:
             mlat = int(rng.integers(10_000, 100_000))

@@ -303,8 +303,17 @@ def test_compare_uses_thread_time_for_runs_of_the_same_duration(tmp_path):
     c = compare(a, b)
     assert c["basis"] == "thread_time"
     lines = c["explanations"]
-    assert lines[1]["category"] == "thread_time" and "fixed-duration" in lines[1]["text"]
-    assert lines[2]["category"] == "barrier"
+    # The basis is said apart, not ranked: the first line after the speed is the
+    # largest category difference.
+    assert "fixed-duration" in c["basis_note"]["text"]
+    assert all(e["category"] != "thread_time" for e in lines)
+    assert lines[1]["category"] == "barrier"
+    # The terminal says the basis on a line of its own, above the numbered list.
+    from iowhy.reports.compare_text import render_compare
+    txt = render_compare(c).splitlines()
+    note = next(i for i, ln in enumerate(txt) if "fixed-duration" in ln)
+    assert not txt[note].lstrip()[:1].isdigit()
+    assert note < next(i for i, ln in enumerate(txt) if ln.lstrip().startswith("1. "))
 
 
 def test_report_interval_table_and_json(tmp_path, capsys):

@@ -12,7 +12,14 @@ recorded stretches) is ``wait-other`` "(no task)" at the top, "(not recorded)" b
 The pieces tile the interval exactly, so the elapsed time's categories sum to elapsed.
 
 * Elapsed: explain(root thread, window). The root is the recorded process's thread
-  (RECORDER `pid`), else the first ROOT task, else the lowest thread id.
+  (RECORDER `pid`), else the first ROOT task, else the lowest thread id. A piece of a
+  workload thread's wait left wait-other "(not seen)" (still blocked at the window end,
+  or its waker unseen) in a wait only its own process ends (WAITS_ON_WORKLOAD: futex, a
+  join; wait4 on a child; a pipe read) continues into the other workload threads over
+  it (_continue_unseen): at each instant the best-explained state among them (cpu >
+  runqueue > helper-cpu > helper-runqueue > a device > external > sleep), each
+  explained one level deeper and not continued again; a thread blocked all window with
+  no waker adds nothing, and where nothing is better the wait stays as it was.
 * Thread time: explain(each workload thread, its life), summed.
 """
 
@@ -25,8 +32,9 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, Coverage, union_intervals
-from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, HCPU, HRUNQ,
-                             IRQ_NO_RQ, NO_TASK, NOT_RECORDED, OTHER, RECURSE, RUNQ, Timeline)
+from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
+                             HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
+                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, Timeline)
 from ..syscalls import syscall_name
 
 
@@ -55,13 +63,16 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
             fill: Fill | None = None) -> Leaves:
     """The pieces explaining each query (actor, [qa, qb)); see the module doc. fill:
     applied to the pieces at the end (device_fill)."""
-    lv = _explain(tl, actor, qa, qb, depth)
+    lv = _explain(tl, actor, qa, qb, depth)[0]
     return fill(lv) if fill is not None else lv
 
 
-def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]) -> Fill:
-    """A fill for the time a followed helper was not recorded ("(not recorded)") or a
-    wait in iowait ended by an interrupt without a request link ("(irq, no request)"):
+def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
+                helpers: Sequence[int] = ()) -> Fill:
+    """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
+    woken by a kernel helper with no recorded intervals at all (wait-other by its name;
+    `helpers`: those detail codes, unrecorded_helper_details) or a wait in iowait ended
+    by an interrupt without a request link ("(irq, no request)"):
     what the workload's devices were doing then, highest priority first (a flush in
     flight or a flush-sequenced request waiting for its flushes -> barrier, else a log
     write -> log, ... as in the correlational view), the rest stays wait-other. The
@@ -74,7 +85,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         cum.append(Coverage(s, e))
 
     def fill(lv: Leaves) -> Leaves:
-        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ))
+        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, *helpers))
         if not m.any() or not cum:
             return lv
         i = np.flatnonzero(m)
@@ -99,9 +110,17 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     return fill
 
 
+def unrecorded_helper_details(tl: Timeline) -> list[int]:
+    """Detail codes of wait-other time woken by a kernel helper (HELPER_PREFIXES) the
+    trace has no intervals of: like a helper's stretch not recorded, what it did over
+    the wait is known only from the devices (device_fill)."""
+    return [i for i, n in enumerate(tl.details)
+            if i >= len(FIXED_DETAILS) and n.encode().startswith(HELPER_PREFIXES)]
+
+
 def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
-             ) -> Leaves:
-    """explain() before its fill."""
+             ) -> tuple[Leaves, np.ndarray]:
+    """explain() before its fill, and the actor whose timeline gave each piece."""
     nq = len(actor)
     root = np.arange(nq, dtype=I64)
     top = np.full(nq, -3, np.int32)
@@ -123,7 +142,7 @@ def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, de
         pb = np.minimum(qb[qi], tl.b[si])
         _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner,
               NO_TASK if level == 0 else NOT_RECORDED,
-              _exiting(tl, act, qb) if level else None)
+              _exiting(tl, act, qb) if level else None, act)
         cat = tl.cat[si].astype(np.int8)
         det = tl.detail[si]
         ssys = tl.sys[si]
@@ -137,7 +156,7 @@ def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, de
             rec = np.zeros(len(cat), bool)
         leaf = ~rec
         out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
-                    p_in[leaf]))
+                    p_in[leaf], act[qi][leaf]))
         act = tl.target[si][rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
         root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
@@ -145,9 +164,9 @@ def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, de
     if not out:
         z = np.zeros(0, I64)
         return Leaves(z, z, z, np.zeros(0, np.int8), z.astype(np.int32),
-                      z.astype(np.int32), z.astype(np.int32))
+                      z.astype(np.int32), z.astype(np.int32)), z
     cols = [np.concatenate(x) for x in zip(*out)]
-    return Leaves(*cols)
+    return Leaves(*cols[:7]), cols[7].astype(I64)
 
 
 def _exiting(tl: Timeline, act: np.ndarray, qb: np.ndarray) -> np.ndarray:
@@ -161,7 +180,7 @@ def _exiting(tl: Timeline, act: np.ndarray, qb: np.ndarray) -> np.ndarray:
 def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb: np.ndarray,
           cnt: np.ndarray, first: np.ndarray, qa: np.ndarray, qb: np.ndarray, root: np.ndarray,
           top: np.ndarray, inner: np.ndarray, reason: int,
-          exiting: np.ndarray | None) -> None:
+          exiting: np.ndarray | None, act: np.ndarray) -> None:
     """Leaves for the time of each query its pieces do not cover (pieces of a query are
     in time order and do not overlap); the time after the death of an exiting waker
     (_exiting) is cpu."""
@@ -186,7 +205,95 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
             if tail.any():
                 cat[tail], det[tail] = CPU, -1
         inn = inner[gq[m]] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
-        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn))
+        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn, act[gq[m]]))
+
+
+# -- a critical path over a wait nobody ended ---------------------------------------------
+
+# Waits a thread can only be released from by its own process's threads (a join, a
+# child's exit, a pipe between threads): left unexplained, the critical path continues
+# into the other workload threads over them (_continue_unseen).
+WAITS_ON_WORKLOAD = frozenset({"futex", "futex_waitv", "wait4", "waitid", "waitpid",
+                               "read", "readv"})
+# Preference among the other threads' pieces at an instant, best first: on CPU, waiting
+# for a CPU, a helper working, a device, a task outside, a sleep; wait-other last.
+_RANK = np.full(len(CAUSAL_CATEGORIES), len(CAUSAL_CATEGORIES), np.int64)
+for _r, _c in enumerate((CPU, RUNQ, HCPU, HRUNQ, BARRIER, BARRIER + 1, BARRIER + 2,
+                         BARRIER + 3, BARRIER + 4, EXTERNAL, SLEEP)):
+    _RANK[_c] = _r
+
+
+def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
+                     arch: str | None) -> Leaves:
+    """Replace each piece of a workload thread's wait whose waker was not seen
+    (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) by the best-explained
+    state, instant by instant, among the other workload threads over it (_RANK), each
+    explained as explain() does, one level less deep and without continuing again.
+    Where none of them is better than wait-other the piece stays as it was."""
+    nw = int((~tl.helper).sum())
+    if depth <= 0 or nw < 2 or not len(lv.a):
+        return lv
+    name = _sys_name(arch)
+    waits = np.zeros(len(lv.a), bool)
+    for nr in np.unique(lv.in_sys).tolist():
+        if name(int(nr)) in WAITS_ON_WORKLOAD:
+            waits |= lv.in_sys == nr
+    m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & (actors >= 0)
+         & (actors < nw))
+    if not m.any():
+        return lv
+    keep = ~m
+    cols: list[list[np.ndarray]] = [[x[keep]] for x in _cols(lv)]
+    for i in np.flatnonzero(m).tolist():
+        a, b, me = int(lv.a[i]), int(lv.b[i]), int(actors[i])
+        others = np.array([k for k in range(nw) if k != me], I64)
+        sub = _explain(tl, others, np.full(len(others), a, I64), np.full(len(others), b, I64),
+                       depth - 1)[0]
+        piece = _best_of(sub, a, b)
+        nb = len(piece[0])
+        mine = piece[2] < 0  # nothing better: the wait itself
+        for j, (col, src) in enumerate(zip(cols, _cols(lv))):
+            if j == 0:
+                v = np.full(nb, lv.root[i], src.dtype)
+            elif j in (1, 2):
+                v = piece[j - 1].astype(src.dtype)
+            elif j == 5:
+                v = np.full(nb, lv.top_sys[i], src.dtype)
+            else:
+                own = {3: lv.cat, 4: lv.detail, 6: lv.in_sys}[j][i]
+                other = {3: sub.cat, 4: sub.detail, 6: sub.in_sys}[j]
+                v = np.where(mine, own, other[np.maximum(piece[2], 0)]).astype(src.dtype)
+            col.append(v)
+    out = [np.concatenate(c) for c in cols]
+    o = np.lexsort((out[1], out[0]))
+    return Leaves(*(c[o] for c in out))
+
+
+def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
+    return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys)
+
+
+def _best_of(sub: Leaves, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[a, b) cut at every piece boundary of sub, and per cut the piece of sub with the
+    best rank covering it (-1: none better than wait-other)."""
+    edges = np.unique(np.concatenate(([a, b], np.clip(sub.a, a, b), np.clip(sub.b, a, b))))
+    ea, eb = edges[:-1], edges[1:]
+    owner = np.full(len(ea), -1, np.int64)
+    rank = _RANK[sub.cat.astype(np.int64)]
+    for r in range(int(_RANK.max())):
+        k = np.flatnonzero(rank == r)
+        if not len(k):
+            continue
+        k = k[np.argsort(sub.a[k], kind="stable")]
+        sa, sb = sub.a[k], sub.b[k]
+        cmax = np.maximum.accumulate(sb)
+        arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
+        j = np.searchsorted(sa, ea, side="right") - 1  # last piece starting at or before
+        ok = (j >= 0) & (owner < 0)
+        jj = np.maximum(j, 0)
+        ok &= cmax[jj] > ea
+        owner[ok] = k[arg[jj[ok]]]
+    return ea, eb, owner
 
 
 # -- the views ----------------------------------------------------------------------------
@@ -254,7 +361,10 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
                     np.array([OTHER], np.int8), np.array([NO_TASK], np.int32),
                     np.array([-3], np.int32), np.array([-3], np.int32))
     else:
-        lv = explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth, fill)
+        lv, actors = _explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth)
+        lv = _continue_unseen(tl, lv, actors, depth, arch)
+        if fill is not None:
+            lv = fill(lv)
     ln = lv.length
     wo = lv.cat == OTHER
     blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
