@@ -99,3 +99,23 @@ def test_a_wait_woken_by_an_unrecorded_flusher_is_its_device_time(tmp_path):
     assert_sums(r)
     assert att(r) == {"cpu": 20, "data": 70, "wait-other": 10}
     assert r["wait_other_by_waker_ns"] == {"kworker/u8:3": 10}
+
+
+def test_an_io_wait_completed_in_another_task_is_its_device_time(tmp_path):
+    # The root (100) waits in fdatasync, in iowait, [1010, 1090); the completion that
+    # ends the wait runs in another task's context (tid 500, a FUSE daemon serving the
+    # loop device, not a workload thread nor a kernel helper) with no request link. Its
+    # own data write is in flight [1010, 1080): data 70, the last 10 unexplained; cpu 20.
+    # A pipe read (not iowait) ended by an outside writer stays that writer's: external.
+    FDATASYNC = 75
+    reqs = [req(1010, 1080, sector=60_000, seq=1, tid=100)]
+    io = off(100, 1010, 1090, waker=500, ctx=T, comm="emudisk", syscall=FDATASYNC)
+    io["flags_u16"] |= abi.OFF_IOWAIT
+    r = run(write_trace(tmp_path / "t.iowt", requests=reqs, offcpu=[io]))
+    assert_sums(r)
+    assert att(r) == {"cpu": 20, "data": 70, "wait-other": 10}
+    assert r["wait_other_by_waker_ns"] == {"(I/O completed in another task)": 10}
+    pipe = off(100, 1010, 1090, waker=500, ctx=T, comm="writer", syscall=READ)
+    pipe["flags_u16"] = abi.OFF_S if hasattr(abi, "OFF_S") else 0
+    r = run(write_trace(tmp_path / "p.iowt", requests=reqs, offcpu=[pipe]))
+    assert att(r) == {"cpu": 20, "external": 80}

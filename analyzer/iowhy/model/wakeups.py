@@ -20,6 +20,8 @@ applies:
 4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
    on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``;
 5. woken by another task: a kernel helper not recorded -> ``wait-other`` by its name;
+   an I/O wait (iowait, or a helper's) woken from that task's context -> ``wait-other``
+   "(I/O completed in another task)", filled from the devices like rule 2's;
    else ``external`` by its name;
 6. not woken in the window (still blocked at the stop) or the waker not seen -> ``sleep``
    in a sleeping syscall (nanosleep, poll, select, epoll, pause...), else ``wait-other``
@@ -53,9 +55,9 @@ RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
 DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED = range(5)
+NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO = range(6)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
-                 "(not recorded)")
+                 "(not recorded)", "(I/O completed in another task)")
 
 # Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
 HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
@@ -410,6 +412,12 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
             helper_like |= np.char.startswith(comm[rest], p)
         cat[rest] = np.where(helper_like, OTHER, EXTERNAL)
         detail[rest] = names.codes(comm[rest])
+        # An I/O wait (iowait, or a helper's) ended from another task's context with no
+        # request link is an I/O completion run in that task (a task-context completion:
+        # a FUSE daemon serving a loop device, a submitter completing inline), not that
+        # task's doing: like an interrupt without a request, filled from the devices.
+        tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
+        cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
     return cat, target, detail
 
 

@@ -34,6 +34,7 @@ from .. import abi
 from ..kernels import I64, Coverage, union_intervals
 from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
+                             TASK_IO,
                              NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, Timeline)
 from ..syscalls import syscall_name
 
@@ -72,7 +73,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
     woken by a kernel helper with no recorded intervals at all (wait-other by its name;
     `helpers`: those detail codes, unrecorded_helper_details) or a wait in iowait ended
-    by an interrupt without a request link ("(irq, no request)"):
+    by an interrupt without a request link ("(irq, no request)") or from another task's
+    context ("(I/O completed in another task)"):
     what the workload's devices were doing then, highest priority first (a flush in
     flight or a flush-sequenced request waiting for its flushes -> barrier, else a log
     write -> log, ... as in the correlational view), the rest stays wait-other. The
@@ -85,7 +87,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         cum.append(Coverage(s, e))
 
     def fill(lv: Leaves) -> Leaves:
-        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, *helpers))
+        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, TASK_IO, *helpers))
         if not m.any() or not cum:
             return lv
         i = np.flatnonzero(m)
