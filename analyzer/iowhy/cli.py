@@ -129,6 +129,19 @@ def _metadata_fd(meta: dict) -> int:
     return fd
 
 
+def _devices_below(meta: dict, devs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The devices the given ones' I/O reaches (a loop device's backing disk, dm/md
+    slaves, followed to the bottom: META `lower_devices`), not already given: a wait on
+    an upper device often ends with a completion on a lower one, so with --dev both are
+    recorded and the lower one's requests are the upper one's, not background."""
+    out: list[tuple[int, int]] = []
+    for d in meta.get("lower_devices") or []:
+        dev = (d.get("major"), d.get("minor"))
+        if None not in dev and dev not in devs and dev not in out:
+            out.append(dev)
+    return out
+
+
 def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
     _check_limits(args)
@@ -140,7 +153,7 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
                    devices=devs or None)
     mfd = _metadata_fd(meta)
     cmd = [recorder, "-o", args.output, "--meta-fd", str(mfd), "-r", str(args.ringbuf)]
-    for maj, mn in devs:
+    for maj, mn in devs + _devices_below(meta, devs):
         cmd += ["-D", f"{maj}:{mn}"]
     if args.duration is not None:
         cmd += ["-d", repr(args.duration)]
@@ -366,8 +379,9 @@ def _record_options(p: argparse.ArgumentParser) -> None:
                    help="BPF ring buffer size in MiB, a power of two from 1 to "
                         f"{MAX_RINGBUF_MIB} (the kernel's largest) (default: %(default)s)")
     g.add_argument("--dev", action="append", metavar="DEV",
-                   help="only record block requests of this device (path or MAJ:MIN); repeatable "
-                        "(default: every device)")
+                   help="only record block requests of this device (path or MAJ:MIN) and of "
+                        "the devices below it (a loop device's backing disk, dm/md slaves); "
+                        "repeatable (default: every device)")
     g.add_argument("--syscalls", choices=("sync", "all"), default="sync",
                    help="sync: count and time only the fsync and write families, about +16 ns "
                         "per other syscall on the test VM; all: count and time every syscall "

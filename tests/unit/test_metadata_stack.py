@@ -182,3 +182,18 @@ def test_xfs_external_log_device(stack, monkeypatch):
                    "ranges": [[2048, 2048 + (10 << 20) // 512]]}
     assert missing is None and other is None
     assert metadata.SYS_BLOCK == "/sys/block"  # the roots are put back
+
+
+def test_record_dev_also_records_the_devices_below(stack):
+    """`record --dev dm-0` passes the recorder dm-0 and every device under it (loop1, the
+    disk under loop1's backing file, vda: not its partition, requests carry the disk),
+    and the report names them from `lower_devices`."""
+    from iowhy.cli import _devices_below
+    from iowhy.views.series import device_names
+    fs, host, mountinfo = stack
+    m = metadata.collect(devices=[(253, 0)], sys_root=str(fs.root), mountinfo=str(mountinfo))
+    below = _devices_below(m, [(253, 0)])
+    assert sorted(below) == sorted([(7, 1), (8, 0), host])
+    assert _devices_below(m, [(253, 0), (7, 1)]) == [d for d in below if d != (7, 1)]
+    assert device_names(m, [(253, 0), (7, 1), (8, 0), (1, 2)]) == [
+        "dm-0", "loop1", "vda", "1:2"]

@@ -12,6 +12,7 @@ import numpy as np
 from .. import abi
 from ..model.requests import Requests
 from .device import relevant_devices
+from .series import described_devices
 
 
 def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
@@ -36,8 +37,7 @@ def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
         return None
     index: dict[Any, int] = {d: k for k, d in enumerate(rq.devices)}
     by_name = {d.get("name"): index.get((d.get("major"), d.get("minor")))
-               for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]
-               if isinstance(d, Mapping)}
+               for d in described_devices(meta)}
     names = {n for n, k in by_name.items() if k in mine}
     edges = [(e.get("upper"), e.get("lower")) for e in meta.get("stack", []) or []
              if isinstance(e, Mapping)]
@@ -82,8 +82,8 @@ def bio_based_warnings(meta: Mapping[str, Any], seen: set[tuple[int, int]]) -> l
     request figures."""
     names = [n for n in meta.get("bio_based_devices", []) or [] if isinstance(n, str)]
     out = []
-    for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]:
-        if isinstance(d, Mapping) and d.get("name") in names and \
+    for d in described_devices(meta):
+        if d.get("name") in names and \
                 (d.get("major"), d.get("minor")) not in seen:
             out.append(f"{d['name']} is a bio-based device (its I/O never becomes requests) "
                        "and its bios were not recorded: any I/O of it is missing here")

@@ -17,6 +17,7 @@ from ..model.stages import Stages
 from ..names import CLASS_NAMES
 from .classes import RequestCounts, request_counts
 from .queue import queue_depth
+from .series import described_devices
 
 
 def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
@@ -45,7 +46,7 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
     if qd is None:
         qd = queue_depth(st, ndev, elapsed, buckets)
     by_mm = {(int(d.get("major", -1)), int(d.get("minor", -1))): d
-             for d in meta.get("devices", []) or []}
+             for d in described_devices(meta)}
     # Requests and bytes per (device, op).
     rc = counts if counts is not None else request_counts(rq, cls)
     cnt = rc.n.sum(axis=(1, 3))[:ndev]

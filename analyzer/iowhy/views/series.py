@@ -93,10 +93,16 @@ def task_comms(trace: Any) -> dict[int, str]:
     return out
 
 
+def described_devices(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every device the metadata describes: the recorded ones (META `devices`), then
+    those below them in the device stack (`lower_devices`)."""
+    return [d for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]
+            if isinstance(d, Mapping)]
+
+
 def device_names(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]) -> list[str]:
     """The name of each device (the metadata's, else "major:minor")."""
-    by_mm = {(d.get("major"), d.get("minor")): d.get("name")
-             for d in meta.get("devices", []) or []}
+    by_mm = {(d.get("major"), d.get("minor")): d.get("name") for d in described_devices(meta)}
     return [str(by_mm.get(d) or f"{d[0]}:{d[1]}") for d in devices]
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from .. import abi
 from ..model.requests import Requests
 from ..names import CLASS_NAMES
+from .series import described_devices
 
 CARRIED_CLASSES = tuple(CLASS_NAMES.index(c) for c in ("data", "read", "readahead"))
 
@@ -35,8 +36,8 @@ def loop_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
     whose two ends both have requests' device numbers."""
     index: dict[Any, int] = {tuple(d): k for k, d in enumerate(devices)}
     by_name: dict[Any, int] = {}
-    for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]:
-        if isinstance(d, Mapping) and (d.get("major"), d.get("minor")) in index:
+    for d in described_devices(meta):
+        if (d.get("major"), d.get("minor")) in index:
             by_name[d.get("name")] = index[(d.get("major"), d.get("minor"))]
     out = []
     for e in meta.get("stack") or []:
