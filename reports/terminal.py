@@ -170,6 +170,15 @@ def _thread_time(r: Mapping[str, Any]) -> list[str]:
                           sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
         lines += _wrap(f"{100.0 * c['total_ns'] / tot:.0f}% of thread time in "
                        f"{printable(name)}: {parts}", "  ", "    ")
+    if tt["threads"] > 1:
+        for t in (tt.get("by_thread") or [])[:3]:
+            life = t["total_ns"]
+            if not life:
+                continue
+            parts = ", ".join(f"{k} {100.0 * v / life:.0f}%" for k, v in
+                              sorted(t["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
+            lines += _wrap(f"thread {t['tid']} {printable(t['comm'])} ({fmt_ns(life)}): "
+                           f"{parts}", "  ", "    ")
     return lines
 
 

@@ -32,7 +32,7 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .views.series import device_names, figure_data
+from .views.series import device_names, figure_data, task_comms
 from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
                             has_wakers)
 from .views.background import bio_based_warnings, set_apart, workload_scope
@@ -444,7 +444,8 @@ class _Tasks:
         ev["helpers"] = int(tl.helper.sum())
         ev["offcpu_intervals"] = tl.intervals
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
-        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill)
+        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill,
+                                             task_comms(self.trace))
         if cfg.interval_ns > 0:
             ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
         if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals

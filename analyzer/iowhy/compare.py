@@ -521,6 +521,9 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
             and max(ea, eb) <= (1 + SAME_DURATION) * min(ea, eb)):
         basis = "thread_time"
         basis_note, lines = _thread_time_lines(a, b)
+        # Elapsed is the run's fixed length, not a result: say so, not "within 2%".
+        speed = dict(speed, text=(f"elapsed is the run's fixed length, not a result: "
+                                  f"{fmt_ns(ea)} vs {fmt_ns(eb)} ({_signed_ns(eb - ea)} in B)"))
         explanations = [speed] + lines
     else:
         explanations = [speed] + _category_lines(a, b, delta, slower)

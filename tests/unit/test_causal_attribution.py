@@ -300,6 +300,11 @@ def test_compare_uses_thread_time_for_runs_of_the_same_duration(tmp_path):
     assert tt["attribution_ns"]["barrier"] == 4 * 8 * 40
     assert tt["by_syscall"]["fdatasync"] == {"total_ns": 1280,
                                              "attribution_ns": {"barrier": 1280}}
+    # Per thread: each one's life, split so that it sums to it, busiest first.
+    bt = tt["by_thread"]
+    assert sorted(t["tid"] for t in bt) == [100, 101, 102, 103]
+    assert all(t["total_ns"] == 400 and sum(t["attribution_ns"].values()) == 400 for t in bt)
+    assert all(t["attribution_ns"]["barrier"] == 8 * 40 for t in bt)
     c = compare(a, b)
     assert c["basis"] == "thread_time"
     lines = c["explanations"]
@@ -308,6 +313,7 @@ def test_compare_uses_thread_time_for_runs_of_the_same_duration(tmp_path):
     assert "fixed-duration" in c["basis_note"]["text"]
     assert all(e["category"] != "thread_time" for e in lines)
     assert lines[1]["category"] == "barrier"
+    assert lines[0]["category"] == "elapsed" and "fixed length" in lines[0]["text"]
     # The terminal says the basis on a line of its own, above the numbered list.
     from iowhy.reports.compare_text import render_compare
     txt = render_compare(c).splitlines()

@@ -382,14 +382,28 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
     return res, lv
 
 
+BY_THREAD_MAX = 200  # threads listed in thread_time `by_thread`, the busiest first
+
+
 def thread_time_view(tl: Timeline, depth: int, arch: str | None,
-                     fill: Fill | None = None) -> dict[str, Any]:
-    """The same categories summed over every workload thread's life, and per syscall
-    the thread was in (its own syscall, not its waker's)."""
+                     fill: Fill | None = None,
+                     comms: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The same categories summed over every workload thread's life, per syscall the
+    thread was in (its own syscall, not its waker's) and per thread (at most
+    BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name)."""
     nw = int((~tl.helper).sum())
     acts = np.arange(nw)
     lv = explain(tl, acts, tl.birth[:nw], tl.death[:nw], depth, fill)
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
+    per = np.zeros((nw, len(CAUSAL_CATEGORIES)), I64)
+    np.add.at(per, (lv.root, lv.cat.astype(np.int64)), lv.length)
+    awake = per.sum(axis=1) - per[:, SLEEP]
+    order = np.lexsort((tl.tids[:nw], -awake))[:BY_THREAD_MAX]
+    by_thread = []
+    for k in order.tolist():
+        split = {c: int(v) for c, v in zip(CAUSAL_CATEGORIES, per[k].tolist()) if v}
+        by_thread.append({"tid": int(tl.tids[k]), "comm": (comms or {}).get(int(tl.tids[k]), ""),
+                          "total_ns": int(tl.death[k] - tl.birth[k]), "attribution_ns": split})
     by_sys: dict[str, Any] = {}
     name = _sys_name(arch)
     blocked = lv.top_sys >= -2
@@ -406,7 +420,7 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
             by_sys[nm] = {"total_ns": int(lv.length[m].sum()), "attribution_ns": att}
     by_sys = dict(sorted(by_sys.items(), key=lambda kv: -kv[1]["total_ns"]))
     return {"threads": nw, "total_ns": total, "attribution_ns": _sums(lv),
-            "by_syscall": by_sys}
+            "by_syscall": by_sys, "by_thread": by_thread}
 
 
 def interval_view(lv: Leaves, w0: int, w1: int, step: int) -> list[dict[str, Any]]:
