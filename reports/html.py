@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from . import figures as F
 from .escape import neutralise_page
-from .terminal import _command, _mib, _num, _pct, _yes_no, fmt_ns
+from .terminal import _command, _mib, _num, _pct, _yes_no, fmt_ns, root_wait_note
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -138,6 +138,9 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
     if bg:
         parts.append("<p>background I/O, not waited on: " + esc(", ".join(
             f"{d['name']} {d['requests']:,} requests" for d in bg[:8])) + "</p>")
+    note = root_wait_note(r)
+    if note:
+        parts.append(f"<p>note: {esc(note)}</p>")
     un = r.get("unseen_wakers") or {}
     if un.get("count"):
         parts.append(f"<p>waker not seen: {un['count']:,} waits, "

@@ -111,6 +111,19 @@ def _header(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def root_wait_note(r: Mapping[str, Any]) -> str | None:
+    """The caveat of `root_event_wait` (docs/report-json.md) in words, or None."""
+    rw = r.get("root_event_wait")
+    if not rw or not r.get("elapsed_ns"):
+        return None
+    who = (r.get("trace") or {}).get("pid") or r["workload"].get("root_tid")
+    return (f"pid {who} spent {100.0 * rw['ns'] / r['elapsed_ns']:.0f}% of the window in one "
+            f"{printable(rw['syscall'])} wait, ended by "
+            f"{printable(rw['waker_comm']) or 'thread'} (tid {rw['waker_tid']}); the shares "
+            "above are what that thread did meanwhile: the cause if the process waited for "
+            "it, not if it was idle (a server's master process): read THREAD TIME then")
+
+
 def _where(r: Mapping[str, Any]) -> list[str]:
     el = r["elapsed_ns"]
     att = r["attribution_ns"]
@@ -130,6 +143,9 @@ def _where(r: Mapping[str, Any]) -> list[str]:
         parts = ", ".join(f"{printable(d['name'])} {d['requests']:,} requests "
                           f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
         lines += _wrap(f"background I/O, not waited on: {parts}", "  ", "    ")
+    note = root_wait_note(r)
+    if note:
+        lines += _wrap(f"note: {note}", "  ", "    ")
     un = r.get("unseen_wakers") or {}
     if un.get("count"):
         lines += _wrap(f"waker not seen: {un['count']:,} waits, {fmt_ns(un['blocked_ns'])} "

@@ -38,7 +38,8 @@ from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_tim
 from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.stack import carried_requests, carried_summary, without
 from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
-                           thread_time_view, unrecorded_helper_details)
+                           thread_time_view, unrecorded_helper_details,
+                           root_event_wait)
 from .views.workload import workload_covers, workload_view
 
 
@@ -444,8 +445,9 @@ class _Tasks:
         ev["helpers"] = int(tl.helper.sum())
         ev["offcpu_intervals"] = tl.intervals
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
-        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill,
-                                             task_comms(self.trace))
+        comms = task_comms(self.trace)
+        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill, comms)
+        ev["root_event_wait"] = root_event_wait(tl, root, arch, comms)
         if cfg.interval_ns > 0:
             ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
         if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals
@@ -595,7 +597,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "placement": pl,
         "locality": r["locality"],
     }
-    for k in ("external_by_comm_ns", "unseen_wakers", "thread_time", "intervals"):
+    for k in ("external_by_comm_ns", "unseen_wakers", "root_event_wait", "thread_time",
+              "intervals"):
         if k in wv:
             res[k] = wv[k]
     if cfg.figures and "_series" in wv:

@@ -103,6 +103,30 @@ def test_wait4_on_a_child_that_fsyncs_names_the_child(tmp_path):
     assert tt["by_syscall"]["wait4"]["attribution_ns"]["barrier"] == 60
 
 
+PSELECT6 = 270  # x86-64
+
+
+@pytest.mark.parametrize("syscall,named", [(PSELECT6, True), (WAIT4, False)])
+def test_a_root_in_one_long_event_wait_is_named(tmp_path, syscall, named):
+    # The root (100) waits [1005, 1095) and is woken by workload thread 101 at 1090: in
+    # pselect6 (a server's master process, or make) the report names that wait and its
+    # waker, since following the waker is right only if the root waited for it; in
+    # wait4 it does not (a child's exit is what wait4 waits for).
+    tasks = [task(100, 1000), task(101, 1000, abi.TASK_FORK), task(101, 1090, abi.TASK_EXIT)]
+    offs = [off(100, 1005, 1095, waking=1090, waker=101, ctx=T, comm="postgres",
+                syscall=syscall)]
+    r = run(write_trace(tmp_path / "t.iowt", offcpu=offs, tasks=tasks))
+    assert_sums(r)
+    rw = r["root_event_wait"]
+    from iowhy.reports.terminal import render_report
+    text = render_report(r)
+    if named:
+        assert rw == {"syscall": "pselect6", "ns": 85, "waker_tid": 101, "waker_comm": ""}
+        assert "note: pid 100 spent 85% of the window in one pselect6 wait" in text
+    else:
+        assert rw is None and "note: pid" not in text
+
+
 def test_a_child_on_its_exit_path_is_on_cpu(tmp_path):
     # As above, but the child's EXIT record is at 1084, 6 ns before it wakes the parent
     # (sched_process_exit fires before the exit path notifies the parent): the child was

@@ -35,7 +35,8 @@ from ..kernels import I64, Coverage, union_intervals
 from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
                              TASK_IO,
-                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, Timeline)
+                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, SLEEP_SYSCALLS,
+                             Timeline)
 from ..syscalls import syscall_name
 
 
@@ -383,6 +384,37 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
 
 
 BY_THREAD_MAX = 200  # threads listed in thread_time `by_thread`, the busiest first
+
+
+ROOT_WAIT_SHARE = 0.5  # a root's single event wait this long is named (root_event_wait)
+
+
+def root_event_wait(tl: Timeline, root: int, arch: str | None,
+                    comms: Mapping[int, str] | None = None) -> dict[str, Any] | None:
+    """The root thread's longest single wait in an event-wait syscall (SLEEP_SYSCALLS:
+    select, poll, epoll, pause...) that another workload thread ended, when it covers at
+    least ROOT_WAIT_SHARE of the window; else None. The elapsed time then says what that
+    thread did over the wait, which is the cause when the root waited for it (make, a
+    Python parent polling its child's pipe) and not when the root was idle (a server's
+    master process reaping a child): the report says so."""
+    if root < 0:
+        return None
+    nw = int((~tl.helper).sum())
+    m = (tl.actor == root) & (tl.cat == RECURSE) & (tl.target >= 0) & (tl.target < nw)
+    if not m.any():
+        return None
+    name = _sys_name(arch)
+    idx = np.flatnonzero(m)
+    idx = idx[[name(int(n)) in SLEEP_SYSCALLS for n in tl.sys[idx].tolist()]]
+    if not len(idx):
+        return None
+    k = int(idx[np.argmax(tl.b[idx] - tl.a[idx])])
+    ns = int(tl.b[k] - tl.a[k])
+    if ns < ROOT_WAIT_SHARE * (tl.span - 2):
+        return None
+    tid = int(tl.tids[int(tl.target[k])])
+    return {"syscall": name(int(tl.sys[k])), "ns": ns, "waker_tid": tid,
+            "waker_comm": (comms or {}).get(tid, "")}
 
 
 def thread_time_view(tl: Timeline, depth: int, arch: str | None,
