@@ -380,6 +380,24 @@ int open_ring(struct rec *r)
 	return 0;
 }
 
+/*
+ * Wait up to timeout_ms for ring buffer data or, in attach mode, for the target to exit
+ * (its pidfd turns readable), then consume what the ring holds. Waiting on the pidfd too
+ * ends the window when the target exits, not up to a poll timeout later: that time, with
+ * no workload thread alive, would be unexplained. Returns what ring_buffer__consume does,
+ * or -errno of poll(2) (-EINTR on a signal).
+ */
+static int wait_ring(struct rec *r, int timeout_ms)
+{
+	struct pollfd p[2] = { { .fd = ring_buffer__epoll_fd(r->rb), .events = POLLIN },
+			       { .fd = r->target_pidfd, .events = POLLIN } };
+	int n = r->target_pidfd >= 0 && !r->child ? 2 : 1;
+
+	if (poll(p, n, timeout_ms) < 0)
+		return -errno;
+	return ring_buffer__consume(r->rb);
+}
+
 /* Record until the workload or the target exits, a signal, --duration or a full disk. */
 void poll_until_stop(struct rec *r)
 {
@@ -404,7 +422,7 @@ void poll_until_stop(struct rec *r)
 			stop_sent = 1;
 			kill_at = now_ns(CLOCK_MONOTONIC) + STOP_GRACE_NS;
 		}
-		err = ring_buffer__poll(r->rb, 100);
+		err = wait_ring(r, 100);
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "failed to poll ring buffer: %s\n", strerror(-err));
 			r->stop_reason = "error";

@@ -1,0 +1,67 @@
+"""`iowhy attach` stops when its target exits, not a poll timeout later: the window
+ends within a few ms of the exit, so the end of an attached run is not left as time
+with no workload thread alive. The exit time is the target's own clock reading, written
+just before it exits."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run  # noqa: F401  (the tier's fixtures)
+from iowhy.traceformat import read_trace
+
+pytestmark = pytest.mark.bpf
+
+PY = "/usr/bin/python3"
+TARGET = r"""
+import os, sys, time
+go, stamp = sys.argv[1], sys.argv[2]
+while not os.path.exists(go):
+    time.sleep(0.01)
+time.sleep(0.05)
+fd = os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600)
+os.write(fd, str(time.monotonic_ns()).encode())
+os.close(fd)
+os._exit(0)
+"""
+MAX_LAG_NS = 20_000_000  # the recorder's poll period was 100 ms
+
+
+def _attach_once(tmp_path, iowhy_bin, request, i: int) -> int:
+    go, stamp = tmp_path / f"go{i}", tmp_path / f"stamp{i}"
+    target = subprocess.Popen([PY, "-c", TARGET, str(go), str(stamp)])
+    request.addfinalizer(lambda: (target.poll() is None and target.kill(), target.wait()))
+    out = tmp_path / f"attach{i}.iowt"
+    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=30)))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until every probe is attached (RECORDER chunk)
+        partial = next(tmp_path.glob(f"attach{i}.iowt.partial-*"), None)
+        if partial and partial.stat().st_size > 64:
+            try:
+                if read_trace(str(partial)).recorder:
+                    break
+            except Exception:
+                pass
+        assert rec.poll() is None, rec.communicate()
+        time.sleep(0.05)
+    go.write_text("go")
+    assert target.wait(timeout=60) == 0
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    tr = read_trace(str(out))
+    assert tr.trailer["stop_reason"] == "target-exit"
+    exited = int(stamp.read_text())
+    assert tr.end_ns >= exited
+    return tr.end_ns - exited
+
+
+def test_attach_window_ends_at_the_target_exit(bpf, tmp_path, iowhy_bin, request):
+    lags = [_attach_once(tmp_path, iowhy_bin, request, i) for i in range(3)]
+    assert max(lags) <= MAX_LAG_NS, [f"{x / 1e6:.1f} ms" for x in lags]
