@@ -1074,11 +1074,13 @@ static __always_inline void on_exec(struct task_struct *p)
  * "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" becomes a helper for HELPER_HOLD_NS
  * when a tracked thread wakes it (handing it work: a commit, a queued work item) or it
  * wakes a tracked thread from task context (the work is done); each such edge renews
- * the mark. While a helper is marked and at least one tracked thread is asleep
- * (blocked_tracked), its off-CPU intervals are recorded like a tracked thread's, as
- * `helper` records: when it slept, who woke it, from which context and which request's
- * completion, its run-queue wait, and its total on-CPU time at each switch-out (so its
- * CPU time between two intervals is exact). An interval so opened is closed at the
+ * the mark. A helper asleep with no interval open when a tracked thread wakes it gets
+ * one opened at that waking (its wait for a CPU and its work for the thread are then
+ * recorded from the hand-off on). While a helper is marked and at least one tracked
+ * thread is asleep (blocked_tracked), its off-CPU intervals are recorded like a
+ * tracked thread's, as `helper` records: when it slept, who woke it, from which
+ * context and which request's completion, its run-queue wait, and its total on-CPU time
+ * at each switch-out (so its CPU time between two intervals is exact). An interval so opened is closed at the
  * helper's next switch-in even if no tracked thread is asleep any more. Kernel threads
  * that never touch the workload (another workload's writeback, say) stay unrecorded.
  *
@@ -1120,16 +1122,18 @@ static __always_inline int helper_name(struct task_struct *t)
 	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
 }
 
-/* Mark kernel thread `t` a helper for the next HELPER_HOLD_NS (see above). */
-static __always_inline void mark_helper(int btf, struct task_struct *t, __u64 now)
+/* Mark kernel thread `t` a helper for the next HELPER_HOLD_NS (see above); its state,
+ * or NULL when it is no helper. */
+static __always_inline struct task_state *mark_helper(int btf, struct task_struct *t, __u64 now)
 {
 	struct task_state *st;
 
 	if (!is_kthread(btf, t) || !helper_name(t))
-		return;
+		return NULL;
 	st = task_state_of(t, RD(btf, t, pid), 1);
 	if (st)
 		st->helper_until_ns = now + HELPER_HOLD_NS;
+	return st;
 }
 
 static __always_inline void blocked_dec(struct task_state *st)
@@ -1560,11 +1564,34 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 	} else {
 		if (!is_kthread(btf, p))
 			return;
-		if (is_tracked(bpf_get_current_pid_tgid() >> 32))
-			mark_helper(btf, p, bpf_ktime_get_ns());
+		st = NULL;
+		if (is_tracked(bpf_get_current_pid_tgid() >> 32)) {
+			now = bpf_ktime_get_ns();
+			st = mark_helper(btf, p, now);
+			/*
+			 * Handed work while asleep with no interval open (it slept before it
+			 * was a helper): open one at this waking, so its wait for a CPU and
+			 * what it does next are recorded from the hand-off on (its sleep
+			 * before is not: the interval's start is this waking).
+			 */
+			if (st && !st->off_ns) {
+				__u32 state = get_task_state(btf, p);
+
+				st->off_ns = now;
+				st->off_state = state;
+				st->off_flags = IOWHY_OFF_HELPER;
+				if ((state & 0x2) && !(state & 0x400))
+					st->off_flags |= IOWHY_OFF_D;
+				st->off_sys_nr = -1;
+				st->waking_ns = 0;
+				st->run_ns = RD(btf, p, se.sum_exec_runtime);
+				__sync_fetch_and_add(&helpers_open, 1);
+			}
+		}
 		if (!helpers_open)
 			return;
-		st = task_state_of(p, RD(btf, p, pid), 0);
+		if (!st)
+			st = task_state_of(p, RD(btf, p, pid), 0);
 		if (!st || !st->off_ns || st->waking_ns || !(st->off_flags & IOWHY_OFF_HELPER))
 			return;
 	}
