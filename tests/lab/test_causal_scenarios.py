@@ -195,10 +195,6 @@ def test_loop_stack_lower_flushes_explain_upper_fsyncs_counted_once(lab_runs):
 
 
 @pytest.mark.lab
-@pytest.mark.xfail(strict=False, reason=(
-    "known gap: while an upper loop flush is in flight, the lower filesystem's journal "
-    "writes it causes are charged as barrier, not log; the barrier share runs up to "
-    "about 7 points above the disk's flush time on a loaded machine"))
 def test_loop_stack_barrier_is_the_lower_disks_flush_time(lab_runs):
     """The barrier share of the loop-stack fsyncs is the emulated disk's flush time,
     within 5 points of elapsed."""
