@@ -17,7 +17,7 @@ import numpy as np
 
 from . import abi, memory, names
 from .findings import findings
-from .kernels import I64, percentiles, union_intervals
+from .kernels import I64, Coverage, percentiles, union_intervals
 from .model.calls import call_devices, join_requests_to_calls
 from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
 from .model.flush import flush_generations
@@ -34,9 +34,10 @@ from .views.queue import queue_depth
 from .views.requests import request_flag_codes
 from .views.series import device_names, figure_data, task_comms
 from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
-                            has_wakers)
+                            device_states, has_wakers)
 from .views.background import bio_based_warnings, set_apart, workload_scope
-from .views.stack import carried_requests, carried_summary, without
+from .views.stack import (carried_requests, carried_summary, carrier_devices,
+                          served_devices, without)
 from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
                            thread_time_view, unrecorded_helper_details,
                            root_event_wait)
@@ -430,14 +431,31 @@ class _Tasks:
         the elapsed time per interval (views/causal.py)."""
         cfg, win = self.cfg, self.win
         r = self.r
-        covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
-                                        r["counts"][1])
+        # A loop device's requests are carried by the devices below it when those are
+        # recorded (views/stack.py): its time is theirs and its loop worker's.
+        carriers = carrier_devices(self.meta, self.rq.devices,
+                                   np.unique(self.rq.dev).tolist())
+
+        def covers_of(devs: Sequence[int]) -> Any:
+            return workload_covers(self.rq, r["stages"], r["unions"], r["flush"], devs)
+        covers, waits = covers_of(served_devices(r["counts"][1], carriers))
         link = RequestLink.build(self.rq, self.r["classify"])
         if covers:
             link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
                                             np.concatenate((covers[0].e, waits[1])))
+        carried = None
+        for up, low in carriers.items():
+            lc, lw = covers_of(low)
+            link.below[up] = device_states([union_intervals(np.concatenate((c.s, lw[0])),
+                                                            np.concatenate((c.e, lw[1])))
+                                            for c in lc])
+        if carriers:
+            cc, cw = covers_of(sorted(carriers))
+            if cc:
+                carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
+                                                    np.concatenate((cc[-1].e, cw[1]))))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
-        fill = device_fill(covers, waits, unrecorded_helper_details(tl))
+        fill = device_fill(covers, waits, unrecorded_helper_details(tl), carried)
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)

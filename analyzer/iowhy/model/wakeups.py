@@ -10,7 +10,11 @@ applies:
    the request's category (barrier, log, metadata, data, read); for a flush-sequenced
    request, the part of the wait outside the request's own device stage is ``barrier``
    (its pre/post flushes), and so is the part during which a flush was in flight on the
-   workload's devices (the request waited behind it: _behind_flushes);
+   workload's devices (the request waited behind it: _behind_flushes); a request of a
+   carrier device (a loop device whose lower device is recorded: views/stack.py,
+   carrier_devices) -> what the devices below did over the wait (RequestLink.below:
+   their flushes barrier, log writes log, ...) and, where they were idle, its loop
+   worker's CPU (helper-cpu); a carrier's flushes are none of the workload's flushes;
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
    or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
    when the thread was in iowait or is a helper (views/causal.py's device_fill then
@@ -234,8 +238,14 @@ class RequestLink:
     flush_seq: np.ndarray
     order: np.ndarray  # the request (index in Requests) of each entry
     # Disjoint sorted intervals when a flush was in flight on the workload's devices (a
-    # flush-sequenced request's pre/post-flush included); empty: not known.
+    # flush-sequenced request's pre/post-flush included; a carrier device's are the
+    # devices' below it); empty: not known.
     flushing: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    dev: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # device index
+    # Per carrier device (views/stack.py, carrier_devices: a loop device whose requests
+    # the devices below serve), what those devices were doing (device_states): a wait
+    # on one of its requests is that, and the loop worker's CPU in between.
+    below: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @staticmethod
     def build(rq: Any, cls: np.ndarray | None) -> "RequestLink":
@@ -249,7 +259,8 @@ class RequestLink:
         dd = rq.data_done[o]
         flush_seq = (rq.flags[o] & abi.RQ_FLUSH_SEQ) != 0
         return RequestLink(np.asarray(seq)[o].astype(I64), cat, issue,
-                           np.maximum(dd, issue), flush_seq, o.astype(I64))
+                           np.maximum(dd, issue), flush_seq, o.astype(I64),
+                           dev=rq.dev[o].astype(np.int32))
 
     def find(self, seq: np.ndarray) -> np.ndarray:
         """Index of each seq's request, -1 when not among the requests."""
@@ -307,6 +318,21 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
         k = np.flatnonzero(rl & blocked)
         r = ri[k]
         tl.linked.append(link.order[r])
+        carried = np.zeros(len(k), bool)
+        for d, (ss, se, sc) in link.below.items():
+            m = link.dev[r] == d
+            if not m.any():
+                continue
+            carried |= m
+            # A request of a carrier device: the wait is what the devices below did over
+            # it, and their idle time the loop worker's (helper-cpu).
+            km = k[m]
+            qi, pa, pb, pc = cut_by_states(s[km], w[km], ss, se, sc,
+                                           np.full(len(km), HCPU, np.int8))
+            n = len(qi)
+            seg.append((act[km][qi], pa, pb, pc, np.full(n, -1, np.int32),
+                        np.full(n, -1, np.int32), sysnr[km][qi]))
+        k, r = k[~carried], r[~carried]
         rc = link.cat[r]
         fs = link.flush_seq[r]
         pre_b = np.clip(link.stage_a[r], s[k], w[k])
@@ -329,36 +355,81 @@ def _behind_flushes(link: "RequestLink", act: np.ndarray, a: np.ndarray, b: np.n
     fs, fe = link.flushing
     if not len(fs) or not len(a):
         return (act, a, b, cat, m1, m1, sysnr)
-    lo = np.searchsorted(fe, a, side="right")  # first flush ending after a
-    hi = np.searchsorted(fs, b, side="left")  # first flush starting at or after b
+    qi, pa, pb, pc = cut_by_states(a, b, fs, fe, np.full(len(fs), BARRIER, np.int8), cat)
+    n = len(qi)
+    return (act[qi], pa, pb, pc, np.full(n, -1, np.int32), np.full(n, -1, np.int32),
+            sysnr[qi])
+
+
+def cut_by_states(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
+                  scat: np.ndarray, gap_cat: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each interval [a, b) cut by the states [ss, se) (disjoint, sorted) with their
+    categories scat; its time outside every state has its own gap_cat. Returns (index
+    of the interval, start, end, category) of the non-empty pieces, which tile each
+    interval exactly."""
+    a, b = np.asarray(a, I64), np.asarray(b, I64)
+    lo = np.searchsorted(se, a, side="right")  # first state ending after a
+    hi = np.searchsorted(ss, b, side="left")  # first state starting at or after b
     cnt = np.maximum(hi - lo, 0)
-    if not cnt.any():
-        return (act, a, b, cat, m1, m1, sysnr)
     qi = np.repeat(np.arange(len(a)), cnt)
     first = np.cumsum(cnt) - cnt
-    fi = lo[qi] + (np.arange(len(qi)) - first[qi])
-    pa = np.maximum(a[qi], fs[fi])
-    pb = np.minimum(b[qi], fe[fi])
-    # The parts outside the flushes: from a (or each flush's end) to the next flush's
+    si = lo[qi] + (np.arange(len(qi)) - first[qi])
+    pa = np.maximum(a[qi], ss[si])
+    pb = np.minimum(b[qi], se[si])
+    # The parts outside the states: from a (or each state's end) to the next state's
     # start (or b), as explain's gaps.
     prev = np.empty(len(qi), I64)
-    prev[1:] = pb[:-1]
+    if len(qi):
+        prev[1:] = pb[:-1]
     has = cnt > 0
     prev[first[has]] = a[has]
-    last_end = np.where(has, pb[np.maximum(first + cnt - 1, 0)], a)
+    last_end = (np.where(has, pb[np.maximum(first + cnt - 1, 0)], a) if len(pb)
+                else a.copy())
     ga = np.concatenate((prev, last_end))
     gb = np.concatenate((pa, b))
     gq = np.concatenate((qi, np.arange(len(a))))
     keep_f = pb > pa
     keep_g = gb > ga
-    fq = qi[keep_f]
-    return (np.concatenate((act[fq], act[gq[keep_g]])),
+    return (np.concatenate((qi[keep_f], gq[keep_g])),
             np.concatenate((pa[keep_f], ga[keep_g])),
             np.concatenate((pb[keep_f], gb[keep_g])),
-            np.concatenate((np.full(len(fq), BARRIER, np.int8), cat[gq[keep_g]])),
-            np.full(len(fq) + int(keep_g.sum()), -1, np.int32),
-            np.full(len(fq) + int(keep_g.sum()), -1, np.int32),
-            np.concatenate((sysnr[fq], sysnr[gq[keep_g]])))
+            np.concatenate((np.asarray(scat)[si[keep_f]],
+                            np.asarray(gap_cat)[gq[keep_g]])).astype(np.int8))
+
+
+def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cumulative coverages levels[0] <= levels[1] <= ... (disjoint sorted
+    intervals each: level k is the time something of category BARRIER + k or better
+    was in flight) as one partition: disjoint sorted [s, e) with, for each, the best
+    category in flight (BARRIER + the first level covering it)."""
+    if not levels:
+        z = np.zeros(0, I64)
+        return z, z, np.zeros(0, np.int8)
+    edges = np.unique(np.concatenate([np.concatenate((s, e)) for s, e in levels]
+                                     ).astype(I64))
+    if len(edges) < 2:
+        z = np.zeros(0, I64)
+        return z, z, np.zeros(0, np.int8)
+    ea, eb = edges[:-1], edges[1:]
+    cat = np.full(len(ea), -1, np.int16)
+    for k in range(len(levels) - 1, -1, -1):  # the best (lowest) level last
+        s, e = (np.asarray(x, I64) for x in levels[k])
+        if not len(s):
+            continue
+        j = np.searchsorted(s, ea, side="right") - 1
+        inside = (j >= 0) & (e[np.maximum(j, 0)] > ea)
+        cat[inside] = BARRIER + k
+    keep = cat >= 0
+    ea, eb, cat = ea[keep], eb[keep], cat[keep]
+    if len(ea) > 1:  # merge neighbours of one category
+        new = np.ones(len(ea), bool)
+        new[1:] = (ea[1:] != eb[:-1]) | (cat[1:] != cat[:-1])
+        starts = np.flatnonzero(new)
+        ends = np.append(starts[1:], len(ea)) - 1
+        ea, eb, cat = ea[starts], eb[ends], cat[starts]
+    return ea, eb, cat.astype(np.int8)
 
 
 def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: np.ndarray,

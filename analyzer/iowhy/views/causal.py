@@ -70,7 +70,7 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
 
 
 def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
-                helpers: Sequence[int] = ()) -> Fill:
+                helpers: Sequence[int] = (), carried: Coverage | None = None) -> Fill:
     """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
     woken by a kernel helper with no recorded intervals at all (wait-other by its name;
     `helpers`: those detail codes, unrecorded_helper_details) or a wait in iowait ended
@@ -80,12 +80,24 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     flight or a flush-sequenced request waiting for its flushes -> barrier, else a log
     write -> log, ... as in the correlational view), the rest stays wait-other. The
     pieces of a filled one follow each other in that order inside it (their lengths are
-    exact, their places within it are not known)."""
+    exact, their places within it are not known).
+
+    covers and waits are those of the devices that do I/O themselves; carried: the time
+    a request of a carrier device (views/stack.py, carrier_devices) was in flight. While
+    one was and the devices below were idle, its loop worker was serving it: helper-cpu
+    (after the device categories)."""
     ws, we = waits
     cum = []
     for c in covers:
         s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)))
         cum.append(Coverage(s, e))
+    cats = [BARRIER + k for k in range(len(cum))]
+    if carried is not None and len(carried.s):
+        prev = cum[-1] if cum else Coverage(ws, we)
+        s, e = union_intervals(np.concatenate((prev.s, carried.s)),
+                               np.concatenate((prev.e, carried.e)))
+        cum.append(Coverage(s, e))
+        cats.append(HCPU)
 
     def fill(lv: Leaves) -> Leaves:
         m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, TASK_IO, *helpers))
@@ -96,10 +108,9 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         lens = [c.within(a, b) for c in cum]
         excl = [lens[0]] + [lens[k] - lens[k - 1] for k in range(1, len(lens))]
         excl.append((b - a) - lens[-1])
-        cats = [BARRIER + k for k in range(len(cum))] + [OTHER]
         parts = []
         at = a.copy()
-        for k, ln in zip(cats, excl):
+        for k, ln in zip(cats + [OTHER], excl):
             parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),
                           np.where(k == OTHER, lv.detail[i], -1).astype(np.int32),
                           lv.top_sys[i], lv.in_sys[i]))

@@ -100,3 +100,44 @@ def carried_summary(rq: Requests, carried: np.ndarray, meta: Mapping[str, Any],
                     "read_bytes": int(rq.nbytes[rd].sum(dtype=np.int64)),
                     "write_bytes": int(rq.nbytes[m & ~rd].sum(dtype=np.int64))})
     return out
+
+
+def carrier_devices(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]],
+                    used: Sequence[int]) -> dict[int, list[int]]:
+    """The devices whose requests only carry I/O served below them, for the time
+    attribution: per upper device of a `stack` edge via a loop device whose lower device
+    has requests (`used`: indices of the devices with requests), the devices at the
+    bottom of its stack that serve it (following further loop edges down to devices that
+    carry nothing themselves), sorted. A loop device's request is served by its loop
+    worker, and with the devices below it recorded, what it waited on is theirs: its
+    flushes, journal and data writes, reads, and the worker's CPU in between."""
+    used_set = {int(u) for u in used}
+    down: dict[int, list[int]] = {}
+    for up, lo in loop_edges(meta, devices):
+        if lo in used_set:
+            down.setdefault(up, []).append(lo)
+
+    def bottoms(d: int, seen: frozenset[int]) -> set[int]:
+        if d not in down or d in seen:
+            return {d}
+        out: set[int] = set()
+        for lo in down[d]:
+            out |= bottoms(lo, seen | {d})
+        return out
+
+    out = {}
+    for up in down:
+        b = bottoms(up, frozenset()) - {up}
+        if b:
+            out[up] = sorted(b)
+    return out
+
+
+def served_devices(relevant: Sequence[int], carriers: Mapping[int, Sequence[int]]
+                   ) -> list[int]:
+    """The devices `relevant` with each carrier device (carrier_devices) replaced by the
+    devices serving it."""
+    out: set[int] = set()
+    for d in relevant:
+        out |= set(carriers.get(d, (d,)))
+    return sorted(out)
