@@ -109,7 +109,7 @@ def _collect(command: list[str] | None, devices: list[tuple[int, int]] | None) -
         "lower_devices": lower,
         "stack": stack,
         "bio_based_devices": sorted(d["name"] for d in disks + lower if d.get("bio_based")),
-        "filesystems": _collect_filesystems(disks),
+        "filesystems": _collect_filesystems(disks + lower),
     }
 
 

@@ -197,3 +197,17 @@ def test_record_dev_also_records_the_devices_below(stack):
     assert _devices_below(m, [(253, 0), (7, 1)]) == [d for d in below if d != (7, 1)]
     assert device_names(m, [(253, 0), (7, 1), (8, 0), (1, 2)]) == [
         "dm-0", "loop1", "vda", "1:2"]
+
+
+def test_filesystems_of_the_devices_below_are_described(stack):
+    """A filesystem on a device below the recorded ones (here ext4 on vda1, under dm-0)
+    is described too: its journal range is what classes the lower device's log writes."""
+    fs, host, mountinfo = stack
+    mountinfo.write_text("36 35 8:1 / /srv rw,relatime shared:1 - ext4 /dev/vda1 rw\n")
+    m = metadata.collect(devices=[(253, 0)], sys_root=str(fs.root), mountinfo=str(mountinfo))
+    got = [(f["mountpoint"], f["disk"], f["part_start_sector"]) for f in m["filesystems"]]
+    assert got == [("/srv", "vda", 2048)]
+    m = metadata.collect(devices=[(9, 0)], sys_root=str(fs.root), mountinfo=str(mountinfo))
+    assert [f["disk"] for f in m["filesystems"]] == ["vda"]  # md0 over vda
+    m = metadata.collect(devices=[(252, 0)], sys_root=str(fs.root), mountinfo=str(mountinfo))
+    assert m["filesystems"] == []  # zram0 has nothing below it
