@@ -38,7 +38,7 @@ from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_tim
 from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.stack import (carried_requests, carried_summary, carrier_devices,
                           served_devices, without)
-from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
+from .views.causal import (device_fill, elapsed_view, helper_busy, interval_view, root_actor,
                            thread_time_view, unrecorded_helper_details,
                            root_event_wait)
 from .views.workload import workload_covers, workload_view
@@ -455,7 +455,8 @@ class _Tasks:
                 carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
                                                     np.concatenate((cc[-1].e, cw[1]))))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
-        fill = device_fill(covers, waits, unrecorded_helper_details(tl), carried)
+        fill = device_fill(covers, waits, unrecorded_helper_details(tl), carried,
+                           helper_busy(tl))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)

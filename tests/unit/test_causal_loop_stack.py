@@ -42,7 +42,7 @@ def stack_meta() -> dict:
     return m
 
 
-def stack_trace(path) -> str:
+def stack_trace(path, helpers=()) -> str:
     R = tb.req
     up = dict(dev=UPPER, flags=0, tid=60)
     low = dict(flags=0, tid=300)  # the loop worker's I/O of the backing file
@@ -82,7 +82,7 @@ def stack_trace(path) -> str:
     ]
     fsyncs = [tb.fsync(100, 1005, 1092, dev=UPPER), tb.fsync(100, 1098, 1152)]
     return tb.write_trace(path, start=1000, end=1200, requests=requests, offcpu=offs,
-                          fsyncs=fsyncs, meta_obj=stack_meta())
+                          fsyncs=fsyncs, meta_obj=stack_meta(), helpers=helpers)
 
 
 def test_a_wait_on_a_loop_device_is_what_the_device_below_did(tmp_path):
@@ -151,3 +151,22 @@ def test_carrier_devices_follow_loop_edges_to_the_bottom():
     # sdz without requests: loop1 serves itself, and loop2 is carried by it
     assert carrier_devices(m, devices, [1, 2]) == {2: [1]}
     assert carrier_devices(m, devices, [2]) == {}
+
+
+def test_the_loop_workers_time_is_split_by_what_the_recorded_helpers_did(tmp_path):
+    # As the first test, with two helpers recorded: 300 (the loop worker) waiting for a
+    # CPU [1058, 1065) (asleep [1050, 1058) before), and 301 (the upper jbd2) asleep on
+    # the upper commit [1011, 1090) itself. Of A's 19 ns with sdz idle, [1060, 1062) is
+    # the loop worker waiting for a CPU -> helper-runqueue 2; the rest stays helper-cpu
+    # 17. 301's wait on the loop device is not its own CPU time: it does not make that
+    # piece helper-cpu.
+    hel = [tb.off(300, 1050, 1065, waking=1058, ctx=H),
+           tb.off(301, 1011, 1090, ctx=K, rq_seq=2)]
+    for h in hel:
+        h["flags_u16"] |= abi.OFF_HELPER
+    p = stack_trace(tmp_path / "h.iowt", helpers=hel)
+    r = tb.run(p)
+    tb.assert_sums(r)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    assert att == {"cpu": 80, "barrier": 39, "log": 20, "data": 30,
+                   "helper-cpu": 17 + 10, "helper-runqueue": 2, "wait-other": 2}

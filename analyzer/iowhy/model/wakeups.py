@@ -59,9 +59,12 @@ RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
 DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO = range(6)
+NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, CARRIED = range(7)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
-                 "(not recorded)", "(I/O completed in another task)")
+                 "(not recorded)", "(I/O completed in another task)", "(loop worker)")
+# CARRIED marks helper-cpu time that is a carrier request's with the devices below it
+# idle (its loop worker serving it): views/causal.py's fill splits it by what the
+# recorded helper threads were doing (on a CPU, waiting for one).
 
 # Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
 HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
@@ -331,7 +334,7 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
                                            np.full(len(km), HCPU, np.int8))
             n = len(qi)
             seg.append((act[km][qi], pa, pb, pc, np.full(n, -1, np.int32),
-                        np.full(n, -1, np.int32), sysnr[km][qi]))
+                        np.where(pc == HCPU, CARRIED, -1).astype(np.int32), sysnr[km][qi]))
         k, r = k[~carried], r[~carried]
         rc = link.cat[r]
         fs = link.flush_seq[r]

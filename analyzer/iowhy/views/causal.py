@@ -36,7 +36,7 @@ from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, F
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
                              TASK_IO,
                              NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, SLEEP_SYSCALLS,
-                             Timeline)
+                             CARRIED, Timeline)
 from ..syscalls import syscall_name
 
 
@@ -69,8 +69,23 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     return fill(lv) if fill is not None else lv
 
 
+def helper_busy(tl: Timeline) -> list[tuple[Coverage, int]]:
+    """When some recorded helper thread was on a CPU (helper-cpu) and, apart from that,
+    when one was waiting for a CPU (helper-runqueue): the last resort of device_fill.
+    A helper's wait on a carrier request (helper-cpu "(loop worker)") is not its own
+    CPU time and is left out."""
+    out = []
+    hseg = tl.helper[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
+    for cat in (HCPU, HRUNQ):
+        m = hseg & (tl.cat == cat) & (tl.detail != CARRIED)  # their own, not a loop's
+        if m.any():
+            out.append((Coverage(*union_intervals(tl.a[m], tl.b[m])), cat))
+    return out
+
+
 def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
-                helpers: Sequence[int] = (), carried: Coverage | None = None) -> Fill:
+                helpers: Sequence[int] = (), carried: Coverage | None = None,
+                busy: Sequence[tuple[Coverage, int]] = ()) -> Fill:
     """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
     woken by a kernel helper with no recorded intervals at all (wait-other by its name;
     `helpers`: those detail codes, unrecorded_helper_details) or a wait in iowait ended
@@ -85,21 +100,68 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     covers and waits are those of the devices that do I/O themselves; carried: the time
     a request of a carrier device (views/stack.py, carrier_devices) was in flight. While
     one was and the devices below were idle, its loop worker was serving it: helper-cpu
-    (after the device categories)."""
+    (after the device categories). busy (helper_busy): last, the time a recorded helper
+    thread (one working for the workload: it was handed work by a workload thread or
+    ended one's wait) was on a CPU or waiting for one, as helper-cpu and
+    helper-runqueue: with no I/O in flight, an unexplained wait is most likely one on
+    that helper's work (an XFS log push formatting the log, a flusher building bios).
+
+    The loop worker's time (helper-cpu "(loop worker)", from the request link of a
+    carrier request or from `carried` above) is split the same way: helper-runqueue
+    where a recorded helper was waiting for a CPU and none was on one, the rest
+    helper-cpu; on a loaded machine a loop worker mostly waits for a CPU."""
     ws, we = waits
     cum = []
     for c in covers:
         s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)))
         cum.append(Coverage(s, e))
     cats = [BARRIER + k for k in range(len(cum))]
+    carried_at = -1  # the index in cats of the loop worker's time, if any
     if carried is not None and len(carried.s):
+        carried_at = len(cats)
         prev = cum[-1] if cum else Coverage(ws, we)
         s, e = union_intervals(np.concatenate((prev.s, carried.s)),
                                np.concatenate((prev.e, carried.e)))
         cum.append(Coverage(s, e))
         cats.append(HCPU)
+    for cov, cat in busy:
+        if not len(cov.s):
+            continue
+        prev = cum[-1] if cum else Coverage(ws, we)
+        s, e = union_intervals(np.concatenate((prev.s, cov.s)), np.concatenate((prev.e, cov.e)))
+        cum.append(Coverage(s, e))
+        cats.append(cat)
+    none = Coverage(np.zeros(0, I64), np.zeros(0, I64))
+    on_cpu = next((c for c, k in busy if k == HCPU), none)
+    any_busy = none
+    if busy:
+        any_busy = Coverage(*union_intervals(np.concatenate([c.s for c, _ in busy]),
+                                             np.concatenate([c.e for c, _ in busy])))
 
     def fill(lv: Leaves) -> Leaves:
+        return _loop_worker(_fill(lv))
+
+    def _loop_worker(lv: Leaves) -> Leaves:
+        m = (lv.cat == HCPU) & (lv.detail == CARRIED)
+        if not m.any():
+            return lv
+        i = np.flatnonzero(m)
+        a, b = lv.a[i], lv.b[i]
+        runq = any_busy.within(a, b) - on_cpu.within(a, b)
+        keep = ~m
+        m1 = np.full(len(i), -1, np.int32)
+        cols = [np.concatenate((lv.root[keep], lv.root[i], lv.root[i])),
+                np.concatenate((lv.a[keep], a, b - runq)),
+                np.concatenate((lv.b[keep], b - runq, b)),
+                np.concatenate((lv.cat[keep], np.full(len(i), HCPU, np.int8),
+                                np.full(len(i), HRUNQ, np.int8))),
+                np.concatenate((lv.detail[keep], m1, m1)),
+                np.concatenate((lv.top_sys[keep], lv.top_sys[i], lv.top_sys[i])),
+                np.concatenate((lv.in_sys[keep], lv.in_sys[i], lv.in_sys[i]))]
+        nz = cols[2] > cols[1]
+        return Leaves(*(c[nz] for c in cols))
+
+    def _fill(lv: Leaves) -> Leaves:
         m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, TASK_IO, *helpers))
         if not m.any() or not cum:
             return lv
@@ -110,10 +172,11 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         excl.append((b - a) - lens[-1])
         parts = []
         at = a.copy()
-        for k, ln in zip(cats + [OTHER], excl):
+        for n, (k, ln) in enumerate(zip(cats + [OTHER], excl)):
+            det = (lv.detail[i] if k == OTHER else
+                   np.full(len(i), CARRIED if n == carried_at else -1))
             parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),
-                          np.where(k == OTHER, lv.detail[i], -1).astype(np.int32),
-                          lv.top_sys[i], lv.in_sys[i]))
+                          det.astype(np.int32), lv.top_sys[i], lv.in_sys[i]))
             at = at + ln
         keep = ~m
         cols = [np.concatenate([x[keep] for x in (lv.root, lv.a, lv.b, lv.cat, lv.detail,
