@@ -192,7 +192,7 @@ static size_t compress_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 co
 
 	*flags = 0;
 	*dlen = len;
-	if (!r->w.zctx || !len || len > CHUNK_BYTES)
+	if (!r->w.zctx || !len || ZSTD_compressBound(len) > r->w.zcap)
 		return 0;
 	t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 	clen = rec_size && count > 1 ? compact_bytes(type, rec_size, count) : 0;
@@ -202,7 +202,7 @@ static size_t compress_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 co
 		*flags = IOWHY_CHUNK_COMPACT;
 		*dlen = clen;
 	} else if (rec_size && count > 1) {
-		if (len != (size_t)rec_size * count) {
+		if (len != (size_t)rec_size * count || len > TBUF_BYTES) {
 			r->w.zstd_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
 			return 0;
 		}
