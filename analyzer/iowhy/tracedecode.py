@@ -5,6 +5,7 @@ that no value the file should not hold gets through."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any, NamedTuple
@@ -116,12 +117,18 @@ def _rel(x: np.ndarray, base: np.ndarray) -> np.ndarray:
     return y
 
 
-def _layout(spec: CompactSpec, rec_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The byte offsets stored byte-transposed, and those kept row-wise, in the order stored."""
-    inrow = np.zeros(rec_size, bool)
+_Ranges = list[tuple[int, int]]
+
+
+@functools.lru_cache(maxsize=None)
+def _layout(spec: CompactSpec, rec_size: int) -> tuple[_Ranges, _Ranges]:
+    """The byte ranges stored byte-transposed, and those kept row-wise, in the order stored."""
+    inrow = np.zeros(rec_size + 1, bool)
     for a, b in spec.rows:
         inrow[a:b] = True
-    return np.flatnonzero(~inrow), np.flatnonzero(inrow)
+    edges = np.flatnonzero(np.diff(np.concatenate(([not inrow[0]], inrow[:-1]))) != 0)
+    runs = list(zip(edges.tolist(), edges[1:].tolist() + [rec_size]))
+    return ([r for r in runs if not inrow[r[0]]], [r for r in runs if inrow[r[0]]])
 
 
 def compact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
@@ -137,7 +144,8 @@ def compact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
     rank = np.empty(len(first), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     groups = rank[inv.reshape(-1)].astype("<u2")  # first appearance numbers the threads
-    s = recs[np.argsort(groups, kind="stable")].copy()
+    s = recs.view(f"V{rec_size}")[:, 0][np.argsort(groups, kind="stable")]
+    s = np.frombuffer(s.tobytes(), np.uint8).reshape(count, rec_size).copy()
     w = s.view("<u8")
     ts = w[:, _TS].copy()
     for off in spec.rel:
@@ -146,8 +154,9 @@ def compact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
         col = w[:, off // 8].copy()
         w[1:, off // 8] = col[1:] - col[:-1]
     cols, rows = _layout(spec, rec_size)
-    return b"".join((groups.view(np.uint8).reshape(count, 2).T.tobytes(),
-                     s[:, cols].T.tobytes(), s[:, rows].tobytes()))
+    return b"".join([groups.view(np.uint8).reshape(count, 2).T.tobytes()]
+                    + [s[:, a:b].T.tobytes() for a, b in cols]
+                    + [np.hstack([s[:, a:b] for a, b in rows]).tobytes()])
 
 
 def uncompact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
@@ -163,19 +172,26 @@ def uncompact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | Non
     if int(groups.max()) >= count:
         return None
     cols, rows = _layout(spec, rec_size)
-    s = np.empty((count, rec_size), np.uint8)
-    a = 2 * count
-    b = a + len(cols) * count
-    s[:, cols] = buf[a:b].reshape(len(cols), count).T
-    s[:, rows] = buf[b:].reshape(count, len(rows))
+    t = np.empty((rec_size, count), np.uint8)  # the records byte-transposed
+    at = 2 * count
+    for a, b in cols:
+        t[a:b] = buf[at:at + (b - a) * count].reshape(b - a, count)
+        at += (b - a) * count
+    r = buf[at:].reshape(count, -1).T
+    at = 0
+    for a, b in rows:
+        t[a:b] = r[at:at + b - a]
+        at += b - a
+    s = np.ascontiguousarray(t.T)
     w = s.view("<u8")
     for off in spec.prev:
         w[:, off // 8] = np.cumsum(w[:, off // 8], dtype=np.uint64)
     ts = w[:, _TS].copy()
     for off in spec.rel:
         w[:, off // 8] = _rel(w[:, off // 8], ts)
-    out = np.empty_like(s)
-    out[np.argsort(groups, kind="stable")] = s
+    rows_v = s.view(f"V{rec_size}")[:, 0]  # a record as one element: moved whole
+    out = np.empty_like(rows_v)
+    out[np.argsort(groups, kind="stable")] = rows_v
     return out.tobytes()
 
 
