@@ -80,12 +80,12 @@ int compact_init(struct compact_work *cw, size_t max_bytes)
 	while (cw->hcap < 2 * n)
 		cw->hcap <<= 1;
 	cw->max_bytes = max_bytes;
-	cw->sorted = malloc(max_bytes);
+	cw->order = malloc(n * sizeof(*cw->order));
 	cw->group = malloc(n * sizeof(*cw->group));
 	cw->next = malloc(n * sizeof(*cw->next));
 	cw->hkey = malloc(cw->hcap * sizeof(*cw->hkey));
 	cw->hval = calloc(cw->hcap, sizeof(*cw->hval));
-	if (!cw->sorted || !cw->group || !cw->next || !cw->hkey || !cw->hval) {
+	if (!cw->order || !cw->group || !cw->next || !cw->hkey || !cw->hval) {
 		compact_free(cw);
 		return -1;
 	}
@@ -94,7 +94,7 @@ int compact_init(struct compact_work *cw, size_t max_bytes)
 
 void compact_free(struct compact_work *cw)
 {
-	free(cw->sorted);
+	free(cw->order);
 	free(cw->group);
 	free(cw->next);
 	free(cw->hkey);
@@ -121,10 +121,11 @@ int compact_records(struct compact_work *cw, int type, const void *recs, __u16 r
 	const struct compact_spec *s = spec_of(type, rec_size, count);
 	const unsigned char *in = recs;
 	size_t rs = rec_size, rowlen, ncols;
-	unsigned char *srt = cw->sorted, *col, *row;
-	__u32 ngroups = 0, mask, hcap;
+	unsigned char rec[8][256], *col, *row;
+	__u64 last[2] = {0, 0};
+	__u32 ngroups = 0, mask, hcap, *order = cw->order;
 
-	if (!s || (size_t)count * rs > cw->max_bytes || !cw->sorted)
+	if (!s || (size_t)count * rs > cw->max_bytes || !cw->order || rs > sizeof(rec[0]))
 		return -1;
 	/* Group numbers: a thread's is the number of threads that appeared before it. */
 	for (hcap = 1; hcap < 2 * count; hcap <<= 1)
@@ -148,7 +149,8 @@ int compact_records(struct compact_work *cw, int type, const void *recs, __u16 r
 		cw->group[i] = cw->hval[h] - 1;
 		cw->next[cw->hval[h] - 1]++;
 	}
-	/* Stable counting sort by group: next[g] = where group g's next record goes. */
+	/* Stable counting sort by group: next[g] = where group g's next record goes;
+	 * order[j] = the record stored j-th. */
 	for (__u32 g = 0, at = 0; g < ngroups; g++) {
 		__u32 n = cw->next[g];
 
@@ -156,27 +158,7 @@ int compact_records(struct compact_work *cw, int type, const void *recs, __u16 r
 		at += n;
 	}
 	for (__u32 i = 0; i < count; i++)
-		memcpy(srt + (size_t)cw->next[cw->group[i]]++ * rs, in + i * rs, rs);
-	/* Times relative to the record's own ts_ns (before ts_ns itself becomes a difference):
-	 * ts + 1 - x, with 0 (unknown) kept 0 and ts + 1 (which that maps to 0) kept as is. */
-	for (__u32 j = 0; j < count; j++) {
-		unsigned char *p = srt + (size_t)j * rs;
-		__u64 b = rd64(p + 8) + 1;
-
-		for (int k = 0; k < s->nrel; k++) {
-			__u64 x = rd64(p + s->rel[k]);
-
-			if (x && x != b)
-				wr64(p + s->rel[k], b - x);
-		}
-	}
-	/* Differences from the previous stored record, last record first. */
-	for (int k = 0; k < s->nprev; k++)
-		for (__u32 j = count - 1; j > 0; j--) {
-			unsigned char *p = srt + (size_t)j * rs + s->prev[k];
-
-			wr64(p, rd64(p) - rd64(p - rs));
-		}
+		order[cw->next[cw->group[i]]++] = i;
 	/* Layout: group numbers (low bytes, high bytes), the other bytes byte-transposed,
 	 * then the row-wise bytes record by record. */
 	for (__u32 i = 0; i < count; i++) {
@@ -187,15 +169,51 @@ int compact_records(struct compact_work *cw, int type, const void *recs, __u16 r
 	ncols = rs - rowlen;
 	col = out + 2 * (size_t)count;
 	row = col + ncols * count;
-	for (__u32 j = 0; j < count; j++) {
-		const unsigned char *p = srt + (size_t)j * rs;
+	/* Eight records at a time: each byte column gets 8 bytes in one store. */
+	for (__u32 j0 = 0; j0 < count; j0 += 8) {
+		__u32 nb = count - j0 < 8 ? count - j0 : 8;
 		size_t c = 0;
 
-		for (size_t b = 0; b < s->row_a; b++, c++)
-			col[c * count + j] = p[b];
-		for (size_t b = s->row_b; b < rs; b++, c++)
-			col[c * count + j] = p[b];
-		memcpy(row + (size_t)j * rowlen, p + s->row_a, rowlen);
+		for (__u32 k = 0; k < nb; k++) {
+			unsigned char *p = rec[k];
+			__u64 b;
+
+			memcpy(p, in + (size_t)order[j0 + k] * rs, rs);
+			/* Times relative to the record's own ts_ns: ts + 1 - x, with 0 (unknown)
+			 * kept 0 and ts + 1 (which that maps to 0) kept as is. */
+			b = rd64(p + 8) + 1;
+			for (int f = 0; f < s->nrel; f++) {
+				__u64 x = rd64(p + s->rel[f]);
+
+				if (x && x != b)
+					wr64(p + s->rel[f], b - x);
+			}
+			/* Differences from the previous stored record. */
+			for (int f = 0; f < s->nprev; f++) {
+				__u64 x = rd64(p + s->prev[f]);
+
+				wr64(p + s->prev[f], x - last[f]);
+				last[f] = x;
+			}
+			memcpy(row + (size_t)(j0 + k) * rowlen, p + s->row_a, rowlen);
+		}
+		for (size_t o = 0; o < rs; o++) {
+			if (o == s->row_a)
+				o = s->row_b;
+			if (o >= rs)
+				break;
+			if (nb == 8) {
+				__u64 v = 0;
+
+				for (int k = 7; k >= 0; k--)
+					v = v << 8 | rec[k][o];
+				memcpy(col + c * count + j0, &v, 8);
+			} else {
+				for (__u32 k = 0; k < nb; k++)
+					col[c * count + j0 + k] = rec[k][o];
+			}
+			c++;
+		}
 	}
 	return 0;
 }

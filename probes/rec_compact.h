@@ -16,7 +16,7 @@
 /* Scratch space for chunks of up to max_bytes of records; reused for every chunk. */
 struct compact_work {
 	size_t max_bytes;
-	unsigned char *sorted; /* the records in stored order (max_bytes) */
+	__u32 *order;          /* per stored record: the number of the record written there */
 	__u16 *group;          /* per record, in the order written */
 	__u32 *next;           /* per group: where its next record goes */
 	__u32 *hkey, *hval;    /* thread id -> group + 1 (0: empty slot) */

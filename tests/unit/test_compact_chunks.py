@@ -189,7 +189,7 @@ def _c_compact(exe: Path, code: int, r: np.ndarray) -> bytes | None:
 
 def test_c_encoder_matches_python(c_encoder):
     for code in COMPACTED:
-        for n, threads in ((1, 1), (2, 2), (3, 1), (500, 9), (1820, 300)):
+        for n, threads in ((1, 1), (2, 2), (3, 1), (8, 3), (17, 2), (500, 9), (1820, 300)):
             r = _random_records(code, n, seed=10 * n + code, threads=threads)
             if n * r.dtype.itemsize > 256 * 1024:
                 continue
