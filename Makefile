@@ -29,8 +29,8 @@ TEST_PACKAGES := xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatm
 LAB_PACKAGES := xfsprogs e2fsprogs btrfs-progs fio sqlite3 eatmydata xz-utils tar \
 	linux-source-6.1 chromium
 # The recorder: main's steps in recorder.c, each part in its own file (recorder.h).
-RECORDER_SRC := probes/recorder.c probes/rec_options.c probes/rec_writer.c probes/rec_drain.c \
-	probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c
+RECORDER_SRC := probes/recorder.c probes/rec_options.c probes/rec_writer.c probes/rec_compact.c \
+	probes/rec_drain.c probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
 .PHONY: all deps probes probes-empty venv emudisk lint test test-unit test-fast demo lab \
@@ -79,7 +79,7 @@ $(OUT)/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bpf.h $(
 $(OUT)/iowhy.skel.h: $(OUT)/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-probes/iowhy-record: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h $(OUT)/iowhy.skel.h \
+probes/iowhy-record: $(RECORDER_SRC) probes/recorder.h probes/rec_compact.h probes/iowhy.h $(OUT)/iowhy.skel.h \
 		analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT) -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
@@ -97,7 +97,7 @@ $(OUT)/empty/iowhy.bpf.o: probes/iowhy.bpf.c probes/iowhy.h probes/core_fixes.bp
 $(OUT)/empty/iowhy.skel.h: $(OUT)/empty/iowhy.bpf.o
 	$(BPFTOOL) gen skeleton $< name iowhy_bpf > $@
 
-$(OUT)/iowhy-record-empty: $(RECORDER_SRC) probes/recorder.h probes/iowhy.h \
+$(OUT)/iowhy-record-empty: $(RECORDER_SRC) probes/recorder.h probes/rec_compact.h probes/iowhy.h \
 		$(OUT)/empty/iowhy.skel.h analyzer/iowhy/__init__.py
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \

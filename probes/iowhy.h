@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 5
+#define IOWHY_FORMAT_VERSION 6
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -410,6 +410,12 @@ struct rq_slot {
  * a compressed record chunk are byte-transposed: byte b of record i at b * count + i.
  */
 #define IOWHY_CHUNK_ZSTD 0x8000
+/*
+ * Flag in a compressed record chunk's type (version 6): its records are compacted before
+ * compression (grouped by thread, times as differences, some fields row-wise; the data is
+ * count * (rec_size_bytes + 2) bytes); docs/trace-format.md, COMPACTED RECORD CHUNKS.
+ */
+#define IOWHY_CHUNK_COMPACT 0x4000
 
 struct iowhy_file_hdr {
 	char magic[8];            /* IOWHY_FILE_MAGIC, no NUL */
@@ -423,7 +429,7 @@ struct iowhy_file_hdr {
 
 struct iowhy_chunk_hdr {
 	char magic[4];            /* IOWHY_CHUNK_MAGIC */
-	__u16 type;               /* IOWHY_REC_* or IOWHY_CHUNK_*, | IOWHY_CHUNK_ZSTD if compressed */
+	__u16 type;               /* IOWHY_REC_* or IOWHY_CHUNK_*, | IOWHY_CHUNK_ZSTD (| _COMPACT) */
 	__u16 rec_size_bytes;     /* record size for record chunks, 0 for JSON */
 	__u32 count;              /* records in the chunk (1 for JSON) */
 	__u32 payload_bytes;      /* payload length including padding, a multiple of 8 */

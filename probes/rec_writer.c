@@ -129,7 +129,8 @@ static int write_all(int fd, const void *buf, size_t len)
 /*
  * The chunks' compression: one zstd context for every chunk, at ZSTD_LEVEL_DEFAULT or
  * IOWHY_ZSTD_LEVEL (0: plain chunks). Each chunk is one zstd frame of its own, so every
- * complete chunk reads alone, whatever happened to the rest of the file.
+ * complete chunk reads alone, whatever happened to the rest of the file. The record types
+ * that have a compacted form (rec_compact.c) are compacted first.
  */
 int writer_init(struct rec *r)
 {
@@ -150,11 +151,11 @@ int writer_init(struct rec *r)
 	r->w.zlevel = (int)level;
 	if (!level)
 		return 0;
-	r->w.zcap = ZSTD_compressBound(CHUNK_BYTES);
+	r->w.zcap = ZSTD_compressBound(TBUF_BYTES);
 	r->w.zbuf = malloc(r->w.zcap);
-	r->w.tbuf = malloc(CHUNK_BYTES);
+	r->w.tbuf = malloc(TBUF_BYTES);
 	r->w.zctx = ZSTD_createCCtx();
-	if (!r->w.zbuf || !r->w.tbuf || !r->w.zctx ||
+	if (!r->w.zbuf || !r->w.tbuf || !r->w.zctx || compact_init(&r->w.cw, CHUNK_BYTES) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_compressionLevel, (int)level)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_contentSizeFlag, 1)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(r->w.zctx, ZSTD_c_checksumFlag, 1))) {
@@ -167,6 +168,7 @@ int writer_init(struct rec *r)
 void writer_free(struct rec *r)
 {
 	ZSTD_freeCCtx(r->w.zctx);
+	compact_free(&r->w.cw);
 	free(r->w.zbuf);
 	free(r->w.tbuf);
 	r->w.zctx = NULL;
@@ -176,31 +178,47 @@ void writer_free(struct rec *r)
 
 /*
  * data compressed into r->w.zbuf: its length, or 0 to write the chunk plain. The records of
- * a record chunk are compressed byte-transposed (byte b of record i at b * count + i): the
- * bytes of one field, alike from record to record, then sit side by side.
+ * a record chunk are compacted (rec_compact.c: *flags gets IOWHY_CHUNK_COMPACT, *dlen the
+ * compacted length) when their type has a compacted form, else byte-transposed (byte b of
+ * record i at b * count + i): the bytes of one field, alike from record to record, then sit
+ * side by side.
  */
-static size_t compress_chunk(struct rec *r, __u16 rec_size, __u32 count, const void *data,
-			     size_t len)
+static size_t compress_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
+			     const void *data, size_t len, __u16 *flags, size_t *dlen)
 {
 	const unsigned char *src = data;
+	size_t n, clen;
 	__u64 t0;
-	size_t n;
 
+	*flags = 0;
+	*dlen = len;
 	if (!r->w.zctx || !len || ZSTD_compressBound(len) > r->w.zcap)
 		return 0;
 	t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	if (rec_size && count > 1) {
-		if (len != (size_t)rec_size * count || len > CHUNK_BYTES)
+	clen = rec_size && count > 1 ? compact_bytes(type, rec_size, count) : 0;
+	if (clen && len == (size_t)rec_size * count && clen <= TBUF_BYTES &&
+	    !compact_records(&r->w.cw, type, data, rec_size, count, r->w.tbuf)) {
+		data = r->w.tbuf;
+		*flags = IOWHY_CHUNK_COMPACT;
+		*dlen = clen;
+	} else if (rec_size && count > 1) {
+		if (len != (size_t)rec_size * count || len > TBUF_BYTES) {
+			r->w.zstd_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
 			return 0;
+		}
 		for (__u32 i = 0; i < count; i++, src += rec_size)
 			for (__u16 b = 0; b < rec_size; b++)
 				r->w.tbuf[(size_t)b * count + i] = src[b];
 		data = r->w.tbuf;
 	}
-	n = ZSTD_compress2(r->w.zctx, r->w.zbuf, r->w.zcap, data, len);
+	n = ZSTD_compress2(r->w.zctx, r->w.zbuf, r->w.zcap, data, *dlen);
 	r->w.zstd_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
-	if (ZSTD_isError(n) || n >= len) /* no gain: plain */
+	if (ZSTD_isError(n) || n >= len) { /* no gain: plain */
+		*flags = 0;
+		*dlen = len;
 		return 0;
+	}
+	*flags |= IOWHY_CHUNK_ZSTD;
 	r->w.zstd_in_bytes += len;
 	r->w.zstd_out_bytes += n;
 	return n;
@@ -211,23 +229,24 @@ static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 {
 	static const char zeros[8];
 	struct iowhy_chunk_hdr h = {};
-	size_t stored, pad, z;
+	size_t stored, pad, z, dlen;
 	const void *out;
+	__u16 flags;
 	uLong crc;
 	int err;
 
 	if (r->w.failed)
 		return;
-	z = compress_chunk(r, rec_size, count, data, len);
+	z = compress_chunk(r, type, rec_size, count, data, len, &flags, &dlen);
 	out = z ? r->w.zbuf : data;
 	stored = z ? z : len;
 	pad = (8 - stored % 8) % 8;
 	memcpy(h.magic, IOWHY_CHUNK_MAGIC, 4);
-	h.type = type | (z ? IOWHY_CHUNK_ZSTD : 0);
+	h.type = type | flags;
 	h.rec_size_bytes = rec_size;
 	h.count = count;
 	h.payload_bytes = stored + pad;
-	h.data_bytes = len;
+	h.data_bytes = dlen;
 	crc = crc32(0L, Z_NULL, 0);
 	crc = crc32(crc, out, stored);
 	crc = crc32(crc, (const Bytef *)zeros, pad);

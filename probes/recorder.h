@@ -41,12 +41,15 @@
 #include <zstd.h>
 #include "iowhy.h"
 #include "iowhy.skel.h"
+#include "rec_compact.h"
 
 #ifndef IOWHY_VERSION
 #define IOWHY_VERSION "unknown"
 #endif
 
 #define CHUNK_BYTES (256 * 1024)
+/* a chunk's data once compacted: 2 more bytes per record, and no record is under 8 bytes */
+#define TBUF_BYTES (CHUNK_BYTES + CHUNK_BYTES / 4)
 /* zstd level of the chunks (IOWHY_ZSTD_LEVEL overrides it; 0: plain chunks). Chosen by
  * measurement, bench/README.md. */
 #define ZSTD_LEVEL_DEFAULT 3
@@ -118,7 +121,8 @@ struct rec {
 		struct recbuf bufs[IOWHY_REC_MAX + 1];
 		ZSTD_CCtx *zctx; /* reused for every chunk; NULL: chunks are written plain */
 		char *zbuf;      /* a compressed chunk (ZSTD_compressBound(CHUNK_BYTES) bytes) */
-		unsigned char *tbuf; /* a record chunk byte-transposed (CHUNK_BYTES) */
+		unsigned char *tbuf; /* a record chunk byte-transposed or compacted (TBUF_BYTES) */
+		struct compact_work cw; /* the compaction's scratch space */
 		size_t zcap;
 		int zlevel;
 		/* data compressed, what it became, the thread CPU time compressing took */

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # Older versions the reader still takes (their records are widened to this version's).
-READ_VERSIONS = (3, 4, 5)
+READ_VERSIONS = (3, 4, 5, 6)
+# The version of a file without compacted chunks (what TraceWriter writes unless asked to
+# compact): the lowest that holds it, so that readers of version 5 read it.
+BASE_VERSION = 5
 COMM_LEN = 16
 FILE_MAGIC = b"IOWHYTRC"
 CHUNK_MAGIC = b"IWCK"
@@ -31,6 +34,9 @@ CHUNK_TRAILER = 0x1FF
 # Flag in a chunk's type (version 5): the payload is a zstd frame; data_bytes is its size
 # decompressed, crc32 covers the stored bytes.
 CHUNK_ZSTD = 0x8000
+# Flag in a compressed record chunk's type (version 6): the records are compacted before
+# compression (tracedecode.py, docs/trace-format.md COMPACTED RECORD CHUNKS).
+CHUNK_COMPACT = 0x4000
 JSON_CHUNKS = {CHUNK_META: "meta", CHUNK_RECORDER: "recorder", CHUNK_PROGRESS: "progress",
                CHUNK_TRAILER: "trailer"}
 

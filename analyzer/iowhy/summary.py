@@ -27,7 +27,8 @@ _HDR = abi.FILE_HDR_DTYPE.itemsize
 _CHDR = abi.CHUNK_HDR_DTYPE.itemsize
 _TAIL = 1 << 20          # the trailer is looked for in the last MiB
 # Records a compressed trace without a trailer is taken to hold per byte of file, times
-# what a plain one can: real traces compress 6-13 times (bench/README.md).
+# what a plain one can: real traces compress 6-15 times (bench/README.md), and no record
+# compresses below 2.5 bytes, which the bound allows for.
 _COMPRESSION_BOUND = 16
 _HEAD_CHUNKS = 8         # RECORDER is among the first chunks (after META)
 
@@ -39,7 +40,7 @@ class Peek:
     file_bytes: int
     start_ns: Optional[int]
     trailer: Optional[dict[str, Any]]
-    compressed: bool = False  # zstd-compressed chunks seen (format version 5)
+    compressed: bool = False  # zstd-compressed chunks seen (format version 5 and later)
 
     def records(self) -> Optional[dict[str, int]]:
         """The trailer's {record type: count}, when it has a valid one."""

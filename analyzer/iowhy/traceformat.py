@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import abi, tracecheck
-from .tracedecode import _json_chunk, _untranspose, _unzstd
+from .tracedecode import _json_chunk, _untranspose, _unzstd, uncompact
 from .tracescan import CHDR_SIZE, HDR_SIZE, _payload_crc, _pread, _scan, _Source
 
 
@@ -46,7 +46,8 @@ class Damage:
     missing_bytes: int = 0  # bytes of the file that belong to no valid chunk
     bad_regions: int = 0  # damaged stretches (bad CRC, bad header) skipped by resynchronising
     unknown_chunks: int = 0  # valid chunks of an unknown type, record size or count, bad JSON
-    undecodable_chunks: int = 0  # valid compressed chunks that do not decompress to data_bytes
+    # valid compressed chunks that do not decompress to data_bytes, or (compacted) decode
+    undecodable_chunks: int = 0
     chunks_missing: int = 0  # chunk seq numbers never seen (below the highest one seen)
     chunks_duplicated: int = 0  # chunks whose seq was already seen (ignored)
     chunks_out_of_order: int = 0  # chunks after one of a higher seq, or after the trailer
@@ -79,7 +80,7 @@ class Damage:
                          "ignored")
         if self.undecodable_chunks:
             parts.append(f"{_plural(self.undecodable_chunks, 'compressed chunk')} that do not "
-                         "decompress ignored")
+                         "decompress or decode ignored")
         if self.chunks_duplicated:
             parts.append(f"{_plural(self.chunks_duplicated, 'duplicated chunk')} ignored")
         if self.chunks_out_of_order:
@@ -254,6 +255,7 @@ _REC_SIZES = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
 ZSTD_BUDGET_BASE = 256 << 20
 ZSTD_BUDGET_RATIO = 64
 _ZSTD_MIN_VERSION = 5
+_COMPACT_MIN_VERSION = 6
 
 
 def _open(path: str) -> int:
@@ -373,7 +375,10 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
     for off, h in valid:
         ctype, count, plen, dlen, seq = h[1], h[3], h[4], h[5], h[7]
         packed = bool(ctype & abi.CHUNK_ZSTD)
+        compacted = packed and bool(ctype & abi.CHUNK_COMPACT)
         ctype &= ~abi.CHUNK_ZSTD
+        if compacted:
+            ctype &= ~abi.CHUNK_COMPACT
         tr.chunk_count += 1
         if seq in seen:
             dmg.chunks_duplicated += 1
@@ -387,7 +392,7 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             top = max(top, seq)
         payload = src.payload(off + CHDR_SIZE, plen)
         if packed:
-            if tr.version < _ZSTD_MIN_VERSION:
+            if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
                 dmg.unknown_chunks += 1
                 continue
             data = _unzstd(payload, plen, dlen) if dlen <= budget else None
@@ -396,7 +401,13 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 continue
             budget -= dlen
             rsz = h[2]
-            if rsz and count > 1 and rsz * count == dlen:  # records byte-transposed
+            if compacted:  # records compacted: back to the records as written
+                data = uncompact(data, ctype, rsz, count)
+                if data is None:
+                    dmg.undecodable_chunks += 1
+                    continue
+                dlen = len(data)
+            elif rsz and count > 1 and rsz * count == dlen:  # records byte-transposed
                 data = _untranspose(data, rsz, count)
             payload = data
         if ctype in abi.JSON_CHUNKS:

@@ -12,7 +12,7 @@ import numpy as np
 import zstandard
 
 from . import abi
-from .tracedecode import _transpose
+from .tracedecode import _transpose, compact
 from .tracescan import CHDR_SIZE, HDR_SIZE
 
 
@@ -21,19 +21,24 @@ class TraceWriter:
     serves tests and tools that produce synthetic traces.
 
     zstd_level: 0 writes plain chunks; a zstd level (1-22) compresses each chunk, as the
-    recorder does, kept plain when compressing does not make it smaller."""
+    recorder does, kept plain when compressing does not make it smaller. compact (with a
+    zstd level): the record types that have a compacted form are compacted before they are
+    compressed, as the recorder does, and the file is version 6; otherwise the file is
+    version 5, the lowest that holds what is written (a reader of version 5 reads it)."""
 
-    def __init__(self, path: str, created_realtime_ns: int = 0, zstd_level: int = 0) -> None:
+    def __init__(self, path: str, created_realtime_ns: int = 0, zstd_level: int = 0,
+                 compact: bool = False) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(fd, 0o600)
         self.f: BinaryIO = os.fdopen(fd, "wb")
         self.seq = 0
         self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True,
                                              write_checksum=True) if zstd_level else None
+        self.compact = bool(compact and zstd_level)
         self.counts: dict[str, int] = {}
         hdr = np.zeros(1, dtype=abi.FILE_HDR_DTYPE)
         hdr["magic"] = abi.FILE_MAGIC
-        hdr["version"] = abi.FORMAT_VERSION
+        hdr["version"] = abi.FORMAT_VERSION if self.compact else abi.BASE_VERSION
         hdr["hdr_bytes"] = HDR_SIZE
         hdr["chunk_hdr_bytes"] = CHDR_SIZE
         hdr["endian_tag"] = 0x01020304
@@ -46,12 +51,21 @@ class TraceWriter:
         data_bytes overrides the header's data_bytes (tests of damaged files)."""
         dlen = len(data)
         if self.zstd is not None and data:
-            z = self.zstd.compress(_transpose(data, rec_size, count)
-                                   if rec_size and count > 1 and rec_size * count == dlen
-                                   else data)
+            packed = compact(data, ctype, rec_size, count) if self.compact and count > 1 \
+                else None
+            flags = abi.CHUNK_ZSTD
+            if packed is not None:
+                flags |= abi.CHUNK_COMPACT
+                dlen = len(packed)  # what the frame decompresses to
+            else:
+                packed = (_transpose(data, rec_size, count)
+                          if rec_size and count > 1 and rec_size * count == dlen else data)
+            z = self.zstd.compress(packed)
             if len(z) < len(data):
                 data = z
-                ctype |= abi.CHUNK_ZSTD
+                ctype |= flags
+            else:
+                dlen = len(data)  # kept plain
         pad = (-len(data)) % 8
         payload = data + b"\0" * pad
         ch = np.zeros(1, dtype=abi.CHUNK_HDR_DTYPE)

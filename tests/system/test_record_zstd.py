@@ -1,4 +1,4 @@
-"""The recorder's compressed chunks (format version 5) on a real recording: a dd of direct
+"""The recorder's compressed chunks (format version 5, 6) on a real recording: a dd of direct
 4 KiB writes on XFS on a loop device. Checked: every record chunk is zstd-compressed and
 reads back; the file is at least 4 times smaller than its data (the trailer's
 `chunk_zstd` says how much data went in); the request records equal what dd wrote; and a
@@ -49,7 +49,7 @@ def test_dd_trace_is_compressed(bpf, make_fs, iowhy_bin, tmp_path):
     out = tmp_path / "dd.iowt"
     record(iowhy_bin, out, _dd(mnt, COUNT))
     tr = read_trace(str(out))
-    assert tr.version == abi.FORMAT_VERSION == 5 and not tr.damage.damaged
+    assert tr.version == abi.FORMAT_VERSION == 6 and not tr.damage.damaged
     assert_nothing_dropped(tr)
     rq = tr.records("request")
     major, minor = (int(x) for x in open(f"/sys/block/{os.path.basename(lp.dev)}/dev")
@@ -61,7 +61,8 @@ def test_dd_trace_is_compressed(bpf, make_fs, iowhy_bin, tmp_path):
     assert z["level"] >= 1 and z["stored_bytes"] * 4 <= z["data_bytes"], z
     assert z["cpu_ns"] > 0
     chunks, _ = _chunks(out.read_bytes())
-    rec_chunks = [c for c in chunks if (int(c["type"]) & ~abi.CHUNK_ZSTD) in abi.RECORD_TYPES]
+    flags = abi.CHUNK_ZSTD | abi.CHUNK_COMPACT
+    rec_chunks = [c for c in chunks if (int(c["type"]) & ~flags) in abi.RECORD_TYPES]
     assert rec_chunks and all(int(c["type"]) & abi.CHUNK_ZSTD for c in rec_chunks
                               if int(c["count"]) > 8)
     per_rq = tr.file_bytes / len(rq)

@@ -129,11 +129,12 @@ def end_ns(n: int = 40) -> int:
 
 def write_base(path: Path | str, *, n: int = 40, chunk_records: int = 16,
                meta: dict[str, Any] | None = None, recorder: dict[str, Any] | None = None,
-               trailer: bool = True, zstd_level: int = 0) -> str:
+               trailer: bool = True, zstd_level: int = 0, compact: bool = False) -> str:
     """The base trace: META, RECORDER, record chunks of `chunk_records`, a PROGRESS
-    halfway, TRAILER (chunks compressed at zstd_level, plain if 0)."""
+    halfway, TRAILER (chunks compressed at zstd_level, plain if 0; compacted first with
+    `compact`, version 6)."""
     recs = base_records(n)
-    w = TraceWriter(str(path), zstd_level=zstd_level)
+    w = TraceWriter(str(path), zstd_level=zstd_level, compact=compact)
     w.write_json(abi.CHUNK_META, meta or meta_obj())
     w.write_json(abi.CHUNK_RECORDER, recorder or recorder_obj())
     names = list(recs)

@@ -165,7 +165,7 @@ def test_record_types_cover_header():
     defs = header_defines()
     recs = {n for n in defs if n.startswith("REC_") and n != "REC_MAX"}
     assert {defs[n] for n in recs} == set(abi.RECORD_TYPES)
-    flags = ("CHUNK_MAGIC", "CHUNK_ZSTD")
+    flags = ("CHUNK_MAGIC", "CHUNK_ZSTD", "CHUNK_COMPACT")
     chunks = {defs[n] for n in defs if n.startswith("CHUNK_") and n not in flags}
     assert chunks == set(abi.JSON_CHUNKS)
 

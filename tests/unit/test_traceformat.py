@@ -173,7 +173,7 @@ def test_round_trip_every_record_type(tmp_path, name):
             assert len(tr.column(other, "ts_ns")) == 0
     assert tr.trailer["records"] == {name: 50}
     assert tr.trailer["counters"] == ZERO_COUNTERS
-    assert tr.version == abi.FORMAT_VERSION and tr.created_realtime_ns == REALTIME
+    assert tr.version == abi.BASE_VERSION and tr.created_realtime_ns == REALTIME
     assert not tr.truncated and tr.missing_bytes == 0 and tr.bad_regions == 0
     assert tr.unknown_chunks == 0 and tr.chunk_count == 3
     assert tr.problems() == []
@@ -450,7 +450,7 @@ def test_info_json(tmp_path, capsys):
     lay = standard(tmp_path / "t.iowt")
     assert cli.main(["info", "--json", lay.path]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["format_version"] == abi.FORMAT_VERSION
+    assert d["format_version"] == abi.BASE_VERSION
     assert d["duration_ns"] == END_NS - START_NS
     assert d["records"]["request"] == 3 and d["records"]["fsync"] == 2
     assert set(d["records"]) == set(abi.RECORD_NAMES)
