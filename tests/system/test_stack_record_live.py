@@ -1,8 +1,9 @@
 """`record --dev UPPER` on the demo's shape (a filesystem on a loop device whose backing
 file lives on another disk): the devices below the given one are recorded too, so a
 wait that ends with a completion on the lower disk is explained by that disk's
-requests, not left as wait-other. Checked against the lower disk's own write count in
-/sys/block/<dev>/stat."""
+requests, not left as wait-other. The run ends with syncfs of the upper filesystem
+(sync(2) would also wait on every other filesystem of the host). Checked against the
+lower disk's own write count in /sys/block/<dev>/stat."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_dev_records_the_disk_under_a_loop_device(bpf, make_fs, tmp_path, iowhy_
     w0 = _writes(lower.name)
     out = tmp_path / "stack.iowt"
     run([*iowhy_bin, "record", "-q", "-o", str(out), "--dev", upper, "--", "sh", "-c",
-         f"/usr/bin/python3 -c '{WRITE_FILES}' {mnt} && sync"])
+         f"/usr/bin/python3 -c '{WRITE_FILES}' {mnt} && sync -f {mnt}"])
     lower_writes = _writes(lower.name) - w0
 
     tr = read_trace(str(out))
