@@ -541,6 +541,14 @@ def probe_costs(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_m
                 f" {v['total_ns'] / 1e6:>9.2f}")
         out[b] = {"total_ns": tot, "share": share, "programs": per,
                   "totals_ns": [r["total_ns"] for r in rs]}
+    for b in builds[1:]:
+        # Paired by round: both builds met about the same load.
+        ratios = [x / y for x, y in zip(out[b]["totals_ns"], out["shipped"]["totals_ns"])]
+        lo, hi = bootstrap_median(ratios, a.seed)
+        say(f"   probe cost, {b} / installed build, all programs' time per round: median"
+            f" {median(ratios):.3f} (90% bootstrap interval of the median {lo:.3f} - {hi:.3f});"
+            f" per round {', '.join(f'{x:.3f}' for x in ratios)}")
+        out[b]["ratio"] = {"median": median(ratios), "ci": (lo, hi), "ratios": ratios}
     return out
 
 
