@@ -1097,8 +1097,15 @@ static __always_inline void on_exec(struct task_struct *p)
  * what the probes add, several helper records per fsync.
  */
 #define HELPER_HOLD_NS 1000000000ULL
-__u64 blocked_tracked = 0; /* tracked threads switched out asleep and not yet woken */
-__u64 helpers_open = 0;    /* helper intervals open */
+/*
+ * The two counters every tracked sleep and every helper interval change by an atomic
+ * add, from any CPU. They live in a section of their own (a map of their own, so memory
+ * of their own): in .bss they shared a cache line with what every block and staging
+ * program reads (stopping, rqs_used, attach_ns), and each add took that line from the
+ * other CPUs.
+ */
+__u64 blocked_tracked SEC(".data.waits") = 0; /* tracked threads asleep, not yet woken */
+__u64 helpers_open SEC(".data.waits") = 0;    /* helper intervals open */
 #define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
 
 static __always_inline int is_kthread(int btf, struct task_struct *t)
