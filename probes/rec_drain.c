@@ -169,7 +169,7 @@ static void drain_stages(struct rec *r, int wait)
 			if (wait) { /* cannot happen: a program holds it for one record */
 				__u64 n = 0;
 
-				for (int t = 0; t < 8; t++)
+				for (int t = 0; t <= IOWHY_REC_MAX; t++)
 					n += s->nrec_u32[t];
 				fprintf(stderr, "iowhy-record: the staging buffer of CPU %u stayed "
 						"locked: %llu records lost, counted as unknown\n",
