@@ -446,7 +446,6 @@ void poll_until_stop(struct rec *r)
 		r->stop_reason = "disk-full";
 	r->end_ns = now_ns(CLOCK_MONOTONIC);
 	cpu_ns(&r->cpu1_user, &r->cpu1_sys);
-	stats_end(r);
 }
 
 void drain_at_stop(struct rec *r)
@@ -469,4 +468,6 @@ void drain_at_stop(struct rec *r)
 	release_held(r);
 	dump_syscalls(r, r->skel, r->end_ns);
 	flush_all(r);
+	/* after the last read of the ring: the counts cover every record of the trace */
+	stats_end(r);
 }
