@@ -58,8 +58,7 @@ struct iowhy_stage {
 	__u32 busy_u32;
 	__u32 used_bytes;
 	__u32 nrec_u32[IOWHY_REC_MAX + 1]; /* indexed by IOWHY_REC_* */
-	__u32 pad_u32;
-	__u8 buf[IOWHY_STAGE_BYTES];
+	__u8 buf[IOWHY_STAGE_BYTES]; /* at offset 48: records stay 8-byte aligned */
 };
 
 /* iowhy_request.flags_u16 */

@@ -125,6 +125,10 @@ static int handle_event(void *ctx, void *data, size_t size)
 
 /* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
 
+/* The probes build records in place in buf: a misaligned buf makes every 8-byte store
+ * of every staged record a misaligned one. */
+_Static_assert(offsetof(struct iowhy_stage, buf) % 8 == 0, "iowhy_stage.buf must be 8-byte aligned");
+
 int map_stages(struct rec *r, struct bpf_map *map)
 {
 	long page = sysconf(_SC_PAGESIZE);
