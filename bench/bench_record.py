@@ -470,28 +470,86 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
     say(f"   the recorder's own CPU while recording (trailer recorder_cpu_ns), median "
         f"{median(rcpu) * 1e3:.1f} ms (max {max(rcpu) * 1e3:.1f} ms); its chunk compression "
         f"over the whole run (trailer chunk_zstd.cpu_ns), median {median(zcpu) * 1e3:.1f} ms")
-    # One more traced run, not in the ratios: what the probes themselves cost (kernel BPF
+    # More traced runs, not in the ratios: what the probes themselves cost (kernel BPF
     # statistics, which add two clock reads to every program run of the machine).
-    with contextlib.ExitStack() as stack:
-        mnt, at = prepare_run(a, fs_mib, stack)
-        st = timed_run(make_cmd(mnt), True, tmp, f"{name}-stats", a.timeout,
-                       extra=(*extra, "--probe-stats"), start_at_ns=at)
-    ps = st["probe_stats"] or []
-    tot = sum(r["run_ns"] for r in ps)
-    ncpu = os.cpu_count() or 1
-    say(f"   probe cost (one extra run with --probe-stats, wall {st['wall_s']:.3f} s): "
-        f"{tot / 1e6:.1f} ms in {sum(r['runs'] for r in ps):,} program runs = "
-        f"{tot / 1e9 / (st['wall_s'] * ncpu) * 100:.1f}% of {ncpu} CPUs over the run; "
-        + ", ".join(f"{r['program']} {r['runs']:,} x {r['run_ns'] / max(r['runs'], 1):.0f} ns"
-                    for r in ps[:5]))
-    st["path"].unlink(missing_ok=True)
+    pc = probe_costs(name, make_cmd, a, tmp, fs_mib, extra)
+    tot, share = pc["shipped"]["total_ns"], pc["shipped"]["share"]
     last = pairs[-1]["t"]
     return {**summary, "lost": lost, "last": last, "dropped": dropped, "unseen": unseen,
             "trace_s": median([p["t"]["trace_s"] for p in pairs]),
             "outer_s": median([p["t"]["outer_s"] for p in pairs]),
             "startup_ns": [p["t"]["startup_ns"] for p in pairs],
-            "probe_ns": tot, "probe_share": tot / 1e9 / (st["wall_s"] * ncpu),
+            "probe_ns": tot, "probe_share": share, "probe_costs": pc,
             "recorder_cpu_s": median(rcpu), "zstd_cpu_s": median(zcpu)}
+
+
+def probe_costs(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib: int,
+                extra: tuple[str, ...]) -> dict:
+    """--stats-runs traced runs with --probe-stats (not in the ratios), each set up as in
+    the overhead protocol; with --stats-recorder, as many with each of those recorder
+    builds, in an order drawn per round. Prints, per build, the median over runs of each
+    program's runs, ns per run and total, and of the total; returns them per build
+    ("shipped", then each --stats-recorder path)."""
+    builds = ["shipped"] + [str(x) for x in a.stats_recorder]
+    runs: dict[str, list[dict]] = {b: [] for b in builds}
+    ncpu = os.cpu_count() or 1
+    rng = random.Random(a.seed + 1)
+    for i in range(a.stats_runs):
+        order = list(builds)
+        rng.shuffle(order)
+        for b in order:
+            env_before = os.environ.get("IOWHY_RECORDER")
+            try:
+                if b != "shipped":
+                    os.environ["IOWHY_RECORDER"] = b
+                with contextlib.ExitStack() as stack:
+                    mnt, at = prepare_run(a, fs_mib, stack)
+                    st = timed_run(make_cmd(mnt), True, tmp, f"{name}-stats{i}-{builds.index(b)}",
+                                   a.timeout, extra=(*extra, "--probe-stats"), start_at_ns=at)
+            finally:
+                if env_before is None:
+                    os.environ.pop("IOWHY_RECORDER", None)
+                else:
+                    os.environ["IOWHY_RECORDER"] = env_before
+            st["path"].unlink(missing_ok=True)
+            ps = {r["program"]: r for r in st["probe_stats"] or []}
+            tot = sum(r["run_ns"] for r in ps.values())
+            runs[b].append({"wall_s": st["wall_s"], "total_ns": tot, "progs": ps,
+                            "records": st["records"]})
+            say(f"   probe cost, {b} build, run {i + 1}: wall {st['wall_s']:.3f} s, "
+                f"{tot / 1e6:.1f} ms in {sum(r['runs'] for r in ps.values()):,} program runs"
+                f" = {tot / 1e9 / (st['wall_s'] * ncpu) * 100:.1f}% of {ncpu} CPUs; records "
+                + ", ".join(f"{k} {v:,}" for k, v in st["records"].items() if v))
+    out: dict[str, Any] = {}
+    for b in builds:
+        rs = runs[b]
+        names = sorted({n for r in rs for n in r["progs"]})
+        per = {}
+        for n in names:
+            cnt = [r["progs"].get(n, {}).get("runs", 0) for r in rs]
+            ns = [r["progs"].get(n, {}).get("run_ns", 0) for r in rs]
+            per[n] = {"runs": median(cnt), "ns_per_run": median(
+                [x / c for x, c in zip(ns, cnt) if c] or [0]), "total_ns": median(ns)}
+        tot = median([r["total_ns"] for r in rs])
+        share = median([r["total_ns"] / 1e9 / (r["wall_s"] * ncpu) for r in rs])
+        label = "as installed" if b == "shipped" else f"IOWHY_RECORDER={b}"
+        say(f"   probe cost, {b} build ({label}), medians of {len(rs)} --probe-stats run(s):"
+            f" {tot / 1e6:.2f} ms per run ({share * 100:.2f}% of {ncpu} CPUs over the run)")
+        say(f"     {'program':<28} {'runs':>9} {'ns/run':>7} {'total ms':>9}")
+        for n, v in sorted(per.items(), key=lambda kv: -kv[1]["total_ns"]):
+            say(f"     {n:<28} {v['runs']:>9,.0f} {v['ns_per_run']:>7.0f}"
+                f" {v['total_ns'] / 1e6:>9.2f}")
+        out[b] = {"total_ns": tot, "share": share, "programs": per,
+                  "totals_ns": [r["total_ns"] for r in rs]}
+    for b in builds[1:]:
+        # Paired by round: both builds met about the same load.
+        ratios = [x / y for x, y in zip(out[b]["totals_ns"], out["shipped"]["totals_ns"])]
+        lo, hi = bootstrap_median(ratios, a.seed)
+        say(f"   probe cost, {b} / installed build, all programs' time per round: median"
+            f" {median(ratios):.3f} (90% bootstrap interval of the median {lo:.3f} - {hi:.3f});"
+            f" per round {', '.join(f'{x:.3f}' for x in ratios)}")
+        out[b]["ratio"] = {"median": median(ratios), "ci": (lo, hi), "ratios": ratios}
+    return out
 
 
 # -- floor: the kernel's dispatch to the attached probes -------------------------------
@@ -539,8 +597,11 @@ def floor(a: argparse.Namespace, tmp: Path) -> dict:
                 else:
                     os.environ["IOWHY_RECORDER"] = env_before
             walls[k].append(r["wall_s"])
-            if k != "u" and (sum(r["records"].values()) - r["records"]["task"] > 0) != (
-                    k == "full"):
+            # The recorder itself writes the root task record and the threads' states at
+            # the start (`thread`); every other record comes from a probe.
+            from_probes = 0 if k == "u" else sum(
+                v for t, v in r["records"].items() if t not in ("task", "thread"))
+            if k != "u" and (from_probes > 0) != (k == "full"):
                 raise RuntimeError(f"floor: the {k} run recorded {r['records']}: the"
                                    " recorder used is not the one intended")
             if k != "u":
@@ -736,6 +797,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --aa: the second run of each pair holds this much written"
                    " memory from its sync to its end, as the recorder's ring buffer and maps"
                    " do (default 0: none)")
+    g.add_argument("--stats-runs", type=int, default=1, metavar="N",
+                   help="traced runs with --probe-stats after the pairs (default 1): each"
+                   " program's medians over them")
+    g.add_argument("--stats-recorder", type=Path, action="append", default=[],
+                   metavar="PATH", help="also make --stats-runs runs with this"
+                   " iowhy-record build (IOWHY_RECORDER; repeatable), in an order drawn"
+                   " per round with the installed one")
     g.add_argument("--record-arg", action="append", default=[], metavar="ARG",
                    help="pass ARG to `iowhy record` in the traced runs (repeatable), e.g."
                    " --record-arg=--ringbuf=8")
@@ -824,7 +892,8 @@ def main(argv: list[str] | None = None) -> int:
             str(max(u["dropped"])), "events", "== 0", max(u["dropped"]) == 0)
         row(rows, "(a) untar: events the kernel ran no probe for (flagged), max over runs",
             str(max(u["unseen"])), "events", "", None)
-        row(rows, "(a) untar: BPF program time / CPU time of one --probe-stats run",
+        row(rows, "(a) untar: BPF program time / CPU time, --probe-stats runs (median of "
+            f"{a.stats_runs})",
             f"{u['probe_ns'] / 1e6:.1f} ms / {u['probe_share'] * 100:.1f}%", "", "", None)
         row(rows, "(a) untar: the recorder's own CPU while recording (median)",
             f"{u['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
@@ -846,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
             str(max(f["dropped"])), "events", "== 0", max(f["dropped"]) == 0)
         row(rows, "(b) fsync: events the kernel ran no probe for (flagged), max over runs",
             str(max(f["unseen"])), "events", "", None)
-        row(rows, "(b) fsync: BPF program time / CPU time of one --probe-stats run",
+        row(rows, "(b) fsync: BPF program time / CPU time, --probe-stats runs (median of "
+            f"{a.stats_runs})",
             f"{f['probe_ns'] / 1e6:.1f} ms / {f['probe_share'] * 100:.1f}%", "", "", None)
         row(rows, "(b) fsync: the recorder's own CPU while recording (median)",
             f"{f['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)

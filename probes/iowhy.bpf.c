@@ -249,7 +249,7 @@ static __always_inline __u64 wakeup_flag(void)
 }
 
 /*
- * Staging (struct iowhy_stage, iowhy.h). A record of the four high-volume types is
+ * Staging (struct iowhy_stage, iowhy.h). A record of the five high-volume types is
  * built in this CPU's stage, and a full stage goes to the ring buffer in one helper
  * call, where a reserve + submit per record would pay the ring's lock, its atomics and
  * the record header's commit every time. The lock is never waited for: whoever finds
@@ -276,11 +276,13 @@ static __always_inline void stage_flush(struct iowhy_stage *sb)
 		count_n(IOWHY_C_RB_FSYNC, sb->nrec_u32[IOWHY_REC_FSYNC]);
 		count_n(IOWHY_C_RB_JOURNAL, sb->nrec_u32[IOWHY_REC_JOURNAL]);
 		count_n(IOWHY_C_RB_OFFCPU, sb->nrec_u32[IOWHY_REC_OFFCPU]);
+		count_n(IOWHY_C_RB_HELPER, sb->nrec_u32[IOWHY_REC_HELPER]);
 	}
 	sb->nrec_u32[IOWHY_REC_REQUEST] = 0;
 	sb->nrec_u32[IOWHY_REC_FSYNC] = 0;
 	sb->nrec_u32[IOWHY_REC_JOURNAL] = 0;
 	sb->nrec_u32[IOWHY_REC_OFFCPU] = 0;
+	sb->nrec_u32[IOWHY_REC_HELPER] = 0;
 	sb->used_bytes = 0;
 }
 
@@ -319,7 +321,7 @@ static __always_inline void stage_end(struct iowhy_stage *sb, void *e, __u16 typ
 		return;
 	}
 	sb->used_bytes += size;
-	if (type < 8)
+	if (type <= IOWHY_REC_MAX)
 		sb->nrec_u32[type] += 1;
 	__sync_lock_test_and_set(&sb->busy_u32, 0);
 }
@@ -1094,13 +1096,20 @@ static __always_inline void on_exec(struct task_struct *p)
  * a kernel thread while a helper interval is open looks its state up. A tracked
  * thread's sleep and waking each add one atomic add on a shared counter. Each helper
  * interval then costs what a tracked thread's does (the waking's context and
- * completion-stack reads, a record written to the ring directly): on a workload nearly
- * always asleep in fsync while the loop worker and kblockd work for it, that is most of
- * what the probes add, several helper records per fsync.
+ * completion-stack reads, a staged record): on a workload nearly always asleep in fsync
+ * while the loop worker and kblockd work for it, that is most of what the probes add,
+ * several helper records per fsync.
  */
 #define HELPER_HOLD_NS 1000000000ULL
-__u64 blocked_tracked = 0; /* tracked threads switched out asleep and not yet woken */
-__u64 helpers_open = 0;    /* helper intervals open */
+/*
+ * The two counters every tracked sleep and every helper interval change by an atomic
+ * add, from any CPU. They live in a section of their own (a map of their own, so memory
+ * of their own): in .bss they shared a cache line with what every block and staging
+ * program reads (stopping, rqs_used, attach_ns), and each add took that line from the
+ * other CPUs.
+ */
+__u64 blocked_tracked SEC(".data.waits") = 0; /* tracked threads asleep, not yet woken */
+__u64 helpers_open SEC(".data.waits") = 0;    /* helper intervals open */
 #define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
 
 static __always_inline int is_kthread(int btf, struct task_struct *t)
@@ -1150,9 +1159,10 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 {
 	struct iowhy_stage *sb = NULL;
 	/* A helper's interval is its own record type (the workload's threads are exactly
-	 * those with offcpu records), written to the ring directly. */
+	 * those with offcpu records). */
 	int helper = st->off_flags & IOWHY_OFF_HELPER;
-	struct iowhy_offcpu *e = helper ? NULL : stage_begin(&sb, sizeof(*e));
+	__u16 type = helper ? IOWHY_REC_HELPER : IOWHY_REC_OFFCPU;
+	struct iowhy_offcpu *e = stage_begin(&sb, sizeof(*e));
 
 	if (!e)
 		e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
@@ -1160,7 +1170,7 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 		count(helper ? IOWHY_C_RB_HELPER : IOWHY_C_RB_OFFCPU);
 	} else {
 		__builtin_memset(e, 0, sizeof(*e));
-		fill_hdr(&e->hdr, helper ? IOWHY_REC_HELPER : IOWHY_REC_OFFCPU, sizeof(*e), now);
+		fill_hdr(&e->hdr, type, sizeof(*e), now);
 		e->start_ns = st->off_ns;
 		e->waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
 		e->end_ns = now;
@@ -1182,7 +1192,7 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 				e->waker_rq_depth = st->waker_rq_depth;
 			}
 		}
-		stage_end(sb, e, IOWHY_REC_OFFCPU, sizeof(*e));
+		stage_end(sb, e, type, sizeof(*e));
 	}
 	if (late)
 		count(IOWHY_C_LOST_SWITCH_IN);

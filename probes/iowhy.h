@@ -40,7 +40,7 @@ struct iowhy_rec_hdr {
 /*
  * Per-CPU staging buffer (map `stage`, one element per possible CPU, mmapped by the
  * recorder). Not a record and not in the trace file: the probes append finished
- * records of the four high-volume types here and hand a full buffer to the ring buffer
+ * records of the five high-volume types (request, fsync, journal, offcpu, helper) here and hand a full buffer to the ring buffer
  * in one bpf_ringbuf_output(), instead of one reserve + submit per record
  * (docs/design.md). The recorder empties the buffers every IOWHY_STAGE_DRAIN_NS and at
  * stop.
@@ -57,8 +57,8 @@ struct iowhy_rec_hdr {
 struct iowhy_stage {
 	__u32 busy_u32;
 	__u32 used_bytes;
-	__u32 nrec_u32[8]; /* indexed by IOWHY_REC_* */
-	__u8 buf[IOWHY_STAGE_BYTES];
+	__u32 nrec_u32[IOWHY_REC_MAX + 1]; /* indexed by IOWHY_REC_* */
+	__u8 buf[IOWHY_STAGE_BYTES]; /* at offset 48: records stay 8-byte aligned */
 };
 
 /* iowhy_request.flags_u16 */

@@ -125,6 +125,10 @@ static int handle_event(void *ctx, void *data, size_t size)
 
 /* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
 
+/* The probes build records in place in buf: a misaligned buf makes every 8-byte store
+ * of every staged record a misaligned one. */
+_Static_assert(offsetof(struct iowhy_stage, buf) % 8 == 0, "iowhy_stage.buf must be 8-byte aligned");
+
 int map_stages(struct rec *r, struct bpf_map *map)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -169,7 +173,7 @@ static void drain_stages(struct rec *r, int wait)
 			if (wait) { /* cannot happen: a program holds it for one record */
 				__u64 n = 0;
 
-				for (int t = 0; t < 8; t++)
+				for (int t = 0; t <= IOWHY_REC_MAX; t++)
 					n += s->nrec_u32[t];
 				fprintf(stderr, "iowhy-record: the staging buffer of CPU %u stayed "
 						"locked: %llu records lost, counted as unknown\n",
@@ -464,7 +468,6 @@ void poll_until_stop(struct rec *r)
 		r->stop_reason = "disk-full";
 	r->end_ns = now_ns(CLOCK_MONOTONIC);
 	cpu_ns(&r->cpu1_user, &r->cpu1_sys);
-	stats_end(r);
 }
 
 void drain_at_stop(struct rec *r)
@@ -487,4 +490,6 @@ void drain_at_stop(struct rec *r)
 	release_held(r);
 	dump_syscalls(r, r->skel, r->end_ns);
 	flush_all(r);
+	/* after the last read of the ring: the counts cover every record of the trace */
+	stats_end(r);
 }

@@ -381,6 +381,13 @@ int attach_probes(struct rec *r)
 {
 	int err;
 
+	/* --probe-stats: counting starts before the first probe can run, so that it covers
+	 * every event in the trace (other devices' requests issued while the workload is
+	 * being started included), not only those after the workload starts. */
+	if (!r->env.dry_run) {
+		r->obj = r->skel->obj;
+		stats_start(r);
+	}
 	err = attach_all(r, r->skel);
 	if (!err)
 		r->skel->bss->attach_ns = now_ns(CLOCK_MONOTONIC);

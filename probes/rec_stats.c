@@ -52,8 +52,9 @@ __u64 recursion_misses(struct rec *r, FILE *detail)
 /*
  * --probe-stats: what the probes cost, measured by the kernel (BPF_STATS_RUN_TIME, on
  * while stats_fd is open; it times every BPF program on the machine, so it is opt-in).
- * Run count and run time of each program over the recording window: stats_take() at
- * the start, stats_write() at the end writes the differences.
+ * Run count and run time of each program from just before the probes are attached
+ * (stats_start) to the last read of the ring at stop (stats_end): every event behind a
+ * record of the trace. stats_write() writes the differences.
  */
 
 static void stats_take(struct rec *r, __u64 *cnt, __u64 *ns)

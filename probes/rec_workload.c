@@ -246,7 +246,6 @@ int start_workload(struct rec *r)
 			}
 		}
 		emit_root_task(r, r->child, r->child);
-		stats_start(r);
 		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
 		r->start_ns = now_ns(CLOCK_MONOTONIC);
 		if (write(go_pipe[1], "g", 1) != 1) {
@@ -271,7 +270,6 @@ int start_workload(struct rec *r)
 	} else {
 		r->target_pidfd = syscall(SYS_pidfd_open, r->env.pid, 0);
 		track_tree(r, bpf_map__fd(r->skel->maps.tracked), r->env.pid);
-		stats_start(r);
 		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
 		r->start_ns = now_ns(CLOCK_MONOTONIC);
 		r->stop_reason = "target-exit";
