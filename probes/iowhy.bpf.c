@@ -1074,9 +1074,10 @@ static __always_inline void on_exec(struct task_struct *p)
  * commits, XFS log and end-I/O workers, loop workers, writeback flushers and kblockd
  * are all kworkers or named threads). A kernel thread whose name starts with one of
  * "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" becomes a helper for HELPER_HOLD_NS
- * when a tracked thread wakes it (handing it work: a commit, a queued work item) or it
- * wakes a tracked thread from task context (the work is done); each such edge renews
- * the mark. A helper asleep with no interval open when a tracked thread wakes it gets
+ * when a tracked thread wakes it (handing it work: a commit, a queued work item), when
+ * a marked helper wakes it while a tracked thread is asleep (the work handed on: a loop
+ * worker's fsync of its backing file waking that filesystem's jbd2) or it wakes a
+ * tracked thread from task context (the work is done); each such edge renews the mark. A helper asleep with no interval open when a tracked thread wakes it gets
  * one opened at that waking (its wait for a CPU and its work for the thread are then
  * recorded from the hand-off on). While a helper is marked and at least one tracked
  * thread is asleep (blocked_tracked), its off-CPU intervals are recorded like a
@@ -1143,6 +1144,24 @@ static __always_inline struct task_state *mark_helper(int btf, struct task_struc
 	if (st)
 		st->helper_until_ns = now + HELPER_HOLD_NS;
 	return st;
+}
+
+/*
+ * The current task is a marked helper: a helper handing work on to another kernel
+ * thread (a loop worker's fsync of its backing file waking that filesystem's jbd2)
+ * marks that one too, so a workload thread's wait is recorded down the chain. Asked
+ * only while a tracked thread is asleep; costs a lookup of the current task's state.
+ */
+static __always_inline int current_is_helper(int btf, __u64 now)
+{
+	struct task_struct *cur = btf ? bpf_get_current_task_btf()
+				      : (struct task_struct *)bpf_get_current_task();
+	struct task_state *cs;
+
+	if (!is_kthread(btf, cur))
+		return 0;
+	cs = task_state_of(cur, RD(btf, cur, pid), 0);
+	return cs && cs->helper_until_ns > now;
 }
 
 static __always_inline void blocked_dec(struct task_state *st)
@@ -1575,8 +1594,11 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 		if (!is_kthread(btf, p))
 			return;
 		st = NULL;
-		if (is_tracked(bpf_get_current_pid_tgid() >> 32)) {
-			now = bpf_ktime_get_ns();
+		now = 0;
+		if (is_tracked(bpf_get_current_pid_tgid() >> 32) ||
+		    (blocked_tracked && current_is_helper(btf, now = bpf_ktime_get_ns()))) {
+			if (!now)
+				now = bpf_ktime_get_ns();
 			st = mark_helper(btf, p, now);
 			/*
 			 * Handed work while asleep with no interval open (it slept before it
