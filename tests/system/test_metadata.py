@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import time
@@ -212,11 +213,18 @@ def test_ext4_in_partition(root, tmp_path, request):
     if not os.path.exists(part) and shutil.which("partx"):
         # A kernel without partition-table parsers still accepts partitions via BLKPG.
         subprocess.run(["partx", "--add", dev], capture_output=True)
+
+    def is_blockdev() -> bool:  # a stale regular file of that name is no partition
+        try:
+            return stat.S_ISBLK(os.stat(part).st_mode)
+        except FileNotFoundError:
+            return False
+
     for _ in range(50):
-        if os.path.exists(part):
+        if is_blockdev():
             break
         time.sleep(0.1)
-    need(os.path.exists(part), "loop partitions did not appear")
+    need(is_blockdev(), f"loop partitions did not appear ({part} is no block device)")
     run(["mkfs.ext4", "-q", "-F", part])
     mnt.mkdir()
     run(["mount", part, str(mnt)])
@@ -302,7 +310,11 @@ def test_filter_leaves_out_other_devices(make_fs):
     b, mb = make_fs("xfs", size_mib=320)
     meta = collect(None, [(b.major, b.minor)])
     assert [d["name"] for d in meta["devices"]] == [b.name]
-    assert [f["mountpoint"] for f in meta["filesystems"]] == [str(mb)]
+    # the filesystems of b and of the disks below it (its backing file's), not a's
+    below = {d["name"] for d in meta["lower_devices"]}
+    assert a.name not in below
+    assert [f["mountpoint"] for f in meta["filesystems"] if f["disk"] not in below] == [str(mb)]
+    assert str(ma) not in {f["mountpoint"] for f in meta["filesystems"]}
     both = collect(None, None)
     mounts = {f["mountpoint"] for f in both["filesystems"]}
     assert {str(ma), str(mb)} <= mounts
@@ -315,7 +327,9 @@ def test_bind_mount_described_once(make_fs, tmp_path, request):
     bind.mkdir()
     run(["mount", "--bind", str(mnt / "sub"), str(bind)])
     request.addfinalizer(lambda: subprocess.run(["umount", str(bind)], capture_output=True))
-    fss = collect(None, [(lp.major, lp.minor)])["filesystems"]
+    meta = collect(None, [(lp.major, lp.minor)])
+    below = {d["name"] for d in meta["lower_devices"]}
+    fss = [f for f in meta["filesystems"] if f["disk"] not in below]
     assert [f["mountpoint"] for f in fss] == [str(mnt)]
 
 
