@@ -33,12 +33,12 @@ from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
 from .views.series import device_names, figure_data
-from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
-                            has_wakers)
+from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_start,
+                            build_timeline, has_wakers)
 from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.stack import carried_requests, carried_summary, without
-from .views.causal import (device_fill, elapsed_view, interval_view, root_actor,
-                           thread_time_view, unrecorded_helper_details)
+from .views.causal import (device_fill, elapsed_view, helper_timers, interval_view,
+                           root_actor, thread_time_view, unrecorded_helper_details)
 from .views.workload import workload_covers, workload_view
 
 
@@ -436,7 +436,8 @@ class _Tasks:
             link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
                                             np.concatenate((covers[0].e, waits[1])))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
-        fill = device_fill(covers, waits, unrecorded_helper_details(tl))
+        fill = helper_timers(device_fill(covers, waits,
+                                         [*unrecorded_helper_details(tl), HELPER_IRQ]))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)
@@ -594,7 +595,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "placement": pl,
         "locality": r["locality"],
     }
-    for k in ("external_by_comm_ns", "unseen_wakers", "thread_time", "intervals"):
+    for k in ("external_by_comm_ns", "sleep_by_syscall_ns", "unseen_wakers", "thread_time",
+              "intervals"):
         if k in wv:
             res[k] = wv[k]
     if cfg.figures and "_series" in wv:

@@ -13,8 +13,11 @@ applies:
    workload's devices (the request waited behind it: _behind_flushes);
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
    or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
-   when the thread was in iowait or is a helper (views/causal.py's device_fill then
-   charges it to what the workload's devices were doing);
+   when the thread was in iowait (views/causal.py's device_fill then charges it to what
+   the workload's devices were doing); a helper not in iowait -> ``wait-other``
+   "(helper's timer)": device_fill charges what the devices did over it, and the rest
+   is ``sleep`` (helper_timers: a worker polling on a timer, as btrfs's space reclaim
+   does, with no I/O in flight);
 3. woken by another workload thread -> *recurse*: that thread's own timeline over the
    wait (the recursion is views/causal.py's);
 4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
@@ -55,9 +58,10 @@ RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
 DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO = range(6)
+NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ = range(7)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
-                 "(not recorded)", "(I/O completed in another task)")
+                 "(not recorded)", "(I/O completed in another task)",
+                 "(helper's timer)")
 
 # Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
 HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
@@ -393,11 +397,14 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
     m = ~done & (irq | (wtid == 0) | (wtid == tid))
-    # A helper woken from an interrupt with no request link is mostly handed work by an
-    # I/O completion (end-I/O work queued from it), not a timer.
-    io = ((flags & abi.OFF_IOWAIT) != 0) | is_helper
+    # A helper woken from an interrupt with no request link may be handed work by an
+    # I/O completion (end-I/O work queued from it) or wake from a timer: out of iowait,
+    # what the devices did not do over it is its sleep (HELPER_IRQ, helper_timers).
+    iowait = (flags & abi.OFF_IOWAIT) != 0
+    io = iowait | is_helper
     cat[m & ~io], detail[m & ~io] = SLEEP, -1
-    cat[m & io], detail[m & io] = OTHER, IRQ_NO_RQ
+    cat[m & io] = OTHER
+    detail[m & io] = np.where(iowait[m & io], IRQ_NO_RQ, HELPER_IRQ)
     done |= m
     # 3, 4. another workload thread or a recorded helper: recurse.
     ti, known = tl.actor_of(wtid)

@@ -36,6 +36,7 @@ from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, F
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
                              TASK_IO,
                              NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, Timeline)
+from ..model.wakeups import HELPER_IRQ
 from ..syscalls import syscall_name
 
 
@@ -110,6 +111,21 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         nz = cols[2] > cols[1]
         return Leaves(*(c[nz] for c in cols))
     return fill
+
+
+def helper_timers(fill: Fill) -> Fill:
+    """`fill` (device_fill, given HELPER_IRQ among its codes), then the wait-other
+    "(helper's timer)" it leaves (a helper out of iowait woken from an interrupt with no
+    request, while no device of the workload was working) as ``sleep``: the helper
+    slept on a timer (model/wakeups.py, rule 2)."""
+    def then_sleep(lv: Leaves) -> Leaves:
+        lv = fill(lv)
+        m = (lv.cat == OTHER) & (lv.detail == HELPER_IRQ)
+        if m.any():
+            lv.cat = np.where(m, SLEEP, lv.cat).astype(np.int8)
+            lv.detail = np.where(m, -1, lv.detail).astype(np.int32)
+        return lv
+    return then_sleep
 
 
 def unrecorded_helper_details(tl: Timeline) -> list[int]:
@@ -371,11 +387,13 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
     wo = lv.cat == OTHER
     blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
     ext = lv.cat == EXTERNAL
+    slp = lv.cat == SLEEP
     res = {
         "attribution_ns": _sums(lv),
         "wait_other_by_syscall_ns": _by_name(lv.in_sys[wo], ln[wo], _sys_name(arch)),
         "wait_other_by_waker_ns": _by_name(lv.detail[wo], ln[wo], lambda d: tl.details[d]),
         "external_by_comm_ns": _by_name(lv.detail[ext], ln[ext], lambda d: tl.details[d]),
+        "sleep_by_syscall_ns": _by_name(lv.in_sys[slp], ln[slp], _sys_name(arch)),
         "blocked_by_syscall_ns": _by_name(lv.in_sys[blocked], ln[blocked], _sys_name(arch)),
         "root_tid": int(tl.tids[root]) if root >= 0 else None,
     }
