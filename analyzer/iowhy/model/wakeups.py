@@ -12,7 +12,8 @@ applies:
    (its pre/post flushes), and so is the part during which a flush was in flight on the
    workload's devices (the request waited behind it: _behind_flushes);
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
-   or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
+   or by the thread itself -> ``sleep`` (a timer: detail TIMER), or ``wait-other``
+   "(irq, no request)"
    when the thread was in iowait (views/causal.py's device_fill then charges it to what
    the workload's devices were doing); a helper not in iowait -> ``wait-other``
    "(helper's timer)": device_fill charges what the devices did over it, and the rest
@@ -58,10 +59,12 @@ RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
 DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ = range(7)
+NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER = range(8)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
                  "(not recorded)", "(I/O completed in another task)",
-                 "(helper's timer)")
+                 "(helper's timer)", "(timer)")
+# TIMER is the detail of a `sleep` segment woken by its timer (rule 2), which a polling
+# loop is made of (views/causal.py continues it); other sleep segments have none (-1).
 
 # Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
 HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
@@ -402,7 +405,7 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
     # what the devices did not do over it is its sleep (HELPER_IRQ, helper_timers).
     iowait = (flags & abi.OFF_IOWAIT) != 0
     io = iowait | is_helper
-    cat[m & ~io], detail[m & ~io] = SLEEP, -1
+    cat[m & ~io], detail[m & ~io] = SLEEP, TIMER
     cat[m & io] = OTHER
     detail[m & io] = np.where(iowait[m & io], IRQ_NO_RQ, HELPER_IRQ)
     done |= m

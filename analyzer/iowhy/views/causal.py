@@ -19,7 +19,11 @@ The pieces tile the interval exactly, so the elapsed time's categories sum to el
   it (_continue_unseen): at each instant the best-explained state among them (cpu >
   runqueue > helper-cpu > helper-runqueue > a device > external > sleep), each
   explained one level deeper and not continued again; a thread blocked all window with
-  no waker adds nothing, and where nothing is better the wait stays as it was.
+  no waker adds nothing, and where nothing is better the wait stays as it was. A
+  workload thread's ``sleep`` in a sleeping syscall (SLEEP_SYSCALLS) ended by its timer
+  (a polling loop, such as fio's main process waiting for its jobs in clock_nanosleep)
+  continues the same way, into what is better than sleep only; a sleep never woken in
+  the window is not continued.
 * Thread time: explain(each workload thread, its life), summed.
 """
 
@@ -36,7 +40,7 @@ from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, F
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
                              TASK_IO,
                              NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, Timeline)
-from ..model.wakeups import HELPER_IRQ
+from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER
 from ..syscalls import syscall_name
 
 
@@ -244,10 +248,12 @@ for _r, _c in enumerate((CPU, RUNQ, HCPU, HRUNQ, BARRIER, BARRIER + 1, BARRIER +
 def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
                      arch: str | None) -> Leaves:
     """Replace each piece of a workload thread's wait whose waker was not seen
-    (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) by the best-explained
-    state, instant by instant, among the other workload threads over it (_RANK), each
-    explained as explain() does, one level less deep and without continuing again.
-    Where none of them is better than wait-other the piece stays as it was."""
+    (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) or of its sleep in a
+    sleeping syscall (SLEEP_SYSCALLS) ended by its timer (TIMER), by the best-explained
+    state, instant by instant,
+    among the other workload threads over it (_RANK), each explained as explain() does,
+    one level less deep and without continuing again. Where none of them is better
+    than wait-other (than sleep, for a sleep) the piece stays as it was."""
     nw = int((~tl.helper).sum())
     if depth <= 0 or nw < 2 or not len(lv.a):
         return lv
@@ -256,8 +262,16 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     for nr in np.unique(lv.in_sys).tolist():
         if name(int(nr)) in WAITS_ON_WORKLOAD:
             waits |= lv.in_sys == nr
-    m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & (actors >= 0)
-         & (actors < nw))
+    sleeps = np.zeros(len(lv.a), bool)
+    for nr in np.unique(lv.in_sys[lv.cat == SLEEP]).tolist():
+        if name(int(nr)) in SLEEP_SYSCALLS:
+            sleeps |= lv.in_sys == nr
+    own = (actors >= 0) & (actors < nw)
+    # A sleep in a sleeping syscall ended by its timer (a polling loop: fio's main
+    # process waits for its jobs in clock_nanosleep) continues into what is better than
+    # sleep; one never woken in the window is a sleep, whatever the others do.
+    slept = (lv.cat == SLEEP) & (lv.detail == TIMER) & sleeps & own
+    m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & own) | slept
     if not m.any():
         return lv
     keep = ~m
@@ -267,7 +281,7 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
         others = np.array([k for k in range(nw) if k != me], I64)
         sub = _explain(tl, others, np.full(len(others), a, I64), np.full(len(others), b, I64),
                        depth - 1)[0]
-        piece = _best_of(sub, a, b)
+        piece = _best_of(sub, a, b, int(_RANK[SLEEP]) if slept[i] else int(_RANK.max()))
         nb = len(piece[0])
         mine = piece[2] < 0  # nothing better: the wait itself
         for j, (col, src) in enumerate(zip(cols, _cols(lv))):
@@ -291,14 +305,15 @@ def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
     return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys)
 
 
-def _best_of(sub: Leaves, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _best_of(sub: Leaves, a: int, b: int, below: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[a, b) cut at every piece boundary of sub, and per cut the piece of sub with the
-    best rank covering it (-1: none better than wait-other)."""
+    best rank covering it, among the ranks under `below` (-1: none)."""
     edges = np.unique(np.concatenate(([a, b], np.clip(sub.a, a, b), np.clip(sub.b, a, b))))
     ea, eb = edges[:-1], edges[1:]
     owner = np.full(len(ea), -1, np.int64)
     rank = _RANK[sub.cat.astype(np.int64)]
-    for r in range(int(_RANK.max())):
+    for r in range(below):
         k = np.flatnonzero(rank == r)
         if not len(k):
             continue
