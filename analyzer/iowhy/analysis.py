@@ -32,7 +32,7 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .views.series import device_names, figure_data
+from .views.series import described_names, device_names, figure_data
 from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_start,
                             build_timeline, has_wakers)
 from .views.background import bio_based_warnings, set_apart, workload_scope
@@ -435,7 +435,8 @@ class _Tasks:
         if covers:
             link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
                                             np.concatenate((covers[0].e, waits[1])))
-        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
+        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
+                            devices=described_names(self.meta))
         fill = helper_timers(device_fill(covers, waits,
                                          [*unrecorded_helper_details(tl), HELPER_IRQ]))
         rec = getattr(self.trace, "recorder", None) or {}

@@ -71,7 +71,7 @@ def test_helper_chain_its_cpu_runqueue_and_requests(tmp_path):
     for h in helpers:
         h["flags_u16"] |= abi.OFF_HELPER
     r = run(write_trace(tmp_path / "t.iowt", requests=reqs, helpers=helpers,
-                        offcpu=[off(100, 1010, 1090, waker=50, ctx=T, comm="jbd2/sda1-8",
+                        offcpu=[off(100, 1010, 1090, waker=50, ctx=T, comm="jbd2/sdz1-8",
                                     syscall=FSYNC)]))
     assert_sums(r)
     # cpu 10 + 10; helper-runqueue 10 + 5; helper-cpu 10 + 10 + 5; log 30; barrier 10.
