@@ -129,7 +129,8 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
                    table_id="table-where")]
     for key, what in (("wait_other_by_syscall_ns", "wait-other by syscall"),
                       ("wait_other_by_waker_ns", "wait-other by waker"),
-                      ("external_by_comm_ns", "external by process")):
+                      ("external_by_comm_ns", "external by process"),
+                      ("sleep_by_syscall_ns", "sleep by syscall")):
         wo = r.get(key) or {}
         if wo:
             parts.append(f"<p>{what}: " + esc(", ".join(

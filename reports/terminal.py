@@ -133,7 +133,8 @@ def _where(r: Mapping[str, Any]) -> list[str]:
     lines += _bars(att, el)
     for key, what in (("wait_other_by_syscall_ns", "wait-other by syscall"),
                       ("wait_other_by_waker_ns", "wait-other by waker"),
-                      ("external_by_comm_ns", "external by process")):
+                      ("external_by_comm_ns", "external by process"),
+                      ("sleep_by_syscall_ns", "sleep by syscall")):
         wo = r.get(key) or {}
         if wo:
             parts = ", ".join(f"{printable(k)} {fmt_ns(v)}" for k, v in list(wo.items())[:6])

@@ -32,15 +32,15 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .views.series import device_names, figure_data, task_comms
-from .model.wakeups import (WAKE_FIELDS, RequestLink, asleep_at_start, build_timeline,
-                            device_states, has_wakers)
+from .views.series import described_names, device_names, figure_data, task_comms
+from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_start,
+                            build_timeline, device_states, foreign_jbd2, has_wakers)
 from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.stack import (carried_requests, carried_summary, carrier_devices,
                           served_devices, without)
-from .views.causal import (device_fill, elapsed_view, helper_busy, interval_view, root_actor,
-                           thread_time_view, unrecorded_helper_details,
-                           root_event_wait)
+from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers,
+                           interval_view, root_actor, root_event_wait, thread_time_view,
+                           unrecorded_helper_details)
 from .views.workload import workload_covers, workload_view
 
 
@@ -426,6 +426,20 @@ class _Tasks:
         wv["wait_other_by_waker_ns"] = {}
         return wv
 
+    def foreign_helpers(self, tl: Any) -> list[int]:
+        """The tids of recorded helpers that are another filesystem's journal thread
+        (foreign_jbd2), named by the records where they woke a thread."""
+        tids, comms = [], []
+        for cols in (self.off, self.helper):
+            if cols and len(cols.get("waker_tid", ())):
+                tids.append(np.asarray(cols["waker_tid"]).astype(np.int64))
+                comms.append(np.asarray(cols["waker_comm"]))
+        if not tids:
+            return []
+        t, c = np.concatenate(tids), np.concatenate(comms)
+        bad = foreign_jbd2(c, tl.devices)
+        return sorted(set(t[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
+
     def causal_views(self, arch: str | None) -> dict[str, Any]:
         """The elapsed time along the critical path, the thread time and, when asked,
         the elapsed time per interval (views/causal.py)."""
@@ -454,9 +468,11 @@ class _Tasks:
             if cc:
                 carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
                                                     np.concatenate((cc[-1].e, cw[1]))))
-        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch)
-        fill = device_fill(covers, waits, unrecorded_helper_details(tl), carried,
-                           helper_busy(tl))
+        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
+                            devices=described_names(self.meta))
+        fill = helper_timers(device_fill(covers, waits,
+                                         [*unrecorded_helper_details(tl), HELPER_IRQ],
+                                         carried, helper_busy(tl, self.foreign_helpers(tl))))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)
@@ -616,7 +632,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "placement": pl,
         "locality": r["locality"],
     }
-    for k in ("external_by_comm_ns", "unseen_wakers", "root_event_wait", "thread_time",
+    for k in ("external_by_comm_ns", "sleep_by_syscall_ns", "unseen_wakers",
+              "root_event_wait", "thread_time",
               "intervals"):
         if k in wv:
             res[k] = wv[k]

@@ -111,8 +111,7 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
                               f"({_s(att.get('helper-cpu', 0))}) or waiting for a CPU "
                               f"({_s(att.get('helper-runqueue', 0))})")
     if att.get("sleep"):
-        add("sleep", att["sleep"], f"{pct['sleep']:.0f}% of elapsed the workload slept "
-                                   "(timers, timeouts: nanosleep, poll, epoll, select)")
+        add("sleep", att["sleep"], _sleep_text(pct["sleep"], r.get("sleep_by_syscall_ns")))
     if att.get("external"):
         ext = r.get("external_by_comm_ns") or {}
         top = next(iter(ext.items()), None)
@@ -138,6 +137,23 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
     out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
     out.sort(key=lambda f: -f["weight_ns"])
     return out[: cfg.max_findings]
+
+
+def _sleep_text(pct: float, by_sys: Mapping[str, int] | None) -> str:
+    """The sleep finding: where the workload slept, when known (sleep_by_syscall_ns); a
+    sleep inside a call that is not a sleeping one is a timer in the kernel (the thread's
+    own, or a kernel helper's it waited on, such as btrfs's space reclaim polling)."""
+    from .model.wakeups import SLEEP_SYSCALLS
+    top = next(iter((by_sys or {}).items()), None)
+    if top is None:
+        return f"{pct:.0f}% of elapsed the workload slept (timers, timeouts: nanosleep, " \
+               "poll, epoll, select)"
+    text = f"{pct:.0f}% of elapsed the workload slept on timers, mostly in {top[0]} " \
+           f"({_s(top[1])})"
+    if top[0] not in SLEEP_SYSCALLS:
+        text += ": not a sleeping call, a timer inside the kernel (its own or that of a " \
+                "kernel helper it waited on)"
+    return text
 
 
 def _placement_findings(r: Mapping[str, Any], add: Callable[..., None]) -> None:

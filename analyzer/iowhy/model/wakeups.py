@@ -16,13 +16,19 @@ applies:
    their flushes barrier, log writes log, ...) and, where they were idle, its loop
    worker's CPU (helper-cpu); a carrier's flushes are none of the workload's flushes;
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
-   or by the thread itself -> ``sleep`` (a timer), or ``wait-other`` "(irq, no request)"
-   when the thread was in iowait or is a helper (views/causal.py's device_fill then
-   charges it to what the workload's devices were doing);
+   or by the thread itself -> ``sleep`` (a timer: detail TIMER), or ``wait-other``
+   "(irq, no request)"
+   when the thread was in iowait (views/causal.py's device_fill then charges it to what
+   the workload's devices were doing); a helper not in iowait -> ``wait-other``
+   "(helper's timer)": device_fill charges what the devices did over it, and the rest
+   is ``sleep`` (helper_timers: a worker polling on a timer, as btrfs's space reclaim
+   does, with no I/O in flight);
 3. woken by another workload thread -> *recurse*: that thread's own timeline over the
    wait (the recursion is views/causal.py's);
 4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
-   on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``;
+   on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``; but a jbd2
+   thread of a device the trace does not describe works for another filesystem
+   (foreign_jbd2): rule 5;
 5. woken by another task: a kernel helper not recorded -> ``wait-other`` by its name;
    an I/O wait (iowait, or a helper's) woken from that task's context -> ``wait-other``
    "(I/O completed in another task)", filled from the devices like rule 2's;
@@ -41,7 +47,7 @@ interval.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -59,9 +65,13 @@ RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
 DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, CARRIED = range(7)
+NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER, CARRIED = \
+    range(9)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
-                 "(not recorded)", "(I/O completed in another task)", "(loop worker)")
+                 "(not recorded)", "(I/O completed in another task)",
+                 "(helper's timer)", "(timer)", "(loop worker)")
+# TIMER is the detail of a `sleep` segment woken by its timer (rule 2), which a polling
+# loop is made of (views/causal.py continues it); other sleep segments have none (-1).
 # CARRIED marks helper-cpu time that is a carrier request's with the devices below it
 # idle (its loop worker serving it): views/causal.py's fill splits it by what the
 # recorded helper threads were doing (on a CPU, waiting for one).
@@ -105,6 +115,7 @@ class Timeline:
     intervals: int = 0  # off-CPU intervals of workload threads
     linked: list[np.ndarray] = field(default_factory=list)  # requests (Requests indices)
     #                                                         whose completion woke a wait
+    devices: tuple[str, ...] = ()  # names of the devices the trace describes (foreign_jbd2)
 
     def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(actor index, found) of each tid."""
@@ -159,9 +170,12 @@ def _empty_cols() -> dict[str, np.ndarray]:
 
 def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
                    off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray] | None,
-                   rq_link: "RequestLink", arch: str | None = None) -> Timeline:
+                   rq_link: "RequestLink", arch: str | None = None,
+                   devices: Sequence[str] = ()) -> Timeline:
     """The timelines of the workload's threads (off: their offcpu columns, tasks: their
-    task events) and of the helpers (helper records), with each blocked segment's cause."""
+    task events) and of the helpers (helper records), with each blocked segment's cause.
+    devices: the names of the devices (and partitions) the trace describes (a jbd2
+    thread of any other is not followed: foreign_jbd2)."""
     from ..views.workload import task_lifetimes
     helper = helper if helper is not None and len(helper.get("tid", ())) else _empty_cols()
     w0, w1 = window.start_ns, window.end_ns
@@ -198,7 +212,7 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
                   birth=birth, death=death, actor=np.zeros(0, np.int32),
                   a=np.zeros(0, I64), b=np.zeros(0, I64), cat=np.zeros(0, np.int8),
                   target=np.zeros(0, np.int32), detail=np.zeros(0, np.int32),
-                  sys=np.zeros(0, np.int32))
+                  sys=np.zeros(0, np.int32), devices=tuple(devices))
     parts = []
     for c, is_helper in cols:
         act = tl.actor_of(c["tid"].astype(I64))[0]
@@ -467,15 +481,19 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
     m = ~done & (irq | (wtid == 0) | (wtid == tid))
-    # A helper woken from an interrupt with no request link is mostly handed work by an
-    # I/O completion (end-I/O work queued from it), not a timer.
-    io = ((flags & abi.OFF_IOWAIT) != 0) | is_helper
-    cat[m & ~io], detail[m & ~io] = SLEEP, -1
-    cat[m & io], detail[m & io] = OTHER, IRQ_NO_RQ
+    # A helper woken from an interrupt with no request link may be handed work by an
+    # I/O completion (end-I/O work queued from it) or wake from a timer: out of iowait,
+    # what the devices did not do over it is its sleep (HELPER_IRQ, helper_timers).
+    iowait = (flags & abi.OFF_IOWAIT) != 0
+    io = iowait | is_helper
+    cat[m & ~io], detail[m & ~io] = SLEEP, TIMER
+    cat[m & io] = OTHER
+    detail[m & io] = np.where(iowait[m & io], IRQ_NO_RQ, HELPER_IRQ)
     done |= m
-    # 3, 4. another workload thread or a recorded helper: recurse.
+    # 3, 4. another workload thread or a recorded helper: recurse; not into the journal
+    # thread of a filesystem on a device the trace does not describe (foreign_jbd2).
     ti, known = tl.actor_of(wtid)
-    m = ~done & known
+    m = ~done & known & ~foreign_jbd2(comm, tl.devices)
     cat[m], target[m], detail[m] = RECURSE, ti[m], -1
     done |= m
     # 5. a task outside the workload.
@@ -493,6 +511,27 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
         tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
         cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
     return cat, target, detail
+
+
+def foreign_jbd2(comm: np.ndarray, devices: Sequence[str]) -> np.ndarray:
+    """Per waker comm: whether it is the journal thread of an ext4 (``jbd2/<device>-<n>``)
+    whose device is none of `devices` nor a partition of one (names compared by prefix
+    either way, as a comm is cut at 15 bytes). Such a thread works for another
+    filesystem: a shared kworker it woke (kblockd, an unbound worker) was handed that
+    filesystem's work, not the workload's. Nothing is foreign without `devices`."""
+    out = np.zeros(len(comm), bool)
+    if not devices or not len(comm):
+        return out
+    u, inv = np.unique(np.asarray(comm), return_inverse=True)
+    bad = np.zeros(len(u), bool)
+    for i, raw in enumerate(u.tolist()):
+        if not raw.startswith(b"jbd2/"):
+            continue
+        rest = raw.rstrip(b"\0")[5:].decode("utf-8", "replace")
+        dev = rest.rsplit("-", 1)[0] if "-" in rest else rest
+        bad[i] = bool(dev) and not any(n.startswith(dev) or dev.startswith(n)
+                                       for n in devices if n)
+    return bad[inv.ravel()]
 
 
 def _gaps_and_sort(tl: Timeline, parts: list[tuple[Parts, np.ndarray]]) -> None:

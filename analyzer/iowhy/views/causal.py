@@ -19,7 +19,11 @@ The pieces tile the interval exactly, so the elapsed time's categories sum to el
   it (_continue_unseen): at each instant the best-explained state among them (cpu >
   runqueue > helper-cpu > helper-runqueue > a device > external > sleep), each
   explained one level deeper and not continued again; a thread blocked all window with
-  no waker adds nothing, and where nothing is better the wait stays as it was.
+  no waker adds nothing, and where nothing is better the wait stays as it was. A
+  workload thread's ``sleep`` in a sleeping syscall (SLEEP_SYSCALLS) ended by its timer
+  (a polling loop, such as fio's main process waiting for its jobs in clock_nanosleep)
+  continues the same way, into what is better than sleep only; a sleep never woken in
+  the window is not continued.
 * Thread time: explain(each workload thread, its life), summed.
 """
 
@@ -35,8 +39,8 @@ from ..kernels import I64, Coverage, union_intervals
 from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
                              TASK_IO,
-                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, SLEEP_SYSCALLS,
-                             CARRIED, Timeline)
+                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, CARRIED, Timeline)
+from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER
 from ..syscalls import syscall_name
 
 
@@ -69,13 +73,15 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     return fill(lv) if fill is not None else lv
 
 
-def helper_busy(tl: Timeline) -> list[tuple[Coverage, int]]:
+def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverage, int]]:
     """When some recorded helper thread was on a CPU (helper-cpu) and, apart from that,
     when one was waiting for a CPU (helper-runqueue): the last resort of device_fill.
     A helper's wait on a carrier request (helper-cpu "(loop worker)") is not its own
-    CPU time and is left out."""
+    CPU time and is left out, and so are the helpers of `foreign` (tids: another
+    filesystem's journal threads, model/wakeups.py foreign_jbd2)."""
     out = []
-    hseg = tl.helper[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
+    ok = tl.helper & ~np.isin(tl.tids, np.asarray(foreign, np.int64))
+    hseg = ok[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
     for cat in (HCPU, HRUNQ):
         m = hseg & (tl.cat == cat) & (tl.detail != CARRIED)  # their own, not a loop's
         if m.any():
@@ -104,7 +110,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     thread (one working for the workload: it was handed work by a workload thread or
     ended one's wait) was on a CPU or waiting for one, as helper-cpu and
     helper-runqueue: with no I/O in flight, an unexplained wait is most likely one on
-    that helper's work (an XFS log push formatting the log, a flusher building bios).
+    that helper's work (an XFS log push formatting the log, a flusher building bios);
+    not a helper's own timer wait ("(helper's timer)", HELPER_IRQ).
 
     The loop worker's time (helper-cpu "(loop worker)", from the request link of a
     carrier request or from `carried` above) is split the same way: helper-runqueue
@@ -124,6 +131,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
                                np.concatenate((prev.e, carried.e)))
         cum.append(Coverage(s, e))
         cats.append(HCPU)
+    busy_at = len(cats)  # cats from here on: the recorded helpers' own time
     for cov, cat in busy:
         if not len(cov.s):
             continue
@@ -170,6 +178,12 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         lens = [c.within(a, b) for c in cum]
         excl = [lens[0]] + [lens[k] - lens[k - 1] for k in range(1, len(lens))]
         excl.append((b - a) - lens[-1])
+        # A helper's own timer wait (HELPER_IRQ) is not filled by other helpers' time.
+        own = lv.detail[i] == HELPER_IRQ
+        if own.any():
+            for k in range(busy_at, len(cats)):
+                excl[-1] = excl[-1] + np.where(own, excl[k], 0)
+                excl[k] = np.where(own, 0, excl[k])
         parts = []
         at = a.copy()
         for n, (k, ln) in enumerate(zip(cats + [OTHER], excl)):
@@ -185,6 +199,21 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         nz = cols[2] > cols[1]
         return Leaves(*(c[nz] for c in cols))
     return fill
+
+
+def helper_timers(fill: Fill) -> Fill:
+    """`fill` (device_fill, given HELPER_IRQ among its codes), then the wait-other
+    "(helper's timer)" it leaves (a helper out of iowait woken from an interrupt with no
+    request, while no device of the workload was working) as ``sleep``: the helper
+    slept on a timer (model/wakeups.py, rule 2)."""
+    def then_sleep(lv: Leaves) -> Leaves:
+        lv = fill(lv)
+        m = (lv.cat == OTHER) & (lv.detail == HELPER_IRQ)
+        if m.any():
+            lv.cat = np.where(m, SLEEP, lv.cat).astype(np.int8)
+            lv.detail = np.where(m, -1, lv.detail).astype(np.int32)
+        return lv
+    return then_sleep
 
 
 def unrecorded_helper_details(tl: Timeline) -> list[int]:
@@ -303,10 +332,12 @@ for _r, _c in enumerate((CPU, RUNQ, HCPU, HRUNQ, BARRIER, BARRIER + 1, BARRIER +
 def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
                      arch: str | None) -> Leaves:
     """Replace each piece of a workload thread's wait whose waker was not seen
-    (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) by the best-explained
-    state, instant by instant, among the other workload threads over it (_RANK), each
-    explained as explain() does, one level less deep and without continuing again.
-    Where none of them is better than wait-other the piece stays as it was."""
+    (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) or of its sleep in a
+    sleeping syscall (SLEEP_SYSCALLS) ended by its timer (TIMER), by the best-explained
+    state, instant by instant,
+    among the other workload threads over it (_RANK), each explained as explain() does,
+    one level less deep and without continuing again. Where none of them is better
+    than wait-other (than sleep, for a sleep) the piece stays as it was."""
     nw = int((~tl.helper).sum())
     if depth <= 0 or nw < 2 or not len(lv.a):
         return lv
@@ -315,8 +346,16 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     for nr in np.unique(lv.in_sys).tolist():
         if name(int(nr)) in WAITS_ON_WORKLOAD:
             waits |= lv.in_sys == nr
-    m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & (actors >= 0)
-         & (actors < nw))
+    sleeps = np.zeros(len(lv.a), bool)
+    for nr in np.unique(lv.in_sys[lv.cat == SLEEP]).tolist():
+        if name(int(nr)) in SLEEP_SYSCALLS:
+            sleeps |= lv.in_sys == nr
+    own = (actors >= 0) & (actors < nw)
+    # A sleep in a sleeping syscall ended by its timer (a polling loop: fio's main
+    # process waits for its jobs in clock_nanosleep) continues into what is better than
+    # sleep; one never woken in the window is a sleep, whatever the others do.
+    slept = (lv.cat == SLEEP) & (lv.detail == TIMER) & sleeps & own
+    m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & own) | slept
     if not m.any():
         return lv
     keep = ~m
@@ -326,7 +365,7 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
         others = np.array([k for k in range(nw) if k != me], I64)
         sub = _explain(tl, others, np.full(len(others), a, I64), np.full(len(others), b, I64),
                        depth - 1)[0]
-        piece = _best_of(sub, a, b)
+        piece = _best_of(sub, a, b, int(_RANK[SLEEP]) if slept[i] else int(_RANK.max()))
         nb = len(piece[0])
         mine = piece[2] < 0  # nothing better: the wait itself
         for j, (col, src) in enumerate(zip(cols, _cols(lv))):
@@ -350,14 +389,15 @@ def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
     return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys)
 
 
-def _best_of(sub: Leaves, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _best_of(sub: Leaves, a: int, b: int, below: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[a, b) cut at every piece boundary of sub, and per cut the piece of sub with the
-    best rank covering it (-1: none better than wait-other)."""
+    best rank covering it, among the ranks under `below` (-1: none)."""
     edges = np.unique(np.concatenate(([a, b], np.clip(sub.a, a, b), np.clip(sub.b, a, b))))
     ea, eb = edges[:-1], edges[1:]
     owner = np.full(len(ea), -1, np.int64)
     rank = _RANK[sub.cat.astype(np.int64)]
-    for r in range(int(_RANK.max())):
+    for r in range(below):
         k = np.flatnonzero(rank == r)
         if not len(k):
             continue
@@ -446,11 +486,13 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
     wo = lv.cat == OTHER
     blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
     ext = lv.cat == EXTERNAL
+    slp = lv.cat == SLEEP
     res = {
         "attribution_ns": _sums(lv),
         "wait_other_by_syscall_ns": _by_name(lv.in_sys[wo], ln[wo], _sys_name(arch)),
         "wait_other_by_waker_ns": _by_name(lv.detail[wo], ln[wo], lambda d: tl.details[d]),
         "external_by_comm_ns": _by_name(lv.detail[ext], ln[ext], lambda d: tl.details[d]),
+        "sleep_by_syscall_ns": _by_name(lv.in_sys[slp], ln[slp], _sys_name(arch)),
         "blocked_by_syscall_ns": _by_name(lv.in_sys[blocked], ln[blocked], _sys_name(arch)),
         "root_tid": int(tl.tids[root]) if root >= 0 else None,
     }

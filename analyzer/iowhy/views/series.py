@@ -100,6 +100,22 @@ def described_devices(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             if isinstance(d, Mapping)]
 
 
+def described_names(meta: Mapping[str, Any]) -> list[str]:
+    """The kernel names of the devices the metadata describes, their partitions and the
+    devices of its filesystems (the names a jbd2 thread's comm carries)."""
+    out: set[str] = set()
+    for d in described_devices(meta):
+        out.add(str(d.get("name") or ""))
+        for p in d.get("partitions") or []:
+            out.add(str((p.get("name") if isinstance(p, Mapping) else p) or ""))
+    for f in meta.get("filesystems") or []:
+        if isinstance(f, Mapping):
+            out.add(str(f.get("disk") or ""))
+            out.add(str(f.get("source") or "").rsplit("/", 1)[-1])
+    out.discard("")
+    return sorted(out)
+
+
 def device_names(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]) -> list[str]:
     """The name of each device (the metadata's, else "major:minor")."""
     by_mm = {(d.get("major"), d.get("minor")): d.get("name") for d in described_devices(meta)}
