@@ -111,7 +111,10 @@ def test_direct_write_wakeup_links_its_own_request(bpf, make_loop, tmp_path, iow
     for w in linked:
         q = rq[by_seq[int(w["waker_rq_seq"])]]
         assert int(q["tid"]) == dd_tid, "linked to another thread's request"
-        assert (int(q["dev_major"]), int(q["dev_minor"])) == (lp.major, lp.minor)
+        # dd's own writes, or (every disk is recorded) a read of its own on another disk:
+        # a page of its binary or libraries faulted back in on a busy machine.
+        assert ((int(q["dev_major"]), int(q["dev_minor"])) == (lp.major, lp.minor)
+                or int(q["op"]) == abi.OP_READ), q
         lag = int(w["waking_ns"]) - int(q["done_ns"])
         assert 0 <= lag < 1_000_000, f"woken {lag} ns after the linked completion"
         assert int(w["waker_rq_depth"]) >= 1
