@@ -383,7 +383,7 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
         if loc["adjacent_pairs"]:
             parts.append(f"<p>adjacent write pairs issued &gt; {loc['gap_ns'] / 1e6:g} ms apart: "
                          f"<b>{esc(_pct(loc['late_share']))}</b> ({loc['late_pairs']:,} of "
-                         f"{loc['adjacent_pairs']:,}): they could have merged and did not.</p>")
+                         f"{loc['adjacent_pairs']:,}): too far apart to merge.</p>")
         else:
             parts.append("<p>no write pairs adjacent on disk.</p>")
     parts.extend(f for f in figs if f)

@@ -47,7 +47,9 @@ BIG_FACTOR = 2.0  # from this factor on, "6.3x slower"; below it, "15% slower"
 ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "helper-cpu",
          "helper-runqueue", "sleep", "external", "wait-other")
 SAME_DURATION = 0.05  # runs within 5% of each other's elapsed: a fixed-duration benchmark,
-#                       compared by thread time
+#                       compared by thread time, unless they did the same work (SAME_WORK)
+SAME_WORK = 0.05  # fsync calls and bytes written within 5%: the same job (a fixed amount of
+#                   work that happened to take as long), compared by elapsed
 TOP_SYSCALLS = 3  # wait-other evidence: the syscalls whose time changed most
 COMMAND_CHARS = 70  # commands quoted in a configuration line are cut to this length
 
@@ -288,6 +290,25 @@ def _category_lines(a: Mapping[str, Any], b: Mapping[str, Any],
     return out
 
 
+def _work(r: Mapping[str, Any]) -> tuple[int, int]:
+    """What a run did: its fsync-family calls and the bytes its requests wrote."""
+    calls = int((r.get("fsync") or {}).get("count") or 0)
+    written = sum(int(c.get("write_bytes") or 0) for c in (r.get("requests") or {}).values()
+                  if isinstance(c, Mapping))
+    return calls, written
+
+
+def _same_work(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether A and B did the same work (each of _work within SAME_WORK): then a like
+    elapsed time is a result (the same job, as fast), not a fixed duration. A
+    fixed-duration benchmark does more or less work in its time (pgbench with
+    synchronous_commit off: 30 times the fsync calls)."""
+    def close(x: int, y: int) -> bool:
+        return max(x, y) <= (1 + SAME_WORK) * min(x, y) if min(x, y) > 0 else x == y
+    (ca, wa), (cb, wb) = _work(a), _work(b)
+    return close(ca, cb) and close(wa, wb)
+
+
 def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]
                        ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Runs of about the same elapsed time (a fixed-duration benchmark): what differs is
@@ -518,7 +539,8 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
     basis = "elapsed"
     basis_note: dict[str, Any] | None = None
     if (a.get("thread_time") and b.get("thread_time") and min(ea, eb) > 0
-            and max(ea, eb) <= (1 + SAME_DURATION) * min(ea, eb)):
+            and max(ea, eb) <= (1 + SAME_DURATION) * min(ea, eb)
+            and not _same_work(a, b)):
         basis = "thread_time"
         basis_note, lines = _thread_time_lines(a, b)
         # Elapsed is the run's fixed length, not a result: say so, not "within 2%".

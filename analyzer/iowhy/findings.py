@@ -189,10 +189,15 @@ def _placement_findings(r: Mapping[str, Any], add: Callable[..., None]) -> None:
         npos = sum(int((pl.get(c) or {}).get("positioned_requests") or 0)
                    for c in ("data", "metadata", "log"))
         per_pair = min(dat, pos // npos) if npos else 0
+        # Why they were apart is not in the pairs: fsync calls send each file's writes
+        # out on their own, so with them a missed merge is not the workload's to make.
+        calls = int((r.get("fsync") or {}).get("count") or 0)
+        why = (f"; the run's {_n(calls)} fsync-family calls send writes out one file at a "
+               "time" if calls else ": a larger batch of writes would have merged them")
         add("locality", min(loc["late_pairs"] * per_pair, pos),
             f"{loc['late_share']:.0%} of {_n(loc['adjacent_pairs'])} write pairs adjacent on "
-            f"disk were issued more than {loc['gap_ns'] / 1e6:g} ms apart: they could have "
-            "merged and did not", late_pairs=loc["late_pairs"],
+            f"disk were issued more than {loc['gap_ns'] / 1e6:g} ms apart, too far apart to "
+            f"merge{why}", late_pairs=loc["late_pairs"],
             adjacent_pairs=loc["adjacent_pairs"])
     ratio = r.get("metadata_data_ratio")
     if ratio is not None and ratio >= 0.5:

@@ -495,3 +495,14 @@ def test_interval_on_a_trace_without_wakers_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("iowhy: ") and "no wakeup links" in err[0]
     assert "Traceback" not in "\n".join(err)
+
+
+def test_compare_of_the_same_work_in_about_the_same_time_is_by_elapsed(tmp_path):
+    # Two runs of the same job (the same fsync calls and bytes written) that took about
+    # as long are no fixed-duration benchmark: compared by elapsed, "within 2%".
+    from iowhy.compare import compare
+    a = run(_bench(tmp_path / "a.iowt", False))
+    b = run(_bench(tmp_path / "b.iowt", False))
+    c = compare(a, b)
+    assert c["basis"] == "elapsed" and c["basis_note"] is None
+    assert c["explanations"][0]["text"].startswith("no difference")
