@@ -1164,6 +1164,26 @@ static __always_inline int current_is_helper(int btf, __u64 now)
 	return cs && cs->helper_until_ns > now;
 }
 
+/* Open an off-CPU interval of helper `t` at `now` (its state `state`, flags `f`). */
+static __always_inline void open_helper(int btf, struct task_struct *t, struct task_state *st,
+					__u32 state, __u64 now, __u16 f)
+{
+	f |= IOWHY_OFF_HELPER;
+	if ((state & 0x2) && !(state & 0x400))
+		f |= IOWHY_OFF_D;
+	st->off_ns = now;
+	st->off_state = state;
+	st->off_flags = f;
+	st->off_sys_nr = -1;
+	st->waking_ns = 0;
+	st->waker_tgid = 0;
+	st->waker_tid = 0;
+	st->waker_ctx = 0;
+	st->waker_rq_depth = 0;
+	st->run_ns = RD(btf, t, se.sum_exec_runtime);
+	__sync_fetch_and_add(&helpers_open, 1);
+}
+
 static __always_inline void blocked_dec(struct task_state *st)
 {
 	if (st->counted) {
@@ -1531,25 +1551,13 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 		st = task_state_of(prev, tid, 0);
 		if (st && !st->off_ns && st->helper_until_ns > (now = bpf_ktime_get_ns())) {
 			__u32 state = get_task_state(btf, prev);
-			__u16 f = IOWHY_OFF_HELPER;
+			__u16 f = 0;
 
 			if (preempt || state == 0)
 				f |= IOWHY_OFF_PREEMPT;
 			if (task_in_iowait(btf, prev))
 				f |= IOWHY_OFF_IOWAIT;
-			if ((state & 0x2) && !(state & 0x400))
-				f |= IOWHY_OFF_D;
-			st->off_ns = now;
-			st->off_state = state;
-			st->off_flags = f;
-			st->off_sys_nr = -1;
-			st->waking_ns = 0;
-			st->waker_tgid = 0;
-			st->waker_tid = 0;
-			st->waker_ctx = 0;
-			st->waker_rq_depth = 0;
-			st->run_ns = RD(btf, prev, se.sum_exec_runtime);
-			__sync_fetch_and_add(&helpers_open, 1);
+			open_helper(btf, prev, st, state, now, f);
 		}
 	}
 	tgid = RD(btf, next, tgid);
@@ -1606,19 +1614,8 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 			 * what it does next are recorded from the hand-off on (its sleep
 			 * before is not: the interval's start is this waking).
 			 */
-			if (st && !st->off_ns) {
-				__u32 state = get_task_state(btf, p);
-
-				st->off_ns = now;
-				st->off_state = state;
-				st->off_flags = IOWHY_OFF_HELPER;
-				if ((state & 0x2) && !(state & 0x400))
-					st->off_flags |= IOWHY_OFF_D;
-				st->off_sys_nr = -1;
-				st->waking_ns = 0;
-				st->run_ns = RD(btf, p, se.sum_exec_runtime);
-				__sync_fetch_and_add(&helpers_open, 1);
-			}
+			if (st && !st->off_ns)
+				open_helper(btf, p, st, get_task_state(btf, p), now, 0);
 		}
 		if (!helpers_open)
 			return;
