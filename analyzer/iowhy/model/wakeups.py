@@ -304,7 +304,9 @@ def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_hel
     act, s, e = act[o], s[o], e[o]
     c = {f: np.asarray(v)[o] for f, v in c.items()}
     ek = tl.keys(act, np.maximum(e, s))
-    prev = np.concatenate(([np.iinfo(I64).min], np.maximum.accumulate(ek)[:-1]))
+    # The latest end before each interval, keyed; before the first, its own start (not
+    # the smallest int64: minus an actor's key offset that would wrap around).
+    prev = np.concatenate((tl.keys(act[:1], s[:1]), np.maximum.accumulate(ek)[:-1]))
     s = np.maximum(s, prev - act.astype(I64) * tl.span + tl.origin)
     e = np.maximum(e, s)
     flags = c["flags_u16"].astype(np.int64)

@@ -1,0 +1,34 @@
+"""model/wakeups.py: the timelines the causal engine walks, checked on hand-built traces
+whose answer is worked out in the comments."""
+
+from __future__ import annotations
+
+from iowhy import abi
+
+import tracebuilder as tb
+
+K, T = abi.WCTX_SOFTIRQ, abi.WCTX_TASK
+FSYNC = 74
+
+
+def test_a_helpers_first_interval_stays_where_it_happened(tmp_path):
+    # Twelve workload threads, so that a helper's actor key offset (its index times the
+    # window's span) exceeds the window's start: the first helper interval was once
+    # moved past the window (an int64 wrap-around) and the helper read as on CPU.
+    # The root (100) waits [1010, 1050), woken by the helper (300); the helper is
+    # recorded only [1020, 1040), waiting on a data write [1022, 1040) whose completion
+    # wakes it. So: [1020, 1040) data 20 (the wait before the write's issue is the
+    # write's too: it is no flush-sequenced request); the helper's time outside its
+    # recorded stretch, [1010, 1020) and [1040, 1050), "(not recorded)" 20, with no
+    # device busy then to charge it to; cpu 10 + 50.
+    tasks = [tb.task(100, 1000)] + [tb.task(t, 1000, abi.TASK_FORK) for t in range(101, 112)]
+    offs = [tb.off(100, 1010, 1050, waker=300, ctx=T, comm="kworker/u4:2", syscall=FSYNC)]
+    helpers = [tb.off(300, 1020, 1040, ctx=K, rq_seq=1)]
+    helpers[0]["flags_u16"] |= abi.OFF_HELPER
+    reqs = [tb.req(1022, 1040, seq=1, flags=0, tid=300)]
+    r = tb.run(tb.write_trace(tmp_path / "t.iowt", requests=reqs, offcpu=offs, tasks=tasks,
+                              helpers=helpers))
+    tb.assert_sums(r)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    assert att == {"cpu": 60, "data": 20, "wait-other": 20}, att
+    assert r["wait_other_by_waker_ns"] == {"(not recorded)": 20}
