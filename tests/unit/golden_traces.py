@@ -49,15 +49,18 @@ def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) ->
 
 def write_trace(path: Path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(),
                 journal=(), offcpu=(), tasks=None, meta_obj=None, counters=None,
-                trailer: bool = True, command=("star", "-x"), pid: int = 100) -> None:
+                trailer: bool = True, command=("star", "-x"), pid: int = 100, helpers=(),
+                threads=(), recorder=None) -> None:
     w = TraceWriter(str(path))
     w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid})
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid,
+                                      **(recorder or {})})
     if tasks is None:
         tasks = [task(pid, start)]
     for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),
                         (abi.JOURNAL_DTYPE, journal), (abi.OFFCPU_DTYPE, offcpu),
-                        (abi.TASK_DTYPE, tasks)):
+                        (abi.TASK_DTYPE, tasks), (abi.HELPER_DTYPE, helpers),
+                        (abi.THREAD_DTYPE, threads)):
         if rows:
             w.write_records(records(dtype, list(rows)))
     tr: dict[str, Any] | None = None
@@ -364,6 +367,185 @@ def _pair(p: Path, *, flushes: int, write_cache: str, extra_cpu_ms: int = 0,
                 tasks=[task(100, T0)], meta_obj=m, command=("star", "-x", "-f", "linux.tar"))
 
 
+# -- causal traces: every rule of the causal engine (model/wakeups.py), seeded ---------------
+
+C0 = 5_000_000_000  # the window starts 5 s after boot, as a recording's would
+US = 1_000
+H, K, T = abi.WCTX_HARDIRQ, abi.WCTX_SOFTIRQ, abi.WCTX_TASK
+_SYS = {"fsync": 74, "pwrite": 18, "read": 0, "futex": 202, "wait4": 61,
+        "clock_nanosleep": 230, "poll": 7, "fdatasync": 75}
+UPPER = (7, 1)
+
+
+def _stack_meta() -> dict[str, Any]:
+    m = meta()
+    m["devices"].append({"name": "loop1", "major": UPPER[0], "minor": UPPER[1],
+                         "size_bytes": 1 << 28, "rotational": 0, "write_cache": "write back",
+                         "fua": 0, "kind": "loop",
+                         "loop": {"backing_file": "/mnt/t/img", "offset_bytes": 0,
+                                  "sizelimit_bytes": 0, "dio": 0, "backing_dev_major": PART[0],
+                                  "backing_dev_minor": PART[1], "backing_ino": 12,
+                                  "backing_disk": "sdz", "backing_part_start_sector": 2048}})
+    up = dict(m["filesystems"][0])
+    up.update({"source": "/dev/loop1", "mountpoint": "/mnt/up", "dev_major": UPPER[0],
+               "dev_minor": UPPER[1], "st_dev_major": UPPER[0], "st_dev_minor": UPPER[1],
+               "disk": "loop1", "disk_major": UPPER[0], "disk_minor": UPPER[1],
+               "part_start_sector": 0,
+               "log": {"kind": "jbd2", "ranges": [[500_000, 600_000]], "fc_ranges": []}})
+    m["filesystems"].append(up)
+    m["stack"] = [{"upper": "loop1", "lower": "sdz", "via": "loop",
+                   "lower_dev_major": PART[0], "lower_dev_minor": PART[1]}]
+    return m
+
+
+def _causal(p: Path, seed: int, nthreads: int, nhelpers: int, span_us: int,
+            stack: bool) -> None:
+    """Workload threads (100, 101, ...) and helpers (jbd2, kworkers, a loop worker) that
+    alternate CPU bursts and waits of every kind the engine tells apart: a request's
+    completion (flushes, flush-sequenced writes, a loop device's requests when `stack`),
+    an interrupt with or without iowait, a timer, another workload thread (chains of
+    them, deeper than the depth bound), a recorded or an unrecorded helper, another
+    filesystem's jbd2, an outside process, a task-context I/O completion, preemption,
+    no waker seen (in futex, wait4, a sleep, fsync), still blocked at the end; some
+    threads born and ended inside the window, one asleep from the start, one damaged
+    overlap."""
+    rng = np.random.default_rng(seed)
+    end = C0 + span_us * US
+    wt = list(range(100, 100 + nthreads))
+    ht = list(range(300, 300 + nhelpers))
+    hname = ["jbd2/sdz1-8", "kworker/u4:2", "loop1", "kworker/1:1H", "xfsaild/sdz1"]
+    birth = {t: C0 if i < 2 else C0 + int(rng.integers(0, span_us // 4)) * US
+             for i, t in enumerate(wt)}
+    death = {t: end if i % 3 else int(end - rng.integers(0, span_us // 5) * US)
+             for i, t in enumerate(wt)}
+    death[wt[0]] = end
+    requests: list[dict[str, Any]] = []
+    offs: list[dict[str, Any]] = []
+    helpers: list[dict[str, Any]] = []
+    seq = [1]
+
+    def request(a: int, b: int, upper: bool, kind: int) -> int:
+        s = seq[0]
+        seq[0] += 1
+        dev = UPPER if upper else DEV
+        if kind == 0:  # a cache flush
+            requests.append(req(a, b, op=abi.OP_FLUSH, seq=s, dev=dev, flags=0))
+        elif kind == 1:  # a flush-sequenced journal write: pre-flush, data, post-flush
+            requests.append(req(a + (b - a) // 3, b, submit=a, data_done=a + (b - a) // 2,
+                                sector=LOG_RANGE[0] + 8 * s, seq=s, dev=dev,
+                                iflags=abi.F_META | abi.F_PREFLUSH | abi.F_FUA,
+                                flags=abi.RQ_FLUSH_SEQ))
+            f = seq[0]
+            seq[0] += 1
+            requests.append(req(a, a + (b - a) // 3, op=abi.OP_FLUSH, seq=f, dev=dev, flags=0))
+        elif kind == 2:  # metadata
+            requests.append(req(a, b, sector=int(rng.integers(0, 1 << 20)), seq=s, dev=dev,
+                                iflags=abi.F_META))
+        elif kind == 3:  # a read
+            requests.append(req(a, b, op=abi.OP_READ, sector=int(rng.integers(0, 1 << 20)),
+                                seq=s, dev=dev))
+        else:  # data
+            requests.append(req(a, b, sector=int(rng.integers(0, 1 << 20)), seq=s, dev=dev))
+        if upper:  # the loop worker's I/O of the backing file below it
+            t = a + (b - a) // 4
+            requests.append(req(t, t + (b - a) // 3, sector=int(rng.integers(0, 1 << 20)),
+                                seq=seq[0], flags=0, tid=ht[2]))
+            seq[0] += 1
+        return s
+
+    def wait(tid: int, s: int, e: int, pool: list[int], helper: bool) -> dict[str, Any]:
+        k = int(rng.integers(0, 15))
+        sysc = _SYS[str(rng.choice(list(_SYS)))]
+        w = s + int((e - s) * rng.uniform(0.6, 1.0))
+        if k <= 2:  # a request's completion
+            r = request(s + (w - s) // 5, w, stack and k == 2, int(rng.integers(0, 5)))
+            return off(tid, s, e, w, syscall=sysc, ctx=K, rq_seq=r,
+                       flags=abi.OFF_IOWAIT if k else 0)
+        if k == 3:  # an interrupt, in iowait: no request linked
+            return off(tid, s, e, w, syscall=sysc, ctx=H, flags=abi.OFF_IOWAIT)
+        if k == 4:  # a timer
+            return off(tid, s, e, w, syscall=_SYS["clock_nanosleep"], ctx=H)
+        if k in (5, 6):  # another workload thread
+            o = int(rng.choice([t for t in wt if t != tid]))
+            return off(tid, s, e, w, syscall=_SYS["futex"] if k == 5 else _SYS["wait4"],
+                       waker=o, ctx=T, comm="worker")
+        if k in (7, 8):  # a recorded helper
+            h = int(rng.choice(ht))
+            return off(tid, s, e, w, syscall=sysc, waker=h, ctx=T, comm=hname[h - 300])
+        if k == 9:  # a kernel helper never recorded
+            return off(tid, s, e, w, syscall=sysc, waker=777, ctx=T, comm="kworker/0:7")
+        if k == 10:  # another filesystem's journal thread
+            return off(tid, s, e, w, syscall=sysc, waker=778, ctx=T, comm="jbd2/vdq1-8")
+        if k == 11:  # an outside process, or an I/O completion run in its context
+            return off(tid, s, e, w, syscall=sysc, waker=900, ctx=T, comm="postgres",
+                       flags=abi.OFF_IOWAIT if rng.random() < 0.5 else 0)
+        if k == 12:  # preempted
+            return off(tid, s, e, syscall=sysc, preempt=True)
+        # no waker seen
+        unseen_in = [_SYS["futex"], _SYS["wait4"], _SYS["clock_nanosleep"], _SYS["fsync"]]
+        o = off(tid, s, e, w, syscall=int(rng.choice(unseen_in)))
+        o["waker_tid"] = o["waker_tgid"] = 0
+        if helper:
+            o["flags_u16"] |= abi.OFF_HELPER
+        return o
+
+    for t in wt + ht:
+        helper = t in ht
+        at = C0 + int(rng.integers(0, 200)) * US if helper else birth[t]
+        stop = end if helper else death[t]
+        run_total = 0
+        pool = wt if helper else wt + ht
+        while True:
+            burst = int(rng.integers(1, 40)) * US
+            at += burst
+            run_total += burst
+            ln = int(rng.integers(5, 400)) * US
+            if at + ln >= stop:
+                break
+            o = wait(t, at, at + ln, pool, helper)
+            if helper:
+                o["run_total_ns"] = run_total
+                helpers.append(o)
+            else:
+                offs.append(o)
+            at += ln
+            if helper and rng.random() < 0.1:  # a stretch not recorded
+                at += int(rng.integers(50, 500)) * US
+    # Still blocked at the end, never woken: the root's last wait, a futex.
+    last = max(o["end_ns"] for o in offs if o["tid"] == wt[0])
+    o = off(wt[0], last + 2 * US, 0, syscall=_SYS["futex"])
+    o["waking_ns"], o["end_ns"], o["ts_ns"] = 0, 0, end
+    offs.append(o)
+    # A damaged overlap: an interval starting before the thread's previous one ended.
+    o1 = [o for o in offs if o["tid"] == wt[1]]
+    if len(o1) > 3:
+        offs.append(off(wt[1], o1[2]["start_ns"] - 3 * US, o1[2]["start_ns"] + 3 * US,
+                        ctx=H, syscall=_SYS["poll"]))
+    tasks = [task(wt[0], C0)]
+    for t in wt[1:]:
+        tasks.append(task(t, birth[t], abi.TASK_FORK))
+    for t in wt:
+        if death[t] < end:
+            tasks.append(task(t, death[t], abi.TASK_EXIT))
+    # A thread asleep in read from before the start, never woken.
+    threads = [{"tid": 555, "tgid": 100, "state_u8": ord("S"), "syscall_nr": _SYS["read"],
+                "ts_ns": C0}]
+    requests.sort(key=lambda r: r["done_ns"])
+    offs.sort(key=lambda o: (o["ts_ns"], o["tid"]))
+    helpers.sort(key=lambda o: (o["ts_ns"], o["tid"]))
+    write_trace(p, start=C0, end=end, requests=requests, offcpu=offs, tasks=tasks,
+                helpers=helpers, threads=threads, pid=wt[0],
+                meta_obj=_stack_meta() if stack else meta(), recorder={"attach_mode": "command"})
+
+
+def causal_mix(p: Path) -> None:
+    _causal(p, seed=7, nthreads=12, nhelpers=5, span_us=60_000, stack=False)
+
+
+def causal_stack(p: Path) -> None:
+    _causal(p, seed=11, nthreads=6, nhelpers=5, span_us=40_000, stack=True)
+
+
 TRACES: dict[str, Callable[[Path], None]] = {
     "overlap": overlap,
     "flush_share": flush_share,
@@ -380,12 +562,15 @@ TRACES: dict[str, Callable[[Path], None]] = {
     "big_blocked": big_blocked,
     "pair_a": pair_a,
     "pair_b": pair_b,
+    "causal_mix": causal_mix,
+    "causal_stack": causal_stack,
 }
 
 # (A, B) pairs of `iowhy compare`.
 COMPARE_PAIRS = (("pair_a", "pair_b"), ("overlap", "flush_share"), ("busy", "big"),
                  ("big", "big_blocked"),
-                 ("fsync_ext4", "xfs_force"), ("fsync_ext4", "ext4_no_commit_xfs_busy"))
+                 ("fsync_ext4", "xfs_force"), ("fsync_ext4", "ext4_no_commit_xfs_busy"),
+                 ("causal_mix", "causal_stack"))
 
 # `iowhy hist` argument lists, run on the traces named.
 HIST_TRACES = ("busy", "big", "big_blocked", "fsync_ext4", "xfs_force", "seeks", "lost_completion",
