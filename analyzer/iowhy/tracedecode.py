@@ -53,7 +53,7 @@ def _transpose(data: bytes, rec_size: int, count: int) -> bytes:
     return np.frombuffer(data, np.uint8).reshape(count, rec_size).T.tobytes()
 
 
-def _untranspose(data: bytes, rec_size: int, count: int) -> bytes:
+def _untranspose(data: bytes | memoryview, rec_size: int, count: int) -> bytes:
     return np.frombuffer(data, np.uint8).reshape(rec_size, count).T.tobytes()
 
 
@@ -159,9 +159,11 @@ def compact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
                     + [np.hstack([s[:, a:b] for a, b in rows]).tobytes()])
 
 
-def uncompact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
-    """The records of a compacted chunk's data, in the order written; None if the data
-    cannot be one (an unknown type or size, a wrong length, a group number out of range)."""
+def uncompact(data: bytes | memoryview, ctype: int, rec_size: int, count: int
+              ) -> memoryview | None:
+    """The records of a compacted chunk's data, in the order written (the bytes of a new
+    array, not copied again); None if the data cannot be one (an unknown type or size, a
+    wrong length, a group number out of range)."""
     spec = COMPACT_SPECS.get(ctype)
     if (spec is None or not 1 <= count <= COMPACT_MAX_COUNT
             or rec_size != abi.RECORD_TYPES[ctype][1].itemsize
@@ -189,10 +191,10 @@ def uncompact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | Non
     ts = w[:, _TS].copy()
     for off in spec.rel:
         w[:, off // 8] = _rel(w[:, off // 8], ts)
-    rows_v = s.view(f"V{rec_size}")[:, 0]  # a record as one element: moved whole
-    out = np.empty_like(rows_v)
-    out[np.argsort(groups, kind="stable")] = rows_v
-    return out.tobytes()
+    # Records moved whole, as rows of 8-byte words (record sizes are multiples of 8).
+    out = np.empty_like(w)
+    out[np.argsort(groups, kind="stable")] = w
+    return out.reshape(-1).view(np.uint8).data
 
 
 def _json_chunk(buf: Any, n: int) -> dict[str, Any] | None:

@@ -395,7 +395,8 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
                 dmg.unknown_chunks += 1
                 continue
-            data = _unzstd(payload, plen, dlen) if dlen <= budget else None
+            data: bytes | memoryview | None = (_unzstd(payload, plen, dlen) if dlen <= budget
+                                               else None)
             if data is None:
                 dmg.undecodable_chunks += 1
                 continue
