@@ -113,9 +113,8 @@ class Timeline:
     unseen: int = 0  # blocked intervals of workload threads whose waker was not seen
     unseen_ns: int = 0
     intervals: int = 0  # off-CPU intervals of workload threads
-    linked: list[np.ndarray] = field(default_factory=list)  # requests (Requests indices)
-    #                                                         whose completion woke a wait
     devices: tuple[str, ...] = ()  # names of the devices the trace describes (foreign_jbd2)
+    _kstart: np.ndarray | None = None  # keyed start of each segment (key_starts)
 
     def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(actor index, found) of each tid."""
@@ -128,6 +127,23 @@ class Timeline:
 
     def keys(self, actor: np.ndarray, t: np.ndarray) -> np.ndarray:
         return actor.astype(I64) * self.span + (t - self.origin)
+
+    def key_starts(self) -> np.ndarray:
+        """The keyed start of every segment (sorted: the segments are in (actor, start)
+        order), made once. A segment's keyed end is its keyed start plus its length:
+        the segments of an actor tile its covered time, so no second array is kept."""
+        if self._kstart is None or len(self._kstart) != len(self.a):
+            self._kstart = self.keys(self.actor, self.a)
+        return self._kstart
+
+    def first_segment(self, kq: np.ndarray) -> np.ndarray:
+        """Per keyed time: the first segment ending after it (of its actor or a later
+        one)."""
+        ks = self.key_starts()
+        j = np.searchsorted(ks, kq, side="right") - 1
+        jc = np.maximum(j, 0)
+        inside = (j >= 0) & (ks[jc] + (self.b[jc] - self.a[jc]) > kq)
+        return np.where(inside, j, j + 1)
 
 
 def asleep_at_start(off: Mapping[str, np.ndarray], thread: Mapping[str, np.ndarray],
@@ -175,51 +191,288 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     """The timelines of the workload's threads (off: their offcpu columns, tasks: their
     task events) and of the helpers (helper records), with each blocked segment's cause.
     devices: the names of the devices (and partitions) the trace describes (a jbd2
-    thread of any other is not followed: foreign_jbd2)."""
+    thread of any other is not followed: foreign_jbd2).
+
+    Work: one stable sort of the intervals by (actor, start); every segment is then
+    written straight to its place (_lay_out), so the segments come out sorted."""
     from ..views.workload import task_lifetimes
     helper = helper if helper is not None and len(helper.get("tid", ())) else _empty_cols()
     w0, w1 = window.start_ns, window.end_ns
     wtids, wbirth, wdeath = task_lifetimes(tasks, off, window)
     htid_all = np.asarray(helper["tid"]).astype(I64)
-    hkeep = ~np.isin(htid_all, wtids)  # a workload thread is never a helper
-    htids = small_unique(htid_all[hkeep])
+    hsel = np.flatnonzero(~np.isin(htid_all, wtids))  # a workload thread is never a helper
+    htids = small_unique(htid_all[hsel])
     tids = np.concatenate((wtids, htids))
     nw = len(wtids)
     span = key_span(w0, w1)
     check_keyed(len(tids), span)
-    names = _Names()
-    cols = []
-    for src, keep, is_helper in ((off, None, False), (helper, hkeep, True)):
-        c = {f: np.asarray(src[f]) if f in src else np.zeros(len(src["tid"]),
-                                                             abi.OFFCPU_DTYPE[f])
-             for f in WAKE_FIELDS}
-        if keep is not None:
-            c = {f: v[keep] for f, v in c.items()}
-        cols.append((c, is_helper))
-    # Actor of each interval; helper actors' covered time: first to last interval.
+    # The intervals of both kinds as one set of columns: the workload's, then the helpers'.
+    n_off = len(off["tid"])
+    c: dict[str, np.ndarray] = {}
+    for f in WAKE_FIELDS:
+        parts = [np.asarray(src[f]) if f in src
+                 else np.zeros(len(src["tid"]), abi.OFFCPU_DTYPE[f]) for src in (off, helper)]
+        c[f] = np.concatenate((parts[0], parts[1][hsel]))
+    act = np.empty(len(c["tid"]), I64)
+    act[:n_off] = np.searchsorted(wtids, c["tid"][:n_off].astype(I64))
+    act[n_off:] = nw + np.searchsorted(htids, c["tid"][n_off:].astype(I64))
+    # Helper actors' covered time: first to last interval.
     hb = np.full(len(htids), w1, I64)
     hd = np.full(len(htids), w0, I64)
     if len(htids):
-        hc = cols[1][0]
-        hi = np.searchsorted(htids, hc["tid"].astype(I64))
-        np.minimum.at(hb, hi, np.clip(hc["start_ns"].astype(I64), w0, w1))
-        e = hc["end_ns"].astype(I64)
+        hi = act[n_off:] - nw
+        np.minimum.at(hb, hi, np.clip(c["start_ns"][n_off:].astype(I64), w0, w1))
+        e = c["end_ns"][n_off:].astype(I64)
         np.maximum.at(hd, hi, np.clip(np.where(e > 0, e, w1), w0, w1))
         hd = np.maximum(hd, hb)
-    birth = np.concatenate((wbirth, hb))
-    death = np.concatenate((wdeath, hd))
     tl = Timeline(origin=w0, span=span, tids=tids, helper=np.arange(len(tids)) >= nw,
-                  birth=birth, death=death, actor=np.zeros(0, np.int32),
-                  a=np.zeros(0, I64), b=np.zeros(0, I64), cat=np.zeros(0, np.int8),
-                  target=np.zeros(0, np.int32), detail=np.zeros(0, np.int32),
-                  sys=np.zeros(0, np.int32), devices=tuple(devices))
-    parts = []
-    for c, is_helper in cols:
-        act = tl.actor_of(c["tid"].astype(I64))[0]
-        parts.append(_segments(tl, act.astype(np.int32), c, is_helper, rq_link, names, arch))
-    _gaps_and_sort(tl, parts)
+                  birth=np.concatenate((wbirth, hb)), death=np.concatenate((wdeath, hd)),
+                  actor=np.zeros(0, np.int32), a=np.zeros(0, I64), b=np.zeros(0, I64),
+                  cat=np.zeros(0, np.int8), target=np.zeros(0, np.int32),
+                  detail=np.zeros(0, np.int32), sys=np.zeros(0, np.int32),
+                  devices=tuple(devices))
+    is_helper = np.arange(len(act)) >= n_off
+    iv = _intervals(tl, act, c, is_helper)
+    del act, is_helper
+    names = _Names()
+    cat, target, detail = _causes(tl, iv, rq_link, names, arch)
+    _lay_out(tl, iv, cat, target, detail, rq_link)
     tl.details = names.names
     return tl
+
+
+@dataclass
+class _Intervals:
+    """Off-CPU intervals sorted by (actor, start), clipped to their actor's covered
+    time and to each other: an interval starts no earlier than its actor's previous one
+    ends (a damaged overlap), so they never overlap."""
+
+    act: np.ndarray  # int64 actor
+    s: np.ndarray  # switch-out
+    w: np.ndarray  # waking (s for a preemption, e when never woken)
+    e: np.ndarray  # switch-in
+    woken: np.ndarray  # bool: woken in the window, not preempted
+    helper: np.ndarray  # bool: a helper's interval
+    sysnr: np.ndarray  # int32: the syscall it was in; -3 for a helper
+    c: dict[str, np.ndarray]  # the record columns (WAKE_FIELDS) in this order
+
+
+def _intervals(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray],
+               helper: np.ndarray) -> _Intervals:
+    lo, hi = tl.birth[act], tl.death[act]
+    s = np.clip(c["start_ns"].astype(I64), lo, hi)
+    e = c["end_ns"].astype(I64)
+    e = np.clip(np.where(e > 0, e, hi), lo, hi)
+    del lo, hi
+    # Stable: equal starts keep the records' order.
+    o = np.argsort(tl.keys(act, s), kind="stable")
+    act, s, e, helper = act[o], s[o], e[o], helper[o]
+    cols = {f: np.asarray(v)[o] for f, v in c.items()}
+    del o
+    ek = tl.keys(act, np.maximum(e, s))
+    # The latest end before each interval, keyed (the first interval: its own start).
+    prev = np.empty(len(ek), I64)
+    if len(ek):
+        prev[0] = ek[0] - np.maximum(e[0] - s[0], 0)
+        np.maximum.accumulate(ek[:-1], out=prev[1:])
+    s = np.maximum(s, prev - act * tl.span + tl.origin)
+    del ek, prev
+    e = np.maximum(e, s)
+    flags = cols["flags_u16"].astype(np.int64)
+    wk = cols["waking_ns"].astype(I64)
+    preempt = (flags & abi.OFF_PREEMPT) != 0
+    woken = (wk > 0) & ~preempt
+    w = np.where(woken, np.clip(wk, s, e), np.where(preempt, s, e))
+    # A helper's syscall is none of the workload's: the waiter's own names the wait.
+    sysnr = np.where(helper, -3, cols["syscall_nr"]).astype(np.int32)
+    return _Intervals(act, s, w, e, woken, helper, sysnr, cols)
+
+
+def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
+             detail: np.ndarray, link: "RequestLink") -> None:
+    """Store in tl the segments of every actor, in (actor, start) order: a head (on CPU
+    from its birth to its first interval, or to its death), then per interval its
+    blocked pieces, its runnable part and the gap to the next interval (on CPU; for a
+    helper, only for the growth of its CPU total, run_total_ns, and the rest of the gap
+    a stretch not recorded) or to the actor's death. Each segment is written to its
+    place, found by a cumulative count: no sort. Empty segments are left out."""
+    act, s, w, e, helper = iv.act, iv.s, iv.w, iv.e, iv.helper
+    n = len(act)
+    nact = len(tl.tids)
+    blocked = w > s
+    wk = ~helper
+    tl.intervals += int(wk.sum())
+    un = wk & blocked & (detail == NOT_SEEN)
+    tl.unseen += int(un.sum())
+    tl.unseen_ns += int((w - s)[un].sum())
+    del wk, un
+    # Request links: the wait cut around the request's device stage (_linked_pieces).
+    rl = cat == -2
+    lq, lpa, lpb, lpc, ldet = _linked_pieces(s, w, np.where(rl, target, -1), rl & blocked,
+                                             link)
+    plain = blocked & ~rl
+    nb = plain.astype(I64)
+    if len(lq):
+        nb += np.bincount(lq, minlength=n)
+    # The gap after each interval: to the actor's next interval, else its death.
+    first = np.ones(n, bool)
+    first[1:] = act[1:] != act[:-1]
+    last = np.ones(n, bool)
+    last[:-1] = first[1:]
+    nxt_s = np.empty(n, I64)
+    nxt_s[:-1] = s[1:]
+    nxt_s = np.where(last, tl.death[act], nxt_s)
+    rt = iv.c["run_total_ns"].astype(I64)
+    rt_next = np.empty(n, I64)
+    rt_next[:-1] = rt[1:]
+    split = helper & ~last & (rt > 0) & (rt_next >= rt)
+    cpu_end = np.where(split, np.minimum(nxt_s, e + (rt_next - rt)), nxt_s)
+    del rt, rt_next, split
+    runq = e > w
+    gcpu = cpu_end > e
+    gnr = nxt_s > cpu_end
+    # Heads: from each actor's birth to its first interval (or its death).
+    has = np.zeros(nact, bool)
+    has[act] = True
+    head_end = tl.death.copy()
+    head_end[act[first]] = s[first]
+    head = head_end > tl.birth
+    # Units in order: each actor's head, then its intervals. Count of segments of each.
+    ifirst = np.searchsorted(act, np.arange(nact))  # each actor's first interval
+    upos_head = ifirst + np.arange(nact)
+    upos_iv = np.arange(n) + act + 1
+    cnt = np.zeros(n + nact, I64)
+    cnt[upos_head] = head
+    cnt[upos_iv] = nb + runq + gcpu + gnr
+    off = np.zeros(n + nact, I64)
+    np.cumsum(cnt[:-1], out=off[1:])
+    total = int(off[-1] + cnt[-1]) if len(cnt) else 0
+    del cnt
+    oa = np.empty(total, np.int32)
+    ob = np.empty(total, I64)
+    ox = np.empty(total, I64)
+    ocat = np.empty(total, np.int8)
+    otg = np.full(total, -1, np.int32)
+    odet = np.full(total, -1, np.int32)
+    osys = np.full(total, -3, np.int32)
+    hcpu = np.where(tl.helper, HCPU, CPU).astype(np.int8)
+
+    def put(pos: np.ndarray, actor: np.ndarray, a: np.ndarray, b: np.ndarray, k: Any,
+            tg: Any = -1, det: Any = -1, sy: Any = -3) -> None:
+        oa[pos], ox[pos], ob[pos], ocat[pos] = actor, a, b, k
+        if not np.isscalar(tg) or tg != -1:
+            otg[pos] = tg
+        if not np.isscalar(det) or det != -1:
+            odet[pos] = det
+        if not np.isscalar(sy) or sy != -3:
+            osys[pos] = sy
+
+    h = np.flatnonzero(head)
+    put(off[upos_head[h]], h, tl.birth[h], head_end[h], hcpu[h])
+    base = off[upos_iv]
+    i = np.flatnonzero(plain)
+    put(base[i], act[i], s[i], w[i], cat[i], target[i], detail[i], iv.sysnr[i])
+    if len(lq):
+        # Pieces of an interval are consecutive and in time order in lq.
+        starts = np.ones(len(lq), bool)
+        starts[1:] = lq[1:] != lq[:-1]
+        grp = np.cumsum(starts) - 1
+        rank = np.arange(len(lq)) - np.flatnonzero(starts)[grp]
+        put(base[lq] + rank, act[lq], lpa, lpb, lpc, -1, ldet, iv.sysnr[lq])
+    base = base + nb
+    i = np.flatnonzero(runq)
+    rq_cat = np.where(helper[i], HRUNQ, RUNQ).astype(np.int8)
+    put(base[i], act[i], w[i], e[i], rq_cat, -1, -1, iv.sysnr[i])
+    base = base + runq
+    i = np.flatnonzero(gcpu)
+    put(base[i], act[i], e[i], cpu_end[i], hcpu[act[i]])
+    base = base + gcpu
+    i = np.flatnonzero(gnr)
+    put(base[i], act[i], cpu_end[i], nxt_s[i], OTHER, -1, NOT_RECORDED)
+    tl.actor, tl.a, tl.b, tl.cat = oa, ox, ob, ocat
+    tl.target, tl.detail, tl.sys = otg, odet, osys
+
+
+def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray,
+                   link: "RequestLink"
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of the waits [s, w) ended by a request's completion (sel; rq: the
+    request's index in link), as (interval, start, end, category, detail), sorted by
+    interval then time: a request of a carrier device, by what the devices below did
+    over the wait (link.below) and its loop worker where they were idle (helper-cpu,
+    CARRIED); any other, its pre-flush and post-flush (outside the request's device
+    stage, a flush-sequenced request's) as barrier and its stage as its category, each
+    cut where a flush was in flight (link.flushing: barrier, it waited behind it)."""
+    k = np.flatnonzero(sel)
+    z = np.zeros(0, I64)
+    if not len(k):
+        return z, z, z, np.zeros(0, np.int8), np.zeros(0, np.int32)
+    r = rq[k]
+    out = []
+    carried = np.zeros(len(k), bool)
+    for d, (ss, se, sc) in link.below.items():
+        m = link.dev[r] == d
+        if not m.any():
+            continue
+        carried |= m
+        km = k[m]
+        qi, pa, pb, pc = cut_ordered(s[km], w[km], ss, se, sc,
+                                     np.full(len(km), HCPU, np.int8))
+        out.append((km[qi], pa, pb, pc, np.where(pc == HCPU, CARRIED, -1).astype(np.int32)))
+    k, r = k[~carried], r[~carried]
+    if len(k):
+        rc = link.cat[r]
+        pre_b = np.clip(link.stage_a[r], s[k], w[k])
+        post_a = np.clip(link.stage_b[r], pre_b, w[k])
+        outer = np.where(link.flush_seq[r], BARRIER, rc).astype(np.int8)
+        # Three parts per wait, interleaved so that one ordered cut keeps them in order.
+        qa = np.stack((s[k], pre_b, post_a), axis=1).ravel()
+        qb = np.stack((pre_b, post_a, w[k]), axis=1).ravel()
+        gc = np.stack((outer, rc, outer), axis=1).ravel()
+        fs, fe = link.flushing
+        qi, pa, pb, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), BARRIER, np.int8), gc)
+        out.append((k[qi // 3], pa, pb, pc, np.full(len(qi), -1, np.int32)))
+    cols = [np.concatenate(x) for x in zip(*out)]
+    if len(out) > 1:  # carrier groups and the rest: order by interval (stable in time)
+        o = np.argsort(cols[0], kind="stable")
+        cols = [x[o] for x in cols]
+    return cols[0], cols[1], cols[2], cols[3].astype(np.int8), cols[4].astype(np.int32)
+
+
+def cut_ordered(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
+                scat: np.ndarray, gap_cat: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each interval [a, b) cut by the states [ss, se) (disjoint, sorted) with their
+    categories scat; its time outside every state has its own gap_cat. Returns (index
+    of the interval, start, end, category) of the non-empty pieces, sorted by interval
+    then start: they tile each interval exactly. An interval meeting c states has
+    2c + 1 slots, gap and state alternating."""
+    a, b = np.asarray(a, I64), np.asarray(b, I64)
+    n = len(a)
+    if not len(ss):
+        keep = np.flatnonzero(b > a)
+        return keep, a[keep], b[keep], np.asarray(gap_cat)[keep].astype(np.int8)
+    lo = np.searchsorted(se, a, side="right")  # first state ending after a
+    hi = np.searchsorted(ss, b, side="left")  # first state starting at or after b
+    cnt = np.maximum(hi - lo, 0)
+    slots = 2 * cnt + 1
+    qi = np.repeat(np.arange(n), slots)
+    first = np.cumsum(slots) - slots
+    j = np.arange(len(qi)) - first[qi]
+    is_state = (j & 1) == 1
+    k = lo[qi] + (j >> 1)  # the state of an odd slot; the state after an even one
+    kc = np.minimum(k, len(ss) - 1)
+    kp = np.maximum(k - 1, 0)
+    aq, bq = a[qi], b[qi]
+    # A state: [max(a, ss), min(b, se)); a gap: from the state before (or a) to the
+    # state after (or b).
+    pa = np.where(is_state, np.maximum(aq, ss[kc]),
+                  np.where(j == 0, aq, np.minimum(bq, se[kp])))
+    pb = np.where(is_state, np.minimum(bq, se[kc]),
+                  np.where(j == slots[qi] - 1, bq, np.maximum(aq, ss[kc])))
+    pc = np.where(is_state, np.asarray(scat)[kc], np.asarray(gap_cat)[qi]).astype(np.int8)
+    keep = np.flatnonzero(pb > pa)
+    return qi[keep], pa[keep], pb[keep], pc[keep]
 
 
 class _Names:
@@ -232,7 +485,7 @@ class _Names:
     def codes(self, comm: np.ndarray) -> np.ndarray:
         if not len(comm):
             return np.zeros(0, np.int32)
-        u, inv = np.unique(comm, return_inverse=True)
+        u, inv = unique_names(comm)
         m = np.empty(len(u), np.int32)
         for i, raw in enumerate(u.tolist()):
             n = raw.rstrip(b"\0").decode("utf-8", "replace") or "(unnamed)"
@@ -240,7 +493,7 @@ class _Names:
                 self.index[n] = len(self.names)
                 self.names.append(n)
             m[i] = self.index[n]
-        return m[inv.ravel()]
+        return m[inv]
 
 
 @dataclass
@@ -287,136 +540,6 @@ class RequestLink:
         return np.where(self.seq[i] == seq, i, -1)
 
 
-Parts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-              np.ndarray]
-
-
-def _segments(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], is_helper: bool,
-              link: RequestLink, names: _Names, arch: str | None) -> tuple[Parts, np.ndarray]:
-    """The runnable and blocked segments of one kind of interval (workload or helper),
-    and the intervals' (actor, start, end) clipped for the on-CPU gaps."""
-    lo, hi = tl.birth[act], tl.death[act]
-    s = np.clip(c["start_ns"].astype(I64), lo, hi)
-    e = c["end_ns"].astype(I64)
-    e = np.clip(np.where(e > 0, e, hi), lo, hi)
-    # Damaged overlaps: an interval starts no earlier than its thread's previous end.
-    o = np.lexsort((s, act))
-    act, s, e = act[o], s[o], e[o]
-    c = {f: np.asarray(v)[o] for f, v in c.items()}
-    ek = tl.keys(act, np.maximum(e, s))
-    # The latest end before each interval, keyed; before the first, its own start (not
-    # the smallest int64: minus an actor's key offset that would wrap around).
-    prev = np.concatenate((tl.keys(act[:1], s[:1]), np.maximum.accumulate(ek)[:-1]))
-    s = np.maximum(s, prev - act.astype(I64) * tl.span + tl.origin)
-    e = np.maximum(e, s)
-    flags = c["flags_u16"].astype(np.int64)
-    wk = c["waking_ns"].astype(I64)
-    woken = (wk > 0) & ((flags & abi.OFF_PREEMPT) == 0)
-    w = np.where(woken, np.clip(wk, s, e), np.where((flags & abi.OFF_PREEMPT) != 0, s, e))
-    # A helper's syscall is none of the workload's: the waiter's own names the wait.
-    sysnr = (np.full(len(s), -3, np.int32) if is_helper
-             else c["syscall_nr"].astype(np.int32))
-    cat, target, detail = _causes(tl, act, c, woken, sysnr, is_helper, link, names, arch)
-    blocked = w > s
-    if not is_helper:
-        tl.intervals += len(s)
-        un = blocked & (detail == NOT_SEEN)
-        tl.unseen += int(un.sum())
-        tl.unseen_ns += int((w - s)[un].sum())
-    # Request links split the wait around the request's device stage.
-    ri = np.where(cat == -2, target, -1)
-    rl = ri >= 0
-    cat = np.where(rl, OTHER, cat).astype(np.int8)
-    target = np.where(rl, -1, target).astype(np.int32)
-    runq = np.full(len(s), HRUNQ if is_helper else RUNQ, np.int8)
-    m1 = np.full(len(s), -1, np.int32)
-    seg: list[tuple[np.ndarray, ...]] = [(act, w, e, runq, m1, m1, sysnr),
-                                         (act, s, w, cat, target, detail, sysnr)]
-    seg[1] = tuple(x[blocked & ~rl] for x in seg[1])
-    if rl.any():
-        k = np.flatnonzero(rl & blocked)
-        r = ri[k]
-        tl.linked.append(link.order[r])
-        carried = np.zeros(len(k), bool)
-        for d, (ss, se, sc) in link.below.items():
-            m = link.dev[r] == d
-            if not m.any():
-                continue
-            carried |= m
-            # A request of a carrier device: the wait is what the devices below did over
-            # it, and their idle time the loop worker's (helper-cpu).
-            km = k[m]
-            qi, pa, pb, pc = cut_by_states(s[km], w[km], ss, se, sc,
-                                           np.full(len(km), HCPU, np.int8))
-            n = len(qi)
-            seg.append((act[km][qi], pa, pb, pc, np.full(n, -1, np.int32),
-                        np.where(pc == HCPU, CARRIED, -1).astype(np.int32), sysnr[km][qi]))
-        k, r = k[~carried], r[~carried]
-        rc = link.cat[r]
-        fs = link.flush_seq[r]
-        pre_b = np.clip(link.stage_a[r], s[k], w[k])
-        post_a = np.clip(link.stage_b[r], pre_b, w[k])
-        outer = np.where(fs, BARRIER, rc).astype(np.int8)
-        mk = np.full(len(k), -1, np.int32)
-        for a_, b_, c_ in ((s[k], pre_b, outer), (pre_b, post_a, rc), (post_a, w[k], outer)):
-            seg.append(_behind_flushes(link, act[k], a_, b_, c_, mk, sysnr[k]))
-    cat_all = tuple(np.concatenate(x) for x in zip(*seg))
-    rt = c["run_total_ns"].astype(I64) if "run_total_ns" in c else np.zeros(len(s), I64)
-    return cat_all, np.stack((act.astype(I64), s, e, rt))  # type: ignore[return-value]
-
-
-def _behind_flushes(link: "RequestLink", act: np.ndarray, a: np.ndarray, b: np.ndarray,
-                    cat: np.ndarray, m1: np.ndarray, sysnr: np.ndarray
-                    ) -> tuple[np.ndarray, ...]:
-    """Segments [a, b) of a wait on a request, cut where a flush was in flight on the
-    workload's devices (link.flushing): the request waited behind it (barrier), the
-    rest keeps its category."""
-    fs, fe = link.flushing
-    if not len(fs) or not len(a):
-        return (act, a, b, cat, m1, m1, sysnr)
-    qi, pa, pb, pc = cut_by_states(a, b, fs, fe, np.full(len(fs), BARRIER, np.int8), cat)
-    n = len(qi)
-    return (act[qi], pa, pb, pc, np.full(n, -1, np.int32), np.full(n, -1, np.int32),
-            sysnr[qi])
-
-
-def cut_by_states(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
-                  scat: np.ndarray, gap_cat: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each interval [a, b) cut by the states [ss, se) (disjoint, sorted) with their
-    categories scat; its time outside every state has its own gap_cat. Returns (index
-    of the interval, start, end, category) of the non-empty pieces, which tile each
-    interval exactly."""
-    a, b = np.asarray(a, I64), np.asarray(b, I64)
-    lo = np.searchsorted(se, a, side="right")  # first state ending after a
-    hi = np.searchsorted(ss, b, side="left")  # first state starting at or after b
-    cnt = np.maximum(hi - lo, 0)
-    qi = np.repeat(np.arange(len(a)), cnt)
-    first = np.cumsum(cnt) - cnt
-    si = lo[qi] + (np.arange(len(qi)) - first[qi])
-    pa = np.maximum(a[qi], ss[si])
-    pb = np.minimum(b[qi], se[si])
-    # The parts outside the states: from a (or each state's end) to the next state's
-    # start (or b), as explain's gaps.
-    prev = np.empty(len(qi), I64)
-    if len(qi):
-        prev[1:] = pb[:-1]
-    has = cnt > 0
-    prev[first[has]] = a[has]
-    last_end = (np.where(has, pb[np.maximum(first + cnt - 1, 0)], a) if len(pb)
-                else a.copy())
-    ga = np.concatenate((prev, last_end))
-    gb = np.concatenate((pa, b))
-    gq = np.concatenate((qi, np.arange(len(a))))
-    keep_f = pb > pa
-    keep_g = gb > ga
-    return (np.concatenate((qi[keep_f], gq[keep_g])),
-            np.concatenate((pa[keep_f], ga[keep_g])),
-            np.concatenate((pb[keep_f], gb[keep_g])),
-            np.concatenate((np.asarray(scat)[si[keep_f]],
-                            np.asarray(gap_cat)[gq[keep_g]])).astype(np.int8))
-
-
 def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The cumulative coverages levels[0] <= levels[1] <= ... (disjoint sorted
@@ -451,25 +574,24 @@ def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
     return ea, eb, cat.astype(np.int8)
 
 
-def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: np.ndarray,
-            sysnr: np.ndarray, is_helper: bool, link: RequestLink, names: _Names,
+def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
             arch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(category or RECURSE or -2 for a request link, target actor or request index,
     detail) of each interval's blocked part, by the rules of the module doc."""
-    n = len(act)
+    c, sysnr = iv.c, iv.sysnr
+    n = len(sysnr)
     cat = np.full(n, OTHER, np.int8)
     target = np.full(n, -1, np.int64)
     detail = np.full(n, NOT_SEEN, np.int32)
     flags = c["flags_u16"].astype(np.int64)
     wtid = c["waker_tid"].astype(I64)
     ctx = c["waker_ctx_u16"].astype(np.int64)
-    comm = np.asarray(c["waker_comm"])
-    tid = c["tid"].astype(I64)
+    comm = np.ascontiguousarray(c["waker_comm"])
     sleepy = np.zeros(n, bool)
     for nr in np.unique(sysnr).tolist():
         if syscall_name(int(nr), arch) in SLEEP_SYSCALLS:
             sleepy |= sysnr == nr
-    done = ~woken
+    done = ~iv.woken
     # 6. not woken / waker not seen.
     unseen = done | ((ctx == abi.WCTX_UNKNOWN) & (wtid == 0))
     cat[unseen & sleepy] = SLEEP
@@ -482,12 +604,12 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
     done |= m
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
-    m = ~done & (irq | (wtid == 0) | (wtid == tid))
+    m = ~done & (irq | (wtid == 0) | (wtid == c["tid"].astype(I64)))
     # A helper woken from an interrupt with no request link may be handed work by an
     # I/O completion (end-I/O work queued from it) or wake from a timer: out of iowait,
     # what the devices did not do over it is its sleep (HELPER_IRQ, helper_timers).
     iowait = (flags & abi.OFF_IOWAIT) != 0
-    io = iowait | is_helper
+    io = iowait | iv.helper
     cat[m & ~io], detail[m & ~io] = SLEEP, TIMER
     cat[m & io] = OTHER
     detail[m & io] = np.where(iowait[m & io], IRQ_NO_RQ, HELPER_IRQ)
@@ -495,17 +617,22 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
     # 3, 4. another workload thread or a recorded helper: recurse; not into the journal
     # thread of a filesystem on a device the trace does not describe (foreign_jbd2).
     ti, known = tl.actor_of(wtid)
-    m = ~done & known & ~foreign_jbd2(comm, tl.devices)
+    m = np.flatnonzero(~done & known)
+    m = m[~foreign_jbd2(comm[m], tl.devices)]
     cat[m], target[m], detail[m] = RECURSE, ti[m], -1
-    done |= m
+    done[m] = True
     # 5. a task outside the workload.
     rest = np.flatnonzero(~done)
     if len(rest):
         helper_like = np.zeros(len(rest), bool)
         for p in HELPER_PREFIXES:
-            helper_like |= np.char.startswith(comm[rest], p)
+            helper_like |= starts_with(comm[rest], p)
         cat[rest] = np.where(helper_like, OTHER, EXTERNAL)
-        detail[rest] = names.codes(comm[rest])
+        # Names numbered as met: the workload's wakers, then the helpers' (sorted by
+        # name within each), as the intervals of each kind come.
+        hr = iv.helper[rest]
+        for part in (rest[~hr], rest[hr]):
+            detail[part] = names.codes(comm[part])
         # An I/O wait (iowait, or a helper's) ended from another task's context with no
         # request link is an I/O completion run in that task (a task-context completion:
         # a FUSE daemon serving a loop device, a submitter completing inline), not that
@@ -513,6 +640,39 @@ def _causes(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray], woken: n
         tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
         cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
     return cat, target, detail
+
+
+def starts_with(comm: np.ndarray, prefix: bytes) -> np.ndarray:
+    """Per name of a fixed-width bytes array: whether it starts with prefix (a compare
+    of the leading bytes, without per-element string calls)."""
+    comm = np.ascontiguousarray(comm)
+    width = comm.dtype.itemsize
+    if len(prefix) > width:
+        return np.zeros(len(comm), bool)
+    lead = comm.view(np.uint8).reshape(len(comm), width)[:, :len(prefix)]
+    return (lead == np.frombuffer(prefix, np.uint8)).all(axis=1)
+
+
+def unique_names(comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(comm, return_inverse=True) of 16-byte names, by a sort of a 64-bit hash
+    of each (a numeric sort, several times faster than sorting the strings); a hash
+    collision falls back to the string sort. The same result either way."""
+    comm = np.ascontiguousarray(comm)
+    if comm.dtype.itemsize != 16 or len(comm) < 1024:
+        u, inv = np.unique(comm, return_inverse=True)
+        return u, inv.ravel()
+    v = comm.view(np.uint64).reshape(len(comm), 2)
+    with np.errstate(over="ignore"):
+        h = v[:, 0] * np.uint64(0x9E3779B97F4A7C15) + (v[:, 1] ^ (v[:, 1] >> np.uint64(29)))
+    hu, first, hinv = np.unique(h, return_index=True, return_inverse=True)
+    rep = comm[first]
+    if not (rep[hinv.ravel()] == comm).all():  # a collision
+        u, inv = np.unique(comm, return_inverse=True)
+        return u, inv.ravel()
+    o = np.argsort(rep, kind="stable")
+    rank = np.empty(len(o), np.int64)
+    rank[o] = np.arange(len(o))
+    return rep[o], rank[hinv.ravel()]
 
 
 def foreign_jbd2(comm: np.ndarray, devices: Sequence[str]) -> np.ndarray:
@@ -524,7 +684,10 @@ def foreign_jbd2(comm: np.ndarray, devices: Sequence[str]) -> np.ndarray:
     out = np.zeros(len(comm), bool)
     if not devices or not len(comm):
         return out
-    u, inv = np.unique(np.asarray(comm), return_inverse=True)
+    j = np.flatnonzero(starts_with(comm, b"jbd2/"))
+    if not len(j):
+        return out
+    u, inv = unique_names(np.asarray(comm)[j])
     bad = np.zeros(len(u), bool)
     for i, raw in enumerate(u.tolist()):
         if not raw.startswith(b"jbd2/"):
@@ -533,55 +696,5 @@ def foreign_jbd2(comm: np.ndarray, devices: Sequence[str]) -> np.ndarray:
         dev = rest.rsplit("-", 1)[0] if "-" in rest else rest
         bad[i] = bool(dev) and not any(n.startswith(dev) or dev.startswith(n)
                                        for n in devices if n)
-    return bad[inv.ravel()]
-
-
-def _gaps_and_sort(tl: Timeline, parts: list[tuple[Parts, np.ndarray]]) -> None:
-    """Add the on-CPU gaps of every actor (its covered time outside its intervals), sort
-    all segments by (actor, start) and store them in tl."""
-    segs = [p[0] for p in parts]
-    ivs = np.concatenate([p[1] for p in parts], axis=1)
-    nact = len(tl.tids)
-    # Per actor: its intervals sorted, the gaps before, between and after them.
-    ia, isa, iea, irt = ivs[0], ivs[1], ivs[2], ivs[3]
-    o = np.lexsort((isa, ia))
-    ia, isa, iea, irt = ia[o], isa[o], iea[o], irt[o]
-    acts = np.arange(nact, dtype=I64)
-    ga = np.concatenate((acts, ia))  # gap starts: the birth, then each interval's end
-    gs = np.concatenate((tl.birth, iea))
-    # The gap after each: up to the next interval of the actor, else its death.
-    nxt = np.concatenate((np.searchsorted(ia, acts), np.arange(1, len(ia) + 1)))
-    nxt_ok = nxt < len(ia)
-    nxt_c = np.minimum(nxt, max(len(ia) - 1, 0))
-    same = nxt_ok & (ia[nxt_c] == ga if len(ia) else np.zeros(len(ga), bool))
-    ge = np.where(same, isa[nxt_c] if len(ia) else 0, tl.death[ga.astype(np.int64)])
-    # A gap after the birth is only the part before the first interval.
-    keep = ge > gs
-    ga, gs, ge = ga[keep], gs[keep], ge[keep]
-    # A helper is recorded in stretches: between two of its intervals it ran only for
-    # the growth of its CPU total (run_total_ns, at each switch-out); the rest of the gap
-    # is a stretch not recorded.
-    cpu_end = ge.copy()
-    if len(ia):
-        prev = np.concatenate((np.full(nact, -1), np.arange(len(ia))))[keep]
-        nx = nxt_c[keep]
-        h = tl.helper[ga.astype(np.int64)] & same[keep] & (prev >= 0)
-        rt0 = irt[np.maximum(prev, 0)]
-        rt1 = irt[nx]
-        h &= (rt0 > 0) & (rt1 >= rt0)
-        cpu_end = np.where(h, np.minimum(ge, gs + (rt1 - rt0)), ge)
-    gcat = np.where(tl.helper[ga.astype(np.int64)], HCPU, CPU).astype(np.int8)
-    m1 = np.full(len(ga), -1, np.int32)
-    segs.append((ga.astype(np.int32), gs, cpu_end, gcat, m1, m1,
-                 np.full(len(ga), -3, np.int32)))
-    segs.append((ga.astype(np.int32), cpu_end, ge, np.full(len(ga), OTHER, np.int8), m1,
-                 np.full(len(ga), NOT_RECORDED, np.int32), np.full(len(ga), -3, np.int32)))
-    cols = [np.concatenate(x) for x in zip(*segs)]
-    act, a, b = cols[0].astype(np.int32), cols[1].astype(I64), cols[2].astype(I64)
-    keep = b > a
-    o = np.lexsort((a[keep], act[keep]))
-    tl.actor, tl.a, tl.b = act[keep][o], a[keep][o], b[keep][o]
-    tl.cat = cols[3][keep][o].astype(np.int8)
-    tl.target = cols[4][keep][o].astype(np.int32)
-    tl.detail = cols[5][keep][o].astype(np.int32)
-    tl.sys = cols[6][keep][o].astype(np.int32)
+    out[j] = bad[inv]
+    return out

@@ -25,17 +25,29 @@ The pieces tile the interval exactly, so the elapsed time's categories sum to el
   continues the same way, into what is better than sleep only; a sleep never woken in
   the window is not continued.
 * Thread time: explain(each workload thread, its life), summed.
+
+Work. The timeline is built with one sort of the intervals (model/wakeups.py). explain()
+walks the recursion a level at a time for all its queries at once: per level, two
+searches per query in the segments' keyed starts (made once per timeline) and one
+gather per piece. The pieces of one query never overlap at any level, so a query's
+pieces number at most (depth + 1) x the segments its interval meets; the queries of the
+elapsed time are one (the root) plus, for _continue_unseen, one per (continued piece,
+other thread alive over it), whose pieces are disjoint per thread. Work and memory are
+therefore linear in the segments, times the number of threads explained over the same
+time (for thread time, the threads whose waits end in the same thread at once); thread
+time sums each level's leaves as they come and keeps none (tests/unit/test_causal_work.py
+checks the growth).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .. import abi
-from ..kernels import I64, Coverage, union_intervals
+from ..kernels import I64, Coverage, check_keyed, union_intervals, unique
 from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
                              HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
                              TASK_IO,
@@ -227,19 +239,33 @@ def unrecorded_helper_details(tl: Timeline) -> list[int]:
 def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
              ) -> tuple[Leaves, np.ndarray]:
     """explain() before its fill, and the actor whose timeline gave each piece."""
+    out = [p for level in _levels(tl, actor, qa, qb, depth) for p in level]
+    if not out:
+        z = np.zeros(0, I64)
+        return Leaves(z, z, z, np.zeros(0, np.int8), z.astype(np.int32),
+                      z.astype(np.int32), z.astype(np.int32)), z
+    cols = [np.concatenate(x) for x in zip(*out)]
+    return Leaves(*cols[:7]), cols[7].astype(I64)
+
+
+def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
+            ) -> Iterator[list[tuple[np.ndarray, ...]]]:
+    """The leaves of explain() before its fill, a level of the recursion at a time: per
+    level a list of (root, a, b, cat, detail, top_sys, in_sys, actor) column tuples.
+
+    Work: per level, two searches per query and one gather per piece; the queries of a
+    level are the RECURSE pieces of the one before, whose pieces tile them, so the
+    pieces of one query never overlap at any level."""
     nq = len(actor)
     root = np.arange(nq, dtype=I64)
     top = np.full(nq, -3, np.int32)
     inner = np.full(nq, -3, np.int32)
     act = np.asarray(actor, I64)
     qa, qb = np.asarray(qa, I64), np.asarray(qb, I64)
-    out: list[tuple[np.ndarray, ...]] = []
-    kstart = tl.keys(tl.actor, tl.a)
-    kend = tl.keys(tl.actor, tl.b)
     level = 0
     while len(act):
-        lo = np.searchsorted(kend, tl.keys(act, qa), side="right")
-        hi = np.searchsorted(kstart, tl.keys(act, qb), side="left")
+        out: list[tuple[np.ndarray, ...]] = []
+        lo, hi = _segment_range(tl, act, qa, qb)
         cnt = np.maximum(hi - lo, 0)
         qi = np.repeat(np.arange(len(act)), cnt)
         first = np.cumsum(cnt) - cnt
@@ -263,16 +289,30 @@ def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, de
         leaf = ~rec
         out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
                     p_in[leaf], act[qi][leaf]))
+        yield out
         act = tl.target[si][rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
         root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
         level += 1
-    if not out:
-        z = np.zeros(0, I64)
-        return Leaves(z, z, z, np.zeros(0, np.int8), z.astype(np.int32),
-                      z.astype(np.int32), z.astype(np.int32)), z
-    cols = [np.concatenate(x) for x in zip(*out)]
-    return Leaves(*cols[:7]), cols[7].astype(I64)
+
+
+def _segment_range(tl: Timeline, act: np.ndarray, qa: np.ndarray, qb: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """[lo, hi): the segments of each query's actor meeting [qa, qb). The keys are
+    searched in sorted order (numpy's search then narrows each from the one before,
+    and the table is read in order), the results put back in the queries' order."""
+    kq = tl.keys(act, qa)
+    o = np.argsort(kq, kind="stable") if len(kq) > 64 else None
+    if o is not None:
+        kq = kq[o]
+    lo = tl.first_segment(kq)
+    kq += (qb - qa) if o is None else (qb - qa)[o]
+    hi = np.searchsorted(tl.key_starts(), kq, side="left")
+    if o is None:
+        return lo, hi
+    lo_, hi_ = np.empty_like(lo), np.empty_like(hi)
+    lo_[o], hi_[o] = lo, hi
+    return lo_, hi_
 
 
 def _exiting(tl: Timeline, act: np.ndarray, qb: np.ndarray) -> np.ndarray:
@@ -334,10 +374,13 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     """Replace each piece of a workload thread's wait whose waker was not seen
     (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) or of its sleep in a
     sleeping syscall (SLEEP_SYSCALLS) ended by its timer (TIMER), by the best-explained
-    state, instant by instant,
-    among the other workload threads over it (_RANK), each explained as explain() does,
-    one level less deep and without continuing again. Where none of them is better
-    than wait-other (than sleep, for a sleep) the piece stays as it was."""
+    state, instant by instant, among the other workload threads over it (_RANK), each
+    explained as explain() does, one level less deep and without continuing again.
+    Where none of them is better than wait-other (than sleep, for a sleep) the piece
+    stays as it was. lv: the leaves of one query (disjoint pieces).
+
+    Work: one explain() of every (piece, other thread alive over it) pair at once, and
+    one pass per rank over the leaves it gives (_best_of): linear in those leaves."""
     nw = int((~tl.helper).sum())
     if depth <= 0 or nw < 2 or not len(lv.a):
         return lv
@@ -358,59 +401,96 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & own) | slept
     if not m.any():
         return lv
-    keep = ~m
-    cols: list[list[np.ndarray]] = [[x[keep]] for x in _cols(lv)]
-    for i in np.flatnonzero(m).tolist():
-        a, b, me = int(lv.a[i]), int(lv.b[i]), int(actors[i])
-        others = np.array([k for k in range(nw) if k != me], I64)
-        sub = _explain(tl, others, np.full(len(others), a, I64), np.full(len(others), b, I64),
-                       depth - 1)[0]
-        piece = _best_of(sub, a, b, int(_RANK[SLEEP]) if slept[i] else int(_RANK.max()))
-        nb = len(piece[0])
-        mine = piece[2] < 0  # nothing better: the wait itself
-        for j, (col, src) in enumerate(zip(cols, _cols(lv))):
-            if j == 0:
-                v = np.full(nb, lv.root[i], src.dtype)
-            elif j in (1, 2):
-                v = piece[j - 1].astype(src.dtype)
-            elif j == 5:
-                v = np.full(nb, lv.top_sys[i], src.dtype)
-            else:
-                own = {3: lv.cat, 4: lv.detail, 6: lv.in_sys}[j][i]
-                other = {3: sub.cat, 4: sub.detail, 6: sub.in_sys}[j]
-                v = np.where(mine, own, other[np.maximum(piece[2], 0)]).astype(src.dtype)
-            col.append(v)
-    out = [np.concatenate(c) for c in cols]
-    o = np.lexsort((out[1], out[0]))
-    return Leaves(*(c[o] for c in out))
+    idx = np.flatnonzero(m)
+    pa, pb = lv.a[idx], lv.b[idx]
+    # Queries: each piece with every other workload thread alive over it, by thread.
+    qp, qk = _alive_over(pa, pb, tl.birth[:nw], tl.death[:nw], actors[idx])
+    sub = _explain(tl, qk, pa[qp], pb[qp], depth - 1)[0]
+    below = np.where(slept[idx], _RANK[SLEEP], _RANK.max())
+    cp, ea, eb, owner = _best_of(sub, qp[sub.root], pa, pb, below)
+    mine = owner < 0
+    oc = np.maximum(owner, 0)
+    src = idx[cp]
+    new = (lv.root[src], ea, eb,
+           np.where(mine, lv.cat[src], sub.cat[oc]).astype(lv.cat.dtype),
+           np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
+           lv.top_sys[src],
+           np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype))
+    keep = np.flatnonzero(~m)
+    return Leaves(*(np.concatenate((x[keep], y.astype(x.dtype)))
+                    for x, y in zip(_cols(lv), new)))
+
+
+def _alive_over(pa: np.ndarray, pb: np.ndarray, birth: np.ndarray, death: np.ndarray,
+                me: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (piece, thread), sorted by piece then thread, of the disjoint pieces [pa,
+    pb) and the threads whose life [birth, death) meets them, but the piece's own (me).
+    A thread that lived none of a piece would add only time "(no task)", which never
+    replaces anything."""
+    o = np.argsort(pa, kind="stable")
+    sa, sb = pa[o], pb[o]
+    lo = np.searchsorted(sb, birth, side="right")  # first piece ending after the birth
+    hi = np.searchsorted(sa, death, side="left")  # first piece starting at the death
+    cnt = np.maximum(hi - lo, 0)
+    k = np.repeat(np.arange(len(birth), dtype=I64), cnt)
+    first = np.cumsum(cnt) - cnt
+    p = o[np.repeat(lo, cnt) + (np.arange(len(k)) - np.repeat(first, cnt))]
+    keep = k != me[p]
+    p, k = p[keep], k[keep]
+    s = np.lexsort((k, p))
+    return p[s], k[s]
 
 
 def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
     return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys)
 
 
-def _best_of(sub: Leaves, a: int, b: int, below: int
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """[a, b) cut at every piece boundary of sub, and per cut the piece of sub with the
-    best rank covering it, among the ranks under `below` (-1: none)."""
-    edges = np.unique(np.concatenate(([a, b], np.clip(sub.a, a, b), np.clip(sub.b, a, b))))
-    ea, eb = edges[:-1], edges[1:]
-    owner = np.full(len(ea), -1, np.int64)
-    rank = _RANK[sub.cat.astype(np.int64)]
-    for r in range(below):
-        k = np.flatnonzero(rank == r)
-        if not len(k):
+def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
+             below: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each piece [pa, pb) cut at every boundary of its leaves in sub (piece: the piece
+    of each leaf), and per cut the leaf with the best rank covering it among the ranks
+    under the piece's `below` (-1: none): (piece, start, end, owner) of every cut.
+    Among leaves of one rank, the one starting at or before the cut with the latest end
+    (of those, the last in sub's order) owns it.
+
+    Times are keyed by piece (piece * width + offset in the piece, width above every
+    piece's length), so one sort orders all pieces' edges and a running maximum never
+    crosses from one piece into the next."""
+    n = len(pa)
+    width = int((pb - pa).max()) + 1 if n else 1
+    check_keyed(n, width)
+    base = np.arange(n, dtype=I64) * width
+    ln = pb - pa
+    la = base[piece] + np.clip(sub.a - pa[piece], 0, ln[piece])
+    lb = base[piece] + np.clip(sub.b - pa[piece], 0, ln[piece])
+    edges = unique(np.concatenate((base, base + ln, la, lb)))
+    cut_piece = edges // width
+    same = cut_piece[1:] == cut_piece[:-1]
+    ka, kb = edges[:-1][same], edges[1:][same]
+    cp = cut_piece[:-1][same]
+    del edges, cut_piece, same
+    owner = np.full(len(ka), -1, np.int64)
+    if not len(sub.a):
+        return cp, pa[cp] + (ka - base[cp]), pa[cp] + (kb - base[cp]), owner
+    # The leaves by start once (stable: sub's order among equal starts); each rank's
+    # leaves keep that order. Only the cuts no better rank owns are searched.
+    by_start = np.argsort(la, kind="stable")
+    rank = _RANK[sub.cat.astype(np.int64)][by_start]
+    open_cut = np.flatnonzero(below[cp] > 0)
+    for r in range(int(below.max()) if n else 0):
+        k = by_start[rank == r]
+        if not len(k) or not len(open_cut):
             continue
-        k = k[np.argsort(sub.a[k], kind="stable")]
-        sa, sb = sub.a[k], sub.b[k]
+        sa, sb = la[k], lb[k]
         cmax = np.maximum.accumulate(sb)
         arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
-        j = np.searchsorted(sa, ea, side="right") - 1  # last piece starting at or before
-        ok = (j >= 0) & (owner < 0)
+        c = open_cut[r < below[cp[open_cut]]]
+        j = np.searchsorted(sa, ka[c], side="right") - 1  # last leaf starting at or before
         jj = np.maximum(j, 0)
-        ok &= cmax[jj] > ea
-        owner[ok] = k[arg[jj[ok]]]
-    return ea, eb, owner
+        ok = (j >= 0) & (cmax[jj] > ka[c])
+        owner[c[ok]] = k[arg[jj[ok]]]
+        open_cut = open_cut[owner[open_cut] < 0]
+    return cp, pa[cp] + (ka - base[cp]), pa[cp] + (kb - base[cp]), owner
 
 
 # -- the views ----------------------------------------------------------------------------
@@ -481,7 +561,7 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
         lv, actors = _explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth)
         lv = _continue_unseen(tl, lv, actors, depth, arch)
         if fill is not None:
-            lv = fill(lv)
+            lv = fill_leaves(lv, fill)
     ln = lv.length
     wo = lv.cat == OTHER
     blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
@@ -533,18 +613,37 @@ def root_event_wait(tl: Timeline, root: int, arch: str | None,
             "waker_comm": (comms or {}).get(tid, "")}
 
 
+THREAD_BATCH = 1 << 20  # segments of the threads explained together by thread_time_view
+
+
 def thread_time_view(tl: Timeline, depth: int, arch: str | None,
                      fill: Fill | None = None,
                      comms: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The same categories summed over every workload thread's life, per syscall the
     thread was in (its own syscall, not its waker's) and per thread (at most
-    BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name)."""
+    BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name).
+
+    The leaves are summed as each level of the recursion gives them, for THREAD_BATCH
+    segments' worth of threads at a time, and never kept: memory is one level's."""
     nw = int((~tl.helper).sum())
-    acts = np.arange(nw)
-    lv = explain(tl, acts, tl.birth[:nw], tl.death[:nw], depth, fill)
+    ncat = len(CAUSAL_CATEGORIES)
+    per = np.zeros((nw, ncat), I64)
+    sys_sum: dict[int, np.ndarray] = {}
+    first = np.searchsorted(tl.actor, np.arange(nw + 1))  # each thread's first segment
+    start = 0
+    while start < nw:
+        end = start + 1
+        limit = first[start] + THREAD_BATCH
+        end = max(end, int(np.searchsorted(first, limit, side="right")) - 1)
+        end = min(end, nw)
+        acts = np.arange(start, end)
+        for level in _levels(tl, acts, tl.birth[start:end], tl.death[start:end], depth):
+            for part in level:
+                lv = Leaves(*part[:7])
+                lv.root = lv.root + start
+                _sum_into(per, sys_sum, lv if fill is None else fill_leaves(lv, fill))
+        start = end
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
-    per = np.zeros((nw, len(CAUSAL_CATEGORIES)), I64)
-    np.add.at(per, (lv.root, lv.cat.astype(np.int64)), lv.length)
     awake = per.sum(axis=1) - per[:, SLEEP]
     order = np.lexsort((tl.tids[:nw], -awake))[:BY_THREAD_MAX]
     by_thread = []
@@ -554,21 +653,60 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
                           "total_ns": int(tl.death[k] - tl.birth[k]), "attribution_ns": split})
     by_sys: dict[str, Any] = {}
     name = _sys_name(arch)
-    blocked = lv.top_sys >= -2
-    for nr in np.unique(lv.top_sys[blocked]).tolist():
-        m = lv.top_sys == nr
-        att = {k: v for k, v in _sums(lv, m).items() if v}
+    for nr in sorted(sys_sum):
+        v = sys_sum[nr]
+        att = {k: int(x) for k, x in zip(CAUSAL_CATEGORIES, v.tolist()) if x}
         nm = name(int(nr))
         prev = by_sys.get(nm)
         if prev:
-            for k, v in att.items():
-                prev["attribution_ns"][k] = prev["attribution_ns"].get(k, 0) + v
-            prev["total_ns"] += int(lv.length[m].sum())
+            for k, x in att.items():
+                prev["attribution_ns"][k] = prev["attribution_ns"].get(k, 0) + x
+            prev["total_ns"] += int(v.sum())
         else:
-            by_sys[nm] = {"total_ns": int(lv.length[m].sum()), "attribution_ns": att}
+            by_sys[nm] = {"total_ns": int(v.sum()), "attribution_ns": att}
     by_sys = dict(sorted(by_sys.items(), key=lambda kv: -kv[1]["total_ns"]))
-    return {"threads": nw, "total_ns": total, "attribution_ns": _sums(lv),
+    sums = per.sum(axis=0)
+    return {"threads": nw, "total_ns": total,
+            "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, sums.tolist())},
             "by_syscall": by_sys, "by_thread": by_thread}
+
+
+def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
+    """fill(lv), given only the leaves a fill can change (wait-other, and the loop
+    worker's helper-cpu): the others pass through untouched, in any order."""
+    cand = (lv.cat == OTHER) | ((lv.cat == HCPU) & (lv.detail == CARRIED))
+    if not cand.any():
+        return lv
+    if cand.all():
+        return fill(lv)
+    done = fill(Leaves(*(c[cand] for c in _cols(lv))))
+    keep = np.flatnonzero(~cand)
+    return Leaves(*(np.concatenate((x[keep], y)) for x, y in zip(_cols(lv), _cols(done))))
+
+
+def _sum_into(per: np.ndarray, sys_sum: dict[int, np.ndarray], lv: Leaves) -> None:
+    """Add the leaves' time to per[root, category] and, for leaves in a syscall of
+    their thread's own (top_sys >= -2), to sys_sum[syscall][category]."""
+    if not len(lv.a):
+        return
+    ncat = per.shape[1]
+    ln = lv.length
+    cat = lv.cat.astype(np.int64)
+    flat = per.reshape(-1)
+    # Integer sums: bincount's float64 is exact below 2^53 ns (104 days) per bin.
+    flat += np.bincount(lv.root * ncat + cat, weights=ln,
+                        minlength=len(flat)).round().astype(I64)
+    blocked = lv.top_sys >= -2
+    if blocked.any():
+        top = lv.top_sys[blocked].astype(np.int64)
+        u, inv = np.unique(top, return_inverse=True)
+        s = np.bincount(inv.ravel() * ncat + cat[blocked], weights=ln[blocked],
+                        minlength=len(u) * ncat).round().astype(I64).reshape(len(u), ncat)
+        for nr, row in zip(u.tolist(), s):
+            if nr in sys_sum:
+                sys_sum[nr] += row
+            else:
+                sys_sum[nr] = row
 
 
 def interval_view(lv: Leaves, w0: int, w1: int, step: int) -> list[dict[str, Any]]:
