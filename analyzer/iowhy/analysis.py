@@ -39,7 +39,7 @@ from .views.background import bio_based_warnings, set_apart, workload_scope
 from .views.stack import (carried_requests, carried_summary, carrier_devices,
                           served_devices, without)
 from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers,
-                           interval_view, root_actor, root_event_wait, thread_time_view,
+                           root_actor, root_event_wait, thread_time_view,
                            unrecorded_helper_details)
 from .views.workload import workload_covers, workload_view
 
@@ -54,6 +54,9 @@ JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_mino
 TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
 OFFCPU_FIELDS = WAKE_FIELDS
 THREAD_FIELDS = ("tid", "tgid", "state_u8", "syscall_nr")
+# Record types analyze() reads once, whose decoded records it then releases: all of them
+# at once, so that their memory is one free stretch the analysis' large arrays fit in.
+RELEASED = tuple(abi.RECORD_NAMES)
 
 
 @dataclass
@@ -238,6 +241,10 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     if cfg.progress is not None:
         cfg.progress("load records")
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
+    # The decoded records of the large types are not read again here: their memory goes
+    # to the analysis (a later reader decodes them again, Trace.release).
+    if hasattr(trace, "release"):
+        trace.release(*RELEASED)
     fs, jr, tasks, off, helper, threads, seq = other
     rq.extra["seq"] = seq["seq"]
     offcpu = asleep_at_start(off, threads, win)
@@ -330,8 +337,14 @@ class _Tasks:
             ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
             ("locality", "locality", ("stages", "classify"),
              self.local if cfg.locality else (lambda: None)),
-            ("workload view", "workload", ("stages", "unions", "flush", "counts", "classify"),
-             self.workload),
+            *([("causal timeline", "timeline",
+                ("stages", "unions", "flush", "counts", "classify"), self.timeline),
+               ("elapsed time", "elapsed", ("timeline",), self.elapsed),
+               ("thread time", "thread time", ("timeline",), self.thread_time)]
+              if self.causal else []),
+            ("workload view", "workload",
+             ("elapsed", "thread time") if self.causal
+             else ("stages", "unions", "flush", "counts", "classify"), self.workload),
             ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                         "queue depth"), self.devview),
         ]
@@ -419,7 +432,7 @@ class _Tasks:
         r = self.r
         arch = self.meta.get("machine")
         if self.causal:
-            return self.causal_views(arch)
+            return self.causal_views()
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
                                         r["counts"][1])
         wv = workload_view(self.win, self.tasks, self.off, covers, waits, arch=arch)
@@ -440,11 +453,10 @@ class _Tasks:
         bad = foreign_jbd2(c, tl.devices)
         return sorted(set(t[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
 
-    def causal_views(self, arch: str | None) -> dict[str, Any]:
-        """The elapsed time along the critical path, the thread time and, when asked,
-        the elapsed time per interval (views/causal.py)."""
-        cfg, win = self.cfg, self.win
-        r = self.r
+    def timeline(self) -> Any:
+        """The causal timeline (model/wakeups.py), its fill and root (views/causal.py)."""
+        cfg, win, r = self.cfg, self.win, self.r
+        arch = self.meta.get("machine")
         # A loop device's requests are carried by the devices below it when those are
         # recorded (views/stack.py): its time is theirs and its loop worker's.
         carriers = carrier_devices(self.meta, self.rq.devices,
@@ -470,24 +482,43 @@ class _Tasks:
                                                     np.concatenate((cc[-1].e, cw[1]))))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
                             devices=described_names(self.meta))
+        del link
         fill = helper_timers(device_fill(covers, waits,
                                          [*unrecorded_helper_details(tl), HELPER_IRQ],
                                          carried, helper_busy(tl, self.foreign_helpers(tl))))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
-        ev, leaves = elapsed_view(tl, root, cfg.causal_depth, arch, fill)
+        # The HTML's stacked area: about FIGURE_INTERVALS intervals.
+        fig_step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS)) if cfg.figures else 0
+        return tl, fill, root, fig_step, task_comms(self.trace)
+
+    def elapsed(self) -> Any:
+        cfg = self.cfg
+        tl, fill, root, fig_step, _ = self.r["timeline"]
+        steps = [s for s in (cfg.interval_ns, fig_step) if s > 0]
+        return elapsed_view(tl, root, cfg.causal_depth, self.meta.get("machine"), fill, steps)
+
+    def thread_time(self) -> Any:
+        tl, fill, _, _, comms = self.r["timeline"]
+        return thread_time_view(tl, self.cfg.causal_depth, self.meta.get("machine"), fill,
+                                comms)
+
+    def causal_views(self) -> dict[str, Any]:
+        """The elapsed time along the critical path, the thread time and, when asked,
+        the elapsed time per interval (views/causal.py)."""
+        cfg, r = self.cfg, self.r
+        tl, _, root, fig_step, comms = r["timeline"]
+        ev, per_step = r["elapsed"]
         ev["threads"] = int((~tl.helper).sum())
         ev["helpers"] = int(tl.helper.sum())
         ev["offcpu_intervals"] = tl.intervals
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
-        comms = task_comms(self.trace)
-        ev["thread_time"] = thread_time_view(tl, cfg.causal_depth, arch, fill, comms)
-        ev["root_event_wait"] = root_event_wait(tl, root, arch, comms)
+        ev["thread_time"] = r["thread time"]
+        ev["root_event_wait"] = root_event_wait(tl, root, self.meta.get("machine"), comms)
         if cfg.interval_ns > 0:
-            ev["intervals"] = interval_view(leaves, win.start_ns, win.end_ns, cfg.interval_ns)
-        if cfg.figures:  # the HTML's stacked area: about FIGURE_INTERVALS intervals
-            step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS))
-            ev["_series"] = interval_view(leaves, win.start_ns, win.end_ns, step)
+            ev["intervals"] = per_step[cfg.interval_ns]
+        if cfg.figures:
+            ev["_series"] = per_step[fig_step]
         return ev
 
     def local(self) -> Any:
@@ -572,7 +603,15 @@ class _Tasks:
         def drop_iflags() -> None:
             rq.iflags = np.zeros(0, rq.iflags.dtype)
 
-        return [(("unions", "queue depth"), drop_stage_times),
+        def drop_intervals() -> None:
+            self.off, self.helper = {}, None
+
+        def drop_timeline() -> None:
+            r["timeline"] = None
+
+        causal = [((("timeline",), drop_intervals)), (("workload",), drop_timeline)] \
+            if self.causal else []
+        return [*causal, (("unions", "queue depth"), drop_stage_times),
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),

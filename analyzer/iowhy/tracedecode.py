@@ -159,11 +159,11 @@ def compact(data: bytes, ctype: int, rec_size: int, count: int) -> bytes | None:
                     + [np.hstack([s[:, a:b] for a, b in rows]).tobytes()])
 
 
-def uncompact(data: bytes | memoryview, ctype: int, rec_size: int, count: int
-              ) -> memoryview | None:
+def uncompact(data: bytes | memoryview, ctype: int, rec_size: int, count: int,
+              dest: np.ndarray | None = None) -> memoryview | None:
     """The records of a compacted chunk's data, in the order written (the bytes of a new
-    array, not copied again); None if the data cannot be one (an unknown type or size, a
-    wrong length, a group number out of range)."""
+    array, or of dest: uint8, rec_size * count long); None if the data cannot be one (an
+    unknown type or size, a wrong length, a group number out of range)."""
     spec = COMPACT_SPECS.get(ctype)
     if (spec is None or not 1 <= count <= COMPACT_MAX_COUNT
             or rec_size != abi.RECORD_TYPES[ctype][1].itemsize
@@ -192,7 +192,8 @@ def uncompact(data: bytes | memoryview, ctype: int, rec_size: int, count: int
     for off in spec.rel:
         w[:, off // 8] = _rel(w[:, off // 8], ts)
     # Records moved whole, as rows of 8-byte words (record sizes are multiples of 8).
-    out = np.empty_like(w)
+    out = (dest.view("<u8").reshape(w.shape) if dest is not None and len(dest) == w.nbytes
+           else np.empty_like(w))
     out[np.argsort(groups, kind="stable")] = w
     return out.reshape(-1).view(np.uint8).data
 

@@ -13,6 +13,7 @@ the writer (what tests use for synthetic traces) in tracewriter.py.
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import stat
 from dataclasses import dataclass, field
@@ -136,6 +137,13 @@ class Trace:
     chunk_count: int = 0
     _views: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
     _cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    # Where each record type's sound chunks are (release, _decoded) and how many records
+    # each gave; the file's bytes (_Source) for decoding a released type again.
+    _where: dict[str, list[tuple[int, tuple]]] = field(default_factory=dict, repr=False)
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _src: Any = field(default=None, repr=False)
+    _old_dtypes: dict[int, np.dtype] = field(default_factory=dict, repr=False)
+    _released: set[str] = field(default_factory=set, repr=False)
 
     # The damage counts under their former names.
     @property
@@ -156,8 +164,22 @@ class Trace:
 
     # -- records -----------------------------------------------------------------
     def chunks(self, name: str) -> list[np.ndarray]:
-        """Zero-copy views of every chunk of record type `name` ("request", ...)."""
+        """Zero-copy views of every chunk of record type `name` ("request", ...); of a
+        released type, its chunks decoded again (and not kept)."""
+        if name in self._released:
+            return [v for v in (_decoded(self, o, h) for o, h in self._where.get(name, []))
+                    if len(v)]
         return self._views.get(name, [])
+
+    def release(self, *names: str) -> None:
+        """Drop the decoded records of these types (a compressed trace's records take
+        more memory than anything the analysis keeps of them): a later chunks() decodes
+        them again from the file's bytes, the counts stay as read."""
+        for name in names:
+            if name in self._views:
+                self._released.add(name)
+                del self._views[name]
+            self._cache.pop(name, None)
 
     def records(self, name: str) -> np.ndarray:
         """All records of one type as one structured array (copied once, then cached)."""
@@ -183,6 +205,8 @@ class Trace:
         return np.concatenate([v[fieldname] for v in views])
 
     def count(self, name: str) -> int:
+        if name in self._released:
+            return self._counts.get(name, 0)
         return int(sum(len(v) for v in self.chunks(name)))
 
     # -- summary -----------------------------------------------------------------
@@ -349,7 +373,16 @@ def _read(fd: int, path: str) -> Trace:
     del cands, prefix, positions
     end = valid[-1][0] + CHDR_SIZE + valid[-1][1][4] if valid else 0
     src = _Source(fd, end, [(o + CHDR_SIZE, h[4]) for o, h in valid])
-    _take_chunks(tr, valid, src, size, abi.OLD_RECORD_DTYPES.get(version, {}))
+    tr._src, tr._old_dtypes = src, abi.OLD_RECORD_DTYPES.get(version, {})
+    _take_chunks(tr, valid, src, size, tr._old_dtypes)
+    if src.mm is not None:
+        # The file's pages are read again only for a released record type or a plain
+        # chunk: out of the resident set until then (a file mapping: read back as they
+        # were).
+        try:
+            src.mm.madvise(mmap.MADV_DONTNEED)
+        except (OSError, AttributeError, ValueError):
+            pass
     if tr.chunk_count == 0 and not tr.recorder and not tr.meta:
         raise TraceError(f"{path} holds no readable chunk",
                          "the recording was cut before its first chunk; record again")
@@ -372,6 +405,7 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
     per_chunk: list[tuple[int, str, int]] = []
     seq_max = size // CHDR_SIZE  # no file of this size holds more chunks
     budget = ZSTD_BUDGET_BASE + ZSTD_BUDGET_RATIO * size  # bytes compressed chunks may become
+    dest = _Dest(valid, sizes)
     for off, h in valid:
         ctype, count, plen, dlen, seq = h[1], h[3], h[4], h[5], h[7]
         packed = bool(ctype & abi.CHUNK_ZSTD)
@@ -395,22 +429,16 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
                 dmg.unknown_chunks += 1
                 continue
-            data: bytes | memoryview | None = (_unzstd(payload, plen, dlen) if dlen <= budget
-                                               else None)
+            if dlen > budget:
+                dmg.undecodable_chunks += 1
+                continue
+            data = _unpack(payload, h, dest.take(h))
             if data is None:
                 dmg.undecodable_chunks += 1
                 continue
             budget -= dlen
-            rsz = h[2]
-            if compacted:  # records compacted: back to the records as written
-                data = uncompact(data, ctype, rsz, count)
-                if data is None:
-                    dmg.undecodable_chunks += 1
-                    continue
-                dlen = len(data)
-            elif rsz and count > 1 and rsz * count == dlen:  # records byte-transposed
-                data = _untranspose(data, rsz, count)
             payload = data
+            dlen = len(data)
         if ctype in abi.JSON_CHUNKS:
             obj = _json_chunk(payload, dlen)
             if obj is None:
@@ -458,6 +486,8 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             view = view[ok]
         if len(view):
             tr._views.setdefault(name, []).append(view)
+            tr._where.setdefault(name, []).append((off, h))
+            tr._counts[name] = tr._counts.get(name, 0) + len(view)
     dmg.truncated = tr.trailer is None
     _check_window(tr)
     if seen:
@@ -480,6 +510,76 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.records_missing[name] = want - have
             elif have > want and upto is None:
                 dmg.records_unexpected[name] = have - want
+
+
+class _Dest:
+    """One buffer per record type for the records of its compressed chunks, each
+    chunk's slice taken in file order: once the type's records are released (analyze()
+    releases them all once read), their memory is one free stretch that the analysis'
+    large arrays fit in, not hundreds of chunk-sized holes."""
+
+    def __init__(self, valid: list[tuple[int, tuple]], sizes: dict[int, int]) -> None:
+        total: dict[int, int] = {}
+        for _, h in valid:
+            ctype = h[1] & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT)
+            if h[1] & abi.CHUNK_ZSTD and sizes.get(ctype) == h[2] and h[2] and h[3]:
+                total[ctype] = total.get(ctype, 0) + h[2] * h[3]
+        self.buf = {c: np.empty(n, np.uint8) for c, n in total.items()}
+        self.at = dict.fromkeys(total, 0)
+
+    def take(self, h: tuple) -> np.ndarray | None:
+        """The slice for a compressed record chunk's records (None: no buffer)."""
+        ctype = h[1] & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT)
+        buf = self.buf.get(ctype)
+        if buf is None or h[2] == 0:
+            return None
+        n = h[2] * h[3]
+        a = self.at[ctype]
+        if a + n > len(buf):
+            return None
+        self.at[ctype] = a + n
+        return buf[a:a + n]
+
+
+def _unpack(payload: Any, h: tuple, dest: np.ndarray | None = None
+            ) -> bytes | memoryview | None:
+    """A compressed chunk's data as written (decompressed, then its records put back
+    from their compacted or byte-transposed form), in dest (uint8, the records' size)
+    when given; None if it does not decode."""
+    ctype, rsz, count, plen, dlen = h[1], h[2], h[3], h[4], h[5]
+    data: bytes | memoryview | None = _unzstd(payload, plen, dlen)
+    if data is None:
+        return None
+    if ctype & abi.CHUNK_COMPACT:  # records compacted: back to the records as written
+        return uncompact(data, ctype & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT), rsz, count,
+                         dest)
+    fits = dest is not None and len(dest) == dlen
+    if rsz and count > 1 and rsz * count == dlen:  # records byte-transposed
+        if not fits:
+            return _untranspose(data, rsz, count)
+        assert dest is not None
+        np.copyto(dest.reshape(count, rsz), np.frombuffer(data, np.uint8).reshape(rsz, count).T)
+        return dest.data
+    if fits:
+        assert dest is not None
+        dest[:] = np.frombuffer(data, np.uint8)
+        return dest.data
+    return data
+
+
+def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:
+    """The valid records of a record chunk read before (Trace._where), decoded again."""
+    payload = tr._src.payload(off + CHDR_SIZE, h[4])
+    if h[1] & abi.CHUNK_ZSTD:
+        payload = _unpack(payload, h)
+    ctype = h[1] & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT)
+    name, dtype = abi.RECORD_TYPES[ctype]
+    rdt = tr._old_dtypes.get(ctype, dtype)
+    view = np.frombuffer(payload, dtype=rdt, count=h[3])
+    if rdt is not dtype:
+        view = _widen(view, dtype)
+    ok = tracecheck.valid_records(name, view)
+    return view if ok is None else view[ok]
 
 
 def _widen(old: np.ndarray, dtype: np.dtype) -> np.ndarray:

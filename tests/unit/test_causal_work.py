@@ -122,3 +122,20 @@ def test_the_shape_has_every_kind_of_wait(tmp_path, cycles):
     r = tb.run(_trace(tmp_path / "s.iowt", cycles))
     att = {k: v for k, v in r["thread_time"]["attribution_ns"].items() if v}
     assert {"cpu", "barrier", "data", "helper-cpu", "wait-other"} <= set(att), att
+
+
+def test_outputs_do_not_depend_on_the_batch_sizes(tmp_path, monkeypatch):
+    """The engine's batches (threads, pieces, leaves and intervals taken a few at a time to
+    bound memory) change nothing: the golden causal traces give their golden outputs
+    with every batch a handful of elements, so that every batch boundary is crossed."""
+    import test_golden
+    import golden_traces as gt
+    for mod, name, n in ((wakeups, "LAYOUT_CHUNK", 5), (wakeups, "LINK_CHUNK", 3),
+                         (causal, "THREAD_BATCH", 17), (causal, "CONTINUE_BATCH", 11),
+                         (causal, "ELAPSED_BATCH", 13)):
+        monkeypatch.setattr(mod, name, n)
+    names = ["causal_mix", "causal_stack"]
+    gt.build(tmp_path, names)
+    monkeypatch.chdir(tmp_path)
+    for name in names:
+        test_golden.check(name, test_golden.outputs(name))

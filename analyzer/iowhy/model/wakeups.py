@@ -93,8 +93,13 @@ WAKE_FIELDS = ("start_ns", "waking_ns", "end_ns", "tid", "syscall_nr", "flags_u1
 @dataclass
 class Timeline:
     """Segments of every actor (workload threads first, then helpers), sorted by
-    (actor, start), tiling each actor's covered time. Keyed times (actor * span +
-    t - origin) make one searchsorted find an actor's segments over an interval."""
+    (actor, start), tiling each actor's covered time [birth, death) without a gap.
+    Keyed times (actor * span + t - origin) make one searchsorted find an actor's
+    segments over an interval.
+
+    A segment is 21 bytes: its actor, keyed start, category, argument and syscall. Its
+    start and end are not stored: the start is the keyed start less the actor's
+    offset, the end the next segment's start (the actor's death for its last one)."""
 
     origin: int
     span: int
@@ -102,19 +107,17 @@ class Timeline:
     helper: np.ndarray  # bool per actor
     birth: np.ndarray  # per actor: start of its covered time
     death: np.ndarray
-    actor: np.ndarray  # per segment
-    a: np.ndarray
-    b: np.ndarray
+    actor: np.ndarray  # int32 per segment
+    kstart: np.ndarray  # int64: keyed start, ascending
     cat: np.ndarray  # int8: CAUSAL_CATEGORIES index, or RECURSE
-    target: np.ndarray  # int32: actor explaining a RECURSE segment, else -1
-    detail: np.ndarray  # int32: index into details (wait-other, external), else -1
+    arg: np.ndarray  # int32: the actor explaining a RECURSE segment, else the detail
+    #                  (an index into details: wait-other, external), or -1
     sys: np.ndarray  # int32: syscall of the interval the segment is part of; -3: on CPU
     details: list[str] = field(default_factory=list)
     unseen: int = 0  # blocked intervals of workload threads whose waker was not seen
     unseen_ns: int = 0
     intervals: int = 0  # off-CPU intervals of workload threads
     devices: tuple[str, ...] = ()  # names of the devices the trace describes (foreign_jbd2)
-    _kstart: np.ndarray | None = None  # keyed start of each segment (key_starts)
 
     def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(actor index, found) of each tid."""
@@ -129,20 +132,47 @@ class Timeline:
         return actor.astype(I64) * self.span + (t - self.origin)
 
     def key_starts(self) -> np.ndarray:
-        """The keyed start of every segment (sorted: the segments are in (actor, start)
-        order), made once. A segment's keyed end is its keyed start plus its length:
-        the segments of an actor tile its covered time, so no second array is kept."""
-        if self._kstart is None or len(self._kstart) != len(self.a):
-            self._kstart = self.keys(self.actor, self.a)
-        return self._kstart
+        return self.kstart
+
+    def key_ends(self, j: np.ndarray) -> np.ndarray:
+        """Keyed end of the segments j: the next one's keyed start, or the actor's
+        keyed death."""
+        n = len(self.kstart)
+        act = self.actor[j].astype(I64)
+        nxt = np.minimum(j + 1, max(n - 1, 0))
+        same = (j + 1 < n) & (self.actor[nxt] == act)
+        return np.where(same, self.kstart[nxt], act * self.span + (self.death[act] - self.origin))
+
+    def starts(self, j: np.ndarray) -> np.ndarray:
+        return self.kstart[j] - self.actor[j].astype(I64) * self.span + self.origin
+
+    def ends(self, j: np.ndarray) -> np.ndarray:
+        return self.key_ends(j) - self.actor[j].astype(I64) * self.span + self.origin
+
+    def target(self, j: np.ndarray) -> np.ndarray:
+        """The actor explaining each segment j, -1 for one that is not RECURSE."""
+        return np.where(self.cat[j] == RECURSE, self.arg[j], -1)
+
+    def detail(self, j: np.ndarray) -> np.ndarray:
+        """The detail of each segment j, -1 for a RECURSE one."""
+        return np.where(self.cat[j] == RECURSE, -1, self.arg[j])
+
+    # Whole columns, for tests and tools.
+    @property
+    def a(self) -> np.ndarray:
+        return self.starts(np.arange(len(self.kstart)))
+
+    @property
+    def b(self) -> np.ndarray:
+        return self.ends(np.arange(len(self.kstart)))
 
     def first_segment(self, kq: np.ndarray) -> np.ndarray:
         """Per keyed time: the first segment ending after it (of its actor or a later
         one)."""
-        ks = self.key_starts()
+        ks = self.kstart
         j = np.searchsorted(ks, kq, side="right") - 1
         jc = np.maximum(j, 0)
-        inside = (j >= 0) & (ks[jc] + (self.b[jc] - self.a[jc]) > kq)
+        inside = (j >= 0) & (self.key_ends(jc) > kq)
         return np.where(inside, j, j + 1)
 
 
@@ -193,8 +223,10 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     devices: the names of the devices (and partitions) the trace describes (a jbd2
     thread of any other is not followed: foreign_jbd2).
 
-    Work: one stable sort of the intervals by (actor, start); every segment is then
-    written straight to its place (_lay_out), so the segments come out sorted."""
+    Work: one stable sort of each kind's intervals by (actor, start); every segment is
+    then written straight to its place (_lay_out), so the segments come out sorted.
+    Memory: the record columns are read a field at a time in that order (_Cols), never
+    copied whole."""
     from ..views.workload import task_lifetimes
     helper = helper if helper is not None and len(helper.get("tid", ())) else _empty_cols()
     w0, w1 = window.start_ns, window.end_ns
@@ -206,34 +238,25 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     nw = len(wtids)
     span = key_span(w0, w1)
     check_keyed(len(tids), span)
-    # The intervals of both kinds as one set of columns: the workload's, then the helpers'.
-    n_off = len(off["tid"])
-    c: dict[str, np.ndarray] = {}
-    for f in WAKE_FIELDS:
-        parts = [np.asarray(src[f]) if f in src
-                 else np.zeros(len(src["tid"]), abi.OFFCPU_DTYPE[f]) for src in (off, helper)]
-        c[f] = np.concatenate((parts[0], parts[1][hsel]))
-    act = np.empty(len(c["tid"]), I64)
-    act[:n_off] = np.searchsorted(wtids, c["tid"][:n_off].astype(I64))
-    act[n_off:] = nw + np.searchsorted(htids, c["tid"][n_off:].astype(I64))
     # Helper actors' covered time: first to last interval.
+    hact = nw + np.searchsorted(htids, htid_all[hsel])
+    del htid_all
     hb = np.full(len(htids), w1, I64)
     hd = np.full(len(htids), w0, I64)
     if len(htids):
-        hi = act[n_off:] - nw
-        np.minimum.at(hb, hi, np.clip(c["start_ns"][n_off:].astype(I64), w0, w1))
-        e = c["end_ns"][n_off:].astype(I64)
-        np.maximum.at(hd, hi, np.clip(np.where(e > 0, e, w1), w0, w1))
+        np.minimum.at(hb, hact - nw, np.clip(_col(helper, "start_ns", hsel), w0, w1))
+        e = _col(helper, "end_ns", hsel)
+        np.maximum.at(hd, hact - nw, np.clip(np.where(e > 0, e, w1), w0, w1))
+        del e
         hd = np.maximum(hd, hb)
     tl = Timeline(origin=w0, span=span, tids=tids, helper=np.arange(len(tids)) >= nw,
                   birth=np.concatenate((wbirth, hb)), death=np.concatenate((wdeath, hd)),
-                  actor=np.zeros(0, np.int32), a=np.zeros(0, I64), b=np.zeros(0, I64),
-                  cat=np.zeros(0, np.int8), target=np.zeros(0, np.int32),
-                  detail=np.zeros(0, np.int32), sys=np.zeros(0, np.int32),
-                  devices=tuple(devices))
-    is_helper = np.arange(len(act)) >= n_off
-    iv = _intervals(tl, act, c, is_helper)
-    del act, is_helper
+                  actor=np.zeros(0, np.int32), kstart=np.zeros(0, I64),
+                  cat=np.zeros(0, np.int8), arg=np.zeros(0, np.int32),
+                  sys=np.zeros(0, np.int32), devices=tuple(devices))
+    wact = np.searchsorted(wtids, np.asarray(off["tid"]).astype(I64))
+    iv = _intervals(tl, ((off, None, wact), (helper, hsel, hact)))
+    del wact, hact, hsel
     names = _Names()
     cat, target, detail = _causes(tl, iv, rq_link, names, arch)
     _lay_out(tl, iv, cat, target, detail, rq_link)
@@ -241,11 +264,44 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     return tl
 
 
+def _col(src: Mapping[str, np.ndarray], f: str, sel: np.ndarray | None = None) -> np.ndarray:
+    """Field f of one kind's columns (zeros where the source has none), rows sel, as
+    int64 for the times and tids."""
+    v = np.asarray(src[f]) if f in src else np.zeros(len(src["tid"]), abi.OFFCPU_DTYPE[f])
+    if sel is not None:
+        v = v[sel]
+    wide = f in ("start_ns", "end_ns", "waking_ns", "tid", "run_total_ns", "waker_tid",
+                 "waker_rq_seq")
+    return v.astype(I64) if wide else v
+
+
+class _Cols:
+    """The record columns of the intervals in their sorted order: the workload's (rows
+    wo of off), then the helpers' (rows ho of helper), read a field at a time."""
+
+    def __init__(self, off: Mapping[str, np.ndarray], wo: np.ndarray,
+                 helper: Mapping[str, np.ndarray], ho: np.ndarray) -> None:
+        self.off, self.wo, self.hlp, self.ho = off, wo, helper, ho
+
+    def __len__(self) -> int:
+        return len(self.wo) + len(self.ho)
+
+    def get(self, f: str, idx: np.ndarray | None = None) -> np.ndarray:
+        """Field f of every interval, or of the intervals idx (sorted positions)."""
+        if idx is None:
+            return np.concatenate((_col(self.off, f, self.wo), _col(self.hlp, f, self.ho)))
+        nw = len(self.wo)
+        iw = idx[idx < nw]
+        ih = idx[idx >= nw] - nw
+        return np.concatenate((_col(self.off, f, self.wo[iw]), _col(self.hlp, f, self.ho[ih])))
+
+
 @dataclass
 class _Intervals:
-    """Off-CPU intervals sorted by (actor, start), clipped to their actor's covered
-    time and to each other: an interval starts no earlier than its actor's previous one
-    ends (a damaged overlap), so they never overlap."""
+    """Off-CPU intervals sorted by (actor, start), the workload's then the helpers',
+    clipped to their actor's covered time and to each other: an interval starts no
+    earlier than its actor's previous one ends (a damaged overlap), so they never
+    overlap."""
 
     act: np.ndarray  # int64 actor
     s: np.ndarray  # switch-out
@@ -254,38 +310,56 @@ class _Intervals:
     woken: np.ndarray  # bool: woken in the window, not preempted
     helper: np.ndarray  # bool: a helper's interval
     sysnr: np.ndarray  # int32: the syscall it was in; -3 for a helper
-    c: dict[str, np.ndarray]  # the record columns (WAKE_FIELDS) in this order
+    c: _Cols  # the record columns (WAKE_FIELDS) in this order
 
 
-def _intervals(tl: Timeline, act: np.ndarray, c: Mapping[str, np.ndarray],
-               helper: np.ndarray) -> _Intervals:
-    lo, hi = tl.birth[act], tl.death[act]
-    s = np.clip(c["start_ns"].astype(I64), lo, hi)
-    e = c["end_ns"].astype(I64)
-    e = np.clip(np.where(e > 0, e, hi), lo, hi)
-    del lo, hi
-    # Stable: equal starts keep the records' order.
-    o = np.argsort(tl.keys(act, s), kind="stable")
-    act, s, e, helper = act[o], s[o], e[o], helper[o]
-    cols = {f: np.asarray(v)[o] for f, v in c.items()}
-    del o
+def _intervals(tl: Timeline, kinds: Sequence[tuple[Mapping[str, np.ndarray],
+                                                   np.ndarray | None, np.ndarray]]
+               ) -> _Intervals:
+    """kinds: (columns, rows taken or None for all, actor of each row taken) of the
+    workload's intervals, then of the helpers'."""
+    parts = []
+    for src, sel, act in kinds:
+        lo, hi = tl.birth[act], tl.death[act]
+        s = np.clip(_col(src, "start_ns", sel), lo, hi)
+        e = _col(src, "end_ns", sel)
+        e = np.clip(np.where(e > 0, e, hi), lo, hi)
+        del lo, hi
+        # Stable: equal starts keep the records' order.
+        o = np.argsort(tl.keys(act, s), kind="stable")
+        rows = o if sel is None else sel[o]
+        parts.append((act[o], s[o], e[o], rows))
+        del s, e, o
+    act, s, e = (np.concatenate((parts[0][i], parts[1][i])) for i in range(3))
+    c = _Cols(kinds[0][0], parts[0][3], kinds[1][0], parts[1][3])
+    helper = np.zeros(len(act), bool)
+    helper[len(parts[0][0]):] = True
+    del parts
     ek = tl.keys(act, np.maximum(e, s))
     # The latest end before each interval, keyed (the first interval: its own start).
     prev = np.empty(len(ek), I64)
     if len(ek):
         prev[0] = ek[0] - np.maximum(e[0] - s[0], 0)
         np.maximum.accumulate(ek[:-1], out=prev[1:])
-    s = np.maximum(s, prev - act * tl.span + tl.origin)
-    del ek, prev
-    e = np.maximum(e, s)
-    flags = cols["flags_u16"].astype(np.int64)
-    wk = cols["waking_ns"].astype(I64)
+    del ek
+    prev -= act * tl.span
+    prev += tl.origin
+    np.maximum(s, prev, out=s)
+    del prev
+    np.maximum(e, s, out=e)
+    flags = c.get("flags_u16")
+    wk = c.get("waking_ns")
     preempt = (flags & abi.OFF_PREEMPT) != 0
+    del flags
     woken = (wk > 0) & ~preempt
     w = np.where(woken, np.clip(wk, s, e), np.where(preempt, s, e))
+    del wk, preempt
     # A helper's syscall is none of the workload's: the waiter's own names the wait.
-    sysnr = np.where(helper, -3, cols["syscall_nr"]).astype(np.int32)
-    return _Intervals(act, s, w, e, woken, helper, sysnr, cols)
+    sysnr = np.where(helper, -3, c.get("syscall_nr")).astype(np.int32)
+    return _Intervals(act, s, w, e, woken, helper, sysnr, c)
+
+
+LAYOUT_CHUNK = 1 << 18  # intervals whose segments are laid out together (temporaries)
 
 
 def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
@@ -295,12 +369,14 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     blocked pieces, its runnable part and the gap to the next interval (on CPU; for a
     helper, only for the growth of its CPU total, run_total_ns, and the rest of the gap
     a stretch not recorded) or to the actor's death. Each segment is written to its
-    place, found by a cumulative count: no sort. Empty segments are left out."""
-    act, s, w, e, helper = iv.act, iv.s, iv.w, iv.e, iv.helper
+    place, found by a cumulative count: no sort. Empty segments are left out. The
+    intervals are taken LAYOUT_CHUNK at a time, twice (count, then write): the
+    temporaries are the chunk's, the output the only array of the segments' size."""
+    act, s, w, e = iv.act, iv.s, iv.w, iv.e
     n = len(act)
     nact = len(tl.tids)
     blocked = w > s
-    wk = ~helper
+    wk = ~iv.helper
     tl.intervals += int(wk.sum())
     un = wk & blocked & (detail == NOT_SEEN)
     tl.unseen += int(un.sum())
@@ -308,105 +384,132 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     del wk, un
     # Request links: the wait cut around the request's device stage (_linked_pieces).
     rl = cat == -2
-    lq, lpa, lpb, lpc, ldet = _linked_pieces(s, w, np.where(rl, target, -1), rl & blocked,
-                                             link)
+    lq, lpa, lpc, ldet = _linked_pieces(s, w, target, rl & blocked, link)
+    nlinked = np.bincount(lq, minlength=n).astype(np.int32)
     plain = blocked & ~rl
-    nb = plain.astype(I64)
-    if len(lq):
-        nb += np.bincount(lq, minlength=n)
-    # The gap after each interval: to the actor's next interval, else its death.
+    del blocked, rl
+    # Segments per interval, then each unit's offset: units in order are each actor's
+    # head, then its intervals.
     first = np.ones(n, bool)
     first[1:] = act[1:] != act[:-1]
-    last = np.ones(n, bool)
-    last[:-1] = first[1:]
-    nxt_s = np.empty(n, I64)
-    nxt_s[:-1] = s[1:]
-    nxt_s = np.where(last, tl.death[act], nxt_s)
-    rt = iv.c["run_total_ns"].astype(I64)
-    rt_next = np.empty(n, I64)
-    rt_next[:-1] = rt[1:]
-    split = helper & ~last & (rt > 0) & (rt_next >= rt)
-    cpu_end = np.where(split, np.minimum(nxt_s, e + (rt_next - rt)), nxt_s)
-    del rt, rt_next, split
-    runq = e > w
-    gcpu = cpu_end > e
-    gnr = nxt_s > cpu_end
-    # Heads: from each actor's birth to its first interval (or its death).
-    has = np.zeros(nact, bool)
-    has[act] = True
     head_end = tl.death.copy()
     head_end[act[first]] = s[first]
+    del first
     head = head_end > tl.birth
-    # Units in order: each actor's head, then its intervals. Count of segments of each.
     ifirst = np.searchsorted(act, np.arange(nact))  # each actor's first interval
-    upos_head = ifirst + np.arange(nact)
-    upos_iv = np.arange(n) + act + 1
-    cnt = np.zeros(n + nact, I64)
-    cnt[upos_head] = head
-    cnt[upos_iv] = nb + runq + gcpu + gnr
     off = np.zeros(n + nact, I64)
-    np.cumsum(cnt[:-1], out=off[1:])
-    total = int(off[-1] + cnt[-1]) if len(cnt) else 0
-    del cnt
+    off[ifirst + np.arange(nact)] = head
+    for a in range(0, n, LAYOUT_CHUNK):
+        b = min(n, a + LAYOUT_CHUNK)
+        g = _gaps_after(tl, iv, a, b)
+        off[np.arange(a, b) + act[a:b] + 1] = (plain[a:b] + nlinked[a:b] + (e[a:b] > w[a:b])
+                                               + (g[1] > e[a:b]) + (g[0] > g[1]))
+    total = int(off.sum())
+    off[1:] = np.cumsum(off[:-1])
+    off[:1] = 0
     oa = np.empty(total, np.int32)
-    ob = np.empty(total, I64)
-    ox = np.empty(total, I64)
+    ok = np.empty(total, I64)
     ocat = np.empty(total, np.int8)
-    otg = np.full(total, -1, np.int32)
-    odet = np.full(total, -1, np.int32)
+    oarg = np.full(total, -1, np.int32)
     osys = np.full(total, -3, np.int32)
     hcpu = np.where(tl.helper, HCPU, CPU).astype(np.int8)
 
-    def put(pos: np.ndarray, actor: np.ndarray, a: np.ndarray, b: np.ndarray, k: Any,
-            tg: Any = -1, det: Any = -1, sy: Any = -3) -> None:
-        oa[pos], ox[pos], ob[pos], ocat[pos] = actor, a, b, k
-        if not np.isscalar(tg) or tg != -1:
-            otg[pos] = tg
-        if not np.isscalar(det) or det != -1:
-            odet[pos] = det
+    def put(pos: np.ndarray, actor: np.ndarray, t: np.ndarray, k: Any, arg: Any = -1,
+            sy: Any = -3) -> None:
+        # A segment's end is the next one's start: only where it starts is written.
+        oa[pos], ocat[pos] = actor, k
+        ok[pos] = tl.keys(actor, t)
+        if not np.isscalar(arg) or arg != -1:
+            oarg[pos] = arg
         if not np.isscalar(sy) or sy != -3:
             osys[pos] = sy
 
     h = np.flatnonzero(head)
-    put(off[upos_head[h]], h, tl.birth[h], head_end[h], hcpu[h])
-    base = off[upos_iv]
-    i = np.flatnonzero(plain)
-    put(base[i], act[i], s[i], w[i], cat[i], target[i], detail[i], iv.sysnr[i])
-    if len(lq):
-        # Pieces of an interval are consecutive and in time order in lq.
-        starts = np.ones(len(lq), bool)
-        starts[1:] = lq[1:] != lq[:-1]
-        grp = np.cumsum(starts) - 1
-        rank = np.arange(len(lq)) - np.flatnonzero(starts)[grp]
-        put(base[lq] + rank, act[lq], lpa, lpb, lpc, -1, ldet, iv.sysnr[lq])
-    base = base + nb
-    i = np.flatnonzero(runq)
-    rq_cat = np.where(helper[i], HRUNQ, RUNQ).astype(np.int8)
-    put(base[i], act[i], w[i], e[i], rq_cat, -1, -1, iv.sysnr[i])
-    base = base + runq
-    i = np.flatnonzero(gcpu)
-    put(base[i], act[i], e[i], cpu_end[i], hcpu[act[i]])
-    base = base + gcpu
-    i = np.flatnonzero(gnr)
-    put(base[i], act[i], cpu_end[i], nxt_s[i], OTHER, -1, NOT_RECORDED)
-    tl.actor, tl.a, tl.b, tl.cat = oa, ox, ob, ocat
-    tl.target, tl.detail, tl.sys = otg, odet, osys
+    put(off[ifirst[h] + h], h, tl.birth[h], hcpu[h])
+    del h, head, ifirst
+    # The linked pieces: an interval's are consecutive and in time order in lq, so a
+    # piece's rank in its interval is its distance from the interval's first.
+    for a in range(0, len(lq), LAYOUT_CHUNK * 4):
+        b = min(len(lq), a + LAYOUT_CHUNK * 4)
+        q = lq[a:b]
+        rank = np.arange(a, b) - np.searchsorted(lq, q, side="left")
+        put(off[q + act[q] + 1] + plain[q] + rank, act[q], lpa[a:b], lpc[a:b], ldet[a:b],
+            iv.sysnr[q])
+    del lq, lpa, lpc, ldet
+    for a in range(0, n, LAYOUT_CHUNK):
+        b = min(n, a + LAYOUT_CHUNK)
+        i = np.arange(a, b)
+        base = off[i + act[a:b] + 1]
+        nxt_s, cpu_end = _gaps_after(tl, iv, a, b)
+        ca = act[a:b]
+        m = plain[a:b]
+        k = cat[a:b][m]
+        put(base[m], ca[m], s[a:b][m], k, np.where(k == RECURSE, target[a:b][m], detail[a:b][m]),
+            iv.sysnr[a:b][m])
+        base += plain[a:b] + nlinked[a:b]
+        m = e[a:b] > w[a:b]
+        put(base[m], ca[m], w[a:b][m],
+            np.where(iv.helper[a:b][m], HRUNQ, RUNQ).astype(np.int8), -1, iv.sysnr[a:b][m])
+        base += m
+        m = cpu_end > e[a:b]
+        put(base[m], ca[m], e[a:b][m], hcpu[ca[m]])
+        base += m
+        m = nxt_s > cpu_end
+        put(base[m], ca[m], cpu_end[m], OTHER, NOT_RECORDED)
+    tl.actor, tl.kstart, tl.cat, tl.arg, tl.sys = oa, ok, ocat, oarg, osys
+
+
+def _gaps_after(tl: Timeline, iv: _Intervals, a: int, b: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """For the intervals [a, b): where the gap after each ends (the actor's next
+    interval's start, else its death) and where its on-CPU part ends (a helper's: its
+    CPU total's growth to the next interval; the rest of the gap was not recorded)."""
+    n = len(iv.act)
+    c = min(n, b + 1)
+    act = iv.act[a:c]
+    last = np.ones(b - a, bool)
+    last[:c - a - 1] = act[1:] != act[:-1]
+    nxt_s = np.where(last, tl.death[act[:b - a]], iv.s[a + 1:a + 1 + (b - a)]
+                     if c > b else np.append(iv.s[a + 1:c], 0))
+    rt = iv.c.get("run_total_ns", np.arange(a, c))
+    rt_next = np.append(rt[1:], 0) if c == b else rt[1:]
+    rt = rt[:b - a]
+    split = iv.helper[a:b] & ~last & (rt > 0) & (rt_next >= rt)
+    e = iv.e[a:b]
+    cpu_end = np.where(split, np.minimum(nxt_s, e + (rt_next - rt)), nxt_s)
+    return nxt_s, cpu_end
+
+
+LINK_CHUNK = 1 << 18  # waits cut around their request at a time (temporaries)
 
 
 def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray,
                    link: "RequestLink"
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of the waits [s, w) ended by a request's completion (sel; rq: the
-    request's index in link), as (interval, start, end, category, detail), sorted by
-    interval then time: a request of a carrier device, by what the devices below did
-    over the wait (link.below) and its loop worker where they were idle (helper-cpu,
-    CARRIED); any other, its pre-flush and post-flush (outside the request's device
-    stage, a flush-sequenced request's) as barrier and its stage as its category, each
-    cut where a flush was in flight (link.flushing: barrier, it waited behind it)."""
-    k = np.flatnonzero(sel)
-    z = np.zeros(0, I64)
-    if not len(k):
-        return z, z, z, np.zeros(0, np.int8), np.zeros(0, np.int32)
+    request's index in link), as (interval, start, category, detail), sorted by
+    interval then time (each piece ends where the next starts, the last at w): a
+    request of a carrier device, by what the devices below did over the wait
+    (link.below) and its loop worker where they were idle (helper-cpu, CARRIED); any
+    other, its pre-flush and post-flush (outside the request's device stage, a
+    flush-sequenced request's) as barrier and its stage as its category, each cut where
+    a flush was in flight (link.flushing: barrier, it waited behind it). LINK_CHUNK
+    waits at a time."""
+    k_all = np.flatnonzero(sel)
+    parts = [_linked_chunk(s, w, rq, k_all[a:a + LINK_CHUNK], link)
+             for a in range(0, len(k_all), LINK_CHUNK)]
+    if not parts:
+        z = np.zeros(0, I64)
+        return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32)
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
+
+
+def _linked_chunk(s: np.ndarray, w: np.ndarray, rq: np.ndarray, k: np.ndarray,
+                  link: "RequestLink"
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """_linked_pieces of the waits k (ascending)."""
     r = rq[k]
     out = []
     carried = np.zeros(len(k), bool)
@@ -416,27 +519,33 @@ def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray
             continue
         carried |= m
         km = k[m]
-        qi, pa, pb, pc = cut_ordered(s[km], w[km], ss, se, sc,
-                                     np.full(len(km), HCPU, np.int8))
-        out.append((km[qi], pa, pb, pc, np.where(pc == HCPU, CARRIED, -1).astype(np.int32)))
+        qi, pa, _, pc = cut_ordered(s[km], w[km], ss, se, sc, np.full(len(km), HCPU, np.int8))
+        out.append((km[qi], pa, pc, np.where(pc == HCPU, CARRIED, -1).astype(np.int32)))
     k, r = k[~carried], r[~carried]
     if len(k):
         rc = link.cat[r]
         pre_b = np.clip(link.stage_a[r], s[k], w[k])
         post_a = np.clip(link.stage_b[r], pre_b, w[k])
         outer = np.where(link.flush_seq[r], BARRIER, rc).astype(np.int8)
-        # Three parts per wait, interleaved so that one ordered cut keeps them in order.
+        # Three parts per wait, interleaved so that one ordered cut keeps them in order;
+        # the empty ones left out (most waits have no pre-flush part).
         qa = np.stack((s[k], pre_b, post_a), axis=1).ravel()
         qb = np.stack((pre_b, post_a, w[k]), axis=1).ravel()
-        gc = np.stack((outer, rc, outer), axis=1).ravel()
+        del pre_b, post_a
+        keep = np.flatnonzero(qb > qa)
+        qa, qb = qa[keep], qb[keep]
+        gc = np.stack((outer, rc, outer), axis=1).ravel()[keep]
         fs, fe = link.flushing
-        qi, pa, pb, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), BARRIER, np.int8), gc)
-        out.append((k[qi // 3], pa, pb, pc, np.full(len(qi), -1, np.int32)))
+        qi, pa, _, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), BARRIER, np.int8), gc)
+        out.append((k[keep[qi] // 3], pa, pc, np.full(len(qi), -1, np.int32)))
+    if not out:
+        z = np.zeros(0, I64)
+        return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32)
     cols = [np.concatenate(x) for x in zip(*out)]
     if len(out) > 1:  # carrier groups and the rest: order by interval (stable in time)
         o = np.argsort(cols[0], kind="stable")
         cols = [x[o] for x in cols]
-    return cols[0], cols[1], cols[2], cols[3].astype(np.int8), cols[4].astype(np.int32)
+    return cols[0], cols[1], cols[2].astype(np.int8), cols[3].astype(np.int32)
 
 
 def cut_ordered(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
@@ -449,30 +558,52 @@ def cut_ordered(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
     2c + 1 slots, gap and state alternating."""
     a, b = np.asarray(a, I64), np.asarray(b, I64)
     n = len(a)
+    gap_cat = np.asarray(gap_cat)
     if not len(ss):
         keep = np.flatnonzero(b > a)
-        return keep, a[keep], b[keep], np.asarray(gap_cat)[keep].astype(np.int8)
+        return keep, a[keep], b[keep], gap_cat[keep].astype(np.int8)
     lo = np.searchsorted(se, a, side="right")  # first state ending after a
     hi = np.searchsorted(ss, b, side="left")  # first state starting at or after b
     cnt = np.maximum(hi - lo, 0)
-    slots = 2 * cnt + 1
-    qi = np.repeat(np.arange(n), slots)
-    first = np.cumsum(slots) - slots
-    j = np.arange(len(qi)) - first[qi]
+    # Most intervals meet no state: one piece, themselves. The others: slots.
+    one = np.flatnonzero((cnt == 0) & (b > a))
+    many = np.flatnonzero(cnt > 0)
+    slots = 2 * cnt[many] + 1
+    qm = np.repeat(many, slots)
+    j = np.arange(len(qm)) - np.repeat(np.cumsum(slots) - slots, slots)
     is_state = (j & 1) == 1
-    k = lo[qi] + (j >> 1)  # the state of an odd slot; the state after an even one
+    k = np.repeat(lo[many], slots) + (j >> 1)  # the state of an odd slot; after an even one
     kc = np.minimum(k, len(ss) - 1)
     kp = np.maximum(k - 1, 0)
-    aq, bq = a[qi], b[qi]
+    del k
+    aq, bq = a[qm], b[qm]
     # A state: [max(a, ss), min(b, se)); a gap: from the state before (or a) to the
     # state after (or b).
     pa = np.where(is_state, np.maximum(aq, ss[kc]),
                   np.where(j == 0, aq, np.minimum(bq, se[kp])))
     pb = np.where(is_state, np.minimum(bq, se[kc]),
-                  np.where(j == slots[qi] - 1, bq, np.maximum(aq, ss[kc])))
-    pc = np.where(is_state, np.asarray(scat)[kc], np.asarray(gap_cat)[qi]).astype(np.int8)
+                  np.where(j == np.repeat(slots, slots) - 1, bq, np.maximum(aq, ss[kc])))
+    pc = np.where(is_state, np.asarray(scat)[kc], gap_cat[qm]).astype(np.int8)
+    del aq, bq, kc, kp, j, is_state
     keep = np.flatnonzero(pb > pa)
-    return qi[keep], pa[keep], pb[keep], pc[keep]
+    qm, pa, pb, pc = qm[keep], pa[keep], pb[keep], pc[keep]
+    # Both sets in interval order: each interval's pieces at its count's offset.
+    per = np.zeros(n, I64)
+    per[one] = 1
+    per += np.bincount(qm, minlength=n)
+    off = np.cumsum(per) - per
+    total = int(per.sum())
+    qi = np.empty(total, I64)
+    oa, ob, oc = np.empty(total, I64), np.empty(total, I64), np.empty(total, np.int8)
+    at = off[one]
+    qi[at], oa[at], ob[at], oc[at] = one, a[one], b[one], gap_cat[one]
+    if len(qm):
+        first = np.ones(len(qm), bool)
+        first[1:] = qm[1:] != qm[:-1]
+        rank = np.arange(len(qm)) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        at = off[qm] + rank
+        qi[at], oa[at], ob[at], oc[at] = qm, pa, pb, pc
+    return qi, oa, ob, oc
 
 
 class _Names:
@@ -583,10 +714,9 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     cat = np.full(n, OTHER, np.int8)
     target = np.full(n, -1, np.int64)
     detail = np.full(n, NOT_SEEN, np.int32)
-    flags = c["flags_u16"].astype(np.int64)
-    wtid = c["waker_tid"].astype(I64)
-    ctx = c["waker_ctx_u16"].astype(np.int64)
-    comm = np.ascontiguousarray(c["waker_comm"])
+    flags = c.get("flags_u16")
+    wtid = c.get("waker_tid")
+    ctx = c.get("waker_ctx_u16")
     sleepy = np.zeros(n, bool)
     for nr in np.unique(sysnr).tolist():
         if syscall_name(int(nr), arch) in SLEEP_SYSCALLS:
@@ -598,13 +728,13 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     detail[unseen & sleepy] = -1
     done = unseen.copy()
     # 1. request link.
-    ri = link.find(c["waker_rq_seq"].astype(I64))
+    ri = link.find(c.get("waker_rq_seq"))
     m = ~done & ((flags & abi.OFF_WAKER_RQ) != 0) & (ri >= 0)
     cat[m], target[m], detail[m] = -2, ri[m], -1
     done |= m
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
-    m = ~done & (irq | (wtid == 0) | (wtid == c["tid"].astype(I64)))
+    m = ~done & (irq | (wtid == 0) | (wtid == tl.tids[iv.act]))
     # A helper woken from an interrupt with no request link may be handed work by an
     # I/O completion (end-I/O work queued from it) or wake from a timer: out of iowait,
     # what the devices did not do over it is its sleep (HELPER_IRQ, helper_timers).
@@ -618,21 +748,22 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     # thread of a filesystem on a device the trace does not describe (foreign_jbd2).
     ti, known = tl.actor_of(wtid)
     m = np.flatnonzero(~done & known)
-    m = m[~foreign_jbd2(comm[m], tl.devices)]
+    m = m[~foreign_jbd2(c.get("waker_comm", m), tl.devices)]
     cat[m], target[m], detail[m] = RECURSE, ti[m], -1
     done[m] = True
     # 5. a task outside the workload.
     rest = np.flatnonzero(~done)
     if len(rest):
+        comm = c.get("waker_comm", rest)
         helper_like = np.zeros(len(rest), bool)
         for p in HELPER_PREFIXES:
-            helper_like |= starts_with(comm[rest], p)
+            helper_like |= starts_with(comm, p)
         cat[rest] = np.where(helper_like, OTHER, EXTERNAL)
         # Names numbered as met: the workload's wakers, then the helpers' (sorted by
         # name within each), as the intervals of each kind come.
         hr = iv.helper[rest]
-        for part in (rest[~hr], rest[hr]):
-            detail[part] = names.codes(comm[part])
+        for part in (~hr, hr):
+            detail[rest[part]] = names.codes(comm[part])
         # An I/O wait (iowait, or a helper's) ended from another task's context with no
         # request link is an I/O completion run in that task (a task-context completion:
         # a FUSE daemon serving a loop device, a submitter completing inline), not that

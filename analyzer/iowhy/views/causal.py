@@ -95,9 +95,9 @@ def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverag
     ok = tl.helper & ~np.isin(tl.tids, np.asarray(foreign, np.int64))
     hseg = ok[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
     for cat in (HCPU, HRUNQ):
-        m = hseg & (tl.cat == cat) & (tl.detail != CARRIED)  # their own, not a loop's
-        if m.any():
-            out.append((Coverage(*union_intervals(tl.a[m], tl.b[m])), cat))
+        m = np.flatnonzero(hseg & (tl.cat == cat) & (tl.arg != CARRIED))  # not a loop's
+        if len(m):
+            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m))), cat))
     return out
 
 
@@ -270,13 +270,14 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         qi = np.repeat(np.arange(len(act)), cnt)
         first = np.cumsum(cnt) - cnt
         si = lo[qi] + (np.arange(len(qi)) - first[qi])
-        pa = np.maximum(qa[qi], tl.a[si])
-        pb = np.minimum(qb[qi], tl.b[si])
+        pa = np.maximum(qa[qi], tl.starts(si))
+        pb = np.minimum(qb[qi], tl.ends(si))
         _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner,
               NO_TASK if level == 0 else NOT_RECORDED,
               _exiting(tl, act, qb) if level else None, act)
         cat = tl.cat[si].astype(np.int8)
-        det = tl.detail[si]
+        arg = tl.arg[si]
+        det = np.where(cat == RECURSE, -1, arg)
         ssys = tl.sys[si]
         blocked_sys = ssys >= -2
         p_top = ssys if level == 0 else top[qi]
@@ -290,7 +291,7 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
                     p_in[leaf], act[qi][leaf]))
         yield out
-        act = tl.target[si][rec].astype(I64)
+        act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
         root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
         level += 1
@@ -369,21 +370,28 @@ for _r, _c in enumerate((CPU, RUNQ, HCPU, HRUNQ, BARRIER, BARRIER + 1, BARRIER +
     _RANK[_c] = _r
 
 
+CONTINUE_BATCH = 1 << 16  # segments of the other threads explained over a batch of pieces
+
+
 def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
-                     arch: str | None) -> Leaves:
+                     arch: str | None) -> Iterator[Leaves]:
     """Replace each piece of a workload thread's wait whose waker was not seen
     (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) or of its sleep in a
     sleeping syscall (SLEEP_SYSCALLS) ended by its timer (TIMER), by the best-explained
     state, instant by instant, among the other workload threads over it (_RANK), each
     explained as explain() does, one level less deep and without continuing again.
     Where none of them is better than wait-other (than sleep, for a sleep) the piece
-    stays as it was. lv: the leaves of one query (disjoint pieces).
+    stays as it was. lv: leaves of one query (disjoint pieces). Yields the leaves in
+    batches: those kept, then the continued pieces' a batch of pieces at a time.
 
-    Work: one explain() of every (piece, other thread alive over it) pair at once, and
-    one pass per rank over the leaves it gives (_best_of): linear in those leaves."""
+    Work: one explain() of every (piece, other thread alive over it) pair of a batch at
+    once, and one pass per rank over the leaves it gives (_best_of): linear in those
+    leaves. A batch of pieces meets about CONTINUE_BATCH segments of the other threads
+    (a piece is never split: one meeting more is a batch of its own)."""
     nw = int((~tl.helper).sum())
     if depth <= 0 or nw < 2 or not len(lv.a):
-        return lv
+        yield lv
+        return
     name = _sys_name(arch)
     waits = np.zeros(len(lv.a), bool)
     for nr in np.unique(lv.in_sys).tolist():
@@ -400,25 +408,38 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     slept = (lv.cat == SLEEP) & (lv.detail == TIMER) & sleeps & own
     m = ((lv.cat == OTHER) & (lv.detail == NOT_SEEN) & waits & own) | slept
     if not m.any():
-        return lv
+        yield lv
+        return
+    yield _take(lv, np.flatnonzero(~m))
     idx = np.flatnonzero(m)
     pa, pb = lv.a[idx], lv.b[idx]
     # Queries: each piece with every other workload thread alive over it, by thread.
     qp, qk = _alive_over(pa, pb, tl.birth[:nw], tl.death[:nw], actors[idx])
-    sub = _explain(tl, qk, pa[qp], pb[qp], depth - 1)[0]
     below = np.where(slept[idx], _RANK[SLEEP], _RANK.max())
-    cp, ea, eb, owner = _best_of(sub, qp[sub.root], pa, pb, below)
-    mine = owner < 0
-    oc = np.maximum(owner, 0)
-    src = idx[cp]
-    new = (lv.root[src], ea, eb,
-           np.where(mine, lv.cat[src], sub.cat[oc]).astype(lv.cat.dtype),
-           np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
-           lv.top_sys[src],
-           np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype))
-    keep = np.flatnonzero(~m)
-    return Leaves(*(np.concatenate((x[keep], y.astype(x.dtype)))
-                    for x, y in zip(_cols(lv), new)))
+    # Batches of whole pieces by the segments their queries meet (qp is sorted).
+    lo, hi = _segment_range(tl, qk, pa[qp], pb[qp])
+    work = np.cumsum(1 + np.bincount(qp, weights=np.maximum(hi - lo, 1), minlength=len(idx)))
+    del lo, hi
+    qstart = np.searchsorted(qp, np.arange(len(idx) + 1))  # each piece's first query
+    start = 0
+    while start < len(idx):
+        limit = (work[start - 1] if start else 0) + CONTINUE_BATCH
+        end = max(start + 1, int(np.searchsorted(work, limit, side="right")))
+        q = slice(int(qstart[start]), int(qstart[end]))
+        bp, bk = qp[q] - start, qk[q]
+        pcs = slice(start, end)
+        sub = _explain(tl, bk, pa[pcs][bp], pb[pcs][bp], depth - 1)[0]
+        cp, ea, eb, owner = _best_of(sub, bp[sub.root], pa[pcs], pb[pcs], below[pcs])
+        mine = owner < 0
+        oc = np.maximum(owner, 0)
+        src = idx[cp + start]
+        yield Leaves(lv.root[src], ea, eb,
+                     np.where(mine, lv.cat[src], sub.cat[oc]).astype(lv.cat.dtype),
+                     np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
+                     lv.top_sys[src],
+                     np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype))
+        del sub, cp, ea, eb, owner, mine, oc, src
+        start = end
 
 
 def _alive_over(pa: np.ndarray, pb: np.ndarray, birth: np.ndarray, death: np.ndarray,
@@ -519,27 +540,6 @@ def root_actor(tl: Timeline, tasks: Mapping[str, np.ndarray], pid: int | None) -
     return int(np.argmin(wt))
 
 
-def _sums(lv: Leaves, sel: np.ndarray | None = None) -> dict[str, int]:
-    cat, ln = (lv.cat, lv.length) if sel is None else (lv.cat[sel], lv.length[sel])
-    s = np.zeros(len(CAUSAL_CATEGORIES), I64)
-    np.add.at(s, cat.astype(np.int64), ln)
-    return {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, s.tolist())}
-
-
-def _by_name(keys: np.ndarray, ln: np.ndarray, name: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if not len(keys):
-        return out
-    u, inv = np.unique(keys, return_inverse=True)
-    tot = np.zeros(len(u), I64)
-    np.add.at(tot, inv.ravel(), ln)
-    for k, v in zip(u.tolist(), tot.tolist()):
-        if v:
-            nm = name(int(k))
-            out[nm] = out.get(nm, 0) + int(v)
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
 NO_TASK_SYS = -4  # the "syscall" of time with no thread alive
 
 
@@ -548,35 +548,107 @@ def _sys_name(arch: str | None) -> Any:
                        else syscall_name(nr, arch))
 
 
+ELAPSED_BATCH = 1 << 16  # leaves of the root's explanation continued and filled together
+
+
 def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
-                 fill: Fill | None = None) -> tuple[dict[str, Any], Leaves]:
+                 fill: Fill | None = None, steps: Sequence[int] = ()
+                 ) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]:
     """The elapsed time along the critical path: attribution_ns and its breakdowns, and
-    the leaves (for the per-interval view)."""
+    per step of `steps` (ns) the attribution per interval of that length (interval_view).
+
+    The leaves are continued (_continue_unseen), filled and summed a batch at a time as
+    the recursion gives them (at most ELAPSED_BATCH at once), never kept."""
     w0, w1 = tl.origin, tl.origin + tl.span - 2
+    tally = _Tally(w0, w1, steps)
     if root < 0:
-        lv = Leaves(np.zeros(1, I64), np.array([w0], I64), np.array([w1], I64),
-                    np.array([OTHER], np.int8), np.array([NO_TASK], np.int32),
-                    np.array([-3], np.int32), np.array([-3], np.int32))
+        tally.add(Leaves(np.zeros(1, I64), np.array([w0], I64), np.array([w1], I64),
+                         np.array([OTHER], np.int8), np.array([NO_TASK], np.int32),
+                         np.array([-3], np.int32), np.array([-3], np.int32)))
     else:
-        lv, actors = _explain(tl, np.array([root]), np.array([w0]), np.array([w1]), depth)
-        lv = _continue_unseen(tl, lv, actors, depth, arch)
-        if fill is not None:
-            lv = fill_leaves(lv, fill)
-    ln = lv.length
-    wo = lv.cat == OTHER
-    blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
-    ext = lv.cat == EXTERNAL
-    slp = lv.cat == SLEEP
+        for level in _levels(tl, np.array([root]), np.array([w0]), np.array([w1]), depth):
+            for part in level:
+                for a in range(0, len(part[0]), ELAPSED_BATCH):
+                    cut = [x[a:a + ELAPSED_BATCH] for x in part]
+                    for lv in _continue_unseen(tl, Leaves(*cut[:7]), cut[7], depth, arch):
+                        tally.add(lv if fill is None else fill_leaves(lv, fill))
+    name = _sys_name(arch)
+
+    def detail(d: int) -> str:
+        return tl.details[d]
     res = {
-        "attribution_ns": _sums(lv),
-        "wait_other_by_syscall_ns": _by_name(lv.in_sys[wo], ln[wo], _sys_name(arch)),
-        "wait_other_by_waker_ns": _by_name(lv.detail[wo], ln[wo], lambda d: tl.details[d]),
-        "external_by_comm_ns": _by_name(lv.detail[ext], ln[ext], lambda d: tl.details[d]),
-        "sleep_by_syscall_ns": _by_name(lv.in_sys[slp], ln[slp], _sys_name(arch)),
-        "blocked_by_syscall_ns": _by_name(lv.in_sys[blocked], ln[blocked], _sys_name(arch)),
+        "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, tally.cat.tolist())},
+        "wait_other_by_syscall_ns": tally.named("wait_other_sys", name),
+        "wait_other_by_waker_ns": tally.named("wait_other_waker", detail),
+        "external_by_comm_ns": tally.named("external", detail),
+        "sleep_by_syscall_ns": tally.named("sleep", name),
+        "blocked_by_syscall_ns": tally.named("blocked", name),
         "root_tid": int(tl.tids[root]) if root >= 0 else None,
     }
-    return res, lv
+    return res, {step: tally.intervals(step) for step in steps}
+
+
+class _Tally:
+    """Sums of leaves added a batch at a time: per category, the breakdowns of
+    elapsed_view by a code (syscall or detail), and per interval of each step."""
+
+    def __init__(self, w0: int, w1: int, steps: Sequence[int]) -> None:
+        self.cat = np.zeros(len(CAUSAL_CATEGORIES), I64)
+        self.by: dict[str, dict[int, int]] = {k: {} for k in (
+            "wait_other_sys", "wait_other_waker", "external", "sleep", "blocked")}
+        self.w0 = w0
+        self.edges: dict[int, np.ndarray] = {}
+        self.before: dict[int, np.ndarray] = {}
+        for step in steps:
+            if step > 0 and w1 > w0:
+                e = np.append(np.arange(w0, w1, step, dtype=I64), I64(w1))
+                self.edges[step] = e
+                self.before[step] = np.zeros((len(CAUSAL_CATEGORIES), len(e)), I64)
+
+    def add(self, lv: Leaves) -> None:
+        if not len(lv.a):
+            return
+        ln = lv.length
+        np.add.at(self.cat, lv.cat.astype(np.int64), ln)
+        wo = lv.cat == OTHER
+        ext = lv.cat == EXTERNAL
+        slp = lv.cat == SLEEP
+        blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
+        for key, code, sel in (("wait_other_sys", lv.in_sys, wo),
+                               ("wait_other_waker", lv.detail, wo),
+                               ("external", lv.detail, ext), ("sleep", lv.in_sys, slp),
+                               ("blocked", lv.in_sys, blocked)):
+            if sel.any():
+                u, inv = np.unique(code[sel], return_inverse=True)
+                tot = np.zeros(len(u), I64)
+                np.add.at(tot, inv.ravel(), ln[sel])
+                d = self.by[key]
+                for k, v in zip(u.tolist(), tot.tolist()):
+                    d[k] = d.get(k, 0) + v
+        for step, e in self.edges.items():
+            for c in np.unique(lv.cat).tolist():
+                m = lv.cat == c
+                self.before[step][c] += _time_before(lv.a[m], lv.b[m], e)
+
+    def named(self, key: str, name: Any) -> dict[str, int]:
+        """{name: ns} by the codes' order, equal names added up, largest first."""
+        out: dict[str, int] = {}
+        for k, v in sorted(self.by[key].items()):
+            if v:
+                nm = name(int(k))
+                out[nm] = out.get(nm, 0) + int(v)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def intervals(self, step: int) -> list[dict[str, Any]]:
+        """The attribution per interval of `step` ns from the window start (the last one
+        shorter): each interval's categories sum exactly to its length."""
+        if step not in self.edges:
+            return []
+        e = self.edges[step]
+        d = np.diff(self.before[step], axis=1)
+        return [{"start_ns": int(e[i] - self.w0), "end_ns": int(e[i + 1] - self.w0),
+                 "attribution_ns": {k: int(d[c, i]) for c, k in enumerate(CAUSAL_CATEGORIES)}}
+                for i in range(len(e) - 1)]
 
 
 BY_THREAD_MAX = 200  # threads listed in thread_time `by_thread`, the busiest first
@@ -596,7 +668,7 @@ def root_event_wait(tl: Timeline, root: int, arch: str | None,
     if root < 0:
         return None
     nw = int((~tl.helper).sum())
-    m = (tl.actor == root) & (tl.cat == RECURSE) & (tl.target >= 0) & (tl.target < nw)
+    m = (tl.actor == root) & (tl.cat == RECURSE) & (tl.arg >= 0) & (tl.arg < nw)
     if not m.any():
         return None
     name = _sys_name(arch)
@@ -604,16 +676,17 @@ def root_event_wait(tl: Timeline, root: int, arch: str | None,
     idx = idx[[name(int(n)) in SLEEP_SYSCALLS for n in tl.sys[idx].tolist()]]
     if not len(idx):
         return None
-    k = int(idx[np.argmax(tl.b[idx] - tl.a[idx])])
-    ns = int(tl.b[k] - tl.a[k])
+    lens = tl.ends(idx) - tl.starts(idx)
+    k = int(idx[np.argmax(lens)])
+    ns = int(lens.max())
     if ns < ROOT_WAIT_SHARE * (tl.span - 2):
         return None
-    tid = int(tl.tids[int(tl.target[k])])
+    tid = int(tl.tids[int(tl.arg[k])])
     return {"syscall": name(int(tl.sys[k])), "ns": ns, "waker_tid": tid,
             "waker_comm": (comms or {}).get(tid, "")}
 
 
-THREAD_BATCH = 1 << 20  # segments of the threads explained together by thread_time_view
+THREAD_BATCH = 1 << 16  # segments of the threads explained together by thread_time_view
 
 
 def thread_time_view(tl: Timeline, depth: int, arch: str | None,
@@ -671,6 +744,10 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
             "by_syscall": by_sys, "by_thread": by_thread}
 
 
+def _take(lv: Leaves, sel: np.ndarray) -> Leaves:
+    return Leaves(*(c[sel] for c in _cols(lv)))
+
+
 def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
     """fill(lv), given only the leaves a fill can change (wait-other, and the loop
     worker's helper-cpu): the others pass through untouched, in any order."""
@@ -707,24 +784,6 @@ def _sum_into(per: np.ndarray, sys_sum: dict[int, np.ndarray], lv: Leaves) -> No
                 sys_sum[nr] += row
             else:
                 sys_sum[nr] = row
-
-
-def interval_view(lv: Leaves, w0: int, w1: int, step: int) -> list[dict[str, Any]]:
-    """The elapsed attribution per interval of `step` ns from w0 (the last one shorter):
-    each interval's categories sum exactly to its length."""
-    if step <= 0 or w1 <= w0:
-        return []
-    edges = np.arange(w0, w1, step, dtype=I64)
-    edges = np.append(edges, I64(w1))
-    per = np.zeros((len(CAUSAL_CATEGORIES), len(edges)), I64)
-    for c in range(len(CAUSAL_CATEGORIES)):
-        m = lv.cat == c
-        if m.any():
-            per[c] = _time_before(lv.a[m], lv.b[m], edges)
-    d = np.diff(per, axis=1)
-    return [{"start_ns": int(edges[i] - w0), "end_ns": int(edges[i + 1] - w0),
-             "attribution_ns": {k: int(d[c, i]) for c, k in enumerate(CAUSAL_CATEGORIES)}}
-            for i in range(len(edges) - 1)]
 
 
 def _time_before(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:

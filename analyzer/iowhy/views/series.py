@@ -83,12 +83,16 @@ def task_comms(trace: Any) -> dict[int, str]:
     if trace is None:
         return out
     for name, ts_field in (("fsync", "enter_ns"), ("task", "ts_ns")):
-        tid = trace.column(name, "tid")
-        if not len(tid):
+        views = trace.chunks(name)
+        if not views:
             continue
-        order = np.argsort(trace.column(name, ts_field), kind="stable")
-        comm = trace.column(name, "comm")
-        for t, c in zip(tid[order].tolist(), comm[order].tolist()):
+        tid = np.concatenate([v["tid"] for v in views])
+        order = np.argsort(np.concatenate([v[ts_field] for v in views]), kind="stable")
+        comm = np.concatenate([v["comm"] for v in views])[order]
+        tid = tid[order]
+        # The last record of each thread.
+        u, first = np.unique(tid[::-1], return_index=True)
+        for t, c in zip(u.tolist(), comm[len(tid) - 1 - first].tolist()):
             out[int(t)] = _comm(c)
     return out
 
