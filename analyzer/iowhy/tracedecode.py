@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,7 +22,14 @@ JSON_MAX = 64 << 20  # a JSON chunk larger than this is not parsed (unknown chun
 ZSTD_CHUNK_MAX = 64 << 20
 
 
-_DCTX = zstandard.ZstdDecompressor()
+_LOCAL = threading.local()  # a decompressor per thread: one may not be shared
+
+
+def _dctx() -> Any:
+    d = getattr(_LOCAL, "dctx", None)
+    if d is None:
+        d = _LOCAL.dctx = zstandard.ZstdDecompressor()
+    return d
 
 
 def _unzstd(buf: Any, plen: int, dlen: int) -> bytes | None:
@@ -35,7 +43,7 @@ def _unzstd(buf: Any, plen: int, dlen: int) -> bytes | None:
     try:
         if zstandard.frame_content_size(data) != dlen:  # -1: not declared
             return None
-        dobj = _DCTX.decompressobj()
+        dobj = _dctx().decompressobj()
         out = dobj.decompress(data)
         if not dobj.eof or len(out) != dlen:
             return None

@@ -406,6 +406,7 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
     seq_max = size // CHDR_SIZE  # no file of this size holds more chunks
     budget = ZSTD_BUDGET_BASE + ZSTD_BUDGET_RATIO * size  # bytes compressed chunks may become
     dest = _Dest(valid, sizes)
+    decoded = _decode_ahead(tr, valid, src, dest, seq_max, budget)
     for off, h in valid:
         ctype, count, plen, dlen, seq = h[1], h[3], h[4], h[5], h[7]
         packed = bool(ctype & abi.CHUNK_ZSTD)
@@ -432,7 +433,7 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             if dlen > budget:
                 dmg.undecodable_chunks += 1
                 continue
-            data = _unpack(payload, h, dest.take(h))
+            data = decoded.pop(off) if off in decoded else _unpack(payload, h, dest.take(h))
             if data is None:
                 dmg.undecodable_chunks += 1
                 continue
@@ -539,6 +540,44 @@ class _Dest:
             return None
         self.at[ctype] = a + n
         return buf[a:a + n]
+
+
+DECODE_THREADS = 2  # threads decoding compressed chunks (zstd and numpy release the GIL)
+
+
+def _decode_ahead(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, dest: _Dest,
+                  seq_max: int, budget: int) -> dict[int, bytes | memoryview | None]:
+    """The compressed chunks _take_chunks will decode, decoded on DECODE_THREADS threads:
+    {chunk offset: _unpack's result}. The same chunks in the same order as it takes
+    them (duplicates skipped, the version's, within the budget as if every one before
+    decoded: never more work than the budget allows; a chunk the budget admits only
+    because one before failed is decoded by _take_chunks itself)."""
+    seen: set[int] = set()
+    jobs = []
+    for off, h in valid:
+        seq, ctype = h[7], h[1]
+        if seq in seen:
+            continue
+        if seq <= seq_max:
+            seen.add(seq)
+        if not ctype & abi.CHUNK_ZSTD:
+            continue
+        compacted = bool(ctype & abi.CHUNK_COMPACT)
+        if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
+            continue
+        if h[5] > budget:
+            continue
+        budget -= h[5]
+        jobs.append((off, h, dest.take(h)))
+
+    def one(job: tuple[int, tuple, np.ndarray | None]) -> bytes | memoryview | None:
+        off, h, d = job
+        return _unpack(src.payload(off + CHDR_SIZE, h[4]), h, d)
+    if len(jobs) < 8 or DECODE_THREADS < 2:
+        return {job[0]: one(job) for job in jobs}
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=DECODE_THREADS) as pool:
+        return dict(zip((job[0] for job in jobs), pool.map(one, jobs)))
 
 
 def _unpack(payload: Any, h: tuple, dest: np.ndarray | None = None
