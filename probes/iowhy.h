@@ -212,6 +212,11 @@ struct iowhy_journal {
 				     loop, xfsaild, kswapd), switched out while some tracked
 				     thread was asleep; such records are of type
 				     IOWHY_REC_HELPER, never IOWHY_REC_OFFCPU */
+#define IOWHY_OFF_THROTTLE_DIRTY (1 << 7) /* a pause of dirty-page throttling
+					     (balance_dirty_pages): the wait is the throttle's */
+#define IOWHY_OFF_THROTTLE_BLOCK (1 << 8) /* throttled in the block layer before it had a
+					     request (writeback throttling, rq-qos, a wait for a
+					     tag): the wait is the throttle's */
 
 /* iowhy_offcpu.waker_ctx_u16: the context sched_waking ran in (from the preempt count) */
 #define IOWHY_WCTX_UNKNOWN 0 /* not woken (preempted, yielded) or not readable */

@@ -35,10 +35,10 @@ CATEGORY_COLORS = {
     "barrier": "#D55E00", "log": "#CC79A7", "metadata": "#E69F00", "data": "#0072B2",
     "read": "#009E73", "cpu": "#4D4D4D", "runqueue": "#F0E442", "helper-cpu": "#8E7CC3",
     "helper-runqueue": "#C5B8E8", "sleep": "#A6CEE3", "external": "#8C564B",
-    "wait-other": "#BDBDBD",
+    "wait-other": "#BDBDBD", "throttle": "#999933",
 }
-# The attribution's categories in the order of the terminal report.
-CATEGORY_ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue",
+# The attribution's categories (level one) in the order of the terminal report.
+CATEGORY_ORDER = ("barrier", "log", "metadata", "data", "read", "throttle", "cpu", "runqueue",
                   "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
 CALL_COLORS = {
     "fsync": "#0072B2", "fdatasync": "#009E73", "sync": "#D55E00", "syncfs": "#E69F00",

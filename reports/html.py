@@ -29,7 +29,9 @@ from typing import Any, Mapping
 
 from . import figures as F
 from .escape import neutralise_page
-from .terminal import _command, _mib, _num, _pct, _yes_no, fmt_ns, root_wait_note
+from iowhy.findings import served_text
+
+from .terminal import _command, _mib, _num, _pct, _yes_no, fmt_ns, root_wait_note, thread_line
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -100,9 +102,11 @@ def section_header(r: Mapping[str, Any], tasks: Mapping[int, str] | None = None)
 
 
 def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
-    """Rows (category, time, %, bar) of the attribution."""
+    """Rows (category, time, %, bar, what served it) of the attribution: level one, and
+    level two in words (served_text) where it says more than the category."""
     el = r["elapsed_ns"]
     att = r["attribution_ns"]
+    detail = r.get("attribution_detail_ns") or {}
     top = max(att.values()) if att else 0
     rows = []
     for k in F.CATEGORY_ORDER:
@@ -112,7 +116,8 @@ def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
         color = F.CATEGORY_COLORS[k]
         rows.append([_label(k, color), fmt_ns(v) if v else "0",
                      f"{100.0 * v / el if el else 0.0:.1f}%",
-                     Raw(f"<div class=\"barcell\">{_bar(v / top if top else 0, color)}</div>")])
+                     Raw(f"<div class=\"barcell\">{_bar(v / top if top else 0, color)}</div>"),
+                     served_text(k, detail.get(k), el).split(": ", 1)[-1]])
     return rows
 
 
@@ -125,8 +130,8 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
            "were doing while all of them were blocked")
     parts = [f"<p>Elapsed <b>{esc(fmt_ns(r['elapsed_ns']))}</b>; every nanosecond is in "
              f"exactly one category ({esc(how)}).</p>",
-             table(("category", "time", "% of elapsed", ""), where_rows(r), numeric=(1, 2),
-                   table_id="table-where")]
+             table(("category", "time", "% of elapsed", "", "served by (% of elapsed)"),
+                   where_rows(r), numeric=(1, 2), table_id="table-where")]
     for key, what in (("wait_other_by_syscall_ns", "wait-other by syscall"),
                       ("wait_other_by_waker_ns", "wait-other by waker"),
                       ("external_by_comm_ns", "external by process"),
@@ -162,18 +167,23 @@ def _thread_time_html(tt: Mapping[str, Any]) -> str:
     """The thread time: the categories over every workload thread's life, and by the
     syscall the threads were in."""
     tot = tt["total_ns"]
-    rows = [[_label(k, F.CATEGORY_COLORS[k]), fmt_ns(v), f"{100.0 * v / tot:.1f}%"]
+    detail = tt.get("attribution_detail_ns") or {}
+    rows = [[_label(k, F.CATEGORY_COLORS[k]), fmt_ns(v), f"{100.0 * v / tot:.1f}%",
+             served_text(k, detail.get(k), tot).split(": ", 1)[-1]]
             for k in F.CATEGORY_ORDER if (v := tt["attribution_ns"].get(k, 0))]
     out = [f"<h3>Thread time</h3><p>All {tt['threads']:,} workload threads together: "
            f"{esc(fmt_ns(tot))} of thread time.</p>",
-           table(("category", "time", "% of thread time"), rows, numeric=(1, 2),
-                 table_id="table-thread-time")]
+           table(("category", "time", "% of thread time", "served by (% of thread time)"),
+                 rows, numeric=(1, 2), table_id="table-thread-time")]
     for name, c in [x for x in tt.get("by_syscall", {}).items()
                     if x[1]["total_ns"] >= 0.01 * tot][:6]:
         parts = ", ".join(f"{k} {100.0 * v / tot:.0f}%" for k, v in
                           sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
         out.append(f"<p>{100.0 * c['total_ns'] / tot:.0f}% of thread time in "
                    f"{esc(name)}: {esc(parts)}</p>")
+    if tt["threads"] > 1:
+        out += [f"<p>{esc(thread_line(t))}</p>" for t in (tt.get("by_thread") or [])[:5]
+                if t["total_ns"]]
     return "".join(out)
 
 

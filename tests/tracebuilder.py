@@ -24,7 +24,8 @@ DEV = (8, 0)  # whole disk
 PART = (8, 1)  # its partition
 LOG_RANGE = (10_000, 20_000)  # journal, whole-disk sectors
 CATS = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "wait-other")
-CAUSAL_CATS = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "helper-cpu",
+CAUSAL_CATS = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "throttle",
+               "helper-cpu",
                "helper-runqueue", "sleep", "external", "wait-other")
 
 

@@ -111,6 +111,8 @@ OFF_LATE_END = 1 << 3
 OFF_WAKER_RQ = 1 << 4
 OFF_FROM_START = 1 << 5
 OFF_HELPER = 1 << 6
+OFF_THROTTLE_DIRTY = 1 << 7
+OFF_THROTTLE_BLOCK = 1 << 8
 
 # offcpu waker_ctx_u16: the context the wakeup ran in
 WCTX_UNKNOWN, WCTX_TASK, WCTX_SOFTIRQ, WCTX_HARDIRQ, WCTX_NMI = 0, 1, 2, 3, 4

@@ -647,6 +647,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "elapsed_ns": int(elapsed),
         "attribution_ns": {k: int(v) for k, v in att.items()},
         "attribution_pct": {k: _pct_of(int(v), elapsed) for k, v in att.items()},
+        **({"attribution_detail_ns": wv["attribution_detail_ns"]}
+           if "attribution_detail_ns" in wv else {}),
         "wait_other_by_syscall_ns": wv["wait_other_by_syscall_ns"],
         "wait_other_by_waker_ns": wv["wait_other_by_waker_ns"],
         "blocked_by_syscall_ns": wv["blocked_by_syscall_ns"],

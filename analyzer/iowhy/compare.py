@@ -37,15 +37,15 @@ import shlex
 from itertools import zip_longest
 from typing import Any, Callable, Mapping, Sequence
 
-from .findings import fmt_ns
+from .findings import OWN_PART, PART_WORDS, fmt_ns
 from .names import CLASS_NAMES
 
 SCHEMA = "iowhy-compare/1"
 WITHIN = 0.02  # runs whose longer elapsed is at most 2% above the shorter are "within 2%"
 MIN_CATEGORY_SHARE = 0.01  # a category is explained when |delta| >= 1% of the longer elapsed
 BIG_FACTOR = 2.0  # from this factor on, "6.3x slower"; below it, "15% slower"
-ORDER = ("barrier", "log", "metadata", "data", "read", "cpu", "runqueue", "helper-cpu",
-         "helper-runqueue", "sleep", "external", "wait-other")
+ORDER = ("barrier", "log", "metadata", "data", "read", "throttle", "cpu", "runqueue",
+         "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
 SAME_DURATION = 0.05  # runs within 5% of each other's elapsed: a fixed-duration benchmark,
 #                       compared by thread time, unless they did the same work (SAME_WORK)
 SAME_WORK = 0.05  # fsync calls and bytes written within 5%: the same job (a fixed amount of
@@ -106,6 +106,8 @@ def _summary(r: Mapping[str, Any], meta: Mapping[str, Any] | None) -> dict[str, 
         "elapsed_ns": int(r["elapsed_ns"]),
         "attribution_ns": {k: int(v) for k, v in r["attribution_ns"].items()},
         "attribution_pct": dict(r.get("attribution_pct") or {}),
+        **({"attribution_detail_ns": r["attribution_detail_ns"]}
+           if r.get("attribution_detail_ns") is not None else {}),
         "fsync_calls": int(_get(r, "fsync", "count") or 0),
         "commits": int(_get(r, "commits", "count") or 0),
         "flushes": int(wfl.get("count") or 0),
@@ -283,11 +285,32 @@ def _category_lines(a: Mapping[str, Any], b: Mapping[str, Any],
         else:
             text = f"{k} went the other way, offsetting {_share_words(share)} of the {noun}: {body}"
         ev = _evidence(k, a, b)
+        _served_delta(ev, k, a.get("attribution_detail_ns"), b.get("attribution_detail_ns"),
+                      floor)
         if ev.parts:
             text += "; " + ev.text()
         out.append({"text": text, "category": k, "delta_ns": d, "share_of_difference": share,
                     "evidence": ev.figures})
     return out
+
+
+def _served_delta(ev: _Evidence, cat: str, da: Mapping[str, Any] | None,
+                  db: Mapping[str, Any] | None, floor: float) -> None:
+    """What served a level one in each run (level two): the parts that moved by at least
+    `floor` ns, largest move first (at most TOP_SYSCALLS), as 'served by: cache flushes
+    +1.2 s, ...'."""
+    if da is None or db is None:
+        return
+    pa, pb = da.get(cat) or {}, db.get(cat) or {}
+    moved = {k: int(pb.get(k, 0)) - int(pa.get(k, 0)) for k in set(pa) | set(pb)}
+    top = sorted((k for k, d in moved.items() if d and abs(d) >= floor),
+                 key=lambda k: (-abs(moved[k]), k))[:TOP_SYSCALLS]
+    if not top or top == [OWN_PART.get(cat)]:
+        return
+    ev.figures["served_by_ns"] = {k: {"a": int(pa.get(k, 0)), "b": int(pb.get(k, 0))}
+                                  for k in top}
+    ev.parts.append("served by: " + ", ".join(f"{PART_WORDS.get(k, k)} {_signed_ns(moved[k])}"
+                                              for k in top))
 
 
 def _work(r: Mapping[str, Any]) -> tuple[int, int]:
@@ -331,6 +354,8 @@ def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]
         text = (f"{k}: {100 * sa[k]:.1f}% of thread time in A, {100 * sb[k]:.1f}% in B "
                 f"({100 * d:+.1f} points)")
         ev = _evidence(k, a, b)
+        _served_delta(ev, k, ta.get("attribution_detail_ns"), tb.get("attribution_detail_ns"),
+                      MIN_CATEGORY_SHARE * max(tot_a, tot_b))
         if ev.parts:
             text += "; " + ev.text()
         out.append({"text": text, "category": k,

@@ -39,24 +39,67 @@ def _s(ns: int) -> str:
     return fmt_ns(ns)
 
 
+# Level two of the causal attribution (attribution_detail_ns) in words.
+PART_WORDS = {"cpu": "on CPU", "runqueue": "waiting for a CPU", "flush": "cache flushes",
+              "log": "journal/log writes", "metadata": "metadata I/O", "data": "data I/O",
+              "read": "reads", "helper-cpu": "a kernel helper on CPU",
+              "helper-runqueue": "a kernel helper waiting for a CPU", "sleep": "timers",
+              "external": "other processes", "wait-other": "unexplained",
+              "queue": "queued before issue", "dirty-pages": "dirty-page throttling",
+              "block-throttle": "block-layer throttling",
+              "thread-cpu": "another workload thread on CPU",
+              "thread-runqueue": "another workload thread waiting for a CPU"}
+# The part that is a level one's own: not worth naming when it is the only one.
+OWN_PART = {"barrier": "flush", "log": "log", "metadata": "metadata", "data": "data",
+            "read": "read", "cpu": "cpu", "runqueue": "runqueue", "helper-cpu": "helper-cpu",
+            "helper-runqueue": "helper-runqueue", "sleep": "sleep", "external": "external",
+            "wait-other": "wait-other"}
+
+
+# On CPU or waiting for one: the thread on the critical path (or whose time it is)
+# itself, or the other workload threads it waited for.
+WHOSE_WORDS = {"cpu": "the thread itself", "runqueue": "the thread itself",
+               "thread-cpu": "other workload threads", "thread-runqueue": "other workload threads"}
+
+
+def served_text(cat: str, parts: Mapping[str, int] | None, whole: int, limit: int = 4) -> str:
+    """'served by: ...' of one level one's parts (level two) in words, in shares of
+    whole, largest first ('by: ...' of whose CPU time it is, for cpu and runqueue); ''
+    when its own part is all of it or no part reaches 0.5%."""
+    shown = [(p, v) for p, v in sorted((parts or {}).items(), key=lambda kv: -kv[1])
+             if whole and v >= 0.005 * whole]
+    if not shown or [p for p, _ in shown] == [OWN_PART.get(cat)]:
+        return ""
+    words, head = ((WHOSE_WORDS, "by: ") if cat in ("cpu", "runqueue")
+                   else (PART_WORDS, "served by: "))
+    return head + ", ".join(f"{words.get(p, p)} {100.0 * v / whole:.0f}%"
+                            for p, v in shown[:limit])
+
+
 def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
-    """A few statements in plain words, largest first, each with its evidence."""
+    """A few statements in plain words, largest first, each with its evidence; each
+    causal one names what served it (level two) when that is not its own kind."""
     el = r["elapsed_ns"]
     att = r["attribution_ns"]
     pct = r["attribution_pct"]
+    detail = r.get("attribution_detail_ns") or {}
     out: list[dict[str, Any]] = []
     fsync_n = r["fsync"]["count"]
     req = r["requests"]
     com = r["commits"]
 
     def add(key: str, weight: int, text: str, **evidence: Any) -> None:
+        served = served_text(key, detail.get(key), el, 3) if key in detail else ""
+        if served:
+            text += f"; {served}"
+            evidence["served_by_ns"] = dict(sorted(detail[key].items(), key=lambda kv: -kv[1]))
         out.append({"key": key, "weight_ns": int(weight), "text": text, "evidence": evidence})
 
     if att["barrier"]:
         wfl = r["workload"]["flushes"]
         fc = wfl["count"]
         p50 = wfl["device_ns"]["p50"]
-        text = (f"{pct['barrier']:.0f}% of elapsed is barrier: "
+        text = (f"{pct['barrier']:.0f}% of elapsed is waiting on cache flushes (barrier): "
                 f"{plural(fc, 'cache flush', 'cache flushes')}, median {_ms(p50)}; ")
         text += (f"{plural(fsync_n, 'fsync call')} caused them" if fsync_n else
                  "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
@@ -70,7 +113,8 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
         add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=fsync_n)
     if att["log"]:
         n = com["count"]
-        text = f"{pct['log']:.0f}% of elapsed is journal/log writes: {plural(n, 'commit')}"
+        text = f"{pct['log']:.0f}% of elapsed is waiting on journal/log commits: " \
+               f"{plural(n, 'commit')}"
         j = com.get("jbd2")
         if j and j["duration_ns"]["p50"] is not None:
             text += f", median commit {_ms(j['duration_ns']['p50'])}"
@@ -98,6 +142,10 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
                                f"{plural(cnt, 'request')}, {mib:,.1f} MiB, device median "
                                f"{_ms(p50)}",
                 requests=cnt)
+    if att.get("throttle"):
+        add("throttle", att["throttle"],
+            f"{pct['throttle']:.0f}% of elapsed the workload was throttled by the kernel "
+            f"({_s(att['throttle'])}): it wrote faster than its devices took the data")
     if att["cpu"]:
         add("cpu", att["cpu"], f"{pct['cpu']:.0f}% of elapsed the workload was on CPU "
                                f"({_s(att['cpu'])})")
@@ -107,9 +155,9 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
     helper = att.get("helper-cpu", 0) + att.get("helper-runqueue", 0)
     if helper:
         add("helper", helper, f"{100 * helper / el:.0f}% of elapsed the workload waited on "
-                              f"kernel helper threads (jbd2, kworkers, loop workers) running "
-                              f"({_s(att.get('helper-cpu', 0))}) or waiting for a CPU "
-                              f"({_s(att.get('helper-runqueue', 0))})")
+                              f"kernel helper threads (kworkers) for work no wait of its own "
+                              f"names: running ({_s(att.get('helper-cpu', 0))}) or waiting "
+                              f"for a CPU ({_s(att.get('helper-runqueue', 0))})")
     if att.get("sleep"):
         add("sleep", att["sleep"], _sleep_text(pct["sleep"], r.get("sleep_by_syscall_ns")))
     if att.get("external"):

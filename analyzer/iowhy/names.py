@@ -11,8 +11,9 @@ CLASS_NAMES: tuple[str, ...] = ("flush", "log", "metadata", "data", "read", "rea
 # What `iowhy hist --metric` can plot (analysis.metric_values).
 METRICS: tuple[str, ...] = ("device", "queue", "total", "fsync", "commit", "seek")
 
-# The attribution's categories (model/wakeups.py), in code order; a trace without wakeup
-# links has the first seven and "wait-other" only (views/workload.py).
+# The attribution's categories, level one of the causal attribution (model/wakeups.py),
+# in code order; a trace without wakeup links has the first seven and "wait-other" only
+# (views/workload.py).
 ATTRIBUTION_CATEGORIES: tuple[str, ...] = (
-    "cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "helper-cpu",
+    "cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "throttle", "helper-cpu",
     "helper-runqueue", "sleep", "external", "wait-other")

@@ -630,7 +630,8 @@ def test_barrier_finding_wording(tmp_path):
     r = run(write_trace(tmp_path / "t.iowt", requests=reqs, offcpu=offs, fsyncs=fss))
     f = r["findings"][0]
     assert f["key"] == "barrier"
-    assert f["text"].startswith("90% of elapsed is barrier: 3 cache flushes, median 30 ns; "
+    assert f["text"].startswith("90% of elapsed is waiting on cache flushes (barrier): 3 cache "
+                                "flushes, median 30 ns; "
                                 "3 fsync calls caused them")
 
 

@@ -22,6 +22,11 @@ def att(r):
     return {k: v for k, v in r["attribution_ns"].items() if v}
 
 
+def det(r, cat):
+    """Level two of one level-one category."""
+    return r["attribution_detail_ns"][cat]
+
+
 def test_request_link_per_class(tmp_path):
     # Four waits, each woken by the completion of one request of a known class:
     # [1010,1020) data, [1030,1040) log (in the journal), [1050,1060) read, [1070,1080)
@@ -45,15 +50,17 @@ def test_request_link_per_class(tmp_path):
         "total_ns": 20, "attribution_ns": {"log": 10, "barrier": 10}}
 
 
-def test_flush_sequenced_request_outside_its_stage_is_barrier(tmp_path):
+def test_flush_sequenced_request_is_served_by_its_flushes(tmp_path):
     # A FUA-emulated write: submitted 1010, pre-flush until 1030, its data on the device
-    # [1030, 1050), post-flush until 1070 (done). The thread waits [1010, 1070):
-    # barrier 20 + data 20 + barrier 20.
+    # [1030, 1050), post-flush until 1070 (done). The thread waits [1010, 1070) for its
+    # data write (level one: data 60), served by its flushes 20 + 20 and its stage 20.
     r0 = req(1030, 1070, submit=1010, data_done=1050, sector=50_000, seq=7,
              flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ, iflags=abi.F_FUA)
     r = run(write_trace(tmp_path / "t.iowt", requests=[r0],
                         offcpu=[off(100, 1010, 1070, waker=0, ctx=H, rq_seq=7)]))
-    assert att(r) == {"cpu": 40, "barrier": 40, "data": 20}
+    assert att(r) == {"cpu": 40, "data": 60}
+    assert det(r, "data") == {"flush": 40, "data": 20}
+    assert det(r, "cpu") == {"cpu": 40}
 
 
 def test_helper_chain_its_cpu_runqueue_and_requests(tmp_path):
@@ -74,9 +81,11 @@ def test_helper_chain_its_cpu_runqueue_and_requests(tmp_path):
                         offcpu=[off(100, 1010, 1090, waker=50, ctx=T, comm="jbd2/sdz1-8",
                                     syscall=FSYNC)]))
     assert_sums(r)
-    # cpu 10 + 10; helper-runqueue 10 + 5; helper-cpu 10 + 10 + 5; log 30; barrier 10.
-    assert att(r) == {"cpu": 20, "helper-runqueue": 15, "helper-cpu": 25, "log": 30,
-                      "barrier": 10}
+    # cpu 10 + 10. The wait [1010, 1090) is a journal commit's (woken by jbd2): level one
+    # log 80, served by jbd2 waiting for a CPU 10 + 5, on CPU 10 + 10 + 5, its log write
+    # 30 and its flush 10.
+    assert att(r) == {"cpu": 20, "log": 80}
+    assert det(r, "log") == {"helper-runqueue": 15, "helper-cpu": 25, "log": 30, "flush": 10}
     assert r["workload"]["helpers"] == 1
 
 
@@ -214,15 +223,18 @@ def test_version_3_falls_back_and_says_so(tmp_path):
 
 
 _REF_RANK = ("cpu", "runqueue", "barrier", "data", "read", "external")  # better than sleep
+_REF_CLASS_KIND = {"data": "data", "read": "read", "barrier": "flush"}
 
 
 def _reference(offs, reqs_cls, w0, w1, root, lives, depth=6, flushes=()):
-    """Per-nanosecond reference of the elapsed attribution: follow the root's state at
-    each ns, recursing into the waker over a wait (same rules, one ns at a time); a
-    wait on a request while a flush was in flight ([issue, done) of `flushes`) is
-    barrier; a nanosleep ended by its timer (a polling loop) is the best of the other
-    threads' states better than sleep (explained depth - 1 deep, not continued again),
-    else sleep."""
+    """Per-nanosecond reference of the elapsed attribution, both levels: follow the
+    root's state at each ns, recursing into the waker over a wait (same rules, one ns
+    at a time). A wait on a request is the request's class (level one), served by a
+    flush while one was in flight ([issue, done) of `flushes`), else by its own class's
+    device time; a CPU or runnable ns of a thread other than the root is another
+    workload thread's; a nanosleep ended by its timer (a polling loop) is the best of
+    the other threads' states better than sleep (explained depth - 1 deep, not
+    continued again), else sleep. Returns ({level one: ns}, {level one: {part: ns}})."""
     by_tid = {}
     for o in offs:
         by_tid.setdefault(o["tid"], []).append(o)
@@ -230,31 +242,39 @@ def _reference(offs, reqs_cls, w0, w1, root, lives, depth=6, flushes=()):
     def state(tid, t, d, cont=True):
         lo, hi = lives[tid]
         if not lo <= t < hi:
-            return "wait-other"
+            return "wait-other", "wait-other"
+        mine = tid == root
         for o in by_tid.get(tid, []):
             s, e, w = o["start_ns"], o["end_ns"], o["waking_ns"]
             if s <= t < e:
                 if o["flags_u16"] & abi.OFF_PREEMPT or t >= w:
-                    return "runqueue"
+                    return "runqueue", "runqueue" if mine else "thread-runqueue"
                 if o["flags_u16"] & abi.OFF_WAKER_RQ:
+                    c = reqs_cls[o["waker_rq_seq"]]
                     if any(a <= t < b for a, b in flushes):
-                        return "barrier"
-                    return reqs_cls[o["waker_rq_seq"]]
+                        return c, "flush"
+                    return c, _REF_CLASS_KIND[c]
                 if o["waker_ctx_u16"] == H:
                     if cont and o["syscall_nr"] == NANOSLEEP:
                         alt = [state(x, t, depth - 1, False) for x in lives if x != tid]
-                        alt = [c for c in alt if c in _REF_RANK]
+                        alt = [c for c in alt if c[0] in _REF_RANK]
                         if alt:
-                            return min(alt, key=_REF_RANK.index)
-                    return "sleep"
+                            best = min(alt, key=lambda c: _REF_RANK.index(c[0]))
+                            return best[0], {"cpu": "thread-cpu", "runqueue":
+                                             "thread-runqueue"}.get(best[1], best[1])
+                    return "sleep", "sleep"
                 if o["waker_tid"] in lives:
-                    return state(o["waker_tid"], t, d - 1, cont) if d > 0 else "wait-other"
-                return "external"
-        return "cpu"
+                    return state(o["waker_tid"], t, d - 1, cont) if d > 0 else \
+                        ("wait-other", "wait-other")
+                return "external", "external"
+        return "cpu", "cpu" if mine else "thread-cpu"
     out = {k: 0 for k in CAUSAL_CATS}
+    detail = {k: {} for k in CAUSAL_CATS}
     for t in range(w0, w1):
-        out[state(root, t, depth)] += 1
-    return out
+        c, part = state(root, t, depth)
+        out[c] += 1
+        detail[c][part] = detail[c].get(part, 0) + 1
+    return out, detail
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -299,8 +319,9 @@ def test_random_traces_match_the_reference(tmp_path, seed):
     r = run(p)
     assert_sums(r)
     flushes = [(q["issue_ns"], q["done_ns"]) for q in reqs if q["op"] == abi.OP_FLUSH]
-    ref = _reference(offs, cls_of, w0, w1, 100, lives, flushes=flushes)
+    ref, ref_detail = _reference(offs, cls_of, w0, w1, 100, lives, flushes=flushes)
     assert r["attribution_ns"] == ref
+    assert r["attribution_detail_ns"] == ref_detail
     tt = r["thread_time"]
     assert sum(tt["attribution_ns"].values()) == tt["total_ns"] == 3 * (w1 - w0)
 
@@ -334,11 +355,15 @@ def test_compare_uses_thread_time_for_runs_of_the_same_duration(tmp_path):
     assert tt["attribution_ns"]["barrier"] == 4 * 8 * 40
     assert tt["by_syscall"]["fdatasync"] == {"total_ns": 1280,
                                              "attribution_ns": {"barrier": 1280}}
-    # Per thread: each one's life, split so that it sums to it, busiest first.
+    # Per thread: each one's life, explained so that it sums to it, busiest first, and
+    # beside it its own state: 8 waits of 40 in fdatasync, on CPU the rest.
     bt = tt["by_thread"]
     assert sorted(t["tid"] for t in bt) == [100, 101, 102, 103]
-    assert all(t["total_ns"] == 400 and sum(t["attribution_ns"].values()) == 400 for t in bt)
-    assert all(t["attribution_ns"]["barrier"] == 8 * 40 for t in bt)
+    assert all(t["total_ns"] == 400 and sum(t["explained_ns"].values()) == 400 for t in bt)
+    assert all(t["explained_ns"]["barrier"] == 8 * 40 for t in bt)
+    assert all(t["on_cpu_ns"] == 80 and t["runqueue_ns"] == 0
+               and t["blocked_in_ns"] == {"fdatasync": 320} and t["waiting_for"] == []
+               for t in bt)
     c = compare(a, b)
     assert c["basis"] == "thread_time"
     lines = c["explanations"]

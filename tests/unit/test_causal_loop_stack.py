@@ -90,20 +90,27 @@ def test_a_wait_on_a_loop_device_is_what_the_device_below_did(tmp_path):
     tb.assert_sums(r)
     assert r["workload"]["attribution"] == "causal"
     att = {k: v for k, v in r["attribution_ns"].items() if v}
-    # A [1010, 1090): sdz's flushes 24 + 15 -> barrier 39; its journal writes 8 + 4 ->
-    # log 12; its data write 10 -> data; its idle time [1010, 1015) [1025, 1027)
-    # [1035, 1036) [1060, 1062) [1066, 1070) [1085, 1090), the loop worker's -> helper-cpu
-    # 19 (not barrier 75 + log 5 for the upper commit and its flushes).
-    # B [1100, 1120): the write on sdz -> data 20 (the upper flush in flight is not one of
-    # sdz's: not barrier).
-    # C [1130, 1150), filled from the devices: sdz's journal write [1140, 1148) -> log 8;
-    # the upper write in flight with sdz idle [1130, 1140) -> helper-cpu 10 (not data);
-    # nothing in flight [1148, 1150) -> wait-other 2.
+    # A [1010, 1090): a wait on the upper commit block (class log) -> level one log 80,
+    # served by what sdz did over it: its flushes 24 + 15 -> flush 39; its journal
+    # writes 8 + 4 -> log 12; its data write 10 -> data; its idle time [1010, 1015)
+    # [1025, 1027) [1035, 1036) [1060, 1062) [1066, 1070) [1085, 1090), the loop
+    # worker's -> helper-cpu 19 (not flush 75 + log 5 for the upper commit's own
+    # flushes: the loop device only carries them).
+    # B [1100, 1120): the write on sdz -> data 20, served by sdz writing it (the upper
+    # flush in flight is not one of sdz's: not a flush).
+    # C [1130, 1150), an interrupt with no request, filled from the devices (no purpose:
+    # each part its own level one): sdz's journal write [1140, 1148) -> log 8; the upper
+    # write in flight with sdz idle [1130, 1140) -> helper-cpu 10 (not data); nothing in
+    # flight [1148, 1150) -> wait-other 2.
     # cpu: [1000, 1010) [1090, 1100) [1120, 1130) [1150, 1200) = 80.
-    assert att == {"cpu": 80, "barrier": 39, "log": 12 + 8, "data": 10 + 20,
-                   "helper-cpu": 19 + 10, "wait-other": 2}
+    assert att == {"cpu": 80, "log": 80 + 8, "data": 20, "helper-cpu": 10, "wait-other": 2}
+    det = r["attribution_detail_ns"]
+    assert det["log"] == {"flush": 39, "log": 12 + 8, "data": 10, "helper-cpu": 19}
+    assert det["data"] == {"data": 20}
+    assert det["helper-cpu"] == {"helper-cpu": 10}
     assert r["wait_other_by_waker_ns"] == {"(irq, no request)": 2}
     assert r["thread_time"]["attribution_ns"] == r["attribution_ns"]
+    assert r["thread_time"]["attribution_detail_ns"] == det
 
 
 def test_the_pieces_of_a_carried_wait_are_placed_where_they_happened(tmp_path):
@@ -113,17 +120,21 @@ def test_the_pieces_of_a_carried_wait_are_placed_where_they_happened(tmp_path):
     iv = r["intervals"]
     by_start = {i["start_ns"]: {k: v for k, v in i["attribution_ns"].items() if v}
                 for i in iv}
-    assert by_start[10] == {"helper-cpu": 5, "data": 5}
-    assert by_start[20] == {"data": 5, "helper-cpu": 2, "log": 3}
-    assert by_start[40] == {"barrier": 10}
+    # All of it is the commit's wait (log); what served it is placed where it happened.
+    assert by_start[10] == by_start[20] == by_start[40] == {"log": 10}
+    parts = {i["start_ns"]: {k: v for k, v in i["attribution_detail_ns"]["log"].items()}
+             for i in iv}
+    assert parts[10] == {"helper-cpu": 5, "data": 5}
+    assert parts[20] == {"data": 5, "helper-cpu": 2, "log": 3}
+    assert parts[40] == {"flush": 10}
     for i in iv:
         assert sum(i["attribution_ns"].values()) == i["end_ns"] - i["start_ns"]
 
 
 def test_without_the_lower_device_recorded_the_loop_device_is_its_own(tmp_path):
     # Only the loop device's requests of A (sdz not recorded): nothing below explains
-    # them, so the commit is what the loop device shows: its pre-flush [1010, 1040) and
-    # post-flush [1045, 1090) barrier 75, its data stage log 5.
+    # them, so the commit (log 80) is served as the loop device shows: its pre-flush
+    # [1010, 1040) and post-flush [1045, 1090), flush 75, its data stage, log 5.
     R = tb.req
     up = dict(dev=UPPER, flags=0, tid=60)
     requests = [R(1012, 1040, op=abi.OP_FLUSH, seq=3, **up),
@@ -135,8 +146,8 @@ def test_without_the_lower_device_recorded_the_loop_device_is_its_own(tmp_path):
                        offcpu=[tb.off(100, 1010, 1090, ctx=K, rq_seq=2, syscall=FSYNC)],
                        fsyncs=[tb.fsync(100, 1005, 1092, dev=UPPER)], meta_obj=stack_meta())
     r = tb.run(p)
-    assert {k: v for k, v in r["attribution_ns"].items() if v} == {
-        "cpu": 120, "barrier": 75, "log": 5}
+    assert {k: v for k, v in r["attribution_ns"].items() if v} == {"cpu": 120, "log": 80}
+    assert r["attribution_detail_ns"]["log"] == {"flush": 75, "log": 5}
 
 
 def test_carrier_devices_follow_loop_edges_to_the_bottom():
@@ -158,8 +169,8 @@ def test_the_loop_workers_time_is_split_by_what_the_recorded_helpers_did(tmp_pat
     # CPU [1058, 1065) (asleep [1050, 1058) before), and 301 (the upper jbd2) asleep on
     # the upper commit [1011, 1090) itself. Of A's 19 ns with sdz idle, [1060, 1062) is
     # the loop worker waiting for a CPU -> helper-runqueue 2; the rest stays helper-cpu
-    # 17. 301's wait on the loop device is not its own CPU time: it does not make that
-    # piece helper-cpu.
+    # 17, all of it serving the commit (level one log). 301's wait on the loop device is
+    # not its own CPU time: it does not make that piece helper-cpu.
     hel = [tb.off(300, 1050, 1065, waking=1058, ctx=H),
            tb.off(301, 1011, 1090, ctx=K, rq_seq=2)]
     for h in hel:
@@ -168,5 +179,6 @@ def test_the_loop_workers_time_is_split_by_what_the_recorded_helpers_did(tmp_pat
     r = tb.run(p)
     tb.assert_sums(r)
     att = {k: v for k, v in r["attribution_ns"].items() if v}
-    assert att == {"cpu": 80, "barrier": 39, "log": 20, "data": 30,
-                   "helper-cpu": 17 + 10, "helper-runqueue": 2, "wait-other": 2}
+    assert att == {"cpu": 80, "log": 88, "data": 20, "helper-cpu": 10, "wait-other": 2}
+    assert r["attribution_detail_ns"]["log"] == {
+        "flush": 39, "log": 20, "data": 10, "helper-cpu": 17, "helper-runqueue": 2}

@@ -75,18 +75,18 @@ def test_flush_latency_per_host_and_kernel(capsys, three_runs):
     assert lines[-1] == "(2 rows)" and len(lines) == 5
 
 
-def test_runs_over_half_in_barrier(capsys, three_runs):
+def test_runs_over_three_quarters_in_log(capsys, three_runs):
     synth, runs = three_runs
     shares = {}
     for s in synth:
         r = analyze(read_trace(s.path))
-        shares[s.command] = r["attribution_ns"]["barrier"] / r["elapsed_ns"]
-    out = query(capsys, "SELECT command, barrier_ns / elapsed_ns AS share FROM runs "
-                "WHERE barrier_ns > 0.5 * elapsed_ns ORDER BY command", runs, "--csv")
+        shares[s.command] = r["attribution_ns"]["log"] / r["elapsed_ns"]
+    out = query(capsys, "SELECT command, log_ns / elapsed_ns AS share FROM runs "
+                "WHERE log_ns > 0.75 * elapsed_ns ORDER BY command", runs, "--csv")
     got = list(csv.DictReader(io.StringIO(out)))
-    want = sorted(k for k, v in shares.items() if v > 0.5)
+    want = sorted(k for k, v in shares.items() if v > 0.75)
     assert want and [g["command"] for g in got] == want
-    assert len(want) < 3  # the query selects: not every run is over half in barrier
+    assert len(want) < 3  # the query selects: not every run is over 3/4 in log
 
 
 def test_fsyncs_per_commit_by_filesystem(capsys, three_runs):

@@ -59,10 +59,29 @@ from .classify import CATEGORY_OF_CLASS
 from .requests import Window
 
 
+# Two levels (docs/design.md, "The two levels of the causal attribution"). A segment or
+# a leaf has a *kind*: what was happening then, level two's part (KIND_NAMES). Its level
+# one, what the workload waited for (ATTRIBUTION_CATEGORIES), is its *purpose* when a
+# segment on the way to it set one (a request's class for a wait on the request, log for
+# a wait on a journal thread, throttle for a throttled wait), else its kind's own
+# (NATURAL_L1).
 CAUSAL_CATEGORIES = ATTRIBUTION_CATEGORIES
 CPU, RUNQ, BARRIER, LOG, METADATA, DATA, READ, HCPU, HRUNQ, SLEEP, EXTERNAL, OTHER = range(12)
+# More kinds: a request waited for before its issue; a throttled wait (dirty pages, the
+# block layer's throttles and tags); another workload thread on a CPU or waiting for one.
+QUEUE, DIRTY, BLOCKQ, TCPU, TRUNQ = range(12, 17)
+KIND_NAMES = ("cpu", "runqueue", "flush", "log", "metadata", "data", "read", "helper-cpu",
+              "helper-runqueue", "sleep", "external", "wait-other", "queue", "dirty-pages",
+              "block-throttle", "thread-cpu", "thread-runqueue")
+FLUSH = BARRIER  # the kind of a cache flush in service; its natural level one is barrier
 RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
-DEVICE_CAT0 = BARRIER  # device categories are BARRIER + classify.CATEGORY_OF_CLASS
+DEVICE_CAT0 = BARRIER  # device kinds are BARRIER + classify.CATEGORY_OF_CLASS
+# Level-one indices (ATTRIBUTION_CATEGORIES); the device ones equal the device kinds.
+(L_CPU, L_RUNQ, L_BARRIER, L_LOG, L_METADATA, L_DATA, L_READ, L_THROTTLE, L_HCPU, L_HRUNQ,
+ L_SLEEP, L_EXTERNAL, L_OTHER) = range(13)
+NATURAL_L1 = np.array([L_CPU, L_RUNQ, L_BARRIER, L_LOG, L_METADATA, L_DATA, L_READ, L_HCPU,
+                       L_HRUNQ, L_SLEEP, L_EXTERNAL, L_OTHER, L_OTHER, L_THROTTLE, L_THROTTLE,
+                       L_CPU, L_RUNQ], np.int8)
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
 NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER, CARRIED = \
@@ -97,7 +116,7 @@ class Timeline:
     Keyed times (actor * span + t - origin) make one searchsorted find an actor's
     segments over an interval.
 
-    A segment is 21 bytes: its actor, keyed start, category, argument and syscall. Its
+    A segment is 22 bytes: its actor, keyed start, kind, argument, syscall and purpose. Its
     start and end are not stored: the start is the keyed start less the actor's
     offset, the end the next segment's start (the actor's death for its last one)."""
 
@@ -113,6 +132,8 @@ class Timeline:
     arg: np.ndarray  # int32: the actor explaining a RECURSE segment, else the detail
     #                  (an index into details: wait-other, external), or -1
     sys: np.ndarray  # int32: syscall of the interval the segment is part of; -3: on CPU
+    pur: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # int8: the
+    #     level one (purpose) this segment sets for what explains it, or -1
     details: list[str] = field(default_factory=list)
     unseen: int = 0  # blocked intervals of workload threads whose waker was not seen
     unseen_ns: int = 0
@@ -253,13 +274,13 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
                   birth=np.concatenate((wbirth, hb)), death=np.concatenate((wdeath, hd)),
                   actor=np.zeros(0, np.int32), kstart=np.zeros(0, I64),
                   cat=np.zeros(0, np.int8), arg=np.zeros(0, np.int32),
-                  sys=np.zeros(0, np.int32), devices=tuple(devices))
+                  sys=np.zeros(0, np.int32), pur=np.zeros(0, np.int8), devices=tuple(devices))
     wact = np.searchsorted(wtids, np.asarray(off["tid"]).astype(I64))
     iv = _intervals(tl, ((off, None, wact), (helper, hsel, hact)))
     del wact, hact, hsel
     names = _Names()
-    cat, target, detail = _causes(tl, iv, rq_link, names, arch)
-    _lay_out(tl, iv, cat, target, detail, rq_link)
+    cat, target, detail, pur = _causes(tl, iv, rq_link, names, arch)
+    _lay_out(tl, iv, cat, target, detail, pur, rq_link)
     tl.details = names.names
     return tl
 
@@ -363,7 +384,7 @@ LAYOUT_CHUNK = 1 << 18  # intervals whose segments are laid out together (tempor
 
 
 def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
-             detail: np.ndarray, link: "RequestLink") -> None:
+             detail: np.ndarray, pur: np.ndarray, link: "RequestLink") -> None:
     """Store in tl the segments of every actor, in (actor, start) order: a head (on CPU
     from its birth to its first interval, or to its death), then per interval its
     blocked pieces, its runnable part and the gap to the next interval (on CPU; for a
@@ -384,7 +405,7 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     del wk, un
     # Request links: the wait cut around the request's device stage (_linked_pieces).
     rl = cat == -2
-    lq, lpa, lpc, ldet = _linked_pieces(s, w, target, rl & blocked, link)
+    lq, lpa, lpc, ldet, lpur = _linked_pieces(s, w, target, rl & blocked, link)
     nlinked = np.bincount(lq, minlength=n).astype(np.int32)
     plain = blocked & ~rl
     del blocked, rl
@@ -412,10 +433,11 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     ocat = np.empty(total, np.int8)
     oarg = np.full(total, -1, np.int32)
     osys = np.full(total, -3, np.int32)
+    opur = np.full(total, -1, np.int8)
     hcpu = np.where(tl.helper, HCPU, CPU).astype(np.int8)
 
     def put(pos: np.ndarray, actor: np.ndarray, t: np.ndarray, k: Any, arg: Any = -1,
-            sy: Any = -3) -> None:
+            sy: Any = -3, p: Any = -1) -> None:
         # A segment's end is the next one's start: only where it starts is written.
         oa[pos], ocat[pos] = actor, k
         ok[pos] = tl.keys(actor, t)
@@ -423,6 +445,8 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
             oarg[pos] = arg
         if not np.isscalar(sy) or sy != -3:
             osys[pos] = sy
+        if not np.isscalar(p) or p != -1:
+            opur[pos] = p
 
     h = np.flatnonzero(head)
     put(off[ifirst[h] + h], h, tl.birth[h], hcpu[h])
@@ -434,7 +458,7 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
         q = lq[a:b]
         rank = np.arange(a, b) - np.searchsorted(lq, q, side="left")
         put(off[q + act[q] + 1] + plain[q] + rank, act[q], lpa[a:b], lpc[a:b], ldet[a:b],
-            iv.sysnr[q])
+            iv.sysnr[q], lpur[a:b])
     del lq, lpa, lpc, ldet
     for a in range(0, n, LAYOUT_CHUNK):
         b = min(n, a + LAYOUT_CHUNK)
@@ -445,7 +469,7 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
         m = plain[a:b]
         k = cat[a:b][m]
         put(base[m], ca[m], s[a:b][m], k, np.where(k == RECURSE, target[a:b][m], detail[a:b][m]),
-            iv.sysnr[a:b][m])
+            iv.sysnr[a:b][m], pur[a:b][m])
         base += plain[a:b] + nlinked[a:b]
         m = e[a:b] > w[a:b]
         put(base[m], ca[m], w[a:b][m],
@@ -456,7 +480,7 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
         base += m
         m = nxt_s > cpu_end
         put(base[m], ca[m], cpu_end[m], OTHER, NOT_RECORDED)
-    tl.actor, tl.kstart, tl.cat, tl.arg, tl.sys = oa, ok, ocat, oarg, osys
+    tl.actor, tl.kstart, tl.cat, tl.arg, tl.sys, tl.pur = oa, ok, ocat, oarg, osys, opur
 
 
 def _gaps_after(tl: Timeline, iv: _Intervals, a: int, b: int
@@ -485,22 +509,23 @@ LINK_CHUNK = 1 << 18  # waits cut around their request at a time (temporaries)
 
 def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray,
                    link: "RequestLink"
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of the waits [s, w) ended by a request's completion (sel; rq: the
-    request's index in link), as (interval, start, category, detail), sorted by
-    interval then time (each piece ends where the next starts, the last at w): a
-    request of a carrier device, by what the devices below did over the wait
-    (link.below) and its loop worker where they were idle (helper-cpu, CARRIED); any
-    other, its pre-flush and post-flush (outside the request's device stage, a
-    flush-sequenced request's) as barrier and its stage as its category, each cut where
-    a flush was in flight (link.flushing: barrier, it waited behind it). LINK_CHUNK
-    waits at a time."""
+    request's index in link), as (interval, start, kind, detail, purpose), sorted by
+    interval then time (each piece ends where the next starts, the last at w). The
+    purpose of every piece is the request's class (level one: what was waited for);
+    the kinds say what served it: for a request of a carrier device, what the devices
+    below did over the wait (link.below) and its loop worker where they were idle
+    (helper-cpu, CARRIED); for any other, its pre-flush and post-flush (outside the
+    request's device stage, a flush-sequenced request's: flush), the time before its
+    issue (queue), its stage (its class), each cut where a flush was in flight
+    (link.flushing: flush, it waited behind it). LINK_CHUNK waits at a time."""
     k_all = np.flatnonzero(sel)
     parts = [_linked_chunk(s, w, rq, k_all[a:a + LINK_CHUNK], link)
              for a in range(0, len(k_all), LINK_CHUNK)]
     if not parts:
         z = np.zeros(0, I64)
-        return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32)
+        return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int8)
     if len(parts) == 1:
         return parts[0]
     return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
@@ -508,7 +533,7 @@ def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray
 
 def _linked_chunk(s: np.ndarray, w: np.ndarray, rq: np.ndarray, k: np.ndarray,
                   link: "RequestLink"
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """_linked_pieces of the waits k (ascending)."""
     r = rq[k]
     out = []
@@ -520,13 +545,18 @@ def _linked_chunk(s: np.ndarray, w: np.ndarray, rq: np.ndarray, k: np.ndarray,
         carried |= m
         km = k[m]
         qi, pa, _, pc = cut_ordered(s[km], w[km], ss, se, sc, np.full(len(km), HCPU, np.int8))
-        out.append((km[qi], pa, pc, np.where(pc == HCPU, CARRIED, -1).astype(np.int32)))
+        out.append((km[qi], pa, pc, np.where(pc == HCPU, CARRIED, -1).astype(np.int32),
+                    link.cat[r[m][qi]]))
     k, r = k[~carried], r[~carried]
     if len(k):
         rc = link.cat[r]
         pre_b = np.clip(link.stage_a[r], s[k], w[k])
         post_a = np.clip(link.stage_b[r], pre_b, w[k])
-        outer = np.where(link.flush_seq[r], BARRIER, rc).astype(np.int8)
+        fseq = link.flush_seq[r]
+        # Before its device stage a flush-sequenced request waits for its pre-flush, any
+        # other for its issue; after it, the post-flush or the wakeup (its class's).
+        pre = np.where(fseq, FLUSH, QUEUE).astype(np.int8)
+        post = np.where(fseq, FLUSH, rc).astype(np.int8)
         # Three parts per wait, interleaved so that one ordered cut keeps them in order;
         # the empty ones left out (most waits have no pre-flush part).
         qa = np.stack((s[k], pre_b, post_a), axis=1).ravel()
@@ -534,18 +564,20 @@ def _linked_chunk(s: np.ndarray, w: np.ndarray, rq: np.ndarray, k: np.ndarray,
         del pre_b, post_a
         keep = np.flatnonzero(qb > qa)
         qa, qb = qa[keep], qb[keep]
-        gc = np.stack((outer, rc, outer), axis=1).ravel()[keep]
+        gc = np.stack((pre, rc, post), axis=1).ravel()[keep]
         fs, fe = link.flushing
-        qi, pa, _, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), BARRIER, np.int8), gc)
-        out.append((k[keep[qi] // 3], pa, pc, np.full(len(qi), -1, np.int32)))
+        qi, pa, _, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), FLUSH, np.int8), gc)
+        kq = keep[qi] // 3
+        out.append((k[kq], pa, pc, np.full(len(qi), -1, np.int32), rc[kq]))
     if not out:
         z = np.zeros(0, I64)
-        return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32)
+        return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int8)
     cols = [np.concatenate(x) for x in zip(*out)]
     if len(out) > 1:  # carrier groups and the rest: order by interval (stable in time)
         o = np.argsort(cols[0], kind="stable")
         cols = [x[o] for x in cols]
-    return cols[0], cols[1], cols[2].astype(np.int8), cols[3].astype(np.int32)
+    return (cols[0], cols[1], cols[2].astype(np.int8), cols[3].astype(np.int32),
+            cols[4].astype(np.int8))
 
 
 def cut_ordered(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
@@ -706,14 +738,17 @@ def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
-            arch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(category or RECURSE or -2 for a request link, target actor or request index,
-    detail) of each interval's blocked part, by the rules of the module doc."""
+            arch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(kind or RECURSE or -2 for a request link, target actor or request index,
+    detail, purpose or -1) of each interval's blocked part, by the rules of the module
+    doc. A request link's purpose is the request's class, set on its pieces
+    (_linked_pieces)."""
     c, sysnr = iv.c, iv.sysnr
     n = len(sysnr)
     cat = np.full(n, OTHER, np.int8)
     target = np.full(n, -1, np.int64)
     detail = np.full(n, NOT_SEEN, np.int32)
+    pur = np.full(n, -1, np.int8)
     flags = c.get("flags_u16")
     wtid = c.get("waker_tid")
     ctx = c.get("waker_ctx_u16")
@@ -721,12 +756,17 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     for nr in np.unique(sysnr).tolist():
         if syscall_name(int(nr), arch) in SLEEP_SYSCALLS:
             sleepy |= sysnr == nr
-    done = ~iv.woken
+    # 0. a throttled wait (the probes saw the throttle): whatever ended it.
+    dirty = (flags & abi.OFF_THROTTLE_DIRTY) != 0
+    blockq = ((flags & abi.OFF_THROTTLE_BLOCK) != 0) & ~dirty
+    cat[dirty], cat[blockq] = DIRTY, BLOCKQ
+    thr = dirty | blockq
+    pur[thr], detail[thr] = L_THROTTLE, -1
     # 6. not woken / waker not seen.
-    unseen = done | ((ctx == abi.WCTX_UNKNOWN) & (wtid == 0))
+    unseen = (~iv.woken | ((ctx == abi.WCTX_UNKNOWN) & (wtid == 0))) & ~thr
+    done = unseen | thr
     cat[unseen & sleepy] = SLEEP
     detail[unseen & sleepy] = -1
-    done = unseen.copy()
     # 1. request link.
     ri = link.find(c.get("waker_rq_seq"))
     m = ~done & ((flags & abi.OFF_WAKER_RQ) != 0) & (ri >= 0)
@@ -748,8 +788,15 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     # thread of a filesystem on a device the trace does not describe (foreign_jbd2).
     ti, known = tl.actor_of(wtid)
     m = np.flatnonzero(~done & known)
-    m = m[~foreign_jbd2(c.get("waker_comm", m), tl.devices)]
+    comm = c.get("waker_comm", m)
+    keep = ~foreign_jbd2(comm, tl.devices)
+    m, comm = m[keep], comm[keep]
     cat[m], target[m], detail[m] = RECURSE, ti[m], -1
+    # What a helper serves: a journal thread, a commit (log); xfsaild, metadata written
+    # back. Other helpers (kworkers) serve many things: their own waits say which.
+    h = tl.helper[ti[m]]
+    pur[m[h & starts_with(comm, b"jbd2/")]] = L_LOG
+    pur[m[h & starts_with(comm, b"xfsaild")]] = L_METADATA
     done[m] = True
     # 5. a task outside the workload.
     rest = np.flatnonzero(~done)
@@ -770,7 +817,7 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
         # task's doing: like an interrupt without a request, filled from the devices.
         tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
         cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
-    return cat, target, detail
+    return cat, target, detail, pur
 
 
 def starts_with(comm: np.ndarray, prefix: bytes) -> np.ndarray:

@@ -48,18 +48,22 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, Coverage, check_keyed, union_intervals, unique
-from ..model.wakeups import (BARRIER, CAUSAL_CATEGORIES, CPU, DEPTH, EXTERNAL, FIXED_DETAILS,
-                             HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ, NO_TASK, NOT_RECORDED,
-                             TASK_IO,
-                             NOT_SEEN, OTHER, RECURSE, RUNQ, SLEEP, CARRIED, Timeline)
+from ..model.wakeups import (BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIRTY, EXTERNAL,
+                             FIXED_DETAILS, HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ,
+                             KIND_NAMES, L_CPU, L_HCPU, L_HRUNQ, L_OTHER, L_RUNQ, L_SLEEP,
+                             L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
+                             QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
+                             Timeline)
 from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER
 from ..syscalls import syscall_name
 
 
 @dataclass
 class Leaves:
-    """Pieces of explained time: the query each explains, its time, category, detail
-    (wait-other / external name), the top-level syscall and the innermost one."""
+    """Pieces of explained time: the query each explains, its time, kind (level two,
+    model/wakeups.py KIND_NAMES), detail (wait-other / external name), the top-level
+    syscall and the innermost one, and the purpose (level one) a segment on the way to
+    it set, or -1 (then its kind's own, NATURAL_L1)."""
 
     root: np.ndarray
     a: np.ndarray
@@ -68,6 +72,12 @@ class Leaves:
     detail: np.ndarray
     top_sys: np.ndarray
     in_sys: np.ndarray
+    pur: np.ndarray
+
+    @property
+    def level1(self) -> np.ndarray:
+        """What was waited for: the purpose, else the kind's own."""
+        return np.where(self.pur >= 0, self.pur, NATURAL_L1[self.cat.astype(np.int64)])
 
     @property
     def length(self) -> np.ndarray:
@@ -177,7 +187,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
                                 np.full(len(i), HRUNQ, np.int8))),
                 np.concatenate((lv.detail[keep], m1, m1)),
                 np.concatenate((lv.top_sys[keep], lv.top_sys[i], lv.top_sys[i])),
-                np.concatenate((lv.in_sys[keep], lv.in_sys[i], lv.in_sys[i]))]
+                np.concatenate((lv.in_sys[keep], lv.in_sys[i], lv.in_sys[i])),
+                np.concatenate((lv.pur[keep], lv.pur[i], lv.pur[i]))]
         nz = cols[2] > cols[1]
         return Leaves(*(c[nz] for c in cols))
 
@@ -202,12 +213,11 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
             det = (lv.detail[i] if k == OTHER else
                    np.full(len(i), CARRIED if n == carried_at else -1))
             parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),
-                          det.astype(np.int32), lv.top_sys[i], lv.in_sys[i]))
+                          det.astype(np.int32), lv.top_sys[i], lv.in_sys[i], lv.pur[i]))
             at = at + ln
         keep = ~m
-        cols = [np.concatenate([x[keep] for x in (lv.root, lv.a, lv.b, lv.cat, lv.detail,
-                                                  lv.top_sys, lv.in_sys)][j:j + 1]
-                               + [p[j] for p in parts]) for j in range(7)]
+        cols = [np.concatenate([x[keep]] + [p[j] for p in parts])
+                for j, x in enumerate(_cols(lv))]
         nz = cols[2] > cols[1]
         return Leaves(*(c[nz] for c in cols))
     return fill
@@ -242,16 +252,24 @@ def _explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, de
     out = [p for level in _levels(tl, actor, qa, qb, depth) for p in level]
     if not out:
         z = np.zeros(0, I64)
-        return Leaves(z, z, z, np.zeros(0, np.int8), z.astype(np.int32),
-                      z.astype(np.int32), z.astype(np.int32)), z
+        return _empty(), z
     cols = [np.concatenate(x) for x in zip(*out)]
-    return Leaves(*cols[:7]), cols[7].astype(I64)
+    return Leaves(*cols[:8]), cols[8].astype(I64)
+
+
+def _empty() -> Leaves:
+    z = np.zeros(0, I64)
+    return Leaves(z, z, z, np.zeros(0, np.int8), z.astype(np.int32), z.astype(np.int32),
+                  z.astype(np.int32), np.zeros(0, np.int8))
 
 
 def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, depth: int
             ) -> Iterator[list[tuple[np.ndarray, ...]]]:
     """The leaves of explain() before its fill, a level of the recursion at a time: per
-    level a list of (root, a, b, cat, detail, top_sys, in_sys, actor) column tuples.
+    level a list of (root, a, b, kind, detail, top_sys, in_sys, purpose, actor) column
+    tuples. A piece's purpose is its query's, else its segment's (the first segment on
+    the way from the query's thread that set one); a CPU or runnable piece of a thread
+    other than the query's own is another workload thread's (TCPU, TRUNQ).
 
     Work: per level, two searches per query and one gather per piece; the queries of a
     level are the RECURSE pieces of the one before, whose pieces tile them, so the
@@ -260,7 +278,9 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     root = np.arange(nq, dtype=I64)
     top = np.full(nq, -3, np.int32)
     inner = np.full(nq, -3, np.int32)
+    qpur = np.full(nq, -1, np.int8)
     act = np.asarray(actor, I64)
+    home = act.copy()  # the thread each query explains
     qa, qb = np.asarray(qa, I64), np.asarray(qb, I64)
     level = 0
     while len(act):
@@ -272,9 +292,9 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         si = lo[qi] + (np.arange(len(qi)) - first[qi])
         pa = np.maximum(qa[qi], tl.starts(si))
         pb = np.minimum(qb[qi], tl.ends(si))
-        _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner,
+        _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner, qpur,
               NO_TASK if level == 0 else NOT_RECORDED,
-              _exiting(tl, act, qb) if level else None, act)
+              _exiting(tl, act, qb) if level else None, act, home)
         cat = tl.cat[si].astype(np.int8)
         arg = tl.arg[si]
         det = np.where(cat == RECURSE, -1, arg)
@@ -282,6 +302,9 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         blocked_sys = ssys >= -2
         p_top = ssys if level == 0 else top[qi]
         p_in = np.where(blocked_sys, ssys, inner[qi])
+        p_pur = np.where(qpur[qi] >= 0, qpur[qi], tl.pur[si]).astype(np.int8)
+        if level:
+            cat = _as_other_thread(cat, act[qi] != home[qi])
         rec = cat == RECURSE
         if level >= depth:
             cat = np.where(rec, OTHER, cat).astype(np.int8)
@@ -289,12 +312,21 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
             rec = np.zeros(len(cat), bool)
         leaf = ~rec
         out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
-                    p_in[leaf], act[qi][leaf]))
+                    p_in[leaf], p_pur[leaf], act[qi][leaf]))
         yield out
         act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
         root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
+        qpur, home = p_pur[rec], home[qi][rec]
         level += 1
+
+
+def _as_other_thread(kind: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """The kinds, a CPU or runnable one of another workload thread (other) made that."""
+    out = kind.copy()
+    out[other & (kind == CPU)] = TCPU
+    out[other & (kind == RUNQ)] = TRUNQ
+    return out
 
 
 def _segment_range(tl: Timeline, act: np.ndarray, qa: np.ndarray, qb: np.ndarray
@@ -326,11 +358,11 @@ def _exiting(tl: Timeline, act: np.ndarray, qb: np.ndarray) -> np.ndarray:
 
 def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb: np.ndarray,
           cnt: np.ndarray, first: np.ndarray, qa: np.ndarray, qb: np.ndarray, root: np.ndarray,
-          top: np.ndarray, inner: np.ndarray, reason: int,
-          exiting: np.ndarray | None, act: np.ndarray) -> None:
+          top: np.ndarray, inner: np.ndarray, qpur: np.ndarray, reason: int,
+          exiting: np.ndarray | None, act: np.ndarray, home: np.ndarray) -> None:
     """Leaves for the time of each query its pieces do not cover (pieces of a query are
-    in time order and do not overlap); the time after the death of an exiting waker
-    (_exiting) is cpu."""
+    in time order and do not overlap), of the query's purpose; the time after the death
+    of an exiting waker (_exiting) is cpu (another workload thread's)."""
     prev = np.empty(len(qi), I64)
     if len(qi):
         prev[1:] = pb[:-1]
@@ -351,8 +383,10 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
             tail = tail[m]
             if tail.any():
                 cat[tail], det[tail] = CPU, -1
+                cat = _as_other_thread(cat, act[gq[m]] != home[gq[m]])
         inn = inner[gq[m]] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
-        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn, act[gq[m]]))
+        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn, qpur[gq[m]],
+                    act[gq[m]]))
 
 
 # -- a critical path over a wait nobody ended ---------------------------------------------
@@ -362,12 +396,14 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
 # into the other workload threads over them (_continue_unseen).
 WAITS_ON_WORKLOAD = frozenset({"futex", "futex_waitv", "wait4", "waitid", "waitpid",
                                "read", "readv"})
-# Preference among the other threads' pieces at an instant, best first: on CPU, waiting
-# for a CPU, a helper working, a device, a task outside, a sleep; wait-other last.
-_RANK = np.full(len(CAUSAL_CATEGORIES), len(CAUSAL_CATEGORIES), np.int64)
-for _r, _c in enumerate((CPU, RUNQ, HCPU, HRUNQ, BARRIER, BARRIER + 1, BARRIER + 2,
-                         BARRIER + 3, BARRIER + 4, EXTERNAL, SLEEP)):
-    _RANK[_c] = _r
+# Preference among the other threads' pieces at an instant, by kind, best first: on CPU,
+# waiting for a CPU, a helper working, a device, a queue, a throttle, a task outside, a
+# sleep; wait-other last.
+_RANK = np.full(len(KIND_NAMES), 13, np.int64)
+for _r, _ks in enumerate(((CPU, TCPU), (RUNQ, TRUNQ), (HCPU,), (HRUNQ,), (BARRIER,),
+                          (BARRIER + 1,), (BARRIER + 2,), (BARRIER + 3,), (BARRIER + 4,),
+                          (QUEUE,), (DIRTY, BLOCKQ), (EXTERNAL,), (SLEEP,))):
+    _RANK[list(_ks)] = _r
 
 
 CONTINUE_BATCH = 1 << 16  # segments of the other threads explained over a batch of pieces
@@ -433,11 +469,14 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
         mine = owner < 0
         oc = np.maximum(owner, 0)
         src = idx[cp + start]
+        # An owner's CPU or runnable time is another workload thread's.
+        theirs = _as_other_thread(sub.cat[oc].astype(np.int8), np.ones(len(oc), bool))
         yield Leaves(lv.root[src], ea, eb,
-                     np.where(mine, lv.cat[src], sub.cat[oc]).astype(lv.cat.dtype),
+                     np.where(mine, lv.cat[src], theirs).astype(lv.cat.dtype),
                      np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
                      lv.top_sys[src],
-                     np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype))
+                     np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype),
+                     np.where(mine, lv.pur[src], sub.pur[oc]).astype(np.int8))
         del sub, cp, ea, eb, owner, mine, oc, src
         start = end
 
@@ -463,7 +502,7 @@ def _alive_over(pa: np.ndarray, pb: np.ndarray, birth: np.ndarray, death: np.nda
 
 
 def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
-    return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys)
+    return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys, lv.pur)
 
 
 def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
@@ -554,8 +593,9 @@ ELAPSED_BATCH = 1 << 16  # leaves of the root's explanation continued and filled
 def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
                  fill: Fill | None = None, steps: Sequence[int] = ()
                  ) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]:
-    """The elapsed time along the critical path: attribution_ns and its breakdowns, and
-    per step of `steps` (ns) the attribution per interval of that length (interval_view).
+    """The elapsed time along the critical path: attribution_ns (level one) and
+    attribution_detail_ns (level two), their breakdowns, and per step of `steps` (ns)
+    the attribution per interval of that length.
 
     The leaves are continued (_continue_unseen), filled and summed a batch at a time as
     the recursion gives them (at most ELAPSED_BATCH at once), never kept."""
@@ -564,20 +604,22 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
     if root < 0:
         tally.add(Leaves(np.zeros(1, I64), np.array([w0], I64), np.array([w1], I64),
                          np.array([OTHER], np.int8), np.array([NO_TASK], np.int32),
-                         np.array([-3], np.int32), np.array([-3], np.int32)))
+                         np.array([-3], np.int32), np.array([-3], np.int32),
+                         np.array([-1], np.int8)))
     else:
         for level in _levels(tl, np.array([root]), np.array([w0]), np.array([w1]), depth):
             for part in level:
                 for a in range(0, len(part[0]), ELAPSED_BATCH):
                     cut = [x[a:a + ELAPSED_BATCH] for x in part]
-                    for lv in _continue_unseen(tl, Leaves(*cut[:7]), cut[7], depth, arch):
+                    for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch):
                         tally.add(lv if fill is None else fill_leaves(lv, fill))
     name = _sys_name(arch)
 
     def detail(d: int) -> str:
         return tl.details[d]
     res = {
-        "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, tally.cat.tolist())},
+        "attribution_ns": tally.level1(),
+        "attribution_detail_ns": tally.level2(),
         "wait_other_by_syscall_ns": tally.named("wait_other_sys", name),
         "wait_other_by_waker_ns": tally.named("wait_other_waker", detail),
         "external_by_comm_ns": tally.named("external", detail),
@@ -588,12 +630,23 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
     return res, {step: tally.intervals(step) for step in steps}
 
 
+NL1, NK = len(CAUSAL_CATEGORIES), len(KIND_NAMES)
+_ON_CPU_L1 = (L_CPU, L_RUNQ, L_HCPU, L_HRUNQ)  # level ones that are not a wait
+
+
+def detail_dict(m: np.ndarray) -> dict[str, dict[str, int]]:
+    """attribution_detail_ns from a (level one x kind) matrix of ns: every level one,
+    its non-zero parts by kind name."""
+    return {c: {k: int(v) for k, v in zip(KIND_NAMES, row.tolist()) if v}
+            for c, row in zip(CAUSAL_CATEGORIES, m)}
+
+
 class _Tally:
-    """Sums of leaves added a batch at a time: per category, the breakdowns of
+    """Sums of leaves added a batch at a time: per level one and kind, the breakdowns of
     elapsed_view by a code (syscall or detail), and per interval of each step."""
 
     def __init__(self, w0: int, w1: int, steps: Sequence[int]) -> None:
-        self.cat = np.zeros(len(CAUSAL_CATEGORIES), I64)
+        self.m = np.zeros((NL1, NK), I64)
         self.by: dict[str, dict[int, int]] = {k: {} for k in (
             "wait_other_sys", "wait_other_waker", "external", "sleep", "blocked")}
         self.w0 = w0
@@ -603,32 +656,40 @@ class _Tally:
             if step > 0 and w1 > w0:
                 e = np.append(np.arange(w0, w1, step, dtype=I64), I64(w1))
                 self.edges[step] = e
-                self.before[step] = np.zeros((len(CAUSAL_CATEGORIES), len(e)), I64)
+                self.before[step] = np.zeros((NL1 * NK, len(e)), I64)
 
     def add(self, lv: Leaves) -> None:
         if not len(lv.a):
             return
         ln = lv.length
-        np.add.at(self.cat, lv.cat.astype(np.int64), ln)
-        wo = lv.cat == OTHER
-        ext = lv.cat == EXTERNAL
-        slp = lv.cat == SLEEP
-        blocked = (lv.in_sys >= -2) & ~np.isin(lv.cat, (CPU, RUNQ, HCPU, HRUNQ))
-        for key, code, sel in (("wait_other_sys", lv.in_sys, wo),
-                               ("wait_other_waker", lv.detail, wo),
-                               ("external", lv.detail, ext), ("sleep", lv.in_sys, slp),
-                               ("blocked", lv.in_sys, blocked)):
+        l1 = lv.level1.astype(np.int64)
+        code = l1 * NK + lv.cat.astype(np.int64)
+        np.add.at(self.m.reshape(-1), code, ln)
+        wo = l1 == L_OTHER
+        ext = l1 == L_EXTERNAL
+        slp = l1 == L_SLEEP
+        blocked = (lv.in_sys >= -2) & ~np.isin(l1, _ON_CPU_L1)
+        for key, c, sel in (("wait_other_sys", lv.in_sys, wo),
+                            ("wait_other_waker", lv.detail, wo),
+                            ("external", lv.detail, ext), ("sleep", lv.in_sys, slp),
+                            ("blocked", lv.in_sys, blocked)):
             if sel.any():
-                u, inv = np.unique(code[sel], return_inverse=True)
+                u, inv = np.unique(c[sel], return_inverse=True)
                 tot = np.zeros(len(u), I64)
                 np.add.at(tot, inv.ravel(), ln[sel])
                 d = self.by[key]
                 for k, v in zip(u.tolist(), tot.tolist()):
                     d[k] = d.get(k, 0) + v
         for step, e in self.edges.items():
-            for c in np.unique(lv.cat).tolist():
-                m = lv.cat == c
+            for c in np.unique(code).tolist():
+                m = code == c
                 self.before[step][c] += _time_before(lv.a[m], lv.b[m], e)
+
+    def level1(self) -> dict[str, int]:
+        return {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, self.m.sum(axis=1).tolist())}
+
+    def level2(self) -> dict[str, dict[str, int]]:
+        return detail_dict(self.m)
 
     def named(self, key: str, name: Any) -> dict[str, int]:
         """{name: ns} by the codes' order, equal names added up, largest first."""
@@ -641,13 +702,16 @@ class _Tally:
 
     def intervals(self, step: int) -> list[dict[str, Any]]:
         """The attribution per interval of `step` ns from the window start (the last one
-        shorter): each interval's categories sum exactly to its length."""
+        shorter), level one and level two: each interval's level ones sum exactly to its
+        length, and each level one's parts to it."""
         if step not in self.edges:
             return []
         e = self.edges[step]
-        d = np.diff(self.before[step], axis=1)
+        d = np.diff(self.before[step], axis=1).reshape(NL1, NK, len(e) - 1)
         return [{"start_ns": int(e[i] - self.w0), "end_ns": int(e[i + 1] - self.w0),
-                 "attribution_ns": {k: int(d[c, i]) for c, k in enumerate(CAUSAL_CATEGORIES)}}
+                 "attribution_ns": {k: int(v) for k, v in
+                                    zip(CAUSAL_CATEGORIES, d[:, :, i].sum(axis=1).tolist())},
+                 "attribution_detail_ns": detail_dict(d[:, :, i])}
                 for i in range(len(e) - 1)]
 
 
@@ -694,13 +758,14 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
                      comms: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The same categories summed over every workload thread's life, per syscall the
     thread was in (its own syscall, not its waker's) and per thread (at most
-    BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name).
+    BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name), with each
+    thread's own state beside what explains it (own_state).
 
     The leaves are summed as each level of the recursion gives them, for THREAD_BATCH
     segments' worth of threads at a time, and never kept: memory is one level's."""
     nw = int((~tl.helper).sum())
-    ncat = len(CAUSAL_CATEGORIES)
-    per = np.zeros((nw, ncat), I64)
+    per = np.zeros((nw, NL1), I64)
+    det = np.zeros((NL1, NK), I64)
     sys_sum: dict[int, np.ndarray] = {}
     first = np.searchsorted(tl.actor, np.arange(nw + 1))  # each thread's first segment
     start = 0
@@ -712,18 +777,20 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
         acts = np.arange(start, end)
         for level in _levels(tl, acts, tl.birth[start:end], tl.death[start:end], depth):
             for part in level:
-                lv = Leaves(*part[:7])
+                lv = Leaves(*part[:8])
                 lv.root = lv.root + start
-                _sum_into(per, sys_sum, lv if fill is None else fill_leaves(lv, fill))
+                _sum_into(per, det, sys_sum, lv if fill is None else fill_leaves(lv, fill))
         start = end
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
-    awake = per.sum(axis=1) - per[:, SLEEP]
+    awake = per.sum(axis=1) - per[:, L_SLEEP]
     order = np.lexsort((tl.tids[:nw], -awake))[:BY_THREAD_MAX]
+    own = own_state(tl, order, arch)
     by_thread = []
-    for k in order.tolist():
+    for k, st in zip(order.tolist(), own):
         split = {c: int(v) for c, v in zip(CAUSAL_CATEGORIES, per[k].tolist()) if v}
         by_thread.append({"tid": int(tl.tids[k]), "comm": (comms or {}).get(int(tl.tids[k]), ""),
-                          "total_ns": int(tl.death[k] - tl.birth[k]), "attribution_ns": split})
+                          "total_ns": int(tl.death[k] - tl.birth[k]), **st,
+                          "explained_ns": split})
     by_sys: dict[str, Any] = {}
     name = _sys_name(arch)
     for nr in sorted(sys_sum):
@@ -741,7 +808,47 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     sums = per.sum(axis=0)
     return {"threads": nw, "total_ns": total,
             "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, sums.tolist())},
+            "attribution_detail_ns": detail_dict(det),
             "by_syscall": by_sys, "by_thread": by_thread}
+
+
+def own_state(tl: Timeline, actors: np.ndarray, arch: str | None) -> list[dict[str, Any]]:
+    """Each workload thread's own state over its life, from its own segments alone (not
+    what explains them): on_cpu_ns, runqueue_ns, blocked_in_ns ({syscall: ns} of its
+    blocked time, largest first) and waiting_for ([{tid, ns}] of the workload threads
+    and helpers whose wakeups ended its waits, the three longest)."""
+    name = _sys_name(arch)
+    out = []
+    first = np.searchsorted(tl.actor, np.asarray(actors, np.int64))
+    last = np.searchsorted(tl.actor, np.asarray(actors, np.int64), side="right")
+    for a, b in zip(first.tolist(), last.tolist()):
+        j = np.arange(a, b)
+        ln = tl.ends(j) - tl.starts(j)
+        k = tl.cat[j]
+        blocked = (k != CPU) & (k != RUNQ)
+        sys_of = tl.sys[j][blocked]
+        by_sys: dict[str, int] = {}
+        for nr, v in zip(*_group_sum(sys_of, ln[blocked])):
+            nm = name(nr)
+            by_sys[nm] = by_sys.get(nm, 0) + v
+        rec = k == RECURSE
+        waited = [{"tid": int(tl.tids[t]), "ns": v}
+                  for t, v in zip(*_group_sum(tl.arg[j][rec], ln[rec]))]
+        out.append({"on_cpu_ns": int(ln[k == CPU].sum()),
+                    "runqueue_ns": int(ln[k == RUNQ].sum()),
+                    "blocked_in_ns": dict(sorted(by_sys.items(), key=lambda kv: -kv[1])),
+                    "waiting_for": sorted(waited, key=lambda w: -w["ns"])[:3]})
+    return out
+
+
+def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[list[int], list[int]]:
+    """(distinct keys ascending, the sum of the values of each)."""
+    if not len(keys):
+        return [], []
+    u, inv = np.unique(keys, return_inverse=True)
+    tot = np.zeros(len(u), I64)
+    np.add.at(tot, inv.ravel(), values)
+    return u.tolist(), tot.tolist()
 
 
 def _take(lv: Leaves, sel: np.ndarray) -> Leaves:
@@ -761,24 +868,28 @@ def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
     return Leaves(*(np.concatenate((x[keep], y)) for x, y in zip(_cols(lv), _cols(done))))
 
 
-def _sum_into(per: np.ndarray, sys_sum: dict[int, np.ndarray], lv: Leaves) -> None:
-    """Add the leaves' time to per[root, category] and, for leaves in a syscall of
-    their thread's own (top_sys >= -2), to sys_sum[syscall][category]."""
+def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
+              lv: Leaves) -> None:
+    """Add the leaves' time to per[root, level one], det[level one, kind] and, for
+    leaves in a syscall of their thread's own (top_sys >= -2), to
+    sys_sum[syscall][level one]."""
     if not len(lv.a):
         return
-    ncat = per.shape[1]
     ln = lv.length
-    cat = lv.cat.astype(np.int64)
+    l1 = lv.level1.astype(np.int64)
     flat = per.reshape(-1)
     # Integer sums: bincount's float64 is exact below 2^53 ns (104 days) per bin.
-    flat += np.bincount(lv.root * ncat + cat, weights=ln,
+    flat += np.bincount(lv.root * NL1 + l1, weights=ln,
                         minlength=len(flat)).round().astype(I64)
+    d = det.reshape(-1)
+    d += np.bincount(l1 * NK + lv.cat.astype(np.int64), weights=ln,
+                     minlength=len(d)).round().astype(I64)
     blocked = lv.top_sys >= -2
     if blocked.any():
         top = lv.top_sys[blocked].astype(np.int64)
         u, inv = np.unique(top, return_inverse=True)
-        s = np.bincount(inv.ravel() * ncat + cat[blocked], weights=ln[blocked],
-                        minlength=len(u) * ncat).round().astype(I64).reshape(len(u), ncat)
+        s = np.bincount(inv.ravel() * NL1 + l1[blocked], weights=ln[blocked],
+                        minlength=len(u) * NL1).round().astype(I64).reshape(len(u), NL1)
         for nr, row in zip(u.tolist(), s):
             if nr in sys_sum:
                 sys_sum[nr] += row
