@@ -323,8 +323,8 @@ def ratio(x: float, target: float) -> str:
 
 LEGEND = ("[x of the target] is the figure divided by its target: a rate meets its target at"
           f" >= 1 ({TARGET_RATE / 1e6:.0f} M records/s end to end), a peak RSS per record"
-          f" or a time at <= 1 ({TARGET_RSS} B/record; {TARGET_BUSY_S:.0f} s for the 60 s"
-          " busy trace's `report --json`)")
+          f" or a time at <= 1 ({TARGET_RSS} B/record; the busy trace's `report --json` in"
+          " less time than its load ran, 60 s for 60 s)")
 
 
 def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str, Any]:
@@ -496,10 +496,12 @@ def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
             o["sleep-syscall"])))
     for res in results:
         if res.get("kind") == "busy" and res.get("report"):
-            rp = res["report"]
-            s = "did not finish" if rp["timed_out"] or rp["rc"] else f"{rp['wall_s']:.1f} s"
-            say(f"{res['label']} `report --json`: {s} (target < {TARGET_BUSY_S:.0f} s for 60 s)"
-                + (f" {ratio(rp['wall_s'], TARGET_BUSY_S)}" if s.endswith(" s") else ""))
+            # the target: reported in less time than the load ran (60 s for 60 s)
+            rp, limit = res["report"], a.busy_seconds * TARGET_BUSY_S / 60
+            s = (f"did not finish in {a.timeout:.0f} s" if rp["timed_out"] or rp["rc"]
+                 else f"{rp['wall_s']:.1f} s")
+            say(f"{res['label']} `report --json`: {s} (target < {limit:.0f} s, the time the"
+                " load ran)" + (f" {ratio(rp['wall_s'], limit)}" if s.endswith(" s") else ""))
 
 
 # -- main --------------------------------------------------------------------------------
