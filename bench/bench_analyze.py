@@ -374,8 +374,8 @@ def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str
     say(f"       {'phase':<28}{'seconds':>9}{'M records/s':>13}{'share':>8}")
     phases = {"read trace": done["read_s"], **done["phases"]}
     for k, v in sorted(phases.items(), key=lambda kv: -kv[1]):
-        r = f"{n / v / 1e6:13.3f}" if v >= 1e-3 else f"{'-':>13}"  # below the clock's 4 digits
-        say(f"       {k:<28}{v:9.3f}{r}{v / done['seconds']:8.1%}")
+        per_s = f"{n / v / 1e6:13.3f}" if v >= 1e-3 else f"{'-':>13}"  # the clock's 4 digits
+        say(f"       {k:<28}{v:9.3f}{per_s}{v / done['seconds']:8.1%}")
     return out
 
 
@@ -417,6 +417,7 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
         print_mix(m)
     else:
         say(f"   reading it failed: {mix['stderr'].strip()[-1500:]}")
+        res["failed"] = True
         return res
     res["analysis"] = run_analysis(path, n, a)
     with open(tmp / "report.json", "w") as f:
@@ -587,7 +588,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     summary(results, a)
     say(f"{loadavg()} at the end")
-    return 0
+    # a run stopped at --timeout is a figure; one that failed is a failure
+    failed = [r["label"] for r in results if r.get("failed") or any(
+        r.get(k) and not r[k].get("timed_out") and (r[k].get("rc") or r[k].get("failed"))
+        for k in ("analysis", "report", "export"))]
+    if failed:
+        say(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
