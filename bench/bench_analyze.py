@@ -1,289 +1,600 @@
 #!/usr/bin/env python3
-"""Benchmark `iowhy.analysis.analyze` on a synthetic trace (printed, not asserted).
+"""What the analysis costs, on the traces users record (printed, never asserted).
 
-Builds an N-request trace (default 10 million) with the same TraceWriter the tests use,
-vectorised, in a temporary directory, then analyzes it in a fresh subprocess twice:
-once for time (requests/s), once under tracemalloc for the peak of Python/numpy
-allocations, while a sampler thread follows RSS (anonymous and file-backed: the trace
-is memory-mapped, so its touched pages count as RssFile, not as allocations).
+    .venv/bin/python bench/bench_analyze.py                    # every trace, as root
+    .venv/bin/python bench/bench_analyze.py --only fsync --only synthetic
+    .venv/bin/python bench/bench_analyze.py --trace T.iowt     # an existing trace
 
-Targets: >= 5 million requests/s, < 200 bytes of peak memory per
-request, for the analysis without plots.
+Traces (--only, repeatable; default all). The recorded ones are made with the real
+recorder (`.venv/bin/iowhy record`) once and kept in --cache (default
+/var/cache/iowhy/bench-analyze, or $IOWHY_CACHE/bench-analyze) under a name that
+carries their size; later runs reuse them (--rerecord makes them again). Recording
+needs root, fio, xfsprogs and losetup; every loop device and mount is removed in a
+`finally`, and only processes this script started are signalled, by PID.
 
-    python bench/bench_analyze.py                 # 10M requests
-    python bench/bench_analyze.py --requests 1e6  # smaller run
-    python bench/bench_analyze.py --keep /tmp/x.iowt
+  busy       BUSY-60s.iowt: fio as the workload, `--time_based --runtime=S` (--busy-seconds,
+             default 60): job `rw`, 4 KiB randwrite, --ioengine=psync --numjobs=2
+             --direct=1, on a loop device over a 1 GiB file in /dev/shm; job `fs`, 4 KiB
+             sequential writes each followed by fsync (--fsync=1, a 200 MiB file it appends
+             to, then rewrites), on XFS on a second loop device over /dev/shm.
+  fio        fio-psync-20s.iowt: one fio job, 4 KiB randwrite, psync, --direct=1, on a loop
+             device over /dev/shm, --fio-seconds (default 20).
+  fsync      fsync-tasks-8x300.iowt: bench_record.py's workload, `lab/workloads.py
+             fsync-tasks MNT 8 300` (--tasks, --k) on a fresh XFS on a loop device over
+             /var/tmp (direct I/O).
+  untar      untar-20000.iowt: bench_record.py's, `sh -c 'tar -xf linux-6.1-N.tar -C MNT &&
+             sync -f MNT'` (--files) on the same kind of XFS.
+  synthetic  tests/synthtrace.py's recorded_mix(): --synthetic-records records (default
+             2e6) in the record mix measured on the busy trace (the proportions are in
+             tests/synthtrace.py), written to a temporary file (--keep PATH keeps it).
+             `--synthetic requests` is the older generator instead (requests, fsync,
+             journal and blocked intervals, no wakeup links: the figure this bench
+             printed before it measured recorded traces).
+
+For each trace it prints the records of every type, the record mix (shares of each type,
+what woke the off-CPU and helper intervals), then:
+
+  * analyze(): read_trace() and analyze() (no plots, AnalysisConfig(timings=True)) in a
+    fresh process: seconds, records/s end to end (all records / (read + analyze)), peak
+    RSS of that process (VmHWM: interpreter, the decoded trace and the analysis) per
+    record, and seconds and records/s per analysis phase;
+  * `iowhy report --json TRACE` as a subprocess (every trace) and `iowhy export --format
+    parquet` (the busy trace; --export-all: every one): wall time, records/s, peak RSS per
+    record (the child's ru_maxrss from wait4).
+
+A run that exceeds --timeout (default 1200 s) is stopped (SIGTERM, then SIGKILL, by
+PID) and printed as not finished, with the phase it was in. The 1, 5 and 15 min load
+averages are printed before and after every measured run.
+
+Targets, printed as ratios: >= 2 M records/s end to end; peak RSS <= 300 B per record;
+the busy trace (60 s) reported (`report --json`) in under 60 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import platform
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
-import numpy as np
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the synthetic generator is the tests' (synthtrace)
+import synthtrace  # noqa: E402
+from iowhy import abi  # noqa: E402  (the installed package: run with .venv/bin/python)
 
-TARGET_RATE = 5_000_000
-TARGET_BYTES = 200
-NTID = 8
-DEV_A, DEV_B, PART_A = (8, 0), (8, 16), (8, 1)
-LOG = (2_000_000, 2_262_144)  # 128 MiB journal, whole-disk sectors
+IOWHY = REPO / ".venv" / "bin" / "iowhy"
+WORKLOADS = REPO / "lab" / "workloads.py"
+PY = "/usr/bin/python3"
+CACHE = Path(os.environ.get("IOWHY_CACHE", "/var/cache/iowhy")) / "bench-analyze"
 
-
-def synth(n: int, seed: int = 1) -> dict[str, np.ndarray]:
-    """Arrays of every record type for an fsync-heavy ext4-like workload on two disks."""
-    from iowhy import abi
-    rng = np.random.default_rng(seed)
-    w0 = 1_000_000_000
-    kinds = rng.choice(7, size=n, p=[0.55, 0.10, 0.15, 0.06, 0.02, 0.08, 0.04])
-    # 0 data, 1 metadata, 2 log, 3 FF flush, 4 empty preflush, 5 read, 6 readahead
-    gap = (rng.exponential(40_000, n) + 2_000).astype(np.int64)
-    issue = w0 + 1_000_000 + np.cumsum(gap)
-    dev_t = rng.lognormal(np.log(120_000), 0.7, n).astype(np.int64) + 5_000
-    dev_t[kinds == 3] = rng.lognormal(np.log(2_000_000), 0.4, int((kinds == 3).sum()))
-    done = issue + dev_t
-    r = np.zeros(n, dtype=abi.REQUEST_DTYPE)
-    nbytes = (4096 << rng.integers(0, 7, n)).astype(np.uint32)
-    nbytes[(kinds == 1)] = 4096
-    nbytes[(kinds == 3) | (kinds == 4)] = 0
-    sect = (nbytes.astype(np.int64) + 511) >> 9
-    # data: sequential streams with occasional jumps; metadata random; log sequential.
-    jump = rng.random(n) < 0.05
-    seq_pos = np.cumsum(np.where(jump, rng.integers(0, 1 << 20, n), sect))
-    sector = np.where(kinds == 1, rng.integers(0, 1 << 30, n), (seq_pos % (1 << 30)) + (1 << 22))
-    sector = np.where(kinds == 2, LOG[0] + (np.cumsum(np.where(kinds == 2, sect, 0))
-                                            % (LOG[1] - LOG[0] - 128)), sector)
-    sector[(kinds == 3) | (kinds == 4)] = 0
-    op = np.full(n, abi.OP_WRITE, np.uint8)
-    op[kinds == 3] = abi.OP_FLUSH
-    op[kinds >= 5] = abi.OP_READ
-    iflags = np.zeros(n, np.uint16)
-    iflags[kinds == 1] = abi.F_META
-    iflags[kinds == 2] = abi.F_META | abi.F_SYNC
-    iflags[kinds == 4] = abi.F_PREFLUSH | abi.F_SYNC
-    iflags[kinds == 6] = abi.F_RAHEAD
-    flushseq = (kinds == 3) | (kinds == 4) | ((kinds == 2) & (rng.random(n) < 0.1))
-    flags = np.where((kinds == 0) | (kinds >= 4), abi.RQ_TRACKED, 0).astype(np.uint16)
-    flags[flushseq] |= abi.RQ_FLUSH_SEQ
-    submit = issue - rng.integers(1_000, 60_000, n)
-    insert = np.where(rng.random(n) < 0.5, submit + 500, 0)
-    data_done = np.where(flushseq & (kinds == 2), issue + dev_t // 2, done)
-    empty = kinds == 4
-    issue = np.where(empty, 0, issue)
-    insert = np.where(empty, 0, insert)
-    flags[empty] |= abi.RQ_NO_ISSUE
-    devb = rng.random(n) < 0.1
-    r["start_sector"] = sector
-    r["submit_ns"] = submit
-    r["insert_ns"] = insert
-    r["issue_ns"] = issue
-    r["data_done_ns"] = data_done
-    r["done_ns"] = done
-    r["ts_ns"] = done
-    r["len_bytes"] = nbytes
-    r["done_bytes"] = nbytes
-    r["dev_major"] = 8
-    r["dev_minor"] = np.where(devb & (kinds >= 5), DEV_B[1], DEV_A[1])
-    r["tid"] = 1000 + rng.integers(0, NTID, n)
-    r["tgid"] = 1000
-    r["op"] = op
-    r["iflags"] = iflags
-    r["flags_u16"] = flags
-    r["seq"] = np.arange(n)
-    r = r[np.argsort(done, kind="stable")]  # the recorder writes requests when done
-    end = int(done.max()) + 1_000_000
-    elapsed = end - w0
-    # fsync calls: per thread back to back, 5 calls per jbd2 commit.
-    nf = max(n // 20, NTID)
-    j = np.arange(nf)
-    period = elapsed // (nf // NTID + 1)
-    f = np.zeros(nf, dtype=abi.FSYNC_DTYPE)
-    f["tid"] = 1000 + j % NTID
-    f["tgid"] = 1000
-    f["enter_ns"] = w0 + (j // NTID) * period + (j % NTID) * (period // (2 * NTID))
-    f["exit_ns"] = f["enter_ns"] + period // 3
-    f["ts_ns"] = f["exit_ns"]
-    f["call_u16"] = np.where(j % 4 == 0, abi.CALL_FDATASYNC, abi.CALL_FSYNC)
-    f["fs_u16"] = abi.FS_EXT4
-    f["flags_u16"] = abi.FS_F_FSEVENT | abi.FS_F_SEQ
-    f["commit_seq"] = 1 + j // 5
-    f["dev_major"], f["dev_minor"] = PART_A
-    ncom = int(f["commit_seq"].max())
-    cs = np.arange(1, ncom + 1)
-    t0 = w0 + ((cs - 1) * 5 // NTID) * period + period // 8
-    jr = np.zeros(5 * ncom, dtype=abi.JOURNAL_DTYPE)
-    for k, (ev, dt) in enumerate(((abi.J_JBD2_START, 0), (abi.J_JBD2_LOCKING, period // 64),
-                                  (abi.J_JBD2_FLUSHING, period // 32),
-                                  (abi.J_JBD2_LOGGING, period // 16),
-                                  (abi.J_JBD2_END, period // 6))):
-        jr["event_u16"][k::5] = ev
-        jr["seq"][k::5] = cs
-        jr["ts_ns"][k::5] = t0 + dt
-    jr["dev_major"], jr["dev_minor"] = PART_A
-    jr["fs_u16"] = abi.FS_EXT4
-    jr["tid"] = 77
-    # off-CPU: each fsync blocks most of its duration; plus preemptions.
-    no = 2 * nf
-    o = np.zeros(no, dtype=abi.OFFCPU_DTYPE)
-    o["tid"][:nf] = f["tid"]
-    o["start_ns"][:nf] = f["enter_ns"] + period // 50
-    o["waking_ns"][:nf] = f["exit_ns"] - period // 100
-    o["end_ns"][:nf] = f["exit_ns"] - period // 200
-    o["syscall_nr"][:nf] = 74
-    o["tid"][nf:] = f["tid"]
-    o["start_ns"][nf:] = f["exit_ns"] + period // 10
-    o["end_ns"][nf:] = f["exit_ns"] + period // 8
-    o["waking_ns"][nf:] = 0
-    o["syscall_nr"][nf:] = 1
-    o["flags_u16"][nf:] = abi.OFF_PREEMPT
-    o = o[np.argsort(o["end_ns"], kind="stable")]
-    o["ts_ns"] = o["end_ns"]
-    t = np.zeros(NTID, dtype=abi.TASK_DTYPE)
-    t["tid"] = 1000 + np.arange(NTID)
-    t["tgid"] = 1000
-    t["ts_ns"] = w0
-    t["event_u16"] = abi.TASK_ROOT
-    return {"request": r, "fsync": f, "journal": jr, "offcpu": o, "task": t,
-            "start_ns": np.int64(w0), "end_ns": np.int64(end)}
+TARGET_RATE = 2_000_000  # records/s end to end
+TARGET_RSS = 300  # peak RSS bytes per record (all record types)
+TARGET_BUSY_S = 60.0  # `report --json` of the 60 s busy trace, s
+KINDS = ("busy", "fio", "fsync", "untar", "synthetic")
+RECORDED = ("busy", "fio", "fsync", "untar")
 
 
-def write(path: str, n: int) -> None:
-    from iowhy import abi
-    from iowhy.tracewriter import TraceWriter
-    d = synth(n)
-    meta = {
-        "devices": [{"name": "sdb", "major": DEV_A[0], "minor": DEV_A[1], "rotational": 1,
-                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
-                    {"name": "sdc", "major": DEV_B[0], "minor": DEV_B[1], "rotational": 0,
-                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
-        "filesystems": [{"fstype": "ext4", "source": "/dev/sdb1", "mountpoint": "/mnt/bench",
-                         "dev_major": PART_A[0], "dev_minor": PART_A[1],
-                         "st_dev_major": PART_A[0], "st_dev_minor": PART_A[1], "disk": "sdb",
-                         "disk_major": DEV_A[0], "disk_minor": DEV_A[1],
-                         "part_start_sector": 2048,
-                         "log": {"kind": "jbd2", "ranges": [list(LOG)], "fc_ranges": []}}],
-    }
-    w = TraceWriter(path)
-    w.write_json(abi.CHUNK_META, meta)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
-                                      "command": ["synthetic", str(n)], "pid": 1000})
-    for name in ("task", "fsync", "journal", "offcpu", "request"):
-        arr = d.pop(name)
-        w.write_records(arr)
-        del arr
-    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "synthetic"})
+def say(*a: Any) -> None:
+    print(*a, flush=True)
 
 
-def _status() -> dict[str, int]:
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
-                out[k] = int(v.split()[0]) * 1024
-    return out
+def loadavg() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def analyze_child(path: str, mode: str, threads: int) -> dict[str, Any]:
-    """Runs in a fresh process: returns timing or memory figures as JSON."""
-    import tracemalloc
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
 
+
+# -- recording --------------------------------------------------------------------------
+
+def trace_name(kind: str, a: argparse.Namespace) -> str:
+    """The cache name of a recorded trace: the workload and its size."""
+    return {"busy": f"busy-{a.busy_seconds:g}s", "fio": f"fio-psync-{a.fio_seconds:g}s",
+            "fsync": f"fsync-tasks-{a.tasks}x{a.k}", "untar": f"untar-{a.files}"}[kind] + ".iowt"
+
+
+def fio_busy(l1: str, mnt: Path, seconds: float) -> list[str]:
+    return ["fio", "--output=/dev/null", "--time_based", f"--runtime={seconds:g}",
+            "--name=rw", f"--filename={l1}", "--rw=randwrite", "--bs=4k", "--ioengine=psync",
+            "--numjobs=2", "--direct=1", "--size=900M",
+            "--name=fs", f"--filename={mnt}/f", "--rw=write", "--bs=4k", "--ioengine=psync",
+            "--fsync=1", "--size=200M"]
+
+
+def fio_psync(dev: str, seconds: float) -> list[str]:
+    return ["fio", "--output=/dev/null", "--time_based", f"--runtime={seconds:g}",
+            "--name=psync", f"--filename={dev}", "--rw=randwrite", "--bs=4k",
+            "--ioengine=psync", "--numjobs=1", "--direct=1", "--size=900M"]
+
+
+@contextlib.contextmanager
+def workload(kind: str, a: argparse.Namespace) -> Iterator[tuple[list[str], float]]:
+    """The devices and filesystem a workload needs (removed on exit, even on failure),
+    and its command and timeout."""
+    import bench_record as br
+    with contextlib.ExitStack() as st:
+        if kind == "busy":
+            l1 = st.enter_context(br.loop_device(Path("/dev/shm"), 1024))
+            _, mnt = st.enter_context(br.fresh_xfs(Path("/dev/shm"), 1024))
+            yield fio_busy(l1, mnt, a.busy_seconds), a.busy_seconds + 300
+        elif kind == "fio":
+            l1 = st.enter_context(br.loop_device(Path("/dev/shm"), 1024))
+            yield fio_psync(l1, a.fio_seconds), a.fio_seconds + 300
+        elif kind == "fsync":
+            _, mnt = st.enter_context(br.fresh_xfs(a.workdir, 512, direct_io=True))
+            yield [PY, str(WORKLOADS), "fsync-tasks", str(mnt), str(a.tasks), str(a.k)], 1800
+        else:
+            tar = br.wait_for_tar(a.files)
+            size = max(1024, 4 * tar.stat().st_size >> 20)
+            _, mnt = st.enter_context(br.fresh_xfs(a.workdir, size, direct_io=True))
+            q = shlex.quote
+            yield ["sh", "-c", f"tar -xf {q(str(tar))} -C {q(str(mnt))} && sync -f {q(str(mnt))}"
+                   ], 1800
+
+
+def record(kind: str, out: Path, a: argparse.Namespace) -> None:
+    """Record one workload with `iowhy record` into `out` (written beside it, renamed
+    when the recording succeeded), with a side file `out`.json saying how."""
+    import bench_record as br
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = out.with_name(out.name + ".new")
+    with workload(kind, a) as (cmd, timeout):
+        full = [str(IOWHY), "record", "-q", "-o", str(new), "--", *cmd]
+        say(f"   recording {out.name}: {shlex.join(full)}")
+        la = os.getloadavg()
+        t0 = time.monotonic()
+        try:
+            rc, _out, err = br.run_pid_safe(full, timeout)
+        finally:
+            for p in out.parent.glob(new.name + ".partial-*"):
+                p.unlink(missing_ok=True)  # a recording cut short (only ours: our name)
+        wall = time.monotonic() - t0
+        if rc != 0:
+            new.unlink(missing_ok=True)
+            raise RuntimeError(f"{shlex.join(full)} exited {rc}: {err.strip()[-2000:]}")
+    br.wait_probes_detached()
+    new.rename(out)
+    side = {"workload": kind, "command": cmd, "iowhy_record_wall_s": round(wall, 3),
+            "recorded": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "loadavg_before": la,
+            "loadavg_after": os.getloadavg(), "kernel": platform.release(),
+            "iowhy": subprocess.run([str(IOWHY), "--version"], capture_output=True,
+                                    text=True).stdout.strip()}
+    out.with_name(out.name + ".json").write_text(json.dumps(side, indent=1) + "\n")
+    say(f"   recorded {out} ({mib(out.stat().st_size)}) in {wall:.1f} s")
+
+
+# -- the record mix ----------------------------------------------------------------------
+
+def mix_child(path: str) -> dict[str, Any]:
+    """Runs in a fresh process: the record mix of a trace (synthtrace.measure_mix)."""
+    from iowhy.traceformat import read_trace
+    return synthtrace.measure_mix(read_trace(path))
+
+
+def print_mix(m: dict[str, Any]) -> None:
+    say("   record mix (share of all records): " + ", ".join(
+        f"{k} {v:.4f}" for k, v in m["share"].items() if v))
+    say(f"   workload threads {m['threads']}, helper threads {m['helpers']} "
+        f"({', '.join(f'{k} {v}' for k, v in m['helper_kinds'].items())}); "
+        f"requests per device: {', '.join(f'{k} {v:.3f}' for k, v in m['rq_devices'].items())}")
+    for name in ("offcpu", "helper"):
+        o = m[name]
+        if not o["n"]:
+            continue
+        say(f"   {name} ({o['n']:,}): preempted {o['preempt']:.4f}; of the waits: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in o["woken"].items())
+            + f"; iowait {o['iowait']:.4f}, D {o['D']:.4f}; syscalls "
+            + ", ".join(f"{k} {v:.4f}" for k, v in o["syscalls"].items()))
+
+
+# -- measured runs -----------------------------------------------------------------------
+
+def _hwm(pid: int) -> int:
+    """VmHWM of a live child, bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measured(cmd: list[str], timeout: float, stdout: Any = subprocess.PIPE) -> dict[str, Any]:
+    """Run cmd, reaped with wait4 for its peak RSS (ru_maxrss). Stopped by its PID
+    (SIGTERM, SIGKILL 10 s later) past `timeout` s. Lines on its stdout (when piped) are
+    collected as they come, with the time they came (the child's progress).
+    Returns rc, wall_s, maxrss (bytes), timed_out, lines [(t_s, line)], stderr."""
+    lines: list[tuple[float, str]] = []
+    err: list[str] = []
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True)
+
+    def pump(src: Any, into: list, stamp: bool) -> None:
+        for line in src:
+            into.append((time.monotonic() - t0, line.rstrip("\n")) if stamp else line)
+
+    pumps = [threading.Thread(target=pump, args=(p.stderr, err, False), daemon=True)]
+    if stdout is subprocess.PIPE:
+        pumps.append(threading.Thread(target=pump, args=(p.stdout, lines, True), daemon=True))
+    for th in pumps:
+        th.start()
+    timed_out = False
+    hwm = 0
+    status, ru = 0, None
+    try:
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            hwm = max(hwm, _hwm(p.pid))
+            if time.monotonic() - t0 > timeout and not timed_out:
+                timed_out = True
+                os.kill(p.pid, signal.SIGTERM)
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                    if pid:
+                        break
+                    time.sleep(0.1)
+                if not pid:
+                    os.kill(p.pid, signal.SIGKILL)
+                    _, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.1)
+    except BaseException:
+        # interrupted: stop the child (ours, by PID) before leaving
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(p.pid, signal.SIGKILL)
+            os.wait4(p.pid, 0)
+        raise
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    for th in pumps:
+        th.join(timeout=10)
+    maxrss = max(hwm, (ru.ru_maxrss * 1024) if ru is not None else 0)
+    return {"rc": p.returncode, "wall_s": wall, "maxrss": maxrss, "timed_out": timed_out,
+            "lines": lines, "stderr": "".join(err)}
+
+
+def analyze_child(path: str, threads: int) -> None:
+    """Runs in a fresh process: read_trace and analyze, printing one JSON line as each
+    phase starts ({"phase", "t"}: the parent knows where a stopped run was) and the
+    result last."""
     from iowhy.analysis import AnalysisConfig, analyze
     from iowhy.memory import tune_allocator
     from iowhy.traceformat import read_trace
     tune_allocator()  # as `iowhy report` does
-    tr = read_trace(path)
-    n = tr.count("request")
-    base = _status()
-    peak = {"RssAnon": base["RssAnon"], "VmRSS": base["VmRSS"]}
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            s = _status()
-            for k in peak:
-                peak[k] = max(peak[k], s[k])
-            time.sleep(0.005)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    if mode == "mem":
-        tracemalloc.start()
     t0 = time.perf_counter()
-    res = analyze(tr, AnalysisConfig(timings=(mode == "time"), threads=threads))
-    dt = time.perf_counter() - t0
-    traced = tracemalloc.get_traced_memory()[1] if mode == "mem" else 0
-    stop.set()
-    th.join()
-    return {"requests": n, "seconds": dt, "tracemalloc_peak": traced,
-            "phases": res.get("_timings_s", {}), "load": os.getloadavg()[0],
-            "anon_peak": peak["RssAnon"] - base["RssAnon"],
-            "rss_peak": peak["VmRSS"] - base["VmRSS"]}
+
+    lock = threading.Lock()
+
+    def phase(name: str) -> None:  # called from the analysis's threads
+        with lock:
+            sys.stdout.write(json.dumps({"phase": name, "t": time.perf_counter() - t0}) + "\n")
+            sys.stdout.flush()
+
+    rss_base = _status("VmRSS")  # imports done: what any command starts from
+    phase("read trace")
+    tr = read_trace(path)
+    t_read = time.perf_counter() - t0
+    counts = {n: tr.count(n) for n in abi.RECORD_NAMES}
+    rss_read = _status("VmRSS")
+    res = analyze(tr, AnalysisConfig(timings=True, threads=threads, progress=phase))
+    t_all = time.perf_counter() - t0
+    print(json.dumps({"done": True, "read_s": t_read, "seconds": t_all, "counts": counts,
+                      "phases": res.get("_timings_s", {}), "rss_read": rss_read,
+                      "rss_base": rss_base,
+                      "hwm": _status("VmHWM")}), flush=True)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=float, default=10e6,
-                    help="requests in the synthetic trace (default: 1e7)")
-    ap.add_argument("--keep", metavar="PATH", help="write the trace here and keep it")
-    ap.add_argument("--trace", metavar="PATH", help="analyze an existing trace instead")
-    ap.add_argument("--threads", type=int, default=2,
-                    help="AnalysisConfig.threads: 2 loads the requests and runs the analysis "
-                         "tasks two at a time "
-                         "(default: %(default)s)")
-    ap.add_argument("--child", choices=("time", "mem"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        print(json.dumps(analyze_child(args.trace, args.child, args.threads)))
-        return 0
-    n = int(args.requests)
-    tmp = None
-    path = args.trace or args.keep
-    if path is None:
-        tmp = tempfile.TemporaryDirectory(prefix="iowhy-bench-")
-        path = os.path.join(tmp.name, "bench.iowt")
-    try:
-        if not args.trace:
-            t0 = time.perf_counter()
-            write(path, n)
-            print(f"wrote {n:,} requests to {path} ({os.path.getsize(path) / 2**20:,.0f} MiB) "
-                  f"in {time.perf_counter() - t0:.1f} s")
-        res = {}
-        for mode in ("time", "mem"):
-            out = subprocess.run([sys.executable, __file__, "--trace", path, "--child", mode,
-                                  "--threads", str(args.threads)],
-                                 check=True, capture_output=True, text=True).stdout
-            res[mode] = json.loads(out.strip().splitlines()[-1])
-        nreq = res["time"]["requests"]
-        rate = nreq / res["time"]["seconds"]
-        m = res["mem"]
-        tm = m["tracemalloc_peak"] / nreq
-        anon = res["time"]["anon_peak"] / nreq
-        rss = res["time"]["rss_peak"] / nreq
-        print(f"analyze(): {nreq:,} requests in {res['time']['seconds']:.2f} s = "
-              f"{rate / 1e6:.2f} M requests/s (target {TARGET_RATE / 1e6:.0f} M/s: "
-              f"{rate / TARGET_RATE:.2f}x)")
-        print(f"peak memory per request: tracemalloc {tm:.0f} B, RSS anon {anon:.0f} B, "
-              f"RSS {rss:.0f} B (growth after read_trace, which maps the file and touches "
-              f"it for its CRCs) (target < {TARGET_BYTES} B: "
-              f"tracemalloc {tm / TARGET_BYTES:.2f}x, anon {anon / TARGET_BYTES:.2f}x, "
-              f"total {rss / TARGET_BYTES:.2f}x)")
-        print(f"(under tracemalloc the analysis took {m['seconds']:.2f} s; 1-min load average "
-              f"during the timed run: {res['time']['load']:.2f} on {os.cpu_count()} CPUs)")
-        print("seconds per phase (the tasks after 'load records' run two at a time, "
-              "so their sum exceeds the elapsed time):")
-        for k, v in res["time"]["phases"].items():
-            print(f"  {k:<28}{v:8.3f}")
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+def _status(key: str) -> int:
+    """A /proc/self/status figure in bytes (VmRSS, VmHWM)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
     return 0
+
+
+# -- one trace ---------------------------------------------------------------------------
+
+def rate(n: int, s: float) -> str:
+    return f"{n / s / 1e6:.3f} M records/s" if s > 0 else "-"
+
+
+def ratio(x: float, target: float) -> str:
+    """A figure against its target (LEGEND says which way meets it)."""
+    return f"[{x / target:.3f} of the target]"
+
+
+LEGEND = ("[x of the target] is the figure divided by its target: a rate meets its target at"
+          f" >= 1 ({TARGET_RATE / 1e6:.0f} M records/s end to end), a peak RSS per record"
+          f" or a time at <= 1 ({TARGET_RSS} B/record; the busy trace's `report --json` in"
+          " less time than its load ran, 60 s for 60 s)")
+
+
+def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str, Any]:
+    """analyze_child in a fresh process, under --timeout; prints what it measured."""
+    say(f"   analyze() in a fresh process ({loadavg()})")
+    r = measured([sys.executable, __file__, "--child", "analyze", "--threads", str(a.threads),
+                  "--trace", str(path)], a.timeout)
+    say(f"     ({loadavg()} after)")
+    starts = []
+    done = None
+    for _t, line in r["lines"]:
+        with contextlib.suppress(ValueError):
+            d = json.loads(line)
+            if "phase" in d:
+                starts.append((d["phase"], float(d["t"])))
+            elif d.get("done"):
+                done = d
+    out: dict[str, Any] = {"timed_out": r["timed_out"], "maxrss": r["maxrss"],
+                           "wall_s": r["wall_s"]}
+    if done is None:
+        why = (f"did not finish in {a.timeout:.0f} s" if r["timed_out"]
+               else f"failed (exit {r['rc']}): {r['stderr'].strip()[-1500:]}")
+        running = [n for n, _ in starts[-2:]]
+        say(f"     {why}; peak RSS so far {mib(r['maxrss'])}"
+            + (f" = {r['maxrss'] / total_hint:,.0f} B/record" if total_hint else "")
+            + f"; phases started: {', '.join(f'{n} at {t:.1f} s' for n, t in starts)}"
+            + (f"; running at the end: {' / '.join(running)}" if running else ""))
+        out["failed"] = why
+        out["started"] = starts
+        return out
+    n = sum(done["counts"].values())
+    hwm = max(int(done["hwm"]), r["maxrss"])
+    out.update(records=n, counts=done["counts"], seconds=done["seconds"], read_s=done["read_s"],
+               hwm=hwm, rss_read=done["rss_read"], phases=done["phases"])
+    e2e = n / done["seconds"]
+    say(f"     read_trace {done['read_s']:.2f} s + analyze {done['seconds'] - done['read_s']:.2f}"
+        f" s = {done['seconds']:.2f} s: {rate(n, done['seconds'])} end to end"
+        f" {ratio(e2e, TARGET_RATE)}")
+    base = int(done["rss_base"])
+    say(f"     peak RSS {mib(hwm)} = {hwm / n:,.0f} B/record {ratio(hwm / n, TARGET_RSS)}; of"
+        f" which the interpreter and imports {mib(base)}, the trace read"
+        f" {mib(done['rss_read'] - base)} = {(done['rss_read'] - base) / n:,.0f} B/record, the"
+        f" analysis's peak above that {mib(hwm - done['rss_read'])} ="
+        f" {(hwm - done['rss_read']) / n:,.0f} B/record")
+    say("     per phase (the phases after 'load records' run two at a time: their sum exceeds"
+        " the elapsed time):")
+    say(f"       {'phase':<28}{'seconds':>9}{'M records/s':>13}{'share':>8}")
+    phases = {"read trace": done["read_s"], **done["phases"]}
+    for k, v in sorted(phases.items(), key=lambda kv: -kv[1]):
+        per_s = f"{n / v / 1e6:13.3f}" if v >= 1e-3 else f"{'-':>13}"  # the clock's 4 digits
+        say(f"       {k:<28}{v:9.3f}{per_s}{v / done['seconds']:8.1%}")
+    return out
+
+
+def run_command(label: str, cmd: list[str], n: int, a: argparse.Namespace,
+                stdout: Any) -> dict[str, Any]:
+    """One `iowhy` command as a subprocess: wall, records/s, peak RSS per record."""
+    say(f"   {label}: {shlex.join(cmd)} ({loadavg()})")
+    r = measured(cmd, a.timeout, stdout=stdout)
+    say(f"     ({loadavg()} after)")
+    if r["timed_out"]:
+        say(f"     did not finish in {a.timeout:.0f} s; peak RSS so far {mib(r['maxrss'])} ="
+            f" {r['maxrss'] / n:,.0f} B/record")
+    elif r["rc"] != 0:
+        say(f"     failed (exit {r['rc']}): {r['stderr'].strip()[-1500:]}")
+    else:
+        say(f"     {r['wall_s']:.2f} s wall: {rate(n, r['wall_s'])}"
+            f" {ratio(n / r['wall_s'], TARGET_RATE)}; peak RSS {mib(r['maxrss'])} ="
+            f" {r['maxrss'] / n:,.0f} B/record {ratio(r['maxrss'] / n, TARGET_RSS)}")
+    return r
+
+
+def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
+                export: bool) -> dict[str, Any]:
+    say(f"\n== {label}: {path} ({mib(path.stat().st_size)})")
+    side = path.with_name(path.name + ".json")
+    if side.exists():
+        d = json.loads(side.read_text())
+        say(f"   recorded {d.get('recorded')} by {d.get('iowhy')} (load average before"
+            f" {', '.join(f'{x:.2f}' for x in d.get('loadavg_before', []))}):"
+            f" {shlex.join(d.get('command', []))}")
+    res: dict[str, Any] = {"label": label, "path": str(path)}
+    mix = measured([sys.executable, __file__, "--child", "mix", "--trace", str(path)], a.timeout)
+    if mix["rc"] == 0 and mix["lines"]:
+        m = json.loads(mix["lines"][-1][1])
+        res["mix"] = m
+        n = m["records"]
+        types = ", ".join(f"{k} {v:,}" for k, v in m["counts"].items() if v)
+        say(f"   {n:,} records: {types}; {m['counts']['request']:,} requests")
+        print_mix(m)
+    else:
+        say(f"   reading it failed: {mix['stderr'].strip()[-1500:]}")
+        res["failed"] = True
+        return res
+    res["analysis"] = run_analysis(path, n, a)
+    with open(tmp / "report.json", "w") as f:
+        res["report"] = run_command("iowhy report --json", [str(IOWHY), "report", "--json",
+                                                            str(path)], n, a, f)
+    if res["report"]["rc"] == 0 and not res["report"]["timed_out"]:
+        json.loads((tmp / "report.json").read_text())  # a whole JSON document
+    (tmp / "report.json").unlink(missing_ok=True)
+    if export:
+        out = tmp / "export"
+        res["export"] = run_command("iowhy export --format parquet",
+                                    [str(IOWHY), "export", "--format", "parquet", "-o",
+                                     str(out), str(path)], n, a, subprocess.DEVNULL)
+        shutil.rmtree(out, ignore_errors=True)
+    res["records"] = n
+    return res
+
+
+# -- summary -----------------------------------------------------------------------------
+
+def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
+    say("\n== summary (targets: >= 2 M records/s end to end, <= 300 B peak RSS per record,"
+        " the 60 s busy trace reported in < 60 s)")
+    head = (f"{'trace':<26}{'records':>12}{'requests':>11}{'analyze s':>11}{'M rec/s':>9}"
+            f"{'B/rec':>7}{'report s':>10}{'M rec/s':>9}{'B/rec':>7}{'export s':>10}"
+            f"{'B/rec':>7}")
+    say(head)
+
+    def secs(r: dict[str, Any] | None, key: str, w: int) -> str:
+        if r is None:
+            return f"{'':>{w}}"
+        if r.get("timed_out"):
+            return f"{'>' + format(a.timeout, '.0f'):>{w}}"
+        if r.get("failed") or r.get("rc", 0) != 0:
+            return f"{'failed':>{w}}"
+        return f"{r[key]:>{w}.2f}"
+
+    def per_rec(r: dict[str, Any] | None, n: int, w: int) -> str:
+        if r is None:
+            return f"{'':>{w}}"
+        v = r.get("hwm") or r["maxrss"]
+        # a stopped run's peak so far: at least that much
+        return f"{('>=' if r.get('timed_out') else '') + format(v / n, ',.0f'):>{w}}"
+
+    def rec_s(r: dict[str, Any] | None, key: str, n: int, w: int) -> str:
+        ok = r is not None and key in r and not r.get("timed_out") and not r.get("rc")
+        return f"{n / r[key] / 1e6:>{w}.3f}" if ok and r is not None else f"{'-':>{w}}"
+
+    for res in results:
+        n = res.get("records", 0)
+        if not n:
+            continue
+        an, rp, ex = res.get("analysis"), res.get("report"), res.get("export")
+        rq = res["mix"]["counts"]["request"]
+        say(f"{res['label']:<26}{n:>12,}{rq:>11,}{secs(an, 'seconds', 11)}"
+            f"{rec_s(an, 'seconds', n, 9)}{per_rec(an, n, 7)}{secs(rp, 'wall_s', 10)}"
+            f"{rec_s(rp, 'wall_s', n, 9)}{per_rec(rp, n, 7)}{secs(ex, 'wall_s', 10)}"
+            f"{per_rec(ex, n, 7)}")
+    say("analyze s: read_trace + analyze() in a fresh process; report/export s: the whole"
+        " command's wall time; M rec/s: all records per second of that time; B/rec: peak"
+        f" RSS per record (all record types); >{a.timeout:.0f}: stopped at --timeout (B/rec"
+        " then the peak so far)")
+    say("\nrecord mix (shares of all records; of the workload's off-CPU waits, what woke"
+        " them; tests/synthtrace.py's BUSY_MIX is the busy trace's):")
+    say(f"{'trace':<26}{'request':>8}{'offcpu':>8}{'helper':>8}{'fsync':>8}{'journal':>8}"
+        f"{'preempt':>8}{'by rq':>8}{'helper':>8}{'wkload':>8}{'irq':>8}{'unseen':>8}"
+        f"{'poll':>8}")
+    for res in results:
+        m = res.get("mix")
+        if not m:
+            continue
+        sh, o = m["share"], m["offcpu"]
+        w = o["woken"]
+        say(f"{res['label']:<26}" + "".join(f"{x:>8.4f}" for x in (
+            sh["request"], sh["offcpu"], sh["helper"], sh["fsync"], sh["journal"],
+            o["preempt"], w["request"], w["helper"], w["workload"], w["irq"], w["unseen"],
+            o["sleep-syscall"])))
+    for res in results:
+        if res.get("kind") == "busy" and res.get("report"):
+            # the target: reported in less time than the load ran (60 s for 60 s)
+            rp, limit = res["report"], a.busy_seconds * TARGET_BUSY_S / 60
+            s = (f"did not finish in {a.timeout:.0f} s" if rp["timed_out"] or rp["rc"]
+                 else f"{rp['wall_s']:.1f} s")
+            say(f"{res['label']} `report --json`: {s} (target < {limit:.0f} s, the time the"
+                " load ran)" + (f" {ratio(rp['wall_s'], limit)}" if s.endswith(" s") else ""))
+
+
+# -- main --------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", choices=KINDS,
+                    help="bench this trace (repeatable; default: all)")
+    ap.add_argument("--trace", action="append", default=[], metavar="PATH",
+                    help="bench an existing trace instead (repeatable)")
+    ap.add_argument("--cache", type=Path, default=CACHE,
+                    help="where recorded traces are kept (default: %(default)s)")
+    ap.add_argument("--rerecord", action="store_true",
+                    help="record the traces again even if the cache has them")
+    ap.add_argument("--record-only", action="store_true",
+                    help="record the traces the cache lacks, measure nothing")
+    ap.add_argument("--busy-seconds", type=float, default=60.0, help="busy: fio runtime, s")
+    ap.add_argument("--fio-seconds", type=float, default=20.0, help="fio: runtime, s")
+    ap.add_argument("--tasks", type=int, default=8, help="fsync: processes (default 8)")
+    ap.add_argument("--k", type=int, default=300, help="fsync: append+fsync per process")
+    ap.add_argument("--files", type=int, default=20000, help="untar: files (default 20000)")
+    ap.add_argument("--workdir", type=Path, default=Path("/var/tmp"),
+                    help="fsync and untar: where the XFS loop device's file goes")
+    ap.add_argument("--synthetic", choices=("mix", "requests"), default="mix",
+                    help="mix: the recorded traces' record mix (default); requests: the"
+                         " older requests-only generator")
+    ap.add_argument("--synthetic-records", type=float, default=2e6,
+                    help="records (mix) or requests (requests) of the synthetic trace")
+    ap.add_argument("--keep", metavar="PATH", help="write the synthetic trace here and keep it")
+    ap.add_argument("--export-all", action="store_true",
+                    help="time `iowhy export --format parquet` on every trace (default: busy)")
+    ap.add_argument("--timeout", type=float, default=1200.0,
+                    help="stop a measured run after this many seconds (default: %(default)s)")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="AnalysisConfig.threads of the analyze() run (default: 2, as report)")
+    ap.add_argument("--child", choices=("analyze", "mix"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child == "analyze":
+        analyze_child(a.trace[0], a.threads)
+        return 0
+    if a.child == "mix":
+        print(json.dumps(mix_child(a.trace[0])), flush=True)
+        return 0
+
+    say(f"command: {shlex.join([sys.executable, *sys.argv])}")
+    ver = subprocess.run([str(IOWHY), "--version"], capture_output=True, text=True).stdout
+    say(f"Linux {platform.release()}, {os.cpu_count()} CPUs, {ver.strip()},"
+        f" {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {loadavg()}")
+    say(LEGEND)
+    todo: list[tuple[str, str, Path]] = [("trace", Path(t).name, Path(t)) for t in a.trace]
+    if not a.trace:
+        for kind in a.only or KINDS:
+            if kind in RECORDED:
+                todo.append((kind, trace_name(kind, a).removesuffix(".iowt"),
+                             a.cache / trace_name(kind, a)))
+            else:
+                todo.append((kind, f"synthetic-{a.synthetic}", Path()))
+    results = []
+    tmp = Path(tempfile.mkdtemp(prefix="iowhy-bench-analyze-"))
+    try:
+        for kind, label, path in todo:
+            if kind in RECORDED and (a.rerecord or not path.exists()):
+                if os.geteuid() != 0:
+                    say(f"\n== {label}: not recorded yet, and recording needs root: skipped")
+                    continue
+                record(kind, path, a)
+            if a.record_only:
+                continue
+            if kind == "synthetic":
+                path = Path(a.keep) if a.keep else tmp / "synthetic.iowt"
+                t0 = time.perf_counter()
+                if a.synthetic == "mix":
+                    synthtrace.write_recorded_mix(str(path), int(a.synthetic_records), seed=1)
+                else:
+                    synthtrace.write_synth(str(path), int(a.synthetic_records))
+                say(f"\nwrote {path} ({mib(path.stat().st_size)}) in"
+                    f" {time.perf_counter() - t0:.1f} s")
+            res = bench_trace(label, path, a, tmp, export=a.export_all or kind == "busy")
+            res["kind"] = kind
+            results.append(res)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    summary(results, a)
+    say(f"{loadavg()} at the end")
+    # a run stopped at --timeout is a figure; one that failed is a failure
+    failed = [r["label"] for r in results if r.get("failed") or any(
+        r.get(k) and not r[k].get("timed_out") and (r[k].get("rc") or r[k].get("failed"))
+        for k in ("analysis", "report", "export"))]
+    if failed:
+        say(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ The defaults describe one disk DEV with its partition PART, whose journal is LOG
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,9 +136,8 @@ def assert_sums(r: dict[str, Any]) -> None:
 
 def busy_trace(tmp_path, n: int = 4000, trailer: bool = True, counters=None) -> str:
     """A few thousand requests of every kind, fsyncs and commits, for output tests."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import bench_analyze
-    d = bench_analyze.synth(n, seed=3)
+    import synthtrace
+    d = synthtrace.synth(n, seed=3)
     path = str(tmp_path / "busy.iowt")
     w = TraceWriter(path)
     w.write_json(abi.CHUNK_META, meta())

@@ -347,8 +347,12 @@ def info_dict(tr: Trace) -> dict:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    tr = load(args.trace)
-    d = info_dict(tr)
+    from .progress import progress
+    with progress(f"reading {args.trace}") as step:
+        step("read trace")
+        tr = load(args.trace)
+        step("summary")
+        d = info_dict(tr)
     if tr.damage.damaged:  # only then: a sound trace's output is as before
         d["damage"] = tr.damage.as_dict()
     if args.json:

@@ -173,14 +173,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise _user_error("--interval must be a positive number of seconds", "", usage=True)
     if args.html:
         _check_out(args.html, (".html", ".htm"))
-    tr = load(args.trace)
-    tune_allocator()
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
                          figures=bool(args.html),
                          interval_ns=int(round(interval * 1e9)) if interval else 0)
     with progress(f"analyzing {args.trace}") as step:
+        step("read trace")
+        tr = load(args.trace)
+        tune_allocator()
         cfg.progress = step
         full = analyze(tr, cfg)
     result = _public(full)
@@ -225,9 +226,10 @@ def cmd_hist(args: argparse.Namespace) -> int:
     if args.json and args.png:
         raise _user_error("--json and --png are two outputs", "choose one", usage=True)
     split = "disk" if args.per_disk else "flags" if args.flags else None
-    tr = load(args.trace)
     try:
         with progress(f"analyzing {args.trace}") as step:
+            step("read trace")
+            tr = load(args.trace)
             if split:
                 groups, unit = metric_split(tr, args.metric, split, args.klass, step)
             else:
@@ -303,8 +305,10 @@ def cmd_hist(args: argparse.Namespace) -> int:
 
 def _analyze_for_compare(tr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(analysis result, trace metadata) of one trace; a trace covering no time is refused."""
+    from . import abi
     from .analysis import AnalysisConfig, analyze
     with progress(f"analyzing {tr.path}") as step:
+        step.add(sum(tr.count(name) for name in abi.RECORD_NAMES))  # read already
         result = _public(analyze(tr, AnalysisConfig(progress=step)))
     if result["elapsed_ns"] <= 0:
         raise _user_error(f"{tr.path} covers no time (its recording window is empty)",
@@ -319,12 +323,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.html:
         _check_out(args.html, (".html", ".htm"))
     # Open both before analyzing either, so that a bad B fails at once.
-    tr_a = load(args.trace_a)
     try:
         same = os.path.samefile(args.trace_a, args.trace_b)
     except OSError:
         same = False
-    tr_b = tr_a if same else load(args.trace_b)
+    with progress(f"reading {args.trace_a}" + ("" if same else f" and {args.trace_b}")) as step:
+        step("read trace")
+        tr_a = load(args.trace_a)
+        tr_b = tr_a if same else load(args.trace_b)
     tune_allocator()
     a, meta_a = _analyze_for_compare(tr_a)
     # A trace compared with itself is analyzed once (the analysis is deterministic).
@@ -415,24 +421,29 @@ def cmd_requests(args: argparse.Namespace) -> int:
     from .views.requests import Filters, request_rows
     if args.slower is not None and args.slower < 0:
         raise _user_error("--slower must be >= 0", "give a time in milliseconds", usage=True)
-    tr = load(args.trace)
     flt = Filters(klass=args.klass, dev=args.dev, pid=args.pid, comm=args.comm,
                   slower_ns=None if args.slower is None else int(args.slower * 1e6))
     try:
-        with progress(f"listing the requests of {args.trace}"):
+        with progress(f"listing the requests of {args.trace}") as step:
+            step("read trace")
+            tr = load(args.trace)
+            step("requests")
             rows = request_rows(tr, flt)
+            # formatted under the progress line, written after it is erased
+            step("formatting")
+            if args.json:
+                text = render_json(rows)
+            elif args.csv:
+                text = render_csv(rows).rstrip("\n")
+            else:
+                text = render_text(rows, args.unit, output_width())
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
               file=sys.stderr if (args.json or args.csv) else sys.stdout)
-    if args.json:
-        write_stdout(render_json(rows))
-    elif args.csv:
-        write_stdout(render_csv(rows).rstrip("\n"))
-    else:
-        write_stdout(render_text(rows, args.unit, output_width()))
+    write_stdout(text)
     # no request listed is a failure, as grep without a match (and hist without a value)
     return 0 if len(rows) else EXIT_FAIL
 

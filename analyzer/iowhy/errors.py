@@ -23,9 +23,11 @@ class UserError(Exception):
 
 
 def load(path: str) -> Trace:
-    """Open a trace; a trace that cannot be read is a UserError."""
+    """Open a trace; a trace that cannot be read is a UserError. The records read count
+    on the progress line being shown, if any (progress.count)."""
+    from .progress import count
     from .traceformat import TraceError, read_trace
     try:
-        return read_trace(path)
+        return read_trace(path, on_records=count)
     except TraceError as e:
         raise UserError(str(e), e.hint) from None

@@ -17,7 +17,7 @@ import mmap
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -306,11 +306,13 @@ def _open(path: str) -> int:
     return fd
 
 
-def read_trace(path: str) -> Trace:
-    """Open and validate a trace. Raises TraceError for a file that is not one at all."""
+def read_trace(path: str, on_records: Callable[[int], None] | None = None) -> Trace:
+    """Open and validate a trace. Raises TraceError for a file that is not one at all.
+    on_records: told the number of records of each record chunk as it is read
+    (progress on a terminal)."""
     fd = _open(path)
     try:
-        return _read(fd, path)
+        return _read(fd, path, on_records)
     except MemoryError:
         raise TraceError(f"not enough memory to read {path}",
                          "analyze it on a machine with more memory, or raise the "
@@ -319,7 +321,7 @@ def read_trace(path: str) -> Trace:
         os.close(fd)
 
 
-def _read(fd: int, path: str) -> Trace:
+def _read(fd: int, path: str, on_records: Callable[[int], None] | None = None) -> Trace:
     size = os.fstat(fd).st_size
     if size == 0:
         raise TraceError(f"{path} is empty",
@@ -374,7 +376,7 @@ def _read(fd: int, path: str) -> Trace:
     end = valid[-1][0] + CHDR_SIZE + valid[-1][1][4] if valid else 0
     src = _Source(fd, end, [(o + CHDR_SIZE, h[4]) for o, h in valid])
     tr._src, tr._old_dtypes = src, abi.OLD_RECORD_DTYPES.get(version, {})
-    _take_chunks(tr, valid, src, size, tr._old_dtypes)
+    _take_chunks(tr, valid, src, size, tr._old_dtypes, on_records)
     if src.mm is not None:
         # The file's pages are read again only for a released record type or a plain
         # chunk: out of the resident set until then (a file mapping: read back as they
@@ -390,7 +392,8 @@ def _read(fd: int, path: str) -> Trace:
 
 
 def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: int,
-                 old_dtypes: dict[int, np.dtype]) -> None:
+                 old_dtypes: dict[int, np.dtype],
+                 on_records: Callable[[int], None] | None = None) -> None:
     """old_dtypes: the record layouts of an older format version that differ from this
     one's (abi.OLD_RECORD_DTYPES); such records are widened to this version's layout,
     the new fields zero."""
@@ -489,6 +492,8 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             tr._views.setdefault(name, []).append(view)
             tr._where.setdefault(name, []).append((off, h))
             tr._counts[name] = tr._counts.get(name, 0) + len(view)
+            if on_records is not None:
+                on_records(len(view))
     dmg.truncated = tr.trailer is None
     _check_window(tr)
     if seen:

@@ -3,14 +3,13 @@
 Each builder writes one trace deterministically (same bytes on every run): the
 hand-computed shapes of the analysis tests, the fsync-view shape of the ext4 calls that
 needed no commit while another filesystem logs, a few thousand requests of every kind,
-and about 200k requests from bench/bench_analyze.py's generator with a fixed seed.
+and about 200k requests from synthtrace.synth (tests/synthtrace.py) with a fixed seed.
 The record builders are tracebuilder's: a change of their defaults shows here as a
 golden difference, on purpose.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from iowhy import abi
 from iowhy.tracewriter import TraceWriter
+import synthtrace
 from tracebuilder import fsync, jev, off, records, req, task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,15 +71,6 @@ def write_trace(path: Path, *, start: int = 1000, end: int = 1100, requests=(), 
             c.update(counters)
             tr["counters"] = c
     w.close(tr)
-
-
-def _bench() -> Any:
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import bench_analyze
-    finally:
-        sys.path.pop(0)
-    return bench_analyze
 
 
 # -- the traces ----------------------------------------------------------------------------
@@ -255,8 +246,7 @@ def seeks(p: Path) -> None:
 
 
 def _synth(p: Path, n: int, seed: int, meta_obj: dict[str, Any] | None) -> None:
-    bench = _bench()
-    d = bench.synth(n, seed=seed)
+    d = synthtrace.synth(n, seed=seed)
     # The generator leaves the blocked intervals' state 0; mark half of them D (blocked,
     # attributed to I/O) and give every interval the workload's tgid, so the
     # workload view has blocked time to split.
@@ -275,20 +265,19 @@ def _synth(p: Path, n: int, seed: int, meta_obj: dict[str, Any] | None) -> None:
 
 
 def busy(p: Path) -> None:
-    """A few thousand requests of every kind (the generator of bench_analyze.py)."""
+    """A few thousand requests of every kind (synthtrace.synth)."""
     _synth(p, 4000, 3, meta())
 
 
 def big(p: Path) -> None:
     """About 200k requests on two disks, with the benchmark's metadata."""
-    bench = _bench()
     m = {
         "devices": [{"name": "sdb", "major": 8, "minor": 0, "rotational": 1,
                      "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
                     {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
                      "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
         "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
-                         "log": {"kind": "jbd2", "ranges": [list(bench.LOG)],
+                         "log": {"kind": "jbd2", "ranges": [list(synthtrace.LOG)],
                                  "fc_ranges": []}}],
     }
     _synth(p, BIG_REQUESTS, 1, m)
@@ -298,8 +287,7 @@ def big_blocked(p: Path) -> None:
     """About 200k requests on two disks with the benchmark's metadata, its threads off
     CPU from each fsync-family call's entry to their next call (blocked in several
     syscalls, woken shortly before the end): the workload view splits blocked time."""
-    bench = _bench()
-    d = bench.synth(BIG_REQUESTS, seed=2)
+    d = synthtrace.synth(BIG_REQUESTS, seed=2)
     f = d["fsync"]
     o = np.zeros(len(f), dtype=abi.OFFCPU_DTYPE)
     order = np.lexsort((f["enter_ns"], f["tid"]))
@@ -322,7 +310,7 @@ def big_blocked(p: Path) -> None:
                     {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
                      "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
         "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
-                         "log": {"kind": "jbd2", "ranges": [list(bench.LOG)],
+                         "log": {"kind": "jbd2", "ranges": [list(synthtrace.LOG)],
                                  "fc_ranges": []}}],
     }
     w = TraceWriter(str(p))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import golden_traces as gt
+import synthtrace
 from iowhy import abi
 from iowhy.kernels import sorted_percentiles
 from iowhy.model.classify import classify
@@ -17,7 +18,7 @@ from iowhy.views.latency import LATENCY_BLOCK, latency_figures, values_by_class
 
 
 def _trace(path, n: int, slow: bool):
-    d = gt._bench().synth(n, seed=n)
+    d = synthtrace.synth(n, seed=n)
     r = d["request"]
     if slow:  # a few device times beyond 2^28 ns: the figures leave the packed keys
         r["done_ns"][::97] += 1 << 29

@@ -22,6 +22,7 @@ import pytest
 
 from iowhy import abi, outfile
 from iowhy.tracewriter import TraceWriter
+import synthtrace
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -44,10 +45,8 @@ def one_line_error(stderr: str, start: str) -> None:
 
 
 def busy_trace(d: Path) -> str:
-    """A few thousand requests of every kind with fsyncs and commits (bench's synth)."""
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench_analyze
-    s = bench_analyze.synth(4000, seed=3)
+    """A few thousand requests of every kind with fsyncs and commits (synthtrace.synth)."""
+    s = synthtrace.synth(4000, seed=3)
     path = str(d / "busy.iowt")
     w = TraceWriter(path)
     w.write_json(abi.CHUNK_META, {"devices": [], "filesystems": []})

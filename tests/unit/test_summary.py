@@ -15,6 +15,7 @@ import pytest
 
 from iowhy import abi, summary
 from iowhy.tracewriter import TraceWriter
+import synthtrace
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 200          # bytes of peak memory per request, the analysis's own target
@@ -41,9 +42,7 @@ def summarize(path: str, *limit: int) -> dict:
 
 
 def bench_trace(path: Path, n: int) -> str:
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench_analyze
-    bench_analyze.write(str(path), n)
+    synthtrace.write_synth(str(path), n)
     return str(path)
 
 
@@ -81,9 +80,7 @@ def test_full_summary_below_the_limit_stays_in_the_budget(big):
 
 
 def write(path: Path, trailer: dict | None, n: int = 100) -> str:
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench_analyze
-    d = bench_analyze.synth(n, seed=5)
+    d = synthtrace.synth(n, seed=5)
     w = TraceWriter(str(path))
     w.write_json(abi.CHUNK_META, {"devices": [], "filesystems": []})
     w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]), "pid": 1000,

@@ -67,29 +67,34 @@ def _user_error(e: Exception) -> Exception:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from ..errors import load
+    from ..progress import progress
     from .files import OutputError
-    tr = load(args.trace)
     try:
-        if args.format == "parquet":
-            from .parquet import write_parquet
-            rows = write_parquet(tr, args.output)
-            print(f"wrote {args.output}: " + ", ".join(f"{k} {v} rows" for k, v in rows.items()),
-                  file=sys.stderr)
-        else:
-            from .perfetto import write_chrome_json, write_perfetto
-            fn = write_perfetto if args.format == "perfetto" else write_chrome_json
-            counts = fn(tr, args.output)
-            print(f"wrote {args.output}: " + ", ".join(f"{v} {k}" for k, v in counts.items()),
-                  file=sys.stderr)
+        with progress(f"exporting {args.trace}") as step:
+            step("read trace")
+            tr = load(args.trace)
+            if args.format == "parquet":
+                from .parquet import write_parquet
+                rows = write_parquet(tr, args.output)
+                said = ", ".join(f"{k} {v} rows" for k, v in rows.items())
+            else:
+                from .perfetto import write_chrome_json, write_perfetto
+                fn = write_perfetto if args.format == "perfetto" else write_chrome_json
+                counts = fn(tr, args.output)
+                said = ", ".join(f"{v} {k}" for k, v in counts.items())
     except OutputError as err:
         raise _user_error(err) from None
+    print(f"wrote {args.output}: {said}", file=sys.stderr)
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from ..progress import progress
     from .query import QueryError, render_csv, render_json, render_table, run_query
+    runs = args.runs[0] if len(args.runs) == 1 else f"{len(args.runs)} runs"
     try:
-        cols, rows = run_query(args.sql, args.runs)
+        with progress(f"querying {runs}"):
+            cols, rows = run_query(args.sql, args.runs)
     except QueryError as err:
         raise _user_error(err) from None
     if args.csv:
@@ -103,14 +108,17 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from ..importers.common import ImportError_
+    from ..progress import progress
+    what = args.inputs[0] if len(args.inputs) == 1 else f"{len(args.inputs)} files"
     try:
         workload, comms = set(args.pid or ()), set(args.comm or ())
-        if args.format == "blktrace":
-            from ..importers.blktrace import import_blktrace
-            res = import_blktrace(args.inputs, args.output, workload, comms)
-        else:
-            from ..importers.ftrace import import_ftrace
-            res = import_ftrace(args.inputs, args.output, workload, comms)
+        with progress(f"importing {what}"):
+            if args.format == "blktrace":
+                from ..importers.blktrace import import_blktrace
+                res = import_blktrace(args.inputs, args.output, workload, comms)
+            else:
+                from ..importers.ftrace import import_ftrace
+                res = import_ftrace(args.inputs, args.output, workload, comms)
     except ImportError_ as err:
         raise _user_error(err) from None
     print(f"wrote {args.output}: " + ", ".join(f"{v} {k}" for k, v in res.items()),

@@ -14,7 +14,9 @@ def write_parquet(trace: Any, out_dir: str) -> dict[str, int]:
     """Write runs.parquet, requests.parquet, ... into out_dir (created mode 0700 if
     missing; files mode 0600, never through a symlink). Returns rows per table."""
     pq = need("pyarrow.parquet")
+    from ..progress import phase
     tables = run_tables(trace)
+    phase("writing parquet")
     dfd = open_dir(out_dir)
     try:
         rows = {}

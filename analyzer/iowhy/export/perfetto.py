@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..progress import phase
 from . import need
 from .files import create_file
 from .timeline import Slice, Timeline, build, sorted_events
@@ -54,6 +55,7 @@ def _annotate(p: Any, te: Any, args: dict[str, Any], intern: _Interner) -> None:
 def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[str, int]:
     pb = need("perfetto.trace_builder.proto_builder")
     tl = tl or build(trace)
+    phase("writing perfetto")
     counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0, "flows": tl.flows}
     with create_file(path) as f:
         b = pb.StreamingTraceProtoBuilder(f)
@@ -123,6 +125,7 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
     """The Trace Event format: complete ("X") events, instants ("i"), counters ("C"),
     process and thread names ("M"). Tracks that are not threads get synthetic ids."""
     tl = tl or build(trace)
+    phase("writing trace event JSON")
     group_pid = {"devices": 1 << 30, "journal": (1 << 30) + 1, "counters": (1 << 30) + 2}
     ids: dict[int, tuple[int, int]] = {}
     events: list[dict[str, Any]] = []

@@ -16,6 +16,7 @@ import logging
 import os
 from typing import Any, Sequence
 
+from ..progress import phase
 from . import need
 from .tables import TABLES
 
@@ -70,6 +71,7 @@ def connect(runs: Sequence[str]) -> Any:
                 raise QueryError(f"{path} lacks {', '.join(m + '.parquet' for m in missing)}",
                                  "export the trace again")
         else:
+            phase(f"reading {os.path.basename(path)}")
             tr = load(path)
             tables = run_tables(tr)
             u = tables["runs"].column("run_uuid")[0].as_py()
@@ -99,6 +101,7 @@ def run_query(sql: str, runs: Sequence[str]) -> tuple[list[str], list[tuple]]:
     duckdb = need("duckdb")
     con = connect(runs)
     try:
+        phase("query")
         cur = con.execute(sql)
         if cur.description is None:
             return [], []

@@ -129,8 +129,9 @@ def analysis_figures(trace: Any, depth_buckets: int = 200
     """(elapsed ns, attribution per category in ns, queue depth series per device) from
     the analysis; None for the attribution when the source cannot attribute."""
     from ..analysis import AnalysisConfig, analyze
+    from ..progress import phase
     r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1,
-                                      queue_depth_buckets=depth_buckets))
+                                      queue_depth_buckets=depth_buckets, progress=phase))
     att = {k: int(v) for k, v in r["attribution_ns"].items()}
     qd = {}
     for d in r.get("devices", []):
@@ -165,9 +166,11 @@ def run_info(trace: Any) -> dict[str, Any]:
 
 
 def load_run(trace: Any) -> RunModel:
+    from ..progress import phase
     elapsed, att, qd = analysis_figures(trace)
     info = run_info(trace)
     info["elapsed_ns"] = elapsed
+    phase("request model")
     return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=att,
                     requests=request_model(trace), source_limits=source_limits(trace),
                     queue_depth=qd)

@@ -54,8 +54,10 @@ def _bit(x: np.ndarray, b: int) -> np.ndarray:
 
 def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     """The six tables of one trace (pyarrow.Table each)."""
+    from ..progress import phase
     pa = need("pyarrow")
     m = model or load_run(trace)
+    phase("tables")
     u = m.uuid
 
     def uuids(n: int) -> Any:

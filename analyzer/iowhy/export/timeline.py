@@ -125,7 +125,9 @@ def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int,
 
 
 def build(trace: Any, model: RunModel | None = None) -> Timeline:
+    from ..progress import phase
     m = model or load_run(trace)
+    phase("timeline")
     tl = Timeline()
     w0, w1 = int(m.info["start_ns"]), int(m.info["end_ns"])
     tl.start_ns, tl.end_ns = w0, max(w1, w0)

@@ -24,6 +24,7 @@ import struct
 from typing import Any
 
 from .. import abi
+from ..progress import count, phase
 from .common import (ImportError_, ImportStats, RequestMatcher, open_input, request_records,
                      write_imported)
 
@@ -119,12 +120,15 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
     stats = ImportStats()
     events: list[Event] = []
     bo = "<"
+    phase("reading")
     for p in inputs:
         ev, bo = read_records(p, stats, len(events))
         events.extend(ev)
+        count(len(ev))
     if not events:
         raise ImportError_("no blktrace records in " + ", ".join(inputs),
                            "the capture is empty: was blktrace stopped before any I/O?")
+    phase("matching requests")
     events.sort(key=lambda e: (e[0], e[3]))
     m = RequestMatcher(stats)
     names: dict[int, str] = {}
@@ -210,6 +214,7 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
     extra: dict[str, Any] = {"import_remaps": remaps}  # partitions found: devices[]
     if clock is not None:
         extra["clock"] = {"realtime_minus_monotonic_ns": clock}
+    phase("writing")
     write_imported(out, "blktrace", inputs, start, end, {"request": arr}, devices, missing,
                    stats, attribution=False, extra_meta=extra)
     return {"requests": len(arr), "unmatched": sum(stats.unmatched.values()),

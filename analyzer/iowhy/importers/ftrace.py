@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import abi
+from ..progress import count, phase
 from .common import (ImportError_, ImportStats, RequestMatcher, open_input, parse_rwbs,
                      request_records, write_imported)
 
@@ -331,6 +332,7 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
     lines = 0
     first = last = None
     parsed: list[tuple[int, int, str, str, int, str, int]] = []
+    phase("reading")
     for p in inputs:
         with io.TextIOWrapper(open_input(p), encoding="utf-8", errors="replace") as f:
             for k, raw in enumerate(f):
@@ -339,6 +341,8 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                         ("cpus=", "version =", "CPU ")):
                     continue
                 lines += 1
+                if not lines & 0xFFFF:
+                    count(0x10000)  # lines read, on the progress line
                 m = LINE.match(line)
                 if m:
                     pid = int(m["tid"] or m["pid1"] or m["pid2"])
@@ -361,6 +365,7 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
         raise ImportError_("no ftrace events in " + ", ".join(inputs),
                            "give the text of tracefs trace/trace_pipe, `trace-cmd report` or "
                            "`perf script`")
+    phase("matching events")
     parsed.sort()
     for t, _, ev, rest, pid, comm, cpu in parsed:
         stats.events[ev] += 1
@@ -416,6 +421,7 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                "offcpu": _records(abi.OFFCPU_DTYPE, st.offcpu if attribution else []),
                "task": _records(abi.TASK_DTYPE, st.tasks if attribution else [])}
     root = min(st.workload) if st.workload else 0
+    phase("writing")
     write_imported(out, "ftrace", inputs, first, last, records, devices, missing, stats,
                    attribution=attribution, command=[os.path.basename(inputs[0])], pid=root)
     return {"requests": len(arr), "calls": len(st.calls), "off-CPU intervals":
