@@ -47,7 +47,8 @@ def test_request_link_per_class(tmp_path):
     assert att(r) == {"cpu": 60, "data": 10, "log": 10, "read": 10, "barrier": 10}
     assert r["thread_time"]["attribution_ns"] == r["attribution_ns"]
     assert r["thread_time"]["by_syscall"]["fsync"] == {
-        "total_ns": 20, "attribution_ns": {"log": 10, "barrier": 10}}
+        "total_ns": 20, "attribution_ns": {"barrier": 10, "log": 10},
+        "attribution_detail_ns": {"barrier": {"flush": 10}, "log": {"log": 10}}}
 
 
 def test_flush_sequenced_request_is_served_by_its_flushes(tmp_path):
@@ -353,8 +354,9 @@ def test_compare_uses_thread_time_for_runs_of_the_same_duration(tmp_path):
     tt = a["thread_time"]
     assert tt["threads"] == 4 and tt["total_ns"] == 1600
     assert tt["attribution_ns"]["barrier"] == 4 * 8 * 40
-    assert tt["by_syscall"]["fdatasync"] == {"total_ns": 1280,
-                                             "attribution_ns": {"barrier": 1280}}
+    assert tt["by_syscall"]["fdatasync"] == {
+        "total_ns": 1280, "attribution_ns": {"barrier": 1280},
+        "attribution_detail_ns": {"barrier": {"flush": 1280}}}
     # Per thread: each one's life, explained so that it sums to it, busiest first, and
     # beside it its own state: 8 waits of 40 in fdatasync, on CPU the rest.
     bt = tt["by_thread"]

@@ -119,3 +119,24 @@ def test_an_io_wait_completed_in_another_task_is_its_device_time(tmp_path):
     pipe["flags_u16"] = abi.OFF_S if hasattr(abi, "OFF_S") else 0
     r = run(write_trace(tmp_path / "p.iowt", requests=reqs, offcpu=[pipe]))
     assert att(r) == {"cpu": 20, "external": 80}
+
+
+def test_a_batch_of_pieces_with_no_other_thread_alive(tmp_path, monkeypatch):
+    # Two joins of the main thread nobody ends: [1010, 1040) while the worker (101)
+    # lives, [1060, 1090) after it exited at 1050; one piece per batch, so that the
+    # second batch meets no other thread at all: it stays wait-other "(not seen)".
+    from iowhy.views import causal
+    monkeypatch.setattr(causal, "CONTINUE_BATCH", 1)
+    offs = [off(100, 1010, 1040, waking=1040, syscall=FUTEX),
+            off(100, 1060, 1090, waking=1090, syscall=FUTEX),
+            off(101, 1020, 1030, ctx=H, syscall=NANOSLEEP)]
+    for o in offs[:2]:
+        o["waker_tid"], o["waker_ctx_u16"] = 0, 0  # the waker was not seen
+    tasks = [task(100, W0), task(101, W0, abi.TASK_FORK), task(101, 1050, abi.TASK_EXIT)]
+    r = run(write_trace(tmp_path / "t.iowt", start=1000, end=1100, offcpu=offs, tasks=tasks))
+    assert_sums(r)
+    # [1010, 1040): the worker on CPU 20 and asleep 10 (a sleep is better explained
+    # than the join's wait-other); [1060, 1090): nobody alive, wait-other 30; the main
+    # thread on CPU [1000, 1010) [1040, 1060) [1090, 1100).
+    assert att(r) == {"cpu": 40 + 20, "sleep": 10, "wait-other": 30}
+    assert r["attribution_detail_ns"]["cpu"] == {"cpu": 40, "thread-cpu": 20}

@@ -465,6 +465,10 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
         bp, bk = qp[q] - start, qk[q]
         pcs = slice(start, end)
         sub = _explain(tl, bk, pa[pcs][bp], pb[pcs][bp], depth - 1)[0]
+        if not len(sub.a):  # no other thread alive over these pieces: they stay
+            yield _take(lv, idx[pcs])
+            start = end
+            continue
         cp, ea, eb, owner = _best_of(sub, bp[sub.root], pa[pcs], pb[pcs], below[pcs])
         mine = owner < 0
         oc = np.maximum(owner, 0)
@@ -766,7 +770,7 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     nw = int((~tl.helper).sum())
     per = np.zeros((nw, NL1), I64)
     det = np.zeros((NL1, NK), I64)
-    sys_sum: dict[int, np.ndarray] = {}
+    sys_sum: dict[int, np.ndarray] = {}  # per syscall: (level one x kind) ns
     first = np.searchsorted(tl.actor, np.arange(nw + 1))  # each thread's first segment
     start = 0
     while start < nw:
@@ -791,20 +795,16 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
         by_thread.append({"tid": int(tl.tids[k]), "comm": (comms or {}).get(int(tl.tids[k]), ""),
                           "total_ns": int(tl.death[k] - tl.birth[k]), **st,
                           "explained_ns": split})
-    by_sys: dict[str, Any] = {}
+    by_name: dict[str, np.ndarray] = {}
     name = _sys_name(arch)
-    for nr in sorted(sys_sum):
-        v = sys_sum[nr]
-        att = {k: int(x) for k, x in zip(CAUSAL_CATEGORIES, v.tolist()) if x}
+    for nr in sorted(sys_sum):  # equal names added up, in the syscalls' order
         nm = name(int(nr))
-        prev = by_sys.get(nm)
-        if prev:
-            for k, x in att.items():
-                prev["attribution_ns"][k] = prev["attribution_ns"].get(k, 0) + x
-            prev["total_ns"] += int(v.sum())
-        else:
-            by_sys[nm] = {"total_ns": int(v.sum()), "attribution_ns": att}
-    by_sys = dict(sorted(by_sys.items(), key=lambda kv: -kv[1]["total_ns"]))
+        by_name[nm] = by_name[nm] + sys_sum[nr] if nm in by_name else sys_sum[nr].copy()
+    by_sys: dict[str, Any] = {}
+    for nm, m in sorted(by_name.items(), key=lambda kv: -int(kv[1].sum())):
+        att = {k: int(x) for k, x in zip(CAUSAL_CATEGORIES, m.sum(axis=1).tolist()) if x}
+        by_sys[nm] = {"total_ns": int(m.sum()), "attribution_ns": att,
+                      "attribution_detail_ns": {c: p for c, p in detail_dict(m).items() if p}}
     sums = per.sum(axis=0)
     return {"threads": nw, "total_ns": total,
             "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, sums.tolist())},
@@ -872,7 +872,7 @@ def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
               lv: Leaves) -> None:
     """Add the leaves' time to per[root, level one], det[level one, kind] and, for
     leaves in a syscall of their thread's own (top_sys >= -2), to
-    sys_sum[syscall][level one]."""
+    sys_sum[syscall][level one, kind]."""
     if not len(lv.a):
         return
     ln = lv.length
@@ -888,13 +888,15 @@ def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
     if blocked.any():
         top = lv.top_sys[blocked].astype(np.int64)
         u, inv = np.unique(top, return_inverse=True)
-        s = np.bincount(inv.ravel() * NL1 + l1[blocked], weights=ln[blocked],
-                        minlength=len(u) * NL1).round().astype(I64).reshape(len(u), NL1)
-        for nr, row in zip(u.tolist(), s):
+        code = (l1 * NK + lv.cat.astype(np.int64))[blocked]
+        s = np.bincount(inv.ravel() * (NL1 * NK) + code, weights=ln[blocked],
+                        minlength=len(u) * NL1 * NK).round().astype(I64).reshape(
+                            len(u), NL1, NK)
+        for nr, m in zip(u.tolist(), s):
             if nr in sys_sum:
-                sys_sum[nr] += row
+                sys_sum[nr] += m
             else:
-                sys_sum[nr] = row
+                sys_sum[nr] = m
 
 
 def _time_before(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
