@@ -313,6 +313,48 @@ def _served_delta(ev: _Evidence, cat: str, da: Mapping[str, Any] | None,
                                               for k in top))
 
 
+def _served_shift_lines(a: Mapping[str, Any], b: Mapping[str, Any], basis: str,
+                        lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A level one that stayed about the same while what served it changed (the same
+    commits, served by cache flushes in A and by writes to the media in B): one line per
+    such category with no line of its own, whose parts moved by at least
+    MIN_CATEGORY_SHARE of elapsed (of thread time, on that basis), largest move first."""
+    if basis == "thread_time":
+        da = (a.get("thread_time") or {}).get("attribution_detail_ns")
+        db = (b.get("thread_time") or {}).get("attribution_detail_ns")
+        wa = int(a["thread_time"]["total_ns"]) or 1
+        wb = int(b["thread_time"]["total_ns"]) or 1
+        unit = "of thread time"
+    else:
+        da, db = a.get("attribution_detail_ns"), b.get("attribution_detail_ns")
+        wa, wb = int(a["elapsed_ns"]) or 1, int(b["elapsed_ns"]) or 1
+        unit = "of elapsed"
+    if not da or not db:
+        return []
+    done = {e.get("category") for e in lines}
+    out: list[tuple[float, dict[str, Any]]] = []
+    for cat in ORDER:
+        if cat in done:
+            continue
+        pa, pb = da.get(cat) or {}, db.get(cat) or {}
+        move = {k: int(pb.get(k, 0)) / wb - int(pa.get(k, 0)) / wa for k in set(pa) | set(pb)}
+        top = sorted((k for k, d in move.items() if abs(d) >= MIN_CATEGORY_SHARE),
+                     key=lambda k: (-abs(move[k]), k))[:TOP_SYSCALLS]
+        if not top or top == [OWN_PART.get(cat)]:
+            continue
+        parts = ", ".join(f"{PART_WORDS.get(k, k)} {100 * int(pa.get(k, 0)) / wa:.0f}% -> "
+                          f"{100 * int(pb.get(k, 0)) / wb:.0f}%" for k in top)
+        out.append((max(abs(move[k]) for k in top), {
+            "text": f"{cat} is served differently ({unit}): {parts}", "category": cat,
+            "level": 2,
+            "delta_ns": int(sum(int(pb.get(k, 0)) - int(pa.get(k, 0)) for k in top)),
+            "share_of_difference": None,
+            "evidence": {"served_by_ns": {k: {"a": int(pa.get(k, 0)), "b": int(pb.get(k, 0))}
+                                          for k in top}}}))
+    out.sort(key=lambda x: -x[0])
+    return [e for _, e in out]
+
+
 def _work(r: Mapping[str, Any]) -> tuple[int, int]:
     """What a run did: its fsync-family calls and the bytes its requests wrote."""
     calls = int((r.get("fsync") or {}).get("count") or 0)
@@ -574,6 +616,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
         explanations = [speed] + lines
     else:
         explanations = [speed] + _category_lines(a, b, delta, slower)
+    explanations += _served_shift_lines(a, b, basis, explanations)
     config = _config_differences(a, b, sa, sb)
     for c in config:
         explanations.append({"text": c["text"], "category": "config", "delta_ns": None,
