@@ -857,6 +857,7 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
         "elapsed_ns": report["elapsed_ns"],
         "attribution_ns": report["attribution_ns"],
         "attribution_pct": report["attribution_pct"],
+        "attribution_detail_ns": report.get("attribution_detail_ns"),
         "device_view": {
             "busy_ns": dev.get("busy_ns", 0),
             "busy_by_category_ns": dev.get("busy_by_category_ns", {}),
