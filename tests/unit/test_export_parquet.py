@@ -16,7 +16,7 @@ from synth_runs import nearest_rank, synth_run
 
 pq = pytest.importorskip("pyarrow.parquet")
 
-TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks")
+TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks", "attribution")
 
 
 def export(tmp_path, seed=1, **kw):
@@ -65,6 +65,13 @@ def test_tables_match_the_analysis(tmp_path):
     for cat, v in r["attribution_ns"].items():
         assert run[f"{cat.replace('-', '_')}_ns"] == v
     assert sum(run[f"{c.replace('-', '_')}_ns"] for c in r["attribution_ns"]) == run["elapsed_ns"]
+    # Level two: per basis, each category's rows sum to its level one, and are its parts.
+    for basis, src in (("elapsed", r), ("thread_time", r["thread_time"])):
+        rows = [x for x in t["attribution"] if x["basis"] == basis]
+        assert rows
+        for cat, parts in src["attribution_detail_ns"].items():
+            got = {x["served_by"]: x["ns"] for x in rows if x["category"] == cat}
+            assert got == parts, (basis, cat)
     assert (run["host"], run["kernel"], run["filesystems"], run["devices"]) == \
         ("hostA", "6.1.0", ["ext4"], ["sdz"])
     u = run["run_uuid"]
@@ -132,6 +139,9 @@ def test_bad_trace_is_one_line(tmp_path, capsys):
 ])
 def test_missing_duckdb_or_perfetto_is_one_line(tmp_path, capsys, monkeypatch, module, argv):
     s = synth_run(tmp_path / "r.iowt", n_fsync=2, n_reads=0)
+    # The module and any submodule an earlier test imported: none can be had.
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, module, None)
     if argv[0] == "query":
         argv = argv + [s.path]

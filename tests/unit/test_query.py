@@ -159,3 +159,21 @@ def test_export_tree_reads_with_a_glob(tmp_path, three_runs):
     (n,) = con.execute(f"SELECT count(*) FROM read_parquet('{glob}/requests.parquet') "
                        f"JOIN read_parquet('{glob}/runs.parquet') USING (run_uuid)").fetchall()
     assert n[0] == sum(len(s.requests) for s in synth)
+
+
+def test_level_two_reproduces_the_report(capsys, three_runs):
+    """SQL over the attribution table gives each run's level one (the runs' columns) and
+    what served it, as the report does."""
+    synth, runs = three_runs
+    rows = query_json(capsys, "SELECT r.command, a.category, sum(a.ns) AS ns "
+                      "FROM attribution a JOIN runs r USING (run_uuid) "
+                      "WHERE a.basis = 'elapsed' GROUP BY 1, 2 ORDER BY 1, 2", runs)
+    for s in synth:
+        r = analyze(read_trace(s.path))
+        got = {x["category"]: x["ns"] for x in rows if x["command"] == s.command}
+        assert got == {k: v for k, v in r["attribution_ns"].items() if v}, s.command
+    flush = query_json(capsys, "SELECT sum(ns) AS ns FROM attribution WHERE basis = "
+                       "'elapsed' AND category = 'log' AND served_by = 'flush'", runs)
+    want = sum(analyze(read_trace(s.path))["attribution_detail_ns"]["log"].get("flush", 0)
+               for s in synth)
+    assert flush[0]["ns"] == want > 0

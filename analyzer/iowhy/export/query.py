@@ -20,6 +20,11 @@ from ..progress import phase
 from . import need
 from .tables import TABLES
 
+# Tables an export of an older iowhy lacks: queried as empty, with their columns.
+OPTIONAL_TABLES = {"attribution": "SELECT NULL::VARCHAR AS run_uuid, NULL::VARCHAR AS basis, "
+                                  "NULL::VARCHAR AS category, NULL::VARCHAR AS served_by, "
+                                  "NULL::BIGINT AS ns WHERE false"}
+
 log = logging.getLogger("iowhy")
 
 
@@ -66,7 +71,8 @@ def connect(runs: Sequence[str]) -> Any:
         if os.path.isdir(path):
             u = _export_dir_uuid(path)
             files = {t: os.path.join(os.path.abspath(path), f"{t}.parquet") for t in TABLES}
-            missing = [t for t, f in files.items() if not os.path.isfile(f)]
+            missing = [t for t, f in files.items() if not os.path.isfile(f)
+                       and t not in OPTIONAL_TABLES]
             if missing:
                 raise QueryError(f"{path} lacks {', '.join(m + '.parquet' for m in missing)}",
                                  "export the trace again")
@@ -82,6 +88,8 @@ def connect(runs: Sequence[str]) -> Any:
         seen[u] = path
         for t in TABLES:
             if os.path.isdir(path):
+                if not os.path.isfile(files[t]):  # an optional table an older export lacks
+                    continue
                 allowed.append(files[t])
                 parts[t].append(f"SELECT * FROM read_parquet({_sql_str(files[t])})")
             else:
@@ -89,7 +97,8 @@ def connect(runs: Sequence[str]) -> Any:
                 con.register(name, tables[t])
                 parts[t].append(f"SELECT * FROM {name}")
     for t in TABLES:
-        con.execute(f"CREATE VIEW {t} AS " + " UNION ALL BY NAME ".join(parts[t]))
+        body = " UNION ALL BY NAME ".join(parts[t]) or OPTIONAL_TABLES[t]
+        con.execute(f"CREATE VIEW {t} AS {body}")
     con.execute("SET allowed_paths = ?", [allowed or [""]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

@@ -52,6 +52,9 @@ class RunModel:
     source_limits: list[str] = field(default_factory=list)
     # Device name -> (bucket width ns, mean queue depth per bucket from the window start).
     queue_depth: dict[str, tuple[int, list[float]]] = field(default_factory=dict)
+    # Level two of the attribution, {basis: {level one: {served by: ns}}}, basis
+    # "elapsed" (attribution_detail_ns) and "thread_time"; empty when it has none.
+    detail: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
 
 def run_uuid(trace: Any) -> str:
@@ -125,9 +128,11 @@ def request_model(trace: Any) -> RequestModel:
 
 
 def analysis_figures(trace: Any, depth_buckets: int = 200
-                     ) -> tuple[int, dict[str, int] | None, dict[str, tuple[int, list[float]]]]:
-    """(elapsed ns, attribution per category in ns, queue depth series per device) from
-    the analysis; None for the attribution when the source cannot attribute."""
+                     ) -> tuple[int, dict[str, int] | None, dict[str, tuple[int, list[float]]],
+                                dict[str, dict[str, dict[str, int]]]]:
+    """(elapsed ns, attribution per category in ns, queue depth series per device, level
+    two by basis) from the analysis; None for the attribution (and no level two) when
+    the source cannot attribute."""
     from ..analysis import AnalysisConfig, analyze
     from ..progress import phase
     r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1,
@@ -138,7 +143,12 @@ def analysis_figures(trace: Any, depth_buckets: int = 200
         q = d.get("queue_depth") or {}
         if q.get("series") is not None and q.get("step_ns"):
             qd[str(d.get("name"))] = (int(q["step_ns"]), [float(x) for x in q["series"]])
-    return int(r["elapsed_ns"]), (att if can_attribute(trace) else None), qd
+    detail: dict[str, dict[str, dict[str, int]]] = {}
+    if can_attribute(trace):
+        for basis, src in (("elapsed", r), ("thread_time", r.get("thread_time") or {})):
+            if src.get("attribution_detail_ns"):
+                detail[basis] = src["attribution_detail_ns"]
+    return int(r["elapsed_ns"]), (att if can_attribute(trace) else None), qd, detail
 
 
 def run_info(trace: Any) -> dict[str, Any]:
@@ -167,10 +177,10 @@ def run_info(trace: Any) -> dict[str, Any]:
 
 def load_run(trace: Any) -> RunModel:
     from ..progress import phase
-    elapsed, att, qd = analysis_figures(trace)
+    elapsed, att, qd, detail = analysis_figures(trace)
     info = run_info(trace)
     info["elapsed_ns"] = elapsed
     phase("request model")
     return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=att,
                     requests=request_model(trace), source_limits=source_limits(trace),
-                    queue_depth=qd)
+                    queue_depth=qd, detail=detail)

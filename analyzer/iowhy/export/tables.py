@@ -1,4 +1,5 @@
-"""A run as Arrow tables: `runs`, `requests`, `calls`, `offcpu`, `journal`, `tasks`.
+"""A run as Arrow tables: `runs`, `requests`, `calls`, `offcpu`, `journal`, `tasks`,
+`attribution`.
 
 The schema (docs/parquet-schema.md) is what `iowhy export --format parquet` writes and
 what `iowhy query` queries. Every table has `run_uuid`; units are in the column names
@@ -17,7 +18,7 @@ from . import need
 from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
 
 SCHEMA_VERSION = 1
-TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks")
+TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks", "attribution")
 I64 = np.int64
 
 
@@ -53,7 +54,7 @@ def _bit(x: np.ndarray, b: int) -> np.ndarray:
 
 
 def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
-    """The six tables of one trace (pyarrow.Table each)."""
+    """The seven tables of one trace (pyarrow.Table each)."""
     from ..progress import phase
     pa = need("pyarrow")
     m = model or load_run(trace)
@@ -86,6 +87,15 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         v = None if m.attribution_ns is None else m.attribution_ns.get(cat)
         run[f"{cat.replace('-', '_')}_ns"] = pa.array([v], pa.int64())
     out["runs"] = pa.table(run)
+    # Level two, long: one row per (basis, level one, what served it).
+    rows = [(basis, cat, part, int(ns)) for basis, d in m.detail.items()
+            for cat, parts in d.items() for part, ns in parts.items() if ns]
+    out["attribution"] = pa.table({
+        "run_uuid": uuids(len(rows)),
+        "basis": pa.array([r[0] for r in rows], pa.string()),
+        "category": pa.array([r[1] for r in rows], pa.string()),
+        "served_by": pa.array([r[2] for r in rows], pa.string()),
+        "ns": pa.array([r[3] for r in rows], pa.int64())})
 
     rq = trace.records("request")
     rm = m.requests

@@ -11,8 +11,9 @@ Tracks:
   phases nested), ext4 fast commits, XFS iclog writes and XFS log forces (until the
   log's next iclog completion) as slices; btrfs events as instants;
 * flows: from each fsync-family call to the requests its thread submitted inside it;
-* counters: the attribution categories (cumulative ns: 0 at the start, the total at the
-  end), each device's mean queue depth per interval, and every loss counter.
+* counters: the attribution categories and, under each, what served it (level two)
+  (cumulative ns: 0 at the start, the total at the end), each device's mean queue depth
+  per interval, and every loss counter.
 
 Times are the trace's (CLOCK_MONOTONIC ns).
 """
@@ -285,9 +286,15 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
 
     # -- counters ----------------------------------------------------------------
     if m.attribution_ns is not None:
+        parts = (m.detail.get("elapsed") or {})
         for cat in CATEGORIES:
             t = tl.track(f"attribution {cat} (ns)", counter_unit="ns", group="counters")
             tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(m.attribution_ns.get(cat, 0)))]
+            # Level two: what served it, a counter per part.
+            for part, ns in (parts.get(cat) or {}).items():
+                t = tl.track(f"attribution {cat} served by {part} (ns)", counter_unit="ns",
+                             group="counters")
+                tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(ns))]
     for name, (step, series) in m.queue_depth.items():
         t = tl.track(f"{name} queue depth (mean per {step} ns)", counter_unit="requests",
                      group="counters")
