@@ -481,7 +481,7 @@ class _Tasks:
                 carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
                                                     np.concatenate((cc[-1].e, cw[1]))))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
-                            devices=described_names(self.meta))
+                            devices=described_names(self.meta), calls=self.fs)
         del link
         fill = helper_timers(device_fill(covers, waits,
                                          [*unrecorded_helper_details(tl), HELPER_IRQ],

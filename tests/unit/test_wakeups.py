@@ -32,3 +32,35 @@ def test_a_helpers_first_interval_stays_where_it_happened(tmp_path):
     att = {k: v for k, v in r["attribution_ns"].items() if v}
     assert att == {"cpu": 60, "data": 20, "wait-other": 20}, att
     assert r["wait_other_by_waker_ns"] == {"(not recorded)": 20}
+
+
+def _kworker_wait(tmp_path, fs: int):
+    # The root (100) in fsync [1010, 1050), woken by a kworker (300): asleep [1005, 1010)
+    # until the root wakes it, runnable [1010, 1020), on CPU [1020, 1050), then asleep:
+    # with the call's filesystem XFS the kworker serves the log force (level one log);
+    # otherwise it names nothing: its time is its own (helper-cpu).
+    tasks = [tb.task(100, 1000)]
+    offs = [tb.off(100, 1010, 1050, waker=300, ctx=T, comm="kworker/u4:2", syscall=FSYNC)]
+    helpers = [tb.off(300, 1005, 1020, waking=1010, waker=100, ctx=T, comm="star"),
+               tb.off(300, 1050, 1060, waker=0, ctx=abi.WCTX_HARDIRQ)]
+    for h in helpers:
+        h["flags_u16"] |= abi.OFF_HELPER
+    calls = [tb.fsync(100, 1008, 1052, fs=fs)]
+    return tb.run(tb.write_trace(tmp_path / f"k{fs}.iowt", offcpu=offs, tasks=tasks,
+                                 helpers=helpers, fsyncs=calls))
+
+
+def test_a_kworker_inside_an_xfs_fsync_serves_the_log(tmp_path):
+    r = _kworker_wait(tmp_path, abi.FS_XFS)
+    tb.assert_sums(r)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    # [1010, 1020) the kworker runnable (woken by the root), [1020, 1050) on CPU, all of
+    # it the log's.
+    assert att == {"cpu": 60, "log": 40}, att
+    assert r["attribution_detail_ns"]["log"] == {"helper-runqueue": 10, "helper-cpu": 30}
+
+
+def test_a_kworker_inside_an_ext4_fsync_is_its_own_time(tmp_path):
+    r = _kworker_wait(tmp_path, abi.FS_EXT4)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    assert att == {"cpu": 60, "helper-runqueue": 10, "helper-cpu": 30}, att

@@ -238,7 +238,8 @@ def _empty_cols() -> dict[str, np.ndarray]:
 def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
                    off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray] | None,
                    rq_link: "RequestLink", arch: str | None = None,
-                   devices: Sequence[str] = ()) -> Timeline:
+                   devices: Sequence[str] = (),
+                   calls: Mapping[str, np.ndarray] | None = None) -> Timeline:
     """The timelines of the workload's threads (off: their offcpu columns, tasks: their
     task events) and of the helpers (helper records), with each blocked segment's cause.
     devices: the names of the devices (and partitions) the trace describes (a jbd2
@@ -279,7 +280,7 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     iv = _intervals(tl, ((off, None, wact), (helper, hsel, hact)))
     del wact, hact, hsel
     names = _Names()
-    cat, target, detail, pur = _causes(tl, iv, rq_link, names, arch)
+    cat, target, detail, pur = _causes(tl, iv, rq_link, names, arch, calls)
     _lay_out(tl, iv, cat, target, detail, pur, rq_link)
     tl.details = names.names
     return tl
@@ -738,7 +739,8 @@ def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
-            arch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            arch: str | None, calls: Mapping[str, np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kind or RECURSE or -2 for a request link, target actor or request index,
     detail, purpose or -1) of each interval's blocked part, by the rules of the module
     doc. A request link's purpose is the request's class, set on its pieces
@@ -797,6 +799,11 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     h = tl.helper[ti[m]]
     pur[m[h & starts_with(comm, b"jbd2/")]] = L_LOG
     pur[m[h & starts_with(comm, b"xfsaild")]] = L_METADATA
+    # A kworker serves many things, but inside an fsync of an XFS file it serves the log
+    # force: the CIL push and the iclog completion are kworkers' work.
+    kw = m[h & starts_with(comm, b"kworker/") & ~iv.helper[m]]
+    if len(kw) and calls is not None:
+        pur[kw[_in_xfs_fsync(tl, iv, kw, calls)]] = L_LOG
     done[m] = True
     # 5. a task outside the workload.
     rest = np.flatnonzero(~done)
@@ -818,6 +825,39 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
         tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
         cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
     return cat, target, detail, pur
+
+
+# The calls that run the filesystem's fsync (vfs_fsync_range): on XFS, a log force.
+_FSYNC_CALLS = (abi.CALL_FSYNC, abi.CALL_FDATASYNC, abi.CALL_MSYNC, abi.CALL_OSYNC_WRITE)
+
+
+def _in_xfs_fsync(tl: Timeline, iv: _Intervals, k: np.ndarray,
+                  calls: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per workload interval k: whether its thread was then inside an fsync-family call
+    (_FSYNC_CALLS) of an XFS file (the call's filesystem event named XFS)."""
+    ctid = np.asarray(calls.get("tid", np.zeros(0))).astype(I64)
+    if not len(ctid) or not len(k):
+        return np.zeros(len(k), bool)
+    ok = (np.isin(np.asarray(calls["call_u16"]), _FSYNC_CALLS)
+          & (np.asarray(calls["fs_u16"]) == abi.FS_XFS))
+    if not ok.any():
+        return np.zeros(len(k), bool)
+    w0, w1 = tl.origin, tl.origin + tl.span - 2
+    enter = np.clip(np.asarray(calls["enter_ns"]).astype(I64)[ok], w0, w1)
+    ex = np.asarray(calls["exit_ns"]).astype(I64)[ok]
+    ex = np.where(ex > 0, np.clip(ex, w0, w1), w1)  # still running at the stop
+    ctid = ctid[ok]
+    # Keyed by thread: one search finds each interval's last call entered before it.
+    u = small_unique(ctid)
+    key = np.searchsorted(u, ctid) * tl.span + (enter - w0)
+    o = np.argsort(key, kind="stable")
+    key, ex, ctid = key[o], ex[o], ctid[o]
+    tid = tl.tids[iv.act[k]]
+    pos = np.minimum(np.searchsorted(u, tid), len(u) - 1)
+    known = u[pos] == tid
+    j = np.searchsorted(key, pos * tl.span + (iv.s[k] - w0), side="right") - 1
+    jc = np.maximum(j, 0)
+    return known & (j >= 0) & (ctid[jc] == tid) & (ex[jc] > iv.s[k])
 
 
 def starts_with(comm: np.ndarray, prefix: bytes) -> np.ndarray:
