@@ -178,10 +178,13 @@ def cmd_report(args: argparse.Namespace) -> int:
                          placement=not args.no_placement, locality=not args.no_placement,
                          figures=bool(args.html),
                          interval_ns=int(round(interval * 1e9)) if interval else 0)
+    # Before the trace is read: its decoded records are the first large allocations,
+    # and freed memory must stay in the heap for the analysis (and before the reader's
+    # decoding threads start).
+    tune_allocator()
     with progress(f"analyzing {args.trace}") as step:
         step("read trace")
         tr = load(args.trace)
-        tune_allocator()
         cfg.progress = step
         full = analyze(tr, cfg)
     result = _public(full)
@@ -226,6 +229,8 @@ def cmd_hist(args: argparse.Namespace) -> int:
     if args.json and args.png:
         raise _user_error("--json and --png are two outputs", "choose one", usage=True)
     split = "disk" if args.per_disk else "flags" if args.flags else None
+    from .memory import tune_allocator
+    tune_allocator()  # before the trace is read (cmd_report says why)
     try:
         with progress(f"analyzing {args.trace}") as step:
             step("read trace")
@@ -327,11 +332,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         same = os.path.samefile(args.trace_a, args.trace_b)
     except OSError:
         same = False
+    tune_allocator()  # before the traces are read (cmd_report says why)
     with progress(f"reading {args.trace_a}" + ("" if same else f" and {args.trace_b}")) as step:
         step("read trace")
         tr_a = load(args.trace_a)
         tr_b = tr_a if same else load(args.trace_b)
-    tune_allocator()
     a, meta_a = _analyze_for_compare(tr_a)
     # A trace compared with itself is analyzed once (the analysis is deterministic).
     b, meta_b = (a, meta_a) if same else _analyze_for_compare(tr_b)
@@ -423,6 +428,8 @@ def cmd_requests(args: argparse.Namespace) -> int:
         raise _user_error("--slower must be >= 0", "give a time in milliseconds", usage=True)
     flt = Filters(klass=args.klass, dev=args.dev, pid=args.pid, comm=args.comm,
                   slower_ns=None if args.slower is None else int(args.slower * 1e6))
+    from .memory import tune_allocator
+    tune_allocator()  # before the trace is read (cmd_report says why)
     try:
         with progress(f"listing the requests of {args.trace}") as step:
             step("read trace")

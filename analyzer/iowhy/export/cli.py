@@ -67,8 +67,10 @@ def _user_error(e: Exception) -> Exception:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from ..errors import load
+    from ..memory import tune_allocator
     from ..progress import progress
     from .files import OutputError
+    tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     try:
         with progress(f"exporting {args.trace}") as step:
             step("read trace")
@@ -91,7 +93,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from ..progress import progress
     from .query import QueryError, render_csv, render_json, render_table, run_query
+    from ..memory import tune_allocator
     runs = args.runs[0] if len(args.runs) == 1 else f"{len(args.runs)} runs"
+    tune_allocator()  # before any trace is read and analyzed
     try:
         with progress(f"querying {runs}"):
             cols, rows = run_query(args.sql, args.runs)
