@@ -8,7 +8,9 @@ A run: prepare what the workload needs outside the disk (the tarball); start the
 emulated disk (lab/emudisk.py) with the scenario's cache setting; make the filesystem
 and mount it; run the setup steps (extract a tree, lay out a file, create a database)
 and drain the disk's cache, so nothing of the setup is left to be paid for inside the
-window; record the measured workload with ``iowhy record`` (a subprocess); unmount,
+window; record the measured workload with ``iowhy record`` (a subprocess), labelled
+``<scenario>: <steps>`` (``--label``: what every page calls it; the exact command
+stays in the trace's metadata); unmount,
 stop the disk; analyze the trace; compare with the truth (lab/validate.py). What the
 run makes on the way (the disk, its mounts, the processes on it) is written down first
 in a ledger whose guardian undoes it if the run is killed (lab/labstate.py). The output
@@ -126,9 +128,15 @@ class Scenario:
     # PID to {pidfile}, and `iowhy attach -p PID -d ATTACH_S` records it while its CPU
     # time (/proc/PID/stat utime+stime) is sampled; then it is stopped with SIGTERM
     attach_s: float = 0.0
+    # the measured steps in a few words, params filled in; the run's label (`iowhy
+    # record --label`) is "<name>: <steps>"
+    steps: str = ""
 
     def default_fs(self) -> str:
         return self.filesystems[0]
+
+    def label(self) -> str:
+        return f"{self.name}: {(self.steps or self.summary).format(**self.params)}"
 
 
 TAR_FILES = 300
@@ -154,33 +162,38 @@ _add(Scenario(
     "tar", "GNU tar: {files} kernel files, then syncfs (no fsync)",
     "GNU tar does not fsync: the kernel decides when to write, and the syncfs at the "
     "end pays for all of it at once (one journal commit, one cache flush).",
-    ("ext4", "xfs", "btrfs"), (_TAR,), params={"files": TAR_FILES}, group="tar"))
+    ("ext4", "xfs", "btrfs"), (_TAR,), params={"files": TAR_FILES}, group="tar",
+    steps="untar {files} files, syncfs"))
 _add(Scenario(
     "fsync-tar", "tar, fsync per file (star's default), then syncfs",
     "Schilling's star fsyncs every file: one journal commit and its cache flushes per "
     "file. In the seed (2012, a kernel tree on a hard disk) star took 23 min on ext4 "
     "where GNU tar plus sync took 6 s; the extra time should be barrier and log.",
     ("ext4", "xfs", "btrfs"), (("workload", "untar-fsync", "{tree}", "--files", "{files}"),),
-    params={"files": TAR_FILES}, group="tar"))
+    params={"files": TAR_FILES}, group="tar",
+    steps="untar {files} files, fsync each, syncfs"))
 _add(Scenario(
     "fsync-tar-wc-off", "fsync-tar with the disk's write cache off, then syncfs",
     "The same fsync per file on a disk without a volatile cache (hdparm -W0, or a drive "
     "with power-loss protection): the kernel sends no flush at all, and each data and "
     "journal write pays its own positioning before it completes.",
     ("ext4", "xfs", "btrfs"), (("workload", "untar-fsync", "{tree}", "--files", "{files}"),),
-    cache="off", params={"files": TAR_FILES}, group="tar"))
+    cache="off", params={"files": TAR_FILES}, group="tar",
+    steps="untar {files} files, fsync each, syncfs"))
 _add(Scenario(
     "eatmydata-tar", "fsync-tar under eatmydata (fsync a no-op), then syncfs",
     "eatmydata turns star into GNU tar: the fsync calls return at once; only the final "
     "syncfs makes the data durable.",
     ("ext4", "xfs"), (("workload", "untar-eatmydata", "{tree}", "--files", "{files}"),),
-    params={"files": TAR_FILES}, group="tar"))
+    params={"files": TAR_FILES}, group="tar",
+    steps="untar {files} files, fsync each under eatmydata, syncfs"))
 _add(Scenario(
     "wc-barrier", "2008 #1: cache on, barriers on: tar, syncfs, rm -rf",
     _SEED_2008 + " Setting 1, the default: a volatile write cache and barriers, so every "
     "journal commit flushes the cache.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
-    cache="on", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
+    cache="on", syncfs_after=False, params={"files": RM_FILES}, group="2008",
+    steps="untar {files} files, syncfs, rm -rf"))
 _add(Scenario(
     "wc-nobarrier", "2008 #2: cache on, barriers off (nobarrier); same steps",
     _SEED_2008 + " Setting 2: barriers off with the cache on -- fast and unsafe. XFS "
@@ -189,21 +202,24 @@ _add(Scenario(
     "to a disk that still caches, exactly what nobarrier did. ext4 uses -o barrier=0, "
     "btrfs -o nobarrier.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
-    cache="nobarrier", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
+    cache="nobarrier", syncfs_after=False, params={"files": RM_FILES}, group="2008",
+    steps="untar {files} files, syncfs, rm -rf"))
 _add(Scenario(
     "wc-off", "2008 #3: write cache off (hdparm -W0); same steps",
     _SEED_2008 + " Setting 3: the write cache off, so the kernel sends no flushes "
     "(the loop device is write through) and every write pays its positioning and media "
     "transfer before it completes.",
     ("xfs", "ext4", "btrfs"), (_TAR, ("sync", "-f", "{mnt}"), ("workload", "rmtree", "{tree}")),
-    cache="off", syncfs_after=False, params={"files": RM_FILES}, group="2008"))
+    cache="off", syncfs_after=False, params={"files": RM_FILES}, group="2008",
+    steps="untar {files} files, syncfs, rm -rf"))
 _add(Scenario(
     "rmtree", "rm -rf of {files} files (cold cache), then syncfs",
     "The tree is extracted, synced and the filesystem remounted before recording, so "
     "rm -rf reads directories and inodes from the disk (positioning on reads), then "
     "syncfs writes the freed metadata.",
     ("xfs", "ext4", "btrfs"), (("workload", "rmtree", "{tree}"),),
-    setup=(_TAR,), cold=True, syncfs_after=False, params={"files": RM_FILES}))
+    setup=(_TAR,), cold=True, syncfs_after=False, params={"files": RM_FILES},
+    steps="rm -rf {files} files (cold cache)"))
 for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
     _add(Scenario(
         f"fsync-tasks-{_n}",
@@ -212,7 +228,8 @@ for _n, _k in ((1, TASK_FSYNCS * 4), (8, TASK_FSYNCS), (32, TASK_FSYNCS // 2)):
         "fsyncs per commit grows with the task count.",
         ("ext4", "xfs", "btrfs"),
         (("workload", "fsync-tasks", "{mnt}", "{tasks}", "{k}"),),
-        syncfs_after=False, params={"tasks": _n, "k": _k}, group="fsync-tasks"))
+        syncfs_after=False, params={"tasks": _n, "k": _k}, group="fsync-tasks",
+        steps=f"{_n} task{'s, each' if _n > 1 else ','} {{k}} x (append 1 KiB, fsync)"))
 for _mode in ("FULL", "OFF"):
     _add(Scenario(
         f"sqlite-{_mode.lower()}",
@@ -222,7 +239,8 @@ for _mode in ("FULL", "OFF"):
         "syncfs makes it durable).",
         ("ext4", "xfs"),
         (("workload", "sqlite", "{mnt}", "{k}", "--synchronous", _mode),),
-        setup=(("workload", "sqlite", "{mnt}", "0"),), params={"k": 100}, group="sqlite"))
+        setup=(("workload", "sqlite", "{mnt}", "0"),), params={"k": 100}, group="sqlite",
+        steps=f"SQLite {{k}} commits, synchronous={_mode}, syncfs"))
 for _kind, _what in (("seq", "sequential"), ("rand", "random")):
     _add(Scenario(
         f"fio-{_kind}", f"fio: {{ios}} {_what} O_DIRECT 64 KiB writes, cache off",
@@ -233,7 +251,8 @@ for _kind, _what in (("seq", "sequential"), ("rand", "random")):
                                     "--bs", "64k", "--size", "64m"),),
         setup=(("workload", f"fio-{_kind}", "{mnt}", "--layout", "--bs", "64k",
                 "--size", "64m"),),
-        cache="off", syncfs_after=False, params={"ios": 256}, group="fio"))
+        cache="off", syncfs_after=False, params={"ios": 256}, group="fio",
+        steps=f"{{ios}} {_what} O_DIRECT 64 KiB writes"))
 
 # -- causal scenarios: the cause of every wait is known by construction -------------------
 
@@ -246,7 +265,8 @@ _add(Scenario(
     "only on its timer. Nothing of the disk's work may be charged to it.",
     ("ext4",), (("sleep", "{sleep}"),),
     background=("workload-causal", "write-fsync-loop", "{mnt}"),
-    syncfs_after=False, params={"sleep": 2}, group="causal"))
+    syncfs_after=False, params={"sleep": 2}, group="causal",
+    steps="sleep {sleep} s beside a background fsync loop"))
 _add(Scenario(
     "tar-a-to-b", "tar -cf of {files} files: read (cold) on A, write on B",
     "tar -cf of a tree extracted on disk A beforehand, whose cache is dropped (remount), "
@@ -255,7 +275,8 @@ _add(Scenario(
     "cache.",
     ("ext4",), (("tar", "-cf", "{mnt_b}/archive.tar", "-C", "{mnt}", "tree"),),
     setup=(_TAR,), cold=True, syncfs_after=False, second_disk=True,
-    params={"files": TAR_FILES}, group="causal"))
+    params={"files": TAR_FILES}, group="causal",
+    steps="tar -cf {files} files, disk A to disk B"))
 _add(Scenario(
     "loop-stack", "append 1 KiB + fsync for {seconds} s on loop-on-file",
     "A two-level stack: a loop device whose backing file lives on the filesystem of the "
@@ -263,7 +284,8 @@ _add(Scenario(
     "device are flushes of the loop device, paid by the lower filesystem's fsync of the "
     "backing file: its journal writes, data writes and cache flushes.",
     ("ext4",), (("workload", "fsync-loop", "{upper}", "{seconds}"),),
-    stack=True, syncfs_after=False, params={"seconds": 2}, group="causal"))
+    stack=True, syncfs_after=False, params={"seconds": 2}, group="causal",
+    steps="append 1 KiB + fsync for {seconds} s on a loop device on a file"))
 _add(Scenario(
     "idle-thread", "attach -d {attach}: idle thread, spin + fsync thread",
     "A process with a thread blocked on a pipe read for ever, a main thread joining, "
@@ -271,7 +293,8 @@ _add(Scenario(
     "`iowhy attach -d {attach}` while /proc/PID/stat is sampled: the CPU share is what "
     "the kernel charged the process, not 100% for the idle threads.",
     ("ext4",), (("workload-causal", "idle-thread", "{mnt}", "--pidfile", "{pidfile}"),),
-    syncfs_after=False, attach_s=2.0, params={"attach": 2}, group="causal"))
+    syncfs_after=False, attach_s=2.0, params={"attach": 2}, group="causal",
+    steps="attach {attach} s: an idle thread, a CPU + fsync thread"))
 for _mode in ("on", "off"):
     _add(Scenario(
         "fsync-bench" + ("" if _mode == "on" else "-off"),
@@ -283,7 +306,8 @@ for _mode in ("on", "off"):
         ("ext4",), (("workload-causal", "fsync-bench", "{mnt}", "--threads", "{threads}",
                      "--seconds", "{seconds}", "--stats", "{stats}"),),
         cache=_mode, syncfs_after=False,
-        params={"threads": BENCH_THREADS, "seconds": BENCH_SECONDS}, group="fsync-bench"))
+        params={"threads": BENCH_THREADS, "seconds": BENCH_SECONDS}, group="fsync-bench",
+        steps="{threads} threads write 8 KiB + fdatasync for {seconds} s"))
 
 
 class LabError(RuntimeError):
@@ -313,6 +337,17 @@ def list_lines(width: int = 100) -> list[str]:
 
 def run_id(name: str, fs: str, disk: str) -> str:
     return f"{name}-{fs}-{disk}"
+
+
+# What a run leaves in its output directory, side by side: key -> suffix of the run id.
+RUN_FILES = (("trace", ".iowt"), ("report_text", ".report.txt"),
+             ("report_json", ".report.json"), ("report_html", ".report.html"),
+             ("truth", ".truth.bin"), ("truth_b", ".truth-b.bin"), ("run", ".run.json"),
+             ("record_log", ".record.log"))
+
+
+def run_files(out: Path, rid: str) -> dict[str, Path]:
+    return {k: out / f"{rid}{ext}" for k, ext in RUN_FILES}
 
 
 # -- running ------------------------------------------------------------------------------
@@ -397,10 +432,11 @@ def _set_write_cache(d: emudisk.EmulatedDisk, mode: str) -> None:
     Path(f"/sys/block/{d.loop_name}/queue/write_cache").write_text(mode + "\n")
 
 
-def _record(cmd: list[str], trace: Path, devs: Sequence[str], log: Path) -> None:
+def _record(cmd: list[str], trace: Path, devs: Sequence[str], log: Path,
+            label: str) -> None:
     """`iowhy record` as a subprocess; on our own interruption the recorder is asked to
     stop (SIGTERM, which it forwards) before anything is torn down."""
-    full = [*iowhy_command(), "record", "-q", "-o", str(trace),
+    full = [*iowhy_command(), "record", "-q", "-o", str(trace), "--label", label,
             *[a for dv in devs for a in ("--dev", dv)], "--", *cmd]
     # written where it is read, as it goes: it says why a recording failed or stopped
     with outfile.open_new(log, binary=False) as lf:
@@ -461,11 +497,7 @@ def run(name: str, fs: Optional[str] = None, disk: str = "hdd-7200",
     rid = run_id(name, fs, disk)
     out = Path(out_dir)
     outfile.make_output_dir(out)
-    paths = {k: out / f"{rid}{ext}" for k, ext in (
-        ("trace", ".iowt"), ("report_text", ".report.txt"), ("report_json", ".report.json"),
-        ("report_html", ".report.html"), ("truth", ".truth.bin"),
-        ("truth_b", ".truth-b.bin"), ("run", ".run.json"),
-        ("record_log", ".record.log"))}
+    paths = run_files(out, rid)
     for p in paths.values():
         # refuse a symlink or a non-regular file there before anything starts (outfile);
         # a previous run's files go
@@ -591,7 +623,7 @@ def _on_disk(s: Scenario, fs: str, disk: str, workdir: str | os.PathLike, realti
                     independent.update(_attach_run(s, cmd, ctx, paths, devs))
                 else:
                     say(f"{rid}: recording {shlex.join(cmd)}")
-                    _record(cmd, paths["trace"], devs, paths["record_log"])
+                    _record(cmd, paths["trace"], devs, paths["record_log"], s.label())
                 if upper:
                     independent["upper_stat_after"] = _block_stat(upper["name"])
             finally:
@@ -791,6 +823,7 @@ def _attach_run(s: Scenario, cmd: list[str], ctx: Mapping[str, Any],
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         full = [*iowhy_command(), "attach", "-q", "-o", str(paths["trace"]),
+                "--label", s.label(),
                 *[a for dv in devs for a in ("--dev", dv)], "-p", str(pid),
                 "-d", f"{s.attach_s:g}"]
         with outfile.open_new(paths["record_log"], binary=False) as lf2:
@@ -846,6 +879,7 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
     return {
         "scenario": s.name, "fs": fs, "disk": disk, "cache": s.cache,
         "cache_setting": CACHE_MODES[s.cache], "group": s.group,
+        "label": s.label(),
         "summary": describe(s), "description": s.description.format(**s.params),
         "params": dict(s.params), "command": list(command),
         "device": {**{k: v for k, v in disk_info.items() if k != "independent"},
@@ -933,10 +967,9 @@ def reanalyze(run_json: str | os.PathLike) -> dict[str, Any]:
     from the files a run left; rewrites its reports and .run.json."""
     prev = json.loads(Path(run_json).read_text())
     s = SCENARIOS[prev["scenario"]]
-    files = {k: Path(v) for k, v in prev["files"].items()}
-    base = Path(run_json).parent / run_id(prev["scenario"], prev["fs"], prev["disk"])
-    for k, ext in (("report_html", ".report.html"), ("record_log", ".record.log")):
-        files.setdefault(k, Path(f"{base}{ext}"))
+    # the files beside RUN_JSON (a run's directory may have been moved or copied)
+    files = run_files(Path(run_json).parent,
+                      run_id(prev["scenario"], prev["fs"], prev["disk"]))
     disk_info = {k: v for k, v in prev["device"].items() if k != "name"}
     disk_info["independent"] = prev.get("independent") or {}
     result = analyze_run(s, prev["fs"], prev["disk"], files, disk_info, prev["command"])

@@ -9,8 +9,9 @@ largest size of the table).
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any, Mapping
+
+from iowhy import cmdline
 
 from .escape import printable
 from .terminal import _fit, _num, _wrap, damage_first
@@ -115,22 +116,32 @@ def _table(c: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
     return lines
 
 
-def _header(c: Mapping[str, Any]) -> list[str]:
+def _name(s: Mapping[str, Any]) -> str:
+    """A run's name: its label, else its short command (iowhy.cmdline)."""
+    return cmdline.title(s)
+
+
+def _title(c: Mapping[str, Any]) -> list[str]:
+    """The first lines: the damage (if any), the two runs' names, what was lost."""
     dmg = c.get("damage") or {}
     first = damage_first(dmg.get("a"), "A: ") + damage_first(dmg.get("b"), "B: ")
     shown = {f"{who}: {(dmg.get(k) or {}).get('summary')}" for who, k in (("A", "a"), ("B", "b"))
              if (dmg.get(k) or {}).get("damaged")}
-    lines = first + ["iowhy compare"]
-    for who in ("a", "b"):
-        s = c[who]
-        cmd = s.get("command")
-        if isinstance(cmd, (list, tuple)):
-            cmd = shlex.join(str(x) for x in cmd)
-        lines.append(f"  {who.upper()}  {s.get('path') or '(no path)'}")
-        lines += _wrap(f"workload {cmd or '(unknown)'}", "     ", "       ")[:2]
+    lines = first + [f"iowhy compare  A: {_name(c['a'])}", f"               B: {_name(c['b'])}"]
     for p in c.get("problems") or []:
         if p not in shown:  # the damage is already the first line
             lines += _wrap(p, "! ", "  ")
+    return lines
+
+
+def _runs(c: Mapping[str, Any]) -> list[str]:
+    """What was compared (after the answer): each run's trace and short command."""
+    lines = ["RUNS"]
+    for who in ("a", "b"):
+        s = c[who]
+        cmd = s.get("command_short") or cmdline.full_command(s.get("command"))
+        lines.append(f"  {who.upper()}  {s.get('path') or '(no path)'}")
+        lines += _wrap(f"workload {cmd or '(unknown)'}", "     ", "       ")[:2]
     return lines
 
 
@@ -160,12 +171,27 @@ def _explained(c: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_compare(c: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
-    """The whole comparison as one string (no trailing newline); the time rows of the
-    table in `unit` (reports.units.TIME_UNITS)."""
+def _lines(*sections: list[str]) -> str:
     out: list[str] = []
-    for s in (_header(c), _explained(c), _table(c, unit)):
+    for s in sections:
         if out:
             out.append("")
         out += [_fit(printable(line).rstrip()) for line in s]
     return "\n".join(out)
+
+
+def render_compare(c: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
+    """The whole comparison as one string (no trailing newline), the answer first: what
+    was lost, what changed, then the runs and the side-by-side table (its time rows in
+    `unit`, reports.units.TIME_UNITS)."""
+    return _lines(_title(c), _explained(c), _runs(c), _table(c, unit))
+
+
+def render_explained(c: Mapping[str, Any]) -> str:
+    """WHAT CHANGED alone (the compare page's answer)."""
+    return _lines(_explained(c))
+
+
+def render_side_by_side(c: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
+    """The SIDE BY SIDE table alone."""
+    return _lines(_table(c, unit))

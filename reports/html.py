@@ -31,7 +31,8 @@ from . import figures as F
 from .escape import neutralise_page
 from iowhy.findings import served_text
 
-from .terminal import _command, _mib, _num, _pct, _yes_no, fmt_ns, root_wait_note, thread_line
+from .terminal import (_command, _mib, _num, _pct, _short_command, _yes_no, fmt_ns,
+                       root_wait_note, thread_line, title)
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -66,8 +67,10 @@ def header_pairs(r: Mapping[str, Any],
                  tasks: Mapping[int, str] | None = None) -> list[tuple[str, Any]]:
     """The header of the terminal report as (label, value) pairs."""
     tr = r.get("trace") or {}
-    pairs: list[tuple[str, Any]] = [("trace", tr.get("path") or "-"),
-                                    ("workload", _command(r))]
+    pairs: list[tuple[str, Any]] = [("trace", tr.get("path") or "-")]
+    if tr.get("label"):
+        pairs.append(("label", tr["label"]))
+    pairs.append(("workload", command_cell(r)))
     if tasks:
         summ = F.task_summary(tasks)
         more = len(set(tasks.values())) - len(summ)
@@ -96,9 +99,21 @@ def header_pairs(r: Mapping[str, Any],
     return pairs
 
 
+def command_cell(r: Mapping[str, Any]) -> Any:
+    """The workload's command: the short form, the exact one folded under it when they
+    differ (iowhy.cmdline)."""
+    full, short = _command(r), _short_command(r)
+    if short == full:
+        return full
+    return Raw(f"<details class=\"meta\"><summary><code>{esc(short)}</code></summary>"
+               f"<code>{esc(full)}</code></details>")
+
+
 def section_header(r: Mapping[str, Any], tasks: Mapping[int, str] | None = None) -> str:
-    """What was recorded: trace, command, tasks, filesystems, devices, duration."""
-    return kv_table(header_pairs(r, tasks), table_id="header")
+    """What was recorded: trace, command, tasks, filesystems, devices, duration. The
+    trace's own metadata block (class "meta"): the one place a page shows the paths of
+    the machine that recorded it."""
+    return kv_table(header_pairs(r, tasks), table_id="header", cls="meta")
 
 
 def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
@@ -482,34 +497,46 @@ def figure_sections(r: Mapping[str, Any], data: Any | None) -> dict[str, str]:
 
 
 def _short(text: str, width: int = 110) -> str:
-    """A heading-sized version of a long command line (the header table has it whole)."""
+    """A heading-sized version of a long name (the header table has the command whole)."""
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-NAV = (("where", "where the time went"), ("findings", "findings"), ("classes", "requests"),
+def _heading_name(r: Mapping[str, Any], width: int = 110) -> Raw:
+    """The workload's name in a heading, elided; its short command whole on hover (the
+    exact one is in the metadata block, which alone names the recording machine's
+    paths)."""
+    return Raw(f"<span class=\"cmd\" title=\"{esc(_short_command(r))}\">"
+               f"{esc(_short(title(r), width))}</span>")
+
+
+NAV = (("where", "where the time went"), ("findings", "findings"),
+       ("recorded", "what was recorded"), ("classes", "requests"),
        ("fsync", "fsync & commits"), ("devices", "devices"), ("placement", "placement"))
 
 
 def render_html(result: Mapping[str, Any]) -> str:
-    """The whole report for one analysis result. With the figure data (the analysis run
-    with AnalysisConfig(figures=True): result["_figures"]) every figure is drawn; without
-    it only those the result alone gives."""
+    """The whole report for one analysis result, the answer first: what was lost (one
+    line when nothing was), where the time went, the findings, then what was recorded
+    and the detail. With the figure data (the analysis run with
+    AnalysisConfig(figures=True): result["_figures"]) every figure is drawn; without it
+    only those the result alone gives."""
     data = result.get("_figures")
     figs = figure_sections(result, data)
-    cmd = _command(result)
     parts = [
-        section_problems(result),
-        section_header(result, data.tasks if data is not None else None),
         nav(NAV),
+        section_problems(result),
         section_where(result, figs["fig-attribution"] + figs["fig-attribution-time"]),
         section_findings(result),
+        section("recorded", "What was recorded",
+                section_header(result, data.tasks if data is not None else None)),
         section_classes(result, figs["fig-latency"]),
         section_fsync(result, figs["fig-fsync-timeline"]),
         section_devices(result, figs["fig-throughput"]),
         section_placement(result, figs["fig-seek"], figs["fig-sectors"]),
     ]
-    heading = Raw(f"iowhy report <span class=\"cmd\">{esc(_short(cmd))}</span>")
-    return neutralise_page(page(f"iowhy report: {cmd}", parts, heading=heading))
+    heading = Raw(f"iowhy report {_heading_name(result)}")
+    return neutralise_page(page(f"iowhy report: {_short(title(result))}", parts,
+                                heading=heading))
 
 
 # -- comparison page -----------------------------------------------------------------------
@@ -529,15 +556,23 @@ def _where_compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
                  table_id="table-where-compare")
 
 
-def _compare_words(comparison: Mapping[str, Any]) -> str:
-    """The terminal text of `iowhy compare` (iowhy.reports.compare_text), escaped; this
-    page does not re-derive its sentences."""
+def _compare_text(comparison: Mapping[str, Any], part: str, block_id: str) -> str:
+    """A part of the terminal text of `iowhy compare` (iowhy.reports.compare_text),
+    escaped; this page does not re-derive its sentences."""
     try:
-        from .compare_text import render_compare
-        return text_block(render_compare(comparison), block_id="compare-text")
+        from . import compare_text
+        render = {"explained": compare_text.render_explained,
+                  "table": compare_text.render_side_by_side}[part]
+        return text_block(render(comparison), block_id=block_id)
     except Exception as e:  # a comparison this renderer cannot read: keep the page
-        return (f"<p id=\"compare-text\" class=\"muted\">(the comparison text could not be "
-                f"rendered: {esc(type(e).__name__)}: {esc(e)}; its figures are below)</p>")
+        return (f"<p id=\"{esc(block_id)}\" class=\"muted\">(the comparison text could "
+                f"not be rendered: {esc(type(e).__name__)}: {esc(e)}; its figures are "
+                "below)</p>")
+
+
+COMPARE_NAV = (("changed", "what changed"), ("where", "where the time went"),
+               ("runs", "the two runs"), ("side-by-side", "side by side"),
+               ("comparison", "every figure"), ("run-a", "run A"), ("run-b", "run B"))
 
 
 def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any],
@@ -545,34 +580,46 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any],
     """A page comparing two analysis results (A, B) with the comparison computed by
     `iowhy compare` (iowhy.compare.compare, docs/compare-json.md).
 
-    Reuses the sections of the single report: problems and header of each run, then what
-    changed (the terminal text of the comparison), the attribution of both on one time
-    axis, every figure of the comparison (folded), then the findings, per-class, fsync and
-    device tables of each run.
+    The answer first: what was lost in either run, what changed (the terminal text's
+    sentences), the attribution of both on one time axis; then what was recorded of
+    each run (its metadata block), the side-by-side table, every figure of the
+    comparison (folded; commands and paths are in the runs' blocks), then the findings,
+    per-class, fsync and device tables of each run.
     """
     att = figure_block("fig-attribution", "Where the time went, A and B",
                        "One bar per run on the same time axis, so the longer run has the "
                        "longer bar; compare segment widths category by category.",
                        png=F.attribution_figure([("A", a), ("B", b)]))
+    in_runs = ("command", "path", "filesystems")    # shown in the runs' metadata blocks
+    figures = {k: ({kk: vv for kk, vv in val.items() if kk not in in_runs}
+                   if k in ("a", "b") and isinstance(val, Mapping) else val)
+               for k, val in comparison.items()}
     parts = [
-        "<div class=\"cols\">"
-        f"<div><h3>A: {esc(_command(a))}</h3>"
-        f"{prefix_ids(section_problems(a) + section_header(a), 'a')}</div>"
-        f"<div><h3>B: {esc(_command(b))}</h3>"
-        f"{prefix_ids(section_problems(b) + section_header(b), 'b')}</div>"
-        "</div>",
-        section("changed", "What changed", _compare_words(comparison)),
+        nav(COMPARE_NAV),
+        section_problems({"problems": comparison.get("problems") or []}),
+        section("changed", "What changed", _compare_text(comparison, "explained",
+                                                         "compare-text")),
         section("where", "Where the time went", _where_compare(a, b), att),
-        section_mapping("comparison", "Comparison: every figure", comparison,
+        section("runs", "The two runs",
+                "<div class=\"cols\">"
+                f"<div><h3>A: {_heading_name(a, 60)}</h3>"
+                f"{prefix_ids(section_problems(a) + section_header(a), 'a')}</div>"
+                f"<div><h3>B: {_heading_name(b, 60)}</h3>"
+                f"{prefix_ids(section_problems(b) + section_header(b), 'b')}</div>"
+                "</div>"),
+        section("side-by-side", "Side by side", _compare_text(comparison, "table",
+                                                              "compare-table")),
+        section_mapping("comparison", "Comparison: every figure", figures,
                         folded="show the comparison's figures (the keys of `iowhy compare "
-                               "--json`)"),
+                               "--json`; each run's command, trace and filesystems are under "
+                               "\"The two runs\")"),
     ]
     for label, r in (("A", a), ("B", b)):
         parts.append(f"<h2 id=\"run-{label.lower()}\">Run {label}</h2>")
         for s in (section_findings(r), section_classes(r), section_fsync(r),
                   section_devices(r)):
             parts.append(prefix_ids(s, label.lower()))
-    heading = Raw("iowhy compare <span class=\"cmd\">" + esc(_short(_command(a), 60))
-                  + " vs " + esc(_short(_command(b), 60)) + "</span>")
-    return neutralise_page(page(f"iowhy compare: {_command(a)} vs {_command(b)}", parts,
-                                heading=heading))
+    heading = Raw(f"iowhy compare {_heading_name(a, 60)} <span class=\"muted\">vs</span> "
+                  f"{_heading_name(b, 60)}")
+    return neutralise_page(page(f"iowhy compare: {_short(title(a), 60)} vs "
+                                f"{_short(title(b), 60)}", parts, heading=heading))

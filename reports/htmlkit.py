@@ -131,11 +131,13 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Iterab
             "<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table></div>")
 
 
-def kv_table(pairs: Iterable[tuple[str, Any]], table_id: str | None = None) -> str:
-    """Label/value lines as a two-column table."""
+def kv_table(pairs: Iterable[tuple[str, Any]], table_id: str | None = None,
+             cls: str = "") -> str:
+    """Label/value lines as a two-column table (`cls`: more classes of the table)."""
     tid = f" id=\"{esc(table_id)}\"" if table_id else ""
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>\n" for k, v in pairs)
-    return f"<table class=\"kv\"{tid}>\n<tbody>\n{rows}</tbody>\n</table>"
+    classes = esc(f"kv {cls}".strip())
+    return f"<table class=\"{classes}\"{tid}>\n<tbody>\n{rows}</tbody>\n</table>"
 
 
 def figure_block(fig_id: str, title: str, caption: str, png: bytes | None,

@@ -5,10 +5,10 @@ Renders the dict of iowhy.analysis.analyze(); computes nothing new.
 
 from __future__ import annotations
 
-import shlex
 import textwrap
 from typing import Any, Mapping, Sequence
 
+from iowhy import cmdline
 from iowhy.findings import fmt_ns, served_text  # one format for findings and tables
 
 from .escape import printable
@@ -54,11 +54,21 @@ def _wrap(text: str, first: str, rest: str) -> list[str]:
 
 
 def _command(r: Mapping[str, Any]) -> str:
+    """The command as recorded, whole (the metadata block of a page)."""
     tr = r.get("trace") or {}
-    cmd = tr.get("command")
-    if isinstance(cmd, (list, tuple)):
-        cmd = shlex.join(str(c) for c in cmd)
-    return str(cmd) if cmd else "(attached process)" if tr.get("pid") else "(unknown)"
+    cmd = cmdline.full_command(tr.get("command"))
+    return cmd if cmd else "(attached process)" if tr.get("pid") else "(unknown)"
+
+
+def _short_command(r: Mapping[str, Any]) -> str:
+    """The command in its short form (iowhy.cmdline), as the analysis gave it."""
+    tr = r.get("trace") or {}
+    return str(tr.get("command_short") or _command(r))
+
+
+def title(r: Mapping[str, Any]) -> str:
+    """The workload's name in headings: its label, else its short command."""
+    return cmdline.title(r.get("trace") or {})
 
 
 def _yes_no(v: Any) -> str:
@@ -78,35 +88,44 @@ def damage_first(damage: Any, who: str = "") -> list[str]:
                  "WARNING: ", "         ")
 
 
-def _header(r: Mapping[str, Any]) -> list[str]:
-    tr = r.get("trace") or {}
+def _title(r: Mapping[str, Any]) -> list[str]:
+    """The first lines: the damage (if any), what this is, and what was lost."""
     dmg = r.get("damage") or {}
     lines = damage_first(dmg)
-    lines.append(f"iowhy report  {tr.get('path') or ''}".rstrip())
+    lines.append(f"iowhy report  {title(r)}")
     for p in r.get("problems") or []:
         if lines[0:1] and p == dmg.get("summary"):
             continue  # already the first line
         lines += _wrap(p, "! ", "  ")
-    lines.append(f"workload    {_command(r)}")
+    return lines
+
+
+def _recorded(r: Mapping[str, Any]) -> list[str]:
+    """What was recorded (after the answer): trace, command, filesystems, devices,
+    duration."""
+    tr = r.get("trace") or {}
+    lines = ["RECORDED", f"  trace       {tr.get('path') or '-'}"]
+    if tr.get("label"):
+        lines.append(f"  label       {tr['label']}")
+    lines += _wrap(_short_command(r), "  workload    ", "              ")[:3]
     names = set(r["workload"].get("devices") or [])
     fss = [f for f in r.get("filesystems") or [] if not names or f.get("disk") in names]
     for i, f in enumerate(fss[:3]):
         desc = f"{f.get('fstype') or '?'} {f.get('source') or ''} on {f.get('mountpoint') or '?'}"
         if f.get("log_kind") and f.get("log_bytes"):
             desc += f" (log: {f['log_kind']}, {f['log_bytes'] / 2**20:,.0f} MiB)"
-        lines.append(("filesystem  " if i == 0 else "            ") + desc)
+        lines.append(("  filesystem  " if i == 0 else "              ") + desc)
     if len(fss) > 3:
-        lines.append(f"            and {len(fss) - 3} more")
-    names = set(r["workload"].get("devices") or [])
+        lines.append(f"              and {len(fss) - 3} more")
     for i, d in enumerate(x for x in r["devices"] if x["name"] in names):
         wc = d.get("write_cache") or "unknown"
         fua = _yes_no(d.get("fua"))
         rot = _yes_no(d.get("rotational"))
-        lines.append(("device      " if i == 0 else "            ")
+        lines.append(("  device      " if i == 0 else "              ")
                      + f"{d['name']}: write cache {wc}, FUA {fua}, rotational {rot}")
     stop = tr.get("stop_reason")
     who = f"pid {tr['pid']}, " if tr.get("pid") else ""
-    lines.append(f"duration    {fmt_ns(r['elapsed_ns'])}" + (f" ({stop})" if stop else "")
+    lines.append(f"  duration    {fmt_ns(r['elapsed_ns'])}" + (f" ({stop})" if stop else "")
                  + f"; {who}{r['workload']['threads']} thread(s)")
     return lines
 
@@ -392,15 +411,16 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
 def render_report(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
     """The whole report as one string (no trailing newline); the time columns of its
     tables in `unit` (reports.units.TIME_UNITS)."""
+    # the answer first: what was lost, then where the time went, then what was recorded
+    head = _title(r)
     sections: Sequence[list[str]] = (
-        _header(r), _where(r), _thread_time(r), _classes(r, unit), _fsync(r), _devices(r),
+        _where(r), _recorded(r), _thread_time(r), _classes(r, unit), _fsync(r), _devices(r),
         _placement(r, unit), _findings(r))
-    out: list[str] = []
+    out = [_fit(printable(line).rstrip()) for line in head]
     for s in sections:
         if not s:
             continue
-        if out:
-            out.append("")
+        out.append("")
         out += [_fit(printable(line).rstrip()) for line in s]
     return "\n".join(out)
 

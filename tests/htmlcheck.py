@@ -8,6 +8,7 @@ import base64
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,77 @@ def assert_renders(page: Path, tmp: Path, colourful: bool = True) -> None:
     if colourful:  # the figures reached the screen: strongly coloured pixels, not only text
         sat = px.max(axis=2) - px.min(axis=2)
         assert float((sat > 0.3).mean()) > 0.005
+
+
+# -- what a page shows outside the trace's metadata block ---------------------------------
+
+ABS_PATH = re.compile(r"(?<![\w.~<>/+-])/[\w.-]+(?:/[\w.-]*)*")
+
+
+class _Shown(HTMLParser):
+    """The text and attribute values a reader can see or hover, outside <style>, image
+    data and the elements of class "meta" (a page's metadata block)."""
+
+    VOID = {"br", "img", "meta", "hr", "input", "link", "wbr", "col", "source"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.stack: list[bool] = []     # per open element: inside a skipped one
+
+    def _skipping(self) -> bool:
+        return bool(self.stack) and self.stack[-1]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        skip = self._skipping() or tag in ("style", "script") or "meta" in classes
+        if not skip:
+            self.out += [v for k, v in attrs if v and k not in ("src", "class", "id", "href")]
+        if tag not in self.VOID:
+            self.stack.append(skip)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping():
+            self.out.append(data)
+
+
+def machine_paths(text: str) -> list[str]:
+    """Absolute paths a page shows outside its metadata blocks (class "meta")."""
+    p = _Shown()
+    p.feed(text)
+    return [m.group() for s in p.out for m in ABS_PATH.finditer(s)]
+
+
+def layout(page: Path, tmp: Path, ids: tuple[str, ...], width: int = 1200,
+           height: int = 1000) -> dict[str, float]:
+    """Top of each element (by id) in CSS px, from headless Chromium at WIDTH x HEIGHT: a
+    copy of the page with a script appended that writes the positions into the title,
+    read back from --dump-dom (the page itself holds no script). A screenshot of the
+    first screen is left beside the copy (<stem>.png)."""
+    import json as _json
+    exe = shutil.which("chromium")
+    need(exe is not None, "chromium is not installed (apt-get install chromium)")
+    assert exe is not None
+    probe = ("<script>document.title = 'LAYOUT' + JSON.stringify(Object.fromEntries("
+             + _json.dumps(list(ids)) + ".map(i => [i, document.getElementById(i) ? "
+             "document.getElementById(i).getBoundingClientRect().top : null])));</script>")
+    copy = tmp / f"{page.stem}.layout.html"
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>"),
+                    encoding="utf-8")
+    base = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={tmp / 'chromium-profile'}",
+            f"--window-size={width},{height}", "--hide-scrollbars"]
+    p = subprocess.run([*base, "--dump-dom", f"file://{copy.resolve()}"],
+                       capture_output=True, text=True, timeout=180)
+    m = re.search(r"<title>LAYOUT(\{.*?\})</title>", p.stdout)
+    assert m, f"no layout from Chromium (exit {p.returncode}): {p.stderr[-1500:]}"
+    shot = tmp / f"{page.stem}.png"
+    subprocess.run([*base, f"--screenshot={shot}", f"file://{page.resolve()}"],
+                   capture_output=True, text=True, timeout=180)
+    assert shot.exists(), "no screenshot"
+    return {k: v for k, v in _json.loads(m.group(1)).items()}

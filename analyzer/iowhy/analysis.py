@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import abi, memory, names
+from . import abi, cmdline, memory, names
 from .findings import findings
 from .kernels import I64, Coverage, percentiles, union_intervals
 from .model.calls import call_devices, join_requests_to_calls
@@ -735,9 +735,15 @@ def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray
 def _trace_summary(trace: Any, win: Window, meta: Mapping[str, Any]) -> dict[str, Any]:
     rec = getattr(trace, "recorder", {}) or {}
     trailer = getattr(trace, "trailer", None) or {}
+    command = rec.get("command") or meta.get("command")
+    mounts = [str(f["mountpoint"]) for f in meta.get("filesystems") or []
+              if isinstance(f, Mapping) and isinstance(f.get("mountpoint"), str)]
+    label = meta.get("label")
     return {
         "path": getattr(trace, "path", None),
-        "command": rec.get("command") or meta.get("command"),
+        "command": command,
+        "command_short": cmdline.short_command(command, mounts),
+        "label": label if isinstance(label, str) and label else None,
         "pid": rec.get("pid"),
         "start_ns": win.start_ns, "end_ns": win.end_ns,
         "stop_reason": trailer.get("stop_reason"),

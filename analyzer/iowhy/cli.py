@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from . import __version__
+from . import __version__, cmdline
 from .commands import add_analysis_parsers
 from .errors import EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError, load
 
@@ -117,6 +117,11 @@ def _check_limits(args: argparse.Namespace) -> None:
         raise UserError(f"--duration {d} is not a number of seconds above 0 and at most "
                         f"{MAX_DURATION_S:.0f}", "leave it out to record until the end",
                         EXIT_USAGE)
+    if args.label is not None:
+        why = cmdline.check_label(args.label)
+        if why:
+            raise UserError(f"--label: {why}", "give a short name such as --label "
+                            "'nightly import, 2000 files'", EXIT_USAGE)
 
 
 def _metadata_fd(meta: dict) -> int:
@@ -151,6 +156,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     devs = [parse_dev(d) for d in (args.dev or [])]
     meta = collect(command=target if target and target[0] != "-p" else None,
                    devices=devs or None)
+    if args.label is not None:
+        meta["label"] = args.label
     mfd = _metadata_fd(meta)
     cmd = [recorder, "-o", args.output, "--meta-fd", str(mfd), "-r", str(args.ringbuf)]
     for maj, mn in devs + _devices_below(meta, devs):
@@ -379,6 +386,11 @@ def _record_options(p: argparse.ArgumentParser) -> None:
                    help="stop recording after SEC seconds, more than 0 and at most "
                         f"{MAX_DURATION_S:.0f} (30 days); the workload keeps running "
                         "(default: when the workload exits)")
+    g.add_argument("-l", "--label", metavar="TEXT",
+                   help="name the workload in every report's headings and in comparisons "
+                        f"(at most {cmdline.LABEL_CHARS} characters; META `label`); the "
+                        "exact command line is kept in the trace either way (default: the "
+                        "command, shortened)")
     g.add_argument("-r", "--ringbuf", type=int, default=64, metavar="MiB",
                    help="BPF ring buffer size in MiB, a power of two from 1 to "
                         f"{MAX_RINGBUF_MIB} (the kernel's largest) (default: %(default)s)")

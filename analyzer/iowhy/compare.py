@@ -100,6 +100,8 @@ def _summary(r: Mapping[str, Any], meta: Mapping[str, Any] | None) -> dict[str, 
     return {
         "path": tr.get("path"),
         "command": tr.get("command"),
+        "command_short": tr.get("command_short"),
+        "label": tr.get("label"),
         "kernel": (meta or {}).get("kernel"),
         "truncated": bool(tr.get("truncated")),
         "problems": list(r.get("problems") or []),
@@ -437,7 +439,9 @@ def _config_differences(a: Mapping[str, Any], b: Mapping[str, Any], sa: Mapping[
     def add(key: str, va: Any, vb: Any, text: str) -> None:
         out.append({"key": key, "a": va, "b": vb, "text": text})
 
-    ca, cb = _command_str(sa["command"]), _command_str(sb["command"])
+    # the short commands: the same workload run on two scratch mounts is no difference
+    ca = sa.get("command_short") or _command_str(sa["command"])
+    cb = sb.get("command_short") or _command_str(sb["command"])
     if ca != cb:
         qa, qb = _around_difference(ca or "(unknown)", cb or "(unknown)")
         add("command", sa["command"], sb["command"], f"A runs `{qa}`, B runs `{qb}`")

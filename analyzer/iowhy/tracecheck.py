@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import abi
+from . import abi, cmdline
 
 I64_MAX = (1 << 63) - 1
 MAJOR_MAX = (1 << 12) - 1  # Linux dev_t: 12-bit major, 20-bit minor
@@ -167,9 +167,16 @@ FILESYSTEM = obj({
 
 CLOCK = obj({"realtime_minus_monotonic_ns": S64})
 
+
+def _label(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:
+    """`--label`: what the recorder accepts (cmdline.check_label), nothing longer."""
+    return isinstance(v, str) and cmdline.check_label(v) is None, v
+
+
 META = obj({
     "host": NSTR, "kernel": NSTR, "machine": NSTR, "iowhy_version": NSTR,
-    "command": nullable(_command), "created_realtime_ns": nullable(U64), "clock": CLOCK,
+    "label": nullable(_label), "command": nullable(_command),
+    "created_realtime_ns": nullable(U64), "clock": CLOCK,
     "page_size_bytes": nullable(SMALL), "ncpus": nullable(SMALL),
     "devices": list_of(DEVICE, drop_bad=True),
     "filesystems": list_of(FILESYSTEM, drop_bad=True),
