@@ -147,6 +147,9 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
              f"exactly one category ({esc(how)}).</p>",
              table(("category", "time", "% of elapsed", "", "served by (% of elapsed)"),
                    where_rows(r), numeric=(1, 2), table_id="table-where")]
+    top = (r.get("findings") or [None])[0]
+    if top:   # the first finding under the table, as the terminal's summary has it
+        parts.append(f"<p class=\"lead\" id=\"finding-1\">&rarr; {esc(top['text'])}</p>")
     for key, what in (("wait_other_by_syscall_ns", "wait-other by syscall"),
                       ("wait_other_by_waker_ns", "wait-other by waker"),
                       ("external_by_comm_ns", "external by process"),

@@ -73,6 +73,7 @@ table.kv td { word-break: break-word; }
 .barcell { width: 330px; }
 .bar { display: block; height: 13px; border-radius: 2px; min-width: 1px; }
 ol.findings li { margin: 5px 0; font-size: 16px; }
+p.lead { font-size: 16px; font-weight: 600; margin: 8px 0 12px; }
 figure { margin: 14px 0 22px; }
 figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); }
 figcaption { margin-top: 5px; font-size: 14px; color: var(--muted); }
