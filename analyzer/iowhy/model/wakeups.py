@@ -139,6 +139,8 @@ class Timeline:
     unseen_ns: int = 0
     intervals: int = 0  # off-CPU intervals of workload threads
     devices: tuple[str, ...] = ()  # names of the devices the trace describes (foreign_jbd2)
+    # per actor: born by a fork inside the window (its birth is the fork)
+    forked: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(actor index, found) of each tid."""
@@ -275,7 +277,9 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
                   birth=np.concatenate((wbirth, hb)), death=np.concatenate((wdeath, hd)),
                   actor=np.zeros(0, np.int32), kstart=np.zeros(0, I64),
                   cat=np.zeros(0, np.int8), arg=np.zeros(0, np.int32),
-                  sys=np.zeros(0, np.int32), pur=np.zeros(0, np.int8), devices=tuple(devices))
+                  sys=np.zeros(0, np.int32), pur=np.zeros(0, np.int8), devices=tuple(devices),
+                  forked=np.concatenate((_forked(tasks, wtids, wbirth, window),
+                                         np.zeros(len(htids), bool))))
     wact = np.searchsorted(wtids, np.asarray(off["tid"]).astype(I64))
     iv = _intervals(tl, ((off, None, wact), (helper, hsel, hact)))
     del wact, hact, hsel
@@ -284,6 +288,22 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     _lay_out(tl, iv, cat, target, detail, pur, rq_link)
     tl.details = names.names
     return tl
+
+
+def _forked(tasks: Mapping[str, np.ndarray], tids: np.ndarray, birth: np.ndarray,
+            window: Window) -> np.ndarray:
+    """Per thread (tids, ascending): its birth is a FORK event inside the window."""
+    out = np.zeros(len(tids), bool)
+    if not len(tids) or not len(tasks.get("tid", ())):
+        return out
+    ev = np.asarray(tasks["event_u16"])
+    f = np.flatnonzero(ev == abi.TASK_FORK)
+    ft = np.asarray(tasks["tid"])[f].astype(I64)
+    fts = np.asarray(tasks["ts_ns"])[f].astype(I64)
+    i = np.minimum(np.searchsorted(tids, ft), len(tids) - 1)
+    hit = (tids[i] == ft) & (fts == birth[i]) & (fts > window.start_ns)
+    out[i[hit]] = True
+    return out
 
 
 def _col(src: Mapping[str, np.ndarray], f: str, sel: np.ndarray | None = None) -> np.ndarray:
@@ -387,7 +407,8 @@ LAYOUT_CHUNK = 1 << 18  # intervals whose segments are laid out together (tempor
 def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
              detail: np.ndarray, pur: np.ndarray, link: "RequestLink") -> None:
     """Store in tl the segments of every actor, in (actor, start) order: a head (on CPU
-    from its birth to its first interval, or to its death), then per interval its
+    from its birth to its first interval, or to its death; for a thread forked in the
+    window, runnable up to its first run, then on CPU), then per interval its
     blocked pieces, its runnable part and the gap to the next interval (on CPU; for a
     helper, only for the growth of its CPU total, run_total_ns, and the rest of the gap
     a stretch not recorded) or to the actor's death. Each segment is written to its
@@ -416,11 +437,20 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     first[1:] = act[1:] != act[:-1]
     head_end = tl.death.copy()
     head_end[act[first]] = s[first]
-    del first
     head = head_end > tl.birth
+    # A thread forked in the window is runnable from its fork to its first run, then on
+    # a CPU to its first switch-out: that run is its first interval's CPU total
+    # (run_total_ns, the kernel's sum_exec_runtime, 0 at fork).
+    head_run = np.zeros(nact, I64)
+    fi = np.flatnonzero(first)
+    fa = act[fi]
+    rt0 = iv.c.get("run_total_ns", fi)
+    ok = tl.forked[fa] & ~iv.helper[fi] & (rt0 > 0) & (s[fi] - rt0 > tl.birth[fa])
+    head_run[fa[ok]] = s[fi][ok] - rt0[ok]
+    del first, fi, fa, rt0, ok
     ifirst = np.searchsorted(act, np.arange(nact))  # each actor's first interval
     off = np.zeros(n + nact, I64)
-    off[ifirst + np.arange(nact)] = head
+    off[ifirst + np.arange(nact)] = head + (head & (head_run > 0))
     for a in range(0, n, LAYOUT_CHUNK):
         b = min(n, a + LAYOUT_CHUNK)
         g = _gaps_after(tl, iv, a, b)
@@ -450,8 +480,11 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
             opur[pos] = p
 
     h = np.flatnonzero(head)
-    put(off[ifirst[h] + h], h, tl.birth[h], hcpu[h])
-    del h, head, ifirst
+    hr = head_run[h] > 0
+    put(off[ifirst[h] + h], h, tl.birth[h], np.where(hr, RUNQ, hcpu[h]).astype(np.int8))
+    h = h[hr]
+    put(off[ifirst[h] + h] + 1, h, head_run[h], hcpu[h])
+    del h, hr, head, head_run, ifirst
     # The linked pieces: an interval's are consecutive and in time order in lq, so a
     # piece's rank in its interval is its distance from the interval's first.
     for a in range(0, len(lq), LAYOUT_CHUNK * 4):
