@@ -150,6 +150,19 @@ def call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
     return {dev_pair(k) for k in unique(dev_key(fs["dev_major"], fs["dev_minor"])).tolist()}
 
 
+def covered_devices(fs: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+                    ) -> set[tuple[int, int]]:
+    """The filesystems (their device numbers) the fsync-family calls covered: each call's
+    own (its filesystem's sync event: call_devices), and every filesystem of META for a
+    sync(2), which syncs them all."""
+    out = call_devices(fs) - {(0, 0)}
+    if len(fs.get("call_u16", ())) and (np.asarray(fs["call_u16"]) == abi.CALL_SYNC).any():
+        for f in meta.get("filesystems") or []:
+            if isinstance(f, Mapping) and f.get("dev_major") is not None:
+                out.add((int(f["dev_major"]), int(f["dev_minor"])))
+    return out
+
+
 def dev_codes(*pairs: tuple[Any, Any]) -> list[np.ndarray]:
     """One small integer code per (major, minor), shared across several arrays."""
     keys = [dev_key(ma, mi) for ma, mi in pairs]
