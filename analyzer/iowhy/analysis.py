@@ -19,7 +19,7 @@ from . import abi, cmdline, memory, names
 from .findings import findings
 from .kernels import I64, Coverage, percentiles, union_intervals
 from .model.bios import BIO_FIELDS, append_bios
-from .model.calls import covered_devices, join_requests_to_calls
+from .model.calls import covered_devices, join_requests_to_calls, sync_coverage, sync_pairs
 from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
 from .model.flush import flush_generations
 from .model.requests import Requests, Window, gather_columns, load_requests, trace_window
@@ -49,7 +49,7 @@ SCHEMA = "iowhy-report/1"
 FIGURE_INTERVALS = 120  # intervals of the HTML's attribution over time
 
 FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "flags_u16",
-                "dev_major", "dev_minor", "commit_seq", "ret", "ino")
+                "dev_major", "dev_minor", "commit_seq", "seq_span_u16", "ret", "ino")
 JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_minor", "tid",
                   "event_u16", "fs_u16")
 TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
@@ -564,9 +564,12 @@ class _Tasks:
                          r["once"][0], r["latency"], release=True)
 
     def fsync_commits(self) -> Any:
-        rq, fs, jr = self.rq, self.fs, self.jr
+        rq, fs, jr, cls = self.rq, self.fs, self.jr, self.r["classify"]
         rc, rel = self.r["counts"]
-        fsv = fsync_view(self.win, fs, jr, rq, self.r["classify"], self.r["join"])
+        # sync(2) and syncfs(2): the filesystems each covers and their writeback.
+        cov = sync_coverage(fs, self.meta)
+        wb = sync_pairs(rq, cls, fs, self.win, cov, self.users, (DATA, FLUSH))
+        fsv = fsync_view(self.win, fs, jr, rq, cls, self.r["join"], cov, wb)
         # Commits and log bytes of the workload's filesystems and devices only.
         mine = journal_of(jr, workload_filesystems(self.meta, rq.devices, rel, fs))
         log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
@@ -648,7 +651,7 @@ class _Tasks:
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
-                (("join", "classify", "once"), drop_thread_ids),
+                (("join", "classify", "once", "fsync"), drop_thread_ids),
                 (("classify", "counts", "once", *(("split",) if self.cfg.split else ())),
                  drop_iflags)]
 
