@@ -255,6 +255,11 @@ def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
                          f"requests ({_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
                          f"{esc(e['lower'])} only carried {esc(e['upper'])}'s I/O and are "
                          f"counted at {esc(e['upper'])} only.</p>")
+    for d in r.get("devices") or []:
+        if d.get("bios"):
+            parts.append(f"<p class=\"muted\">includes {d['bios']:,} bios of "
+                         f"{esc(d['name'])} (bio-based: counted at their end, no "
+                         "latency).</p>")
     for d in (r.get("background") or {}).get("devices") or []:
         if not d.get("set_apart", True):
             parts.append(f"<p class=\"muted\">background: {d['requests']:,} requests "

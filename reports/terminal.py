@@ -288,6 +288,10 @@ def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
                            f"{printable(e['lower'])} only carried "
                            f"{printable(e['upper'])}'s I/O and are counted at "
                            f"{printable(e['upper'])} only", "  ", "    ")
+    for d in r.get("devices") or []:
+        if d.get("bios"):
+            lines += _wrap(f"includes {d['bios']:,} bios of {printable(d['name'])} (bio-based: "
+                           "counted at their end, no latency)", "  ", "    ")
     for d in (r.get("background") or {}).get("devices") or []:
         if not d.get("set_apart", True):
             lines += _wrap(f"background: {d['requests']:,} requests "

@@ -86,6 +86,7 @@ def test_zram_bios_are_in_the_class_tables_devices_and_figures(tmp_path):
                                            "write_bytes": 4096, "set_apart": False}]
     assert "bio-based: 10 bios" in text(r)
     assert "bio-based: 10 bios" in render_html(r)
+    assert "includes 10 bios of zram1 (bio-based: counted at their end, no latency)" in text(r)
     fig = r["_figures"]
     assert [s.name for s in fig.scatters] == ["zram1"] and fig.scatters[0].total == 10
     assert fig.tput_write.sum() == 5 * 8192 + 3 * 4096 + 4096
