@@ -1294,6 +1294,7 @@ static __always_inline void emit_call(struct task_state *st, __u16 call, __u64 p
 	e->call_u16 = call;
 	e->fs_u16 = st->fs_kind;
 	e->flags_u16 = st->fs_flags | (unseen ? IOWHY_FS_F_EXIT_UNSEEN : 0);
+	e->seq_span_u16 = (st->fs_flags & IOWHY_FS_F_SEQ_SPAN) ? st->fs_seq_span : 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	stage_end(sb, e, IOWHY_REC_FSYNC, sizeof(*e));
 }
@@ -1701,6 +1702,54 @@ static __always_inline void on_ext4_sync_enter(int btf, struct file *file, int d
 		     tid, 1, datasync);
 }
 
+/*
+ * ext4_sync_file_exit: the inode's sync tid again, once the call's own writeback is
+ * done. Writeback that allocates blocks (delayed allocation: an msync of new pages, an
+ * fsync after an append) joins the inode to the running transaction after the entry
+ * event read its tid, and the commit the call then waits for is that later one: the
+ * record keeps how far the tid moved (seq_span_u16), so the analysis finds it.
+ */
+static __always_inline void on_ext4_sync_exit(int btf, struct inode *inode)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct ext4_inode_info *ei;
+	struct task_state *st;
+	__u32 tid, span;
+
+	if (!is_tracked(pt >> 32))
+		return;
+	st = current_state((__u32)pt, 0);
+	if (!st || !st->sys_enter_ns || st->fs_kind != IOWHY_FS_EXT4 ||
+	    !(st->fs_flags & IOWHY_FS_F_SEQ) || st->fs_ino != BPF_CORE_READ(inode, i_ino))
+		return;
+	ei = (void *)inode - bpf_core_field_offset(struct ext4_inode_info, vfs_inode);
+	tid = (st->fs_flags & IOWHY_FS_F_DATASYNC) ? BPF_CORE_READ(ei, i_datasync_tid)
+						  : BPF_CORE_READ(ei, i_sync_tid);
+	span = tid - (__u32)st->fs_seq; /* jbd2 tids wrap at 2^32 */
+	if (span && span < 0x10000) {
+		st->fs_seq_span = span;
+		st->fs_flags |= IOWHY_FS_F_SEQ_SPAN;
+	}
+}
+
+/*
+ * ext4_sync_fs in a tracked task's syncfs(2) or sync(2): the filesystem it syncs (sync
+ * visits every one; the last is kept, the analysis takes sync as covering all). It
+ * names the filesystem of a syncfs, whose record has no other sync event.
+ */
+static __always_inline void on_ext4_sync_fs(int btf, struct super_block *sb)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct task_state *st;
+
+	if (!is_tracked(pt >> 32))
+		return;
+	st = current_state((__u32)pt, 0);
+	if (!st || (st->sys_nr != nr_syncfs && st->sys_nr != nr_sync))
+		return;
+	note_fs_sync(btf, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), 0, 0, 0, 0);
+}
+
 static __always_inline void on_xfs_fsync(int btf, struct xfs_inode *ip)
 {
 	int datasync;
@@ -1859,6 +1908,8 @@ IOWHY_TP(ext4_fc_commit_stop,
 		      reason, 0),
 	 struct super_block *sb, int nblks, int reason, tid_t tid)
 IOWHY_TP(ext4_sync_file_enter, on_ext4_sync_enter(btf, file, datasync), struct file *file, int datasync)
+IOWHY_TP(ext4_sync_file_exit, on_ext4_sync_exit(btf, inode), struct inode *inode, int ret)
+IOWHY_TP(ext4_sync_fs, on_ext4_sync_fs(btf, sb), struct super_block *sb, int wait)
 
 IOWHY_TP(xfs_file_fsync, on_xfs_fsync(btf, ip), struct xfs_inode *ip)
 IOWHY_TP(xfs_log_force,

@@ -144,13 +144,14 @@ struct iowhy_request {
 #define IOWHY_FS_F_INCOMPLETE (1 << 3)/* still running when recording stopped */
 #define IOWHY_FS_F_LATE_ENTER (1 << 4)/* entry not seen: enter_ns is the fs sync event (a later bound) */
 #define IOWHY_FS_F_EXIT_UNSEEN (1 << 5)/* exit not seen: exit_ns is an upper bound, ret unknown (0) */
+#define IOWHY_FS_F_SEQ_SPAN (1 << 6)  /* seq_span_u16 is valid (ext4: the tid grew during the call) */
 
 struct iowhy_fsync {
 	struct iowhy_rec_hdr hdr; /* ts_ns: syscall exit */
 	__u64 enter_ns;
 	__u64 exit_ns;
 	__u64 ino;                /* inode from the fs sync event (0 if none fired) */
-	__u64 commit_seq;         /* ext4: i_(data)sync_tid = jbd2 tid; XFS: ili_(datasync|commit)_seq = CIL seq */
+	__u64 commit_seq;         /* ext4: i_(data)sync_tid = jbd2 tid at entry; XFS: ili_(datasync|commit)_seq = CIL seq */
 	__s64 ret;                /* syscall return value */
 	__u32 tgid;
 	__u32 tid;
@@ -161,7 +162,7 @@ struct iowhy_fsync {
 	__u16 call_u16;           /* IOWHY_CALL_* */
 	__u16 fs_u16;             /* IOWHY_FS_* of the sync event seen */
 	__u16 flags_u16;          /* IOWHY_FS_F_* */
-	__u16 pad0;
+	__u16 seq_span_u16;       /* IOWHY_FS_F_SEQ_SPAN: ext4's tid at the sync path's exit - commit_seq */
 	char comm[IOWHY_COMM_LEN];
 };
 
@@ -374,7 +375,7 @@ struct task_state {
 	__u64 off_ns;
 	__u64 waking_ns;
 	__u16 off_flags;
-	__u16 pad0;
+	__u16 fs_seq_span; /* IOWHY_FS_F_SEQ_SPAN in fs_flags: the call's seq_span_u16 */
 	__s32 off_sys_nr;
 	__u32 waker_tgid;
 	__u32 waker_tid;

@@ -309,6 +309,7 @@ static void dump_open_calls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 			e.syscall_nr = (__u32)st.sys_nr;
 			e.fs_u16 = st.fs_kind;
 			e.flags_u16 = st.fs_flags | IOWHY_FS_F_INCOMPLETE;
+			e.seq_span_u16 = (st.fs_flags & IOWHY_FS_F_SEQ_SPAN) ? st.fs_seq_span : 0;
 			snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
 			if ((f = fopen(path, "r"))) {
 				if (fscanf(f, "%lld %llx", &nr, (unsigned long long *)&a0) != 2)

@@ -32,7 +32,7 @@ from .escape import neutralise_page
 from iowhy.findings import served_text
 
 from .terminal import (_command, _mib, _num, _pct, _short_command, _yes_no, fmt_ns,
-                       root_wait_note, thread_line, title)
+                       lower_devices, root_wait_note, thread_line, title)
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -158,7 +158,8 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
         if wo:
             parts.append(f"<p>{what}: " + esc(", ".join(
                 f"{k} {fmt_ns(v)}" for k, v in list(wo.items())[:8])) + "</p>")
-    bg = (r.get("background") or {}).get("devices") or []
+    bg = [d for d in (r.get("background") or {}).get("devices") or []
+          if d.get("set_apart", True)]
     if bg:
         parts.append("<p>background I/O, not waited on: " + esc(", ".join(
             f"{d['name']} {d['requests']:,} requests" for d in bg[:8])) + "</p>")
@@ -254,6 +255,17 @@ def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
                          f"requests ({_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
                          f"{esc(e['lower'])} only carried {esc(e['upper'])}'s I/O and are "
                          f"counted at {esc(e['upper'])} only.</p>")
+    for d in r.get("devices") or []:
+        if d.get("bios"):
+            parts.append(f"<p class=\"muted\">includes {d['bios']:,} bios of "
+                         f"{esc(d['name'])} (bio-based: counted at their end, no "
+                         "latency).</p>")
+    for d in (r.get("background") or {}).get("devices") or []:
+        if not d.get("set_apart", True):
+            parts.append(f"<p class=\"muted\">background: {d['requests']:,} requests "
+                         f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB) of "
+                         f"{esc(d['name'])} were other processes' I/O and are not in this "
+                         "table.</p>")
     parts.append("<p class=\"muted\">device = issue to final completion, queue = insert to "
                  "issue, total = submission to completion; fully observed requests only.</p>")
     if figure:
@@ -338,16 +350,24 @@ def _busy_split(busy_by_category: Mapping[str, int], busy_ns: int) -> Raw:
 def device_rows(r: Mapping[str, Any]) -> list[list[Any]]:
     """Rows of the device table: the workload's disks, then the others that were busy."""
     mine = set(r["workload"].get("devices") or [])
+    below = lower_devices(r)
     shown = ([d for d in r["devices"] if d["name"] in mine]
-             + [d for d in r["devices"] if d["name"] not in mine and d["busy_ns"]])
+             + [d for d in r["devices"] if d["name"] not in mine
+                and (d["busy_ns"] or d.get("bios"))])
     rows = []
     for d in shown:
         q = d["queue_depth"]
         fl = d["flush"]
+        what = (f"below {', '.join(below[d['name']])}" if d["name"] in below
+                else "not the workload's")
         name = esc(d["name"]) + ("" if d["name"] in mine else
-                                 "<br><span class=\"muted\">not the workload's</span>")
-        rows.append([Raw(name), f"{100 * d['utilisation']:.1f}%", fmt_ns(d["busy_ns"]),
-                     _busy_split(d["busy_by_category_ns"], d["busy_ns"]),
+                                 f"<br><span class=\"muted\">{esc(what)}</span>")
+        # A bio-based device: its bios have an end, no start (no busy time).
+        bio = bool(d.get("bios")) and d["bios"] == d["requests"]
+        rows.append([Raw(name), "-" if bio else f"{100 * d['utilisation']:.1f}%",
+                     "-" if bio else fmt_ns(d["busy_ns"]),
+                     Raw(f"bio-based: {d['bios']:,} bios, completion times only")
+                     if bio else _busy_split(d["busy_by_category_ns"], d["busy_ns"]),
                      f"{q['mean']:.2f}", f"{q['mean_busy']:.2f}", f"{q['max']:,}",
                      f"{d['requests']:,}", _mib(d["read_bytes"]), _mib(d["write_bytes"]),
                      f"{fl['count']:,}", fmt_ns(fl["total_ns"]) if fl["count"] else "-",

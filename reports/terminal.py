@@ -158,7 +158,8 @@ def _where(r: Mapping[str, Any]) -> list[str]:
         if wo:
             parts = ", ".join(f"{printable(k)} {fmt_ns(v)}" for k, v in list(wo.items())[:6])
             lines += _wrap(f"{what}: {parts}", "  ", "    ")
-    bg = (r.get("background") or {}).get("devices") or []
+    bg = [d for d in (r.get("background") or {}).get("devices") or []
+          if d.get("set_apart", True)]
     if bg:
         parts = ", ".join(f"{printable(d['name'])} {d['requests']:,} requests "
                           f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
@@ -287,6 +288,16 @@ def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
                            f"{printable(e['lower'])} only carried "
                            f"{printable(e['upper'])}'s I/O and are counted at "
                            f"{printable(e['upper'])} only", "  ", "    ")
+    for d in r.get("devices") or []:
+        if d.get("bios"):
+            lines += _wrap(f"includes {d['bios']:,} bios of {printable(d['name'])} (bio-based: "
+                           "counted at their end, no latency)", "  ", "    ")
+    for d in (r.get("background") or {}).get("devices") or []:
+        if not d.get("set_apart", True):
+            lines += _wrap(f"background: {d['requests']:,} requests "
+                           f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB) of "
+                           f"{printable(d['name'])} were other processes' I/O and are not "
+                           "in this table", "  ", "    ")
     return lines
 
 
@@ -336,16 +347,36 @@ def _fsync(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def lower_devices(r: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{lower device: the upper devices whose I/O it carried} (`stack_carried`): a disk
+    serving the workload's devices from below, not one of them."""
+    out: dict[str, list[str]] = {}
+    for e in r.get("stack_carried") or []:
+        out.setdefault(e["lower"], []).append(e["upper"])
+    return out
+
+
 def _devices(r: Mapping[str, Any]) -> list[str]:
     lines = ["DEVICES"]
     mine = set(r["workload"].get("devices") or [])
+    below = lower_devices(r)
     shown = ([d for d in r["devices"] if d["name"] in mine]
-             + [d for d in r["devices"] if d["name"] not in mine and d["busy_ns"]])
+             + [d for d in r["devices"] if d["name"] not in mine
+                and (d["busy_ns"] or d.get("bios"))])
     for d in shown:
         b = d["busy_by_category_ns"]
         busy = d["busy_ns"] or 1
         cats = " ".join(f"{k} {100 * v / busy:.0f}%" for k, v in b.items() if v)
-        tag = "" if d["name"] in mine else " (not the workload's)"
+        tag = "" if d["name"] in mine else (
+            f" (below {', '.join(printable(u) for u in below[d['name']])})"
+            if d["name"] in below else " (not the workload's)")
+        if d.get("bios") and d["bios"] == d["requests"]:
+            # A bio-based device: its bios have an end, no start (no busy time).
+            lines += _wrap(f"{d['name']}{tag}  bio-based: {d['bios']:,} bios, "
+                           f"{_mib(d['read_bytes'])} MiB read, {_mib(d['write_bytes'])} "
+                           "MiB written (completion times only: busy time and queue depth "
+                           "not measured)", "  ", "      ")
+            continue
         lines += _wrap(f"{d['name']}{tag}  busy {100 * d['utilisation']:.1f}% "
                        f"({fmt_ns(d['busy_ns'])}): {cats or 'idle'}", "  ", "      ")
         q = d["queue_depth"]

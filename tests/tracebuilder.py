@@ -1,4 +1,5 @@
-"""Synthetic traces for the tests: record builders (`req`, `off`, `task`, `fsync`, `jev`),
+"""Synthetic traces for the tests: record builders (`req`, `bio`, `off`, `task`, `fsync`,
+`jev`),
 metadata (`meta`), a trace writer (`write_trace`) and a busy trace of every record kind
 (`busy_trace`), all written with TraceWriter. Importable from every test tier (setup.cfg
 puts tests/ on the path).
@@ -46,6 +47,15 @@ def req(issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 1000,
             "submit_ns": issue if submit is None else submit, "insert_ns": insert,
             "data_done_ns": done if data_done is None else data_done, "iflags": iflags,
             "flags_u16": flags, "tid": tid, "tgid": tid, "ts_ns": done or 0}
+
+
+def bio(ts: int, *, op: int = abi.OP_WRITE, sector: int = 1000, nbytes: int = 4096,
+        dev: tuple[int, int] = DEV, iflags: int = 0, tid: int = 100,
+        comm: bytes = b"") -> dict[str, Any]:
+    """A bio of a bio-based device, ended at ts in the context of task `tid`."""
+    return {"ts_ns": ts, "sector": sector, "len_bytes": nbytes, "dev_major": dev[0],
+            "dev_minor": dev[1], "op": op, "iflags": iflags, "tgid": tid, "tid": tid,
+            "comm": comm}
 
 
 def off(tid: int, start: int, end: int, waking: int = 0, syscall: int = 74,
@@ -99,7 +109,7 @@ def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) ->
 def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(), journal=(),
                 offcpu=(), tasks=None, meta_obj=None, counters=None, trailer: bool = True,
                 command=("star", "-x"), pid: int = 100, helpers=(), threads=(),
-                recorder=None) -> str:
+                recorder=None, bios=()) -> str:
     w = TraceWriter(str(path))
     w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
     w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid,
@@ -109,7 +119,7 @@ def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs
     for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),
                         (abi.JOURNAL_DTYPE, journal), (abi.OFFCPU_DTYPE, offcpu),
                         (abi.TASK_DTYPE, tasks), (abi.HELPER_DTYPE, helpers),
-                        (abi.THREAD_DTYPE, threads)):
+                        (abi.THREAD_DTYPE, threads), (abi.BIO_DTYPE, bios)):
         if rows:
             w.write_records(records(dtype, list(rows)))
     tr: dict[str, Any] | None = None

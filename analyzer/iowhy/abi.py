@@ -80,6 +80,7 @@ FS_F_SEQ = 1 << 2
 FS_F_INCOMPLETE = 1 << 3
 FS_F_LATE_ENTER = 1 << 4
 FS_F_EXIT_UNSEEN = 1 << 5
+FS_F_SEQ_SPAN = 1 << 6
 
 J_JBD2_START = 1
 J_JBD2_LOCKING = 2
@@ -161,7 +162,7 @@ FSYNC_DTYPE = np.dtype(_HDR + [
     ("enter_ns", "<u8"), ("exit_ns", "<u8"), ("ino", "<u8"), ("commit_seq", "<u8"), ("ret", "<i8"),
     ("tgid", "<u4"), ("tid", "<u4"), ("dev_major", "<u4"), ("dev_minor", "<u4"), ("fd", "<i4"),
     ("syscall_nr", "<u4"), ("call_u16", "<u2"), ("fs_u16", "<u2"), ("flags_u16", "<u2"),
-    ("pad0", "<u2"), _COMM,
+    ("seq_span_u16", "<u2"), _COMM,
 ])
 
 JOURNAL_DTYPE = np.dtype(_HDR + [

@@ -18,7 +18,8 @@ import numpy as np
 from . import abi, cmdline, memory, names
 from .findings import findings
 from .kernels import I64, Coverage, percentiles, union_intervals
-from .model.calls import call_devices, join_requests_to_calls
+from .model.bios import BIO_FIELDS, append_bios
+from .model.calls import covered_devices, join_requests_to_calls, sync_coverage, sync_pairs
 from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
 from .model.flush import flush_generations
 from .model.requests import Requests, Window, gather_columns, load_requests, trace_window
@@ -35,9 +36,9 @@ from .views.requests import request_flag_codes
 from .views.series import described_names, device_names, figure_data, task_comms
 from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_start,
                             build_timeline, device_states, foreign_jbd2, has_wakers)
-from .views.background import bio_based_warnings, set_apart, workload_scope
-from .views.stack import (carried_requests, carried_summary, carrier_devices,
-                          served_devices, without)
+from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
+                               table_requests, user_submitters, workload_scope)
+from .views.stack import carrier_devices, served_devices
 from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers,
                            root_actor, root_event_wait, thread_time_view,
                            unrecorded_helper_details)
@@ -48,7 +49,7 @@ SCHEMA = "iowhy-report/1"
 FIGURE_INTERVALS = 120  # intervals of the HTML's attribution over time
 
 FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "flags_u16",
-                "dev_major", "dev_minor", "commit_seq", "ret", "ino")
+                "dev_major", "dev_minor", "commit_seq", "seq_span_u16", "ret", "ino")
 JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_minor", "tid",
                   "event_u16", "fs_u16")
 TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
@@ -230,7 +231,7 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
         other.extend(columns(trace, name, fields) for name, fields in (
             ("fsync", FSYNC_FIELDS), ("journal", JOURNAL_FIELDS), ("task", TASK_FIELDS),
             ("offcpu", OFFCPU_FIELDS), ("helper", OFFCPU_FIELDS),
-            ("thread", THREAD_FIELDS)))
+            ("thread", THREAD_FIELDS), ("bio", BIO_FIELDS)))
         # Request numbers, in load_requests' order: what a wakeup's request link names.
         other.append(columns(trace, "request", ("seq",)))
 
@@ -241,24 +242,40 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     if cfg.progress is not None:
         cfg.progress("load records")
     rq = load_requests(trace, win, threads=cfg.threads, alongside=alongside)
+    # The names of the submitters outside the workload (one request each), read before
+    # the records are released: which are other user processes (background).
+    sub = submitter_tids(rq.flags, rq.tid)
+    sub_tids, sub_comms = rq.tid[sub].astype(np.int64), comms_at(trace.chunks("request"), sub)
     # The decoded records of the large types are not read again here: their memory goes
     # to the analysis (a later reader decodes them again, Trace.release).
     if hasattr(trace, "release"):
         trace.release(*RELEASED)
-    fs, jr, tasks, off, helper, threads, seq = other
+    fs, jr, tasks, off, helper, threads, bio, seq = other
     rq.extra["seq"] = seq["seq"]
+    # The bios of bio-based devices, as requests of their devices (model/bios.py).
+    nrq = len(rq)
+    rq = append_bios(rq, bio, meta, np.unique(np.asarray(tasks["tgid"])))
+    if len(rq) > nrq:
+        more = nrq + submitter_tids(rq.flags[nrq:], rq.tid[nrq:])
+        sub_tids = np.concatenate((sub_tids, rq.tid[more].astype(np.int64)))
+        sub_comms += [bytes(c) for c in np.asarray(bio["comm"])[more - nrq]]
+    # Other user processes' requests are background only where the trace knows the
+    # workload (task records; an imported trace may name none).
+    users = (user_submitters(sub_tids, sub_comms, np.unique(np.asarray(helper["tid"])))
+             if len(tasks["tid"]) else np.zeros(0, I64))
     offcpu = asleep_at_start(off, threads, win)
     bg = None
     if causal_trace(trace, offcpu):
         # Other devices' I/O set apart: the analysis covers the workload's devices.
         seqs = np.concatenate([np.asarray(o["waker_rq_seq"])[
             (np.asarray(o["flags_u16"]) & abi.OFF_WAKER_RQ) != 0] for o in (offcpu, helper)])
-        scope = workload_scope(rq, sorted(call_devices(fs)), meta, seqs.astype(np.uint64))
+        scope = workload_scope(rq, sorted(covered_devices(fs, meta)), meta,
+                               seqs.astype(np.uint64))
         if scope is not None:
             rq, bg = set_apart(rq, scope, device_names(meta, rq.devices))
     clock.lap("load records")
     return analyze_columns(win, meta, rq, fs, jr, tasks, offcpu, cfg, trace=trace,
-                           clock=clock, helper=helper, background=bg)
+                           clock=clock, helper=helper, background=bg, users=users)
 
 
 def causal_trace(trace: Any, off: Mapping[str, np.ndarray]) -> bool:
@@ -277,16 +294,21 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     cfg: AnalysisConfig, trace: Any = None,
                     clock: _Clock | None = None,
                     helper: Mapping[str, np.ndarray] | None = None,
-                    background: dict[str, Any] | None = None) -> dict[str, Any]:
+                    background: dict[str, Any] | None = None,
+                    users: np.ndarray | None = None) -> dict[str, Any]:
     """The analysis of loaded columns: its tasks (_Tasks) run as a graph (run_graph),
     then the result is assembled from theirs (_result). helper: the helper records'
     columns (OFFCPU_FIELDS); background: the other devices' I/O set apart
-    (views/background.py), for the result."""
+    (views/background.py), for the result; users: the tids of the user processes
+    outside the workload that submitted requests (views/background.py,
+    user_submitters)."""
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
     t.helper = helper
     t.background = background
+    if users is not None:
+        t.users = users
     run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases(), cfg.progress)
     res = _result(t)
     if cfg.timings:
@@ -312,6 +334,7 @@ class _Tasks:
         self.r: dict[str, Any] = {}  # results by task key
         self.helper: Mapping[str, np.ndarray] | None = None
         self.background: dict[str, Any] | None = None
+        self.users = np.zeros(0, I64)
         self.causal = causal_trace(trace, off)
 
     def graph(self) -> list[Task]:
@@ -326,7 +349,7 @@ class _Tasks:
              self.stages),
             ("service times", "service", ("stages",), self.service),
             ("request counts", "counts", ("classify",), self.counts),
-            ("latency", "latency", ("classify",), self.latency),
+            ("latency", "latency", ("classify", "once"), self.latency),
             ("join requests to calls", "join", (), self.join),
             ("flush generations", "flush", (), self.flush),
             ("device unions", "unions", ("stages", "classify"), self.unions),
@@ -350,7 +373,7 @@ class _Tasks:
         ]
         if cfg.values or cfg.figures:
             # Before the per-class figures, which drop the seeks once read.
-            graph.append(("values", "values", ("stages", "classify"), self.values))
+            graph.append(("values", "values", ("stages", "classify", "once"), self.values))
             i = [g[1] for g in graph].index("per class")
             graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
         if cfg.split:
@@ -379,20 +402,28 @@ class _Tasks:
 
     def counts(self) -> Any:
         rc = request_counts(self.rq, self.r["classify"])
-        return rc, relevant_devices(self.rq, sorted(call_devices(self.fs)), self.meta, rc)
+        return rc, relevant_devices(self.rq, sorted(covered_devices(self.fs, self.meta)),
+                                    self.meta, rc)
 
     def once(self) -> Any:
-        # The request counts with a loop device's carried I/O on the device below left
-        # out (views/stack.py), and what was left out; the full counts when none was.
-        carried = carried_requests(self.rq, self.r["classify"], self.meta)
-        if carried is None:
-            return self.r["counts"][0], None
-        summary = carried_summary(self.rq, carried, self.meta,
-                                  device_names(self.meta, self.rq.devices))
-        if not carried.any():
-            return self.r["counts"][0], summary
-        return request_counts(without(self.rq, carried),
-                              self.r["classify"][~carried]), summary
+        """The class tables' requests: the request counts with a loop device's carried
+        I/O on the device below (views/stack.py) and other processes' requests
+        (views/background.py) left out; what was carried; the background requests
+        (a mask, None if none) and their summary. The full counts when none is left
+        out."""
+        return table_requests(self.rq, self.r["classify"], self.meta,
+                              sorted(covered_devices(self.fs, self.meta)), self.users,
+                              self.r["counts"][0])
+
+    def table_classes(self) -> np.ndarray:
+        """The classes, with the background requests' (once) out of every class (code
+        len(CLASS_NAMES)): what the class tables' percentiles and the histograms take."""
+        cls, bg = self.r["classify"], self.r["once"][2]
+        if bg is None:
+            return cls
+        out = cls.copy()
+        out[bg] = len(CLASS_NAMES)
+        return out
 
     def stages(self) -> Any:
         # With the classes (when they do not wait for the join: no btrfs calls), the
@@ -405,7 +436,7 @@ class _Tasks:
         return True
 
     def latency(self) -> Any:
-        return latency_figures(self.rq, self.r["classify"])
+        return latency_figures(self.rq, self.table_classes())
 
     def flush(self) -> Any:
         return flush_generations(self.rq, self.win)
@@ -433,8 +464,10 @@ class _Tasks:
         arch = self.meta.get("machine")
         if self.causal:
             return self.causal_views()
+        # Without a device of its own, the correlational attribution takes every disk's
+        # activity (docs/report-json.md).
         covers, waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"],
-                                        r["counts"][1])
+                                        r["counts"][1] or list(range(len(self.rq.devices))))
         wv = workload_view(self.win, self.tasks, self.off, covers, waits, arch=arch)
         wv["wait_other_by_waker_ns"] = {}
         return wv
@@ -531,9 +564,12 @@ class _Tasks:
                          r["once"][0], r["latency"], release=True)
 
     def fsync_commits(self) -> Any:
-        rq, fs, jr = self.rq, self.fs, self.jr
+        rq, fs, jr, cls = self.rq, self.fs, self.jr, self.r["classify"]
         rc, rel = self.r["counts"]
-        fsv = fsync_view(self.win, fs, jr, rq, self.r["classify"], self.r["join"])
+        # sync(2) and syncfs(2): the filesystems each covers and their writeback.
+        cov = sync_coverage(fs, self.meta)
+        wb = sync_pairs(rq, cls, fs, self.win, cov, self.users, (DATA, FLUSH))
+        fsv = fsync_view(self.win, fs, jr, rq, cls, self.r["join"], cov, wb)
         # Commits and log bytes of the workload's filesystems and devices only.
         mine = journal_of(jr, workload_filesystems(self.meta, rq.devices, rel, fs))
         log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
@@ -543,7 +579,7 @@ class _Tasks:
         # Those hist asks for; the figures draw the device times and the seeks.
         want = set(self.cfg.values) | ({"device", "seek"} if self.cfg.figures else set())
         cls = self.r["classify"]
-        out: dict[str, Any] = values_by_class(self.rq, cls, tuple(want))
+        out: dict[str, Any] = values_by_class(self.rq, self.table_classes(), tuple(want))
         if "seek" in want:
             out["seek"] = seek_values_by_class(self.r["stages"], cls)
         return out
@@ -615,7 +651,7 @@ class _Tasks:
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
-                (("join", "classify", "once"), drop_thread_ids),
+                (("join", "classify", "once", "fsync"), drop_thread_ids),
                 (("classify", "counts", "once", *(("split",) if self.cfg.split else ())),
                  drop_iflags)]
 
@@ -686,11 +722,16 @@ def _result(t: _Tasks) -> dict[str, Any]:
     res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
     if r["once"][1] is not None:
         res["stack_carried"] = r["once"][1]
-    if t.causal:
+    # Background: other devices set apart (causal traces) and other processes' requests
+    # on the workload's devices, left out of the class tables.
+    bgr = r["once"][3]
+    if t.causal or bgr:
         bg = t.background or {"devices": [], "requests": 0}
-        res["background"] = bg
         apart = {d["name"] for d in bg["devices"]}
         res["devices"] = [d for d in res["devices"] if d["name"] not in apart]
+        res["background"] = {"devices": sorted(bg["devices"] + bgr,
+                                               key=lambda x: -x["requests"]),
+                             "requests": int(bg["requests"]) + sum(x["requests"] for x in bgr)}
     probes = (getattr(trace, "recorder", None) or {}).get("probes") or {}
     bios_seen = str(probes.get("block_bio_complete", "")) in ("tp_btf", "raw_tp")
     # With the bio probe attached, a bio-based device without bio records did no I/O.

@@ -136,9 +136,10 @@ def _metadata_fd(meta: dict) -> int:
 
 def _devices_below(meta: dict, devs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The devices the given ones' I/O reaches (a loop device's backing disk, dm/md
-    slaves, followed to the bottom: META `lower_devices`), not already given: a wait on
-    an upper device often ends with a completion on a lower one, so with --dev both are
-    recorded and the lower one's requests are the upper one's, not background."""
+    slaves, followed to the bottom, and their filesystems' external log devices: META
+    `lower_devices`), not already given: a wait on an upper device often ends with a
+    completion on a lower one, so with --dev both are recorded and the lower one's
+    requests are the upper one's, not background."""
     out: list[tuple[int, int]] = []
     for d in meta.get("lower_devices") or []:
         dev = (d.get("major"), d.get("minor"))

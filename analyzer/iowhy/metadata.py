@@ -95,6 +95,8 @@ def _collect(command: list[str] | None, devices: list[tuple[int, int]] | None) -
     realtime_ns, offset_ns = _clock_offset()
     disks = _collect_devices(devices)
     stack, lower = _collect_stack(disks)
+    filesystems = _collect_filesystems(disks + lower)
+    lower += _external_log_disks(filesystems, disks + lower)
     return {
         "host": socket.gethostname() or uts.nodename,
         "kernel": uts.release,
@@ -109,8 +111,27 @@ def _collect(command: list[str] | None, devices: list[tuple[int, int]] | None) -
         "lower_devices": lower,
         "stack": stack,
         "bio_based_devices": sorted(d["name"] for d in disks + lower if d.get("bio_based")),
-        "filesystems": _collect_filesystems(disks + lower),
+        "filesystems": filesystems,
     }
+
+
+def _external_log_disks(filesystems: list[dict], known: list[dict]) -> list[dict]:
+    """The disks of the described filesystems' external logs (`log.device`) that `known`
+    leaves out (recording limited with `--dev` to the data device): described, so that
+    they are recorded with it (their log writes are what a log force waits for)."""
+    names = {d["name"] for d in known}
+    out: list[dict] = []
+    for f in filesystems:
+        dv = (f.get("log") or {}).get("device") or {}
+        name = dv.get("disk")
+        if not name or name in names:
+            continue
+        try:
+            out.append(_describe_disk(name))
+            names.add(name)
+        except Exception as e:  # an odd device must not stop the recording
+            log.warning("cannot describe block device %s: %s", name, e)
+    return out
 
 
 # -- clocks ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import abi
-from .devices import dev_key, dev_pair
+from .devices import dev_key, dev_pair, fs_disks
 from ..kernels import I64, check_keyed, sort_with_order, unique
 from .requests import Requests, Window
 
@@ -148,6 +148,95 @@ def join_requests_to_calls(rq: Requests, fs: Mapping[str, np.ndarray],
 def call_devices(fs: Mapping[str, np.ndarray]) -> set[tuple[int, int]]:
     """Devices of the fsync-family calls: distinct (major, minor) pairs, found in numpy."""
     return {dev_pair(k) for k in unique(dev_key(fs["dev_major"], fs["dev_minor"])).tolist()}
+
+
+def covered_devices(fs: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+                    ) -> set[tuple[int, int]]:
+    """The filesystems (their device numbers) the fsync-family calls covered: each call's
+    own (its filesystem's sync event: call_devices), and every filesystem of META for a
+    sync(2), which syncs them all."""
+    out = call_devices(fs) - {(0, 0)}
+    if len(fs.get("call_u16", ())) and (np.asarray(fs["call_u16"]) == abi.CALL_SYNC).any():
+        for f in meta.get("filesystems") or []:
+            if isinstance(f, Mapping) and f.get("dev_major") is not None:
+                out.add((int(f["dev_major"]), int(f["dev_minor"])))
+    return out
+
+
+def sync_coverage(fs: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The sync(2) and syncfs(2) calls and what each covers: `calls` (indices), `dev`
+    (the dev_key of its filesystem; -1 for every filesystem: a sync, or a syncfs whose
+    filesystem no sync event named, as in traces recorded before ext4_sync_fs was) and
+    `disks` ({dev key: the (major, minor) of the disks of those filesystems, their
+    external logs' too, from META})."""
+    call = np.asarray(fs.get("call_u16", np.zeros(0, np.uint16)))
+    calls = np.flatnonzero((call == abi.CALL_SYNC) | (call == abi.CALL_SYNCFS))
+    dev = np.full(len(calls), -1, I64)
+    if len(calls):
+        k = dev_key(np.asarray(fs["dev_major"])[calls], np.asarray(fs["dev_minor"])[calls])
+        own = (call[calls] == abi.CALL_SYNCFS) & (k != 0)
+        dev[own] = k[own]
+    disks: dict[int, set[tuple[int, int]]] = {-1: set()}
+    for f in meta.get("filesystems") or []:
+        if not isinstance(f, Mapping) or f.get("dev_major") is None:
+            continue
+        mine = {d for d in fs_disks(f) if None not in d}
+        disks[-1] |= mine
+        for key in {dev_key(int(f["dev_major"]), int(f["dev_minor"])),
+                    dev_key(int(f.get("st_dev_major") or 0), int(f.get("st_dev_minor") or 0))}:
+            disks.setdefault(key, set()).update(mine)
+    return {"calls": calls, "dev": dev, "disks": disks}
+
+
+def sync_pairs(rq: Requests, cls: np.ndarray, fs: Mapping[str, np.ndarray], win: Window,
+               coverage: Mapping[str, Any], users: np.ndarray,
+               classes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(request, call) pairs of the writeback a sync(2) or syncfs(2) waited for: the
+    requests of class `classes` (data, flush) on the disks of the filesystems each
+    covers (coverage: sync_coverage) in flight during the call (from their submission
+    to their completion), submitted by the workload, a kernel thread (a flusher) or an
+    unknown submitter (a flush): all but another user process's (`users`). A sync waits
+    for every page under writeback, whoever started it (a close() that started the
+    writeback of a replaced file, a flusher). A request can pair with several calls
+    (overlapping syncs all waited for it)."""
+    calls, cdev = coverage["calls"], coverage["dev"]
+    none = (np.zeros(0, I64), np.zeros(0, I64))
+    if not len(calls) or not len(rq):
+        return none
+    index = {d: i for i, d in enumerate(rq.devices)}
+    cand = np.isin(cls, np.asarray(classes))
+    if len(users):
+        cand &= ~(((rq.flags & abi.RQ_ORIGIN) != 0) & np.isin(rq.tid.astype(I64), users))
+    start = np.where(rq.submit > 0, rq.submit, np.where(rq.insert > 0, rq.insert, rq.issue))
+    enter = np.asarray(fs["enter_ns"]).astype(I64)
+    exit_ = call_exit(fs, win.end_ns)
+    out_r, out_c = [], []
+    for dk in np.unique(cdev).tolist():
+        devs = [index[d] for d in coverage["disks"].get(dk, ()) if d in index]
+        c = calls[cdev == dk]
+        r = np.flatnonzero(cand & np.isin(rq.dev, np.asarray(devs, np.int32)))
+        if not len(r) or not len(c):
+            continue
+        r = r[np.argsort(start[r], kind="stable")]
+        t = start[r]
+        # Those started up to the longest request's time before the call: then only
+        # the ones still in flight at its entry.
+        longest = int((rq.done[r] - t).max())
+        lo = np.searchsorted(t, enter[c] - longest, side="left")
+        hi = np.searchsorted(t, exit_[c], side="right")
+        n = hi - lo
+        if not n.sum():
+            continue
+        # Each call's requests lo..hi: positions by a repeat and a running offset.
+        ci = np.repeat(c, n)
+        pos = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+        ri = r[pos]
+        live = rq.done[ri] > enter[ci]
+        out_r.append(ri[live])
+        out_c.append(ci[live])
+    if not out_r:
+        return none
+    return np.concatenate(out_r).astype(I64), np.concatenate(out_c).astype(I64)
 
 
 def dev_codes(*pairs: tuple[Any, Any]) -> list[np.ndarray]:

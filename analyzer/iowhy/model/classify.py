@@ -11,7 +11,8 @@ Rules, applied in this order (the first that matches wins):
    * a write whose start sector lies inside one of the ``log.ranges`` or
      ``log.fc_ranges`` of a filesystem in the trace metadata (whole-disk sectors,
      ``[start, end)``) on that filesystem's disk: the ext4 journal and its fast-commit
-     area, the XFS internal log;
+     area, the XFS internal log; or inside the ``log.device.ranges`` of an external log
+     on that device's disk (XFS ``logdev=``);
    * btrfs (no log region): a REQ_META write submitted by a task while it is inside a
      ``btrfs_sync_file`` call (its fsync-family syscall, between entry and exit: the
      log-tree writes), and any write to a btrfs superblock copy (partition sectors 128,
@@ -67,16 +68,24 @@ def _disk_key(fs: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def log_ranges(meta: Mapping[str, Any]) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """Journal/log regions per whole disk (major, minor): [start_sector, end_sector)."""
+    """Journal/log regions per whole disk (major, minor): [start_sector, end_sector).
+    An external log (`log.device`: XFS `logdev=`) is its device's `ranges`, on its
+    disk."""
     out: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for fs in meta.get("filesystems", []) or []:
-        key = _disk_key(fs)
         lg = fs.get("log") or {}
-        if key is None or not isinstance(lg, Mapping):
+        if not isinstance(lg, Mapping):
             continue
-        for r in list(lg.get("ranges") or []) + list(lg.get("fc_ranges") or []):
-            if len(r) >= 2 and int(r[1]) > int(r[0]):
-                out.setdefault(key, []).append((int(r[0]), int(r[1])))
+        places = [(_disk_key(fs), list(lg.get("ranges") or []) + list(lg.get("fc_ranges") or []))]
+        dv = lg.get("device")
+        if isinstance(dv, Mapping):
+            places.append((_disk_key(dv), list(dv.get("ranges") or [])))
+        for key, ranges in places:
+            if key is None:
+                continue
+            for r in ranges:
+                if len(r) >= 2 and int(r[1]) > int(r[0]):
+                    out.setdefault(key, []).append((int(r[0]), int(r[1])))
     return out
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -24,3 +24,15 @@ def dev_key(major: Any, minor: Any) -> Any:
 def dev_pair(key: int) -> tuple[int, int]:
     """(major, minor) of a dev_key."""
     return int(key) >> MINOR_BITS, int(key) & MINOR_MASK
+
+
+def fs_disks(fs: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """The whole disks a filesystem of META writes: its own, and its external log's
+    (`log.device`: an XFS `logdev=`); those whose numbers META gives."""
+    lg = fs.get("log")
+    dv = lg.get("device") if isinstance(lg, Mapping) else None
+    out = []
+    for d in (fs, dv if isinstance(dv, Mapping) else {}):
+        if d.get("disk_major") is not None and d.get("disk_minor") is not None:
+            out.append((int(d["disk_major"]), int(d["disk_minor"])))
+    return out

@@ -405,6 +405,11 @@ def fill_start(rq: Requests, start: np.ndarray, idx: np.ndarray | None,
     start[z] = select(ins > 0, ins, np.take(rq.issue, r))
 
 
+# A bio of a bio-based device loaded as a request (model/bios.py): a flag of the analysis
+# only, never in a trace (the record's flags_u16 has no bit this high).
+RQ_BIO = 1 << 15
+
+
 # Requests whose latencies are not observed: still in flight at the end, first seen at
-# completion, or with a final completion never seen.
-UNOBSERVED = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED | abi.RQ_LOST_DONE
+# completion, with a final completion never seen, or a bio (its start is not recorded).
+UNOBSERVED = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED | abi.RQ_LOST_DONE | RQ_BIO

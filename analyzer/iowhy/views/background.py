@@ -5,52 +5,109 @@ only), and the bio-based devices whose I/O the report cannot show (docs/report-j
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .. import abi
+from ..kernels import I64
 from ..model.requests import Requests
+from ..model.devices import fs_disks
 from .device import relevant_devices
-from .series import described_devices
+from .classes import request_counts
+from .series import described_devices, device_names
+from .stack import (carried_owner, carried_summary, stack_edges, submitted_during, tids_in,
+                    without)
+
+
+def device_roles(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
+                 meta: Mapping[str, Any], counts: Any = None) -> tuple[set[int], set[int]]:
+    """The workload's devices (indices into rq.devices) in two sets, without looking at
+    wakeups: (direct, below). direct: those it submitted requests to (RQ_TRACKED), those
+    holding a filesystem it called an fsync-family call on or the external log of a
+    filesystem on one of them, and a bio-based device (dm, md) above one of them in
+    META `stack` (its I/O reaches its slaves in the submitter's context). below: the
+    devices under a direct one in META `stack`, followed to the bottom, not direct
+    themselves (a loop device's backing disk): their requests are the workload's only
+    where they served the devices above (background_requests). counts:
+    request_counts() of rq, if computed."""
+    nd = len(rq.devices)
+    if counts is not None:
+        direct = set(np.flatnonzero(counts.n[:nd, :, :, 1].sum(axis=(1, 2))).tolist())
+    else:
+        direct = set(np.flatnonzero(np.bincount(rq.dev[(rq.flags & abi.RQ_TRACKED) != 0],
+                                                minlength=nd)).tolist())
+    direct |= set(relevant_devices(rq, fsync_devs, meta, counts))
+    index: dict[Any, int] = {d: k for k, d in enumerate(rq.devices)}
+    for fs in meta.get("filesystems") or []:
+        if isinstance(fs, Mapping) and \
+                index.get((fs.get("disk_major"), fs.get("disk_minor"))) in direct:
+            direct |= {index[d] for d in fs_disks(fs) if d in index}
+    by_name = {d.get("name"): index.get((d.get("major"), d.get("minor")))
+               for d in described_devices(meta)}
+    edges: list[tuple[int, int, Any]] = []
+    for e in meta.get("stack", []) or []:
+        if isinstance(e, Mapping):
+            up, lo = by_name.get(e.get("upper")), by_name.get(e.get("lower"))
+            if up is not None and lo is not None:
+                edges.append((up, lo, e.get("via")))
+    grew = True
+    while grew:  # the dm/md devices above the workload's slaves
+        new = {up for up, lo, via in edges if via == "slave" and lo in direct} - direct
+        direct |= new
+        grew = bool(new)
+    below: set[int] = set()
+    grew = True
+    while grew:  # every device below one of the workload's
+        new = {lo for up, lo, _ in edges if (up in direct or up in below)} - direct - below
+        below |= new
+        grew = bool(new)
+    return direct, below
 
 
 def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
                    meta: Mapping[str, Any], waker_seqs: np.ndarray) -> np.ndarray | None:
     """The workload's devices (indices into rq.devices) for a trace with wakeup links:
-    those it submitted requests to (RQ_TRACKED), holding a filesystem it called an
-    fsync-family call on, or whose request completion woke one of its threads or of
-    their helpers (waker_seqs), and every device below one of those in META `stack`.
-    None when that leaves out no device with requests (nothing to set apart)."""
-    nd = len(rq.devices)
-    mine = set(np.unique(rq.dev[(rq.flags & abi.RQ_TRACKED) != 0]).tolist())
+    device_roles()' direct and below ones, and those whose request completion woke one
+    of its threads or of their helpers (waker_seqs) with every device below them in
+    META `stack`. None when that leaves out no device with requests (nothing to set
+    apart)."""
+    direct, below = device_roles(rq, fsync_devs, meta)
+    mine = direct | below
     seq = rq.extra.get("seq")
+    woke: set[int] = set()
     if seq is not None and len(waker_seqs) and len(seq):
         o = np.argsort(seq, kind="stable")
         i = np.minimum(np.searchsorted(seq, waker_seqs, sorter=o), len(o) - 1)
         hit = o[i][np.asarray(seq)[o[i]] == waker_seqs]
-        mine |= set(np.unique(rq.dev[hit]).tolist())
-    rel = relevant_devices(rq, fsync_devs, meta)
-    if len(rel) < nd:  # not its fallback to every disk
-        mine |= set(rel)
+        woke = set(np.unique(rq.dev[hit]).tolist()) - mine
+    if woke:
+        mine |= set().union(*device_roles_below(rq, meta, woke))
     if not mine:
         return None
-    index: dict[Any, int] = {d: k for k, d in enumerate(rq.devices)}
-    by_name = {d.get("name"): index.get((d.get("major"), d.get("minor")))
-               for d in described_devices(meta)}
-    names = {n for n, k in by_name.items() if k in mine}
-    edges = [(e.get("upper"), e.get("lower")) for e in meta.get("stack", []) or []
-             if isinstance(e, Mapping)]
-    grew = True
-    while grew:  # every device below one of the workload's
-        new = {lo for up, lo in edges if up in names and lo not in names}
-        names |= new
-        grew = bool(new)
-    mine |= {by_name[n] for n in names if by_name.get(n) is not None}
     used = set(np.unique(rq.dev).tolist())
     if used <= mine:
         return None
     return np.array(sorted(mine), dtype=np.int32)
+
+
+def device_roles_below(rq: Requests, meta: Mapping[str, Any], top: set[int]
+                       ) -> tuple[set[int], set[int]]:
+    """(top, the devices under them in META `stack`, followed to the bottom)."""
+    index: dict[Any, int] = {d: k for k, d in enumerate(rq.devices)}
+    by_name = {d.get("name"): index.get((d.get("major"), d.get("minor")))
+               for d in described_devices(meta)}
+    edges = [(by_name.get(e.get("upper")), by_name.get(e.get("lower")))
+             for e in meta.get("stack", []) or [] if isinstance(e, Mapping)]
+    below: set[int] = set()
+    grew = True
+    while grew:
+        new = {lo for up, lo in edges if lo is not None and (up in top or up in below)}
+        new -= top | below
+        below |= new
+        grew = bool(new)
+    return set(top), below
 
 
 def set_apart(rq: Requests, scope: np.ndarray, names: Sequence[str]
@@ -67,6 +124,8 @@ def set_apart(rq: Requests, scope: np.ndarray, names: Sequence[str]
                    f"{rq.devices[d][1]}", "requests": int(m.sum()),
                    "read_bytes": int(rq.nbytes[rd].sum(dtype=np.int64)),
                    "write_bytes": int(rq.nbytes[m & ~rd].sum(dtype=np.int64))})
+    for x in bg:
+        x["set_apart"] = True
     bg.sort(key=lambda x: -x["requests"])
     sub = Requests(submit=rq.submit[keep], insert=rq.insert[keep], issue=rq.issue[keep],
                    data_done=rq.data_done[keep], done=rq.done[keep], sector=rq.sector[keep],
@@ -88,3 +147,137 @@ def bio_based_warnings(meta: Mapping[str, Any], seen: set[tuple[int, int]]) -> l
             out.append(f"{d['name']} is a bio-based device (its I/O never becomes requests) "
                        "and its bios were not recorded: any I/O of it is missing here")
     return out
+
+
+# Kernel threads by the name their task has (a request's submitter comm): block I/O a
+# kernel thread submits is a filesystem's or a device stack's work (a journal commit,
+# writeback, a loop worker, a log push), not another user process's. The probes record
+# names, not the PF_KTHREAD flag, so this is a list of the names kernel threads take.
+KERNEL_THREAD_NAME = re.compile(
+    rb"(kworker/|jbd2/|xfsaild/|xfs-|xfs_|kswapd|kcompactd|khugepaged|ksoftirqd/|"
+    rb"kthreadd|kblockd|loop\d|btrfs-|md\d+_|dm[-_]|kdmflush|kcryptd|dmcrypt|irq/|"
+    rb"swapper/|writeback|ext4-|z_|zram|kintegrityd|f2fs_|kverityd|scsi_eh_|napi/|"
+    rb"nvme|blkcg_|kjournald|flush-)")
+
+
+def user_submitters(tids: np.ndarray, comms: Sequence[bytes],
+                    kernel_tids: Sequence[int] | np.ndarray = ()) -> np.ndarray:
+    """The tids among `tids` (with the name `comms` of each) that are user processes:
+    not a kernel thread by name (KERNEL_THREAD_NAME), nor one of `kernel_tids` (the
+    helper threads the trace recorded, kernel threads all); not tid 0 (the idle task)
+    nor a task without a name (nothing known of it)."""
+    known = set(int(t) for t in kernel_tids)
+    out = []
+    for t, c in zip(np.asarray(tids).tolist(), comms):
+        name = bytes(c).split(b"\0")[0]
+        if int(t) and name and int(t) not in known and not KERNEL_THREAD_NAME.match(name):
+            out.append(int(t))
+    return np.array(sorted(set(out)), dtype=I64)
+
+
+def submitter_tids(flags: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One request (an index) per distinct submitter of the requests (their `flags` and
+    `tid` columns) with a known submitter outside the workload (RQ_ORIGIN without
+    RQ_TRACKED): whose name to read."""
+    cand = np.flatnonzero((flags & (abi.RQ_ORIGIN | abi.RQ_TRACKED)) == abi.RQ_ORIGIN)
+    if not len(cand):
+        return np.zeros(0, np.int64)
+    t = tid[cand]
+    top = int(t.max())
+    if top >= 1 << 23:
+        _, first = np.unique(t, return_index=True)
+        return np.sort(cand[first])
+    # Thread ids are small (pid_max <= 2^22): one pass through a table by tid, which
+    # keeps one of each tid's requests (any one: they share the name).
+    pos = np.full(top + 1, -1, np.int64)
+    pos[t] = cand
+    return np.sort(pos[pos >= 0])
+
+
+def comms_at(views: Sequence[np.ndarray], idx: np.ndarray) -> list[bytes]:
+    """The `comm` of the records at positions idx (ascending) of the record chunks
+    `views` taken end to end (load_requests' order)."""
+    if not len(idx):
+        return []
+    bounds = np.cumsum([0] + [len(v) for v in views])
+    which = np.searchsorted(bounds, idx, side="right") - 1
+    return [bytes(views[w]["comm"][i - bounds[w]]) for w, i in
+            zip(which.tolist(), np.asarray(idx).tolist())]
+
+
+def background_requests(rq: Requests, meta: Mapping[str, Any],
+                        fsync_devs: Sequence[tuple[int, int]], carried: np.ndarray | None,
+                        users: np.ndarray, counts: Any = None) -> np.ndarray:
+    """The requests of the workload's devices that are not the workload's (a mask over
+    rq), left out of its class tables (docs/report-json.md, `background`):
+
+    * on any device, a request whose submitter is known (RQ_ORIGIN), is not the
+      workload's (RQ_TRACKED) and is a user process (`users`: its tid; user_submitters):
+      another process's I/O;
+    * on a device that is the workload's only as the device below one of its devices
+      (device_roles' `below`: the disk a loop device's backing file lives on, recorded
+      because of `--dev`), every request but those that served the devices above: the
+      carried ones (`carried`: views/stack.py), and those of a kernel thread or of an
+      unknown submitter (the lower filesystem's journal, the flushes a loop worker's
+      fsync sends) submitted while a request of a device above was in flight.
+
+    The workload's own requests (RQ_TRACKED) are never background. counts:
+    request_counts() of rq, if computed."""
+    n = len(rq)
+    mine = (rq.flags & abi.RQ_TRACKED) != 0
+    if carried is not None:
+        mine |= carried
+    known = (rq.flags & abi.RQ_ORIGIN) != 0
+    user = known & tids_in(rq.tid, users) if len(users) else np.zeros(n, bool)
+    out = user & ~mine
+    direct, below = device_roles(rq, fsync_devs, meta, counts)
+    if below:
+        edges = stack_edges(meta, rq.devices)
+        for d in sorted(below):
+            cand = np.flatnonzero((rq.dev == d) & ~mine & ~user)
+            served = np.zeros(len(cand), bool)
+            for up, lo in edges:
+                if lo == d and (up in direct or up in below):
+                    served |= submitted_during(rq, up, cand)[0]
+            out[cand[~served]] = True
+    return out
+
+
+def background_summary(rq: Requests, mask: np.ndarray, names: Sequence[str]
+                       ) -> list[dict[str, Any]]:
+    """Per device with background requests (mask): its name, the requests, read and
+    written bytes, most requests first."""
+    out = []
+    for d in np.unique(rq.dev[mask]).tolist():
+        m = mask & (rq.dev == d)
+        rd = m & (rq.op == abi.OP_READ)
+        out.append({"name": names[d] if d < len(names) else
+                    f"{rq.devices[d][0]}:{rq.devices[d][1]}",
+                    "requests": int(m.sum()),
+                    "read_bytes": int(rq.nbytes[rd].sum(dtype=np.int64)),
+                    "write_bytes": int(rq.nbytes[m & ~rd].sum(dtype=np.int64)),
+                    "set_apart": False})
+    out.sort(key=lambda x: -int(x["requests"]))
+    return out
+
+
+def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
+                   fsync_devs: Sequence[tuple[int, int]], users: np.ndarray,
+                   counts: Any) -> tuple[Any, list[dict[str, Any]] | None,
+                                         np.ndarray | None, list[dict[str, Any]]]:
+    """The class tables' requests: (their request counts, with the lower devices'
+    carried requests (views/stack.py) and the background ones (background_requests)
+    left out; the carried summary (None without a carrying edge); the background
+    requests (a mask; None if none); their summary). counts: request_counts() of rq,
+    returned as they are when nothing is left out."""
+    names = device_names(meta, rq.devices)
+    owner = carried_owner(rq, cls, meta, users)
+    carried = None if owner is None else owner >= 0
+    summary = None if owner is None else carried_summary(rq, owner, meta, names)
+    bg = background_requests(rq, meta, fsync_devs, carried, users, counts)
+    drop = bg if carried is None else bg | carried
+    bgs = background_summary(rq, bg, names)
+    if not drop.any():
+        return counts, summary, None, bgs
+    return (request_counts(without(rq, drop), cls[~drop]), summary,
+            bg if bg.any() else None, bgs)

@@ -11,8 +11,9 @@ import numpy as np
 from .. import abi
 from ..kernels import I64, exclusive_by_priority, gather, merge_unions, percentiles, union_groups
 from ..model.classify import CATEGORIES, CATEGORY_OF_CLASS
+from ..model.devices import fs_disks
 from ..model.flush import FlushShare
-from ..model.requests import Requests, Window
+from ..model.requests import RQ_BIO, Requests, Window
 from ..model.stages import Stages
 from ..names import CLASS_NAMES
 from .classes import RequestCounts, request_counts
@@ -55,6 +56,8 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
     rbytes = byt[:, abi.OP_READ]
     wbytes = byt[:, abi.OP_WRITE]
     ffdev = rq.dev[fl.ff_idx]
+    # Bios of bio-based devices (model/bios.py): counted, never timed.
+    bios = np.bincount(rq.dev[(rq.flags & RQ_BIO) != 0], minlength=ndev)
     out = []
     for g, (maj, mn) in enumerate(rq.devices):
         m = by_mm.get((maj, mn), {})
@@ -76,6 +79,7 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
             "rotational": m.get("rotational"), "write_cache": m.get("write_cache"),
             "fua": m.get("fua"),
             "requests": int(nreq[g]),
+            "bios": int(bios[g]),
             "read_bytes": int(rbytes[g]), "write_bytes": int(wbytes[g]),
             "busy_ns": busy,
             "busy_by_category_ns": {CATEGORIES[k]: int(excl[g, k]) for k in range(len(CATEGORIES))},
@@ -105,8 +109,13 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
 def relevant_devices(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
                      meta: Mapping[str, Any], counts: RequestCounts | None = None) -> list[int]:
     """The workload's devices: disks it writes to (writes, flushes or discards submitted by
-    a workload task) or holding a filesystem it called an fsync-family call on; else the
-    disks it read from; else every disk. counts: request_counts(), if computed."""
+    a workload task) or holding a filesystem it called an fsync-family call on (that
+    call's filesystem; every filesystem for sync(2): model/calls.covered_devices); else
+    the disks it read from; else none (a workload that submitted no request and synced
+    no filesystem has no device). Then, with those: the external log device of a
+    filesystem on one of them (META `log.device`), and a bio-based device (dm, md)
+    above one of them in META `stack` (its I/O reached its slaves in the submitter's
+    context). counts: request_counts(), if computed."""
     nd = len(rq.devices)
     if not nd:
         return []
@@ -118,14 +127,26 @@ def relevant_devices(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
         key = key[(rq.flags & abi.RQ_TRACKED) != 0]
         cnt = np.bincount(key, minlength=2 * nd).reshape(nd, 2)
     rel = {int(i) for i in np.flatnonzero(cnt[:, 1])}
-    index = {d: i for i, d in enumerate(rq.devices)}
+    index: dict[Any, int] = {d: i for i, d in enumerate(rq.devices)}
     for fs in meta.get("filesystems", []) or []:
         keys = {(fs.get("dev_major"), fs.get("dev_minor")),
                 (fs.get("st_dev_major"), fs.get("st_dev_minor"))}
-        if any(k in fsync_devs for k in keys):
-            disk = (fs.get("disk_major"), fs.get("disk_minor"))
-            if disk in index:
-                rel.add(index[disk])
+        disk = (fs.get("disk_major"), fs.get("disk_minor"))
+        if any(k in fsync_devs for k in keys) and disk in index:
+            rel.add(index[disk])
     if not rel:
         rel = {int(i) for i in np.flatnonzero(cnt[:, 0])}
-    return sorted(rel) if rel else list(range(nd))
+    for fs in meta.get("filesystems", []) or []:
+        if index.get((fs.get("disk_major"), fs.get("disk_minor"))) in rel:
+            rel |= {index[d] for d in fs_disks(fs) if d in index}
+    by_name = {d.get("name"): index.get((d.get("major"), d.get("minor")))
+               for d in described_devices(meta)}
+    slaves = [(by_name.get(e.get("upper")), by_name.get(e.get("lower")))
+              for e in meta.get("stack", []) or []
+              if isinstance(e, Mapping) and e.get("via") == "slave"]
+    grew = True
+    while grew:  # the dm/md devices above the workload's devices, up to the top
+        new = {up for up, lo in slaves if up is not None and lo in rel} - rel
+        rel |= new
+        grew = bool(new)
+    return sorted(rel)

@@ -13,6 +13,7 @@ from ..kernels import (
     Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique, union_where,
 )
 from ..model.calls import call_exit, dev_codes, join_calls, seq_key
+from ..model.devices import dev_key
 from ..model.classify import DATA, FLUSH, LOG
 from ..model.requests import Requests, Window, first_start
 
@@ -25,9 +26,14 @@ def _hull_update(c0: np.ndarray, c1: np.ndarray, idx: np.ndarray, a: np.ndarray,
 
 def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                rq: Requests, cls: np.ndarray,
-               call_of_req: np.ndarray | tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+               call_of_req: np.ndarray | tuple[np.ndarray, np.ndarray],
+               covered: Mapping[str, Any] | None = None,
+               sync_reqs: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """fsync-family calls: latency per call type and per-call waiting breakdown.
-    call_of_req: join_calls() of the requests, or join_pairs()."""
+    call_of_req: join_calls() of the requests, or join_pairs(); covered: the sync(2)
+    and syncfs(2) calls and the filesystems each covers (model/calls.sync_coverage);
+    sync_reqs: the (request, call) pairs of the writeback they waited for
+    (model/calls.sync_pairs), which count as their own data and flushes."""
     w0, w1 = window.start_ns, window.end_ns
     n = len(fs["enter_ns"])
     enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
@@ -51,6 +57,9 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     else:
         ri = np.flatnonzero(call_of_req >= 0)
         rc = np.take(call_of_req, ri)
+    if sync_reqs is not None and len(sync_reqs[0]):
+        ri = np.concatenate((np.asarray(ri, I64), sync_reqs[0]))
+        rc = np.concatenate((np.asarray(rc, I64), sync_reqs[1]))
     lost = (np.take(rq.flags, ri) & abi.RQ_LOST_DONE) != 0
     if lost.any():
         keep = np.flatnonzero(~lost)
@@ -68,7 +77,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     commit_id = np.full(n, -1, I64)
     ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
     jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
-    _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id)
+    _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id, covered)
     _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
     # btrfs (in-task): from its first log write to the call's exit.
     bl = rcls == LOG
@@ -109,19 +118,30 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
 def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                   ev: np.ndarray, jts: np.ndarray, enter: np.ndarray, exit_: np.ndarray,
                   c0: np.ndarray, c1: np.ndarray, needed: np.ndarray,
-                  commit_id: np.ndarray) -> None:
-    """ext4 calls and the jbd2 commit whose tid their inode needed: the commit's part of
-    each call (its hull c0, c1), `needed` and `commit_id`, in place."""
+                  commit_id: np.ndarray, covered: Mapping[str, Any] | None = None) -> None:
+    """ext4 calls and the jbd2 commits they needed: the commits' part of each call (its
+    hull c0, c1), `needed` and `commit_id` (the commit's index in the table of commits),
+    in place.
+
+    A call with an inode's sync tid (FS_F_SEQ) needed the commit of that tid, or of a
+    later one up to the tid the inode had when the sync path returned (FS_F_SEQ_SPAN:
+    its own writeback joined the inode to the running transaction after the entry, and
+    that is the commit it waited for); each such commit of its filesystem's journal
+    that ran during the call is part of the hull. A sync(2) or syncfs(2)
+    (`covered`: sync_coverage) needed every commit of the filesystems it covers that
+    ended during the call (ext4_sync_fs waits for the running transaction's)."""
     w0, w1 = window.start_ns, window.end_ns
-    seq_ok = (np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0
+    fflags = np.asarray(fs["flags_u16"])
+    seq_ok = (fflags & abi.FS_F_SEQ) != 0
     e4 = np.flatnonzero((np.asarray(fs["fs_u16"]) == abi.FS_EXT4) & seq_ok)
     # The commits' starts and ends only (none when the journal holds only other
     # filesystems' logs: then no ext4 call needed a commit).
     se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
-    if not (len(e4) and len(se)):
+    if not len(se) or not (len(e4) or (covered is not None and len(covered["calls"]))):
         return
-    jcode, fcode = dev_codes((np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se]),
-                             (np.asarray(fs["dev_major"])[e4], np.asarray(fs["dev_minor"])[e4]))
+    jdev = (np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se])
+    jcode, fcode = dev_codes(jdev, (np.asarray(fs["dev_major"])[e4],
+                                    np.asarray(fs["dev_minor"])[e4]))
     keys, jpos = dense_codes(seq_key(jcode, np.asarray(jr["seq"])[se]))
     del jcode
     st_m = ev[se] == abi.J_JBD2_START
@@ -129,23 +149,60 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
     sts = jts[se]
     cs = np.full(len(keys), w0, I64)
     ce = np.full(len(keys), w1, I64)
+    has_end = np.zeros(len(keys), bool)
     cs[jpos[st_m]] = sts[st_m]
     ce[jpos[en_m]] = sts[en_m]
-    del se, jpos, sts, st_m, en_m
-    fk = seq_key(fcode, np.asarray(fs["commit_seq"])[e4])
-    pos = np.minimum(np.searchsorted(keys, fk), len(keys) - 1)
-    hit = keys[pos] == fk
-    a = np.maximum(cs[pos], enter[e4])
-    b = np.minimum(ce[pos], exit_[e4])
-    hit &= b > a
-    h = np.flatnonzero(hit)
-    e4h = e4[h]
-    # The first hull update, one per call: within [enter, exit] (b > a), so a and b
-    # replace the initial c0 > w1 and c1 < w0.
-    c0[e4h] = a[h]
-    c1[e4h] = b[h]
-    needed[e4h] = True
-    commit_id[e4h] = pos[h]
+    has_end[jpos[en_m]] = True
+    kdev = np.zeros(len(keys), I64)  # each commit's filesystem (dev_key)
+    kdev[jpos] = dev_key(*jdev)
+    del jpos, sts, st_m, en_m
+    if len(e4):
+        seq = np.asarray(fs["commit_seq"])[e4].astype(np.uint64)
+        span = np.where((fflags[e4] & abi.FS_F_SEQ_SPAN) != 0,
+                        np.asarray(fs.get("seq_span_u16", np.zeros(len(fflags), np.uint16)))[e4],
+                        0).astype(np.int64)
+        # Each tid from the entry's to the exit's (a span is 0 or 1 but for a call a
+        # concurrent writer's transactions overtook): the latest that ran in the call is
+        # its commit_id.
+        for off in range(int(min(span.max(), MAX_SPAN)) + 1):
+            sel = np.flatnonzero(span >= off)
+            fk = seq_key(fcode[sel], seq[sel] + np.uint64(off))
+            pos = np.minimum(np.searchsorted(keys, fk), len(keys) - 1)
+            calls = e4[sel]
+            a = np.maximum(cs[pos], enter[calls])
+            b = np.minimum(ce[pos], exit_[calls])
+            h = np.flatnonzero((keys[pos] == fk) & (b > a))
+            _hull_update(c0, c1, calls[h], a[h], b[h])
+            needed[calls[h]] = True
+            commit_id[calls[h]] = pos[h]
+    if covered is not None and len(covered["calls"]):
+        # The commits of each sync-like call's filesystems that ended in it, per
+        # filesystem (-1: every one), those of a filesystem in order of their ends.
+        ended = np.flatnonzero(has_end)
+        for dk in np.unique(covered["dev"]).tolist():
+            calls = covered["calls"][covered["dev"] == dk]
+            m = ended if dk < 0 else ended[kdev[ended] == dk]
+            if not len(m):
+                continue
+            m = m[np.argsort(ce[m], kind="stable")]
+            e_sorted = ce[m]
+            lo = np.searchsorted(e_sorted, enter[calls], side="right")
+            hi = np.searchsorted(e_sorted, exit_[calls], side="right")
+            h = np.flatnonzero(hi > lo)
+            if not len(h):
+                continue
+            calls, lo, hi = calls[h], lo[h], hi[h]
+            # The earliest start among each call's commits (a range minimum, by
+            # reduceat over [lo, hi) pairs) and the latest end.
+            cs_pad = np.append(cs[m], 0)
+            first = np.minimum.reduceat(cs_pad, np.stack((lo, hi), axis=1).ravel())[::2]
+            a = np.maximum(first, enter[calls])
+            _hull_update(c0, c1, calls, a, e_sorted[hi - 1])
+            needed[calls] = True
+            commit_id[calls] = m[hi - 1]
+
+
+MAX_SPAN = 16  # tids looked at past a call's entry tid (FS_F_SEQ_SPAN)
 
 
 def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,

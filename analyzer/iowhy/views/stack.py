@@ -11,9 +11,16 @@ The rule, per `stack` edge via a loop device: a request of the lower device is c
 when it moves bytes of file contents (class data, read or readahead: not the lower
 filesystem's journal, metadata or flushes, which are its own extra I/O), was not
 submitted by the workload's threads (RQ_TRACKED: those are its own I/O on the lower
-filesystem), and was submitted while a request of the upper device was in flight
-(between that request's submission and its completion: the loop worker only does I/O
-for the backing file while serving one).
+filesystem) nor by another user process (its own I/O), and was submitted while a
+request of the upper device was in flight (between that request's submission and its
+completion: the loop worker only does I/O for the backing file while serving one). A
+lower request is carried for one upper device at most, so with several loop devices
+backed by files of one disk each request is counted once, on the line of the loop
+device it served.
+
+Per `stack` edge from a bio-based device (device-mapper, md) to one of its slaves: the
+slave's requests that move bytes are carried (the upper device's bios are the I/O
+counted; see carried_owner).
 """
 
 from __future__ import annotations
@@ -23,17 +30,19 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
-from ..model.requests import Requests
+from ..model.requests import RQ_BIO, Requests
 from ..names import CLASS_NAMES
 from .series import described_devices
 
 CARRIED_CLASSES = tuple(CLASS_NAMES.index(c) for c in ("data", "read", "readahead"))
+# A slave's own requests: its flushes and discards (they move no file bytes).
+SELF_CLASSES = tuple(CLASS_NAMES.index(c) for c in ("flush", "discard"))
 
 
-def loop_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
-               ) -> list[tuple[int, int]]:
-    """(upper, lower) indices into `devices` of each META `stack` edge via a loop device
-    whose two ends both have requests' device numbers."""
+def stack_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]],
+                via: str | None = None) -> list[tuple[int, int]]:
+    """(upper, lower) indices into `devices` of each META `stack` edge (via `via` only,
+    if given: "loop", "slave") whose two ends are both among `devices`."""
     index: dict[Any, int] = {tuple(d): k for k, d in enumerate(devices)}
     by_name: dict[Any, int] = {}
     for d in described_devices(meta):
@@ -41,39 +50,121 @@ def loop_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
             by_name[d.get("name")] = index[(d.get("major"), d.get("minor"))]
     out = []
     for e in meta.get("stack") or []:
-        if isinstance(e, Mapping) and e.get("via") == "loop":
+        if isinstance(e, Mapping) and (via is None or e.get("via") == via):
             up, lo = by_name.get(e.get("upper")), by_name.get(e.get("lower"))
             if up is not None and lo is not None and up != lo:
                 out.append((up, lo))
     return out
 
 
-def carried_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any]
-                     ) -> np.ndarray | None:
-    """The requests (a mask over rq) of lower devices that only carry an upper loop
-    device's I/O (the module's rule); None when META has no loop edge between devices
-    with requests."""
-    edges = loop_edges(meta, rq.devices)
+def loop_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
+               ) -> list[tuple[int, int]]:
+    """(upper, lower) indices into `devices` of each META `stack` edge via a loop device
+    whose two ends both have requests' device numbers."""
+    return stack_edges(meta, devices, "loop")
+
+
+def submitted_during(rq: Requests, up: int, idx: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """For the requests idx: whether a request of device `up` was in flight (from its
+    submission, else issue, to its completion) when each was submitted, and the start
+    of the latest request of `up` started at or before it (meaningful where in
+    flight)."""
+    start = np.where(rq.submit > 0, rq.submit, rq.issue).astype(np.int64)
+    u = np.flatnonzero(rq.dev == up)
+    if not len(u) or not len(idx):
+        return np.zeros(len(idx), bool), np.zeros(len(idx), np.int64)
+    end = np.where(rq.done[u] > 0, rq.done[u], np.iinfo(np.int64).max).astype(np.int64)
+    o = np.argsort(start[u], kind="stable")
+    s = start[u][o]
+    reach = np.maximum.accumulate(end[o])  # the latest end of those started so far
+    cs = start[idx]
+    i = np.searchsorted(s, cs, side="right") - 1
+    ok = i >= 0
+    ok[ok] = reach[i[ok]] >= cs[ok]
+    return ok, np.where(ok, s[np.maximum(i, 0)], 0)
+
+
+def tids_in(tid: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """tid in `tids`, per element: a lookup in a table by tid (thread ids are small),
+    else np.isin."""
+    tids = np.asarray(tids, np.int64)
+    if not len(tids):
+        return np.zeros(len(tid), bool)
+    top = int(tids.max())
+    if top >= 1 << 23 or tids.min() < 0:
+        return np.isin(np.asarray(tid).astype(np.int64), tids)
+    table = np.zeros(top + 2, bool)
+    table[tids] = True
+    return table[np.minimum(tid, top + 1)]
+
+
+def carried_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
+                     users: np.ndarray | None = None) -> np.ndarray | None:
+    """The requests (a mask over rq) of lower devices that only carry an upper
+    device's I/O (the module's rule; users: as carried_owner); None when META has no
+    such edge between devices with requests."""
+    owner = carried_owner(rq, cls, meta, users)
+    return None if owner is None else owner >= 0
+
+
+def carrying_edges(meta: Mapping[str, Any], rq: Requests) -> list[tuple[int, int, str]]:
+    """(upper, lower, via) of the META `stack` edges whose lower device's requests can
+    carry the upper device's I/O, both ends among rq's devices: every edge via a loop
+    device, and every edge from a bio-based device (dm, md: META `bio_based_devices`, or
+    a device with bio records) to its slave."""
+    bio_names = {n for n in meta.get("bio_based_devices") or [] if isinstance(n, str)}
+    bio_devs = set(np.unique(rq.dev[(rq.flags & RQ_BIO) != 0]).tolist())
+    index: dict[Any, int] = {tuple(d): k for k, d in enumerate(rq.devices)}
+    for d in described_devices(meta):
+        k = index.get((d.get("major"), d.get("minor")))
+        if k is not None and (d.get("bio_based") or d.get("name") in bio_names):
+            bio_devs.add(k)
+    return ([(up, lo, "loop") for up, lo in loop_edges(meta, rq.devices)]
+            + [(up, lo, "slave") for up, lo in stack_edges(meta, rq.devices, "slave")
+               if up in bio_devs])
+
+
+def carried_owner(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
+                  users: np.ndarray | None = None) -> np.ndarray | None:
+    """Per request, the index into carrying_edges() of the edge whose upper device's I/O
+    it carried, else -1; None when META has no such edge between devices with requests.
+
+    Via a loop device: the module's rule. Each lower request is carried for one upper
+    device at most: when requests of several upper devices on the same lower device
+    were in flight at its submission (four loop devices backed by files of one disk),
+    the one whose latest request started last before it, the edge listed first on a
+    tie. To a slave of a bio-based device (dm, md): every request of the slave that
+    moves bytes (any class but flush and discard, any submitter: device-mapper submits
+    in the submitter's context): the slave belongs to the upper device, whose bios are
+    the I/O counted; the upper device's bios have no start time to test anything
+    against.
+
+    users: the tids of user processes outside the workload (views/background.py,
+    user_submitters): a request they submitted (RQ_ORIGIN) is theirs, never carried."""
+    edges = carrying_edges(meta, rq)
     if not edges:
         return None
-    start = np.where(rq.submit > 0, rq.submit, rq.issue).astype(np.int64)
-    end = np.where(rq.done > 0, rq.done, np.iinfo(np.int64).max).astype(np.int64)
     movable = (np.isin(cls, CARRIED_CLASSES) & ((rq.flags & abi.RQ_TRACKED) == 0)
                & (rq.nbytes > 0))
-    out = np.zeros(len(rq), bool)
-    for up, lo in edges:
-        u = np.flatnonzero(rq.dev == up)
-        cand = np.flatnonzero(movable & (rq.dev == lo))
-        if not len(u) or not len(cand):
+    if users is not None and len(users):
+        movable &= ~(((rq.flags & abi.RQ_ORIGIN) != 0) & tids_in(rq.tid, users))
+    owner = np.full(len(rq), -1, np.int32)
+    best = np.full(len(rq), np.iinfo(np.int64).min, np.int64)  # the owner's latest start
+    for k, (up, lo, via) in enumerate(edges):
+        if via == "slave":
+            c = np.flatnonzero((rq.dev == lo) & (rq.nbytes > 0) & (owner < 0)
+                               & ~np.isin(cls, SELF_CLASSES))
+            owner[c] = k
+            best[c] = np.iinfo(np.int64).max
             continue
-        o = np.argsort(start[u], kind="stable")
-        s = start[u][o]
-        reach = np.maximum.accumulate(end[u][o])  # the latest end of those started so far
-        i = np.searchsorted(s, start[cand], side="right") - 1
-        ok = i >= 0
-        ok[ok] = reach[i[ok]] >= start[cand][ok]
-        out[cand[ok]] = True
-    return out
+        cand = np.flatnonzero(movable & (rq.dev == lo))
+        ok, last = submitted_during(rq, up, cand)
+        c, last = cand[ok], last[ok]
+        better = last > best[c]
+        owner[c[better]] = k
+        best[c[better]] = last[better]
+    return owner
 
 
 def without(rq: Requests, drop: np.ndarray) -> Requests:
@@ -86,17 +177,22 @@ def without(rq: Requests, drop: np.ndarray) -> Requests:
                     extra={n: v[k] for n, v in rq.extra.items()})
 
 
-def carried_summary(rq: Requests, carried: np.ndarray, meta: Mapping[str, Any],
+def carried_summary(rq: Requests, owner: np.ndarray, meta: Mapping[str, Any],
                     names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per loop edge: the upper and lower device names and the lower device's carried
-    requests, read and written bytes (left out of the request tables)."""
+    """Per loop edge whose lower device carried some of its upper device's requests
+    (owner: carried_owner()): the upper and lower device names and those carried
+    requests, read and written bytes (left out of the request tables). Each lower
+    request is in one edge's figures at most."""
     out = []
-    for up, lo in loop_edges(meta, rq.devices):
-        m = carried & (rq.dev == lo)
+    for k, (up, lo, _) in enumerate(carrying_edges(meta, rq)):
+        m = owner == k
+        n = int(np.count_nonzero(m))
+        if not n:
+            continue
         rd = m & (rq.op == abi.OP_READ)
         out.append({"upper": names[up] if up < len(names) else str(up),
                     "lower": names[lo] if lo < len(names) else str(lo),
-                    "requests": int(m.sum()),
+                    "requests": n,
                     "read_bytes": int(rq.nbytes[rd].sum(dtype=np.int64)),
                     "write_bytes": int(rq.nbytes[m & ~rd].sum(dtype=np.int64))})
     return out

@@ -1,0 +1,317 @@
+"""Devices on live recordings, each checked against a source outside iowhy: a zram
+device's bios against its /sys/block stat, an XFS external log's iclog writes against
+the log device's stat, another writer on the disk under a loop device against
+bpftrace's count of its requests and the loop device's stat, and msync's wait for the
+journal commit against the kernel stacks bpftrace saw it block in.
+
+Every zram device, loop device, mount and process a test makes is undone in a finalizer,
+by its own name or PID."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import need, run
+from iowhy.analysis import analyze
+from iowhy.traceformat import read_trace
+from recording import record
+
+pytestmark = pytest.mark.bpf
+
+PY = "/usr/bin/python3"
+
+FSYNC_FILES = r"""
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    fd = os.open(os.path.join(d, f"f{i}"), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, os.urandom(8192))
+    os.fsync(fd)
+    os.close(fd)
+"""
+
+
+def stat(name: str) -> tuple[int, int]:
+    """(reads, writes) completed, /sys/block/<name>/stat fields 1 and 5."""
+    f = Path(f"/sys/block/{name}/stat").read_text().split()
+    return int(f[0]), int(f[4])
+
+
+def umount_later(request, mnt: Path) -> None:
+    def _undo() -> None:
+        for _ in range(50):
+            if not os.path.ismount(mnt) or subprocess.run(
+                    ["umount", str(mnt)], capture_output=True).returncode == 0:
+                return
+            time.sleep(0.1)
+    request.addfinalizer(_undo)
+
+
+@pytest.fixture
+def zram(root, request):
+    """A zram device of its own (hot_add), 64 MiB; reset and removed at teardown."""
+    ctl = Path("/sys/class/zram-control/hot_add")
+    need(ctl.exists(), "needs the zram module (/sys/class/zram-control)")
+    n = int(ctl.read_text().strip())
+    name = f"zram{n}"
+
+    def _remove() -> None:
+        try:
+            Path(f"/sys/block/{name}/reset").write_text("1\n")
+        except OSError:
+            pass
+        try:
+            Path("/sys/class/zram-control/hot_remove").write_text(f"{n}\n")
+        except OSError:
+            pass
+    request.addfinalizer(_remove)
+    Path(f"/sys/block/{name}/disksize").write_text(f"{64 << 20}\n")
+    return name
+
+
+def test_zram_bios_match_its_stat(bpf, zram, tmp_path, iowhy_bin, request):
+    """ext4 on zram, 200 files written and fsynced: every bio the device completed
+    (its stat) is in the report, as the device's requests and in the class tables."""
+    need(shutil.which("mkfs.ext4") is not None, "mkfs.ext4 not installed")
+    run(["mkfs.ext4", "-q", "-F", f"/dev/{zram}"])
+    mnt = tmp_path / "z"
+    mnt.mkdir()
+    run(["mount", f"/dev/{zram}", str(mnt)])
+    umount_later(request, mnt)
+    subprocess.run(["sync"], check=True)
+    r0, w0 = stat(zram)
+    out = tmp_path / "z.iowt"
+    record(iowhy_bin, out, [PY, "-c", FSYNC_FILES, str(mnt), "200"])
+    r1, w1 = stat(zram)
+    reads, writes = r1 - r0, w1 - w0
+    assert writes > 400, writes  # data, journal blocks and commit blocks
+    tr = read_trace(str(out))
+    res = analyze(tr)
+    dev = {d["name"]: d for d in res["devices"]}[zram]
+    # Every bio the device completed while recording, none other (the stat also
+    # counts a journal commit that happened to run after the recorder stopped).
+    assert dev["bios"] == dev["requests"]
+    assert reads + writes - 4 <= dev["bios"] <= reads + writes, (dev["bios"], reads, writes)
+    assert zram in res["workload"]["devices"]
+    # In the class tables: the workload's data, the journal thread's log blocks; no
+    # other process writes on this device.
+    req = res["requests"]
+    assert req["data"]["tracked"] >= 200, req["data"]
+    assert req["log"]["count"] >= 200, req["log"]
+    # (The class tables hold every disk's: take out the others', and the zram bios of
+    # another process, if any, are background.)
+    others = sum(d["requests"] for d in res["devices"] if d["name"] != zram)
+    bg = {d["name"]: d["requests"] for d in (res.get("background") or {}).get("devices", [])
+          if not d["set_apart"]}
+    others -= sum(n for name, n in bg.items() if name != zram)
+    carried = sum(e["requests"] for e in res.get("stack_carried") or [])
+    on_zram = sum(c["count"] for c in req.values()) - others + carried
+    assert on_zram == dev["bios"] - bg.get(zram, 0), (on_zram, dev["bios"], bg)
+    assert not any("bio-based" in p for p in res["problems"]), res["problems"]
+
+
+def test_xfs_external_log_iclogs_are_log(bpf, make_loop, tmp_path, iowhy_bin, request):
+    """XFS with its log on a second loop device, recorded with --dev naming the data
+    device only: the log device is recorded too, and every write the log device's
+    stat counted is class log."""
+    need(shutil.which("mkfs.xfs") is not None, "mkfs.xfs not installed")
+    data, logdev = make_loop(320), make_loop(80)
+    run(["mkfs.xfs", "-q", "-f", "-l", f"logdev={logdev.dev},size=64m", data.dev])
+    mnt = tmp_path / "x"
+    mnt.mkdir()
+    run(["mount", "-o", f"logdev={logdev.dev}", data.dev, str(mnt)])
+    umount_later(request, mnt)
+    subprocess.run(["sync"], check=True)
+    _, w0 = stat(logdev.name)
+    out = tmp_path / "x.iowt"
+    record(iowhy_bin, out, [PY, "-c", FSYNC_FILES, str(mnt), "300"], "--dev", data.dev)
+    _, w1 = stat(logdev.name)
+    log_writes = w1 - w0
+    assert log_writes >= 300, log_writes  # one iclog write per fsync at least
+    tr = read_trace(str(out))
+    lf = [f for f in tr.meta["filesystems"] if f["mountpoint"] == str(mnt)][0]
+    assert lf["log"]["device"]["disk"] == logdev.name
+    assert logdev.name in {d["name"] for d in tr.meta["lower_devices"]}
+    res = analyze(tr)
+    assert logdev.name in res["workload"]["devices"]
+    rq = tr.records("request")
+    on_log = rq[(rq["dev_major"] == logdev.major) & (rq["dev_minor"] == logdev.minor)
+                & (rq["op"] == 1) & (rq["len_bytes"] > 0)]
+    # The trace holds the log device's writes (a last one may complete after the stop).
+    assert log_writes - 2 <= len(on_log) <= log_writes, (len(on_log), log_writes)
+    # ... and every one of them is class log (main: 0 of 300).
+    assert res["requests"]["log"]["count"] == len(on_log), res["requests"]["log"]
+    assert res["requests"]["log"]["writes"] == len(on_log)
+
+
+OTHER_WRITER = r"""
+import mmap, os, sys, time
+path, n, go, done = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 4096)
+buf.write(b"o" * 4096)
+print(os.getpid(), flush=True)
+while not os.path.exists(go):
+    time.sleep(0.005)
+for i in range(n):
+    os.pwrite(fd, buf, (i % 256) * 4096)
+    time.sleep(0.0005)
+os.close(fd)
+open(done, "w").close()
+"""
+
+
+def _bpftrace(request, prog: str) -> subprocess.Popen:
+    need(shutil.which("bpftrace") is not None, "bpftrace not installed")
+    bt = subprocess.Popen(["bpftrace", "-e", prog], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    request.addfinalizer(lambda: (bt.poll() is None and bt.kill(), bt.wait()))
+    t0 = time.monotonic()
+    line = ""
+    while "Attaching" not in line and time.monotonic() - t0 < 60:
+        line = bt.stdout.readline()
+        if not line and bt.poll() is not None:
+            break
+    assert "Attaching" in line, f"bpftrace did not start: {line!r}"
+    return bt
+
+
+def _stop(bt: subprocess.Popen) -> str:
+    """bpftrace's output once it printed its maps at SIGINT (slow on a loaded machine:
+    it resolves every kernel stack it kept)."""
+    bt.send_signal(signal.SIGINT)
+    try:
+        return bt.communicate(timeout=300)[0]
+    except subprocess.TimeoutExpired:
+        bt.kill()
+        raise AssertionError("bpftrace did not print its maps within 300 s of SIGINT")
+
+
+def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin, request):
+    """`record --dev UPPER` of dd writing to a loop device whose backing file lives on
+    another loop device's ext4, while an unrelated process writes to another file there:
+    that process's requests (bpftrace counts them at block_getrq, in its own context)
+    are background, none in the class tables, and the class tables' data requests are
+    exactly what the workload submitted (the upper device's stat)."""
+    lower, lmnt = make_fs("ext4", size_mib=256, mount_opts="lazytime")
+    img, other = lmnt / "upper.img", lmnt / "other.img"
+    # Both files written in full first: no block allocation (no journal) later.
+    run(["dd", "if=/dev/zero", f"of={img}", "bs=1M", "count=64", "status=none"])
+    run(["dd", "if=/dev/zero", f"of={other}", "bs=1M", "count=1", "status=none"])
+    subprocess.run(["sync"], check=True)
+    upper = run(["losetup", "--find", "--show", "--direct-io=on", str(img)]).stdout.strip()
+    request.addfinalizer(lambda: subprocess.run(["losetup", "-d", upper], capture_output=True))
+    uname = os.path.basename(upper)
+    go, done = tmp_path / "go", tmp_path / "done"
+    n_other = 300
+    writer = subprocess.Popen([PY, "-c", OTHER_WRITER, str(other), str(n_other), str(go),
+                               str(done)], stdout=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (writer.poll() is None and writer.kill(), writer.wait()))
+    wpid = int(writer.stdout.readline())
+    devt = lower.major << 20 | lower.minor
+    bt = _bpftrace(request, f"tracepoint:block:block_getrq /pid == {wpid}/ "
+                            f"{{ @other = count(); }}")
+    u0 = stat(uname)
+    out = tmp_path / "s.iowt"
+    workload = (f"touch {go}; dd if=/dev/zero of={upper} bs=64k count=400 oflag=direct "
+                f"status=none; while [ ! -e {done} ]; do sleep 0.01; done")
+    try:
+        record(iowhy_bin, out, ["sh", "-c", workload], "--dev", upper)
+    finally:
+        bt_out = _stop(bt)
+    writer.wait(timeout=60)
+    u1 = stat(uname)
+    upper_requests = (u1[0] - u0[0]) + (u1[1] - u0[1])
+    m = re.search(r"@other: (\d+)", bt_out)
+    assert m, bt_out
+    theirs = int(m.group(1))
+    assert theirs >= n_other, theirs  # one request per O_DIRECT write at least
+    del devt
+    tr = read_trace(str(out))
+    res = analyze(tr)
+    bg = {d["name"]: d for d in res["background"]["devices"]}
+    assert lower.name in bg, res["background"]
+    assert bg[lower.name]["requests"] == theirs, (bg[lower.name], theirs)
+    assert bg[lower.name]["set_apart"] is False
+    # The class tables: the workload's own requests, each counted once, at the top
+    # (the loop worker's carried writes are left out, and so are the other writer's
+    # data writes), and at most a few of the lower filesystem's own (its journal or an
+    # inode's writeback by a kernel thread while the loop device was busy).
+    tables = sum(c["count"] for c in res["requests"].values())
+    assert res["requests"]["data"]["count"] == upper_requests, (res["requests"]["data"],
+                                                                upper_requests)
+    assert res["requests"]["data"]["tracked"] == upper_requests
+    assert upper_requests <= tables <= upper_requests + 3, (tables, upper_requests)
+    carried = {(e["upper"], e["lower"]): e["requests"] for e in res["stack_carried"]}
+    assert carried.get((uname, lower.name), 0) >= upper_requests, res["stack_carried"]
+    assert res["workload"]["devices"] == [uname]
+
+
+MSYNC = r"""
+import ctypes, mmap, os, sys
+ctypes.CDLL(None).prctl(15, b"iowhy-msync", 0, 0, 0)
+path, n = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.ftruncate(fd, n * 4096)
+m = mmap.mmap(fd, n * 4096)
+for i in range(n):
+    m[i * 4096:(i + 1) * 4096] = os.urandom(4096)
+    m.flush(i * 4096, 4096)  # msync(MS_SYNC) of the new page
+m.close()
+os.close(fd)
+"""
+
+# The msync calls' total time and, per kernel stack, the time their thread spent
+# blocked inside them: from its switch-out to the wakeup that ended the wait (not to its
+# switch-in: the time it then waited for a CPU is no wait for the commit), summed per
+# the stack it blocked with. A preemption has no wakeup: it counts nothing.
+MSYNC_BT = r"""
+tracepoint:syscalls:sys_enter_msync /comm == "iowhy-msync"/ { @in[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_msync /@in[tid]/ {
+    @total = sum(nsecs - @in[tid]); delete(@in[tid]); }
+tracepoint:sched:sched_switch /@in[args->prev_pid]/ {
+    @off[args->prev_pid] = nsecs; @st[args->prev_pid] = kstack; }
+tracepoint:sched:sched_waking /@off[args->pid]/ {
+    @stk[@st[args->pid]] = sum(nsecs - @off[args->pid]);
+    delete(@off[args->pid]); delete(@st[args->pid]); }
+END { clear(@in); clear(@off); clear(@st); }
+"""
+
+
+def test_msync_commit_wait_matches_the_kernel_stacks(bpf, make_fs, tmp_path, iowhy_bin,
+                                                     request):
+    """msync(MS_SYNC) of new pages of a sparse file on ext4: the delayed allocation in
+    its own writeback joins the inode to a new transaction, whose commit it waits for
+    in jbd2_log_wait_commit. The FSYNC view's commit/log share of msync time is that
+    of the time bpftrace saw the thread blocked there, from its switch-out to its
+    wakeup (the base iowhy: under 2% against 80-90%)."""
+    lp, mnt = make_fs("ext4", size_mib=256)
+    subprocess.run(["sync"], check=True)
+    bt = _bpftrace(request, MSYNC_BT)
+    out = tmp_path / "m.iowt"
+    try:
+        record(iowhy_bin, out, [PY, "-c", MSYNC, str(mnt / "m"), "200"])
+    finally:
+        bt_out = _stop(bt)
+    total = int(re.search(r"@total: (\d+)", bt_out).group(1))
+    waits = sum(int(v) for stack, v in re.findall(r"@stk\[(.*?)\]: (\d+)", bt_out, re.S)
+                if "jbd2_log_wait_commit" in stack)
+    bt_share = waits / total
+    assert bt_share > 0.3, (bt_share, bt_out[-2000:])
+    res = analyze(read_trace(str(out)))
+    ms = res["fsync"]["by_call"]["msync"]
+    assert ms["count"] == 200
+    assert abs(ms["total_ns"] - total) <= 0.05 * total, (ms["total_ns"], total)
+    share = ms["split_ns"]["commit"] / ms["total_ns"]
+    # The commit part runs from the commit's start to its end: the thread's wait (from
+    # its switch-out to its wakeup at the commit's end) lies inside it.
+    assert bt_share - 0.05 <= share <= bt_share + 0.15, (share, bt_share, ms["split_ns"])
+    assert ms["needed_commit"] >= 190, ms
