@@ -187,6 +187,14 @@ static __always_inline __s64 task_syscall_arg0(int btf, struct task_struct *t)
 }
 
 /*
+ * TASK_DEAD, the state an exiting task has at its last switch-out (do_task_dead()), is a
+ * #define, not in BTF: 0x80 since commit 06eb61844d84 ("sched/debug: Add explicit
+ * TASK_PARKED printing", v4.14, where it swapped with TASK_PARKED), older than any
+ * kernel with BTF. No other task state uses the bit.
+ */
+#define TASK_DEAD_STATE 0x80
+
+/*
  * sched_process_exit gained a group_dead argument late; signal->live reaches zero
  * before the tracepoint fires on every kernel, so that is what we test.
  */

@@ -1327,7 +1327,19 @@ static __always_inline void on_exit(struct task_struct *p)
 	st = current_state(tid, 0);
 	if (st && st->sys_enter_ns)
 		close_unseen_call(st, bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
-	/* Task storage goes with the task; a hash entry would outlive it. */
+	/* The thread still runs its exit (closing files, freeing its memory), and can be
+	 * preempted or wait there: it stays tracked until its last switch-out (on_dead). */
+}
+
+/*
+ * The last switch-out of an exiting thread (its state is TASK_DEAD): the end of its life,
+ * after which it never runs. Its state goes (task storage goes with the task; a hash
+ * entry would outlive it), and the process is no longer tracked once its last thread
+ * is gone (its pid cannot be reused before it is reaped, which is later).
+ */
+static __always_inline void on_dead(struct task_struct *p, __u32 tgid, __u32 tid)
+{
+	emit_task(p, IOWHY_TASK_DEAD, 0, 0);
 	if (!use_task_storage)
 		bpf_map_delete_elem(&tasks, &tid);
 	/* The recorder learns of the workload's end from waitpid, not from this map. */
@@ -1510,10 +1522,15 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 
 	tgid = RD(btf, prev, tgid);
 	if (is_tracked(tgid)) {
+		__u32 state = get_task_state(btf, prev);
+
 		tid = RD(btf, prev, pid);
+		if (state & TASK_DEAD_STATE) {
+			on_dead(prev, tgid, tid);
+			goto next_task;
+		}
 		st = task_state_of(prev, tid, 1);
 		if (st) {
-			__u32 state = get_task_state(btf, prev);
 			__u16 f = 0;
 
 			offcpu_seen_running(st, tgid, tid);
@@ -1561,6 +1578,7 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			open_helper(btf, prev, st, state, now, f);
 		}
 	}
+next_task:
 	tgid = RD(btf, next, tgid);
 	if (is_tracked(tgid)) {
 		tid = RD(btf, next, pid);

@@ -276,7 +276,8 @@ struct iowhy_thread {
 #define IOWHY_TASK_ROOT 1 /* tracked from the start (the workload, or a task of the attached process) */
 #define IOWHY_TASK_FORK 2 /* new task (thread or process) of a tracked process */
 #define IOWHY_TASK_EXEC 3
-#define IOWHY_TASK_EXIT 4
+#define IOWHY_TASK_EXIT 4 /* sched_process_exit: the thread starts to exit (it still runs, and can wait) */
+#define IOWHY_TASK_DEAD 5 /* its last switch-out (state TASK_DEAD): its life ends here */
 
 struct iowhy_task {
 	struct iowhy_rec_hdr hdr; /* ts_ns: event time */

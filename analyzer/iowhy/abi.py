@@ -124,7 +124,8 @@ WCTX_NAMES = {WCTX_UNKNOWN: "", WCTX_TASK: "task", WCTX_SOFTIRQ: "softirq",
 THR_ON_CPU = 1 << 0
 THR_NO_SYSCALL = 1 << 1
 
-TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT = 1, 2, 3, 4
+# EXIT: the thread starts to exit; DEAD: its last switch-out, the end of its life
+TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT, TASK_DEAD = 1, 2, 3, 4, 5
 
 # Loss and anomaly counters (trailer "counters"), in IOWHY_C_* order.
 COUNTER_NAMES = (

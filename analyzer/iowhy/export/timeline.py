@@ -117,7 +117,9 @@ def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int,
         ts = int(t["ts_ns"])
         if ev in (abi.TASK_ROOT, abi.TASK_FORK) and ts:
             b = max(w0, ts)
-        elif ev == abi.TASK_EXIT and ts:
+        elif ev == abi.TASK_EXIT and ts and d == w1:
+            d = min(w1, ts)
+        elif ev == abi.TASK_DEAD and ts:  # the last switch-out, after the exit
             d = min(w1, ts)
         if _comm(t["comm"]):
             c = _comm(t["comm"])

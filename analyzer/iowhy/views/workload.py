@@ -61,7 +61,9 @@ def _unkey(u: tuple[np.ndarray, np.ndarray], span: int, origin: int,
 def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                    window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tids, birth, death) of every thread seen. Birth: its ROOT/FORK event, else its
-    first off-CPU interval; death: its EXIT, else the window end. Clipped to the window."""
+    first off-CPU interval; death: its DEAD event (its last switch-out), else its EXIT
+    (traces before DEAD, or a DEAD not delivered), else the window end. Clipped to the
+    window."""
     w0, w1 = window.start_ns, window.end_ns
     ttid = np.asarray(tasks["tid"]).astype(I64)
     otid = np.asarray(off["tid"]).astype(I64)
@@ -75,9 +77,13 @@ def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray
         ti = np.searchsorted(tids, ttid)
         b = (ev == abi.TASK_ROOT) | (ev == abi.TASK_FORK)
         np.minimum.at(birth, ti[b], ts[b])
-        x = ev == abi.TASK_EXIT
         dd = np.full(n, w1 + 1, I64)
+        x = ev == abi.TASK_EXIT
         np.minimum.at(dd, ti[x], ts[x])
+        gone = np.full(n, w1 + 1, I64)
+        x = ev == abi.TASK_DEAD
+        np.minimum.at(gone, ti[x], ts[x])
+        dd = np.where(gone <= w1, np.maximum(gone, np.where(dd <= w1, dd, 0)), dd)
         death = np.where(dd <= w1, dd, w1)
     nob = birth > w1
     if nob.any() and len(otid):
