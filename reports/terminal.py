@@ -241,21 +241,32 @@ def thread_line(t: Mapping[str, Any]) -> str:
     return text
 
 
-def render_intervals(r: Mapping[str, Any]) -> str:
-    """The elapsed attribution per interval: one row per interval, one column per
-    category that has time (ms), each row summing to its interval."""
+def render_intervals(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
+    """The elapsed attribution per interval, after the report's first lines (what was
+    lost): one row per interval, one column per category that has time, named as in the
+    report and in `unit` (reports.units), each row summing to its interval. Columns that
+    do not fit WIDTH go to a further table of the same rows."""
     iv = r.get("intervals") or []
     cats = [k for k in ORDER if any(i["attribution_ns"].get(k) for i in iv)]
-    short = {"helper-cpu": "hlp-cpu", "helper-runqueue": "hlp-runq", "wait-other": "w-other",
-             "metadata": "meta", "runqueue": "runq", "external": "extern",
-             "throttle": "throttl"}
-    head = f"{'from (s)':>9}{'to (s)':>9}" + "".join(f"{short.get(k, k):>9}" for k in cats)
-    lines = ["ATTRIBUTION PER INTERVAL (ms)", head]
-    for i in iv:
-        a = i["attribution_ns"]
-        lines.append(f"{i['start_ns'] / 1e9:>9.3f}{i['end_ns'] / 1e9:>9.3f}"
-                     + "".join(f"{a.get(k, 0) / 1e6:>9.1f}" for k in cats))
-    return "\n".join(_fit(x) for x in lines) + "\n"
+    width = {k: max([len(time_text(i["attribution_ns"].get(k, 0), unit)) for i in iv]
+                    + [len(k)]) + 2 for k in cats}
+    blocks: list[list[str]] = []
+    for k in cats:  # as many columns as fit beside the two times, in the report's order
+        if not blocks or 18 + sum(width[c] for c in blocks[-1]) + width[k] > WIDTH:
+            blocks.append([])
+        blocks[-1].append(k)
+    lines = _title(r) + ["", f"ATTRIBUTION PER INTERVAL ({unit})"]
+    for b, block in enumerate(blocks):
+        if b:
+            lines.append("")
+        lines.append(f"{'from (s)':>9}{'to (s)':>9}"
+                     + "".join(f"{k:>{width[k]}}" for k in block))
+        for i in iv:
+            a = i["attribution_ns"]
+            lines.append(f"{i['start_ns'] / 1e9:>9.3f}{i['end_ns'] / 1e9:>9.3f}"
+                         + "".join(f"{time_text(a.get(k, 0), unit):>{width[k]}}"
+                                   for k in block))
+    return "\n".join(_fit(printable(x)) for x in lines) + "\n"
 
 
 def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:

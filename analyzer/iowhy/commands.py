@@ -202,7 +202,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         if "intervals" not in result:
             raise _user_error(f"{args.trace} has no wakeup links: no attribution per interval",
                               "record it again with this iowhy (format version 4)")
-        return _emit(args, result, html, render_intervals, t0)
+        return _emit(args, result, html, lambda r: render_intervals(r, args.unit), t0)
     return _emit(args, result, html, lambda r: render_report(shown, args.unit), t0)
 
 

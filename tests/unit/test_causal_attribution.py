@@ -390,9 +390,11 @@ def test_report_interval_table_and_json(tmp_path, capsys):
     p = write_trace(tmp_path / "t.iowt", offcpu=offs)
     assert main(["report", p, "--interval", "0.00000003"]) == 0
     out = [x for x in capsys.readouterr().out.splitlines() if x]
-    assert out[0].startswith("ATTRIBUTION PER INTERVAL")
-    assert out[1].split() == ["from", "(s)", "to", "(s)", "cpu", "sleep", "extern"]
-    assert len(out) == 2 + 4
+    assert out[0] == "iowhy report  star -x"  # the report's first lines come first
+    assert out[1] == "ATTRIBUTION PER INTERVAL (us)"  # the report's unit (--unit)
+    # the report's category names
+    assert out[2].split() == ["from", "(s)", "to", "(s)", "cpu", "sleep", "external"]
+    assert len(out) == 3 + 4
     assert main(["report", p, "--interval", "0.00000003", "--json"]) == 0
     import json
     r = json.loads(capsys.readouterr().out)
