@@ -1488,22 +1488,23 @@ static __always_inline int current_syscall_is(__s32 nr)
  * an uninterruptible sleep: the dirty mark once (a pause is one sleep), the block mark by
  * every such sleep until its bios are placed or the syscall returns. A preemption keeps
  * them (the sleep is still to come). A mark is honoured only if the thread switches out
- * within THROTTLE_MARK_NS of setting it or of its last switch-in: the throttled sleep
- * follows the event within microseconds of running, and a mark whose end the probes could
- * not see (a bio ended with an error or -EAGAIN before it had a request, a discard merged
+ * in the jiffy it set the mark or last came back on CPU in, or the next one (at most two
+ * ticks: 8 ms at HZ=250): the throttled sleep follows the event within microseconds of
+ * running, and a mark whose end the probes could not see (a bio ended with an error or -EAGAIN before it had a request, a discard merged
  * without a tracepoint, BDP_ASYNC's io_uring writes that return -EAGAIN instead of
  * sleeping) is dropped instead of naming a later, unrelated wait.
  *
  * Cost: block_bio_queue fires for every bio on the machine, block_bio_backmerge /
  * frontmerge for every merge, block_split for every split; for a thread outside the
  * workload each returns after the tracked-tgid bit test. A tracked thread's bio costs
- * three loads (is its disk a blk-mq one), a task-state lookup and a clock read, its
+ * four loads (is its disk a blk-mq one), a task-state lookup and a read of jiffies (a
+ * tick is bound enough, and bpf_ktime_get_ns() would cost ~30 ns more per bio), its
  * request or merge another lookup and a store; balance_dirty_pages runs only for
  * dirtiers over their limit. Helper threads (a loop worker, the flusher) are not marked:
  * a throttled helper is part of how the workload's own wait was served, not what the
  * workload waited for.
  */
-#define THROTTLE_MARK_NS 2000000ULL
+#define THROTTLE_MARK_JIFFIES 1
 
 static __always_inline void on_dirty_pause(long pause)
 {
@@ -1519,7 +1520,7 @@ static __always_inline void on_dirty_pause(long pause)
 	if (!st)
 		return;
 	st->throttle |= IOWHY_OFF_THROTTLE_DIRTY;
-	st->throttle_ns = bpf_ktime_get_ns();
+	st->throttle_jiffies = bpf_jiffies64();
 }
 
 /*
@@ -1554,7 +1555,7 @@ static __always_inline void on_bio_submit(int btf, struct bio *bio, int split)
 		return;
 	if (st->throttle_bios < 0xffff)
 		st->throttle_bios++;
-	st->throttle_ns = bpf_ktime_get_ns();
+	st->throttle_jiffies = bpf_jiffies64();
 }
 
 /* A bio of the current thread has a request (block_getrq) or merged into one. */
@@ -1571,16 +1572,16 @@ static __always_inline void on_bio_placed(void)
 }
 
 /*
- * The throttle flag of a tracked thread's switch-out with flags `f` at `now`, taking its
- * marks (see above).
+ * The throttle flag of a tracked thread's switch-out with flags `f`, taking its marks (see
+ * above).
  */
-static __always_inline __u16 throttle_flags(struct task_state *st, __u16 f, __u64 now)
+static __always_inline __u16 throttle_flags(struct task_state *st, __u16 f)
 {
 	__u16 dirty = st->throttle & IOWHY_OFF_THROTTLE_DIRTY;
 
 	if ((!dirty && !st->throttle_bios) || (f & IOWHY_OFF_PREEMPT))
 		return 0;
-	if (!(f & IOWHY_OFF_D) || now - st->throttle_ns > THROTTLE_MARK_NS) {
+	if (!(f & IOWHY_OFF_D) || bpf_jiffies64() - st->throttle_jiffies > THROTTLE_MARK_JIFFIES) {
 		st->throttle = 0;
 		st->throttle_bios = 0;
 		return 0;
@@ -1593,7 +1594,7 @@ static __always_inline __u16 throttle_flags(struct task_state *st, __u16 f, __u6
 static __always_inline void throttle_resume(struct task_state *st)
 {
 	if (st->throttle || st->throttle_bios)
-		st->throttle_ns = bpf_ktime_get_ns();
+		st->throttle_jiffies = bpf_jiffies64();
 }
 
 /* ------------------------------------------------------------------ off-CPU --- */
@@ -1659,7 +1660,7 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			if ((state & 0x2) && !(state & 0x400))
 				f |= IOWHY_OFF_D;
 			now = bpf_ktime_get_ns();
-			f |= throttle_flags(st, f, now);
+			f |= throttle_flags(st, f);
 			st->off_ns = now;
 			st->off_state = state;
 			st->off_flags = f;

@@ -392,10 +392,10 @@ struct task_state {
 	 * "throttling"): `throttle` holds IOWHY_OFF_THROTTLE_DIRTY from a balance_dirty_pages
 	 * pause until the sleep that takes it; `throttle_bios` counts the bios it queued or
 	 * split off that have neither a request nor merged yet (IOWHY_OFF_THROTTLE_BLOCK while
-	 * not 0). throttle_ns: when a mark was last set, or the thread last came back on CPU
-	 * with one set (its age bounds it).
+	 * not 0). throttle_jiffies: when a mark was last set, or the thread last came back on
+	 * CPU with one set (its age bounds it).
 	 */
-	__u64 throttle_ns;
+	__u64 throttle_jiffies;
 	__u16 throttle;
 	__u16 throttle_bios;
 	__u32 pad3;
