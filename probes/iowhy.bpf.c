@@ -7,8 +7,9 @@
  *
  * Cost: block events fire for every request on the traced devices (a table slot per
  * request at block_getrq, one per request event, one ring-buffer record per finished
- * request); syscall, sched and fs events test one bit per process for untracked tasks
- * and exit. By default (--syscalls sync) only the fsync and write families are timed,
+ * request); syscall, sched and fs events, and the per-bio events that mark throttling
+ * (block_bio_queue, block_split, the bio merges), test one bit per process for untracked
+ * tasks and exit. By default (--syscalls sync) only the fsync and write families are timed,
  * through their own syscall tracepoints; --syscalls all times every syscall of the
  * workload through sys_enter/sys_exit, two clock reads each (docs/design.md).
  * Filtering by task happens at submission and syscall time, never at completion
