@@ -248,6 +248,42 @@ static __always_inline int get_preempt_count(int btf, __u32 *pc)
 	return bpf_probe_read_kernel(pc, sizeof(*pc), (void *)rq + pc_from_rq) ? -1 : 0;
 }
 
+/*
+ * writeback:balance_dirty_pages takes the dirty_throttle_control instead of five of its
+ * fields (thresh, bg_thresh, dirty, wb_thresh, wb_dirty), so `pause` (jiffies) moved from
+ * the 11th argument to the 7th.
+ * commit f1ab2831e2a4 ("writeback: let trace_balance_dirty_pages() take struct dtc as
+ * parameter"), v6.15, also in 6.14.y stable: a release number does not say which.
+ * In both layouts `pause` is the next-to-last argument (`long pause, unsigned long
+ * start_time`). A type-match relocation (bpf_core_type_matches) would let the program
+ * test the prototype itself, but it needs LLVM 15 and the build's clang may be older, so
+ * the recorder reads the tracepoint's prototype from the kernel's BTF and sets
+ * bdp_pause_arg to that argument's index (rec_probes.c; 0: not found, the program is not
+ * loaded). It is a constant when the program is verified, so the verifier walks only the
+ * read of the argument that exists: tp_btf refuses a read past the prototype's last
+ * argument.
+ */
+const volatile __u8 bdp_pause_arg = 0;
+
+/* Argument `n` of a tracepoint's context, by a load at a constant offset: the verifier
+ * refuses a ctx access at a computed one, which clang makes of two loads that differ
+ * only in their index. */
+#define IOWHY_CTX_ARG(ctx, n)                                                        \
+	({                                                                           \
+		long __v;                                                            \
+		asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(__v) : "r"(ctx), "i"((n) * 8)); \
+		__v;                                                                 \
+	})
+
+static __always_inline long bdp_pause(unsigned long long *ctx)
+{
+	if (bdp_pause_arg == 6)
+		return IOWHY_CTX_ARG(ctx, 6);
+	if (bdp_pause_arg == 10)
+		return IOWHY_CTX_ARG(ctx, 10);
+	return 0;
+}
+
 /* include/linux/preempt.h: 8 preempt bits, 8 softirq, 4 hardirq, 4 NMI; the softirq
  * count's lowest bit is set while a softirq is being served (the rest count bh-disable). */
 #define IOWHY_PC_SOFTIRQ_OFFSET 0x100U

@@ -7,8 +7,9 @@
  *
  * Cost: block events fire for every request on the traced devices (a table slot per
  * request at block_getrq, one per request event, one ring-buffer record per finished
- * request); syscall, sched and fs events test one bit per process for untracked tasks
- * and exit. By default (--syscalls sync) only the fsync and write families are timed,
+ * request); syscall, sched and fs events, and the per-bio events that mark throttling
+ * (block_bio_queue, block_split, the bio merges), test one bit per process for untracked
+ * tasks and exit. By default (--syscalls sync) only the fsync and write families are timed,
  * through their own syscall tracepoints; --syscalls all times every syscall of the
  * workload through sys_enter/sys_exit, two clock reads each (docs/design.md).
  * Filtering by task happens at submission and syscall time, never at completion
@@ -1361,6 +1362,8 @@ static __always_inline void on_sys_exit(struct pt_regs *regs, long ret)
 	if (!st)
 		return;
 	offcpu_seen_running(st, pt >> 32, tid);
+	st->throttle = 0; /* no throttle outlives its syscall */
+	st->throttle_bios = 0;
 	if (!st->sys_enter_ns)
 		return;
 	now = bpf_ktime_get_ns();
@@ -1473,6 +1476,141 @@ static __always_inline int current_syscall_is(__s32 nr)
 	return st && st->sys_nr == nr;
 }
 
+/* --------------------------------------------------------------- throttling --- */
+
+/*
+ * A wait the kernel imposed on a tracked thread to slow it down is flagged on its off-CPU
+ * record, whatever ends it (the analysis names it level-one `throttle`):
+ *
+ *   - IOWHY_OFF_THROTTLE_DIRTY, dirty-page throttling: writeback:balance_dirty_pages fires
+ *     in the dirtier's context right before it sleeps `pause` jiffies
+ *     (io_schedule_timeout, TASK_KILLABLE); a pause of 0 or less is no sleep (the kernel
+ *     traces min(pause, 0) when it lets the thread go on).
+ *   - IOWHY_OFF_THROTTLE_BLOCK, the block layer's throttles: between a bio's
+ *     block_bio_queue and its block_getrq (or its merge into a request) blk-mq runs the
+ *     rq-qos policies (writeback throttling's wbt_wait, rq_qos_wait, iocost) and waits for
+ *     a driver or scheduler tag (blk_mq_get_tag). An uninterruptible sleep of the
+ *     submitter in that stretch is one of those waits (or, rarely, a wait for a frozen
+ *     queue or for memory in the submit path, which slow it down the same way). No cheap
+ *     event tells a rq-qos wait from a tag wait, so THROTTLE_BLOCK covers both. A bio
+ *     larger than the queue's limits is split (block_split) before its throttles: the
+ *     part split off goes on to its request, the rest is submitted again without a second
+ *     block_bio_queue and meets the throttles again; so the thread counts the bios it has
+ *     queued or split off and not yet placed (task_state.throttle_bios).
+ *
+ * The marks are set in the thread's own context and taken by its next switch-out that is
+ * an uninterruptible sleep: the dirty mark once (a pause is one sleep), the block mark by
+ * every such sleep until its bios are placed or the syscall returns. A preemption keeps
+ * them (the sleep is still to come). A mark is honoured only if the thread switches out
+ * in the jiffy it set the mark or last came back on CPU in, or the next one (at most two
+ * ticks: 8 ms at HZ=250): the throttled sleep follows the event within microseconds of
+ * running, and a mark whose end the probes could not see (a bio ended with an error or -EAGAIN before it had a request, a discard merged
+ * without a tracepoint, BDP_ASYNC's io_uring writes that return -EAGAIN instead of
+ * sleeping) is dropped instead of naming a later, unrelated wait.
+ *
+ * Cost: block_bio_queue fires for every bio on the machine, block_bio_backmerge /
+ * frontmerge for every merge, block_split for every split; for a thread outside the
+ * workload each returns after the tracked-tgid bit test. A tracked thread's bio costs
+ * four loads (is its disk a blk-mq one), a task-state lookup and a read of jiffies (a
+ * tick is bound enough, and bpf_ktime_get_ns() would cost ~30 ns more per bio), its
+ * request or merge another lookup and a store; balance_dirty_pages runs only for
+ * dirtiers over their limit. Helper threads (a loop worker, the flusher) are not marked:
+ * a throttled helper is part of how the workload's own wait was served, not what the
+ * workload waited for.
+ */
+#define THROTTLE_MARK_JIFFIES 1
+
+static __always_inline void on_dirty_pause(long pause)
+{
+	__u64 pt;
+	struct task_state *st;
+
+	if (pause <= 0)
+		return;
+	pt = bpf_get_current_pid_tgid();
+	if (!is_tracked(pt >> 32))
+		return;
+	st = current_state((__u32)pt, 1);
+	if (!st)
+		return;
+	st->throttle |= IOWHY_OFF_THROTTLE_DIRTY;
+	st->throttle_jiffies = bpf_jiffies64();
+}
+
+/*
+ * Only a blk-mq disk gives a bio a request: a bio-based one (zram, device-mapper, md)
+ * never fires block_getrq for it, and the bios it passes down are queued, counted and
+ * given requests on the disks below.
+ */
+static __always_inline int bio_on_mq(int btf, struct bio *bio)
+{
+	struct gendisk *disk = bio_disk(btf, bio);
+	struct request_queue *q;
+
+	if (!disk)
+		return 0;
+	q = RD(btf, disk, queue);
+	return q && RD(btf, q, mq_ops) != NULL;
+}
+
+/*
+ * block_bio_queue (`split` 0) or block_split (1) in the submitter's context: one more
+ * bio to place. A split counts only under a bio already counted.
+ */
+static __always_inline void on_bio_submit(int btf, struct bio *bio, int split)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct task_state *st;
+
+	if (!is_tracked(pt >> 32) || !bio_on_mq(btf, bio))
+		return;
+	st = current_state((__u32)pt, !split);
+	if (!st || (split && !st->throttle_bios))
+		return;
+	if (st->throttle_bios < 0xffff)
+		st->throttle_bios++;
+	st->throttle_jiffies = bpf_jiffies64();
+}
+
+/* A bio of the current thread has a request (block_getrq) or merged into one. */
+static __always_inline void on_bio_placed(void)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct task_state *st;
+
+	if (!is_tracked(pt >> 32))
+		return;
+	st = current_state((__u32)pt, 0);
+	if (st && st->throttle_bios)
+		st->throttle_bios--;
+}
+
+/*
+ * The throttle flag of a tracked thread's switch-out with flags `f`, taking its marks (see
+ * above).
+ */
+static __always_inline __u16 throttle_flags(struct task_state *st, __u16 f)
+{
+	__u16 dirty = st->throttle & IOWHY_OFF_THROTTLE_DIRTY;
+
+	if ((!dirty && !st->throttle_bios) || (f & IOWHY_OFF_PREEMPT))
+		return 0;
+	if (!(f & IOWHY_OFF_D) || bpf_jiffies64() - st->throttle_jiffies > THROTTLE_MARK_JIFFIES) {
+		st->throttle = 0;
+		st->throttle_bios = 0;
+		return 0;
+	}
+	st->throttle = 0;
+	return dirty ? IOWHY_OFF_THROTTLE_DIRTY : IOWHY_OFF_THROTTLE_BLOCK;
+}
+
+/* Back on CPU with a mark still set: its age counts from now. */
+static __always_inline void throttle_resume(struct task_state *st)
+{
+	if (st->throttle || st->throttle_bios)
+		st->throttle_jiffies = bpf_jiffies64();
+}
+
 /* ------------------------------------------------------------------ off-CPU --- */
 
 /*
@@ -1541,6 +1679,7 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 			if ((state & 0x2) && !(state & 0x400))
 				f |= IOWHY_OFF_D;
 			now = bpf_ktime_get_ns();
+			f |= throttle_flags(st, f);
 			st->off_ns = now;
 			st->off_state = state;
 			st->off_flags = f;
@@ -1588,6 +1727,7 @@ next_task:
 		if (!st || !st->off_ns)
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
+		throttle_resume(st);
 	} else if (helpers_open && is_kthread(btf, next)) {
 		tid = RD(btf, next, pid);
 		st = task_state_of(next, tid, 0);
@@ -1840,7 +1980,7 @@ static __always_inline void on_btrfs_sync(int btf, struct file *file, int datasy
 		return 0;                                        \
 	}
 
-IOWHY_TP(block_getrq, on_getrq(btf, bio), struct bio *bio)
+IOWHY_TP(block_getrq, (on_bio_placed(), on_getrq(btf, bio)), struct bio *bio)
 IOWHY_TP(block_rq_insert, on_rq_insert(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_issue, on_rq_issue(btf, rq), struct request *rq)
 IOWHY_TP(block_rq_requeue, on_rq_requeue(btf, rq), struct request *rq)
@@ -1849,6 +1989,14 @@ IOWHY_TP(block_rq_complete, on_rq_complete(btf, rq, error, nr_bytes), struct req
 	 unsigned int nr_bytes)
 
 IOWHY_TP(block_bio_complete, on_bio_complete(btf, bio), struct request_queue *q, struct bio *bio)
+
+/* Throttling (see on_bio_submit, on_dirty_pause). */
+IOWHY_TP(block_bio_queue, on_bio_submit(btf, bio, 0), struct bio *bio)
+IOWHY_TP(block_split, on_bio_submit(btf, bio, 1), struct bio *bio, unsigned int new_sector)
+IOWHY_TP(block_bio_backmerge, on_bio_placed(), struct bio *bio)
+IOWHY_TP(block_bio_frontmerge, on_bio_placed(), struct bio *bio)
+/* By position: the argument list changed (core_fixes.bpf.h, bdp_pause). */
+IOWHY_TP(balance_dirty_pages, on_dirty_pause(bdp_pause(ctx)))
 
 IOWHY_TP(sched_process_fork, on_fork(parent, child), struct task_struct *parent,
 	 struct task_struct *child)

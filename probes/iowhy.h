@@ -389,6 +389,18 @@ struct task_state {
 	__u32 pad2;
 	__u64 run_ns;   /* se.sum_exec_runtime at the switch-out */
 	__u64 helper_until_ns; /* a kernel thread: its intervals are recorded until then */
+	/*
+	 * Throttling seen in the thread's own context, not yet slept in (iowhy.bpf.c,
+	 * "throttling"): `throttle` holds IOWHY_OFF_THROTTLE_DIRTY from a balance_dirty_pages
+	 * pause until the sleep that takes it; `throttle_bios` counts the bios it queued or
+	 * split off that have neither a request nor merged yet (IOWHY_OFF_THROTTLE_BLOCK while
+	 * not 0). throttle_jiffies: when a mark was last set, or the thread last came back on
+	 * CPU with one set (its age bounds it).
+	 */
+	__u64 throttle_jiffies;
+	__u16 throttle;
+	__u16 throttle_bios;
+	__u32 pad3;
 };
 
 struct rq_slot {

@@ -93,6 +93,39 @@ static __s64 preempt_count_from_rq(const struct btf *btf)
 }
 
 /*
+ * Index (from 0, after the tracepoint's own `void *`) of balance_dirty_pages' `pause`
+ * argument, the next-to-last one in every layout it has had: a signed long followed by
+ * the unsigned long start_time (core_fixes.bpf.h, bdp_pause). 0 when the kernel's BTF
+ * shows neither layout: the program then is not loaded.
+ */
+static __u8 bdp_pause_arg_of(const struct btf *btf)
+{
+	int id = btf__find_by_name_kind(btf, "btf_trace_balance_dirty_pages", BTF_KIND_TYPEDEF);
+	const struct btf_type *t, *a, *b;
+	const struct btf_param *p;
+	int n;
+
+	if (id <= 0)
+		return 0;
+	t = btf__type_by_id(btf, btf__resolve_type(btf, id));
+	if (!t || !btf_is_ptr(t))
+		return 0;
+	t = btf__type_by_id(btf, t->type);
+	if (!t || !btf_is_func_proto(t))
+		return 0;
+	n = btf_vlen(t);
+	if (n != 9 && n != 13) /* void *, then 8 arguments (dtc) or 12 (its fields) */
+		return 0;
+	p = btf_params(t);
+	a = btf__type_by_id(btf, btf__resolve_type(btf, p[n - 2].type));
+	b = btf__type_by_id(btf, btf__resolve_type(btf, p[n - 1].type));
+	if (!a || !b || !btf_is_int(a) || !btf_is_int(b) || a->size != 8 || b->size != 8 ||
+	    !(btf_int_encoding(a) & BTF_INT_SIGNED) || (btf_int_encoding(b) & BTF_INT_SIGNED))
+		return 0;
+	return (__u8)(n - 3);
+}
+
+/*
  * Configure an opened object: rodata, map sizes, and which flavour of each program
  * loads. Tracepoints this kernel lacks (no btf_trace_<name> in its BTF) are skipped.
  */
@@ -127,6 +160,7 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 		      btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
 	skel->rodata->lazy_writes = r->lazy_writes;
 	skel->rodata->pc_from_rq = preempt_count_from_rq(vmlinux);
+	skel->rodata->bdp_pause_arg = bdp_pause_arg_of(vmlinux);
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)r->env.ringbuf_mib << 20))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
@@ -138,7 +172,7 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	bpf_object__for_each_program(prog, skel->obj) {
 		int is_btf;
 		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
-		int present;
+		int present, unknown;
 
 		if (!tp) {
 			/*
@@ -165,10 +199,13 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 		if (r->env.sync_syscalls && !r->env.dry_run &&
 		    (!strcmp(tp, "sys_enter") || !strcmp(tp, "sys_exit")))
 			present = 0;
-		bpf_program__set_autoload(prog, present && is_btf == use_btf);
+		unknown = present && !strcmp(tp, "balance_dirty_pages") &&
+			  !skel->rodata->bdp_pause_arg;
+		bpf_program__set_autoload(prog, present && !unknown && is_btf == use_btf);
 		if (is_btf && r->nprobes < 64) {
 			snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp), "%s", tp);
-			r->probes[r->nprobes].how = present ? (use_btf ? "tp_btf" : "raw_tp")
+			r->probes[r->nprobes].how = unknown ? "skipped: unknown argument layout"
+				: present ? (use_btf ? "tp_btf" : "raw_tp")
 				: (r->env.sync_syscalls && !r->env.dry_run && !strncmp(tp, "sys_e", 5))
 					? "skipped: --syscalls sync"
 					: "skipped: no such tracepoint in this kernel";
