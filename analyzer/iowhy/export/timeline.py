@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 
 from .. import abi
-from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
+from ..names import comm_text, utf8_text
+from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, device_names, load_run,
+                     syscall_name)
 
 I64 = np.int64
 
@@ -70,12 +72,12 @@ class Timeline:
     def track(self, name: str, parent: int | None = None, **kw: Any) -> int:
         u = self._next
         self._next += 1
-        self.tracks[u] = Track(u, name, parent, **kw)
+        self.tracks[u] = Track(u, utf8_text(name), parent, **kw)
         return u
 
 
 def _comm(b: bytes) -> str:
-    return bytes(b).split(b"\0", 1)[0].decode("utf-8", "replace")
+    return comm_text(b)
 
 
 class Lanes:
@@ -135,8 +137,7 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     w0, w1 = int(m.info["start_ns"]), int(m.info["end_ns"])
     tl.start_ns, tl.end_ns = w0, max(w1, w0)
     meta = trace.meta or {}
-    devname = {(int(d.get("major", -1)), int(d.get("minor", -1))): str(d.get("name"))
-               for d in meta.get("devices", []) or []}
+    devname = device_names(meta)
 
     # -- devices -------------------------------------------------------------------
     rq = trace.records("request")
@@ -321,9 +322,11 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
     fsname = {}
     for f in meta.get("filesystems", []) or []:
         for pre in ("dev", "st_dev"):
-            if f.get(f"{pre}_major") is not None:
+            # either number may have been dropped (tracecheck): a journal then goes by
+            # its device number
+            if f.get(f"{pre}_major") is not None and f.get(f"{pre}_minor") is not None:
                 fsname[(int(f[f"{pre}_major"]), int(f[f"{pre}_minor"]))] = \
-                    f"{f.get('fstype')} {f.get('source')}"
+                    utf8_text(f"{f.get('fstype')} {f.get('source')}")
     tracks: dict[tuple[int, int], Lanes] = {}
 
     def lane(key: tuple[int, int], fs: int, s: int, e: int) -> int:
