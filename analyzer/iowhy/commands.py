@@ -420,8 +420,8 @@ def add_requests_parser(sub: Any) -> None:
 
 
 def cmd_requests(args: argparse.Namespace) -> int:
-    from .outfile import write_stdout
-    from .reports.requests import render_csv, render_json, render_text
+    from .outfile import flush_stdout, write_stdout
+    from .reports.requests import render_text, write_csv, write_json
     from .reports.units import output_width
     from .views.requests import Filters, request_rows
     if args.slower is not None and args.slower < 0:
@@ -436,21 +436,21 @@ def cmd_requests(args: argparse.Namespace) -> int:
             tr = load(args.trace)
             step("requests")
             rows = request_rows(tr, flt)
-            # formatted under the progress line, written after it is erased
+            # the table formatted under the progress line, written after it is erased
             step("formatting")
-            if args.json:
-                text = render_json(rows)
-            elif args.csv:
-                text = render_csv(rows).rstrip("\n")
-            else:
-                text = render_text(rows, args.unit, output_width())
+            text = (None if args.json or args.csv
+                    else render_text(rows, args.unit, output_width()))
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
               file=sys.stderr if (args.json or args.csv) else sys.stdout)
-    write_stdout(text)
+    if text is not None:
+        write_stdout(text)
+    else:  # JSON and CSV are written a batch of rows at a time
+        (write_json if args.json else write_csv)(sys.stdout, rows)
+        flush_stdout()
     # no request listed is a failure, as grep without a match (and hist without a value)
     return 0 if len(rows) else EXIT_FAIL
 
