@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 FORMATS = ("parquet", "perfetto", "chrome-json")
+TERMINAL_LIMIT = 1000  # rows `iowhy query` shows on a terminal unless --limit says otherwise
 IMPORT_FORMATS = ("blktrace", "ftrace")
 
 
@@ -38,6 +39,14 @@ def add_export_parsers(sub: Any) -> None:
     fmt = q.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
+    q.add_argument("--limit", type=int, metavar="N",
+                   help="at most N rows, and say on stderr when more were left; 0: every "
+                        f"row (default: {TERMINAL_LIMIT:,} on a terminal, every row "
+                        "otherwise). Rows are written as they are fetched: memory does "
+                        "not grow with the result")
+    q.add_argument("-o", "--output", metavar="FILE",
+                   help="write the result to FILE instead of stdout (mode 0600, complete "
+                        "or not at all, never through a symlink)")
     q.set_defaults(func=cmd_query)
 
     im = sub.add_parser(
@@ -91,23 +100,47 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ..progress import progress
-    from .query import QueryError, render_csv, render_json, render_table, run_query
+    import contextlib
+
+    from ..errors import EXIT_USAGE, UserError
     from ..memory import tune_allocator
+    from ..outfile import check_target, open_output
+    from ..progress import progress
+    from .query import QueryError, open_query, write_result
+    if args.limit is not None and args.limit < 0:
+        raise UserError(f"--limit {args.limit} is not a number of rows",
+                        "give N >= 0 (0: every row)", EXIT_USAGE)
+    if args.output:
+        check_target(args.output)  # before any run is read
+    limit = args.limit or None
+    if args.limit is None and not args.output and sys.stdout.isatty():
+        limit = TERMINAL_LIMIT
+    fmt = "csv" if args.csv else "json" if args.json else "table"
     runs = args.runs[0] if len(args.runs) == 1 else f"{len(args.runs)} runs"
     tune_allocator()  # before any trace is read and analyzed
     try:
-        with progress(f"querying {runs}"):
-            cols, rows = run_query(args.sql, args.runs)
+        with contextlib.ExitStack() as stack:
+            with progress(f"querying {runs}"):
+                cols, batches = stack.enter_context(open_query(args.sql, args.runs))
+                first = next(batches, None)  # the query runs under the progress line
+            rows = _chain(first, batches)
+            out = stack.enter_context(open_output(args.output, binary=False)) \
+                if args.output else sys.stdout
+            n, cut = write_result(out, fmt, cols, rows, limit)
     except QueryError as err:
         raise _user_error(err) from None
-    if args.csv:
-        print(render_csv(cols, rows))
-    elif args.json:
-        print(render_json(cols, rows))
-    elif cols:
-        print(render_table(cols, rows))
+    if cut:
+        print(f"iowhy: showing the first {n:,} rows; more were left (--limit N for more, "
+              "--limit 0 for every row)", file=sys.stderr)
+    if args.output:
+        print(f"wrote {args.output}: {n:,} rows", file=sys.stderr)
     return 0
+
+
+def _chain(first: Any, rest: Any) -> Any:
+    if first is not None:
+        yield first
+        yield from rest
 
 
 def cmd_import(args: argparse.Namespace) -> int:
