@@ -21,6 +21,7 @@ Times are the trace's (CLOCK_MONOTONIC ns).
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,10 @@ def _comm(b: bytes) -> str:
 
 class Lanes:
     """Slices that may overlap, put on lane tracks (children of `parent`) so that slices
-    of one lane never overlap: lane 0 is the parent itself."""
+    of one lane never overlap: lane 0 is the parent itself. Each slice goes to the
+    lowest-numbered lane free at its start (slices must come in start order), found in
+    O(log lanes): a heap of the lanes in use by their end, a heap of the free lanes by
+    number."""
 
     def __init__(self, tl: Timeline, parent: int, name: str, lane_parent: int | None = None,
                  **kw: Any) -> None:
@@ -91,21 +95,23 @@ class Lanes:
         # plain tracks, not under thread tracks).
         self.lane_parent = parent if lane_parent is None else lane_parent
         self.lanes = [parent]
-        self.next_free = [0]  # per lane, the end of its last slice
+        self.busy: list[tuple[int, int]] = []  # (end of its last slice, lane)
+        self.free: list[int] = [0]  # lanes free since their last slice ended
+        self.steps = 0  # heap operations so far (tests check the growth)
 
     def place(self, start: int, end: int) -> int:
-        # The lowest-numbered lane free at `start` (intervals must come in start order).
-        best = None
-        for i, f in enumerate(self.next_free):
-            if f <= start:
-                best = i
-                break
-        if best is None:
+        busy, free = self.busy, self.free
+        while busy and busy[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+            self.steps += 2
+        if free:
+            best = heapq.heappop(free)
+        else:
             best = len(self.lanes)
             self.lanes.append(self.tl.track(f"{self.name} lane {best}", self.lane_parent,
                                             **self.kw))
-            self.next_free.append(0)
-        self.next_free[best] = max(end, start)
+        heapq.heappush(busy, (max(end, start), best))
+        self.steps += 2
         return self.lanes[best]
 
 
@@ -338,8 +344,7 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
     def base(key: tuple[int, int], fs: int) -> int:
         """The journal's own track (instants need no lane)."""
         if key not in tracks:
-            lane(key, fs, 0, 0)
-            tracks[key].next_free[0] = 0
+            lane(key, fs, 0, 0)  # lane 0, free again from time 0 on
         return tracks[key].parent
     order = np.argsort(jr["ts_ns"], kind="stable")
     ev = jr["event_u16"][order]
