@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Callable
 
 from . import __version__, cmdline
 from .commands import add_analysis_parsers
-from .errors import EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError, load
+from .errors import (EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError, add_decode_ratio, load,
+                     set_decode_ratio)
 
 if TYPE_CHECKING:
     from .traceformat import Trace
@@ -462,7 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_analysis_parsers(sub)
     from .export.cli import add_export_parsers
     add_export_parsers(sub)
+    for name in READING_COMMANDS:  # each command that reads traces
+        add_decode_ratio(sub.choices[name])
     return p
+
+
+READING_COMMANDS = ("info", "report", "hist", "compare", "requests", "export", "query")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -476,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     from .outfile import flush_stdout, guarded_stdout, silence_stdout
     try:
+        set_decode_ratio(getattr(args, "decode_ratio", None))
         with guarded_stdout():      # a full stdout: one line, not a traceback
             rc = func(args)
             flush_stdout()          # ... nor an error at exit

@@ -246,3 +246,30 @@ def commands(path: str, other: str) -> Iterator[list[str]]:
     yield ["hist", "--metric", "fsync", path]
     yield ["compare", other, path]
     yield ["compare", "--json", other, path]
+
+
+# -- hostile files that are sound: small on disk, large once decoded --------------------------
+
+def decode_bomb(path: Path | str, chunks: int = 16, per_chunk: int = 3640,
+                overlap: bool = True) -> str:
+    """A few KB of valid compressed chunks (CRCs, headers, frames and records all right)
+    of identical requests: `chunks` x `per_chunk` requests (512 KiB each chunk) once
+    decoded. With `overlap`, every request is in flight for the whole window (one queue
+    depth per request: a lane each in a timeline)."""
+    rows = [{"ts_ns": START + 900, "issue_ns": START + 10, "submit_ns": START + 5,
+             "insert_ns": START + 6, "data_done_ns": START + 900, "done_ns": START + 900,
+             "op": abi.OP_WRITE, "start_sector": 1 << 20, "len_bytes": 4096,
+             "done_bytes": 4096, "dev_major": DEV[0], "dev_minor": DEV[1],
+             "flags_u16": abi.RQ_TRACKED | abi.RQ_ORIGIN, "tid": 100, "tgid": 100,
+             "comm": b"bomb", "nr_bios": 1}]
+    one = _records(abi.REQUEST_DTYPE, rows)
+    if not overlap:
+        one["issue_ns"] = one["done_ns"] = one["ts_ns"]
+    arr = np.repeat(one, per_chunk)
+    w = TraceWriter(str(path), zstd_level=19)
+    w.write_json(abi.CHUNK_META, meta_obj())
+    w.write_json(abi.CHUNK_RECORDER, recorder_obj())
+    for _ in range(chunks):
+        w.write_records(arr)
+    w.close({"end_ns": START + 1000, "stop_reason": "workload-exit", "exit_status": 0})
+    return str(path)

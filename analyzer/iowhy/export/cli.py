@@ -69,6 +69,17 @@ def add_export_parsers(sub: Any) -> None:
     im.set_defaults(func=cmd_import)
 
 
+def warn_damage(tr: Any, who: str = "") -> None:
+    """A damaged trace's one line on stderr (the output is a file or a table)."""
+    for line in damage_lines(tr, who):
+        print(line, file=sys.stderr)
+
+
+def damage_lines(tr: Any, who: str = "") -> list[str]:
+    from ..reports.terminal import damage_first
+    return damage_first(tr.damage.as_dict(), who) if tr.damage.damaged else []
+
+
 def _user_error(e: Exception) -> Exception:
     from ..errors import UserError
     return UserError(str(e), getattr(e, "hint", ""))
@@ -95,6 +106,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 said = ", ".join(f"{v} {k}" for k, v in counts.items())
     except OutputError as err:
         raise _user_error(err) from None
+    warn_damage(tr)  # after the progress line: first, before what was written
     print(f"wrote {args.output}: {said}", file=sys.stderr)
     return 0
 
@@ -120,9 +132,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     tune_allocator()  # before any trace is read and analyzed
     try:
         with contextlib.ExitStack() as stack:
+            damaged: list[str] = []
             with progress(f"querying {runs}"):
-                cols, batches = stack.enter_context(open_query(args.sql, args.runs))
+                cols, batches = stack.enter_context(open_query(args.sql, args.runs,
+                                                               damaged))
                 first = next(batches, None)  # the query runs under the progress line
+            for line in damaged:  # each damaged trace's line, before the result
+                print(line, file=sys.stderr)
             rows = _chain(first, batches)
             out = stack.enter_context(open_output(args.output, binary=False)) \
                 if args.output else sys.stdout

@@ -62,8 +62,9 @@ def _export_dir_uuid(path: str) -> str:
 BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's widths come from
 
 
-def connect(runs: Sequence[str]) -> Any:
-    """A DuckDB connection with the views over `runs`, locked to them."""
+def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
+    """A DuckDB connection with the views over `runs`, locked to them; the first lines of
+    the damaged traces among them are added to `damaged`."""
     duckdb = need("duckdb")
     need("pyarrow")
     pds = need("pyarrow.dataset")
@@ -95,6 +96,9 @@ def connect(runs: Sequence[str]) -> Any:
         else:
             phase(f"reading {os.path.basename(path)}")
             tr = load(path)
+            if damaged is not None:
+                from .cli import damage_lines
+                damaged += damage_lines(tr, f"{path}: ")
             tables = run_tables(tr)
             u = tables["runs"].column("run_uuid")[0].as_py()
         if u in seen:
@@ -126,7 +130,7 @@ def _failed(e: Exception) -> QueryError:
 
 
 @contextlib.contextmanager
-def open_query(sql: str, runs: Sequence[str]
+def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
                ) -> Iterator[tuple[list[str], Iterator[list[tuple]]]]:
     """(column names, the result in batches of rows): the batches are fetched as they are
     iterated, while the block runs. A query that is empty (only blanks or comments) or
@@ -134,7 +138,7 @@ def open_query(sql: str, runs: Sequence[str]
     duckdb = need("duckdb")
     if not sql.strip():
         raise QueryError("the query is empty", EMPTY_HINT)
-    con = connect(runs)
+    con = connect(runs, damaged)
     try:
         phase("query")
         try:
