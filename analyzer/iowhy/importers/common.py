@@ -248,7 +248,29 @@ class RequestMatcher:
         return out
 
 
-def request_records(reqs: list[Req], tracked: set[int] | None = None) -> np.ndarray:
+T63 = (1 << 63) - 1
+
+
+def _fits(r: Req) -> bool:
+    """Every value of the request fits its record field, within what the reader accepts
+    (times below 2**63, sectors below 2**54, device numbers within 12/20 bits)."""
+    return (all(0 <= v <= T63 for v in (r.submit, r.insert, r.issue, r.done))
+            and 0 <= r.sector < 1 << 54 and 0 <= r.nbytes < 1 << 32
+            and 0 <= r.done_bytes < 1 << 32 and 0 <= r.dev[0] < 1 << 12
+            and 0 <= r.dev[1] < 1 << 20 and 0 <= r.tid < 1 << 32 and 0 <= r.cpu < 1 << 32
+            and -(1 << 31) <= r.error < 1 << 31 and 0 <= r.requeues < 1 << 16
+            and 0 <= r.nr_bios < 1 << 32)
+
+
+def request_records(reqs: list[Req], tracked: set[int] | None = None,
+                    stats: ImportStats | None = None) -> np.ndarray:
+    """The requests as records; one with a value its field cannot hold (a hostile
+    capture: a 64-bit time, bytes grown past 32 bits by merges) is left out and counted
+    in stats.unmatched."""
+    ok = [r for r in reqs if _fits(r)]
+    if len(ok) < len(reqs) and stats is not None:
+        stats.unmatched["requests with a value out of range, left out"] += len(reqs) - len(ok)
+    reqs = ok
     a = np.zeros(len(reqs), dtype=abi.REQUEST_DTYPE)
     for i, r in enumerate(reqs):
         flags = 0
@@ -281,8 +303,14 @@ def request_records(reqs: list[Req], tracked: set[int] | None = None) -> np.ndar
         x["flags_u16"] = flags
         x["requeues"] = r.requeues
         x["nr_bios"] = r.nr_bios
-        x["comm"] = r.comm.encode()[:16]
+        x["comm"] = r.comm.encode("utf-8", "surrogateescape")[:16]
     return a
+
+
+def request_devices(arr: np.ndarray) -> list[tuple[int, int]]:
+    """The (major, minor) of the records' devices, sorted."""
+    key = np.unique((arr["dev_major"].astype(np.int64) << 32) | arr["dev_minor"])
+    return [(int(k) >> 32, int(k) & 0xFFFFFFFF) for k in key.tolist()]
 
 
 def content_uuid(paths: Iterable[str]) -> str:
