@@ -151,10 +151,31 @@ DEVICE = obj({
                                "start_sector": nullable(SECTOR),
                                "size_bytes": nullable(U64)}, ("major", "minor")),
                           drop_bad=True),
+    # version 4: what the device is and what it is built on
+    "kind": NSTR, "bio_based": nullable(_flag), "slaves": list_of(_str),
+    "holders": list_of(_str),
+    "loop": nullable(obj({
+        "backing_file": NSTR, "offset_bytes": nullable(U64),
+        "sizelimit_bytes": nullable(U64), "dio": nullable(_flag),
+        "backing_dev_major": nullable(MAJOR), "backing_dev_minor": nullable(MINOR),
+        "backing_ino": nullable(U64), "backing_disk": NSTR,
+        "backing_part_start_sector": nullable(SECTOR)})),
+    "dm": nullable(obj({"name": NSTR, "uuid": NSTR})),
+    "md": nullable(obj({"level": NSTR})),
 }, required=("major", "minor"))
 
 LOG = obj({"kind": NSTR, "ranges": list_of(_range, drop_bad=True),
-           "fc_ranges": list_of(_range, drop_bad=True), "bytes": nullable(U64)})
+           "fc_ranges": list_of(_range, drop_bad=True), "bytes": nullable(U64),
+           "device": nullable(obj({"source": NSTR, "dev_major": nullable(MAJOR),
+                                   "dev_minor": nullable(MINOR), "disk": NSTR,
+                                   "disk_major": nullable(MAJOR),
+                                   "disk_minor": nullable(MINOR),
+                                   "ranges": list_of(_range, drop_bad=True)}))})
+
+# An edge of the device stack (META `stack`): both ends named, or the edge is dropped.
+STACK_EDGE = obj({"upper": STR, "lower": STR, "via": NSTR,
+                  "lower_dev_major": nullable(MAJOR), "lower_dev_minor": nullable(MINOR)},
+                 required=("upper", "lower"))
 
 FILESYSTEM = obj({
     "source": NSTR, "mountpoint": NSTR, "fstype": NSTR, "options": NSTR,
@@ -180,6 +201,9 @@ META = obj({
     "page_size_bytes": nullable(SMALL), "ncpus": nullable(SMALL),
     "devices": list_of(DEVICE, drop_bad=True),
     "filesystems": list_of(FILESYSTEM, drop_bad=True),
+    "lower_devices": list_of(DEVICE, drop_bad=True),
+    "stack": list_of(STACK_EDGE, drop_bad=True),
+    "bio_based_devices": list_of(_str),
 })
 
 RECORDER = obj({
@@ -207,6 +231,37 @@ TRAILER = obj({
 })
 
 SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": TRAILER}
+
+# The keys that tell the JSON chunk types apart (docs/trace-format.md, JSON CHUNKS): each
+# type's own, which no other type holds. The chunk header (and its type) is outside the
+# CRC, and the types are a bit apart (META 0x100, RECORDER 0x101, PROGRESS 0x102): a
+# flipped bit would have a META read as a RECORDER, its devices and filesystems lost
+# without a word. PROGRESS's keys are all the TRAILER's too.
+OWN_KEYS: dict[str, frozenset[str]] = {
+    "meta": frozenset({"host", "machine", "created_realtime_ns", "page_size_bytes", "ncpus",
+                       "devices", "lower_devices", "stack", "bio_based_devices",
+                       "filesystems", "import"}),
+    "recorder": frozenset({"pid", "recorder_pid", "mode", "start_ns", "startup_ns",
+                           "attach_mode", "task_state", "syscalls", "write_probes",
+                           "ringbuf_bytes", "devices_filter", "probes", "imported"}),
+    "progress": frozenset({"end_ns", "counters", "records"}),
+    "trailer": frozenset({"end_ns", "counters", "records", "stop_reason", "exit_status",
+                          "write_probes_ns", "rq_seq_stride", "in_flight_at_stop",
+                          "calls_open_at_stop", "recursion_misses", "recorder_cpu_ns",
+                          "chunk_zstd", "probe_stats"}),
+}
+
+
+def mistyped(kind: str, value: dict[str, Any]) -> str | None:
+    """The JSON chunk type whose keys `value` holds when the chunk says it is `kind`, if
+    it holds another type's own keys and none of its own (a re-typed chunk: damage);
+    None when its keys do not say otherwise."""
+    if any(k in OWN_KEYS[kind] for k in value):
+        return None
+    for other, keys in OWN_KEYS.items():
+        if other != kind and any(k in keys and k not in OWN_KEYS[kind] for k in value):
+            return other
+    return None
 
 
 def check_json(kind: str, value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

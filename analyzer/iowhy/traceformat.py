@@ -471,6 +471,10 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.unknown_chunks += 1
                 continue
             kind = abi.JSON_CHUNKS[ctype]
+            if tracecheck.mistyped(kind, obj) is not None:
+                # another type's content (a flipped bit of the type): damage, not read
+                dmg.unknown_chunks += 1
+                continue
             obj, bad = tracecheck.check_json(kind, obj)
             dmg.invalid_fields += bad
             if kind == "meta":
