@@ -244,3 +244,66 @@ def test_closed_pipe_exits_quietly(trace, args):
     err = proc.stderr.read() if proc.stderr else ""
     assert proc.wait(timeout=120) == 0
     assert err == ""
+
+
+# -- the exporters and importers -------------------------------------------------------------
+
+def ftrace_capture(d: Path, n: int = 3000) -> str:
+    """A tracefs text capture of n requests (issue and completion)."""
+    p = d / "cap.txt"
+    with open(p, "w") as f:
+        for i in range(n):
+            t = 1000 + i
+            f.write(f"dd-100 [000] d..1. {t}.000001: block_rq_issue: 8,0 WS 4096 () "
+                    f"{8 * i} + 8 be,0,4 [dd]\n")
+            f.write(f"<idle>-0 [000] d..1. {t}.000101: block_rq_complete: 8,0 WS () "
+                    f"{8 * i} + 8 be,0,4 [0]\n")
+    return str(p)
+
+
+EXPORTS = [
+    ["export", "{t}", "--format", "parquet", "-o", "{o}"],
+    ["export", "{t}", "--format", "perfetto", "-o", "{o}.pftrace"],
+    ["export", "{t}", "--format", "chrome-json", "-o", "{o}.json"],
+    ["import", "ftrace", "{c}", "-o", "{o}.iowt"],
+    ["query", "SELECT * FROM requests", "{t}", "--csv", "-o", "{o}.csv"],
+]
+
+
+@pytest.mark.parametrize("args", EXPORTS)
+def test_failing_export_or_import_write_is_one_line(trace, tmp_path, args):
+    """A write that fails (here a file-size limit: EFBIG; a full disk is ENOSPC, in
+    tests/system/test_outfile_root.py) is one line, leaves the old output as it was
+    and no partial file under the output's name or a temporary one."""
+    cap = ftrace_capture(tmp_path)
+    o = tmp_path / "out"
+    out = Path(args[-1].format(o=o))
+    if args[:4] == ["export", "{t}", "--format", "parquet"]:
+        out.mkdir()
+        (out / "runs.parquet").write_text("old")
+    else:
+        out.write_text("old")
+    before = sorted(os.listdir(tmp_path))
+    p = iowhy(*[a.format(t=trace, o=o, c=cap) for a in args], preexec_fn=_limit_file_size)
+    assert p.returncode == 1
+    lines = [x for x in p.stderr.splitlines() if not x.startswith("WARNING: ")]
+    one_line_error("\n".join(lines), f"iowhy: cannot write {out}: File too large")
+    assert sorted(os.listdir(tmp_path)) == before
+    if out.is_dir():
+        assert os.listdir(out) == ["runs.parquet"]
+        out = out / "runs.parquet"
+    assert out.read_text() == "old"
+
+
+def test_new_export_directory_appears_whole(trace, tmp_path):
+    """A Parquet directory that did not exist appears with all its files at once (it is
+    made under a temporary name); a failed export leaves no directory at all."""
+    o = tmp_path / "pq"
+    p = iowhy("export", trace, "--format", "parquet", "-o", str(o),
+              preexec_fn=_limit_file_size)
+    assert p.returncode == 1 and os.listdir(tmp_path) == []
+    p = iowhy("export", trace, "--format", "parquet", "-o", str(o))
+    assert p.returncode == 0, p.stderr
+    assert len(os.listdir(o)) == 7 and stat.S_IMODE(o.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE((o / f).stat().st_mode) == 0o600 for f in os.listdir(o))
+    assert os.listdir(tmp_path) == ["pq"]

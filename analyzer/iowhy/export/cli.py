@@ -90,6 +90,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..memory import tune_allocator
     from ..progress import progress
     from .files import OutputError
+    from ..outfile import check_target
+    from .files import check_dir
+    # the output path is refused before the trace is read and analyzed
+    check_dir(args.output) if args.format == "parquet" else check_target(args.output)
     tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     try:
         with progress(f"exporting {args.trace}") as step:
@@ -145,6 +149,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             n, cut = write_result(out, fmt, cols, rows, limit)
     except QueryError as err:
         raise _user_error(err) from None
+    except BrokenPipeError:
+        raise  # `| head`: main() exits quietly
+    except OSError as e:  # writing -o FILE (stdout's errors are outfile's already)
+        from ..outfile import _os_error
+        raise _os_error(args.output or "standard output", e) from None
     if cut:
         print(f"iowhy: showing the first {n:,} rows; more were left (--limit N for more, "
               "--limit 0 for every row)", file=sys.stderr)
@@ -160,9 +169,14 @@ def _chain(first: Any, rest: Any) -> Any:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    import os
+
     from ..importers.common import ImportError_
+    from ..outfile import check_target
     from ..progress import progress
     what = args.inputs[0] if len(args.inputs) == 1 else f"{len(args.inputs)} files"
+    if not os.path.islink(args.output):  # a symlink there is replaced, not followed
+        check_target(args.output)  # before the inputs are read
     try:
         workload, comms = set(args.pid or ()), set(args.comm or ())
         with progress(f"importing {what}"):

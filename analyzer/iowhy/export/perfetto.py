@@ -10,7 +10,7 @@ from typing import Any
 from ..names import utf8_text
 from ..progress import phase
 from . import need
-from .files import create_file
+from .files import output_file
 from .timeline import Slice, Timeline, build, sorted_events
 
 SEQ_ID = 1
@@ -62,7 +62,7 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
     tl = tl or build(trace)
     phase("writing perfetto")
     counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0, "flows": tl.flows}
-    with create_file(path) as f:
+    with output_file(path) as f:
         b = pb.StreamingTraceProtoBuilder(f)
         first = True
         for t in tl.tracks.values():
@@ -192,6 +192,6 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
            "otherData": {"source": "iowhy export", "trace": utf8_text(trace.path),
                          "start_monotonic_ns": tl.start_ns,
                          "note": "ts are microseconds from start_monotonic_ns"}}
-    with create_file(path) as f:
+    with output_file(path) as f:
         f.write(json.dumps(doc, separators=(",", ":")).encode())
     return counts

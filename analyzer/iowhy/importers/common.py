@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -361,34 +360,29 @@ def write_imported(out: str, fmt: str, inputs: list[str], start_ns: int, end_ns:
                             "run_uuid": content_uuid(inputs)}
     meta.update(extra_meta or {})
     from .. import __version__
+    from ..outfile import _os_error, open_output
     meta["iowhy_version"] = __version__
+    # A new file in the output's directory, renamed over it once complete (outfile's
+    # rules: mode 0600, never written through a symlink, a symlink at OUT replaced;
+    # given to the sudo user); a write that fails (a full disk) is one line and leaves
+    # nothing behind.
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".iowhy-import-", suffix=".iowt", dir=d)
+        with open_output(out, replace_symlink=True) as f:
+            w = TraceWriter(out, fileobj=f)
+            w.write_json(abi.CHUNK_META, meta)
+            w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(start_ns),
+                                              "command": command or [], "pid": int(pid),
+                                              "imported": fmt})
+            for name in ("request", "fsync", "journal", "offcpu", "task"):
+                arr = records.get(name)
+                if arr is not None and len(arr):
+                    w.write_records(arr)
+            counters = {n: 0 for n in abi.COUNTER_NAMES}
+            counters["unmatched_completion"] = int(stats.unmatched.get(
+                "completion of a request issued before the capture", 0))
+            counters["request_without_origin"] = int(stats.unmatched.get(
+                "request without its queued bio (submitter unknown)", 0))
+            w.close({"end_ns": int(end_ns), "stop_reason": f"imported from {fmt}",
+                     "exit_status": None, "counters": counters})
     except OSError as e:
-        raise ImportError_(f"cannot write in {d}: {e.strerror}",
-                           "choose another output path with -o") from None
-    os.close(fd)
-    try:
-        w = TraceWriter(tmp)
-        w.write_json(abi.CHUNK_META, meta)
-        w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(start_ns), "command": command or [],
-                                          "pid": int(pid), "imported": fmt})
-        for name in ("request", "fsync", "journal", "offcpu", "task"):
-            arr = records.get(name)
-            if arr is not None and len(arr):
-                w.write_records(arr)
-        counters = {n: 0 for n in abi.COUNTER_NAMES}
-        counters["unmatched_completion"] = int(stats.unmatched.get(
-            "completion of a request issued before the capture", 0))
-        counters["request_without_origin"] = int(stats.unmatched.get(
-            "request without its queued bio (submitter unknown)", 0))
-        w.close({"end_ns": int(end_ns), "stop_reason": f"imported from {fmt}",
-                 "exit_status": None, "counters": counters})
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        raise _os_error(out, e) from None
