@@ -191,6 +191,49 @@ def test_bad_output_refused_before_the_analysis(trace, tmp_path, monkeypatch, ca
     assert victim.read_text() == "keep me"
 
 
+@pytest.mark.parametrize("args", [
+    ["report", "{t}", "--html", "{o}.html"],
+    ["hist", "{t}", "--png", "{o}.png"],
+])
+def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, capsys,
+                                                  args):
+    """The report's temporary file is created O_CREAT|O_EXCL|O_NOFOLLOW: a symlink or a
+    hard link planted at the temporary names iowhy will try (here: the names made
+    predictable) is skipped, never written through, and the victims keep their bytes.
+    Without O_EXCL the hard-linked victim would be truncated and written (or, with
+    O_NOFOLLOW alone, the symlink would make the write fail); without either, the
+    symlinked one; the flags of every such open are checked too."""
+    import itertools
+
+    from iowhy.cli import main
+    names = itertools.cycle(["aaaa", "bbbb", "cccc"])
+    monkeypatch.setattr(outfile.secrets, "token_hex", lambda n: next(names))
+    o = tmp_path / "out"
+    out = Path(args[-1].format(o=o))
+    victim1, victim2 = tmp_path / "victim1", tmp_path / "victim2"
+    victim1.write_text("keep me")
+    victim2.write_text("keep me too")
+    (tmp_path / f".{out.name}.aaaa.tmp").symlink_to(victim1)
+    os.link(victim2, tmp_path / f".{out.name}.bbbb.tmp")
+    flags: list[int] = []
+    real_open = os.open
+
+    def spy(path: Any, fl: int, *a: Any, **k: Any) -> int:
+        if str(path).endswith(".tmp"):
+            flags.append(fl)
+        return real_open(path, fl, *a, **k)
+    monkeypatch.setattr(outfile.os, "open", spy)
+    assert main([a.format(t=trace, o=o) for a in args]) == 0, capsys.readouterr().err
+    assert victim1.read_text() == "keep me" and victim2.read_text() == "keep me too"
+    assert out.stat().st_size > 1000 and not out.is_symlink()
+    assert out.stat().st_ino not in (victim1.stat().st_ino, victim2.stat().st_ino)
+    want = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    assert flags and all(f & want == want for f in flags), [hex(f) for f in flags]
+    # the planted names were skipped, and left as they were; no temporary is left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == \
+        [f".{out.name}.aaaa.tmp", f".{out.name}.bbbb.tmp"]
+
+
 def _limit_file_size() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit: EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
