@@ -83,10 +83,19 @@ _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+def _check_output_name(path: str) -> None:
+    """-o names a file: "" or a path ending in / or . would have the recorder write
+    PATH.partial-PID in a directory, record the whole workload, then fail to rename it."""
+    if os.path.basename(path) in ("", ".", ".."):
+        raise UserError(f"-o '{path}' is not a file name",
+                        "give the trace's file name, e.g. -o out.iowt", EXIT_USAGE)
+
+
 def _check_output(path: str) -> None:
     """Refuse what the recorder would refuse, before anything is loaded: the trace is
     written next to PATH and renamed onto it, never through a symlink or into a file
     that is not a regular one."""
+    _check_output_name(path)
     d = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.exists(d) and not os.path.isdir(d):
         raise UserError(f"cannot write {path}: {d} is not a directory",
@@ -152,12 +161,17 @@ def _devices_below(meta: dict, devs: list[tuple[int, int]]) -> list[tuple[int, i
 def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
     _check_limits(args)
+    _check_output_name(args.output)  # a usage error: before root is asked for
     check_privileges()
     recorder = find_recorder()
     _check_output(args.output)
     devs = [parse_dev(d) for d in (args.dev or [])]
-    meta = collect(command=target if target and target[0] != "-p" else None,
-                   devices=devs or None)
+    command = None
+    if target and target[0] != "-p":  # as the trace keeps it (the recorder says if cut)
+        from .names import CMD_LIMIT, clip_command
+        lead = target[:1] if target[0] == "--" else []
+        command = lead + clip_command(target[len(lead):], entries=CMD_LIMIT - len(lead))[0]
+    meta = collect(command=command, devices=devs or None)
     if args.label is not None:
         meta["label"] = args.label
     mfd = _metadata_fd(meta)
