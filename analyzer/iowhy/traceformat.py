@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -295,11 +296,42 @@ _ZSTD_MIN_VERSION = 5
 _COMPACT_MIN_VERSION = 6
 
 
+_PARTIAL = re.compile(r"\.partial-\d+(?:\.\d+)?")
+
+
+def partial_of(path: str) -> str | None:
+    """The PATH.partial-PID a recorder killed with -9 (or crashed) left, the newest if
+    several, when PATH itself does not exist; None if there is none."""
+    d, base = os.path.split(path)
+    if not base:
+        return None
+    found: list[tuple[float, str]] = []
+    try:
+        with os.scandir(d or ".") as it:
+            for e in it:
+                if e.name.startswith(base) and _PARTIAL.fullmatch(e.name[len(base):]):
+                    try:
+                        found.append((e.stat(follow_symlinks=False).st_mtime, e.name))
+                    except OSError:
+                        continue
+    except OSError:
+        return None
+    return os.path.join(d, max(found)[1]) if found else None
+
+
 def _open(path: str) -> int:
     """The file opened for reading without blocking (a FIFO, a terminal), not followed
     into another terminal's control, refused unless it is a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        partial = partial_of(path)
+        if partial:
+            raise TraceError(f"cannot open {path}: {e.strerror}; {partial} is a recording "
+                             "to it that was killed or is still running",
+                             "read that file: every chunk written to it reads") from None
+        raise TraceError(f"cannot open {path}: {e.strerror}",
+                         "check the path; traces are mode 0600, read them as root") from None
     except OSError as e:
         raise TraceError(f"cannot open {path}: {e.strerror}",
                          "check the path; traces are mode 0600, read them as root") from None

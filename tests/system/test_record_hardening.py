@@ -182,7 +182,7 @@ def test_no_named_metadata_file_even_when_killed(bpf, iowhy_bin, tmp_path, reape
     assert list(tmpdir.iterdir()) == []
 
 
-def test_partial_trace_is_left_after_a_crash(bpf, tmp_path, reaper):
+def test_partial_trace_is_left_after_a_crash(bpf, iowhy_bin, tmp_path, reaper):
     out = tmp_path / "t.iowt"
     r = subprocess.Popen([str(recorder_path()), "-q", "-o", str(out), "--", "sleep", "30"],
                          stderr=subprocess.PIPE)
@@ -198,6 +198,9 @@ def test_partial_trace_is_left_after_a_crash(bpf, tmp_path, reaper):
     assert stat.S_IMODE(partial.stat().st_mode) == 0o600
     tr = read_trace(str(partial))
     assert tr.truncated and tr.trailer is None
+    # asked for the trace, iowhy names the file the recording left
+    p = front(iowhy_bin, "info", str(out))
+    one_line_error(p, re.escape(f"{partial} is a recording to it that was killed"), 1)
 
 
 # -- stopping ----------------------------------------------------------------------------

@@ -395,3 +395,24 @@ def test_long_command_lines_read_from_an_older_trace_are_cut_not_damage(tmp_path
     assert clip_command(rc) == (rc, False)  # what is cut once is kept as it is
     r = run_cli(["info", t])
     assert r.rc == 0 and not r.out.startswith("WARNING")
+
+
+def test_a_missing_trace_names_the_partial_file_left(tmp_path):
+    """After `kill -9` of the recorder the trace is PATH.partial-PID: `iowhy info PATH`
+    said only "No such file or directory"; it names the partial file (the newest)."""
+    t = write_base(tmp_path / "x.iowt")
+    os.rename(t, tmp_path / "t.iowt.partial-41")
+    (tmp_path / "t.iowt.partial-4242").write_bytes(open(tmp_path / "t.iowt.partial-41",
+                                                        "rb").read())
+    os.utime(tmp_path / "t.iowt.partial-41", (1, 1))
+    (tmp_path / "t.iowt.partial-x").write_text("not a recorder's")
+    for argv in (["info"], ["report"], ["requests"], ["export", "--format", "perfetto", "-o",
+                                                      str(tmp_path / "o.pf")]):
+        r = run_cli([*argv, str(tmp_path / "t.iowt")])
+        assert r.rc == 1 and r.err == (
+            f"iowhy: cannot open {tmp_path / 't.iowt'}: No such file or directory; "
+            f"{tmp_path / 't.iowt.partial-4242'} is a recording to it that was killed or is "
+            "still running (read that file: every chunk written to it reads)\n"), argv
+    r = run_cli(["info", str(tmp_path / "u.iowt")])
+    assert r.err.endswith("No such file or directory (check the path; traces are mode "
+                          "0600, read them as root)\n")
