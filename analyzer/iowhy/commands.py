@@ -532,6 +532,14 @@ def cmd_lab_run(args: argparse.Namespace) -> int:
     else:
         raise _user_error(f"unknown scenario {args.scenario!r}",
                           "see `iowhy lab list`", usage=True)
+    from .lab import emudisk
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError:
+        raise _user_error("the emulated disk (lab/emudisk) is not built",
+                          "run `make emudisk` in the iowhy checkout, which installs "
+                          "libfuse3-dev, or `make install`; IOWHY_EMUDISK may name the "
+                          "binary") from None
     if os.geteuid() != 0:
         raise _user_error("the lab needs root (emulated disk, mounts, BPF)", "run it with sudo")
 
@@ -547,7 +555,7 @@ def cmd_lab_run(args: argparse.Namespace) -> int:
             try:
                 r = scenarios.run(name, fs, args.disk, out_dir=args.out, workdir=args.workdir,
                                   progress=lambda m: print(f"iowhy lab: {m}", file=sys.stderr))
-            except scenarios.LabError as e:
+            except (scenarios.LabError, emudisk.EmulatedDiskError) as e:
                 failed = True
                 print(f"iowhy lab: {scenarios.run_id(name, fs, args.disk)} failed: {e}",
                       file=sys.stderr)
