@@ -514,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
                         "range: the trace is damaged; `iowhy info` shows what it holds)"),
               file=sys.stderr)
         return EXIT_FAIL
+    except MemoryError:  # a trace read whole, but too large to analyze in this much memory
+        print("iowhy: not enough memory for this command (run it where there is more "
+              "memory, or raise the address-space limit: ulimit -v)", file=sys.stderr)
+        return EXIT_FAIL
     except BrokenPipeError:
         silence_stdout()    # the reader went away (`| head`): exit quietly
         return 0

@@ -416,3 +416,16 @@ def test_a_missing_trace_names_the_partial_file_left(tmp_path):
     r = run_cli(["info", str(tmp_path / "u.iowt")])
     assert r.err.endswith("No such file or directory (check the path; traces are mode "
                           "0600, read them as root)\n")
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, monkeypatch):
+    """Past the reader (which says so itself), an allocation that fails in the analysis or
+    a listing is one line, not a MemoryError traceback."""
+    import iowhy.views.requests
+
+    def boom(*a, **k):
+        raise MemoryError()
+    monkeypatch.setattr(iowhy.views.requests, "request_rows", boom)
+    r = run_cli(["requests", "--json", write_base(tmp_path / "t.iowt")])
+    assert r.rc == 1 and r.out == "" and r.err.startswith("iowhy: not enough memory")
+    assert r.err.count("\n") == 1
