@@ -485,8 +485,16 @@ def build_parser() -> argparse.ArgumentParser:
 READING_COMMANDS = ("info", "report", "hist", "compare", "requests", "export", "query")
 
 
+_PARSER: list[argparse.ArgumentParser] = []
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    # One parser per process: building it (every subcommand's help through gettext)
+    # costs more than most commands on a small trace, and tests call main() thousands of
+    # times in one process. Parsing leaves no state in it.
+    if not _PARSER:
+        _PARSER.append(build_parser())
+    parser = _PARSER[0]
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="iowhy: %(levelname)s: %(message)s")

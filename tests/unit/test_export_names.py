@@ -15,40 +15,14 @@ import json
 
 import pytest
 
-from damaged_traces import base_records, end_ns, meta_obj, recorder_obj
-from iowhy import abi
+from damaged_traces import ARG, COMM, SOURCE, hostile_names_trace as hostile_trace
 from iowhy.cli import main
 from iowhy.names import comm_text, utf8_text
-from iowhy.tracewriter import TraceWriter
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb")
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-
-COMM = b"bad\xff\xfe\x1b"  # a task name: not UTF-8, with an ESC
-ARG = "bad\udcff\udcfe"  # a command-line argument as Python holds undecodable bytes
-DEVICE = "sd\udcffz"
-SOURCE = "/dev/\udc80\ud800"  # a lone surrogate that is no byte, too
-HOST = "h\udcfe"
-
-
-def hostile_trace(path) -> str:
-    m = meta_obj(mountpoint="/mnt/\udcff")
-    m["host"] = HOST
-    m["devices"][0]["name"] = DEVICE
-    m["filesystems"][0]["source"] = SOURCE
-    recs = base_records(8)
-    for name, field in (("request", "comm"), ("fsync", "comm"), ("journal", "comm"),
-                        ("offcpu", "waker_comm"), ("task", "comm")):
-        recs[name][field] = COMM
-    w = TraceWriter(str(path))
-    w.write_json(abi.CHUNK_META, m)
-    w.write_json(abi.CHUNK_RECORDER, recorder_obj(["/bin/echo", ARG]))
-    for arr in recs.values():
-        w.write_records(arr)
-    w.close({"end_ns": end_ns(8), "stop_reason": "workload-exit", "exit_status": 0})
-    return str(path)
 
 
 def cli(*argv: str) -> str:
