@@ -194,12 +194,16 @@ def test_directories_named_like_patterns_are_read_as_named(capsys, three_runs, t
     read_parquet would expand them, and then be refused the files it found)."""
     synth, runs = three_runs
     import shutil
+    # what each name would match as a pattern: another export
+    (tmp_path / "q").mkdir()
+    for other in ("run1", "ran", "a"):
+        assert main(["export", synth[0].path, "--format", "parquet", "-o",
+                     str(tmp_path / "q" / other)]) == 0
     for name in ("run*", "r?n", "[a]", "it's"):
         d = tmp_path / "q" / name
         shutil.copytree(runs[2], d)
         rows = query_json(capsys, "SELECT count(*) AS n FROM requests", [str(d)])
         assert rows == [{"n": len(synth[2].requests)}], name
-    (tmp_path / "q" / "run1").mkdir()  # what `run*` would have matched as a pattern too
 
 
 def test_results_stream_and_a_terminal_gets_a_limit(capsys, three_runs, monkeypatch,
