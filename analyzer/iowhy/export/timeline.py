@@ -204,12 +204,16 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     procs: dict[int, int] = {}
     thread_track: dict[int, int] = {}
     state_track: dict[int, int] = {}
+    # a thread's process from its first off-CPU record, else its first call (one pass
+    # each, not a search per thread: a file may hold as many threads as records)
+    first_tgid: dict[int, int] = {}
+    for recs in (fs, off):  # off last: it wins
+        t_u, at = np.unique(np.asarray(recs["tid"]), return_index=True)
+        first_tgid.update(zip(t_u.tolist(), np.asarray(recs["tgid"])[at].tolist()))
     for tid in tids:
         tg, b, d, c = life.get(tid, (0, w0, tl.end_ns, ""))
         if not tg:
-            o = off[off["tid"] == tid]
-            f = fs[fs["tid"] == tid]
-            tg = int(o["tgid"][0]) if len(o) else int(f["tgid"][0]) if len(f) else tid
+            tg = int(first_tgid.get(tid, tid))
         if tg not in procs:
             leader = life.get(tg, (0, 0, 0, ""))[3]
             procs[tg] = tl.track(f"{leader or 'process'} {tg}", pid=tg, group="threads")
