@@ -296,3 +296,20 @@ def test_hostile_lines_are_counted_not_fatal(tmp_path, monkeypatch):
     assert um["sched_switch lines not understood"] == 1
     assert um["lines with a time, PID or CPU out of range"] == 1
     assert um["block_rq_issue lines not understood"] == 1
+
+
+def test_a_flush_completion_at_sector_minus_one_matches(tmp_path):
+    """The block tracepoints print a flush's sector as (sector_t)-1 at its completion: it
+    is a u64 like any sector, matches the flush issued at 0, and the record keeps 0."""
+    src = tmp_path / "t.txt"
+    src.write_text(
+        "kworker/0:1H-90 [000] d..1. 1000.000001: block_rq_issue: 8,0 FF 0 () 0 + 0 "
+        "none,0,0 [kworker/0:1H]\n"
+        "<idle>-0 [000] d..1. 1000.000101: block_rq_complete: 8,0 FF () "
+        "18446744073709551615 + 0 none,0,0 [0]\n")
+    out = tmp_path / "o.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out)]) == 0
+    tr = read_trace(str(out))
+    assert tr.meta["import"]["unmatched"] == {} and not tr.damage.damaged
+    rq = tr.records("request")
+    assert len(rq) == 1 and int(rq["start_sector"][0]) == 0 and int(rq["done_ns"][0])

@@ -116,6 +116,12 @@ class RequestMatcher:
         self.out: list[Req] = []
 
     @staticmethod
+    def _sector(sector: int, op: int) -> int:
+        """A request's start sector as the records hold it: 0 for a flush (the block
+        layer's tracepoints show a flush's sector as (sector_t)-1)."""
+        return int(sector) if op != abi.OP_FLUSH else 0
+
+    @staticmethod
     def _key(dev: tuple[int, int], sector: int, op: int) -> Key:
         return (dev, int(sector) if op != abi.OP_FLUSH else 0, op)
 
@@ -128,7 +134,8 @@ class RequestMatcher:
              iflags: int, tid: int, comm: str) -> Req:
         k = self._key(dev, sector, op)
         q = self.queued.get(k)
-        r = Req(dev, int(sector), int(nbytes), op, iflags, submit=t, tid=tid, comm=comm,
+        r = Req(dev, self._sector(sector, op), int(nbytes), op, iflags, submit=t, tid=tid,
+                comm=comm,
                 nr_bios=1)
         if q:
             qt, qtid, qcomm, qfl = q.popleft()
@@ -194,7 +201,8 @@ class RequestMatcher:
         if p:
             r = p.popleft()
         else:
-            r = Req(dev, int(sector), int(nbytes), op, iflags, tid=tid, comm=comm, nr_bios=1)
+            r = Req(dev, self._sector(sector, op), int(nbytes), op, iflags, tid=tid, comm=comm,
+                    nr_bios=1)
             if op != abi.OP_FLUSH:  # flush requests of the flush machinery start at issue
                 self.stats.unmatched["issue without insert"] += 1
         r.issue = t
@@ -227,7 +235,7 @@ class RequestMatcher:
                 break
         else:
             self.stats.unmatched["completion of a request issued before the capture"] += 1
-            r = Req(dev, int(sector), int(nbytes), op, 0, unmatched=True)
+            r = Req(dev, self._sector(sector, op), int(nbytes), op, 0, unmatched=True)
         r.done = t
         r.done_bytes = int(nbytes) if nbytes else r.nbytes
         r.error = int(error)

@@ -49,7 +49,6 @@ RET = re.compile(r"ret (-?\d+)")
 # 32 bits); an event with another is a line not understood.
 MAX_SEC = ((1 << 63) - 1) // 1_000_000_000
 MAJOR_MAX, MINOR_MAX = (1 << 12) - 1, (1 << 20) - 1
-SECTOR_MAX = (1 << 54) - 1
 PID_MAX = (1 << 31) - 1
 CALLS = {v: k for k, v in abi.CALL_NAMES.items() if k != abi.CALL_OSYNC_WRITE}
 JBD2 = {"jbd2_start_commit": abi.J_JBD2_START, "jbd2_commit_locking": abi.J_JBD2_LOCKING,
@@ -120,7 +119,8 @@ def _dev(g: re.Match) -> tuple[int, int] | None:
 
 def _sector_bytes(g: re.Match) -> tuple[int, int] | None:
     sector, nr = number(g["sector"]), number(g["nr"])
-    if sector is None or nr is None or sector > SECTOR_MAX or nr * 512 >= 1 << 32:
+    # (a sector is a u64: a flush shows (sector_t)-1; the records keep 0 for a flush)
+    if sector is None or nr is None or sector >> 64 or nr * 512 >= 1 << 32:
         return None
     return sector, nr * 512
 
