@@ -171,7 +171,13 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
         from .names import CMD_LIMIT, clip_command
         lead = target[:1] if target[0] == "--" else []
         command = lead + clip_command(target[len(lead):], entries=CMD_LIMIT - len(lead))[0]
-    meta = collect(command=command, devices=devs or None)
+    try:  # the metadata can take a moment (superblocks, sysfs): Ctrl-C says where it was
+        meta = collect(command=command, devices=devs or None)
+    except KeyboardInterrupt:
+        raise UserError("stopped by SIGINT while collecting the metadata: nothing was "
+                        "recorded" + (" and the workload was not started"
+                                      if command is not None else ""), "",
+                        128 + signal.SIGINT) from None
     if args.label is not None:
         meta["label"] = args.label
     mfd = _metadata_fd(meta)

@@ -429,3 +429,20 @@ def test_running_out_of_memory_is_one_line(tmp_path, monkeypatch):
     r = run_cli(["requests", "--json", write_base(tmp_path / "t.iowt")])
     assert r.rc == 1 and r.out == "" and r.err.startswith("iowhy: not enough memory")
     assert r.err.count("\n") == 1
+
+
+def test_sigint_before_the_recorder_starts_says_so(tmp_path, monkeypatch):
+    """Ctrl-C while `iowhy record` collects the metadata (before the recorder, which
+    says so itself while the probes load) ended without a word: one line, exit 130."""
+    from iowhy import cli, metadata
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "check_privileges", lambda: None)
+    monkeypatch.setattr(cli, "find_recorder", lambda: "/bin/false")
+    monkeypatch.setattr(metadata, "collect", interrupted)
+    r = run_cli(["record", "-o", str(tmp_path / "t.iowt"), "--", "true"])
+    assert r.rc == 130 and r.err == ("iowhy: stopped by SIGINT while collecting the "
+                                     "metadata: nothing was recorded and the workload "
+                                     "was not started\n")
+    assert list(tmp_path.iterdir()) == []
