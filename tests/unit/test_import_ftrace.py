@@ -239,6 +239,7 @@ def hostile_lines():
     yield HEAD + "block_rq_issue: 8,0 WS " + "9" * n, "rq"
     yield "dd-1 [001] 1.0: sys_fsync(" + "(" * n, None
     yield "dd-1 [001] 1.0: sys_fsync -> " + "0 " * (n // 2), None
+    yield "dd-1 [001] 1.0:" + " " * n + "block_rq_issue: x", "rq"
 
 
 def test_a_10_mib_line_takes_work_linear_in_it():

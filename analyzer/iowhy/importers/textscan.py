@@ -25,6 +25,7 @@ _TGID2 = re.compile(r"(?:\d+|-+)\)")
 _PID2 = re.compile(r"(\d+)(?:/(\d+))?")
 _WORD = re.compile(r"\w+")
 _DIGITS = re.compile(r"\d+")
+_BLANKS = re.compile(r"\s*")
 
 LOOKBACK = 5  # header tokens between a task's name and the time: pid, (tgid), [cpu], flags
 MAX_DIGITS = 20  # a number of more digits is no field of an event (u64: 20 digits)
@@ -182,10 +183,9 @@ class Scanner:
 
     def _event(self, line: str, pos: int, syscall_form: bool) -> tuple[str, str] | None:
         """(event, rest) from what follows the time (at least one blank, then the event)."""
-        i = pos
         n = len(line)
-        while i < n and line[i].isspace():  # the blanks before the event
-            i += 1
+        blanks = _BLANKS.match(line, pos)  # the blanks before the event (always matches)
+        i = blanks.end() if blanks else pos
         self.work += i - pos + 1
         if i == pos or i >= n:
             return None
