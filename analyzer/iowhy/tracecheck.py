@@ -83,10 +83,13 @@ def map_of(inner: Check) -> Check:
     return check
 
 
-def obj(fields: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
+def obj(fields: dict[str, Check], required: tuple[str, ...] = (),
+        pairs: tuple[tuple[str, str], ...] = ()) -> Check:
     """An object: each known key checked (a bad one dropped and named); other keys kept
     when they are plain JSON (safe_json). An object missing a required key after the
-    check fails as a whole."""
+    check fails as a whole. `pairs` (a device number's major and minor) are kept both or
+    neither: one without the other (dropped, or absent) is dropped and named too, so
+    that whatever reads one may read the other."""
     def check(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:
         if not isinstance(v, dict):
             return False, v
@@ -98,6 +101,11 @@ def obj(fields: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
                 out[k] = e2
             else:
                 bad.append(f"{path}.{k}")
+        for a, b in pairs:
+            if (out.get(a) is None) != (out.get(b) is None):
+                lone = a if out.get(a) is not None else b
+                del out[lone]
+                bad.append(f"{path}.{lone}")
         if any(k not in out or out[k] is None for k in required):
             return False, v
         return True, out
@@ -165,7 +173,8 @@ DEVICE = obj({
         "sizelimit_bytes": nullable(U64), "dio": nullable(_flag),
         "backing_dev_major": nullable(MAJOR), "backing_dev_minor": nullable(MINOR),
         "backing_ino": nullable(U64), "backing_disk": NSTR,
-        "backing_part_start_sector": nullable(SECTOR)})),
+        "backing_part_start_sector": nullable(SECTOR)},
+        pairs=(("backing_dev_major", "backing_dev_minor"),))),
     "dm": nullable(obj({"name": NSTR, "uuid": NSTR})),
     "md": nullable(obj({"level": NSTR})),
 }, required=("major", "minor"))
@@ -176,12 +185,14 @@ LOG = obj({"kind": NSTR, "ranges": list_of(_range, drop_bad=True),
                                    "dev_minor": nullable(MINOR), "disk": NSTR,
                                    "disk_major": nullable(MAJOR),
                                    "disk_minor": nullable(MINOR),
-                                   "ranges": list_of(_range, drop_bad=True)}))})
+                                   "ranges": list_of(_range, drop_bad=True)},
+                                  pairs=(("dev_major", "dev_minor"),
+                                         ("disk_major", "disk_minor"))))})
 
 # An edge of the device stack (META `stack`): both ends named, or the edge is dropped.
 STACK_EDGE = obj({"upper": STR, "lower": STR, "via": NSTR,
                   "lower_dev_major": nullable(MAJOR), "lower_dev_minor": nullable(MINOR)},
-                 required=("upper", "lower"))
+                 required=("upper", "lower"), pairs=(("lower_dev_major", "lower_dev_minor"),))
 
 FILESYSTEM = obj({
     "source": NSTR, "mountpoint": NSTR, "fstype": NSTR, "options": NSTR,
@@ -190,7 +201,8 @@ FILESYSTEM = obj({
     "disk_major": nullable(MAJOR), "disk_minor": nullable(MINOR),
     "part_start_sector": nullable(SECTOR), "uuid": NSTR, "btrfs_fsid": NSTR,
     "block_bytes": nullable(SMALL), "log": nullable(LOG),
-})
+}, pairs=(("dev_major", "dev_minor"), ("st_dev_major", "st_dev_minor"),
+          ("disk_major", "disk_minor")))
 
 CLOCK = obj({"realtime_minus_monotonic_ns": S64})
 

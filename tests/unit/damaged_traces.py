@@ -333,7 +333,7 @@ def hostile_files(d: Path) -> Iterator[tuple[str, str, bool]]:
     yield "META filesystem dev_minor dropped", base("fs-dropped", meta=m), True
     m = meta_obj()
     del m["filesystems"][0]["dev_minor"], m["filesystems"][0]["st_dev_minor"]
-    yield "META filesystem without dev_minor", base("fs-absent", meta=m), False
+    yield "META filesystem without dev_minor", base("fs-absent", meta=m), True
     for level in (0, 3):
         p = base(f"retyped-{level}", zstd_level=level)
         head, chunks = split(open(p, "rb").read())
