@@ -258,7 +258,7 @@ SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": 
 OWN_KEYS: dict[str, frozenset[str]] = {
     "meta": frozenset({"host", "machine", "created_realtime_ns", "page_size_bytes", "ncpus",
                        "devices", "lower_devices", "stack", "bio_based_devices",
-                       "filesystems", "import"}),
+                       "filesystems", "import", "label"}),
     "recorder": frozenset({"pid", "recorder_pid", "mode", "start_ns", "startup_ns",
                            "attach_mode", "task_state", "syscalls", "write_probes",
                            "ringbuf_bytes", "devices_filter", "probes", "imported"}),
