@@ -372,10 +372,8 @@ int open_ring(struct rec *r)
 	}
 	r->counters_fd = bpf_map__fd(r->skel->maps.counters);
 
-	if (exiting) { /* stopped while loading: nothing recorded, nothing left */
-		r->ret = 128 + stop_signal;
+	if (stopped_before_start(r)) /* nothing recorded, nothing left */
 		return -1;
-	}
 	{
 		struct sigaction sa = { .sa_handler = sigchld_handler }; /* no SA_RESTART */
 

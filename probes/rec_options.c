@@ -177,6 +177,18 @@ int parse_args(struct rec *r, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (r->env.output) {
+		/* "" or a path ending in / or . names no file: the partial file would land in
+		 * the directory and the rename at stop fail, after the whole workload ran */
+		const char *base = strrchr(r->env.output, '/');
+
+		base = base ? base + 1 : r->env.output;
+		if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+			fprintf(stderr, "iowhy: -o '%s' is not a file name (give the trace's file "
+					"name, e.g. -o out.iowt)\n", r->env.output);
+			return 2;
+		}
+	}
 	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0) {
 		fprintf(stderr, "iowhy-record: give a command after -- or a PID with -p\n");
 		return 2;

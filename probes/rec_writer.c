@@ -330,6 +330,57 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/*
+ * A command-line argument as a JSON string a reader keeps: the format's strings hold at
+ * most 65,536 characters (docs/trace-format.md, VALIDATION), and the kernel takes
+ * arguments of up to 128 KiB. A longer one is cut at CMD_ARG_KEEP bytes (at a UTF-8
+ * character's start) and ends in "[cut: N bytes in all]": the trace says so, and it
+ * never reads as damaged (analyzer/iowhy/names.py, clip_command, is the same).
+ */
+#define CMD_LIMIT 65536 /* characters of a string, entries of a list */
+#define CMD_ARG_KEEP 65000
+
+static void json_arg(FILE *f, const char *s)
+{
+	size_t n = strlen(s), keep = n;
+	char *cut;
+
+	if (n <= CMD_LIMIT) {
+		json_str(f, s);
+		return;
+	}
+	keep = CMD_ARG_KEEP;
+	while (keep && ((unsigned char)s[keep] & 0xC0) == 0x80) /* not inside a character */
+		keep--;
+	cut = malloc(keep + 48);
+	if (!cut) {
+		json_str(f, "[cut: out of memory]");
+		return;
+	}
+	memcpy(cut, s, keep);
+	snprintf(cut + keep, 48, "[cut: %zu bytes in all]", n);
+	json_str(f, cut);
+	free(cut);
+}
+
+/* The command line as a JSON array a reader keeps (json_arg; at most 65,536 entries: past
+ * that, the first 65,535 and "[cut: N arguments in all]"). */
+static void json_argv(FILE *f, char **argv, int argc, int *cut_args, int *cut_bytes)
+{
+	int keep = argc > CMD_LIMIT ? CMD_LIMIT - 1 : argc; /* and one saying how many */
+
+	for (int i = 0; i < keep; i++) {
+		fprintf(f, "%s", i ? ", " : "");
+		if (strlen(argv[i]) > CMD_LIMIT)
+			(*cut_bytes)++;
+		json_arg(f, argv[i]);
+	}
+	if (argc > CMD_LIMIT) {
+		fprintf(f, ", \"[cut: %d arguments in all]\"", argc);
+		*cut_args = 1;
+	}
+}
+
 int write_header(struct rec *r)
 {
 	int err;
@@ -399,9 +450,18 @@ void write_recorder_chunk(struct rec *r)
 	json_str(s.f, IOWHY_VERSION);
 	fprintf(s.f, ", \"mode\": \"%s\", \"pid\": %d, \"recorder_pid\": %d, \"command\": [",
 		r->env.cmd ? "run" : "attach", r->env.cmd ? r->child : r->env.pid, getpid());
-	for (int i = 0; r->env.cmd && r->env.cmd[i]; i++) {
-		fprintf(s.f, "%s", i ? ", " : "");
-		json_str(s.f, r->env.cmd[i]);
+	if (r->env.cmd) {
+		int argc = 0, cut_args = 0, cut_bytes = 0;
+
+		while (r->env.cmd[argc])
+			argc++;
+		json_argv(s.f, r->env.cmd, argc, &cut_args, &cut_bytes);
+		if ((cut_args || cut_bytes) && !r->env.quiet)
+			fprintf(stderr, "iowhy-record: the command line is longer than a trace keeps: "
+					"%s%s%s cut (the trace's command says where)\n",
+				cut_bytes ? "arguments over 65,536 bytes" : "",
+				cut_bytes && cut_args ? " and " : "",
+				cut_args ? "arguments past the 65,535th" : "");
 	}
 	if (!r->env.cmd) {
 		/* attach: the target's own command line, NUL-separated in /proc */

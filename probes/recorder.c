@@ -173,6 +173,22 @@ int cleanup(struct rec *r)
 	return r->ret;
 }
 
+/*
+ * A stop signal before the workload started (SIGINT or SIGTERM while the probes load,
+ * which can take seconds): say so, and exit 128+signal with nothing left behind (the
+ * output file is removed by cleanup(), having no header yet).
+ */
+int stopped_before_start(struct rec *r)
+{
+	if (!exiting || !stop_signal)
+		return 0;
+	fprintf(stderr, "iowhy: stopped by %s while loading the probes: nothing was recorded%s\n",
+		stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "a signal",
+		r->env.cmd ? " and the workload was not started" : "");
+	r->ret = 128 + stop_signal;
+	return 1;
+}
+
 /* ---------------------------------------------------------------- main --- */
 
 int main(int argc, char **argv)
@@ -187,8 +203,12 @@ int main(int argc, char **argv)
 	r->t_main = now_ns(CLOCK_MONOTONIC);
 	if ((code = parse_args(r, argc, argv)) >= 0 || (code = prepare(r)) >= 0)
 		return code;
-	if (load_probes(r) || attach_probes(r))
+	if (stopped_before_start(r))
 		return cleanup(r);
+	if (load_probes(r) || attach_probes(r)) {
+		stopped_before_start(r); /* a load cut short by the signal: say why */
+		return cleanup(r);
+	}
 	if (r->env.dry_run) {
 		print_dry_run(r);
 		return cleanup(r);

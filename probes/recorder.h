@@ -240,5 +240,6 @@ int start_workload(struct rec *r);
 /* recorder.c: main's steps */
 void sigchld_handler(int sig);
 int cleanup(struct rec *r);
+int stopped_before_start(struct rec *r);
 
 #endif

@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any
+from typing import IO, Any, Iterator
+
+from iowhy.names import utf8_text
 
 from .escape import printable
 from .units import DEFAULT_TIME_UNIT, MAX_WIDTH, label, time_text
@@ -20,28 +22,58 @@ CSV_COLUMNS = ("time_ns", "comm", "pid", "disk", "op", "sector", "bytes", "queue
                "device_ns", "total_ns", "class", "call", "call_index")
 
 
+BATCH = 4096  # rows formatted at a time: the text never holds the whole listing
+
+
+def _dicts(rows: Any) -> Iterator[list[dict[str, Any]]]:
+    """The rows as dicts, a batch at a time, names as utf8_text writes them."""
+    for lo in range(0, len(rows), BATCH):
+        batch = rows.as_dicts(lo, lo + BATCH)
+        for r in batch:
+            r["comm"] = utf8_text(r["comm"])
+            r["disk"] = utf8_text(r["disk"])
+        yield batch
+
+
+def write_json(out: IO[str], rows: Any) -> None:
+    """{"schema", "count", "requests_in_trace", "requests": [...]}, as json.dumps(...,
+    indent=2) writes it, a batch at a time: times in integer ns, null when not observed;
+    `call` null when the request was in no fsync-family call."""
+    head = json.dumps({"schema": SCHEMA, "count": len(rows), "requests_in_trace": rows.total,
+                       "requests": []}, indent=2)
+    if not len(rows):
+        out.write(head + "\n")
+        return
+    out.write(head[:-len("[]\n}")] + "[\n")
+    for i, batch in enumerate(_dicts(rows)):
+        for r in batch:
+            for k in ("queue_ns", "device_ns", "total_ns", "call_index"):
+                if r[k] < 0:
+                    r[k] = None
+            r["call"] = r["call"] or None
+        text = json.dumps(batch, indent=2, allow_nan=False)[2:-2]  # the list's items
+        out.write((",\n" if i else "") + text.replace("\n", "\n  ").join(("  ", "")))
+    out.write("\n  ]\n}\n")
+
+
+def write_csv(out: IO[str], rows: Any) -> None:
+    """A header, then one line per request; unknown figures are empty fields."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for batch in _dicts(rows):
+        w.writerows(["" if (k.endswith(("_ns", "_index")) and k != "time_ns" and r[k] < 0)
+                     else r[k] for k in CSV_COLUMNS] for r in batch)
+
+
 def render_json(rows: Any) -> str:
-    """{"schema", "count", "requests_in_trace", "requests": [...]}: times in integer ns,
-    null when not observed; `call` null when the request was in no fsync-family call."""
-    out = []
-    for r in rows.as_dicts():
-        for k in ("queue_ns", "device_ns", "total_ns", "call_index"):
-            if r[k] < 0:
-                r[k] = None
-        r["call"] = r["call"] or None
-        out.append(r)
-    return json.dumps({"schema": SCHEMA, "count": len(out), "requests_in_trace": rows.total,
-                       "requests": out}, indent=2, allow_nan=False)
+    buf = io.StringIO()
+    write_json(buf, rows)
+    return buf.getvalue().rstrip("\n")
 
 
 def render_csv(rows: Any) -> str:
-    """A header, then one line per request; unknown figures are empty fields."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for r in rows.as_dicts():
-        w.writerow(["" if (k.endswith(("_ns", "_index")) and k != "time_ns" and r[k] < 0)
-                    else r[k] for k in CSV_COLUMNS])
+    write_csv(buf, rows)
     return buf.getvalue()
 
 

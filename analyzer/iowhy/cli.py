@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Callable
 
 from . import __version__, cmdline
 from .commands import add_analysis_parsers
-from .errors import EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError, load
+from .errors import (EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError, add_decode_ratio, load,
+                     set_decode_ratio)
 
 if TYPE_CHECKING:
     from .traceformat import Trace
@@ -82,10 +83,19 @@ _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+def _check_output_name(path: str) -> None:
+    """-o names a file: "" or a path ending in / or . would have the recorder write
+    PATH.partial-PID in a directory, record the whole workload, then fail to rename it."""
+    if os.path.basename(path) in ("", ".", ".."):
+        raise UserError(f"-o '{path}' is not a file name",
+                        "give the trace's file name, e.g. -o out.iowt", EXIT_USAGE)
+
+
 def _check_output(path: str) -> None:
     """Refuse what the recorder would refuse, before anything is loaded: the trace is
     written next to PATH and renamed onto it, never through a symlink or into a file
     that is not a regular one."""
+    _check_output_name(path)
     d = os.path.dirname(os.path.abspath(path)) or "."
     if os.path.exists(d) and not os.path.isdir(d):
         raise UserError(f"cannot write {path}: {d} is not a directory",
@@ -151,12 +161,23 @@ def _devices_below(meta: dict, devs: list[tuple[int, int]]) -> list[tuple[int, i
 def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
     _check_limits(args)
+    _check_output_name(args.output)  # a usage error: before root is asked for
     check_privileges()
     recorder = find_recorder()
     _check_output(args.output)
     devs = [parse_dev(d) for d in (args.dev or [])]
-    meta = collect(command=target if target and target[0] != "-p" else None,
-                   devices=devs or None)
+    command = None
+    if target and target[0] != "-p":  # as the trace keeps it (the recorder says if cut)
+        from .names import CMD_LIMIT, clip_command
+        lead = target[:1] if target[0] == "--" else []
+        command = lead + clip_command(target[len(lead):], entries=CMD_LIMIT - len(lead))[0]
+    try:  # the metadata can take a moment (superblocks, sysfs): Ctrl-C says where it was
+        meta = collect(command=command, devices=devs or None)
+    except KeyboardInterrupt:
+        raise UserError("stopped by SIGINT while collecting the metadata: nothing was "
+                        "recorded" + (" and the workload was not started"
+                                      if command is not None else ""), "",
+                        128 + signal.SIGINT) from None
     if args.label is not None:
         meta["label"] = args.label
     mfd = _metadata_fd(meta)
@@ -462,11 +483,24 @@ def build_parser() -> argparse.ArgumentParser:
     add_analysis_parsers(sub)
     from .export.cli import add_export_parsers
     add_export_parsers(sub)
+    for name in READING_COMMANDS:  # each command that reads traces
+        add_decode_ratio(sub.choices[name])
     return p
 
 
+READING_COMMANDS = ("info", "report", "hist", "compare", "requests", "export", "query")
+
+
+_PARSER: list[argparse.ArgumentParser] = []
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    # One parser per process: building it (every subcommand's help through gettext)
+    # costs more than most commands on a small trace, and tests call main() thousands of
+    # times in one process. Parsing leaves no state in it.
+    if not _PARSER:
+        _PARSER.append(build_parser())
+    parser = _PARSER[0]
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="iowhy: %(levelname)s: %(message)s")
@@ -476,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     from .outfile import flush_stdout, guarded_stdout, silence_stdout
     try:
+        set_decode_ratio(getattr(args, "decode_ratio", None))
         with guarded_stdout():      # a full stdout: one line, not a traceback
             rc = func(args)
             flush_stdout()          # ... nor an error at exit
@@ -492,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
         print(printable(f"iowhy: cannot analyze this trace: {e} (its times are out of "
                         "range: the trace is damaged; `iowhy info` shows what it holds)"),
               file=sys.stderr)
+        return EXIT_FAIL
+    except MemoryError:  # a trace read whole, but too large to analyze in this much memory
+        print("iowhy: not enough memory for this command (run it where there is more "
+              "memory, or raise the address-space limit: ulimit -v)", file=sys.stderr)
         return EXIT_FAIL
     except BrokenPipeError:
         silence_stdout()    # the reader went away (`| head`): exit quietly

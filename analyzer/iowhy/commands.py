@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -138,6 +139,17 @@ def _user_error(message: str, hint: str = "", usage: bool = False) -> Exception:
     return UserError(message, hint, EXIT_USAGE if usage else EXIT_FAIL)
 
 
+MAX_MS = 86_400_000.0 * 365  # a year: the largest time an option takes (ns fit in int64)
+
+
+def _check_number(option: str, v: float, lo: float, hi: float, unit: str) -> None:
+    """A number option is a finite number in [lo, hi] (argparse's float() takes nan and
+    inf), else a usage error in one line."""
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise _user_error(f"{option} {v} is not a number of {unit} from {lo:g} to {hi:g}",
+                          f"e.g. {option} 10", usage=True)
+
+
 def _check_out(path: str, suffixes: tuple[str, ...]) -> None:
     """Refuse an output path before the analysis starts: a wrong suffix, a missing,
     unwritable, read-only or full directory, a symlink or a non-regular file (outfile)."""
@@ -162,15 +174,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .analysis import AnalysisConfig, analyze
     from .memory import tune_allocator
     t0 = time.monotonic()
-    if args.merge_gap_ms < 0:
-        raise _user_error("--merge-gap-ms must be >= 0", "", usage=True)
+    _check_number("--merge-gap-ms", args.merge_gap_ms, 0, MAX_MS, "milliseconds")
     if not 1 <= args.depth_buckets <= 10_000:
         raise _user_error("--depth-buckets must be between 1 and 10000", "", usage=True)
     if args.findings < 0:
         raise _user_error("--findings must be >= 0", "", usage=True)
     interval = getattr(args, "interval", None)
-    if interval is not None and not (interval > 0 and interval * 1e9 >= 1):
-        raise _user_error("--interval must be a positive number of seconds", "", usage=True)
+    if interval is not None and not (math.isfinite(interval) and interval * 1e9 >= 1
+                                     and interval <= MAX_MS / 1000):
+        raise _user_error(f"--interval {interval} is not a number of seconds from 1e-9 to "
+                          f"{MAX_MS / 1000:.0f}", "e.g. --interval 1", usage=True)
     if args.html:
         _check_out(args.html, (".html", ".htm"))
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
@@ -420,12 +433,12 @@ def add_requests_parser(sub: Any) -> None:
 
 
 def cmd_requests(args: argparse.Namespace) -> int:
-    from .outfile import write_stdout
-    from .reports.requests import render_csv, render_json, render_text
+    from .outfile import flush_stdout, write_stdout
+    from .reports.requests import render_text, write_csv, write_json
     from .reports.units import output_width
     from .views.requests import Filters, request_rows
-    if args.slower is not None and args.slower < 0:
-        raise _user_error("--slower must be >= 0", "give a time in milliseconds", usage=True)
+    if args.slower is not None:
+        _check_number("--slower", args.slower, 0, MAX_MS, "milliseconds")
     flt = Filters(klass=args.klass, dev=args.dev, pid=args.pid, comm=args.comm,
                   slower_ns=None if args.slower is None else int(args.slower * 1e6))
     from .memory import tune_allocator
@@ -436,21 +449,21 @@ def cmd_requests(args: argparse.Namespace) -> int:
             tr = load(args.trace)
             step("requests")
             rows = request_rows(tr, flt)
-            # formatted under the progress line, written after it is erased
+            # the table formatted under the progress line, written after it is erased
             step("formatting")
-            if args.json:
-                text = render_json(rows)
-            elif args.csv:
-                text = render_csv(rows).rstrip("\n")
-            else:
-                text = render_text(rows, args.unit, output_width())
+            text = (None if args.json or args.csv
+                    else render_text(rows, args.unit, output_width()))
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
               file=sys.stderr if (args.json or args.csv) else sys.stdout)
-    write_stdout(text)
+    if text is not None:
+        write_stdout(text)
+    else:  # JSON and CSV are written a batch of rows at a time
+        (write_json if args.json else write_csv)(sys.stdout, rows)
+        flush_stdout()
     # no request listed is a failure, as grep without a match (and hist without a value)
     return 0 if len(rows) else EXIT_FAIL
 
@@ -519,6 +532,14 @@ def cmd_lab_run(args: argparse.Namespace) -> int:
     else:
         raise _user_error(f"unknown scenario {args.scenario!r}",
                           "see `iowhy lab list`", usage=True)
+    from .lab import emudisk
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError:
+        raise _user_error("the emulated disk (lab/emudisk) is not built",
+                          "run `make emudisk` in the iowhy checkout, which installs "
+                          "libfuse3-dev, or `make install`; IOWHY_EMUDISK may name the "
+                          "binary") from None
     if os.geteuid() != 0:
         raise _user_error("the lab needs root (emulated disk, mounts, BPF)", "run it with sudo")
 
@@ -534,7 +555,7 @@ def cmd_lab_run(args: argparse.Namespace) -> int:
             try:
                 r = scenarios.run(name, fs, args.disk, out_dir=args.out, workdir=args.workdir,
                                   progress=lambda m: print(f"iowhy lab: {m}", file=sys.stderr))
-            except scenarios.LabError as e:
+            except (scenarios.LabError, emudisk.EmulatedDiskError) as e:
                 failed = True
                 print(f"iowhy lab: {scenarios.run_id(name, fs, args.disk)} failed: {e}",
                       file=sys.stderr)

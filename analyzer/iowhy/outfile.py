@@ -113,6 +113,13 @@ def _refuse_existing(p: str, name: str, dfd: int) -> None:
         raise OutputError(f"refusing to write {p}: it is {kind}", hint)
 
 
+def _is_symlink(name: str, dfd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def sudo_owner() -> Optional[tuple[int, int]]:
     """(uid, gid) of the user who ran sudo, when running as root through sudo; else None.
     A malformed SUDO_UID is ignored; without SUDO_GID the group stays root's."""
@@ -173,14 +180,16 @@ def check_target(path: Union[str, os.PathLike]) -> None:
 
 
 class _Target:
-    """The open temporary file of one output, committed by rename."""
+    """The open temporary file of one output, committed by rename. replace_symlink: a
+    symlink at the path is replaced by the file (never followed) instead of refused."""
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    def __init__(self, path: Union[str, os.PathLike], replace_symlink: bool = False) -> None:
         self.path, d, self.name = _split(path)
         self.dfd = _open_dir(self.path, d)
         self.tmp: Optional[str] = None
         try:
-            _refuse_existing(self.path, self.name, self.dfd)
+            if not (replace_symlink and _is_symlink(self.name, self.dfd)):
+                _refuse_existing(self.path, self.name, self.dfd)
             self.fd, self.tmp = _new_temp(self.path, self.name, self.dfd)
             os.fchmod(self.fd, MODE)        # whatever the umask
             owner = sudo_owner()
@@ -237,13 +246,13 @@ class _Target:
 
 @contextlib.contextmanager
 def open_output(path: Union[str, os.PathLike], binary: bool = True,
-                keep_on_error: bool = False) -> Iterator[IO]:
+                keep_on_error: bool = False, replace_symlink: bool = False) -> Iterator[IO]:
     """A file object writing PATH by the rules above: the file appears at PATH when the
     block ends. After an exception inside the block it does not (an old file at PATH
     stays), unless KEEP_ON_ERROR (a log worth keeping either way). Errors of the block
     itself pass through unchanged; failing to create or commit the file raises
-    OutputError."""
-    t = _Target(path)
+    OutputError. replace_symlink: a symlink at PATH is replaced (never followed)."""
+    t = _Target(path, replace_symlink)
     try:
         f: IO = (os.fdopen(t.fd, "wb") if binary
                  else os.fdopen(t.fd, "w", encoding="utf-8"))
@@ -260,6 +269,36 @@ def open_output(path: Union[str, os.PathLike], binary: bool = True,
             t.discard(f)
         raise
     t.commit(f)
+
+
+@contextlib.contextmanager
+def open_outputs(paths: list[Union[str, os.PathLike]], what: str) -> Iterator[list[IO]]:
+    """Binary file objects writing PATHS by the rules above, which appear at their paths
+    together once the block ends: each is renamed into place only after every one is
+    written and fsynced. After an exception inside the block none does (old files stay);
+    a write that fails (a full disk) is an OutputError naming WHAT (the output as the
+    user gave it)."""
+    targets: list[_Target] = []
+    files: list[IO] = []
+    try:
+        for p in paths:
+            t = _Target(p)
+            targets.append(t)
+            files.append(os.fdopen(t.fd, "wb"))
+        try:
+            yield files
+            for t, f in zip(targets, files):
+                f.flush()
+                os.fsync(t.fd)
+        except OSError as e:
+            raise _os_error(what, e) from None
+        for t, f in zip(targets, files):
+            t.commit(f)
+    except BaseException:
+        for i, t in enumerate(targets):
+            if t.tmp is not None:
+                t.discard(files[i] if i < len(files) else None)
+        raise
 
 
 @contextlib.contextmanager

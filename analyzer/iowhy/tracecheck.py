@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import abi, cmdline
+from .names import clip_command
 
 I64_MAX = (1 << 63) - 1
 MAJOR_MAX = (1 << 12) - 1  # Linux dev_t: 12-bit major, 20-bit minor
@@ -82,10 +83,13 @@ def map_of(inner: Check) -> Check:
     return check
 
 
-def obj(fields: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
+def obj(fields: dict[str, Check], required: tuple[str, ...] = (),
+        pairs: tuple[tuple[str, str], ...] = ()) -> Check:
     """An object: each known key checked (a bad one dropped and named); other keys kept
     when they are plain JSON (safe_json). An object missing a required key after the
-    check fails as a whole."""
+    check fails as a whole. `pairs` (a device number's major and minor) are kept both or
+    neither: one without the other (dropped, or absent) is dropped and named too, so
+    that whatever reads one may read the other."""
     def check(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:
         if not isinstance(v, dict):
             return False, v
@@ -97,6 +101,11 @@ def obj(fields: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
                 out[k] = e2
             else:
                 bad.append(f"{path}.{k}")
+        for a, b in pairs:
+            if (out.get(a) is None) != (out.get(b) is None):
+                lone = a if out.get(a) is not None else b
+                del out[lone]
+                bad.append(f"{path}.{lone}")
         if any(k not in out or out[k] is None for k in required):
             return False, v
         return True, out
@@ -128,7 +137,12 @@ def _range(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:
 
 
 def _command(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:
-    return list_of(_str)(v, path, bad)
+    """A command line: a list of strings. One longer than the limits (a trace written
+    before the writers cut it: the kernel takes 128 KiB arguments) is cut as the writers
+    cut it (names.clip_command), never dropped: a long command line is no damage."""
+    if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
+        return False, v
+    return True, clip_command(v)[0]
 
 
 U64 = _int(0, I64_MAX)  # "unsigned" values are kept below 2**63: the analysis uses int64
@@ -151,10 +165,34 @@ DEVICE = obj({
                                "start_sector": nullable(SECTOR),
                                "size_bytes": nullable(U64)}, ("major", "minor")),
                           drop_bad=True),
+    # version 4: what the device is and what it is built on
+    "kind": NSTR, "bio_based": nullable(_flag), "slaves": list_of(_str),
+    "holders": list_of(_str),
+    "loop": nullable(obj({
+        "backing_file": NSTR, "offset_bytes": nullable(U64),
+        "sizelimit_bytes": nullable(U64), "dio": nullable(_flag),
+        "backing_dev_major": nullable(MAJOR), "backing_dev_minor": nullable(MINOR),
+        "backing_ino": nullable(U64), "backing_disk": NSTR,
+        "backing_part_start_sector": nullable(SECTOR)},
+        pairs=(("backing_dev_major", "backing_dev_minor"),))),
+    "dm": nullable(obj({"name": NSTR, "uuid": NSTR})),
+    "md": nullable(obj({"level": NSTR})),
 }, required=("major", "minor"))
 
 LOG = obj({"kind": NSTR, "ranges": list_of(_range, drop_bad=True),
-           "fc_ranges": list_of(_range, drop_bad=True), "bytes": nullable(U64)})
+           "fc_ranges": list_of(_range, drop_bad=True), "bytes": nullable(U64),
+           "device": nullable(obj({"source": NSTR, "dev_major": nullable(MAJOR),
+                                   "dev_minor": nullable(MINOR), "disk": NSTR,
+                                   "disk_major": nullable(MAJOR),
+                                   "disk_minor": nullable(MINOR),
+                                   "ranges": list_of(_range, drop_bad=True)},
+                                  pairs=(("dev_major", "dev_minor"),
+                                         ("disk_major", "disk_minor"))))})
+
+# An edge of the device stack (META `stack`): both ends named, or the edge is dropped.
+STACK_EDGE = obj({"upper": STR, "lower": STR, "via": NSTR,
+                  "lower_dev_major": nullable(MAJOR), "lower_dev_minor": nullable(MINOR)},
+                 required=("upper", "lower"), pairs=(("lower_dev_major", "lower_dev_minor"),))
 
 FILESYSTEM = obj({
     "source": NSTR, "mountpoint": NSTR, "fstype": NSTR, "options": NSTR,
@@ -163,7 +201,8 @@ FILESYSTEM = obj({
     "disk_major": nullable(MAJOR), "disk_minor": nullable(MINOR),
     "part_start_sector": nullable(SECTOR), "uuid": NSTR, "btrfs_fsid": NSTR,
     "block_bytes": nullable(SMALL), "log": nullable(LOG),
-})
+}, pairs=(("dev_major", "dev_minor"), ("st_dev_major", "st_dev_minor"),
+          ("disk_major", "disk_minor")))
 
 CLOCK = obj({"realtime_minus_monotonic_ns": S64})
 
@@ -180,6 +219,9 @@ META = obj({
     "page_size_bytes": nullable(SMALL), "ncpus": nullable(SMALL),
     "devices": list_of(DEVICE, drop_bad=True),
     "filesystems": list_of(FILESYSTEM, drop_bad=True),
+    "lower_devices": list_of(DEVICE, drop_bad=True),
+    "stack": list_of(STACK_EDGE, drop_bad=True),
+    "bio_based_devices": list_of(_str),
 })
 
 RECORDER = obj({
@@ -207,6 +249,37 @@ TRAILER = obj({
 })
 
 SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": TRAILER}
+
+# The keys that tell the JSON chunk types apart (docs/trace-format.md, JSON CHUNKS): each
+# type's own, which no other type holds. The chunk header (and its type) is outside the
+# CRC, and the types are a bit apart (META 0x100, RECORDER 0x101, PROGRESS 0x102): a
+# flipped bit would have a META read as a RECORDER, its devices and filesystems lost
+# without a word. PROGRESS's keys are all the TRAILER's too.
+OWN_KEYS: dict[str, frozenset[str]] = {
+    "meta": frozenset({"host", "machine", "created_realtime_ns", "page_size_bytes", "ncpus",
+                       "devices", "lower_devices", "stack", "bio_based_devices",
+                       "filesystems", "import", "label"}),
+    "recorder": frozenset({"pid", "recorder_pid", "mode", "start_ns", "startup_ns",
+                           "attach_mode", "task_state", "syscalls", "write_probes",
+                           "ringbuf_bytes", "devices_filter", "probes", "imported"}),
+    "progress": frozenset({"end_ns", "counters", "records"}),
+    "trailer": frozenset({"end_ns", "counters", "records", "stop_reason", "exit_status",
+                          "write_probes_ns", "rq_seq_stride", "in_flight_at_stop",
+                          "calls_open_at_stop", "recursion_misses", "recorder_cpu_ns",
+                          "chunk_zstd", "probe_stats"}),
+}
+
+
+def mistyped(kind: str, value: dict[str, Any]) -> str | None:
+    """The JSON chunk type whose keys `value` holds when the chunk says it is `kind`, if
+    it holds another type's own keys and none of its own (a re-typed chunk: damage);
+    None when its keys do not say otherwise."""
+    if any(k in OWN_KEYS[kind] for k in value):
+        return None
+    for other, keys in OWN_KEYS.items():
+        if other != kind and any(k in keys and k not in OWN_KEYS[kind] for k in value):
+            return other
+    return None
 
 
 def check_json(kind: str, value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

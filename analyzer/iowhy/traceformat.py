@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import abi, tracecheck
-from .tracedecode import _json_chunk, _untranspose, _unzstd, uncompact
+from .tracedecode import ZSTD_CHUNK_MAX, _json_chunk, _untranspose, _unzstd, uncompact
 from .tracescan import CHDR_SIZE, HDR_SIZE, _payload_crc, _pread, _scan, _Source
 
 
@@ -49,6 +50,8 @@ class Damage:
     unknown_chunks: int = 0  # valid chunks of an unknown type, record size or count, bad JSON
     # valid compressed chunks that do not decompress to data_bytes, or (compacted) decode
     undecodable_chunks: int = 0
+    # sound compressed chunks not decoded: the file's decode budget was spent
+    over_budget_chunks: int = 0
     chunks_missing: int = 0  # chunk seq numbers never seen (below the highest one seen)
     chunks_duplicated: int = 0  # chunks whose seq was already seen (ignored)
     chunks_out_of_order: int = 0  # chunks after one of a higher seq, or after the trailer
@@ -56,11 +59,13 @@ class Damage:
     records_unexpected: dict[str, int] = field(default_factory=dict)  # more than counted
     invalid_records: dict[str, int] = field(default_factory=dict)  # out-of-range, dropped
     invalid_fields: list[str] = field(default_factory=list)  # JSON fields dropped
+    decode_ratio: int = 0  # the budget the file was read with (bytes per byte), for words
 
     @property
     def damaged(self) -> bool:
         return bool(self.truncated or self.missing_bytes or self.bad_regions
-                    or self.unknown_chunks or self.undecodable_chunks or self.chunks_missing
+                    or self.unknown_chunks or self.undecodable_chunks
+                    or self.over_budget_chunks or self.chunks_missing
                     or self.chunks_duplicated
                     or self.chunks_out_of_order or self.records_missing
                     or self.records_unexpected or self.invalid_records or self.invalid_fields)
@@ -82,6 +87,10 @@ class Damage:
         if self.undecodable_chunks:
             parts.append(f"{_plural(self.undecodable_chunks, 'compressed chunk')} that do not "
                          "decompress or decode ignored")
+        if self.over_budget_chunks:
+            parts.append(f"{_plural(self.over_budget_chunks, 'compressed chunk')} not decoded "
+                         f"(over the decode budget of {self.decode_ratio} bytes per byte of "
+                         "the file: --decode-ratio raises it)")
         if self.chunks_duplicated:
             parts.append(f"{_plural(self.chunks_duplicated, 'duplicated chunk')} ignored")
         if self.chunks_out_of_order:
@@ -114,6 +123,7 @@ class Damage:
             "truncated": self.truncated, "missing_bytes": self.missing_bytes,
             "bad_regions": self.bad_regions, "unknown_chunks": self.unknown_chunks,
             "undecodable_chunks": self.undecodable_chunks,
+            "over_budget_chunks": self.over_budget_chunks,
             "chunks_missing": self.chunks_missing, "chunks_duplicated": self.chunks_duplicated,
             "chunks_out_of_order": self.chunks_out_of_order,
             "records_missing": dict(self.records_missing),
@@ -273,13 +283,40 @@ class Trace:
 
 _REC_SIZES = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}
 # Compressed chunks (version 5): no chunk decompresses to more than ZSTD_CHUNK_MAX bytes
-# (tracedecode.py), and a file's chunks together to no more than ZSTD_BUDGET_BASE +
-# ZSTD_BUDGET_RATIO times its size; a chunk beyond either bound is undecodable (no
-# decompression bomb).
-ZSTD_BUDGET_BASE = 256 << 20
+# (tracedecode.py; beyond it a chunk is undecodable, no decompression bomb), and a
+# file's chunks together to no more than ZSTD_BUDGET_BASE + the decode ratio (by default
+# ZSTD_BUDGET_RATIO; `--decode-ratio N`) times the file's size: the work and memory of
+# reading a file are bounded by its size, not by what its headers claim. Recorded traces
+# decode to 10-16 times their size; a sound chunk past the budget is skipped and counted
+# (over_budget_chunks).
+ZSTD_BUDGET_BASE = 1 << 20
 ZSTD_BUDGET_RATIO = 64
+DECODE_RATIO_MAX = 1 << 20  # the largest --decode-ratio
 _ZSTD_MIN_VERSION = 5
 _COMPACT_MIN_VERSION = 6
+
+
+_PARTIAL = re.compile(r"\.partial-\d+(?:\.\d+)?")
+
+
+def partial_of(path: str) -> str | None:
+    """The PATH.partial-PID a recorder killed with -9 (or crashed) left, the newest if
+    several, when PATH itself does not exist; None if there is none."""
+    d, base = os.path.split(path)
+    if not base:
+        return None
+    found: list[tuple[float, str]] = []
+    try:
+        with os.scandir(d or ".") as it:
+            for e in it:
+                if e.name.startswith(base) and _PARTIAL.fullmatch(e.name[len(base):]):
+                    try:
+                        found.append((e.stat(follow_symlinks=False).st_mtime, e.name))
+                    except OSError:
+                        continue
+    except OSError:
+        return None
+    return os.path.join(d, max(found)[1]) if found else None
 
 
 def _open(path: str) -> int:
@@ -287,6 +324,14 @@ def _open(path: str) -> int:
     into another terminal's control, refused unless it is a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        partial = partial_of(path)
+        if partial:
+            raise TraceError(f"cannot open {path}: {e.strerror}; {partial} is a recording "
+                             "to it that was killed or is still running",
+                             "read that file: every chunk written to it reads") from None
+        raise TraceError(f"cannot open {path}: {e.strerror}",
+                         "check the path; traces are mode 0600, read them as root") from None
     except OSError as e:
         raise TraceError(f"cannot open {path}: {e.strerror}",
                          "check the path; traces are mode 0600, read them as root") from None
@@ -306,13 +351,16 @@ def _open(path: str) -> int:
     return fd
 
 
-def read_trace(path: str, on_records: Callable[[int], None] | None = None) -> Trace:
+def read_trace(path: str, on_records: Callable[[int], None] | None = None,
+               decode_ratio: int | None = None) -> Trace:
     """Open and validate a trace. Raises TraceError for a file that is not one at all.
     on_records: told the number of records of each record chunk as it is read
-    (progress on a terminal)."""
+    (progress on a terminal). decode_ratio: the compressed chunks may decode to
+    ZSTD_BUDGET_BASE plus this many bytes per byte of the file (default
+    ZSTD_BUDGET_RATIO)."""
     fd = _open(path)
     try:
-        return _read(fd, path, on_records)
+        return _read(fd, path, on_records, decode_ratio or ZSTD_BUDGET_RATIO)
     except MemoryError:
         raise TraceError(f"not enough memory to read {path}",
                          "analyze it on a machine with more memory, or raise the "
@@ -321,7 +369,8 @@ def read_trace(path: str, on_records: Callable[[int], None] | None = None) -> Tr
         os.close(fd)
 
 
-def _read(fd: int, path: str, on_records: Callable[[int], None] | None = None) -> Trace:
+def _read(fd: int, path: str, on_records: Callable[[int], None] | None = None,
+          decode_ratio: int = ZSTD_BUDGET_RATIO) -> Trace:
     size = os.fstat(fd).st_size
     if size == 0:
         raise TraceError(f"{path} is empty",
@@ -344,6 +393,7 @@ def _read(fd: int, path: str, on_records: Callable[[int], None] | None = None) -
     tr = Trace(path=path, version=version, created_realtime_ns=created if created >> 63 == 0
                else 0, file_bytes=size)
     dmg = tr.damage
+    dmg.decode_ratio = decode_ratio
     # Both sizes are fixed by this version; other values are damage, read past.
     if int(hdr["hdr_bytes"]) != HDR_SIZE:
         dmg.invalid_fields.append("header.hdr_bytes")
@@ -407,7 +457,8 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
     # records read per type, with the seq of their chunk (to compare with a PROGRESS)
     per_chunk: list[tuple[int, str, int]] = []
     seq_max = size // CHDR_SIZE  # no file of this size holds more chunks
-    budget = ZSTD_BUDGET_BASE + ZSTD_BUDGET_RATIO * size  # bytes compressed chunks may become
+    # bytes the compressed chunks may become, in all
+    budget = ZSTD_BUDGET_BASE + (dmg.decode_ratio or ZSTD_BUDGET_RATIO) * size
     dest = _Dest(valid, sizes)
     decoded = _decode_ahead(tr, valid, src, dest, seq_max, budget)
     for off, h in valid:
@@ -433,8 +484,11 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
                 dmg.unknown_chunks += 1
                 continue
-            if dlen > budget:
+            if dlen > ZSTD_CHUNK_MAX:  # more than any chunk may hold: damage
                 dmg.undecodable_chunks += 1
+                continue
+            if dlen > budget:
+                dmg.over_budget_chunks += 1
                 continue
             data = decoded.pop(off) if off in decoded else _unpack(payload, h, dest.take(h))
             if data is None:
@@ -449,6 +503,10 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.unknown_chunks += 1
                 continue
             kind = abi.JSON_CHUNKS[ctype]
+            if tracecheck.mistyped(kind, obj) is not None:
+                # another type's content (a flipped bit of the type): damage, not read
+                dmg.unknown_chunks += 1
+                continue
             obj, bad = tracecheck.check_json(kind, obj)
             dmg.invalid_fields += bad
             if kind == "meta":
@@ -570,7 +628,7 @@ def _decode_ahead(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, dest:
         compacted = bool(ctype & abi.CHUNK_COMPACT)
         if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
             continue
-        if h[5] > budget:
+        if h[5] > budget or h[5] > ZSTD_CHUNK_MAX:
             continue
         budget -= h[5]
         jobs.append((off, h, dest.take(h)))

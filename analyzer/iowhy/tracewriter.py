@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 import zstandard
@@ -27,10 +27,15 @@ class TraceWriter:
     version 5, the lowest that holds what is written (a reader of version 5 reads it)."""
 
     def __init__(self, path: str, created_realtime_ns: int = 0, zstd_level: int = 0,
-                 compact: bool = False) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        self.f: BinaryIO = os.fdopen(fd, "wb")
+                 compact: bool = False, fileobj: IO[Any] | None = None) -> None:
+        """fileobj: write there (a file the caller opened, and commits) instead of
+        creating PATH; close() then leaves it open."""
+        self.own = fileobj is None
+        if fileobj is None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)
+            fileobj = os.fdopen(fd, "wb")
+        self.f: IO[Any] = fileobj
         self.seq = 0
         self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True,
                                              write_checksum=True) if zstd_level else None
@@ -109,4 +114,7 @@ class TraceWriter:
             t.setdefault("records", dict(self.counts))
             t.setdefault("counters", {n: 0 for n in abi.COUNTER_NAMES})
             self.write_json(abi.CHUNK_TRAILER, t)
-        self.f.close()
+        if self.own:
+            self.f.close()
+        else:
+            self.f.flush()

@@ -128,3 +128,39 @@ def test_sudo_user_owns_the_output(trace, tmp_path, root, args):
     assert p.returncode == 0, p.stderr
     st = out.stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o600)
+
+
+# -- export, import, query -o ----------------------------------------------------------------
+
+from test_outfile import EXPORTS, ftrace_capture  # noqa: E402
+
+
+@pytest.mark.parametrize("args", EXPORTS)
+def test_export_and_import_on_a_full_filesystem(trace, tmp_path, mounts, args):
+    """A full disk under export, import or query -o: one line, exit 1, and nothing left
+    on the full filesystem (no partial file under the output's name, no temporary)."""
+    cap = ftrace_capture(tmp_path)
+    (tmp_path / "full").mkdir()
+    full = mounts("-t", "tmpfs", "-o", "size=16k,mode=0755", "tiny", str(tmp_path / "full"))
+    o = full / "out"
+    out = args[-1].format(o=o)
+    p = iowhy(*[a.format(t=trace, o=o, c=cap) for a in args])
+    assert p.returncode == 1, p.stderr
+    lines = [x for x in p.stderr.splitlines() if not x.startswith("WARNING: ")]
+    one_line_error("\n".join(lines), f"iowhy: cannot write {out}: No space left on device")
+    assert os.listdir(full) == []
+
+
+@pytest.mark.parametrize("args", EXPORTS)
+def test_sudo_user_owns_exports_and_imports(trace, tmp_path, root, args):
+    need(os.geteuid() == 0, "needs root")
+    cap = ftrace_capture(tmp_path)
+    o = tmp_path / "out"
+    out = Path(args[-1].format(o=o))
+    env = dict(os.environ, SUDO_UID="4242", SUDO_GID="4343", SUDO_USER="someone")
+    p = iowhy(*[a.format(t=trace, o=o, c=cap) for a in args], env=env)
+    assert p.returncode == 0, p.stderr
+    for f in [out, *(out.iterdir() if out.is_dir() else [])]:
+        st = f.stat()
+        mode = 0o700 if f.is_dir() else 0o600
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (4242, 4343, mode), f

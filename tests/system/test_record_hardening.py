@@ -182,7 +182,7 @@ def test_no_named_metadata_file_even_when_killed(bpf, iowhy_bin, tmp_path, reape
     assert list(tmpdir.iterdir()) == []
 
 
-def test_partial_trace_is_left_after_a_crash(bpf, tmp_path, reaper):
+def test_partial_trace_is_left_after_a_crash(bpf, iowhy_bin, tmp_path, reaper):
     out = tmp_path / "t.iowt"
     r = subprocess.Popen([str(recorder_path()), "-q", "-o", str(out), "--", "sleep", "30"],
                          stderr=subprocess.PIPE)
@@ -198,6 +198,9 @@ def test_partial_trace_is_left_after_a_crash(bpf, tmp_path, reaper):
     assert stat.S_IMODE(partial.stat().st_mode) == 0o600
     tr = read_trace(str(partial))
     assert tr.truncated and tr.trailer is None
+    # asked for the trace, iowhy names the file the recording left
+    p = front(iowhy_bin, "info", str(out))
+    one_line_error(p, re.escape(f"{partial} is a recording to it that was killed"), 1)
 
 
 # -- stopping ----------------------------------------------------------------------------
@@ -415,3 +418,74 @@ def test_workload_not_executable_126_missing_127(bpf, iowhy_bin, tmp_path, kind,
     one_line_error(p, "cannot run|not found|No such file", code)
     if via == "recorder":
         assert trailer(out)["exit_status"] == code
+
+
+# -- issue 30: names, the command line, stopping early ------------------------------------------
+
+@pytest.mark.parametrize("out", ["", "sub/", ".", "sub/.."])
+@pytest.mark.parametrize("via", ["iowhy", "recorder"])
+def test_output_that_names_no_file_is_refused_before_recording(bpf, iowhy_bin, tmp_path,
+                                                               out, via):
+    """`-o ""` recorded the whole workload, then failed to rename and left
+    .partial-PID in the current directory."""
+    (tmp_path / "sub").mkdir()
+    marker = tmp_path / "ran"
+    cmd = ["--", "touch", str(marker)]
+    p = (front(iowhy_bin, "record", "-q", "-o", out, *cmd, cwd=tmp_path) if via == "iowhy"
+         else rec("-q", "-o", out, *cmd, cwd=tmp_path))
+    one_line_error(p, "is not a file name", 2)
+    assert not marker.exists()  # the workload never ran
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["sub"]
+    assert list((tmp_path / "sub").iterdir()) == []
+
+
+def test_long_arguments_are_cut_and_the_trace_is_sound(bpf, iowhy_bin, tmp_path):
+    """One argument of 131,071 bytes (the kernel's largest) and 70,000 arguments: the
+    trace's strings and lists hold 65,536 at most, so both writers cut them and say so
+    (a reader dropped the whole command line and called the trace damaged)."""
+    out = tmp_path / "long.iowt"
+    big = "a" + "é" * 65_535  # 131,071 bytes (the cut falls inside a character) and
+    # 65,536 characters (what the trace's strings hold: META keeps it whole)
+    p = front(iowhy_bin, "record", "-o", str(out), "--", "true", big, "x")
+    assert p.returncode == 0, p.stderr
+    assert "the command line is longer than a trace keeps" in p.stderr
+    tr = read_trace(str(out))
+    assert not tr.damage.damaged, tr.damage.summary()
+    assert tr.recorder["command"] == ["true", "a" + "é" * 32_499 + "[cut: 131071 bytes in all]",
+                                      "x"]
+    assert tr.meta["command"] == ["--", "true", big, "x"]
+    many = [str(i) for i in range(70_000)]
+    p = front(iowhy_bin, "record", "-q", "-o", str(out), "--", "true", *many)
+    assert p.returncode == 0, p.stderr
+    tr = read_trace(str(out))
+    assert not tr.damage.damaged, tr.damage.summary()
+    rc = tr.recorder["command"]
+    assert len(rc) == 65_536 and rc[-1] == "[cut: 70001 arguments in all]"
+    assert len(tr.meta["command"]) == 65_536 and tr.meta["command"][0] == "--"
+    info = front(iowhy_bin, "info", str(out))
+    assert info.returncode == 0 and "WARNING: trace" not in info.stdout
+
+
+def test_sigint_while_the_probes_load_says_so(bpf, tmp_path):
+    """SIGINT before the workload starts (the probes take a while to load) ended the
+    recorder without a word: it says what happened, exits 130, and leaves no file. The
+    signal is sent a little later each try until it lands before the start."""
+    out = tmp_path / "early.iowt"
+    marker = tmp_path / "ran"
+    said = None
+    for delay_ms in (5, 10, 20, 40, 80, 120, 160, 240):
+        r = subprocess.Popen([str(recorder_path()), "-q", "-o", str(out), "--", "touch",
+                              str(marker)], stderr=subprocess.PIPE, text=True)
+        time.sleep(delay_ms / 1000)
+        r.send_signal(signal.SIGINT)
+        err = r.communicate(timeout=60)[1]
+        if marker.exists():  # too late: the workload ran, the trace was written
+            assert r.returncode in (0, 130), err
+            break
+        assert r.returncode == 130, err
+        lines = [x for x in err.splitlines() if not x.startswith("iowhy: mounted tracefs")]
+        assert lines == ["iowhy: stopped by SIGINT while loading the probes: nothing was "
+                         "recorded and the workload was not started"], err
+        assert sorted(x.name for x in tmp_path.iterdir()) == []
+        said = delay_ms
+    assert said is not None, "the signal never arrived before the start"

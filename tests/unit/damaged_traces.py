@@ -246,3 +246,103 @@ def commands(path: str, other: str) -> Iterator[list[str]]:
     yield ["hist", "--metric", "fsync", path]
     yield ["compare", other, path]
     yield ["compare", "--json", other, path]
+
+
+# -- hostile files that are sound: small on disk, large once decoded --------------------------
+
+def decode_bomb(path: Path | str, chunks: int = 16, per_chunk: int = 3640,
+                overlap: bool = True) -> str:
+    """A few KB of valid compressed chunks (CRCs, headers, frames and records all right)
+    of identical requests: `chunks` x `per_chunk` requests (512 KiB each chunk) once
+    decoded. With `overlap`, every request is in flight for the whole window (one queue
+    depth per request: a lane each in a timeline)."""
+    rows = [{"ts_ns": START + 900, "issue_ns": START + 10, "submit_ns": START + 5,
+             "insert_ns": START + 6, "data_done_ns": START + 900, "done_ns": START + 900,
+             "op": abi.OP_WRITE, "start_sector": 1 << 20, "len_bytes": 4096,
+             "done_bytes": 4096, "dev_major": DEV[0], "dev_minor": DEV[1],
+             "flags_u16": abi.RQ_TRACKED | abi.RQ_ORIGIN, "tid": 100, "tgid": 100,
+             "comm": b"bomb", "nr_bios": 1}]
+    one = _records(abi.REQUEST_DTYPE, rows)
+    if not overlap:
+        one["issue_ns"] = one["done_ns"] = one["ts_ns"]
+    arr = np.repeat(one, per_chunk)
+    w = TraceWriter(str(path), zstd_level=19)
+    w.write_json(abi.CHUNK_META, meta_obj())
+    w.write_json(abi.CHUNK_RECORDER, recorder_obj())
+    for _ in range(chunks):
+        w.write_records(arr)
+    w.close({"end_ns": START + 1000, "stop_reason": "workload-exit", "exit_status": 0})
+    return str(path)
+
+
+# -- the reproducers of hostile input, each a sound or a damaged file ---------------------------
+
+COMM = b"bad\xff\xfe\x1b"  # a task name: not UTF-8, with an ESC
+ARG = "bad\udcff\udcfe"  # a command-line argument as Python holds undecodable bytes
+DEVICE = "sd\udcffz"
+SOURCE = "/dev/\udc80\ud800"  # a lone surrogate that is no byte, too
+HOST = "h\udcfe"
+
+
+def hostile_names_trace(path: Path | str) -> str:
+    """A trace whose command line, task names, device, mount point and host are not
+    UTF-8 (and hold a lone surrogate and an ESC)."""
+    m = meta_obj(mountpoint="/mnt/\udcff")
+    m["host"] = HOST
+    m["devices"][0]["name"] = DEVICE
+    m["filesystems"][0]["source"] = SOURCE
+    recs = base_records(8)
+    for name, field in (("request", "comm"), ("fsync", "comm"), ("journal", "comm"),
+                        ("offcpu", "waker_comm"), ("task", "comm")):
+        recs[name][field] = COMM
+    w = TraceWriter(str(path))
+    w.write_json(abi.CHUNK_META, m)
+    w.write_json(abi.CHUNK_RECORDER, recorder_obj(["/bin/echo", ARG]))
+    for arr in recs.values():
+        w.write_records(arr)
+    w.close({"end_ns": end_ns(8), "stop_reason": "workload-exit", "exit_status": 0})
+    return str(path)
+
+
+def _meta_with(**kw: Any) -> dict[str, Any]:
+    m = meta_obj()
+    m.update(kw)
+    return m
+
+
+def hostile_files(d: Path) -> Iterator[tuple[str, str, bool]]:
+    """(name, path, whether the reader must find it damaged): files a user can meet, each
+    of which once ended in a traceback or unbounded work (issue 30). Every reading
+    command must take each in one line or show its damage first (test_fuzz)."""
+    def base(name: str, **kw: Any) -> str:
+        return write_base(d / f"{name}.iowt", n=8, **kw)
+    yield "non-UTF-8 names", hostile_names_trace(d / "names.iowt"), False
+    yield "decode bomb", decode_bomb(d / "bomb.iowt"), True
+    wrong: list[tuple[str, Any]] = [
+        ("stack", 5), ("stack", [{"upper": "sdz", "lower": ["a"]}]), ("lower_devices", 5),
+        ("lower_devices", [{"major": 8, "minor": 5, "partitions": 3}]),
+        ("bio_based_devices", 5)]
+    for key, value in wrong:
+        yield f"META {key} = {value!r}", base(f"meta-{key}-{len(repr(value))}",
+                                              meta=_meta_with(**{key: value})), True
+    m = meta_obj()
+    m["devices"][0].update(slaves=5, loop="x", kind=[])
+    yield "META devices[0] slaves, loop, kind of the wrong type", base("dev", meta=m), True
+    m = meta_obj()
+    m["filesystems"][0]["dev_minor"] = "x"
+    yield "META filesystem dev_minor dropped", base("fs-dropped", meta=m), True
+    m = meta_obj()
+    del m["filesystems"][0]["dev_minor"], m["filesystems"][0]["st_dev_minor"]
+    yield "META filesystem without dev_minor", base("fs-absent", meta=m), True
+    for level in (0, 3):
+        p = base(f"retyped-{level}", zstd_level=level)
+        head, chunks = split(open(p, "rb").read())
+        c = next(c for c in chunks if c.type & 0x3FFF == abi.CHUNK_META)
+        c.type ^= 1
+        with open(p, "wb") as f:
+            f.write(join(head, chunks))
+        yield f"META re-typed RECORDER (zstd {level})", p, True
+    m = meta_obj()
+    m["command"] = ["run", "a" * 131_071]
+    yield "an argument of 131,071 characters, 65,600 arguments", \
+        base("cmdline", meta=m, recorder=recorder_obj(["x"] * 65_600)), False

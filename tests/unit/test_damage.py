@@ -117,6 +117,38 @@ def test_retyped_chunk_of_the_same_record_size_is_caught(tmp_path, sound):
     assert tr.damage.records_missing == {"offcpu": lost[0]}
 
 
+@pytest.mark.parametrize("zstd", [0, 3])
+@pytest.mark.parametrize("bit", [0x1, 0x2])
+def test_json_chunk_retyped_by_one_bit_is_told_by_its_content(tmp_path, zstd, bit):
+    """META (0x100), RECORDER (0x101) and PROGRESS (0x102) are a bit apart, and the
+    type is outside the CRC: a META whose type lost or gained a bit (0x8100 -> 0x8101
+    compressed) read as a RECORDER with no word, and the devices, filesystems, host and
+    kernel vanished from the report. Its keys are META's: the chunk is damage, counted
+    and shown on the first line of every command."""
+    sound = write_base(tmp_path / "z.iowt", zstd_level=zstd)
+
+    def retype(c):
+        i = next(k for k, x in enumerate(c) if x.type & 0x3FFF == abi.CHUNK_META)
+        x = c[i]
+        c[i] = Chunk(x.offset, x.magic, x.type ^ bit, x.rec_size, x.count, x.payload_bytes,
+                     x.data_bytes, x.crc, x.seq, x.payload)
+        return c
+    path = _variant(tmp_path, sound, retype)
+    tr = read_trace(path)
+    assert tr.damage.unknown_chunks == 1 and tr.damage.damaged
+    assert "host" not in tr.recorder and tr.progress is not None and \
+        "devices" not in tr.progress
+    for argv in commands(path, sound):
+        r = run_cli(argv)
+        assert r.rc == 0, (argv, r.err)
+        if "--json" in argv:
+            obj = json.loads(r.out)
+            dmg = obj["damage"]["b"] if argv[0] == "compare" else obj["damage"]
+            assert dmg["unknown_chunks"] == 1, argv
+        else:
+            assert r.out.startswith("WARNING: ") and "unknown type" in r.out, argv
+
+
 def test_progress_retyped_as_trailer_and_trailer_removed(tmp_path, sound):
     def edit(c):
         i = next(k for k, x in enumerate(c) if x.type == abi.CHUNK_PROGRESS)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import struct
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,8 +22,8 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from damaged_traces import (FHDR_BYTES, Chunk, commands, join, run_cli, split, with_json,
-                            with_payload, write_base)
+from damaged_traces import (FHDR_BYTES, Chunk, commands, hostile_files, join, run_cli, split,
+                            with_json, with_payload, write_base)
 from iowhy import abi
 
 SEED = 20
@@ -134,6 +135,9 @@ def variants(base: bytes, rng: random.Random) -> Iterator[tuple[str, str, bytes]
             join(head, chunks[:i] + [with_payload(c, payload)] + chunks[i + 1:])
 
 
+UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f\ud800-\udfff]")  # what _unsafe finds
+
+
 def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
@@ -230,3 +234,42 @@ def test_fuzz_covers_the_damage_kinds(base_paths: tuple[Path, Path]) -> None:
 
 def test_header_struct_matches_abi() -> None:
     assert struct.calcsize("<4sHHIIIIQ") == abi.CHUNK_HDR_DTYPE.itemsize
+
+
+def test_hostile_files_every_command(tmp_path: Path) -> None:
+    """The reproducers of hostile input (damaged_traces.hostile_files: names that are not
+    UTF-8, a few KB decoding to 58,240 requests, META keys of the wrong type, a META
+    re-typed by one bit, command lines longer than a trace's strings and lists) through
+    every reading command, the listings, the three exporters and a query: never a
+    traceback, the damage first (on stderr where the output is a file), or one line."""
+    other = write_base(tmp_path / "other.iowt", n=8)
+    exports = pytest.importorskip("duckdb") and [
+        ["export", "--format", "parquet", "-o", str(tmp_path / "pq")],
+        ["export", "--format", "perfetto", "-o", str(tmp_path / "t.pftrace")],
+        ["export", "--format", "chrome-json", "-o", str(tmp_path / "t.json")]]
+    for name, path, damaged in hostile_files(tmp_path):
+        runs = [*commands(path, other), ["requests", "--json", path], ["requests", path],
+                *([*a[:1], path, *a[1:]] for a in exports),
+                ["query", "SELECT count(*) AS n, max(command) AS c FROM requests, runs",
+                 path, "--json"]]
+        for argv in runs:
+            r = run_cli(argv)
+            what = f"{name}: {' '.join(argv[:3])}"
+            assert "Traceback" not in r.err and "Traceback" not in r.out, what
+            assert not UNSAFE.search(r.out + r.err), (what, _unsafe(r.out + r.err))
+            if r.rc != 0:  # hist with no values to draw: one line, after the damage
+                lines = [ln for ln in r.err.splitlines() if ln.strip()]
+                assert argv[0] == "hist" and len(lines) == 1, (what, r.err)
+                assert lines[0].startswith("iowhy: no values"), (what, r.err)
+                assert r.out.startswith("WARNING: ") == damaged, (what, r.out)
+                continue
+            if argv[0] in ("export", "query") or "--json" in argv and argv[0] == "requests":
+                shown = r.err.startswith("WARNING: ")
+            elif "--json" in argv:
+                obj = json.loads(r.out)
+                dmg = (obj.get("damage") or {}).get("b") if argv[0] == "compare" \
+                    else obj.get("damage")
+                shown = bool(dmg and dmg["damaged"])
+            else:
+                shown = r.out.startswith("WARNING: ")
+            assert shown == damaged, (what, r.out[:200], r.err[:200])

@@ -344,3 +344,105 @@ def test_hist_without_values_names_an_undecodable_path_escaped(tmp_path):
     # nothing to draw exits 1 with one line, the path escaped
     assert r.returncode == 1 and b"Traceback" not in r.stderr, r.stderr
     assert r.stderr.count(b"\n") == 1 and b"e\\xff.iowt" in r.stderr
+
+
+# -- issue 30: options, command lines -------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["report", "--merge-gap-ms", "nan"], ["report", "--merge-gap-ms", "inf"],
+    ["report", "--merge-gap-ms", "-1"], ["report", "--interval", "nan"],
+    ["report", "--interval", "inf"], ["report", "--interval", "0"],
+    ["requests", "--slower", "nan"], ["requests", "--slower", "1e300"],
+    ["info", "--decode-ratio", "0"], ["query", "SELECT 1", "--limit", "-1"],
+])
+def test_numbers_that_are_no_numbers_are_one_line(tmp_path, argv):
+    """argparse's float() takes nan and inf: `report --merge-gap-ms nan` was a
+    ValueError traceback, `--interval inf` an OverflowError read as a damaged trace."""
+    t = write_base(tmp_path / "t.iowt")
+    r = run_cli([*argv, t])
+    assert r.rc == 2 and r.out == "", (argv, r.err)
+    assert r.err.startswith("iowhy: ") and r.err.count("\n") == 1, (argv, r.err)
+    assert "damaged" not in r.err
+
+
+@pytest.mark.parametrize("out", ["", "dir/", ".", "dir/.."])
+def test_record_output_that_names_no_file_is_refused_first(tmp_path, monkeypatch, out):
+    """`record -o ""` recorded the whole workload before failing: refused at once, as a
+    usage error, before root or the recorder are looked for (any user sees it)."""
+    monkeypatch.chdir(tmp_path)
+    r = run_cli(["record", "-o", out, "--", "true"])
+    assert r.rc == 2 and r.err == (f"iowhy: -o '{out}' is not a file name (give the "
+                                   "trace's file name, e.g. -o out.iowt)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_long_command_lines_read_from_an_older_trace_are_cut_not_damage(tmp_path):
+    """A trace written before the writers cut the command line (one argument of 131,071
+    characters, 70,000 arguments) read as damaged and lost the whole command line: the
+    reader cuts it as the writers now do, and the trace is sound."""
+    from iowhy.names import clip_command
+    big = "a" * 131_071
+    many = [str(i) for i in range(70_000)]
+    m = meta_obj()
+    m["command"] = ["run", big]
+    t = write_base(tmp_path / "t.iowt", meta=m, recorder=recorder_obj(["run", *many]))
+    tr = read_trace(t)
+    assert not tr.damage.damaged, tr.damage.summary()
+    assert tr.meta["command"] == ["run", "a" * 65_000 + "[cut: 131071 characters in all]"]
+    rc = tr.recorder["command"]
+    assert len(rc) == 65_536 and rc[:2] == ["run", "0"]
+    assert rc[-1] == "[cut: 70001 arguments in all]"
+    assert clip_command(rc) == (rc, False)  # what is cut once is kept as it is
+    r = run_cli(["info", t])
+    assert r.rc == 0 and not r.out.startswith("WARNING")
+
+
+def test_a_missing_trace_names_the_partial_file_left(tmp_path):
+    """After `kill -9` of the recorder the trace is PATH.partial-PID: `iowhy info PATH`
+    said only "No such file or directory"; it names the partial file (the newest)."""
+    t = write_base(tmp_path / "x.iowt")
+    os.rename(t, tmp_path / "t.iowt.partial-41")
+    (tmp_path / "t.iowt.partial-4242").write_bytes(open(tmp_path / "t.iowt.partial-41",
+                                                        "rb").read())
+    os.utime(tmp_path / "t.iowt.partial-41", (1, 1))
+    (tmp_path / "t.iowt.partial-x").write_text("not a recorder's")
+    for argv in (["info"], ["report"], ["requests"], ["export", "--format", "perfetto", "-o",
+                                                      str(tmp_path / "o.pf")]):
+        r = run_cli([*argv, str(tmp_path / "t.iowt")])
+        assert r.rc == 1 and r.err == (
+            f"iowhy: cannot open {tmp_path / 't.iowt'}: No such file or directory; "
+            f"{tmp_path / 't.iowt.partial-4242'} is a recording to it that was killed or is "
+            "still running (read that file: every chunk written to it reads)\n"), argv
+    r = run_cli(["info", str(tmp_path / "u.iowt")])
+    assert r.err.endswith("No such file or directory (check the path; traces are mode "
+                          "0600, read them as root)\n")
+
+
+def test_running_out_of_memory_is_one_line(tmp_path, monkeypatch):
+    """Past the reader (which says so itself), an allocation that fails in the analysis or
+    a listing is one line, not a MemoryError traceback."""
+    import iowhy.views.requests
+
+    def boom(*a, **k):
+        raise MemoryError()
+    monkeypatch.setattr(iowhy.views.requests, "request_rows", boom)
+    r = run_cli(["requests", "--json", write_base(tmp_path / "t.iowt")])
+    assert r.rc == 1 and r.out == "" and r.err.startswith("iowhy: not enough memory")
+    assert r.err.count("\n") == 1
+
+
+def test_sigint_before_the_recorder_starts_says_so(tmp_path, monkeypatch):
+    """Ctrl-C while `iowhy record` collects the metadata (before the recorder, which
+    says so itself while the probes load) ended without a word: one line, exit 130."""
+    from iowhy import cli, metadata
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "check_privileges", lambda: None)
+    monkeypatch.setattr(cli, "find_recorder", lambda: "/bin/false")
+    monkeypatch.setattr(metadata, "collect", interrupted)
+    r = run_cli(["record", "-o", str(tmp_path / "t.iowt"), "--", "true"])
+    assert r.rc == 130 and r.err == ("iowhy: stopped by SIGINT while collecting the "
+                                     "metadata: nothing was recorded and the workload "
+                                     "was not started\n")
+    assert list(tmp_path.iterdir()) == []

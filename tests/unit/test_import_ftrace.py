@@ -216,3 +216,101 @@ def test_fifo_input_is_refused_without_blocking(tmp_path, capsys, fmt):
     assert main(["import", fmt, str(fifo), "-o", str(tmp_path / "o.iowt")]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"iowhy: {fifo} is not a regular file") and err.count("\n") == 1
+
+
+MIB10 = 10 << 20
+HEAD = "dd-1234 [001] d..1. 1234.567890: "
+
+
+def hostile_lines():
+    """10 MiB lines built to make a backtracking parser quadratic (a regex with a lazy
+    task name took 29.5 s on 40 KB of blanks after a word): (the line, the event whose
+    fields are then read)."""
+    n = MIB10
+    yield "x" + " " * n + "y", None
+    yield " " * n + HEAD + "block_rq_issue: 8,0 WS 4096 () 2048 + 8 be,0,4 [dd]", "rq"
+    yield "a-1 " * (n // 4), None
+    yield "1.0: " * (n // 5), None
+    yield "dd-1 " + "[001] " * (n // 6), None
+    yield HEAD + "sched_switch: prev_comm=" + " prev_pid=1 prev_prio=x" * (n // 23), "switch"
+    yield HEAD + "sched_switch: prev_comm=" + " next_pid=1" * (n // 11), "switch"
+    yield HEAD + "sched_wakeup: " + "comm= pid=x" * (n // 11), "wake"
+    yield HEAD + "xlog_iclog_sync: " + "dev 1:2 " * (n // 8), "xfs"
+    yield HEAD + "block_rq_issue: 8,0 WS " + "9" * n, "rq"
+    yield "dd-1 [001] 1.0: sys_fsync(" + "(" * n, None
+    yield "dd-1 [001] 1.0: sys_fsync -> " + "0 " * (n // 2), None
+    yield "dd-1 [001] 1.0:" + " " * n + "block_rq_issue: x", "rq"
+
+
+def test_a_10_mib_line_takes_work_linear_in_it():
+    """The parser's work (characters it scans, counted by textscan.Scanner) on each
+    hostile line is a small multiple of the line's length."""
+    from iowhy.importers import ftrace
+    from iowhy.importers.textscan import Scanner
+    for line, fields in hostile_lines():
+        sc = Scanner()
+        h = sc.split(line)
+        if fields is not None:
+            assert h is not None, line[:60]
+            rest = h.rest
+            if fields == "switch":
+                assert sc.sched_switch(rest) is None
+            elif fields == "wake":
+                assert sc.name_then_number(rest, "comm=", ftrace.PID_AFTER) is None
+            elif fields == "xfs":
+                g = sc.search(ftrace.XFS_DEV, rest)
+                assert g and sc.search(ftrace.XFS_LSN, rest[g.end():]) is None
+            else:
+                sc.match(ftrace.RQ, rest)
+        assert sc.work <= 8 * len(line), (line[:40], sc.work / len(line))
+
+
+def test_hostile_lines_are_counted_not_fatal(tmp_path, monkeypatch):
+    """Through the importer: every line is read (work linear in the file), what is not
+    an event is counted, and the events around them are imported."""
+    from iowhy.importers import ftrace
+    made = []
+
+    class Counted(ftrace.Scanner):
+        def __init__(self):
+            super().__init__()
+            made.append(self)
+    monkeypatch.setattr(ftrace, "Scanner", Counted)
+    src = tmp_path / "t.txt"
+    good = [HEAD + "block_rq_issue: 8,0 WS 4096 () 2048 + 8 be,0,4 [dd]",
+            "<idle>-0 [001] d..1. 1234.600000: block_rq_complete: 8,0 WS () 2048 + 8 "
+            "be,0,4 [0]"]
+    lines = [line for line, _ in hostile_lines()]
+    bad = [lines[i] for i in (0, 2, 3, 4, 5)]  # no event, four times; a switch with no fields
+    with open(src, "w") as f:
+        for x in [good[0], *bad, good[1],
+                  HEAD + "block_rq_issue: 8,0 WS 4096 () " + "9" * 30 + " + 8 [dd]",
+                  HEAD.replace("1234.", "9" * 15 + ".") + "block_rq_issue: 8,0 W 1 () 1 + 8 [d]"]:
+            f.write(x + "\n")
+    out = tmp_path / "o.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out)]) == 0
+    assert made[0].work <= 8 * src.stat().st_size
+    tr = read_trace(str(out))
+    assert tr.count("request") == 1
+    um = tr.meta["import"]["unmatched"]
+    assert um["lines not in a known ftrace format"] == 4
+    assert um["sched_switch lines not understood"] == 1
+    assert um["lines with a time, PID or CPU out of range"] == 1
+    assert um["block_rq_issue lines not understood"] == 1
+
+
+def test_a_flush_completion_at_sector_minus_one_matches(tmp_path):
+    """The block tracepoints print a flush's sector as (sector_t)-1 at its completion: it
+    is a u64 like any sector, matches the flush issued at 0, and the record keeps 0."""
+    src = tmp_path / "t.txt"
+    src.write_text(
+        "kworker/0:1H-90 [000] d..1. 1000.000001: block_rq_issue: 8,0 FF 0 () 0 + 0 "
+        "none,0,0 [kworker/0:1H]\n"
+        "<idle>-0 [000] d..1. 1000.000101: block_rq_complete: 8,0 FF () "
+        "18446744073709551615 + 0 none,0,0 [0]\n")
+    out = tmp_path / "o.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out)]) == 0
+    tr = read_trace(str(out))
+    assert tr.meta["import"]["unmatched"] == {} and not tr.damage.damaged
+    rq = tr.records("request")
+    assert len(rq) == 1 and int(rq["start_sector"][0]) == 0 and int(rq["done_ns"][0])

@@ -4,6 +4,7 @@ are known by construction."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -33,6 +34,19 @@ def test_lab_run_refuses_unknown_scenario():
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert "unknown scenario" in p.stderr
+
+
+def test_lab_run_without_the_emulated_disk_is_one_line(tmp_path):
+    """A checkout where the emulated disk was never built: one line naming the make
+    target (it was an EmulatedDiskError traceback), before root is asked for."""
+    env = dict(os.environ, IOWHY_EMUDISK=str(tmp_path / "no-emudisk"))
+    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "run", "tar", "--out",
+                        str(tmp_path / "out")], capture_output=True, text=True, env=env)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr == ("iowhy: the emulated disk (lab/emudisk) is not built (run `make "
+                        "emudisk` in the iowhy checkout, which installs libfuse3-dev, or "
+                        "`make install`; IOWHY_EMUDISK may name the binary)\n")
+    assert not (tmp_path / "out").exists()
 
 
 # -- validate.py on synthetic truth ---------------------------------------------------------

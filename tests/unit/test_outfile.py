@@ -191,6 +191,49 @@ def test_bad_output_refused_before_the_analysis(trace, tmp_path, monkeypatch, ca
     assert victim.read_text() == "keep me"
 
 
+@pytest.mark.parametrize("args", [
+    ["report", "{t}", "--html", "{o}.html"],
+    ["hist", "{t}", "--png", "{o}.png"],
+])
+def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, capsys,
+                                                  args):
+    """The report's temporary file is created O_CREAT|O_EXCL|O_NOFOLLOW: a symlink or a
+    hard link planted at the temporary names iowhy will try (here: the names made
+    predictable) is skipped, never written through, and the victims keep their bytes.
+    Without O_EXCL the hard-linked victim would be truncated and written (or, with
+    O_NOFOLLOW alone, the symlink would make the write fail); without either, the
+    symlinked one; the flags of every such open are checked too."""
+    import itertools
+
+    from iowhy.cli import main
+    names = itertools.cycle(["aaaa", "bbbb", "cccc"])
+    monkeypatch.setattr(outfile.secrets, "token_hex", lambda n: next(names))
+    o = tmp_path / "out"
+    out = Path(args[-1].format(o=o))
+    victim1, victim2 = tmp_path / "victim1", tmp_path / "victim2"
+    victim1.write_text("keep me")
+    victim2.write_text("keep me too")
+    (tmp_path / f".{out.name}.aaaa.tmp").symlink_to(victim1)
+    os.link(victim2, tmp_path / f".{out.name}.bbbb.tmp")
+    flags: list[int] = []
+    real_open = os.open
+
+    def spy(path: Any, fl: int, *a: Any, **k: Any) -> int:
+        if str(path).endswith(".tmp"):
+            flags.append(fl)
+        return real_open(path, fl, *a, **k)
+    monkeypatch.setattr(outfile.os, "open", spy)
+    assert main([a.format(t=trace, o=o) for a in args]) == 0, capsys.readouterr().err
+    assert victim1.read_text() == "keep me" and victim2.read_text() == "keep me too"
+    assert out.stat().st_size > 1000 and not out.is_symlink()
+    assert out.stat().st_ino not in (victim1.stat().st_ino, victim2.stat().st_ino)
+    want = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    assert flags and all(f & want == want for f in flags), [hex(f) for f in flags]
+    # the planted names were skipped, and left as they were; no temporary is left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == \
+        [f".{out.name}.aaaa.tmp", f".{out.name}.bbbb.tmp"]
+
+
 def _limit_file_size() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit: EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
@@ -244,3 +287,66 @@ def test_closed_pipe_exits_quietly(trace, args):
     err = proc.stderr.read() if proc.stderr else ""
     assert proc.wait(timeout=120) == 0
     assert err == ""
+
+
+# -- the exporters and importers -------------------------------------------------------------
+
+def ftrace_capture(d: Path, n: int = 3000) -> str:
+    """A tracefs text capture of n requests (issue and completion)."""
+    p = d / "cap.txt"
+    with open(p, "w") as f:
+        for i in range(n):
+            t = 1000 + i
+            f.write(f"dd-100 [000] d..1. {t}.000001: block_rq_issue: 8,0 WS 4096 () "
+                    f"{8 * i} + 8 be,0,4 [dd]\n")
+            f.write(f"<idle>-0 [000] d..1. {t}.000101: block_rq_complete: 8,0 WS () "
+                    f"{8 * i} + 8 be,0,4 [0]\n")
+    return str(p)
+
+
+EXPORTS = [
+    ["export", "{t}", "--format", "parquet", "-o", "{o}"],
+    ["export", "{t}", "--format", "perfetto", "-o", "{o}.pftrace"],
+    ["export", "{t}", "--format", "chrome-json", "-o", "{o}.json"],
+    ["import", "ftrace", "{c}", "-o", "{o}.iowt"],
+    ["query", "SELECT * FROM requests", "{t}", "--csv", "-o", "{o}.csv"],
+]
+
+
+@pytest.mark.parametrize("args", EXPORTS)
+def test_failing_export_or_import_write_is_one_line(trace, tmp_path, args):
+    """A write that fails (here a file-size limit: EFBIG; a full disk is ENOSPC, in
+    tests/system/test_outfile_root.py) is one line, leaves the old output as it was
+    and no partial file under the output's name or a temporary one."""
+    cap = ftrace_capture(tmp_path)
+    o = tmp_path / "out"
+    out = Path(args[-1].format(o=o))
+    if args[:4] == ["export", "{t}", "--format", "parquet"]:
+        out.mkdir()
+        (out / "runs.parquet").write_text("old")
+    else:
+        out.write_text("old")
+    before = sorted(os.listdir(tmp_path))
+    p = iowhy(*[a.format(t=trace, o=o, c=cap) for a in args], preexec_fn=_limit_file_size)
+    assert p.returncode == 1
+    lines = [x for x in p.stderr.splitlines() if not x.startswith("WARNING: ")]
+    one_line_error("\n".join(lines), f"iowhy: cannot write {out}: File too large")
+    assert sorted(os.listdir(tmp_path)) == before
+    if out.is_dir():
+        assert os.listdir(out) == ["runs.parquet"]
+        out = out / "runs.parquet"
+    assert out.read_text() == "old"
+
+
+def test_new_export_directory_appears_whole(trace, tmp_path):
+    """A Parquet directory that did not exist appears with all its files at once (it is
+    made under a temporary name); a failed export leaves no directory at all."""
+    o = tmp_path / "pq"
+    p = iowhy("export", trace, "--format", "parquet", "-o", str(o),
+              preexec_fn=_limit_file_size)
+    assert p.returncode == 1 and os.listdir(tmp_path) == []
+    p = iowhy("export", trace, "--format", "parquet", "-o", str(o))
+    assert p.returncode == 0, p.stderr
+    assert len(os.listdir(o)) == 7 and stat.S_IMODE(o.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE((o / f).stat().st_mode) == 0o600 for f in os.listdir(o))
+    assert os.listdir(tmp_path) == ["pq"]

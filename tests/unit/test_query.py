@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -177,3 +178,79 @@ def test_level_two_reproduces_the_report(capsys, three_runs):
     want = sum(analyze(read_trace(s.path))["attribution_detail_ns"]["log"].get("flush", 0)
                for s in synth)
     assert flush[0]["ns"] == want > 0
+
+
+def test_empty_and_comment_only_queries_are_one_line(capsys, three_runs):
+    _, runs = three_runs
+    capsys.readouterr()
+    for sql in ("", "   ", "-- only a comment", "/* nothing */"):
+        assert main(["query", sql, runs[0]]) == 1, sql
+        err = capsys.readouterr().err
+        assert err.startswith("iowhy: the query ") and err.count("\n") == 1, (sql, err)
+
+
+def test_directories_named_like_patterns_are_read_as_named(capsys, three_runs, tmp_path):
+    """A directory's name is a name: `run*`, `r?n` and `[a]` are not patterns (DuckDB's
+    read_parquet would expand them, and then be refused the files it found)."""
+    synth, runs = three_runs
+    import shutil
+    # what each name would match as a pattern: another export
+    (tmp_path / "q").mkdir()
+    for other in ("run1", "ran", "a"):
+        assert main(["export", synth[0].path, "--format", "parquet", "-o",
+                     str(tmp_path / "q" / other)]) == 0
+    for name in ("run*", "r?n", "[a]", "it's"):
+        d = tmp_path / "q" / name
+        shutil.copytree(runs[2], d)
+        rows = query_json(capsys, "SELECT count(*) AS n FROM requests", [str(d)])
+        assert rows == [{"n": len(synth[2].requests)}], name
+
+
+def test_results_stream_and_a_terminal_gets_a_limit(capsys, three_runs, monkeypatch,
+                                                    tmp_path):
+    import iowhy.export.query as q
+    _, runs = three_runs
+    monkeypatch.setattr(q, "BATCH", 100)
+    sql = "SELECT i, 'x' || i AS s FROM range(2500) t(i)"
+    writes = []
+
+    class Out(io.StringIO):
+        tty = False
+
+        def write(self, s):
+            writes.append(len(s))
+            return super().write(s)
+
+        def isatty(self):
+            return self.tty
+    for flag in ("--csv", "--json", None):
+        out = Out()
+        writes.clear()
+        with contextlib.redirect_stdout(out):
+            assert main(["query", sql, runs[0], *([flag] if flag else [])]) == 0
+        text = out.getvalue()
+        assert max(writes) < len(text) / 10, flag  # written as the rows come
+        if flag == "--json":
+            assert [r["i"] for r in json.loads(text)] == list(range(2500))
+        elif flag == "--csv":
+            assert len(list(csv.reader(io.StringIO(text)))) == 2501
+        else:
+            assert text.splitlines()[-1] == "(2500 rows)"
+    capsys.readouterr()
+    out = Out()
+    out.tty = True
+    with contextlib.redirect_stdout(out):
+        assert main(["query", sql, runs[0]]) == 0
+    assert out.getvalue().splitlines()[-1] == "(1000 rows)"
+    assert "first 1,000 rows; more were left" in capsys.readouterr().err
+    with contextlib.redirect_stdout(out):
+        assert main(["query", sql, runs[0], "--limit", "0"]) == 0
+    assert out.getvalue().splitlines()[-1] == "(2500 rows)"
+    # to a file: complete or not at all
+    f = tmp_path / "r.csv"
+    assert main(["query", sql, runs[0], "--csv", "-o", str(f)]) == 0
+    assert len(f.read_text().splitlines()) == 2501 and (f.stat().st_mode & 0o777) == 0o600
+    assert main(["query", "SELECT 1/0::INT AS x, error('boom')", runs[0], "--csv", "-o",
+                 str(tmp_path / "bad.csv")]) == 1
+    assert not (tmp_path / "bad.csv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

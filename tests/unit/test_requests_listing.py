@@ -99,6 +99,30 @@ def test_requests_json_matches_the_records(trace):
     assert [r["call_index"] for r in doc["requests"]] == [None, 0, 0, None, None]
 
 
+def test_requests_json_and_csv_are_written_a_batch_at_a_time(trace, monkeypatch):
+    """The listing is formatted and written in batches (a trace of millions of requests
+    never becomes one string), and reads exactly as the whole document dumped at once."""
+    import iowhy.reports.requests as rr
+    whole_json, whole_csv = cli(["requests", "--json", trace])[1], cli(["requests", "--csv",
+                                                                       trace])[1]
+    monkeypatch.setattr(rr, "BATCH", 2)
+    writes = []
+
+    class Out(io.StringIO):
+        def write(self, s):
+            writes.append(len(s))
+            return super().write(s)
+    for argv, whole in ((["--json"], whole_json), (["--csv"], whole_csv)):
+        out = Out()
+        writes.clear()
+        with contextlib.redirect_stdout(out):
+            assert main(["requests", *argv, trace]) == 0
+        assert out.getvalue() == whole, argv
+        assert max(writes) < len(whole) / 2, argv  # never the whole text at once
+    doc = json.loads(whole_json)
+    assert whole_json == json.dumps(doc, indent=2) + "\n"
+
+
 def test_requests_text_snapshot(trace):
     rc, out = cli(["requests", trace])
     assert rc == 0

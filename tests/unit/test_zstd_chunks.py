@@ -10,6 +10,7 @@ header claims.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -185,7 +186,8 @@ def test_bomb_is_refused_without_allocating(tmp_path):
 
 def test_file_budget_bounds_many_chunks(tmp_path, monkeypatch):
     """Chunks together may not decompress to more than the file's budget; past it, every
-    further compressed chunk is undecodable (counted), the rest of the file still read."""
+    further compressed chunk is skipped (counted apart from the undecodable ones, with the
+    option that raises the budget), the rest of the file still read."""
     p = tmp_path / "z.iowt"
     _write(p, 3)
     size = p.stat().st_size
@@ -193,7 +195,8 @@ def test_file_budget_bounds_many_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(traceformat, "ZSTD_BUDGET_BASE", 1500 * abi.REQUEST_DTYPE.itemsize)
     tr = read_trace(str(p))
     # the RECORDER chunk and the first request chunk fit; the two others do not
-    assert tr.damage.undecodable_chunks == 2 and tr.count("request") == 1000
+    assert tr.damage.over_budget_chunks == 2 and tr.count("request") == 1000
+    assert tr.damage.undecodable_chunks == 0 and "--decode-ratio" in tr.damage.summary()
     assert size < 1500 * abi.REQUEST_DTYPE.itemsize
 
 
@@ -301,3 +304,27 @@ def test_info_shows_what_compression_cost(tmp_path, capsys):
     assert main(["info", "--json", str(p)]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["chunk_zstd"]["cpu_ns"] == 2_500_000 and d["format_version"] == 5
+
+
+def test_a_small_file_decodes_in_proportion_to_its_size(tmp_path):
+    """6 KB of sound chunks claiming 58,240 requests (the 256 MiB allowance this budget
+    replaced let a 15 KB file become 1.86 M requests, and `requests --json` then took
+    47 s and 6.5 GB): at most 1 MiB + 64 bytes per byte of the file are decoded, the rest
+    is counted on the first line with the option that raises the budget, which does."""
+    from damaged_traces import decode_bomb, run_cli
+    p = decode_bomb(tmp_path / "bomb.iowt")
+    size = os.path.getsize(p)
+    tr = read_trace(p)
+    decoded = tr.count("request") * abi.REQUEST_DTYPE.itemsize
+    assert size < 8192 and 0 < decoded <= traceformat.ZSTD_BUDGET_BASE + 64 * size
+    assert tr.damage.over_budget_chunks >= 10 and tr.damage.undecodable_chunks == 0
+    r = run_cli(["requests", "--json", p])
+    assert r.rc == 0 and r.err.startswith("WARNING: trace is damaged")
+    assert "--decode-ratio raises it" in r.err.replace("\n        ", "")
+    assert json.loads(r.out)["count"] == tr.count("request")
+    r = run_cli(["export", p, "--format", "chrome-json", "-o", str(tmp_path / "b.json")])
+    assert r.rc == 0 and r.err.startswith("WARNING: trace is damaged"), r.err
+    r = run_cli(["info", "--json", "--decode-ratio", "100000", p])
+    assert json.loads(r.out)["records"]["request"] == 16 * 3640 and "damage" not in r.out
+    r = run_cli(["info", "--decode-ratio", "0", p])
+    assert r.rc == 2 and r.err.startswith("iowhy: --decode-ratio 0 is out of range")

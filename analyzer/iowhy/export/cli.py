@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 FORMATS = ("parquet", "perfetto", "chrome-json")
+TERMINAL_LIMIT = 1000  # rows `iowhy query` shows on a terminal unless --limit says otherwise
 IMPORT_FORMATS = ("blktrace", "ftrace")
 
 
@@ -38,6 +39,14 @@ def add_export_parsers(sub: Any) -> None:
     fmt = q.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
+    q.add_argument("--limit", type=int, metavar="N",
+                   help="at most N rows, and say on stderr when more were left; 0: every "
+                        f"row (default: {TERMINAL_LIMIT:,} on a terminal, every row "
+                        "otherwise). Rows are written as they are fetched: memory does "
+                        "not grow with the result")
+    q.add_argument("-o", "--output", metavar="FILE",
+                   help="write the result to FILE instead of stdout (mode 0600, complete "
+                        "or not at all, never through a symlink)")
     q.set_defaults(func=cmd_query)
 
     im = sub.add_parser(
@@ -60,6 +69,17 @@ def add_export_parsers(sub: Any) -> None:
     im.set_defaults(func=cmd_import)
 
 
+def warn_damage(tr: Any, who: str = "") -> None:
+    """A damaged trace's one line on stderr (the output is a file or a table)."""
+    for line in damage_lines(tr, who):
+        print(line, file=sys.stderr)
+
+
+def damage_lines(tr: Any, who: str = "") -> list[str]:
+    from ..reports.terminal import damage_first
+    return damage_first(tr.damage.as_dict(), who) if tr.damage.damaged else []
+
+
 def _user_error(e: Exception) -> Exception:
     from ..errors import UserError
     return UserError(str(e), getattr(e, "hint", ""))
@@ -70,6 +90,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..memory import tune_allocator
     from ..progress import progress
     from .files import OutputError
+    from ..outfile import check_target
+    from .files import check_dir
+    # the output path is refused before the trace is read and analyzed
+    check_dir(args.output) if args.format == "parquet" else check_target(args.output)
     tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     try:
         with progress(f"exporting {args.trace}") as step:
@@ -86,34 +110,73 @@ def cmd_export(args: argparse.Namespace) -> int:
                 said = ", ".join(f"{v} {k}" for k, v in counts.items())
     except OutputError as err:
         raise _user_error(err) from None
+    warn_damage(tr)  # after the progress line: first, before what was written
     print(f"wrote {args.output}: {said}", file=sys.stderr)
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from ..progress import progress
-    from .query import QueryError, render_csv, render_json, render_table, run_query
+    import contextlib
+
+    from ..errors import EXIT_USAGE, UserError
     from ..memory import tune_allocator
+    from ..outfile import check_target, open_output
+    from ..progress import progress
+    from .query import QueryError, open_query, write_result
+    if args.limit is not None and args.limit < 0:
+        raise UserError(f"--limit {args.limit} is not a number of rows",
+                        "give N >= 0 (0: every row)", EXIT_USAGE)
+    if args.output:
+        check_target(args.output)  # before any run is read
+    limit = args.limit or None
+    if args.limit is None and not args.output and sys.stdout.isatty():
+        limit = TERMINAL_LIMIT
+    fmt = "csv" if args.csv else "json" if args.json else "table"
     runs = args.runs[0] if len(args.runs) == 1 else f"{len(args.runs)} runs"
     tune_allocator()  # before any trace is read and analyzed
     try:
-        with progress(f"querying {runs}"):
-            cols, rows = run_query(args.sql, args.runs)
+        with contextlib.ExitStack() as stack:
+            damaged: list[str] = []
+            with progress(f"querying {runs}"):
+                cols, batches = stack.enter_context(open_query(args.sql, args.runs,
+                                                               damaged))
+                first = next(batches, None)  # the query runs under the progress line
+            for line in damaged:  # each damaged trace's line, before the result
+                print(line, file=sys.stderr)
+            rows = _chain(first, batches)
+            out = stack.enter_context(open_output(args.output, binary=False)) \
+                if args.output else sys.stdout
+            n, cut = write_result(out, fmt, cols, rows, limit)
     except QueryError as err:
         raise _user_error(err) from None
-    if args.csv:
-        print(render_csv(cols, rows))
-    elif args.json:
-        print(render_json(cols, rows))
-    elif cols:
-        print(render_table(cols, rows))
+    except BrokenPipeError:
+        raise  # `| head`: main() exits quietly
+    except OSError as e:  # writing -o FILE (stdout's errors are outfile's already)
+        from ..outfile import _os_error
+        raise _os_error(args.output or "standard output", e) from None
+    if cut:
+        print(f"iowhy: showing the first {n:,} rows; more were left (--limit N for more, "
+              "--limit 0 for every row)", file=sys.stderr)
+    if args.output:
+        print(f"wrote {args.output}: {n:,} rows", file=sys.stderr)
     return 0
 
 
+def _chain(first: Any, rest: Any) -> Any:
+    if first is not None:
+        yield first
+        yield from rest
+
+
 def cmd_import(args: argparse.Namespace) -> int:
+    import os
+
     from ..importers.common import ImportError_
+    from ..outfile import check_target
     from ..progress import progress
     what = args.inputs[0] if len(args.inputs) == 1 else f"{len(args.inputs)} files"
+    if not os.path.islink(args.output):  # a symlink there is replaced, not followed
+        check_target(args.output)  # before the inputs are read
     try:
         workload, comms = set(args.pid or ()), set(args.comm or ())
         with progress(f"importing {what}"):

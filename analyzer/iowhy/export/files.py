@@ -1,55 +1,79 @@
-"""Writing output files the way a root tool must: never through a symlink, mode 0600."""
+"""Writing the exporters' outputs the way a root tool must (outfile.py's rules): never
+through a symlink, mode 0600, given to the sudo user, and nothing under the real name
+until it is complete: a file is written to a temporary name in its directory and
+renamed; a Parquet directory's files are renamed into place together once all are
+written, and a new directory is made under a temporary name and renamed whole. A write
+that fails (a full disk) is one line, and leaves nothing behind."""
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import os
+import secrets
+import shutil
 import stat
-from typing import BinaryIO
+from typing import IO, Iterator
+
+from ..outfile import OutputError, _os_error, open_output, open_outputs, sudo_owner
 
 
-class OutputError(Exception):
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-def open_dir(path: str) -> int:
-    """Create directory `path` (mode 0700) or open the existing one; refuse a symlink or
-    anything but a directory. Returns an O_DIRECTORY descriptor."""
+@contextlib.contextmanager
+def output_file(path: str) -> Iterator[IO]:
+    """A binary file object writing PATH, which appears there when the block ends; a
+    failing write inside the block is an OutputError and leaves nothing."""
     try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+        with open_output(path) as f:
+            yield f
     except OSError as e:
-        raise OutputError(f"cannot create directory {path}: {e.strerror}",
-                          "choose another output directory with -o") from None
+        raise _os_error(path, e) from None
+
+
+def check_dir(path: str) -> None:
+    """Before the analysis: PATH is an existing real directory, or can be made."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
         st = os.lstat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise OutputError(f"cannot create directory {path}: {parent} does not exist",
+                              "choose another output directory with -o") from None
+        if not os.access(parent, os.W_OK):
+            raise OutputError(f"cannot create directory {path}: {parent} is not writable",
+                              "choose another output directory with -o") from None
+        return
+    if not stat.S_ISDIR(st.st_mode):
         what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
         raise OutputError(f"cannot write into {path}: it is {what}",
-                          "give a new or existing real directory with -o") from None
-    return fd
+                          "give a new or existing real directory with -o")
 
 
-def create_file(path: str, dir_fd: int | None = None) -> BinaryIO:
-    """Create or truncate a regular file, mode 0600, never following a symlink."""
+@contextlib.contextmanager
+def output_dir(path: str, names: list[str]) -> Iterator[list[IO]]:
+    """Binary file objects for NAMES in the directory PATH (made mode 0700 if missing),
+    which appear there together when the block ends."""
+    check_dir(path)
+    made = None
+    where = path
+    if not os.path.lexists(path):
+        parent, base = os.path.split(os.path.abspath(path))
+        made = os.path.join(parent, f".{base[:200]}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.mkdir(made, 0o700)
+            owner = sudo_owner()
+            if owner is not None:
+                os.chown(made, *owner, follow_symlinks=False)
+        except OSError as e:
+            raise _os_error(path, e) from None
+        where = made
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        fd = os.open(path, flags, 0o600, dir_fd=dir_fd)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise OutputError(f"cannot write {path}: it is a symlink",
-                              "remove it or choose another output path") from None
-        raise OutputError(f"cannot write {path}: {e.strerror}",
-                          "choose another output path with -o") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise OutputError(f"cannot write {path}: it is not a regular file",
-                          "choose another output path with -o")
-    os.ftruncate(fd, 0)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "wb")
+        with open_outputs([os.path.join(where, n) for n in names], path) as files:
+            yield files
+        if made is not None:
+            try:
+                os.rename(made, path)
+            except OSError as e:
+                raise _os_error(path, e) from None
+            made = None
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..names import utf8_text
 from ..progress import phase
 from . import need
-from .files import create_file
+from .files import output_file
 from .timeline import Slice, Timeline, build, sorted_events
 
 SEQ_ID = 1
@@ -34,7 +35,7 @@ class _Interner:
             iid = t[name] = len(t) + 1
             entry = getattr(packet.interned_data, table).add()
             entry.iid = iid
-            entry.name = name
+            entry.name = utf8_text(name)
         return iid
 
 
@@ -49,7 +50,11 @@ def _annotate(p: Any, te: Any, args: dict[str, Any], intern: _Interner) -> None:
         elif isinstance(v, float):
             a.double_value = v
         else:
-            a.string_value = str(v)
+            a.string_value = utf8_text(v)
+
+
+def _safe(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: utf8_text(v) if isinstance(v, str) else v for k, v in args.items()}
 
 
 def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[str, int]:
@@ -57,7 +62,7 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
     tl = tl or build(trace)
     phase("writing perfetto")
     counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0, "flows": tl.flows}
-    with create_file(path) as f:
+    with output_file(path) as f:
         b = pb.StreamingTraceProtoBuilder(f)
         first = True
         for t in tl.tracks.values():
@@ -74,12 +79,12 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
             if t.tid is not None and t.pid is not None:
                 td.thread.pid = t.pid
                 td.thread.tid = t.tid
-                td.thread.thread_name = t.name
+                td.thread.thread_name = utf8_text(t.name)
             elif t.pid is not None:
                 td.process.pid = t.pid
-                td.process.process_name = t.name
+                td.process.process_name = utf8_text(t.name)
             else:
-                td.name = t.name
+                td.name = utf8_text(t.name)
             if t.counter_unit is not None:
                 td.counter.unit_name = t.counter_unit
             b.write_packet(p)
@@ -170,7 +175,7 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
         if kind == "B":
             events.append({"ph": "X", "name": s.name, "cat": s.cat, "ts": us(s.start),
                            "dur": round((s.end - s.start) / 1000.0, 3), "pid": pid, "tid": tid,
-                           "args": s.args})
+                           "args": _safe(s.args)})
             counts["slices"] += 1
             # flows: "s" inside the call's slice, "f" bound to the request's slice
             for fid in s.flows_out:
@@ -181,12 +186,12 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
                                "cat": "flow", "ts": us(s.start), "pid": pid, "tid": tid})
         else:
             events.append({"ph": "i", "s": "t", "name": s.name, "cat": s.cat,
-                           "ts": us(s.start), "pid": pid, "tid": tid, "args": s.args})
+                           "ts": us(s.start), "pid": pid, "tid": tid, "args": _safe(s.args)})
             counts["instants"] += 1
     doc = {"traceEvents": events, "displayTimeUnit": "ns",
-           "otherData": {"source": "iowhy export", "trace": str(trace.path),
+           "otherData": {"source": "iowhy export", "trace": utf8_text(trace.path),
                          "start_monotonic_ns": tl.start_ns,
                          "note": "ts are microseconds from start_monotonic_ns"}}
-    with create_file(path) as f:
+    with output_file(path) as f:
         f.write(json.dumps(doc, separators=(",", ":")).encode())
     return counts

@@ -1,21 +1,27 @@
 """`iowhy query 'SQL' RUN...`: SQL over many runs with DuckDB embedded.
 
 A run is a trace file (.iowt, turned into tables in memory) or a directory written by
-`iowhy export --format parquet` (read in place). The views `runs`, `requests`, `calls`,
-`offcpu`, `journal` and `tasks` hold the rows of every given run (docs/parquet-schema.md);
+`iowhy export --format parquet` (its files opened by iowhy as they are named, never as
+a pattern, and scanned in place). The views `runs`, `requests`, `calls`, `offcpu`,
+`journal` and `tasks` hold the rows of every given run (docs/parquet-schema.md);
 `run_uuid` tells the runs apart. Once the views exist the connection is locked to them:
 the query cannot read or write other files, change settings or load extensions.
+
+The result is streamed: rows are fetched a batch at a time and written as they come, so
+memory does not grow with the result (a text table takes its column widths from the
+first batch).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
-import io
 import json
 import logging
 import os
-from typing import Any, Sequence
+from typing import IO, Any, Iterator, Sequence
 
+from ..names import utf8_text
 from ..progress import phase
 from . import need
 from .tables import TABLES
@@ -32,10 +38,6 @@ class QueryError(Exception):
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.hint = hint
-
-
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
 
 
 def _export_dir_uuid(path: str) -> str:
@@ -57,28 +59,46 @@ def _export_dir_uuid(path: str) -> str:
     return str(ids[0]) if ids else ""
 
 
-def connect(runs: Sequence[str]) -> Any:
-    """A DuckDB connection with the six views over `runs`, locked to them."""
+BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's widths come from
+
+
+def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
+    """A DuckDB connection with the views over `runs`, locked to them; the first lines of
+    the damaged traces among them are added to `damaged`."""
     duckdb = need("duckdb")
-    pa = need("pyarrow")
+    need("pyarrow")
+    pds = need("pyarrow.dataset")
     from ..errors import load
     from .tables import run_tables
     con = duckdb.connect(":memory:")
     seen: dict[str, str] = {}
     parts: dict[str, list[str]] = {t: [] for t in TABLES}
-    allowed: list[str] = []
     for i, path in enumerate(runs):
         if os.path.isdir(path):
             u = _export_dir_uuid(path)
-            files = {t: os.path.join(os.path.abspath(path), f"{t}.parquet") for t in TABLES}
+            files = {t: os.path.join(path, f"{t}.parquet") for t in TABLES}
             missing = [t for t, f in files.items() if not os.path.isfile(f)
                        and t not in OPTIONAL_TABLES]
             if missing:
                 raise QueryError(f"{path} lacks {', '.join(m + '.parquet' for m in missing)}",
                                  "export the trace again")
+            tables: dict[str, Any] = {}
+            for t, f in files.items():
+                if not os.path.isfile(f):  # an optional table an older export lacks
+                    continue
+                try:
+                    # opened by its name as it is: DuckDB's own reader would take `*`,
+                    # `?` and `[` in a directory's name as a pattern
+                    tables[t] = pds.dataset(f, format="parquet")
+                except Exception as e:  # pyarrow raises several types for a damaged file
+                    raise QueryError(f"cannot read {f}: {str(e).splitlines()[0]}",
+                                     "export the trace again") from None
         else:
             phase(f"reading {os.path.basename(path)}")
             tr = load(path)
+            if damaged is not None:
+                from .cli import damage_lines
+                damaged += damage_lines(tr, f"{path}: ")
             tables = run_tables(tr)
             u = tables["runs"].column("run_uuid")[0].as_py()
         if u in seen:
@@ -86,40 +106,60 @@ def connect(runs: Sequence[str]) -> Any:
                         path, seen[u], u)
             continue
         seen[u] = path
-        for t in TABLES:
-            if os.path.isdir(path):
-                if not os.path.isfile(files[t]):  # an optional table an older export lacks
-                    continue
-                allowed.append(files[t])
-                parts[t].append(f"SELECT * FROM read_parquet({_sql_str(files[t])})")
-            else:
-                name = f"_run{i}_{t}"
-                con.register(name, tables[t])
-                parts[t].append(f"SELECT * FROM {name}")
+        for t, table in tables.items():
+            name = f"_run{i}_{t}"
+            con.register(name, table)
+            parts[t].append(f"SELECT * FROM {name}")
     for t in TABLES:
         body = " UNION ALL BY NAME ".join(parts[t]) or OPTIONAL_TABLES[t]
         con.execute(f"CREATE VIEW {t} AS {body}")
-    con.execute("SET allowed_paths = ?", [allowed or [""]])
+    con.execute("SET allowed_paths = ?", [[""]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
-    del pa
     return con
 
 
-def run_query(sql: str, runs: Sequence[str]) -> tuple[list[str], list[tuple]]:
+EMPTY_HINT = "give one SQL statement, e.g. SELECT count(*) FROM requests"
+VIEWS_HINT = ("the views are runs, requests, calls, offcpu, journal, tasks and attribution; "
+              "their columns are in docs/parquet-schema.md")
+
+
+def _failed(e: Exception) -> QueryError:
+    first = (str(e).splitlines() or [""])[0]
+    return QueryError(f"query failed: {first}", VIEWS_HINT)
+
+
+@contextlib.contextmanager
+def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
+               ) -> Iterator[tuple[list[str], Iterator[list[tuple]]]]:
+    """(column names, the result in batches of rows): the batches are fetched as they are
+    iterated, while the block runs. A query that is empty (only blanks or comments) or
+    fails is a QueryError, also while the batches are fetched."""
     duckdb = need("duckdb")
-    con = connect(runs)
+    if not sql.strip():
+        raise QueryError("the query is empty", EMPTY_HINT)
+    con = connect(runs, damaged)
     try:
         phase("query")
-        cur = con.execute(sql)
-        if cur.description is None:
-            return [], []
-        cols = [d[0] for d in cur.description]
-        return cols, cur.fetchall()
-    except duckdb.Error as e:
-        raise QueryError(f"query failed: {str(e).splitlines()[0]}",
-                         "the views are runs, requests, calls, offcpu, journal and tasks; "
-                         "their columns are in docs/parquet-schema.md") from None
+        try:
+            cur = con.execute(sql)
+        except duckdb.Error as e:
+            raise _failed(e) from None
+        if cur is None or cur.description is None:
+            # nothing to run (comments only) or a statement with no result
+            raise QueryError("the query has no result (is it only comments?)", EMPTY_HINT)
+        cols = [str(d[0]) for d in cur.description]
+
+        def batches() -> Iterator[list[tuple]]:
+            while True:
+                try:
+                    rows = cur.fetchmany(BATCH)
+                except duckdb.Error as e:
+                    raise _failed(e) from None
+                if not rows:
+                    return
+                yield rows
+        yield cols, batches()
     finally:
         con.close()
 
@@ -131,40 +171,98 @@ def _cell(v: Any) -> str:
         return f"{v:.6g}"
     if isinstance(v, (list, tuple)):
         return ",".join(_cell(x) for x in v)
-    return str(v)
+    return utf8_text(v)
 
 
-def render_table(cols: list[str], rows: list[tuple]) -> str:
-    cells = [[_cell(v) for v in r] for r in rows]
-    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) and
-               any(r[i] is not None for r in rows) for i in range(len(cols))]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+def _limited(batches: Iterator[list[tuple]], limit: int | None,
+             cut: list[bool]) -> Iterator[list[tuple]]:
+    """The batches up to `limit` rows in all (None: all); cut[0] set when rows were left."""
+    left = limit
+    for b in batches:
+        if left is not None:
+            if left <= 0:
+                cut[0] = True
+                return
+            if len(b) > left:
+                b = b[:left]
+                cut[0] = True
+            left -= len(b)
+        yield b
+        if cut[0]:
+            return
+
+
+def write_table(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> int:
+    """An aligned table, names made printable (a terminal reads it), widths from the first
+    batch; returns the rows written."""
+    from ..reports.escape import printable
+    n = 0
+    widths: list[int] | None = None
+    numeric: list[bool] = []
 
     def line(vals: list[str]) -> str:
+        assert widths is not None
         return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(vals, widths, numeric)).rstrip()
-    out = [line(cols), line(["-" * w for w in widths])]
-    out += [line(r) for r in cells]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(out)
+                         for v, w, num in zip(vals, widths, numeric)).rstrip() + "\n"
+    for rows in batches:
+        cells = [[printable(_cell(v)) for v in r] for r in rows]
+        if widths is None:
+            numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) and
+                       any(r[i] is not None for r in rows) for i in range(len(cols))]
+            widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+            out.write(line([printable(c) for c in cols]) + line(["-" * w for w in widths]))
+        out.write("".join(line(r) for r in cells))
+        n += len(rows)
+    if widths is None:  # no rows: the header alone
+        numeric = [False] * len(cols)
+        widths = [len(c) for c in cols]
+        out.write(line([printable(c) for c in cols]) + line(["-" * w for w in widths]))
+    out.write(f"({n} row{'s' if n != 1 else ''})\n")
+    return n
 
 
-def render_csv(cols: list[str], rows: list[tuple]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow(["" if v is None else _cell(v) for v in r])
-    return buf.getvalue().rstrip("\n")
+def write_csv(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> int:
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow([utf8_text(c) for c in cols])
+    n = 0
+    for rows in batches:
+        w.writerows(["" if v is None else _cell(v) for v in r] for r in rows)
+        n += len(rows)
+    return n
 
 
 def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
-    if v is None or isinstance(v, (int, float, str, bool)):
+    if isinstance(v, dict):
+        return {utf8_text(k): _jsonable(x) for k, x in v.items()}
+    if v is None or isinstance(v, (int, bool)):
         return v
-    return str(v)
+    if isinstance(v, float):
+        return v if v == v and abs(v) != float("inf") else None
+    return utf8_text(v)
 
 
-def render_json(cols: list[str], rows: list[tuple]) -> str:
-    return json.dumps([{c: _jsonable(v) for c, v in zip(cols, r)} for r in rows], indent=1)
+def write_json(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> int:
+    """A JSON array of objects, as json.dumps(rows, indent=1) writes it, a batch at a time."""
+    keys = [utf8_text(c) for c in cols]
+    n = 0
+    for rows in batches:
+        text = json.dumps([{c: _jsonable(v) for c, v in zip(keys, r)} for r in rows],
+                          indent=1, allow_nan=False)
+        out.write(("[\n" if n == 0 else ",\n") + text[2:-2])
+        n += len(rows)
+    out.write("\n]\n" if n else "[]\n")
+    return n
+
+
+WRITERS = {"table": write_table, "csv": write_csv, "json": write_json}
+
+
+def write_result(out: IO[str], fmt: str, cols: list[str], batches: Iterator[list[tuple]],
+                 limit: int | None) -> tuple[int, bool]:
+    """Write the result as `fmt` (table, csv, json), at most `limit` rows (None: all);
+    (rows written, whether more were left)."""
+    cut = [False]
+    n = WRITERS[fmt](out, cols, _limited(batches, limit, cut))
+    return n, cut[0]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import abi
-from ..names import ATTRIBUTION_CATEGORIES, CLASS_NAMES
+from ..names import ATTRIBUTION_CATEGORIES, CLASS_NAMES, utf8_text
 
 I64 = np.int64
 # The attribution categories (a trace without wakeup links has no value for some).
@@ -63,7 +63,7 @@ def run_uuid(trace: Any) -> str:
     time, start, command, pid), so exporting one file twice gives the same id."""
     for src in (trace.meta or {}, trace.recorder or {}):
         if isinstance(src.get("run_uuid"), str):
-            return str(src["run_uuid"])
+            return utf8_text(src["run_uuid"])
     h = hashlib.sha256()
     for part in (trace.meta.get("host"), trace.created_realtime_ns, trace.start_ns,
                  trace.recorder.get("command") or trace.meta.get("command"),
@@ -77,7 +77,7 @@ def source_limits(trace: Any) -> list[str]:
     """What the trace's source could not provide (imported traces say so in META)."""
     src = (trace.meta or {}).get("import")
     if isinstance(src, dict) and isinstance(src.get("missing"), list):
-        return [str(x) for x in src["missing"]]
+        return [utf8_text(x) for x in src["missing"]]
     return []
 
 
@@ -142,34 +142,54 @@ def analysis_figures(trace: Any, depth_buckets: int = 200
     for d in r.get("devices", []):
         q = d.get("queue_depth") or {}
         if q.get("series") is not None and q.get("step_ns"):
-            qd[str(d.get("name"))] = (int(q["step_ns"]), [float(x) for x in q["series"]])
+            series = [float(x) for x in q["series"]]
+            qd[utf8_text(d.get("name"))] = (int(q["step_ns"]), series)
     detail: dict[str, dict[str, dict[str, int]]] = {}
     if can_attribute(trace):
         for basis, src in (("elapsed", r), ("thread_time", r.get("thread_time") or {})):
             if src.get("attribution_detail_ns"):
-                detail[basis] = src["attribution_detail_ns"]
+                detail[basis] = {utf8_text(cat): {utf8_text(k): v for k, v in parts.items()}
+                                 for cat, parts in src["attribution_detail_ns"].items()}
     return int(r["elapsed_ns"]), (att if can_attribute(trace) else None), qd, detail
 
 
+def _text(v: Any) -> str | None:
+    return None if v is None else utf8_text(v)
+
+
+def device_names(meta: Any) -> dict[tuple[int, int], str]:
+    """(major, minor) -> the device's name from META (utf8_text), for devices[]."""
+    out: dict[tuple[int, int], str] = {}
+    for d in (meta or {}).get("devices", []) or []:
+        if isinstance(d, dict) and isinstance(d.get("major"), int) \
+                and isinstance(d.get("minor"), int):
+            out[(d["major"], d["minor"])] = utf8_text(d.get("name"))
+    return out
+
+
 def run_info(trace: Any) -> dict[str, Any]:
+    """The run's description; every name as utf8_text writes it (names are bytes)."""
     meta = trace.meta or {}
     cmd = trace.recorder.get("command") or meta.get("command") or []
+    imp: dict[str, Any] = meta["import"] if isinstance(meta.get("import"), dict) else {}
     return {
-        "host": meta.get("host"),
-        "kernel": meta.get("kernel"),
-        "machine": meta.get("machine"),
-        "iowhy_version": meta.get("iowhy_version") or trace.recorder.get("iowhy_version"),
-        "command": " ".join(str(c) for c in cmd) if isinstance(cmd, list) else str(cmd),
+        "host": _text(meta.get("host")),
+        "kernel": _text(meta.get("kernel")),
+        "machine": _text(meta.get("machine")),
+        "iowhy_version": _text(meta.get("iowhy_version")
+                               or trace.recorder.get("iowhy_version")),
+        "command": utf8_text(" ".join(str(c) for c in cmd) if isinstance(cmd, list)
+                             else cmd),
         "pid": trace.recorder.get("pid"),
-        "devices": [str(d.get("name")) for d in meta.get("devices", []) or []],
-        "filesystems": sorted({str(f.get("fstype")) for f in meta.get("filesystems", []) or []
-                               if f.get("fstype")}),
+        "devices": [utf8_text(d.get("name")) for d in meta.get("devices", []) or []],
+        "filesystems": sorted({utf8_text(f.get("fstype"))
+                               for f in meta.get("filesystems", []) or [] if f.get("fstype")}),
         "start_ns": int(trace.start_ns),
         "end_ns": int(trace.end_ns),
         "realtime_minus_monotonic_ns": (meta.get("clock") or {}).get(
             "realtime_minus_monotonic_ns"),
         "created_realtime_ns": int(trace.created_realtime_ns),
-        "source": ((meta.get("import") or {}).get("format") or "iowhy record"),
+        "source": utf8_text(imp.get("format") or "iowhy record"),
         "lost_events": int(trace.lost_events),
         "truncated": bool(trace.truncated),
     }

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from .. import abi
+from ..names import comm_text
 from . import need
-from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
+from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, device_names, load_run,
+                     syscall_name)
 
 SCHEMA_VERSION = 1
 TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks", "attribution")
@@ -32,7 +34,7 @@ def _strings(pa: Any, values: np.ndarray, name: Any) -> Any:
 
 
 def _comm(pa: Any, a: np.ndarray) -> Any:
-    return _strings(pa, a, lambda c: bytes(c).split(b"\0", 1)[0].decode("utf-8", "replace"))
+    return _strings(pa, a, comm_text)
 
 
 def _names(pa: Any, codes: np.ndarray, table: dict[int, str], unknown: str = "unknown") -> Any:
@@ -100,8 +102,7 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     rq = trace.records("request")
     rm = m.requests
     n = len(rq)
-    devname = {(int(d.get("major", -1)), int(d.get("minor", -1))): str(d.get("name"))
-               for d in (trace.meta or {}).get("devices", []) or []}
+    devname = device_names(trace.meta)
     maj, mnr = rq["dev_major"].astype(I64), rq["dev_minor"].astype(I64)
     ok = (rm.device_ns >= 0)
     fl = rq["flags_u16"]

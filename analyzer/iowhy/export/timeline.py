@@ -21,13 +21,16 @@ Times are the trace's (CLOCK_MONOTONIC ns).
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .. import abi
-from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
+from ..names import comm_text, utf8_text
+from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, device_names, load_run,
+                     syscall_name)
 
 I64 = np.int64
 
@@ -70,17 +73,20 @@ class Timeline:
     def track(self, name: str, parent: int | None = None, **kw: Any) -> int:
         u = self._next
         self._next += 1
-        self.tracks[u] = Track(u, name, parent, **kw)
+        self.tracks[u] = Track(u, utf8_text(name), parent, **kw)
         return u
 
 
 def _comm(b: bytes) -> str:
-    return bytes(b).split(b"\0", 1)[0].decode("utf-8", "replace")
+    return comm_text(b)
 
 
 class Lanes:
     """Slices that may overlap, put on lane tracks (children of `parent`) so that slices
-    of one lane never overlap: lane 0 is the parent itself."""
+    of one lane never overlap: lane 0 is the parent itself. Each slice goes to the
+    lowest-numbered lane free at its start (slices must come in start order), found in
+    O(log lanes): a heap of the lanes in use by their end, a heap of the free lanes by
+    number."""
 
     def __init__(self, tl: Timeline, parent: int, name: str, lane_parent: int | None = None,
                  **kw: Any) -> None:
@@ -89,21 +95,23 @@ class Lanes:
         # plain tracks, not under thread tracks).
         self.lane_parent = parent if lane_parent is None else lane_parent
         self.lanes = [parent]
-        self.next_free = [0]  # per lane, the end of its last slice
+        self.busy: list[tuple[int, int]] = []  # (end of its last slice, lane)
+        self.free: list[int] = [0]  # lanes free since their last slice ended
+        self.steps = 0  # heap operations so far (tests check the growth)
 
     def place(self, start: int, end: int) -> int:
-        # The lowest-numbered lane free at `start` (intervals must come in start order).
-        best = None
-        for i, f in enumerate(self.next_free):
-            if f <= start:
-                best = i
-                break
-        if best is None:
+        busy, free = self.busy, self.free
+        while busy and busy[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+            self.steps += 2
+        if free:
+            best = heapq.heappop(free)
+        else:
             best = len(self.lanes)
             self.lanes.append(self.tl.track(f"{self.name} lane {best}", self.lane_parent,
                                             **self.kw))
-            self.next_free.append(0)
-        self.next_free[best] = max(end, start)
+        heapq.heappush(busy, (max(end, start), best))
+        self.steps += 2
         return self.lanes[best]
 
 
@@ -135,8 +143,7 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     w0, w1 = int(m.info["start_ns"]), int(m.info["end_ns"])
     tl.start_ns, tl.end_ns = w0, max(w1, w0)
     meta = trace.meta or {}
-    devname = {(int(d.get("major", -1)), int(d.get("minor", -1))): str(d.get("name"))
-               for d in meta.get("devices", []) or []}
+    devname = device_names(meta)
 
     # -- devices -------------------------------------------------------------------
     rq = trace.records("request")
@@ -197,12 +204,16 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     procs: dict[int, int] = {}
     thread_track: dict[int, int] = {}
     state_track: dict[int, int] = {}
+    # a thread's process from its first off-CPU record, else its first call (one pass
+    # each, not a search per thread: a file may hold as many threads as records)
+    first_tgid: dict[int, int] = {}
+    for recs in (fs, off):  # off last: it wins
+        t_u, at = np.unique(np.asarray(recs["tid"]), return_index=True)
+        first_tgid.update(zip(t_u.tolist(), np.asarray(recs["tgid"])[at].tolist()))
     for tid in tids:
         tg, b, d, c = life.get(tid, (0, w0, tl.end_ns, ""))
         if not tg:
-            o = off[off["tid"] == tid]
-            f = fs[fs["tid"] == tid]
-            tg = int(o["tgid"][0]) if len(o) else int(f["tgid"][0]) if len(f) else tid
+            tg = int(first_tgid.get(tid, tid))
         if tg not in procs:
             leader = life.get(tg, (0, 0, 0, ""))[3]
             procs[tg] = tl.track(f"{leader or 'process'} {tg}", pid=tg, group="threads")
@@ -321,9 +332,11 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
     fsname = {}
     for f in meta.get("filesystems", []) or []:
         for pre in ("dev", "st_dev"):
-            if f.get(f"{pre}_major") is not None:
+            # either number may have been dropped (tracecheck): a journal then goes by
+            # its device number
+            if f.get(f"{pre}_major") is not None and f.get(f"{pre}_minor") is not None:
                 fsname[(int(f[f"{pre}_major"]), int(f[f"{pre}_minor"]))] = \
-                    f"{f.get('fstype')} {f.get('source')}"
+                    utf8_text(f"{f.get('fstype')} {f.get('source')}")
     tracks: dict[tuple[int, int], Lanes] = {}
 
     def lane(key: tuple[int, int], fs: int, s: int, e: int) -> int:
@@ -335,8 +348,7 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
     def base(key: tuple[int, int], fs: int) -> int:
         """The journal's own track (instants need no lane)."""
         if key not in tracks:
-            lane(key, fs, 0, 0)
-            tracks[key].next_free[0] = 0
+            lane(key, fs, 0, 0)  # lane 0, free again from time 0 on
         return tracks[key].parent
     order = np.argsort(jr["ts_ns"], kind="stable")
     ev = jr["event_u16"][order]

@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import abi
 from ..progress import count, phase
-from .common import (ImportError_, ImportStats, RequestMatcher, open_input, request_records,
-                     write_imported)
+from .common import (ImportError_, ImportStats, RequestMatcher, open_input, request_devices,
+                     request_records, write_imported)
 
 MAGIC = 0x65617400
 VERSION = 0x07
@@ -57,7 +57,11 @@ def dev_split(dev: int) -> tuple[int, int]:
 
 
 def read_records(path: str, stats: ImportStats, order0: int = 0) -> tuple[list[Event], str]:
-    """Every record of one file, and its byte order ('<' or '>')."""
+    """Every record of one file, and its byte order ('<' or '>'). Where no record starts
+    (damage: a bad magic or version, a payload past the end of the file), the reader
+    resynchronises on the next record magic, as the trace reader does on chunks; each
+    stretch skipped and its bytes are counted (stats.unmatched), never dropped unsaid.
+    One pass: the work is linear in the file."""
     with open_input(path) as f:
         data = f.read()
     if not data:
@@ -76,23 +80,35 @@ def read_records(path: str, stats: ImportStats, order0: int = 0) -> tuple[list[E
         raise ImportError_(f"{path} is blktrace version {magic & 0xFF}, not {VERSION}",
                            "record with a current blktrace")
     hdr = struct.Struct(bo + "IIQQIIIIIHH")
+    sync = struct.pack(bo + "I", MAGIC | VERSION)  # what starts every record
     out: list[Event] = []
     off = 0
     n = len(data)
+    base = os.path.basename(path)
+    stretches = skipped = 0
     while off + HDR <= n:
         (magic, seq, t, sector, nbytes, action, pid, dev, cpu, error,
          pdu_len) = hdr.unpack_from(data, off)
-        if magic & 0xFFFFFF00 != MAGIC or off + HDR + pdu_len > n:
-            break
+        if magic != MAGIC | VERSION or off + HDR + pdu_len > n:
+            # damage: on to the next place a record could start
+            nxt = data.find(sync, off + 1)
+            end = n if nxt < 0 or nxt + HDR > n else nxt
+            stretches += 1
+            skipped += end - off
+            off = end
+            continue
         pdu = data[off + HDR:off + HDR + pdu_len]
         if error & 0x8000:
             error -= 0x10000
         out.append((t, cpu, seq, order0 + len(out), action, sector, nbytes, pid, dev, error,
                     pdu))
         off += HDR + pdu_len
-    if off < n:
-        stats.unmatched[f"bytes of {os.path.basename(path)} that are no complete record"] += \
-            n - off
+    if off < n:  # a record cut at the end
+        skipped += n - off
+        stretches += 1
+    if stretches:
+        stats.unmatched[f"damaged or cut stretches of {base} skipped"] += stretches
+        stats.unmatched[f"bytes of {base} that are no complete record"] += skipped
     return out, bo
 
 
@@ -143,7 +159,7 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
             pdu = pdu[8:]  # the cgroup id leads the payload
         if cats & TC_NOTIFY:
             if code == TN_PROCESS:
-                names[pid] = pdu.split(b"\0", 1)[0].decode("utf-8", "replace")[:16]
+                names[pid] = pdu[:16].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
                 stats.events["process name"] += 1
             elif code == TN_TIMESTAMP and len(pdu) >= 8:
                 sec, nsec = struct.unpack_from(bo + "II", pdu, 0)
@@ -189,8 +205,8 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
     tracked = set(workload or ())
     if comms:
         tracked |= {pid for pid, c in names.items() if c in comms}
-    arr = request_records(reqs, tracked)
-    devs = sorted({r.dev for r in reqs})
+    arr = request_records(reqs, tracked, stats)
+    devs = request_devices(arr)
     # DEV.blktrace.N names the device when the capture holds one.
     base = {re.sub(r"\.blktrace\.\d+$", "", os.path.basename(p)) for p in inputs
             if re.search(r"\.blktrace\.\d+$", p)}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -117,6 +116,12 @@ class RequestMatcher:
         self.out: list[Req] = []
 
     @staticmethod
+    def _sector(sector: int, op: int) -> int:
+        """A request's start sector as the records hold it: 0 for a flush (the block
+        layer's tracepoints show a flush's sector as (sector_t)-1)."""
+        return int(sector) if op != abi.OP_FLUSH else 0
+
+    @staticmethod
     def _key(dev: tuple[int, int], sector: int, op: int) -> Key:
         return (dev, int(sector) if op != abi.OP_FLUSH else 0, op)
 
@@ -129,7 +134,8 @@ class RequestMatcher:
              iflags: int, tid: int, comm: str) -> Req:
         k = self._key(dev, sector, op)
         q = self.queued.get(k)
-        r = Req(dev, int(sector), int(nbytes), op, iflags, submit=t, tid=tid, comm=comm,
+        r = Req(dev, self._sector(sector, op), int(nbytes), op, iflags, submit=t, tid=tid,
+                comm=comm,
                 nr_bios=1)
         if q:
             qt, qtid, qcomm, qfl = q.popleft()
@@ -195,7 +201,8 @@ class RequestMatcher:
         if p:
             r = p.popleft()
         else:
-            r = Req(dev, int(sector), int(nbytes), op, iflags, tid=tid, comm=comm, nr_bios=1)
+            r = Req(dev, self._sector(sector, op), int(nbytes), op, iflags, tid=tid, comm=comm,
+                    nr_bios=1)
             if op != abi.OP_FLUSH:  # flush requests of the flush machinery start at issue
                 self.stats.unmatched["issue without insert"] += 1
         r.issue = t
@@ -228,7 +235,7 @@ class RequestMatcher:
                 break
         else:
             self.stats.unmatched["completion of a request issued before the capture"] += 1
-            r = Req(dev, int(sector), int(nbytes), op, 0, unmatched=True)
+            r = Req(dev, self._sector(sector, op), int(nbytes), op, 0, unmatched=True)
         r.done = t
         r.done_bytes = int(nbytes) if nbytes else r.nbytes
         r.error = int(error)
@@ -248,7 +255,29 @@ class RequestMatcher:
         return out
 
 
-def request_records(reqs: list[Req], tracked: set[int] | None = None) -> np.ndarray:
+T63 = (1 << 63) - 1
+
+
+def _fits(r: Req) -> bool:
+    """Every value of the request fits its record field, within what the reader accepts
+    (times below 2**63, sectors below 2**54, device numbers within 12/20 bits)."""
+    return (all(0 <= v <= T63 for v in (r.submit, r.insert, r.issue, r.done))
+            and 0 <= r.sector < 1 << 54 and 0 <= r.nbytes < 1 << 32
+            and 0 <= r.done_bytes < 1 << 32 and 0 <= r.dev[0] < 1 << 12
+            and 0 <= r.dev[1] < 1 << 20 and 0 <= r.tid < 1 << 32 and 0 <= r.cpu < 1 << 32
+            and -(1 << 31) <= r.error < 1 << 31 and 0 <= r.requeues < 1 << 16
+            and 0 <= r.nr_bios < 1 << 32)
+
+
+def request_records(reqs: list[Req], tracked: set[int] | None = None,
+                    stats: ImportStats | None = None) -> np.ndarray:
+    """The requests as records; one with a value its field cannot hold (a hostile
+    capture: a 64-bit time, bytes grown past 32 bits by merges) is left out and counted
+    in stats.unmatched."""
+    ok = [r for r in reqs if _fits(r)]
+    if len(ok) < len(reqs) and stats is not None:
+        stats.unmatched["requests with a value out of range, left out"] += len(reqs) - len(ok)
+    reqs = ok
     a = np.zeros(len(reqs), dtype=abi.REQUEST_DTYPE)
     for i, r in enumerate(reqs):
         flags = 0
@@ -281,8 +310,14 @@ def request_records(reqs: list[Req], tracked: set[int] | None = None) -> np.ndar
         x["flags_u16"] = flags
         x["requeues"] = r.requeues
         x["nr_bios"] = r.nr_bios
-        x["comm"] = r.comm.encode()[:16]
+        x["comm"] = r.comm.encode("utf-8", "surrogateescape")[:16]
     return a
+
+
+def request_devices(arr: np.ndarray) -> list[tuple[int, int]]:
+    """The (major, minor) of the records' devices, sorted."""
+    key = np.unique((arr["dev_major"].astype(np.int64) << 32) | arr["dev_minor"])
+    return [(int(k) >> 32, int(k) & 0xFFFFFFFF) for k in key.tolist()]
 
 
 def content_uuid(paths: Iterable[str]) -> str:
@@ -333,34 +368,29 @@ def write_imported(out: str, fmt: str, inputs: list[str], start_ns: int, end_ns:
                             "run_uuid": content_uuid(inputs)}
     meta.update(extra_meta or {})
     from .. import __version__
+    from ..outfile import _os_error, open_output
     meta["iowhy_version"] = __version__
+    # A new file in the output's directory, renamed over it once complete (outfile's
+    # rules: mode 0600, never written through a symlink, a symlink at OUT replaced;
+    # given to the sudo user); a write that fails (a full disk) is one line and leaves
+    # nothing behind.
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".iowhy-import-", suffix=".iowt", dir=d)
+        with open_output(out, replace_symlink=True) as f:
+            w = TraceWriter(out, fileobj=f)
+            w.write_json(abi.CHUNK_META, meta)
+            w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(start_ns),
+                                              "command": command or [], "pid": int(pid),
+                                              "imported": fmt})
+            for name in ("request", "fsync", "journal", "offcpu", "task"):
+                arr = records.get(name)
+                if arr is not None and len(arr):
+                    w.write_records(arr)
+            counters = {n: 0 for n in abi.COUNTER_NAMES}
+            counters["unmatched_completion"] = int(stats.unmatched.get(
+                "completion of a request issued before the capture", 0))
+            counters["request_without_origin"] = int(stats.unmatched.get(
+                "request without its queued bio (submitter unknown)", 0))
+            w.close({"end_ns": int(end_ns), "stop_reason": f"imported from {fmt}",
+                     "exit_status": None, "counters": counters})
     except OSError as e:
-        raise ImportError_(f"cannot write in {d}: {e.strerror}",
-                           "choose another output path with -o") from None
-    os.close(fd)
-    try:
-        w = TraceWriter(tmp)
-        w.write_json(abi.CHUNK_META, meta)
-        w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(start_ns), "command": command or [],
-                                          "pid": int(pid), "imported": fmt})
-        for name in ("request", "fsync", "journal", "offcpu", "task"):
-            arr = records.get(name)
-            if arr is not None and len(arr):
-                w.write_records(arr)
-        counters = {n: 0 for n in abi.COUNTER_NAMES}
-        counters["unmatched_completion"] = int(stats.unmatched.get(
-            "completion of a request issued before the capture", 0))
-        counters["request_without_origin"] = int(stats.unmatched.get(
-            "request without its queued bio (submitter unknown)", 0))
-        w.close({"end_ns": int(end_ns), "stop_reason": f"imported from {fmt}",
-                 "exit_status": None, "counters": counters})
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        raise _os_error(out, e) from None

@@ -30,33 +30,26 @@ import numpy as np
 from .. import abi
 from ..progress import count, phase
 from .common import (ImportError_, ImportStats, RequestMatcher, open_input, parse_rwbs,
-                     request_records, write_imported)
+                     request_devices, request_records, write_imported)
+from .textscan import CHILD_PID_AFTER, PID_AFTER, Scanner, number
 
-LINE = re.compile(
-    r"^\s*(?P<comm>.+?)(?:-(?P<pid1>\d+)|\s+(?P<pid2>\d+)(?:/(?P<tid>\d+))?)\s+"
-    r"(?:\(\s*(?:\d+|-+)\)\s+)?"  # tgid (tracefs record-tgid option)
-    r"(?:\[(?P<cpu>\d+)\]\s+)?"
-    r"(?:[.a-zA-Z0-9]{3,6}\s+)?"  # irq/preempt flags
-    r"(?P<sec>\d+)\.(?P<frac>\d+):\s+"
-    r"(?:\w+:)?(?P<event>\w+):\s*(?P<rest>.*)$")
-# The syscall tracer's own form in tracefs: "sys_fsync(fd: 3)" and "sys_fsync -> 0x0".
-SYSLINE = re.compile(
-    r"^\s*(?P<comm>.+?)-(?P<pid1>\d+)\s+(?:\(\s*(?:\d+|-+)\)\s+)?(?:\[(?P<cpu>\d+)\]\s+)?"
-    r"(?:[.a-zA-Z0-9]{3,6}\s+)?(?P<sec>\d+)\.(?P<frac>\d+):\s+sys_(?P<name>\w+)"
-    r"(?:\((?P<args>.*)\)| -> (?P<ret>\S+))\s*$")
 BIO = re.compile(r"(?P<maj>\d+),(?P<min>\d+)\s+(?P<rwbs>\S+)\s+(?P<sector>\d+)\s+\+\s+"
                  r"(?P<nr>\d+)")
 RQ = re.compile(r"(?P<maj>\d+),(?P<min>\d+)\s+(?P<rwbs>\S+)\s+(?:(?P<bytes>\d+)\s+)?"
                 r"(?:\((?P<cmd>[^)]*)\)\s+)?(?P<sector>\d+)\s+\+\s+(?P<nr>\d+)"
                 r"(?:\s+[^\[\s]+)?\s+\[(?P<tail>[^\]]*)\]")
 DEV_SEQ = re.compile(r"dev (?P<maj>\d+)[,:](?P<min>\d+) transaction (?P<seq>\d+)")
-XFS = re.compile(r"dev (?P<maj>\d+):(?P<min>\d+).*?lsn 0x(?P<lsn>[0-9a-fA-F]+)")
+XFS_DEV = re.compile(r"dev (?P<maj>\d+):(?P<min>\d+)")
+XFS_LSN = re.compile(r"lsn 0x(?P<lsn>[0-9a-fA-F]+)")
 FSYNC_EV = re.compile(r"dev (?P<maj>\d+)[,:](?P<min>\d+) ino (?P<ino>(?:0x)?[0-9a-fA-F]+)")
-KV = re.compile(r"(\w+)=(\S*)")
-SWITCH = re.compile(r"prev_comm=(?P<pc>.*?) prev_pid=(?P<pp>\d+) prev_prio=\S+ "
-                    r"prev_state=(?P<ps>\S+) ==> next_comm=(?P<nc>.*?) next_pid=(?P<np>\d+)")
-WAKE = re.compile(r"comm=(?P<comm>.*?) pid=(?P<pid>\d+)")
-FORK = re.compile(r"comm=.*? pid=(?P<pid>\d+) child_comm=(?P<cc>.*?) child_pid=(?P<cp>\d+)")
+FD = re.compile(r"fd: (0x[0-9a-fA-F]+|\d+)")
+RET = re.compile(r"ret (-?\d+)")
+# Values a field of an event may take: what the records hold (times below 2**63 ns,
+# device numbers within Linux's 12/20 bits, sectors below 2**54, a request's bytes in
+# 32 bits); an event with another is a line not understood.
+MAX_SEC = ((1 << 63) - 1) // 1_000_000_000
+MAJOR_MAX, MINOR_MAX = (1 << 12) - 1, (1 << 20) - 1
+PID_MAX = (1 << 31) - 1
 CALLS = {v: k for k, v in abi.CALL_NAMES.items() if k != abi.CALL_OSYNC_WRITE}
 JBD2 = {"jbd2_start_commit": abi.J_JBD2_START, "jbd2_commit_locking": abi.J_JBD2_LOCKING,
         "jbd2_commit_flushing": abi.J_JBD2_FLUSHING, "jbd2_commit_logging": abi.J_JBD2_LOGGING,
@@ -89,6 +82,8 @@ class _State:
     off_open: dict[int, dict[str, Any]] = field(default_factory=dict)
     offcpu: list[dict[str, Any]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    scan: Scanner = field(default_factory=Scanner)
+    nr_names: dict[int, str] = field(default_factory=dict)  # syscall number -> name
     sched_seen: bool = False
     calls_seen: bool = False
     journal_seen: bool = False
@@ -100,25 +95,47 @@ class _State:
         if comm and comm in self.comms and pid:
             self.workload.add(pid)
             self.tasks.append({"tid": pid, "tgid": pid, "ts_ns": t,
-                               "event_u16": abi.TASK_ROOT, "comm": comm.encode()[:16]})
+                               "event_u16": abi.TASK_ROOT, "comm": _name(comm)})
             return True
         return False
 
 
 def _ns(sec: str, frac: str) -> int:
-    return int(sec) * 1_000_000_000 + int((frac + "000000000")[:9])
+    return int(sec) * 1_000_000_000 + int((frac[:9] + "000000000")[:9])
+
+
+def _name(comm: str) -> bytes:
+    """A task name as the records hold it: its bytes (the text was read with
+    surrogateescape), at most 16."""
+    return comm.encode("utf-8", "surrogateescape")[:16]
+
+
+def _dev(g: re.Match) -> tuple[int, int] | None:
+    maj, mn = number(g["maj"]), number(g["min"])
+    if maj is None or mn is None or maj > MAJOR_MAX or mn > MINOR_MAX:
+        return None
+    return maj, mn
+
+
+def _sector_bytes(g: re.Match) -> tuple[int, int] | None:
+    sector, nr = number(g["sector"]), number(g["nr"])
+    # (a sector is a u64: a flush shows (sector_t)-1; the records keep 0 for a flush)
+    if sector is None or nr is None or sector >> 64 or nr * 512 >= 1 << 32:
+        return None
+    return sector, nr * 512
 
 
 def _block(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int) -> None:
     m = st.matcher
     if ev in ("block_bio_queue", "block_getrq", "block_bio_backmerge", "block_bio_frontmerge"):
-        b = BIO.match(rest)
-        if not b:
+        b = st.scan.match(BIO, rest)
+        dev = _dev(b) if b else None
+        sb = _sector_bytes(b) if b else None
+        if not b or dev is None or sb is None:
             st.stats.unmatched[f"{ev} lines not understood"] += 1
             return
-        dev = (int(b["maj"]), int(b["min"]))
         op, ifl = parse_rwbs(b["rwbs"])
-        sector, nbytes = int(b["sector"]), int(b["nr"]) * 512
+        sector, nbytes = sb
         if ev == "block_bio_queue":
             m.queue(t, dev, sector, nbytes, op, ifl, pid, comm)
         elif ev == "block_getrq":
@@ -126,14 +143,17 @@ def _block(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int
         else:
             m.merge(t, dev, sector, nbytes, op, front=ev == "block_bio_frontmerge")
         return
-    r = RQ.match(rest)
-    if not r:
+    r = st.scan.match(RQ, rest)
+    dev = _dev(r) if r else None
+    sb = _sector_bytes(r) if r else None
+    given = number(r["bytes"]) if r and r["bytes"] is not None else None
+    if not r or dev is None or sb is None or (r["bytes"] is not None and (
+            given is None or given >= 1 << 32)):
         st.stats.unmatched[f"{ev} lines not understood"] += 1
         return
-    dev = (int(r["maj"]), int(r["min"]))
     op, ifl = parse_rwbs(r["rwbs"])
-    sector = int(r["sector"])
-    nbytes = int(r["bytes"]) if r["bytes"] is not None else int(r["nr"]) * 512
+    sector = sb[0]
+    nbytes = given if given is not None else sb[1]
     if ev == "block_rq_insert":
         m.insert(t, dev, sector, nbytes, op, ifl, pid, comm)
     elif ev == "block_rq_issue":
@@ -141,11 +161,10 @@ def _block(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int
     elif ev == "block_rq_requeue":
         m.requeue(t, dev, sector, op)
     else:
-        try:
-            err = int(r["tail"])
-        except ValueError:
-            err = 0
-        m.complete(t, dev, sector, int(r["nr"]) * 512, op, err, cpu)
+        err = number(r["tail"].strip().lstrip("-")) or 0
+        if r["tail"].strip().startswith("-"):
+            err = -err
+        m.complete(t, dev, sector, sb[1], op, err if -(1 << 31) <= err < 1 << 31 else 0, cpu)
 
 
 def _call_open(st: _State, pid: int, t: int, call: int, **kw: Any) -> dict[str, Any]:
@@ -172,36 +191,41 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
           nrs: dict[str, int]) -> None:
     stats = st.stats
     if ev in ("sys_enter", "sys_exit"):  # raw_syscalls: x86-64 numbers
-        g = RAW_SYS.match(rest)
-        names = {v: k for k, v in nrs.items()}
-        if not g or int(g["nr"]) not in names:
+        g = st.scan.match(RAW_SYS, rest)
+        names = st.nr_names
+        nr = number(g["nr"]) if g else None
+        if g is None or nr is None or nr not in names:
             stats.ignored[ev] += 1
             return
-        name = names[int(g["nr"])]
+        name = names[nr]
         if ev == "sys_enter":
-            first = (g["args"] or "").split(",")[0].strip()
-            ev, rest = f"sys_enter_{name}", f"fd: 0x{int(first or '0', 16):x}"
+            first = (g["args"] or "")[:64].split(",")[0].strip()
+            fd = number(first or "0", 16)
+            ev, rest = f"sys_enter_{name}", f"fd: 0x{fd if fd is not None else 0:x}"
         else:
-            ev, rest = f"sys_exit_{name}", str(int(g["ret"] or 0))
+            ev, rest = f"sys_exit_{name}", g["ret"] or "0"
     if ev.startswith("block_") and ev not in USED_ELSEWHERE:
         _block(st, ev, rest, t, pid, comm, cpu)
         return
     if ev in JBD2 or ev in XLOG:
         st.journal_seen = True
+        seq: int | None = None
         if ev in JBD2:
-            g = DEV_SEQ.search(rest)
+            g = st.scan.search(DEV_SEQ, rest)
             fs, code = abi.FS_EXT4, JBD2[ev]
-            seq = int(g["seq"]) if g else 0
+            seq = number(g["seq"]) if g else None
         else:
-            g = XFS.search(rest)
+            g = st.scan.search(XFS_DEV, rest)
             fs, code = abi.FS_XFS, XLOG[ev]
-            seq = int(g["lsn"], 16) if g else 0
-        if not g:
+            lsn = st.scan.search(XFS_LSN, rest[g.end():]) if g else None
+            seq = number(lsn["lsn"], 16) if lsn else None
+        dev = _dev(g) if g else None
+        if dev is None or seq is None or seq >> 63:
             stats.unmatched[f"{ev} lines not understood"] += 1
             return
         st.journal.append({"event_u16": code, "ts_ns": t, "seq": seq, "tid": pid, "tgid": pid,
-                           "dev_major": int(g["maj"]), "dev_minor": int(g["min"]),
-                           "fs_u16": fs, "comm": comm.encode()[:16]})
+                           "dev_major": dev[0], "dev_minor": dev[1],
+                           "fs_u16": fs, "comm": _name(comm)})
         return
     if ev.startswith("sys_enter_") or ev.startswith("sys_exit_"):
         enter = ev.startswith("sys_enter_")
@@ -212,16 +236,17 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
                 if pid in st.calls_open:
                     stats.unmatched["fsync-family entry with no exit"] += 1
                     st.calls_open.pop(pid)
-                fd = re.search(r"fd: (0x[0-9a-fA-F]+|\d+)", rest)
-                _call_open(st, pid, t, CALLS[name], fd=int(fd.group(1), 0) if fd else -1,
+                g = st.scan.search(FD, rest)
+                fd = number(g.group(1), 0) if g else None
+                _call_open(st, pid, t, CALLS[name],
+                           fd=fd if fd is not None and fd < 1 << 31 else -1,
                            syscall_nr=nrs.get(name, 0))
             elif pid in st.calls_open:
-                try:
-                    ret = int(rest.strip(), 0)
-                except ValueError:
-                    ret = 0
-                if ret < 0:
-                    ret += 1 << 64
+                text = rest.strip()
+                ret = number(text.lstrip("-"), 0) or 0
+                if text.startswith("-"):
+                    ret = -ret
+                ret %= 1 << 64  # the kernel's unsigned long: -errno as 2**64 - errno
                 _call_close(st, pid, t, ret - (1 << 64) if ret >= 1 << 63 else ret)
             else:
                 stats.unmatched["fsync-family exit with no entry"] += 1
@@ -236,39 +261,46 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
         if not st.is_workload(pid, comm, t):
             return
         st.calls_seen = True
-        g = FSYNC_EV.search(rest)
+        g = st.scan.search(FSYNC_EV, rest)
         fs = {"e": abi.FS_EXT4, "x": abi.FS_XFS, "b": abi.FS_BTRFS}[ev[0]]
         c = st.calls_open.get(pid)
         if c is None:  # no syscall events: the call is the filesystem's fsync
             c = _call_open(st, pid, t, abi.CALL_FSYNC, opened_by_fs=True)
         c["fs_u16"] = fs
         c["flags_u16"] |= abi.FS_F_FSEVENT
-        if g:
-            c["dev_major"], c["dev_minor"] = int(g["maj"]), int(g["min"])
-            c["ino"] = int(g["ino"], 0) if g["ino"].startswith("0x") else int(g["ino"])
+        dev = _dev(g) if g else None
+        ino = (number(g["ino"], 0) if g["ino"].startswith("0x") else number(g["ino"])) \
+            if g else None
+        if dev is not None and ino is not None and not ino >> 64:
+            c["dev_major"], c["dev_minor"] = dev
+            c["ino"] = ino
+        st.scan.work += 2 * len(rest)
         if "datasync 1" in rest or "datasync=1" in rest:
             c["flags_u16"] |= abi.FS_F_DATASYNC
         return
     if ev == "ext4_sync_file_exit":
         c = st.calls_open.get(pid)
         if c is not None and c.get("opened_by_fs"):
-            m = re.search(r"ret (-?\d+)", rest)
-            _call_close(st, pid, t, int(m.group(1)) if m else 0)
+            m = st.scan.search(RET, rest)
+            v = number(m.group(1).lstrip("-")) if m else None
+            ret = 0 if m is None or v is None or v >> 62 else (
+                -v if m.group(1)[0] == "-" else v)
+            _call_close(st, pid, t, ret)
         return
     if ev == "sched_switch":
         st.sched_seen = True
-        s = SWITCH.search(rest)
-        if not s:
+        sw = st.scan.sched_switch(rest)
+        if not sw or sw[1] > PID_MAX or sw[4] > PID_MAX:
             stats.unmatched["sched_switch lines not understood"] += 1
             return
-        prev, nxt = int(s["pp"]), int(s["np"])
-        if st.is_workload(prev, s["pc"], t) and s["ps"].rstrip("+") in ("X", "Z", "X|Z", "Z|X"):
+        pc, prev, ps, _, nxt = sw
+        if st.is_workload(prev, pc, t) and ps.rstrip("+") in ("X", "Z", "X|Z", "Z|X"):
             # the thread's last switch-out: it exited (no sched_process_exit needed)
             if not any(x["tid"] == prev and x["event_u16"] == abi.TASK_EXIT for x in st.tasks):
                 st.tasks.append({"tid": prev, "tgid": prev, "ts_ns": t,
-                                 "event_u16": abi.TASK_EXIT, "comm": s["pc"].encode()[:16]})
-        elif st.is_workload(prev, s["pc"], t):
-            state = s["ps"]
+                                 "event_u16": abi.TASK_EXIT, "comm": _name(pc)})
+        elif st.is_workload(prev, pc, t):
+            state = ps
             flags = abi.OFF_PREEMPT if state.startswith("R") else 0
             if "D" in state:
                 flags |= abi.OFF_D
@@ -286,28 +318,30 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
             st.offcpu.append(o)
         return
     if ev in ("sched_wakeup", "sched_waking", "sched_wakeup_new"):
-        w = WAKE.search(rest)
-        if w and int(w["pid"]) in st.off_open:
-            o = st.off_open[int(w["pid"])]
+        w = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+        if w and w[1] in st.off_open:
+            o = st.off_open[w[1]]
             if not o["waking_ns"] and not o["flags_u16"] & abi.OFF_PREEMPT:
                 o["waking_ns"] = t
                 o["waker_tid"] = o["waker_tgid"] = pid
-                o["waker_comm"] = comm.encode()[:16]
+                o["waker_comm"] = _name(comm)
         return
     if ev == "sched_process_fork":
-        f = FORK.search(rest)
-        if f and int(f["pid"]) in st.workload:
-            child = int(f["cp"])
-            st.workload.add(child)
-            st.tasks.append({"tid": child, "tgid": child, "parent_tgid": int(f["pid"]),
+        parent = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+        child = None
+        if parent and rest.startswith(" child_comm=", parent[2]):
+            child = st.scan.name_then_number(rest, " child_comm=", CHILD_PID_AFTER, parent[2])
+        if parent and child and parent[1] in st.workload and child[1] <= PID_MAX:
+            st.workload.add(child[1])
+            st.tasks.append({"tid": child[1], "tgid": child[1], "parent_tgid": parent[1],
                              "ts_ns": t, "event_u16": abi.TASK_FORK,
-                             "comm": f["cc"].encode()[:16]})
+                             "comm": _name(child[0])})
         return
     if ev == "sched_process_exit":
-        w = WAKE.search(rest)
-        if w and int(w["pid"]) in st.workload:
-            st.tasks.append({"tid": int(w["pid"]), "tgid": int(w["pid"]), "ts_ns": t,
-                             "event_u16": abi.TASK_EXIT, "comm": w["comm"].encode()[:16]})
+        w = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+        if w and w[1] in st.workload:
+            st.tasks.append({"tid": w[1], "tgid": w[1], "ts_ns": t,
+                             "event_u16": abi.TASK_EXIT, "comm": _name(w[0])})
         return
     stats.ignored[ev] += 1
 
@@ -318,7 +352,7 @@ def _records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
     for i, row in enumerate(rows):
         for k, v in row.items():
             if k in names:
-                a[k][i] = v.encode()[:16] if isinstance(v, str) else v
+                a[k][i] = _name(v) if isinstance(v, str) else v
     return a
 
 
@@ -326,16 +360,19 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                   comms: set[str] | None = None) -> dict[str, Any]:
     stats = ImportStats()
     st = _State(stats, RequestMatcher(stats), set(workload or ()), set(comms or ()))
+    st.scan = Scanner()
     for tid in sorted(st.workload):
         st.tasks.append({"tid": tid, "tgid": tid, "ts_ns": 0, "event_u16": abi.TASK_ROOT})
     nrs = _syscall_numbers()
+    st.nr_names = {v: k for k, v in nrs.items()}
     lines = 0
     first = last = None
     parsed: list[tuple[int, int, str, str, int, str, int]] = []
     phase("reading")
     for p in inputs:
-        with io.TextIOWrapper(open_input(p), encoding="utf-8", errors="replace") as f:
-            for k, raw in enumerate(f):
+        # names are bytes: kept as they are (surrogateescape), written back as bytes
+        with io.TextIOWrapper(open_input(p), encoding="utf-8", errors="surrogateescape") as f:
+            for raw in f:
                 line = raw.rstrip("\n")
                 if not line.strip() or line.lstrip().startswith("#") or line.startswith(
                         ("cpus=", "version =", "CPU ")):
@@ -343,24 +380,17 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                 lines += 1
                 if not lines & 0xFFFF:
                     count(0x10000)  # lines read, on the progress line
-                m = LINE.match(line)
-                if m:
-                    pid = int(m["tid"] or m["pid1"] or m["pid2"])
-                    event, rest = m["event"], m["rest"]
-                else:
-                    m = SYSLINE.match(line)
-                    if not m:
-                        stats.unmatched["lines not in a known ftrace format"] += 1
-                        continue
-                    pid = int(m["pid1"])
-                    if m["ret"] is not None:
-                        event, rest = f"sys_exit_{m['name']}", m["ret"]
-                    else:
-                        event, rest = f"sys_enter_{m['name']}", m["args"]
-                t = _ns(m["sec"], m["frac"])
-                st.precision = min(st.precision, len(m["frac"]))
-                parsed.append((t, len(parsed), event, rest, pid, m["comm"].strip(),
-                               int(m["cpu"] or 0)))
+                h = st.scan.split(line)
+                if h is None:
+                    stats.unmatched["lines not in a known ftrace format"] += 1
+                    continue
+                sec = number(h.sec)
+                if sec is None or sec > MAX_SEC or h.pid > PID_MAX or h.cpu > PID_MAX:
+                    stats.unmatched["lines with a time, PID or CPU out of range"] += 1
+                    continue
+                t = _ns(h.sec, h.frac)
+                st.precision = min(st.precision, len(h.frac))
+                parsed.append((t, len(parsed), h.event, h.rest, h.pid, h.comm, h.cpu))
     if not parsed:
         raise ImportError_("no ftrace events in " + ", ".join(inputs),
                            "give the text of tracefs trace/trace_pipe, `trace-cmd report` or "
@@ -389,8 +419,8 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
         o["end_ns"] = o["ts_ns"] = last
         o["flags_u16"] |= abi.OFF_LATE_END
         st.offcpu.append(o)
-    arr = request_records(reqs, st.workload)
-    devs = sorted({r.dev for r in reqs})
+    arr = request_records(reqs, st.workload, stats)
+    devs = request_devices(arr)
     devices: list[dict[str, Any]] = [
         {"name": f"{a}:{b}", "major": a, "minor": b, "size_bytes": None, "rotational": None,
          "write_cache": None, "fua": None, "partitions": []} for a, b in devs]

@@ -20,7 +20,7 @@ from ..kernels import I64
 from ..model.calls import join_requests_to_calls
 from ..model.classify import request_classes
 from ..model.requests import Requests, load_requests, trace_window
-from ..names import CLASS_NAMES
+from ..names import CLASS_NAMES, comm_text
 from .series import device_names
 from .latency import latency_values
 
@@ -96,17 +96,18 @@ class RequestRows:
     def __len__(self) -> int:
         return len(self.time_ns)
 
-    def as_dicts(self) -> list[dict[str, Any]]:
+    def as_dicts(self, lo: int = 0, hi: int | None = None) -> list[dict[str, Any]]:
+        """Rows lo..hi (all by default) as dicts."""
         keys = ("time_ns", "comm", "pid", "disk", "op", "sector", "nbytes", "queue_ns",
                 "device_ns", "total_ns", "cls", "call", "call_index")
-        cols = [getattr(self, k) for k in keys]
+        cols = [getattr(self, k)[lo:hi] for k in keys]
         cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
         names = [{"nbytes": "bytes", "cls": "class"}.get(k, k) for k in keys]
         return [dict(zip(names, row)) for row in zip(*cols)]
 
 
 def _comm(c: bytes) -> str:
-    return bytes(c).split(b"\0", 1)[0].decode("utf-8", "replace")
+    return comm_text(c)
 
 
 def request_rows(trace: Any, flt: Filters | None = None) -> RequestRows:
