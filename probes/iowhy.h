@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 6
+#define IOWHY_FORMAT_VERSION 7
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */

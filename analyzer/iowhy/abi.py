@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 # Older versions the reader still takes (their records are widened to this version's).
-READ_VERSIONS = (3, 4, 5, 6)
+READ_VERSIONS = (3, 4, 5, 6, 7)
 # The version of a file without compacted chunks (what TraceWriter writes unless asked to
 # compact): the lowest that holds it, so that readers of version 5 read it.
 BASE_VERSION = 5

@@ -44,7 +44,7 @@ def test_fsync_tasks_trace_is_compacted(bpf, make_fs, iowhy_bin, tmp_path):
     record(iowhy_bin, out, [sys.executable, str(REPO / "lab" / "workloads.py"),
                             "fsync-tasks", str(mnt), str(TASKS), str(K)])
     tr = read_trace(str(out))
-    assert tr.version == 6 and not tr.damage.damaged, tr.damage.summary()
+    assert tr.version == abi.FORMAT_VERSION and not tr.damage.damaged, tr.damage.summary()
     assert_nothing_dropped(tr)
     assert tr.count("fsync") >= TASKS * K
     seen: dict[str, int] = {}
