@@ -138,6 +138,12 @@ def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
 
 def section_where(r: Mapping[str, Any], figure: str = "") -> str:
     """Where the time went: the attribution table (and its figure, when given)."""
+    if r.get("attribution_ns") is None:
+        return section("where", "Where the time went", (
+            f"<p id=\"table-where\">Not available: "
+            f"{esc(r.get('attribution_unavailable') or 'no off-CPU data')}. Elapsed "
+            f"<b>{esc(fmt_ns(r['elapsed_ns']))}</b>; the requests, their latencies and "
+            "classes below are as recorded.</p>"))
     how = ("what the recorded process was doing along its critical path: a wait is "
            "explained by what woke it (a request, a helper thread, another thread of the "
            "workload, a timer, another process)" if r["workload"].get("attribution") ==
@@ -480,9 +486,11 @@ FIGURES: dict[str, tuple[str, str]] = {
 def figure_sections(r: Mapping[str, Any], data: Any | None) -> dict[str, str]:
     """The figure blocks of one result, by id; `data` is the result's "_figures" (None:
     only the figures the result alone can draw)."""
+    why = r.get("attribution_unavailable")
     out = {"fig-attribution": figure_block(
         "fig-attribution", *FIGURES["fig-attribution"],
-        png=F.attribution_figure([("this run", r)]))}
+        png=None if why else F.attribution_figure([("this run", r)]),
+        note=f"no attribution: {why}" if why else "")}
     series = getattr(data, "attribution_series", None) if data is not None else None
     out["fig-attribution-time"] = figure_block(
         "fig-attribution-time", *FIGURES["fig-attribution-time"],
@@ -614,8 +622,20 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any],
                        "longer bar; compare segment widths category by category.",
                        png=F.attribution_figure([("A", a), ("B", b)]))
     in_runs = ("command", "path", "filesystems")    # shown in the runs' metadata blocks
-    figures = {k: ({kk: vv for kk, vv in val.items() if kk not in in_runs}
-                   if k in ("a", "b") and isinstance(val, Mapping) else val)
+    short = {"a": _short_command(a), "b": _short_command(b)}
+
+    def outside_runs(val: Any) -> Any:
+        """The figure without what the runs' metadata blocks hold: a difference in
+        command names each run by its short command (the exact argv is in the block)."""
+        if isinstance(val, Mapping):
+            if val.get("key") == "command" and "a" in val and "b" in val:
+                return {**val, **short}
+            return {k: outside_runs(v) for k, v in val.items()}
+        if isinstance(val, list):
+            return [outside_runs(v) for v in val]
+        return val
+    figures = {k: outside_runs({kk: vv for kk, vv in val.items() if kk not in in_runs}
+                               if k in ("a", "b") and isinstance(val, Mapping) else val)
                for k, val in comparison.items()}
     parts = [
         nav(COMPARE_NAV),

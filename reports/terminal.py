@@ -145,6 +145,10 @@ def root_wait_note(r: Mapping[str, Any]) -> str | None:
 
 def _where(r: Mapping[str, Any]) -> list[str]:
     el = r["elapsed_ns"]
+    if r.get("attribution_ns") is None:
+        return [f"{'WHERE THE TIME WENT: not available':<60}{'elapsed ' + fmt_ns(el):>40}",
+                *_wrap(str(r.get("attribution_unavailable") or "no off-CPU data"),
+                       "  ", "  ")]
     att = r["attribution_ns"]
     how = ("along the critical path" if r["workload"].get("attribution") == "causal"
            else "")

@@ -720,6 +720,18 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["workload"]["root_tid"] = wv["root_tid"]
         res["workload"]["helpers"] = wv["helpers"]
     res["workload"]["attribution"] = "causal" if "root_tid" in wv else "correlational"
+    why = attribution_unavailable(trace, meta)
+    if why:
+        # No scheduler data: nothing says where the elapsed time went. The requests,
+        # latencies, classes, flushes and fsync calls stand as they are.
+        res["workload"]["attribution"] = None
+        res["attribution_unavailable"] = why
+        res["attribution_ns"] = res["attribution_pct"] = None
+        for k in ("attribution_detail_ns", "thread_time", "intervals", "root_event_wait",
+                  "unseen_wakers", "external_by_comm_ns", "sleep_by_syscall_ns"):
+            res.pop(k, None)
+        res["wait_other_by_syscall_ns"] = res["wait_other_by_waker_ns"] = {}
+        res["blocked_by_syscall_ns"] = {}
     if r["once"][1] is not None:
         res["stack_carried"] = r["once"][1]
     # Background: other devices set apart (causal traces) and other processes' requests
@@ -771,6 +783,25 @@ def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray
             "metadata_requests": md_n, "data_requests": data_n,
             "log_bytes": int(round(wb[LOG])),
             "request_ratio": round(md_n / data_n, 4) if data_n else None}
+
+
+def attribution_unavailable(trace: Any, meta: Mapping[str, Any]) -> str | None:
+    """Why the trace cannot say where the elapsed time went (no off-CPU data), or None:
+    an import whose capture holds no scheduler events of the workload (META `import`
+    says so), or a recording whose every off-CPU record was lost."""
+    imp = meta.get("import")
+    if isinstance(imp, Mapping) and imp.get("attribution") is False:
+        fmt = str(imp.get("format") or "another tool")
+        why = next((str(m) for m in imp.get("missing") or [] if "attribution" in str(m)),
+                   "the capture holds no scheduler events of the workload")
+        return f"imported from {fmt}: {why}"
+    if trace is None or not hasattr(trace, "count"):
+        return None
+    lost = int((getattr(trace, "counters", None) or {}).get("lost_ringbuf_offcpu", 0))
+    if lost and not trace.count("offcpu"):
+        return (f"every off-CPU record was lost ({lost:,} in the kernel): record again with "
+                "a bigger ring buffer (-r)")
+    return None
 
 
 def _trace_summary(trace: Any, win: Window, meta: Mapping[str, Any]) -> dict[str, Any]:

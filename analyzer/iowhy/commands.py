@@ -212,6 +212,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             html = render_html(dict(full, findings=None) if args.findings == 0 else full)
     from .reports.terminal import render_intervals, render_report
     if interval:
+        if result.get("attribution_unavailable"):
+            raise _user_error(f"{args.trace}: no attribution per interval: "
+                              f"{result['attribution_unavailable']}",
+                              "`iowhy report` without --interval shows what the trace holds")
         if "intervals" not in result:
             raise _user_error(f"{args.trace} has no wakeup links: no attribution per interval",
                               "record it again with this iowhy (format version 4)")

@@ -106,7 +106,10 @@ def _summary(r: Mapping[str, Any], meta: Mapping[str, Any] | None) -> dict[str, 
         "truncated": bool(tr.get("truncated")),
         "problems": list(r.get("problems") or []),
         "elapsed_ns": int(r["elapsed_ns"]),
-        "attribution_ns": {k: int(v) for k, v in r["attribution_ns"].items()},
+        "attribution_ns": ({k: int(v) for k, v in r["attribution_ns"].items()}
+                           if r["attribution_ns"] is not None else None),
+        **({"attribution_unavailable": r["attribution_unavailable"]}
+           if r.get("attribution_unavailable") else {}),
         "attribution_pct": dict(r.get("attribution_pct") or {}),
         **({"attribution_detail_ns": r["attribution_detail_ns"]}
            if r.get("attribution_detail_ns") is not None else {}),
@@ -604,12 +607,26 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
     """Compare two analysis results, A the baseline (docs/compare-json.md)."""
     ea, eb = int(a["elapsed_ns"]), int(b["elapsed_ns"])
     sa, sb = _summary(a, meta_a), _summary(b, meta_b)
-    delta = {k: int(b["attribution_ns"].get(k, 0)) - int(a["attribution_ns"].get(k, 0))
-             for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]}
     speed, factor, slower = _speed(ea, eb)
     basis = "elapsed"
     basis_note: dict[str, Any] | None = None
-    if (a.get("thread_time") and b.get("thread_time") and min(ea, eb) > 0
+    # A run without an attribution (no off-CPU data) has no categories to compare: the
+    # difference is stated, and why it is not explained; requests and devices still are.
+    missing = [(who, r.get("attribution_unavailable") or "no attribution")
+               for who, r in (("A", a), ("B", b)) if r.get("attribution_ns") is None]
+    if missing:
+        a = {**a, "attribution_ns": {}, "attribution_pct": {}}
+        b = {**b, "attribution_ns": {}, "attribution_pct": {}}
+    delta = {k: int(b["attribution_ns"].get(k, 0)) - int(a["attribution_ns"].get(k, 0))
+             for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]}
+    if missing:
+        basis = "none"
+        explanations = [speed, {
+            "text": "; ".join(f"{who} has no attribution ({why})" for who, why in missing)
+            + ": the difference is not split by cause",
+            "category": "unavailable", "delta_ns": None, "share_of_difference": None,
+            "evidence": {"unavailable": dict(missing)}}]
+    elif (a.get("thread_time") and b.get("thread_time") and min(ea, eb) > 0
             and max(ea, eb) <= (1 + SAME_DURATION) * min(ea, eb)
             and not _same_work(a, b)):
         basis = "thread_time"
@@ -620,7 +637,8 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
         explanations = [speed] + lines
     else:
         explanations = [speed] + _category_lines(a, b, delta, slower)
-    explanations += _served_shift_lines(a, b, basis, explanations)
+    if not missing:
+        explanations += _served_shift_lines(a, b, basis, explanations)
     config = _config_differences(a, b, sa, sb)
     for c in config:
         explanations.append({"text": c["text"], "category": "config", "delta_ns": None,

@@ -84,9 +84,6 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
     pct = r["attribution_pct"]
     detail = r.get("attribution_detail_ns") or {}
     out: list[dict[str, Any]] = []
-    fsync_n = r["fsync"]["count"]
-    req = r["requests"]
-    com = r["commits"]
 
     def add(key: str, weight: int, text: str, **evidence: Any) -> None:
         served = served_text(key, detail.get(key), el, 3) if key in detail else ""
@@ -95,6 +92,22 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
             evidence["served_by_ns"] = dict(sorted(detail[key].items(), key=lambda kv: -kv[1]))
         out.append({"key": key, "weight_ns": int(weight), "text": text, "evidence": evidence})
 
+    if att is not None:  # None: the trace holds no off-CPU data (attribution_unavailable)
+        _attribution_findings(r, att, pct, add)
+    _placement_findings(r, add)
+    floor = cfg.min_finding_share * el
+    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
+    out.sort(key=lambda f: -f["weight_ns"])
+    return out[: cfg.max_findings]
+
+
+def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
+                          pct: Mapping[str, float], add: Callable[..., None]) -> None:
+    """The findings on where the elapsed time went (through `add`, as in findings())."""
+    el = r["elapsed_ns"]
+    fsync_n = r["fsync"]["count"]
+    req = r["requests"]
+    com = r["commits"]
     if att["barrier"]:
         wfl = r["workload"]["flushes"]
         fc = wfl["count"]
@@ -180,11 +193,6 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
         if causal and wk:
             text += f", woken by {wk[0]}"
         add("wait-other", att["wait-other"], text, by_syscall=dict(list(wo.items())[:5]))
-    _placement_findings(r, add)
-    floor = cfg.min_finding_share * el
-    out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
-    out.sort(key=lambda f: -f["weight_ns"])
-    return out[: cfg.max_findings]
 
 
 def _sleep_text(pct: float, by_sys: Mapping[str, int] | None) -> str:

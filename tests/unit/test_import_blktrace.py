@@ -237,6 +237,37 @@ def test_imported_trace_works_with_every_command(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[1] == "blktrace,,,2"
 
 
+def test_imported_trace_claims_no_attribution(tmp_path, capsys):
+    """blktrace has no scheduler events: every output says where the time went is not
+    known, rather than 100% wait-other and a finding that the workload waited on nothing."""
+    import json
+    s = synth_run(tmp_path / "orig.iowt", seed=17, n_fsync=10, n_reads=5)
+    out = tmp_path / "i.iowt"
+    assert main(["import", "blktrace", *capture_of(s).files(tmp_path), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "WHERE THE TIME WENT: not available" in text
+    assert "imported from blktrace" in text
+    assert "wait-other" not in text and "no I/O in flight" not in text
+    assert main(["report", str(out), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["attribution_ns"] is None and r["attribution_pct"] is None
+    assert r["attribution_unavailable"].startswith("imported from blktrace")
+    assert r["workload"]["attribution"] is None
+    assert all(f.get("category") not in ("wait-other", "cpu", "runqueue")
+               for f in r["findings"])
+    # the requests stand as they are
+    assert sum(c["count"] for c in r["requests"].values()) == len(s.requests)
+    assert main(["compare", s.path, str(out), "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["basis"] == "none"
+    html = tmp_path / "i.html"
+    assert main(["report", str(out), "--html", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "Not available: imported from blktrace" in page
+
+
 def test_merged_dump_reads_like_the_per_cpu_files(tmp_path):
     """blkparse -d writes one file of the records of every CPU in time order."""
     s = synth_run(tmp_path / "orig.iowt", seed=15, n_fsync=8, n_reads=3)

@@ -81,15 +81,6 @@ def source_limits(trace: Any) -> list[str]:
     return []
 
 
-def can_attribute(trace: Any) -> bool:
-    """Whether the workload attribution is meaningful: the source saw the workload's
-    threads (task and off-CPU records)."""
-    src = (trace.meta or {}).get("import")
-    if isinstance(src, dict) and src.get("attribution") is False:
-        return False
-    return True
-
-
 def syscall_name(nr: int, arch: str | None = None) -> str:
     from ..syscalls import syscall_name as name
     return name(int(nr), arch)
@@ -137,7 +128,9 @@ def analysis_figures(trace: Any, depth_buckets: int = 200
     from ..progress import phase
     r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1,
                                       queue_depth_buckets=depth_buckets, progress=phase))
-    att = {k: int(v) for k, v in r["attribution_ns"].items()}
+    # the analysis decides whether the trace can be attributed (attribution_unavailable)
+    att = ({k: int(v) for k, v in r["attribution_ns"].items()}
+           if r["attribution_ns"] is not None else None)
     qd = {}
     for d in r.get("devices", []):
         q = d.get("queue_depth") or {}
@@ -145,12 +138,12 @@ def analysis_figures(trace: Any, depth_buckets: int = 200
             series = [float(x) for x in q["series"]]
             qd[utf8_text(d.get("name"))] = (int(q["step_ns"]), series)
     detail: dict[str, dict[str, dict[str, int]]] = {}
-    if can_attribute(trace):
+    if att is not None:
         for basis, src in (("elapsed", r), ("thread_time", r.get("thread_time") or {})):
             if src.get("attribution_detail_ns"):
                 detail[basis] = {utf8_text(cat): {utf8_text(k): v for k, v in parts.items()}
                                  for cat, parts in src["attribution_detail_ns"].items()}
-    return int(r["elapsed_ns"]), (att if can_attribute(trace) else None), qd, detail
+    return int(r["elapsed_ns"]), att, qd, detail
 
 
 def _text(v: Any) -> str | None:
