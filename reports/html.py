@@ -58,9 +58,32 @@ def section_problems(r: Mapping[str, Any]) -> str:
     if not probs:
         return "<div id=\"problems\" class=\"muted\"><p>No events lost, trace complete.</p></div>"
     lines = "".join(f"<p>{esc(p)}</p>\n" for p in probs)
+    if not changes_figures(r):
+        # Counted and shown, in one line that opens to the list: none of these changes
+        # what the figures below say.
+        n = len(probs)
+        return (f"<div id=\"problems\" class=\"muted\"><details><summary>{n} note"
+                f"{'s' if n > 1 else ''} on what was recorded (none changes the figures): "
+                f"{esc(probs[0])}</summary>\n{lines}</details></div>")
     return (f"<div id=\"problems\" class=\"problems\">\n{lines}<p class=\"note\">The figures "
             "below are computed from what was recorded; read them with the above in mind.</p>"
             "\n</div>")
+
+
+def changes_figures(r: Mapping[str, Any]) -> bool:
+    """Whether what the problems say changes the figures: events the kernel lost, a
+    damaged or cut trace (its damage line starts with "trace is": traceformat's
+    Damage.summary), an imported capture (what its source lacks), or a result with no
+    trace summary to tell. Requests completed that began before the recording, requests
+    whose submitter is unknown (the kernel runs no BPF program for PID 1) and the like
+    are counted, not figures changed."""
+    tr = r.get("trace")
+    if not isinstance(tr, Mapping):
+        return True
+    probs = [str(p) for p in r.get("problems") or []]
+    return bool(r.get("lost_events") or tr.get("truncated") or r.get("attribution_unavailable")
+                or any(p.startswith("trace is") for p in probs)
+                or str(tr.get("stop_reason") or "").startswith("imported"))
 
 
 def header_pairs(r: Mapping[str, Any],

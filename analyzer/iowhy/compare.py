@@ -435,6 +435,25 @@ def _around_difference(x: str, y: str) -> tuple[str, str]:
     return cut(x), cut(y)
 
 
+def _paired_filesystems(fa: Sequence[Any], fb: Sequence[Any]
+                        ) -> list[tuple[Any, Any]]:
+    """A's and B's filesystems in pairs: same type first (in their order), then what is
+    left side by side by position, then what only one run has (the other None). Pairing
+    by position alone read an XFS run against another's ext4 root as "only B has xfs"."""
+    left_b = list(fb)
+    pairs: list[tuple[Any, Any]] = []
+    rest_a = []
+    for f in fa:
+        same = next((g for g in left_b if _get(g, "fstype") == _get(f, "fstype")), None)
+        if same is None:
+            rest_a.append(f)
+        else:
+            left_b.remove(same)
+            pairs.append((f, same))
+    pairs.extend(zip_longest(rest_a, left_b))
+    return pairs
+
+
 def _config_differences(a: Mapping[str, Any], b: Mapping[str, Any], sa: Mapping[str, Any],
                         sb: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
@@ -452,7 +471,7 @@ def _config_differences(a: Mapping[str, Any], b: Mapping[str, Any], sa: Mapping[
     if ka and kb and ka != kb:
         add("kernel", ka, kb, f"A was recorded on kernel {ka}, B on {kb}")
 
-    for fa, fb in zip_longest(sa["filesystems"], sb["filesystems"]):
+    for fa, fb in _paired_filesystems(sa["filesystems"], sb["filesystems"]):
         if fa is None or fb is None:
             one, f = ("A", fa) if fb is None else ("B", fb)
             add("filesystem", _get(fa, "fstype"), _get(fb, "fstype"),

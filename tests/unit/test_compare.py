@@ -368,3 +368,23 @@ def test_text_fits_with_long_names(tmp_path, flushes):
                                       options="rw," + ",".join(f"opt{i}" for i in range(40)))))
     text = render_compare(compare(a, b))
     assert_fits(text)
+
+
+def test_filesystems_pair_by_type_before_position():
+    """A on XFS, B with an ext4 listed before its XFS: the XFS runs are compared with
+    each other, and B's ext4 is the one only B has (pairing by position said "only B
+    has a xfs filesystem" of the XFS run)."""
+    from iowhy.compare import _config_differences
+    xfs_a = {"fstype": "xfs", "mountpoint": "/mnt/a", "options": "rw,noatime"}
+    ext4_b = {"fstype": "ext4", "mountpoint": "/", "options": "rw"}
+    xfs_b = {"fstype": "xfs", "mountpoint": "/mnt/b", "options": "rw,noatime"}
+    run = {"command": ["x"], "command_short": "x", "flushes": 0, "devices": []}
+    sa = {**run, "filesystems": [xfs_a]}
+    sb = {**run, "filesystems": [ext4_b, xfs_b]}
+    diffs = _config_differences({}, {}, sa, sb)
+    assert [d["text"] for d in diffs if d["key"] == "filesystem"] == [
+        "only B has a ext4 filesystem on its devices (/)"]
+    # different types with nothing to pair by type: side by side
+    sb2 = {**run, "filesystems": [ext4_b]}
+    assert [d["text"] for d in _config_differences({}, {}, sa, sb2)] == [
+        "A runs on xfs (/mnt/a), B on ext4 (/)"]
