@@ -460,7 +460,9 @@ void poll_until_stop(struct rec *r)
 			write_progress(r, r->counters_fd);
 			last_flush = now;
 		}
+		live_progress(r, now);
 	}
+	live_clear();
 	if (stop_signal)
 		r->stop_reason = "signal";
 	if (r->w.failed)

@@ -167,3 +167,54 @@ void write_progress(struct rec *r, int counters_fd)
 	fprintf(s.f, "}");
 	sb_close_write(r, &s, IOWHY_CHUNK_PROGRESS);
 }
+
+/*
+ * The live line: on a terminal (stderr a tty, no -q), once a second, the elapsed time,
+ * the requests and records written, the records per second over the last second and
+ * the events lost so far, redrawn in place. It costs one read of the per-CPU counter
+ * map a second. live_clear() erases it before the recorder prints anything else, so
+ * the counts at the stop are printed once, in one format.
+ */
+static int live_shown;
+static __u64 live_last_ns, live_last_records;
+
+void live_progress(struct rec *r, __u64 now)
+{
+	__u64 c[IOWHY_C_MAX], lost = 0, records = 0;
+	double dt;
+
+	if (r->env.quiet || !isatty(STDERR_FILENO))
+		return;
+	if (!live_last_ns) { /* the first line after a second: short runs print none */
+		live_last_ns = now;
+		return;
+	}
+	if (now - live_last_ns < 1000000000ULL)
+		return;
+	counters_sum(r->counters_fd, c);
+	for (int i = 0; i < IOWHY_C_MAX; i++)
+		if (!strncmp(counter_names[i], "lost_", 5))
+			lost += c[i];
+	for (int t = 1; t <= IOWHY_REC_MAX; t++)
+		records += r->w.bufs[t].total;
+	dt = (now - live_last_ns) / 1e9;
+	fprintf(stderr, "\riowhy-record: %.0f s, %llu requests, %llu records (%.0f/s), "
+			"%llu events lost\033[K",
+		(now - r->start_ns) / 1e9, (unsigned long long)r->w.bufs[IOWHY_REC_REQUEST].total,
+		(unsigned long long)records, (records - live_last_records) / dt,
+		(unsigned long long)lost);
+	fflush(stderr);
+	live_shown = 1;
+	live_last_ns = now;
+	live_last_records = records;
+}
+
+void live_clear(void)
+{
+	if (!live_shown)
+		return;
+	fputs("\r\033[K", stderr);
+	fflush(stderr);
+	live_shown = 0;
+}
+

@@ -223,6 +223,8 @@ void write_counts_json(struct rec *r, FILE *f, int counters_fd);
 void stats_start(struct rec *r);
 void cpu_ns(__u64 *user, __u64 *sys);
 void write_progress(struct rec *r, int counters_fd);
+void live_progress(struct rec *r, __u64 now);
+void live_clear(void);
 
 /* rec_probes.c: load, attach, detach */
 void attach_write_family(struct rec *r, struct iowhy_bpf *skel);

@@ -384,6 +384,25 @@ def test_dry_run_attaches_every_probe(bpf, iowhy_bin):
                      raw.stdout), raw.stdout
 
 
+def test_live_line_on_a_terminal_then_the_counts_once(bpf, iowhy_bin, tmp_path):
+    """On a terminal the recorder redraws one progress line a second and erases it at
+    the stop; the counts are then printed once. Without a terminal it prints no line."""
+    need(shutil.which("script") is not None, "script (util-linux) is not installed")
+    out = tmp_path / "t.iowt"
+    cmd = " ".join([*iowhy_bin, "record", "-o", str(out), "--", "sleep", "2.5"])
+    p = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True,
+                       timeout=120, stdin=subprocess.DEVNULL)   # bytes: keep each \r
+    text = p.stdout.decode(errors="replace")
+    assert p.returncode == 0, text
+    lines = re.findall(r"\riowhy-record: (\d+) s, (\d+) requests, (\d+) records "
+                       r"\((\d+)/s\), (\d+) events lost\x1b\[K", text)
+    assert [int(x[0]) for x in lines][:2] == [1, 2], repr(text[:600])
+    assert "\r\x1b[K" in text                       # erased before the counts
+    assert len(re.findall(r"iowhy-record: \S+: \d+ requests,", text)) == 1
+    q = run([*iowhy_bin, "record", "-o", str(tmp_path / "u.iowt"), "--", "sleep", "1.5"])
+    assert "events lost\x1b" not in q.stderr and "\r" not in q.stderr
+
+
 FD_WORKLOAD = """
 import os, sys, time
 time.sleep(0.05)  # clock_nanosleep(2): an off-CPU interval in an untraced syscall
