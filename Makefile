@@ -128,7 +128,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 test: all lint emudisk | $(OUT)/.deps-test
-	$(VENV)/bin/pytest -ra -v tests
+	$(VENV)/bin/pytest -ra -v --slow tests
 
 # The unit tier (tests/unit: no root, no kernel, no BPF build) in a venv holding only the
 # Python package and its dev tools; it works as any user on a plain checkout.

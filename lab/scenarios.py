@@ -25,13 +25,13 @@ record (the loop device's max_sectors_kb is capped at the daemon's FUSE max_writ
 which lets lab/validate.py match the trace to the truth request by request. After a
 run, the seeds' comparisons whose two runs are both in the output directory are
 written as `iowhy compare` pages (``compare-<A>-vs-<B>-<fs>-<disk>.txt`` and ``.html``;
-`gallery`), when iowhy.compare exists.
+`gallery`).
 
-Scenarios cover the seeds (/work/shared/seeds): GNU tar vs an fsync-per-file tar
-(star's default) and eatmydata; the 2008 XFS write-barrier benchmark's three settings;
-rm -rf of a tree; N tasks each fsyncing its own file; SQLite autocommit inserts with
-synchronous=FULL vs OFF; and fio's sequential vs random writes. Sizes are chosen so a
-run takes seconds on hdd-7200.
+Scenarios cover the seed experiments (README.md, "The lab and the gallery"): GNU tar vs
+an fsync-per-file tar (star's default) and eatmydata; the 2008 XFS write-barrier
+benchmark's three settings; rm -rf of a tree; N tasks each fsyncing its own file; SQLite
+autocommit inserts with synchronous=FULL vs OFF; and fio's sequential vs random writes.
+Sizes are chosen so a run takes seconds on hdd-7200.
 
 The causal scenarios (group "causal", and "fsync-bench" on vs off; workloads in
 lab/workloads_causal.py) each have one cause of waiting known by construction: `sleep`

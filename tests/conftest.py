@@ -30,6 +30,31 @@ def need(cond: bool, why: str) -> None:
     pytest.skip(why)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (the seeded fuzz over every "
+                          "variant, the large compacted goldens, the unit tier's pages in "
+                          "Chromium); `make test` and .ci/run pass it")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow are skipped, saying how to run them, unless --slow is given."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow (as `make test` and .ci/run do)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+# A fuzz test over every variant it generates (`all`, marked slow), or over every
+# FUZZ_SAMPLE-th one and the first of each kind (`sample`, the unit tier's quick run;
+# damaged_traces.Sample): the same generator, seed and checks.
+FUZZ_SAMPLE = 16
+FUZZ_STRIDES = [pytest.param(FUZZ_SAMPLE, id="sample"),
+                pytest.param(1, id="all", marks=pytest.mark.slow)]
+
+
 @pytest.fixture
 def root():
     need(os.geteuid() == 0, "needs root")

@@ -236,6 +236,31 @@ def run_cli(argv: list[str], timeout_s: int = 30) -> Run:
     return Run(argv, rc, out.getvalue(), err.getvalue())
 
 
+class Sample:
+    """The variants a fuzz test runs: every `every`-th of `variants` (1: all of them), and
+    besides each first one whose name holds a word of `kinds` no variant run so far held.
+    The whole generator runs either way (the same seed makes the same variants), so a
+    sample is a subset of the full run that still has every kind in it. Iterating gives
+    (kind, name, bytes); then `total` is the number of variants made, `ran` of those
+    given."""
+
+    def __init__(self, variants: Iterator[tuple[str, str, bytes]], every: int,
+                 kinds: tuple[str, ...]) -> None:
+        self.variants, self.every, self.kinds = variants, every, kinds
+        self.total = self.ran = 0
+
+    def __iter__(self) -> Iterator[tuple[str, str, bytes]]:
+        seen: set[str] = set()
+        for i, (kind, name, blob) in enumerate(self.variants):
+            self.total = i + 1
+            words = {w for w in self.kinds if w in name}
+            if i % self.every and words <= seen:
+                continue
+            seen |= words
+            self.ran += 1
+            yield kind, name, blob
+
+
 def commands(path: str, other: str) -> Iterator[list[str]]:
     """Every reading command on `path` (compare: against a sound trace `other`)."""
     yield ["info", path]

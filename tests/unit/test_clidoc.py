@@ -49,6 +49,14 @@ def test_tree_is_the_parser():
     assert ("lab", "run") in [c.path for c in COMMANDS]
 
 
+def test_readme_usage_names_every_command():
+    """README.md's Usage block has a line for every subcommand the parser has."""
+    text = (REPO / "README.md").read_text()
+    usage = text.split("## Usage", 1)[1].split("```", 2)[1]
+    missing = [c for c in subcommands(TREE) if not re.search(rf"^iowhy {c}\b", usage, re.M)]
+    assert not missing, f"README.md's Usage block lacks: {missing}"
+
+
 # -- man page ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -208,27 +208,36 @@ def test_c_encoder_declines_what_is_not_compacted(c_encoder):
 
 # -- the analysis sees the same records ---------------------------------------------------
 
-def test_golden_outputs_unchanged_when_compacted(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n in test_golden.COMPRESSED else n for n in gt.TRACES])
+def test_golden_outputs_unchanged_when_compacted(tmp_path, monkeypatch, name):
     """Every golden trace written compacted gives the golden outputs (the file's version
-    aside): the reader puts the records back in the order written."""
+    aside): the reader puts the records back in the order written. The two large traces
+    (200k requests each) are slow: `--slow` runs them."""
     monkeypatch.setattr(gt, "TraceWriter",
                         functools.partial(TraceWriter, zstd_level=3, compact=True))
-    paths = gt.build(tmp_path)
+    gt.build(tmp_path, [name])
     monkeypatch.chdir(tmp_path)
-    compacted = 0
-    for name in gt.TRACES:
-        _, chunks = split(paths[name].read_bytes())
-        compacted += sum(bool(c.type & abi.CHUNK_COMPACT) for c in chunks)
-        got = test_golden.outputs(name)
-        raw = test_golden.golden_path(name).read_bytes()
-        want = json.loads(gzip.decompress(raw) if name in test_golden.COMPRESSED else raw)
-        assert set(got) == set(want), name
-        for key in want:
-            if key == "info_json":  # the same, but for the version of the file
-                g, w = (json.loads(x.pop("stdout")) for x in (got[key], want[key]))
-                assert g.pop("format_version") == 7 and w.pop("format_version") == 5
-                assert g == w, name
-            assert got[key] == want[key], f"{name}: {key}"
+    got = test_golden.outputs(name)
+    raw = test_golden.golden_path(name).read_bytes()
+    want = json.loads(gzip.decompress(raw) if name in test_golden.COMPRESSED else raw)
+    assert set(got) == set(want), name
+    for key in want:
+        if key == "info_json":  # the same, but for the version of the file
+            g, w = (json.loads(x.pop("stdout")) for x in (got[key], want[key]))
+            assert g.pop("format_version") == 7 and w.pop("format_version") == 5
+            assert g == w, name
+        assert got[key] == want[key], f"{name}: {key}"
+
+
+def test_golden_traces_written_compacted_hold_compacted_chunks(tmp_path, monkeypatch):
+    """What the test above reads is compacted: the small golden traces hold 20 compacted
+    chunks or more between them."""
+    monkeypatch.setattr(gt, "TraceWriter",
+                        functools.partial(TraceWriter, zstd_level=3, compact=True))
+    small = [n for n in gt.TRACES if n not in test_golden.COMPRESSED]
+    compacted = sum(sum(bool(c.type & abi.CHUNK_COMPACT) for c in split(p.read_bytes())[1])
+                    for p in gt.build(tmp_path, small).values())
     assert compacted >= 20
 
 

@@ -22,8 +22,9 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from damaged_traces import (FHDR_BYTES, Chunk, commands, hostile_files, join, run_cli, split,
-                            with_json, with_payload, write_base)
+from conftest import FUZZ_SAMPLE, FUZZ_STRIDES
+from damaged_traces import (FHDR_BYTES, Chunk, Sample, commands, hostile_files, join, run_cli,
+                            split, with_json, with_payload, write_base)
 from iowhy import abi
 
 SEED = 20
@@ -31,6 +32,10 @@ BIT_FLIPS = 60
 RECORD_VALUES = 70
 JSON_VALUES = 80
 HTML_EVERY = 50  # report --html on every 50th variant (drawing the figures is slow)
+
+# The kinds of variant (words of their names) every run has, the unit tier's sample too.
+KINDS = ("cut at chunk boundary", "cut at ", "bit", "dropped", "duplicated", "swapped",
+         "re-typed", "NaN", "Infinity", "\\udcff", "[[[[", ".ts_ns", "end_ns", " = ", "JSON b")
 
 HOSTILE_JSON: list[Any] = [
     None, True, -1, 0, 2**64, 10**30, -(10**30), 1.5, "x", "\udcff\x1b[2J", [], {}, [[[]]],
@@ -186,7 +191,9 @@ def base_paths(tmp_path_factory: Any) -> tuple[Path, Path]:
     return Path(write_base(d / "base.iowt")), d
 
 
-def test_fuzz_every_command(base_paths: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("every", FUZZ_STRIDES)
+def test_fuzz_every_command(base_paths: tuple[Path, Path], every: int) -> None:
+    """Every variant (`all`, slow) or a sample of every kind (`sample`, Sample)."""
     base, d = base_paths
     other = str(d / "other.iowt")
     write_base(other)
@@ -201,15 +208,16 @@ def test_fuzz_every_command(base_paths: tuple[Path, Path]) -> None:
     rng = random.Random(SEED)
     n = 0
     cmds = list(commands(str(target), other))
-    for kind, name, blob in variants(data, rng):
+    sample = Sample(variants(data, rng), every, KINDS)
+    for kind, name, blob in sample:
         target.write_bytes(blob)
         # info --json on every variant; the other commands in turn (each on about a
-        # third of the variants), so the run stays under a minute on 2 CPUs
+        # third of the variants)
         chosen = [cmds[1]] + [cmds[j] for j in range(len(cmds)) if j != 1
                               and (j + n) % 3 == 0]
         for argv in chosen:
             check(run_cli(argv), kind, clean, name)
-        if n % HTML_EVERY == 0:
+        if (sample.total - 1) % (HTML_EVERY * every) == 0:  # the first variant, and more
             html = d / "t.html"
             if html.exists():
                 html.unlink()
@@ -219,7 +227,8 @@ def test_fuzz_every_command(base_paths: tuple[Path, Path]) -> None:
                 page = html.read_bytes().decode("utf-8")  # always encodable
                 assert not _unsafe(page.replace("\t", "")), (name, _unsafe(page))
         n += 1
-    assert n >= 300, n
+    assert sample.total >= 300 and n == sample.ran >= sample.total // every, \
+        (sample.total, n)
 
 
 def test_fuzz_covers_the_damage_kinds(base_paths: tuple[Path, Path]) -> None:
@@ -227,9 +236,12 @@ def test_fuzz_covers_the_damage_kinds(base_paths: tuple[Path, Path]) -> None:
     that quietly stops producing some)."""
     base, _ = base_paths
     names = [name for _, name, _ in variants(base.read_bytes(), random.Random(SEED))]
-    for word in ("cut at chunk boundary", "bit", "dropped", "duplicated", "swapped",
-                 "re-typed", "NaN", "Infinity", "\\udcff", "[[[[", ".ts_ns", "end_ns"):
+    sampled = [name for _, name, _ in Sample(variants(base.read_bytes(), random.Random(SEED)),
+                                             FUZZ_SAMPLE, KINDS)]
+    assert set(sampled) < set(names)
+    for word in KINDS:
         assert any(word in n for n in names), word
+        assert any(word in n for n in sampled), word
 
 
 def test_header_struct_matches_abi() -> None:

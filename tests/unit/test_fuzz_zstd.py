@@ -11,13 +11,18 @@ import random
 from pathlib import Path
 from typing import Any, Iterator
 
+import pytest
 import zstandard
 
-from damaged_traces import Chunk, commands, join, run_cli, split, write_base
+from conftest import FUZZ_STRIDES
+from damaged_traces import Chunk, Sample, commands, join, run_cli, split, write_base
 from iowhy import abi
+from test_fuzz import KINDS as BASE_KINDS
 from test_fuzz import check, variants
 
 SEED = 23
+FRAME_KINDS = ("frame byte", "frame cut at", "data_bytes", "bytes of junk", "two frames")
+KINDS = (BASE_KINDS, FRAME_KINDS)  # per generator, in the order they run
 
 
 def _frame(c: Chunk) -> bytes:
@@ -61,7 +66,9 @@ def frame_variants(base: bytes, rng: random.Random) -> Iterator[tuple[str, str, 
             join(head, chunks[:i] + [new] + chunks[i + 1:])
 
 
-def test_fuzz_compressed_trace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("every", FUZZ_STRIDES)
+def test_fuzz_compressed_trace(tmp_path: Path, every: int) -> None:
+    """Every variant (`all`, slow) or a sample of every kind (`sample`, Sample)."""
     base = Path(write_base(tmp_path / "base.iowt", zstd_level=3, chunk_records=8))
     other = str(tmp_path / "other.iowt")
     write_base(other, zstd_level=3)
@@ -77,14 +84,16 @@ def test_fuzz_compressed_trace(tmp_path: Path) -> None:
         assert r.rc == 0 and not r.out.startswith("WARNING"), (argv, r.out[:300])
         clean[" ".join(argv[:-1])] = r.out
     rng = random.Random(SEED)
-    n = 0
+    n = total = 0
     gen: list[Iterator[Any]] = [variants(data, rng), frame_variants(data, rng)]
-    for g in gen:
-        for kind, name, blob in g:
+    for g, kinds in zip(gen, KINDS):
+        sample = Sample(g, every, kinds)
+        for kind, name, blob in sample:
             target.write_bytes(blob)
             chosen = [cmds[1]] + [cmds[j] for j in range(len(cmds)) if j != 1
                                   and (j + n) % 4 == 0]
             for argv in chosen:
                 check(run_cli(argv), kind, clean, name)
             n += 1
-    assert n >= 200, n
+        total += sample.total
+    assert total >= 200 and n >= total // every, (total, n)

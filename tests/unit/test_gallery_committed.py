@@ -37,6 +37,7 @@ SHOTS = (
 )
 
 
+@pytest.mark.slow  # headless Chromium, as the unit tier's other page layouts
 @pytest.mark.parametrize("name, section, body", SHOTS, ids=[s[0] for s in SHOTS])
 def test_the_answer_is_on_the_first_screen(tmp_path, name, section, body):
     top = layout(GALLERY / name, tmp_path, (section, body, "header", "a-header"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from htmlcheck import (FIG_IDS, assert_complete, assert_renders, assert_self_contained,
                        figures_of, problems_block, render)
@@ -170,8 +171,9 @@ def test_compare_page_reuses_sections(tmp_path):
     assert "could not be rendered" in odd
 
 
-# -- in a browser ----------------------------------------------------------------------------
+# -- in a browser (slow: headless Chromium; `--slow` runs them) --------------------------------
 
+@pytest.mark.slow
 def test_chromium_synthetic(tmp_path):
     p = busy_trace(tmp_path, counters={"lost_ringbuf_request": 3})
     out = tmp_path / "busy.html"
@@ -179,6 +181,7 @@ def test_chromium_synthetic(tmp_path):
     assert_renders(out, tmp_path)
 
 
+@pytest.mark.slow
 def test_chromium_escaped_page(tmp_path):
     m = meta()
     tasks = [{**task(100, 1000), "comm": b"<script>alert("}]

@@ -63,3 +63,20 @@ def test_causal_mix_is_deterministic_and_sums_to_the_elapsed_time(tmp_path):
     att = r["attribution_ns"]
     assert set(att) == set(tb.CAUSAL_CATS)  # a causal trace: wakeup links followed
     assert att["cpu"] > 0 and att["data"] + att["barrier"] + att["log"] > 0
+
+
+def test_no_test_imports_bench():
+    """bench/ may import the tests' builders (synthtrace.py); no test imports bench/."""
+    import ast
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[1]
+    bench = {p.stem for p in (tests.parent / "bench").glob("*.py")} | {"bench"}
+    found = []
+    for f in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{f.relative_to(tests)}: {n}" for n in names
+                      if n.split(".")[0] in bench]
+    assert not found, found
