@@ -164,14 +164,37 @@ def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
         con.close()
 
 
+def _list(v: Any) -> str:
+    """A list (argv, devices) as a JSON array: its elements' boundaries stay visible."""
+    return json.dumps(_jsonable(v), ensure_ascii=False, allow_nan=False)
+
+
 def _cell(v: Any) -> str:
+    """A value in a text table: floats to 15 significant digits, lists as JSON."""
     if v is None:
         return "NULL"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.15g}"
     if isinstance(v, (list, tuple)):
-        return ",".join(_cell(x) for x in v)
+        return _list(v)
     return utf8_text(v)
+
+
+# The control characters a CSV field holds as `\xNN`, as a byte that is not UTF-8 is
+# written (docs/export.md, "Names are bytes"): one line per row, whatever a name holds.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def _csv_cell(v: Any) -> str:
+    """A value in CSV: empty for NULL, floats as repr (they read back to the same
+    double), lists as JSON arrays, control characters escaped."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return _list(v)
+    return utf8_text(v).translate(_CONTROL)
 
 
 def _limited(batches: Iterator[list[tuple]], limit: int | None,
@@ -226,7 +249,7 @@ def write_csv(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> 
     w.writerow([utf8_text(c) for c in cols])
     n = 0
     for rows in batches:
-        w.writerows(["" if v is None else _cell(v) for v in r] for r in rows)
+        w.writerows([_csv_cell(v) for v in r] for r in rows)
         n += len(rows)
     return n
 
