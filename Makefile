@@ -218,7 +218,11 @@ parquet-schema: $(VENV)/.installed-py
 # dependencies, installed with pip --target into PREFIX/lib/iowhy/python (the system
 # Python's site-packages are left alone), and finds the recorder in PREFIX/libexec/iowhy.
 # It locates both from its own path, so nothing of DESTDIR is written into the files.
+# EXTRAS: the optional Python packages installed into the same tree, by the package's
+# extras (setup.cfg): `export` (pyarrow, duckdb, perfetto: export, query) by default;
+# `make install EXTRAS=` installs without them.
 PREFIX ?= /usr/local
+EXTRAS ?= export
 DESTDIR ?=
 IOWHY_LIB := $(PREFIX)/lib/iowhy
 IOWHY_LIBEXEC := $(PREFIX)/libexec/iowhy
@@ -230,10 +234,10 @@ install: probes/iowhy-record lab/emudisk $(MAN_PAGE) $(BASH_COMPLETION) $(ZSH_CO
 		$(VENV)/.installed
 	@case "$(PREFIX)" in /*) ;; *) echo "make: PREFIX must be an absolute path" >&2; exit 1;; esac
 	@set -e; umask 022; \
-	echo "installing iowhy $(VERSION) into $(DESTDIR)$(PREFIX)"; \
+	echo "installing iowhy $(VERSION) into $(DESTDIR)$(PREFIX)$(if $(strip $(EXTRAS)), with $(strip $(EXTRAS)))"; \
 	rm -rf "$(DESTDIR)$(IOWHY_LIB)"; \
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile --no-warn-script-location \
-		--target "$(DESTDIR)$(IOWHY_LIB)/python" .; \
+		--target "$(DESTDIR)$(IOWHY_LIB)/python" ".$(if $(strip $(EXTRAS)),[$(strip $(EXTRAS))])"; \
 	rm -rf "$(DESTDIR)$(IOWHY_LIB)/python/bin"; \
 	$(PYTHON) -m compileall -q -d "$(IOWHY_LIB)/python" "$(DESTDIR)$(IOWHY_LIB)/python" >/dev/null; \
 	install -D -m 0755 probes/iowhy-record "$(DESTDIR)$(IOWHY_LIBEXEC)/iowhy-record"; \
