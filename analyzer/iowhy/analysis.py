@@ -801,6 +801,8 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
     * `carrier`: a request of a device whose requests the devices below it serve in the
       causal attribution (views/stack.py, carrier_devices): a wait on it is what those
       did (level two), not its own device stage;
+    * `cls`: the analysis' class of each request (model/classify.py, the class tables'
+      and the attribution's), -1 for one on a device set apart (not analyzed);
     * `device_names`: the report's name of each device (views/series.py)."""
     r, rq, n = t.r, t.rq, t.rows
     row = rq.extra.get("row")
@@ -824,8 +826,10 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
     carrier = np.zeros(n, bool)
     if t.carriers:
         carrier[row[np.isin(rq.dev, np.array(sorted(t.carriers), np.int32))]] = True
+    cls = np.full(n, -1, np.int8)
+    cls[row] = r["classify"]
     return {"background": background, "counted": counted, "carried_for": carried_for,
-            "carrier": carrier, "device_names": device_names(t.meta, rq.devices)}
+            "carrier": carrier, "cls": cls, "device_names": device_names(t.meta, rq.devices)}
 
 
 def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray

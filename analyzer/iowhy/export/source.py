@@ -127,8 +127,20 @@ def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestMod
     call = np.full(n, -1, I64)
     if n and len(fs):
         call = np.asarray(join_requests_to_calls(rq, fs, win)).astype(I64)
-    fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
-    cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
+    analyzed = np.zeros(n, bool)
+    if roles is not None:
+        if len(roles["counted"]) != n:  # the analysis loaded other requests: a bug
+            raise RuntimeError(f"the analysis has {len(roles['counted'])} requests, the "
+                               f"export {n}")
+        # the analysis' classes; those of a device it set apart, by the same definition
+        analyzed = roles["cls"] >= 0
+    if analyzed.all():
+        cls = roles["cls"].astype(np.int8) if roles is not None else np.zeros(0, np.int8)
+    else:
+        fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
+        cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
+        if roles is not None:
+            cls[analyzed] = roles["cls"][analyzed]
     parts = []
     for m in range(3):  # device, queue, total (views.latency.latency_values)
         grp, v = latency_values(rq, cls, m)
@@ -152,14 +164,13 @@ def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestMod
         out.device = [names[d] for d in rq.dev.tolist()]
         out.served_by = list(kinds)
         return out
-    if len(roles["counted"]) != n:  # the analysis loaded other requests: a bug
-        raise RuntimeError(f"the analysis has {len(roles['counted'])} requests, the "
-                           f"export {n}")
     names = [utf8_text(x) for x in roles["device_names"]]
     out.device = [names[d] for d in rq.dev.tolist()]
     out.counted, out.background = roles["counted"], roles["background"]
     out.carried_for = [names[d] if d >= 0 else None for d in roles["carried_for"].tolist()]
-    out.served_by = [None if c else k for k, c in zip(kinds, roles["carrier"].tolist())]
+    # No level two for a carrier device's request, nor for one the analysis set apart.
+    none = roles["carrier"] | ~analyzed
+    out.served_by = [None if c else k for k, c in zip(kinds, none.tolist())]
     return out
 
 
