@@ -387,6 +387,11 @@ class _Tasks:
             graph.append(("values", "values", ("stages", "classify", "once"), self.values))
             i = [g[1] for g in graph].index("per class")
             graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
+        if cfg.requests:
+            # Each request's seek (request_roles), before the per-class figures drop them.
+            graph.append(("request seeks", "seeks", ("stages",), self.seeks))
+            i = [g[1] for g in graph].index("per class")
+            graph[i] = (*graph[i][:2], (*graph[i][2], "seeks"), graph[i][3])
         if cfg.split:
             # Before the per-class figures too (the seeks).
             graph.append(("split values", "split", ("stages", "classify"), self.split))
@@ -441,6 +446,12 @@ class _Tasks:
         # stage pass keeps what the unions, locality and per-class figures need of them.
         return device_stages(self.rq, self.win, False,
                              None if self.btrfs else self.r["classify"])
+
+    def seeks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the requests with a seek distance, their distances): copies of the stages'."""
+        st = self.r["stages"]
+        return (np.asarray(st.seek_idx).astype(I64, copy=True),
+                np.asarray(st.seek).astype(I64, copy=True))
 
     def service(self) -> Any:
         stage_service(self.r["stages"])
@@ -803,6 +814,8 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
       did (level two), not its own device stage;
     * `cls`: the analysis' class of each request (model/classify.py, the class tables'
       and the attribution's), -1 for one on a device set apart (not analyzed);
+    * `seek`, `has_seek`: its seek distance in sectors from the device stages
+      (model/stages.py), where it has one;
     * `device_names`: the report's name of each device (views/series.py)."""
     r, rq, n = t.r, t.rq, t.rows
     row = rq.extra.get("row")
@@ -828,8 +841,14 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
         carrier[row[np.isin(rq.dev, np.array(sorted(t.carriers), np.int32))]] = True
     cls = np.full(n, -1, np.int8)
     cls[row] = r["classify"]
+    seek = np.zeros(n, I64)
+    has_seek = np.zeros(n, bool)
+    si, sv = r["seeks"]
+    seek[row[si]] = sv
+    has_seek[row[si]] = True
     return {"background": background, "counted": counted, "carried_for": carried_for,
-            "carrier": carrier, "cls": cls, "device_names": device_names(t.meta, rq.devices)}
+            "carrier": carrier, "cls": cls, "seek": seek, "has_seek": has_seek,
+            "device_names": device_names(t.meta, rq.devices)}
 
 
 def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray

@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 import golden_traces as gt
+import tracebuilder as tb
+from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
 from iowhy.cli import main
 from iowhy.export import schema
 from iowhy.traceformat import read_trace
 from synth_runs import synth_run
+from test_device_scope import zram_trace
 from test_import_blktrace import capture_of
 
 pa = pytest.importorskip("pyarrow")
@@ -43,7 +46,23 @@ def exports(tmp_path_factory):
     imported = d / "blk.iowt"
     assert main(["import", "blktrace", *capture_of(s).files(d), "-o", str(imported)]) == 0
     out["blktrace"] = (imported, export(imported, d / "pq-blktrace"))
+    for name, build in (("set_apart", set_apart_trace), ("zram", zram_trace)):
+        p = Path(build(d / f"{name}.iowt"))
+        out[name] = (p, export(p, d / f"pq-{name}"))
     return out
+
+
+def set_apart_trace(path: Path) -> str:
+    """The workload waits on a write to sdz; sdy holds another process's two writes,
+    which no wait names: the analysis sets sdy apart (background)."""
+    m = tb.meta()
+    m["devices"].append({"name": "sdy", "major": 8, "minor": 16, "size_bytes": 1 << 30})
+    reqs = [tb.req(1010, 1020, sector=50_000, seq=1, flags=0),
+            tb.req(1030, 1040, sector=50_000, seq=2, flags=0, dev=(8, 16), tid=999),
+            tb.req(1050, 1060, sector=60_000, seq=3, flags=0, dev=(8, 16), tid=999)]
+    return tb.write_trace(path, requests=reqs, meta_obj=m,
+                          offcpu=[tb.off(100, 1010, 1020, waker=0, ctx=abi.WCTX_HARDIRQ,
+                                         rq_seq=1, syscall=1)])
 
 
 def sql(directory: Path, query: str) -> list[tuple]:
@@ -57,7 +76,7 @@ def sql(directory: Path, query: str) -> list[tuple]:
 NEAREST = "list_sort(list({c}))[greatest(1, ceil({q} / 100 * count({c}))::INT)]"
 
 
-@pytest.mark.parametrize("name", [*GOLDEN, "blktrace"])
+@pytest.mark.parametrize("name", [*GOLDEN, "blktrace", "set_apart", "zram"])
 def test_sql_gives_the_reports_figures(exports, name):
     trace, d = exports[name]
     r = analyze(read_trace(str(trace)), AnalysisConfig())
@@ -159,3 +178,23 @@ def test_schema_doc_is_generated_from_the_schema():
                      pa.list_(pa.string()): "list of string"}[f.type]
             assert any(f"`{f.name}`" in line and f"| {words} |" in line
                        for line in section.splitlines()), (t, f.name)
+
+
+def test_a_device_set_apart_and_bios(exports):
+    """Requests of a device the analysis set apart are background, with a class and a
+    seek but no level two; the bios of a bio-based device are rows, counted as the
+    report counts them."""
+    _, d = exports["set_apart"]
+    rows = sql(d, "SELECT device, seq, class, background, counted, served_by, seek_sectors "
+                  "FROM requests ORDER BY seq")
+    assert rows == [("sdz", 1, "data", False, True, "data", None),
+                    ("sdy", 2, "data", True, False, None, None),
+                    ("sdy", 3, "data", True, False, None, 60_000 - 50_008)]
+    trace, d = exports["zram"]
+    r = analyze(read_trace(str(trace)), AnalysisConfig())
+    (n, counted) = sql(d, "SELECT count(*), count(*) FILTER (WHERE counted) FROM requests "
+                          "WHERE bio AND device = 'zram1' AND seq IS NULL")[0]
+    assert n == 10 and counted == sum(v["count"] for v in r["requests"].values())
+    # a bio ended in its submitter's context names it; zram does
+    assert sql(d, "SELECT DISTINCT submitter_comm FROM requests ORDER BY 1") == \
+        [("dd",), ("jbd2/zram1-8",), ("star",)]

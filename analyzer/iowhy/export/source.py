@@ -113,9 +113,10 @@ def model_requests(trace: Any) -> tuple[Any, Any]:
 
 
 def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestModel:
-    """Class, latency parts, seek and fsync-family call of every request (and bio), each
-    from the model's one definition (the same the report's tables use); with `roles`
-    (analysis.request_roles, of the same trace), what the analysis made of each."""
+    """Class, latency parts, seek and fsync-family call of every request (and bio); with
+    `roles` (analysis.request_roles, of the same trace) the analysis' classes and seeks
+    and what it made of each request, the model's one definition (the same the
+    report's tables use) giving only those of a device the analysis set apart."""
     from ..model.calls import join_requests_to_calls
     from ..model.classify import CATEGORY_OF_CLASS, request_classes
     from ..model.stages import device_stages
@@ -147,11 +148,14 @@ def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestMod
         parts.append(np.where(grp < len(CLASS_NAMES), v, -1).astype(I64))
     seek = np.zeros(n, I64)
     has = np.zeros(n, bool)
-    if n:
+    if n and not analyzed.all():  # a device the analysis set apart: its stages here
         st = device_stages(rq, win)
         si = np.asarray(st.seek_idx).astype(I64)
         seek[si] = np.asarray(st.seek).astype(I64)
         has[si] = True
+    if roles is not None:  # the analysis' seeks (per device: the same either way)
+        seek[analyzed] = roles["seek"][analyzed]
+        has[analyzed] = roles["has_seek"][analyzed]
     out = RequestModel(cls=cls, queue_ns=parts[1], device_ns=parts[0], total_ns=parts[2],
                        seek_sectors=seek, has_seek=has, call_index=call,
                        n_requests=trace.count("request"), flags=np.asarray(rq.flags))
