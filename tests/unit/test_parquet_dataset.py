@@ -21,6 +21,7 @@ from synth_runs import synth_run
 
 pa = pytest.importorskip("pyarrow")
 pds = pytest.importorskip("pyarrow.dataset")
+pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,7 @@ def test_layout_and_modes(dataset):
         assert table in TABLE_NAMES and host in ("host=alpha", "host=beta")
         assert re.fullmatch(r"date=\d{4}-\d{2}-\d{2}", date) and name.endswith(".parquet")
         assert stat.S_IMODE((root / f).stat().st_mode) == 0o600
+        assert pq.ParquetFile(root / f).num_row_groups == 1  # one run, one row group
     for d in root.rglob("*"):
         if d.is_dir():
             assert stat.S_IMODE(d.stat().st_mode) == 0o700, d

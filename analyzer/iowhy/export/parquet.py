@@ -20,6 +20,12 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
+def one_row_group(table: Any) -> dict[str, int]:
+    """pq.write_table's argument that keeps a run's rows in one row group (pyarrow
+    splits at 1Mi rows by default): a file is one run, one row group."""
+    return {"row_group_size": max(1, table.num_rows)}
+
+
 def write_parquet(trace: Any, out_dir: str) -> dict[str, int]:
     """Write runs.parquet, requests.parquet, ... into out_dir (made mode 0700 if missing;
     files mode 0600, never through a symlink, all appearing together once written).
@@ -30,7 +36,8 @@ def write_parquet(trace: Any, out_dir: str) -> dict[str, int]:
     phase("writing parquet")
     with output_dir(out_dir, [f"{name}.parquet" for name in TABLES]) as files:
         for name, f in zip(TABLES, files):
-            pq.write_table(tables[name], f, compression="zstd")
+            pq.write_table(tables[name], f, compression="zstd",
+                           **one_row_group(tables[name]))
     return {name: tables[name].num_rows for name in TABLES}
 
 
@@ -128,7 +135,8 @@ def write_dataset(trace: Any, root: str) -> tuple[dict[str, int], str]:
             _make_dirs(root, os.path.relpath(os.path.dirname(p), root), made)
         with open_outputs(paths, root) as files:
             for name, f in zip(TABLES, files):
-                pq.write_table(tables[name], f, compression="zstd")
+                pq.write_table(tables[name], f, compression="zstd",
+                               **one_row_group(tables[name]))
     except BaseException:
         for d in reversed(made):  # empty unless another run wrote there meanwhile
             with contextlib.suppress(OSError):
