@@ -9,6 +9,7 @@ analysis' figures exactly."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,16 @@ def test_a_device_set_apart_and_bios(exports):
     # a bio ended in its submitter's context names it; zram does
     assert sql(d, "SELECT DISTINCT submitter_comm FROM requests ORDER BY 1") == \
         [("dd",), ("jbd2/zram1-8",), ("star",)]
+
+
+@pytest.mark.parametrize("name", ["causal_stack", "busy", "set_apart", "zram"])
+def test_the_documented_class_table_query(exports, name):
+    """docs/export.md's query for the report's class table, as the page gives it."""
+    text = (REPO / "docs" / "export.md").read_text(encoding="utf-8")
+    section = text.split("\n## Parquet\n", 1)[1].split("\n## ", 1)[0]
+    (query,) = re.findall(r"```\n(SELECT .*?)```", section, re.S)
+    trace, d = exports[name]
+    r = analyze(read_trace(str(trace)), AnalysisConfig())
+    want = [(c, v["count"], v["bytes"] if v["count"] else None, v["device_ns"]["p99"])
+            for c, v in sorted(r["requests"].items()) if v["count"] or v["device_ns"]["p99"]]
+    assert sql(d, query) == want
