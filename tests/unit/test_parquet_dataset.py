@@ -186,3 +186,16 @@ def test_a_failing_write_leaves_the_dataset_as_it_was(dataset, tmp_path):
     p = iowhy("export", s.path, "--format", "parquet", "--dataset", str(fresh),
               preexec_fn=_limit_file_size)
     assert p.returncode == 1 and not fresh.exists()
+
+
+def test_a_run_missing_a_table_is_one_line(dataset, tmp_path, capsys):
+    import shutil
+    root, _ = dataset
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    victim = next((copy / "requests").rglob("*.parquet"))
+    victim.unlink()
+    assert main(["query", "SELECT count(*) FROM runs", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"iowhy: run {victim.stem} of the dataset {copy} lacks requests")
+    assert err.count("\n") == 1
