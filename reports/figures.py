@@ -205,7 +205,12 @@ def latency_figure(d: FigureData, result: Mapping[str, Any]) -> bytes:
                 ax.axvline(max(dn[q], 500) / 1e3, color="black", linestyle=style,
                            linewidth=1)
         n = int(counts.sum())
-        ax.set_title(f"{c}: {n:,} requests, p50 {_fmt_us(dn.get('p50'))}, "
+        # The histogram holds the requests the percentiles are over, which need not be
+        # those the class table counts (FIGURES["fig-latency"]): say so where they differ.
+        table = result["requests"][c].get("count")
+        other = f" (table: {table:,})" if isinstance(table, int) and table != n else ""
+        ax.set_title(f"{c}: {n:,} requests with a device time{other}, "
+                     f"p50 {_fmt_us(dn.get('p50'))}, "
                      f"p99 {_fmt_us(dn.get('p99'))}, max {_fmt_us(dn.get('max'))}",
                      fontsize=9, loc="left")
         ax.set_ylabel("requests", fontsize=8)

@@ -481,7 +481,11 @@ FIGURES: dict[str, tuple[str, str]] = {
         "Device latency per class",
         "One histogram per request class, log2 buckets on a log axis (each bucket twice as "
         "wide as the previous); dashed line = p50, dotted = p99; mass far right = slow "
-        "requests."),
+        "requests. A histogram holds the requests whose device time was seen, those the "
+        "table's percentiles are over; its title gives the table's count where that "
+        "differs: the table counts a loop device's I/O once, on the loop device, while the "
+        "disk below's requests that carried it have device times here, and it counts "
+        "requests never issued or whose completion was lost, which have none."),
     "fig-fsync-timeline": (
         "fsync calls and commits over time",
         "Each row is a thread; a bar is one fsync-family call from entry to return (calls "

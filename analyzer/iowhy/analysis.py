@@ -38,7 +38,7 @@ from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_star
                             build_timeline, device_states, foreign_jbd2, has_wakers)
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
                                table_requests, user_submitters, workload_scope)
-from .views.stack import carrier_devices, served_devices
+from .views.stack import carrier_devices, carrying_edges, served_devices
 from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers,
                            root_actor, root_event_wait, thread_time_view,
                            unrecorded_helper_details)
@@ -84,6 +84,8 @@ class AnalysisConfig:
     #                                                starts (progress.progress's line)
     causal_depth: int = 6  # wakeup chains followed at most this many threads deep
     interval_ns: int = 0  # > 0: the elapsed attribution per interval of this length
+    requests: bool = False  # what the analysis made of each request (the export's
+    #                         columns): result["_requests"] (request_roles)
 
 
 class _Clock:
@@ -265,6 +267,9 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
              if len(tasks["tid"]) else np.zeros(0, I64))
     offcpu = asleep_at_start(off, threads, win)
     bg = None
+    rows = len(rq)
+    if cfg.requests:  # each request's place among the records and bios, through set_apart
+        rq.extra["row"] = np.arange(rows, dtype=I64)
     if causal_trace(trace, offcpu):
         # Other devices' I/O set apart: the analysis covers the workload's devices.
         seqs = np.concatenate([np.asarray(o["waker_rq_seq"])[
@@ -275,7 +280,8 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
             rq, bg = set_apart(rq, scope, device_names(meta, rq.devices))
     clock.lap("load records")
     return analyze_columns(win, meta, rq, fs, jr, tasks, offcpu, cfg, trace=trace,
-                           clock=clock, helper=helper, background=bg, users=users)
+                           clock=clock, helper=helper, background=bg, users=users,
+                           rows=rows)
 
 
 def causal_trace(trace: Any, off: Mapping[str, np.ndarray]) -> bool:
@@ -295,18 +301,21 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
                     clock: _Clock | None = None,
                     helper: Mapping[str, np.ndarray] | None = None,
                     background: dict[str, Any] | None = None,
-                    users: np.ndarray | None = None) -> dict[str, Any]:
+                    users: np.ndarray | None = None, rows: int | None = None
+                    ) -> dict[str, Any]:
     """The analysis of loaded columns: its tasks (_Tasks) run as a graph (run_graph),
     then the result is assembled from theirs (_result). helper: the helper records'
     columns (OFFCPU_FIELDS); background: the other devices' I/O set apart
     (views/background.py), for the result; users: the tids of the user processes
     outside the workload that submitted requests (views/background.py,
-    user_submitters)."""
+    user_submitters); rows: the requests before the other devices' were set apart
+    (rq.extra["row"] numbers them), for AnalysisConfig.requests."""
     clock = clock or _Clock(cfg.timings)
     clock.start()
     t = _Tasks(win, meta, rq, fs, jr, tasks, off, cfg, trace)
     t.helper = helper
     t.background = background
+    t.rows = len(rq) if rows is None else rows
     if users is not None:
         t.users = users
     run_graph(t.graph(), t.r, max(1, cfg.threads), clock, t.releases(), cfg.progress)
@@ -336,6 +345,8 @@ class _Tasks:
         self.background: dict[str, Any] | None = None
         self.users = np.zeros(0, I64)
         self.causal = causal_trace(trace, off)
+        self.rows = len(rq)  # the requests before any device was set apart
+        self.carriers: dict[int, list[int]] = {}  # the timeline's (views/stack.py)
 
     def graph(self) -> list[Task]:
         """(name, result key, dependencies, function) in priority order: a free thread
@@ -376,6 +387,11 @@ class _Tasks:
             graph.append(("values", "values", ("stages", "classify", "once"), self.values))
             i = [g[1] for g in graph].index("per class")
             graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
+        if cfg.requests:
+            # Each request's seek (request_roles), before the per-class figures drop them.
+            graph.append(("request seeks", "seeks", ("stages",), self.seeks))
+            i = [g[1] for g in graph].index("per class")
+            graph[i] = (*graph[i][:2], (*graph[i][2], "seeks"), graph[i][3])
         if cfg.split:
             # Before the per-class figures too (the seeks).
             graph.append(("split values", "split", ("stages", "classify"), self.split))
@@ -430,6 +446,12 @@ class _Tasks:
         # stage pass keeps what the unions, locality and per-class figures need of them.
         return device_stages(self.rq, self.win, False,
                              None if self.btrfs else self.r["classify"])
+
+    def seeks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the requests with a seek distance, their distances): copies of the stages'."""
+        st = self.r["stages"]
+        return (np.asarray(st.seek_idx).astype(I64, copy=True),
+                np.asarray(st.seek).astype(I64, copy=True))
 
     def service(self) -> Any:
         stage_service(self.r["stages"])
@@ -494,6 +516,7 @@ class _Tasks:
         # recorded (views/stack.py): its time is theirs and its loop worker's.
         carriers = carrier_devices(self.meta, self.rq.devices,
                                    np.unique(self.rq.dev).tolist())
+        self.carriers = carriers
 
         def covers_of(devs: Sequence[int]) -> Any:
             return workload_covers(self.rq, r["stages"], r["unions"], r["flush"], devs)
@@ -769,7 +792,63 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["_split"] = r["split"]
     if cfg.figures:
         res["_figures"] = r["figures"]
+    if cfg.requests:
+        res["_requests"] = request_roles(t)
     return res
+
+
+def request_roles(t: _Tasks) -> dict[str, Any]:
+    """What the analysis made of each request, for the export (AnalysisConfig.requests):
+    arrays over the requests as analyze() loads them (the request records in file
+    order, then the bio records: model/bios.py), before other devices were set apart:
+
+    * `background`: not the workload's I/O (the report's `background`): on a device set
+      apart, or left out of the class tables as another process's
+      (views/background.py);
+    * `counted`: in the class tables' counts and bytes (`requests`): not background and
+      not carried (views/stack.py: counted once per stack, at its top device);
+    * `carried_for`: the upper device (an index into `device_names`) whose I/O the
+      request carried, -1 for none;
+    * `carrier`: a request of a device whose requests the devices below it serve in the
+      causal attribution (views/stack.py, carrier_devices): a wait on it is what those
+      did (level two), not its own device stage;
+    * `cls`: the analysis' class of each request (model/classify.py, the class tables'
+      and the attribution's), -1 for one on a device set apart (not analyzed);
+    * `seek`, `has_seek`: its seek distance in sectors from the device stages
+      (model/stages.py), where it has one;
+    * `device_names`: the report's name of each device (views/series.py)."""
+    r, rq, n = t.r, t.rq, t.rows
+    row = rq.extra.get("row")
+    if row is None:
+        row = np.arange(len(rq), dtype=I64)
+    _, _, bg, _, drop, owner = r["once"]
+    background = np.ones(n, bool)
+    background[row] = False
+    counted = np.zeros(n, bool)
+    counted[row] = True
+    if bg is not None:
+        background[row[bg]] = True
+    if drop is not None:
+        counted[row[drop]] = False
+    carried_for = np.full(n, -1, np.int32)
+    if owner is not None:
+        edges = carrying_edges(t.meta, rq)
+        upper = np.array([e[0] for e in edges] + [-1], np.int32)
+        m = owner >= 0
+        carried_for[row[m]] = upper[owner[m]]
+    carrier = np.zeros(n, bool)
+    if t.carriers:
+        carrier[row[np.isin(rq.dev, np.array(sorted(t.carriers), np.int32))]] = True
+    cls = np.full(n, -1, np.int8)
+    cls[row] = r["classify"]
+    seek = np.zeros(n, I64)
+    has_seek = np.zeros(n, bool)
+    si, sv = r["seeks"]
+    seek[row[si]] = sv
+    has_seek[row[si]] = True
+    return {"background": background, "counted": counted, "carried_for": carried_for,
+            "carrier": carrier, "cls": cls, "seek": seek, "has_seek": has_seek,
+            "device_names": device_names(t.meta, rq.devices)}
 
 
 def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray

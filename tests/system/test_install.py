@@ -115,6 +115,60 @@ def test_report_with_the_installed_python_packages(dest, tmp_path):
         assert line.startswith(f"{dest}{PREFIX}/lib/iowhy/python/"), line
 
 
+def test_export_and_query_with_the_installed_launcher(dest, tmp_path):
+    """`make install` puts pyarrow, duckdb and perfetto into its private tree (EXTRAS
+    defaults to export): the installed launcher exports a trace, adds it to a dataset
+    and queries both with them, and they come from that tree."""
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    from synth_runs import synth_run
+    s = synth_run(tmp_path / "r.iowt", n_fsync=6, n_reads=3)
+    for args in (["--format", "parquet", "-o", str(tmp_path / "pq")],
+                 ["--format", "parquet", "--dataset", str(tmp_path / "ds")],
+                 ["--format", "perfetto", "-o", str(tmp_path / "t.pftrace")]):
+        p = run(["iowhy", "export", s.path, *args], dest)
+        assert p.returncode == 0, p.stderr
+    sql = "SELECT class, count(*) AS n FROM requests WHERE counted GROUP BY class ORDER BY class"
+    from iowhy.analysis import AnalysisConfig, analyze
+    from iowhy.traceformat import read_trace
+    r = analyze(read_trace(s.path), AnalysisConfig())
+    want = {c: v["count"] for c, v in r["requests"].items() if v["count"]}
+    for where in ("pq", "ds"):
+        p = run(["iowhy", "query", sql, str(tmp_path / where), "--csv"], dest)
+        assert p.returncode == 0, p.stderr
+        rows = [line.split(",") for line in p.stdout.splitlines()[1:]]
+        assert {c: int(n) for c, n in rows} == want, where
+    pkg = dest / PREFIX.lstrip("/") / "lib/iowhy/python"
+    probe = ("import pyarrow, duckdb, perfetto; print(pyarrow.__file__); "
+             "print(duckdb.__file__); print(perfetto.__file__)")
+    launcher = dest / PREFIX.lstrip("/") / "bin/iowhy"
+    p = run(["sh", "-c", launcher.read_text().replace('-m iowhy "$@"', f'-c "{probe}"'),
+             str(launcher)], dest)
+    assert p.returncode == 0, p.stderr
+    for line in p.stdout.split():
+        assert line.startswith(f"{pkg}/"), line
+
+
+def test_install_without_extras_says_how_to_add_them(tmp_path):
+    """`make install EXTRAS=` installs no export packages; export then says in one line
+    how to add them to that install (pip cannot reach its tree)."""
+    need(os.geteuid() == 0, "needs root")
+    d = tmp_path / "destdir"
+    make("install", f"DESTDIR={d}", f"PREFIX={PREFIX}", "EXTRAS=")
+    try:
+        assert not (d / PREFIX.lstrip("/") / "lib/iowhy/python/pyarrow").exists()
+        sys.path.insert(0, str(REPO / "tests" / "unit"))
+        from synth_runs import synth_run
+        s = synth_run(tmp_path / "r.iowt", n_fsync=2, n_reads=0)
+        p = run(["iowhy", "export", s.path, "--format", "parquet", "-o",
+                 str(tmp_path / "pq")], d)
+        assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.startswith("iowhy: this needs the Python package pyarrow")
+        assert "make install" in p.stderr and "EXTRAS=export" in p.stderr
+        assert not (tmp_path / "pq").exists()
+    finally:
+        make("uninstall", f"DESTDIR={d}", f"PREFIX={PREFIX}")
+
+
 def test_record_dry_run_through_the_launcher(dest, bpf):
     """`record --dry-run` loads and attaches every probe with the installed recorder: the
     package alone (PYTHONPATH, no launcher) cannot find one, which shows that the

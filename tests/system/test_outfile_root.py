@@ -151,7 +151,8 @@ def test_export_and_import_on_a_full_filesystem(trace, tmp_path, mounts, args):
     assert os.listdir(full) == []
 
 
-@pytest.mark.parametrize("args", EXPORTS)
+@pytest.mark.parametrize("args", EXPORTS + [
+    ["export", "{t}", "--format", "parquet", "--dataset", "{o}"]])
 def test_sudo_user_owns_exports_and_imports(trace, tmp_path, root, args):
     need(os.geteuid() == 0, "needs root")
     cap = ftrace_capture(tmp_path)
@@ -160,7 +161,7 @@ def test_sudo_user_owns_exports_and_imports(trace, tmp_path, root, args):
     env = dict(os.environ, SUDO_UID="4242", SUDO_GID="4343", SUDO_USER="someone")
     p = iowhy(*[a.format(t=trace, o=o, c=cap) for a in args], env=env)
     assert p.returncode == 0, p.stderr
-    for f in [out, *(out.iterdir() if out.is_dir() else [])]:
+    for f in [out, *(out.rglob("*") if out.is_dir() else [])]:
         st = f.stat()
         mode = 0o700 if f.is_dir() else 0o600
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (4242, 4343, mode), f

@@ -254,3 +254,27 @@ def test_results_stream_and_a_terminal_gets_a_limit(capsys, three_runs, monkeypa
                  str(tmp_path / "bad.csv")]) == 1
     assert not (tmp_path / "bad.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+VALUES = ("SELECT 1234567.891::DOUBLE AS x, 0.1::DOUBLE + 0.2::DOUBLE AS y, "
+          "'two' || chr(10) || 'lines' || chr(27) AS s, ['p', 'q,r'] AS l, NULL AS n "
+          "FROM runs")
+
+
+def test_csv_floats_round_trip_and_control_characters_are_escaped(tmp_path, capsys):
+    s = synth_run(tmp_path / "r.iowt", n_fsync=2, n_reads=0)
+    out = query(capsys, VALUES, [s.path], "--csv")
+    assert out.count("\n") == 2  # a header and one row: no newline inside a field
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert float(row["x"]) == 1234567.891 and float(row["y"]) == 0.1 + 0.2
+    assert row["y"] == repr(0.1 + 0.2)
+    assert row["s"] == "two\\x0alines\\x1b"
+    assert json.loads(row["l"]) == ["p", "q,r"] and row["n"] == ""
+
+
+def test_table_keeps_a_row_on_one_line(tmp_path, capsys):
+    s = synth_run(tmp_path / "r.iowt", n_fsync=2, n_reads=0)
+    lines = query(capsys, VALUES, [s.path]).splitlines()
+    assert len(lines) == 4 and lines[-1] == "(1 row)"
+    assert "1234567.891" in lines[2] and "two^Jlines^[" in lines[2]
+    assert '["p", "q,r"]' in lines[2]

@@ -2,13 +2,15 @@
 and SQL over many runs (`iowhy query`). docs/export.md describes the commands,
 docs/parquet-schema.md the tables.
 
-pyarrow, duckdb and perfetto are an optional extra (`pip install 'iowhy[export]'`):
-`need()` imports one or says in one line how to install it.
+pyarrow, duckdb and perfetto are an optional extra (`pip install 'iowhy[export]'`;
+`make install` puts them into its private tree unless given `EXTRAS=`): `need()` imports
+one or says in one line how to install it.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 PIP_NAMES = {"pyarrow": "pyarrow", "pyarrow.parquet": "pyarrow", "duckdb": "duckdb",
@@ -16,12 +18,24 @@ PIP_NAMES = {"pyarrow": "pyarrow", "pyarrow.parquet": "pyarrow", "duckdb": "duck
              "perfetto.protos.perfetto.trace.perfetto_trace_pb2": "perfetto"}
 
 
+def installed_by_make() -> bool:
+    """Whether this iowhy runs from the private tree of `make install`
+    (PREFIX/lib/iowhy/python), which pip cannot reach."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../iowhy
+    return here.replace(os.sep, "/").endswith("/lib/iowhy/python/iowhy")
+
+
 def need(module: str) -> Any:
-    """Import an optional dependency, or raise the CLI's one-line error with a pip hint."""
+    """Import an optional dependency, or raise the CLI's one-line error with a hint that
+    reaches the tree iowhy runs from."""
     try:
         return importlib.import_module(module)
     except ImportError:
         from ..errors import UserError
         pkg = PIP_NAMES.get(module, module.split(".")[0])
+        hint = ("this iowhy was installed by `make install EXTRAS=`: run `make install` "
+                "(EXTRAS=export, the default) from the iowhy source"
+                if installed_by_make() else
+                f"pip install 'iowhy[export]' (or pip install {pkg})")
         raise UserError(f"this needs the Python package {pkg}, which is not installed",
-                        f"pip install 'iowhy[export]' (or pip install {pkg})") from None
+                        hint) from None

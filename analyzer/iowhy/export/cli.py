@@ -23,9 +23,14 @@ def add_export_parsers(sub: Any) -> None:
     e.add_argument("--format", choices=FORMATS, required=True,
                    help="parquet: a directory of .parquet files; perfetto: a .pftrace file; "
                         "chrome-json: a .json file")
-    e.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="directory (parquet) or file to write; files are mode 0600 and "
-                        "never written through a symlink")
+    out = e.add_mutually_exclusive_group(required=True)
+    out.add_argument("-o", "--output", metavar="OUT",
+                     help="directory (parquet) or file to write; files are mode 0600 and "
+                          "never written through a symlink")
+    out.add_argument("--dataset", metavar="DIR",
+                     help="parquet: add the run to the dataset DIR of many runs and hosts "
+                          "(TABLE/host=HOST/date=YYYY-MM-DD/RUN_UUID.parquet, a new file per "
+                          "table; other runs' files are left as they are; docs/export.md)")
     e.set_defaults(func=cmd_export)
 
     q = sub.add_parser(
@@ -35,7 +40,8 @@ def add_export_parsers(sub: Any) -> None:
                     "docs/export.md). The query reads nothing but those runs.")
     q.add_argument("sql", metavar="SQL", help="the query (DuckDB SQL)")
     q.add_argument("runs", nargs="+", metavar="RUN",
-                   help="trace files (.iowt) or directories from `iowhy export --format parquet`")
+                   help="trace files (.iowt), directories from `iowhy export --format "
+                        "parquet -o DIR`, or datasets from `--dataset DIR` (every run in it)")
     fmt = q.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     fmt.add_argument("--json", action="store_true", help="print a JSON array of objects")
@@ -92,14 +98,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .files import OutputError
     from ..outfile import check_target
     from .files import check_dir
+    from ..errors import EXIT_USAGE, UserError
+    if args.dataset is not None and args.format != "parquet":
+        raise UserError(f"--dataset is for --format parquet, not {args.format}",
+                        "give -o FILE for a Perfetto or JSON trace", EXIT_USAGE)
     # the output path is refused before the trace is read and analyzed
-    check_dir(args.output) if args.format == "parquet" else check_target(args.output)
+    if args.dataset is not None:
+        check_dir(args.dataset)
+    elif args.format == "parquet":
+        check_dir(args.output)
+    else:
+        check_target(args.output)
     tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     try:
         with progress(f"exporting {args.trace}") as step:
             step("read trace")
             tr = load(args.trace)
-            if args.format == "parquet":
+            where = args.output
+            if args.dataset is not None:
+                from .parquet import write_dataset
+                rows, part = write_dataset(tr, args.dataset)
+                where = f"{args.dataset} ({part})"
+                said = ", ".join(f"{k} {v} rows" for k, v in rows.items())
+            elif args.format == "parquet":
                 from .parquet import write_parquet
                 rows = write_parquet(tr, args.output)
                 said = ", ".join(f"{k} {v} rows" for k, v in rows.items())
@@ -111,7 +132,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except OutputError as err:
         raise _user_error(err) from None
     warn_damage(tr)  # after the progress line: first, before what was written
-    print(f"wrote {args.output}: {said}", file=sys.stderr)
+    print(f"wrote {where}: {said}", file=sys.stderr)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 A run is a trace file (.iowt, turned into tables in memory) or a directory written by
 `iowhy export --format parquet` (its files opened by iowhy as they are named, never as
-a pattern, and scanned in place). The views `runs`, `requests`, `calls`, `offcpu`,
+a pattern, and scanned in place); a dataset written by `--dataset DIR` holds many runs,
+each table's files scanned together. The views `runs`, `requests`, `calls`, `offcpu`,
 `journal` and `tasks` hold the rows of every given run (docs/parquet-schema.md);
 `run_uuid` tells the runs apart. Once the views exist the connection is locked to them:
 the query cannot read or write other files, change settings or load extensions.
@@ -59,6 +60,35 @@ def _export_dir_uuid(path: str) -> str:
     return str(ids[0]) if ids else ""
 
 
+def dataset_runs(path: str) -> dict[str, dict[str, str]]:
+    """The runs of a dataset written by `iowhy export --format parquet --dataset`:
+    run uuid -> table -> its file (TABLE/host=.../date=.../RUN_UUID.parquet). Files are
+    found by walking the directories (symlinks not followed), never by a pattern; a
+    run lacking a table's file is an error."""
+    found: dict[str, dict[str, str]] = {}
+    for t in TABLES:
+        top = os.path.join(path, t)
+        for d, dirs, files in os.walk(top):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith(".parquet") and not f.startswith("."):
+                    found.setdefault(f[:-len(".parquet")], {})[t] = os.path.join(d, f)
+    out: dict[str, dict[str, str]] = {}
+    for u, tables in found.items():
+        missing = [t for t in TABLES if t not in tables and t not in OPTIONAL_TABLES]
+        if missing:
+            raise QueryError(f"run {u} of the dataset {path} lacks "
+                             f"{', '.join(missing)} (has {', '.join(sorted(tables))})",
+                             "copy every table's file of a run, or remove them all")
+        out[u] = tables
+    return out
+
+
+def is_dataset(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, "runs")) \
+        and not os.path.exists(os.path.join(path, "runs.parquet"))
+
+
 BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's widths come from
 
 
@@ -69,11 +99,23 @@ def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
     need("pyarrow")
     pds = need("pyarrow.dataset")
     from ..errors import load
+    from .schema import arrow_schema
     from .tables import run_tables
     con = duckdb.connect(":memory:")
     seen: dict[str, str] = {}
     parts: dict[str, list[str]] = {t: [] for t in TABLES}
+    in_datasets: dict[str, list[str]] = {t: [] for t in TABLES}  # their files, by table
     for i, path in enumerate(runs):
+        if os.path.isdir(path) and is_dataset(path):
+            for u, files in dataset_runs(path).items():
+                if u in seen:
+                    log.warning("run %s of %s is also in %s: its rows are counted once",
+                                u, path, seen[u])
+                    continue
+                seen[u] = path
+                for t, f in files.items():
+                    in_datasets[t].append(f)
+            continue
         if os.path.isdir(path):
             u = _export_dir_uuid(path)
             files = {t: os.path.join(path, f"{t}.parquet") for t in TABLES}
@@ -110,6 +152,16 @@ def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
             name = f"_run{i}_{t}"
             con.register(name, table)
             parts[t].append(f"SELECT * FROM {name}")
+    pa = need("pyarrow")
+    for t, paths in in_datasets.items():
+        if paths:  # every dataset's files of the table as one scan, in the schema's columns
+            try:
+                table = pds.dataset(paths, format="parquet", schema=arrow_schema(pa, t))
+            except Exception as e:  # pyarrow raises several types for a damaged file
+                raise QueryError(f"cannot read the {t} files of the dataset: "
+                                 f"{str(e).splitlines()[0]}", "export the runs again") from None
+            con.register(f"_datasets_{t}", table)
+            parts[t].append(f"SELECT * FROM _datasets_{t}")
     for t in TABLES:
         body = " UNION ALL BY NAME ".join(parts[t]) or OPTIONAL_TABLES[t]
         con.execute(f"CREATE VIEW {t} AS {body}")
@@ -164,14 +216,37 @@ def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
         con.close()
 
 
+def _list(v: Any) -> str:
+    """A list (argv, devices) as a JSON array: its elements' boundaries stay visible."""
+    return json.dumps(_jsonable(v), ensure_ascii=False, allow_nan=False)
+
+
 def _cell(v: Any) -> str:
+    """A value in a text table: floats to 15 significant digits, lists as JSON."""
     if v is None:
         return "NULL"
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.15g}"
     if isinstance(v, (list, tuple)):
-        return ",".join(_cell(x) for x in v)
+        return _list(v)
     return utf8_text(v)
+
+
+# The control characters a CSV field holds as `\xNN`, as a byte that is not UTF-8 is
+# written (docs/export.md, "Names are bytes"): one line per row, whatever a name holds.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def _csv_cell(v: Any) -> str:
+    """A value in CSV: empty for NULL, floats as repr (they read back to the same
+    double), lists as JSON arrays, control characters escaped."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return _list(v)
+    return utf8_text(v).translate(_CONTROL)
 
 
 def _limited(batches: Iterator[list[tuple]], limit: int | None,
@@ -226,7 +301,7 @@ def write_csv(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> 
     w.writerow([utf8_text(c) for c in cols])
     n = 0
     for rows in batches:
-        w.writerows(["" if v is None else _cell(v) for v in r] for r in rows)
+        w.writerows([_csv_cell(v) for v in r] for r in rows)
         n += len(rows)
     return n
 

@@ -31,7 +31,9 @@ FS_NAMES = dict(abi.FS_NAMES)
 
 @dataclass
 class RequestModel:
-    """Per request, aligned with trace.records("request")."""
+    """Per request, aligned with trace.records("request") then trace.records("bio")
+    (the bios of bio-based devices, which the analysis counts as requests:
+    model/bios.py); `n_requests` are request records."""
 
     cls: np.ndarray  # int8, index into CLASS_NAMES
     queue_ns: np.ndarray  # int64, -1 when not observed
@@ -40,6 +42,17 @@ class RequestModel:
     seek_sectors: np.ndarray  # int64 signed seek from the previous request's end
     has_seek: np.ndarray  # bool: seek_sectors is meaningful
     call_index: np.ndarray  # int64 index into trace.records("fsync"), -1 when none
+    n_requests: int = 0
+    flags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint16))  # RQ_*
+    # What the analysis made of each (analysis.request_roles): in the class tables'
+    # counts; not the workload's; the device name whose I/O it carried (None: none);
+    # its level one and level two (None: a carrier device's request) by name.
+    counted: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    background: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    carried_for: list[str | None] = field(default_factory=list)
+    category: list[str] = field(default_factory=list)
+    served_by: list[str | None] = field(default_factory=list)
+    device: list[str] = field(default_factory=list)  # the report's name of its device
 
 
 @dataclass
@@ -55,6 +68,7 @@ class RunModel:
     # Level two of the attribution, {basis: {level one: {served by: ns}}}, basis
     # "elapsed" (attribution_detail_ns) and "thread_time"; empty when it has none.
     detail: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    attribution: str | None = None  # "causal", "correlational"; None: cannot attribute
 
 
 def run_uuid(trace: Any) -> str:
@@ -86,48 +100,94 @@ def syscall_name(nr: int, arch: str | None = None) -> str:
     return name(int(nr), arch)
 
 
-def request_model(trace: Any) -> RequestModel:
-    """Class, latency parts, seek and fsync-family call of every request, each from the
-    model's one definition (the same the report's tables use)."""
-    from ..model.calls import join_requests_to_calls
-    from ..model.classify import request_classes
+def model_requests(trace: Any) -> tuple[Any, Any]:
+    """(window, the requests as analyze() loads them: the request records in file
+    order, then the bios of bio-based devices as requests of theirs, model/bios.py)."""
+    from ..analysis import columns
+    from ..model.bios import BIO_FIELDS, append_bios
     from ..model.requests import load_requests, trace_window
-    from ..model.stages import device_stages
-    from ..views.latency import latency_values
     win = trace_window(trace)
     rq = load_requests(trace, win)
+    tgids = np.unique(np.asarray(trace.column("task", "tgid")))
+    return win, append_bios(rq, columns(trace, "bio", BIO_FIELDS), trace.meta or {}, tgids)
+
+
+def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestModel:
+    """Class, latency parts, seek and fsync-family call of every request (and bio); with
+    `roles` (analysis.request_roles, of the same trace) the analysis' classes and seeks
+    and what it made of each request, the model's one definition (the same the
+    report's tables use) giving only those of a device the analysis set apart."""
+    from ..model.calls import join_requests_to_calls
+    from ..model.classify import CATEGORY_OF_CLASS, request_classes
+    from ..model.stages import device_stages
+    from ..model.wakeups import DEVICE_CAT0, KIND_NAMES
+    from ..views.latency import latency_values
+    win, rq = model_requests(trace)
     n = len(rq)
     fs = trace.records("fsync")
     call = np.full(n, -1, I64)
     if n and len(fs):
         call = np.asarray(join_requests_to_calls(rq, fs, win)).astype(I64)
-    fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
-    cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
+    analyzed = np.zeros(n, bool)
+    if roles is not None:
+        if len(roles["counted"]) != n:  # the analysis loaded other requests: a bug
+            raise RuntimeError(f"the analysis has {len(roles['counted'])} requests, the "
+                               f"export {n}")
+        # the analysis' classes; those of a device it set apart, by the same definition
+        analyzed = roles["cls"] >= 0
+    if analyzed.all():
+        cls = roles["cls"].astype(np.int8) if roles is not None else np.zeros(0, np.int8)
+    else:
+        fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
+        cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
+        if roles is not None:
+            cls[analyzed] = roles["cls"][analyzed]
     parts = []
     for m in range(3):  # device, queue, total (views.latency.latency_values)
         grp, v = latency_values(rq, cls, m)
         parts.append(np.where(grp < len(CLASS_NAMES), v, -1).astype(I64))
     seek = np.zeros(n, I64)
     has = np.zeros(n, bool)
-    if n:
+    if n and not analyzed.all():  # a device the analysis set apart: its stages here
         st = device_stages(rq, win)
         si = np.asarray(st.seek_idx).astype(I64)
         seek[si] = np.asarray(st.seek).astype(I64)
         has[si] = True
-    return RequestModel(cls=cls, queue_ns=parts[1], device_ns=parts[0], total_ns=parts[2],
-                        seek_sectors=seek, has_seek=has, call_index=call)
+    if roles is not None:  # the analysis' seeks (per device: the same either way)
+        seek[analyzed] = roles["seek"][analyzed]
+        has[analyzed] = roles["has_seek"][analyzed]
+    out = RequestModel(cls=cls, queue_ns=parts[1], device_ns=parts[0], total_ns=parts[2],
+                       seek_sectors=seek, has_seek=has, call_index=call,
+                       n_requests=trace.count("request"), flags=np.asarray(rq.flags))
+    cat = CATEGORY_OF_CLASS[cls.astype(I64)] if n else np.zeros(0, np.int8)
+    out.category = [ATTRIBUTION_CATEGORIES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
+    kinds = [KIND_NAMES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
+    if roles is None:
+        from ..views.series import device_names as names_of
+        names = [utf8_text(x) for x in names_of(trace.meta or {}, rq.devices)]
+        out.device = [names[d] for d in rq.dev.tolist()]
+        out.served_by = list(kinds)
+        return out
+    names = [utf8_text(x) for x in roles["device_names"]]
+    out.device = [names[d] for d in rq.dev.tolist()]
+    out.counted, out.background = roles["counted"], roles["background"]
+    out.carried_for = [names[d] if d >= 0 else None for d in roles["carried_for"].tolist()]
+    # No level two for a carrier device's request, nor for one the analysis set apart.
+    none = roles["carrier"] | ~analyzed
+    out.served_by = [None if c else k for k, c in zip(kinds, none.tolist())]
+    return out
 
 
-def analysis_figures(trace: Any, depth_buckets: int = 200
-                     ) -> tuple[int, dict[str, int] | None, dict[str, tuple[int, list[float]]],
-                                dict[str, dict[str, dict[str, int]]]]:
-    """(elapsed ns, attribution per category in ns, queue depth series per device, level
-    two by basis) from the analysis; None for the attribution (and no level two) when
-    the source cannot attribute."""
+def analysis_figures(trace: Any, depth_buckets: int = 200) -> dict[str, Any]:
+    """The analysis' figures the exporters take: `elapsed_ns`, `attribution_ns` (None
+    when the source cannot attribute), `queue_depth` (series per device), `detail`
+    (level two by basis, empty without one), `attribution` (its kind, None without
+    one), `workload_devices`, `command_short` and `roles` (analysis.request_roles)."""
     from ..analysis import AnalysisConfig, analyze
     from ..progress import phase
     r = analyze(trace, AnalysisConfig(placement=False, locality=False, threads=1,
-                                      queue_depth_buckets=depth_buckets, progress=phase))
+                                      queue_depth_buckets=depth_buckets, progress=phase,
+                                      requests=True))
     # the analysis decides whether the trace can be attributed (attribution_unavailable)
     att = ({k: int(v) for k, v in r["attribution_ns"].items()}
            if r["attribution_ns"] is not None else None)
@@ -143,7 +203,12 @@ def analysis_figures(trace: Any, depth_buckets: int = 200
             if src.get("attribution_detail_ns"):
                 detail[basis] = {utf8_text(cat): {utf8_text(k): v for k, v in parts.items()}
                                  for cat, parts in src["attribution_detail_ns"].items()}
-    return int(r["elapsed_ns"]), att, qd, detail
+    return {"elapsed_ns": int(r["elapsed_ns"]), "attribution_ns": att,
+            "queue_depth": qd, "detail": detail,
+            "attribution": r["workload"].get("attribution"),
+            "workload_devices": [utf8_text(d) for d in r["workload"].get("devices", [])],
+            "command_short": _text(r.get("trace", {}).get("command_short")),
+            "roles": r["_requests"]}
 
 
 def _text(v: Any) -> str | None:
@@ -151,9 +216,11 @@ def _text(v: Any) -> str | None:
 
 
 def device_names(meta: Any) -> dict[tuple[int, int], str]:
-    """(major, minor) -> the device's name from META (utf8_text), for devices[]."""
+    """(major, minor) -> the device's name from META (utf8_text), as the report names
+    it: the recorded devices and those below them (views/series.py)."""
+    from ..views.series import described_devices
     out: dict[tuple[int, int], str] = {}
-    for d in (meta or {}).get("devices", []) or []:
+    for d in described_devices(meta or {}):
         if isinstance(d, dict) and isinstance(d.get("major"), int) \
                 and isinstance(d.get("minor"), int):
             out[(d["major"], d["minor"])] = utf8_text(d.get("name"))
@@ -171,9 +238,9 @@ def run_info(trace: Any) -> dict[str, Any]:
         "machine": _text(meta.get("machine")),
         "iowhy_version": _text(meta.get("iowhy_version")
                                or trace.recorder.get("iowhy_version")),
-        "command": utf8_text(" ".join(str(c) for c in cmd) if isinstance(cmd, list)
-                             else cmd),
-        "pid": trace.recorder.get("pid"),
+        "argv": ([utf8_text(c) for c in cmd] if isinstance(cmd, list) and cmd
+                 else [utf8_text(cmd)] if cmd else None),
+        "pid": trace.recorder.get("pid") or None,  # 0: not known (an import)
         "devices": [utf8_text(d.get("name")) for d in meta.get("devices", []) or []],
         "filesystems": sorted({utf8_text(f.get("fstype"))
                                for f in meta.get("filesystems", []) or [] if f.get("fstype")}),
@@ -190,10 +257,13 @@ def run_info(trace: Any) -> dict[str, Any]:
 
 def load_run(trace: Any) -> RunModel:
     from ..progress import phase
-    elapsed, att, qd, detail = analysis_figures(trace)
+    a = analysis_figures(trace)
     info = run_info(trace)
-    info["elapsed_ns"] = elapsed
+    info["elapsed_ns"] = a["elapsed_ns"]
+    info["workload_devices"] = a["workload_devices"]
+    info["command_short"] = a["command_short"]
     phase("request model")
-    return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=att,
-                    requests=request_model(trace), source_limits=source_limits(trace),
-                    queue_depth=qd, detail=detail)
+    return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=a["attribution_ns"],
+                    requests=request_model(trace, a["roles"]),
+                    source_limits=source_limits(trace), queue_depth=a["queue_depth"],
+                    detail=a["detail"], attribution=a["attribution"])

@@ -1,44 +1,64 @@
 """A run as Arrow tables: `runs`, `requests`, `calls`, `offcpu`, `journal`, `tasks`,
 `attribution`.
 
-The schema (docs/parquet-schema.md) is what `iowhy export --format parquet` writes and
-what `iowhy query` queries. Every table has `run_uuid`; units are in the column names
+The schema (schema.py, docs/parquet-schema.md) is what `iowhy export --format parquet`
+writes and what `iowhy query` queries: every table is built to its explicit Arrow
+schema, never inferred. Every table has `run_uuid`; units are in the column names
 (`_ns`, `_bytes`, `_sectors`); times are CLOCK_MONOTONIC ns of the recording host, as in
-the trace, and unknown values are NULL (never 0 or -1).
+the trace, and unknown values are NULL (never 0, -1 or '').
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .. import abi
 from ..names import comm_text
 from . import need
-from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, device_names, load_run,
-                     syscall_name)
+from .schema import SCHEMA_VERSION, TABLE_NAMES, arrow_schema
+from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
 
-SCHEMA_VERSION = 1
-TABLES = ("runs", "requests", "calls", "offcpu", "journal", "tasks", "attribution")
+TABLES = TABLE_NAMES
 I64 = np.int64
+__all__ = ["SCHEMA_VERSION", "TABLES", "run_tables"]
 
 
-def _strings(pa: Any, values: np.ndarray, name: Any) -> Any:
+def _strings(pa: Any, values: np.ndarray, name: Callable[[Any], str | None]) -> Any:
     """A string column from values with few distinct ones: each distinct value is named
-    once (name(value) -> str), the column is built by Arrow."""
+    once (name(value) -> str, or None for NULL), the column is built by Arrow."""
     u, inv = np.unique(np.asarray(values), return_inverse=True)
-    d = pa.array([name(x) for x in u.tolist()], pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(inv.reshape(-1).astype(np.int32)),
-                                          d).cast(pa.string())
+    names = [name(x) for x in u.tolist()]
+    d = pa.array([x or "" for x in names], pa.string())
+    inv = inv.reshape(-1).astype(np.int32)
+    null = np.array([x is None for x in names] + [False], bool)[inv] if len(inv) else None
+    return pa.DictionaryArray.from_arrays(pa.array(inv, mask=null), d).cast(pa.string())
+
+
+def _text_list(pa: Any, values: Sequence[str | None]) -> Any:
+    """A string column from a list of names (None: NULL), few distinct."""
+    codes: dict[str | None, int] = {}
+    idx = np.fromiter((codes.setdefault(v, len(codes)) for v in values), np.int64,
+                      len(values))
+    return _strings(pa, idx, list(codes).__getitem__)
+
+
+def _comm_or_null(raw: Any) -> str | None:
+    return comm_text(raw) or None
 
 
 def _comm(pa: Any, a: np.ndarray) -> Any:
-    return _strings(pa, a, comm_text)
+    return _strings(pa, a, _comm_or_null)
 
 
 def _names(pa: Any, codes: np.ndarray, table: dict[int, str], unknown: str = "unknown") -> Any:
     return _strings(pa, codes, lambda c: table.get(int(c), f"{unknown}_{int(c)}"))
+
+
+def _fs_names(pa: Any, codes: np.ndarray) -> Any:
+    """A filesystem type; FS_NONE (not known) is NULL."""
+    return _strings(pa, codes, lambda c: FS_NAMES.get(int(c), f"fs_{int(c)}") or None)
 
 
 def _time(pa: Any, x: np.ndarray) -> Any:
@@ -51,12 +71,33 @@ def _maybe(pa: Any, x: np.ndarray, valid: np.ndarray) -> Any:
     return pa.array(np.asarray(x).astype(I64), type=pa.int64(), mask=~np.asarray(valid, bool))
 
 
+def _int(pa: Any, x: np.ndarray) -> Any:
+    return pa.array(np.asarray(x).astype(I64), pa.int64())
+
+
 def _bit(x: np.ndarray, b: int) -> np.ndarray:
     return (np.asarray(x) & b) != 0
 
 
+def _table(pa: Any, name: str, cols: dict[str, Any]) -> Any:
+    """The table `name` with its explicit schema: every column of it, in its order and
+    type (a column missing here, or one the schema lacks, is a bug)."""
+    schema = arrow_schema(pa, name)
+    if set(cols) != set(schema.names):
+        raise RuntimeError(f"table {name}: columns {sorted(set(cols) ^ set(schema.names))} "
+                           "do not match its schema")
+    return pa.Table.from_arrays([pa.array(cols[f.name], f.type)
+                                 if not isinstance(cols[f.name], (pa.Array, pa.ChunkedArray))
+                                 else cols[f.name].cast(f.type) for f in schema],
+                                schema=schema)
+
+
+def _concat(a: Any, b: Any, dtype: Any = I64) -> np.ndarray:
+    return np.concatenate((np.asarray(a).astype(dtype), np.asarray(b).astype(dtype)))
+
+
 def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
-    """The seven tables of one trace (pyarrow.Table each)."""
+    """The seven tables of one trace (pyarrow.Table each, its schema.py schema)."""
     from ..progress import phase
     pa = need("pyarrow")
     m = model or load_run(trace)
@@ -69,80 +110,35 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     info = m.info
+    argv = info["argv"]
     run: dict[str, Any] = {
         "run_uuid": [u],
         "host": [info["host"]], "kernel": [info["kernel"]], "machine": [info["machine"]],
         "iowhy_version": [info["iowhy_version"]], "source": [info["source"]],
         "source_limits": [m.source_limits],
-        "command": [info["command"]], "pid": pa.array([info["pid"]], pa.int64()),
-        "devices": [info["devices"]], "filesystems": [info["filesystems"]],
-        "start_ns": pa.array([info["start_ns"]], pa.int64()),
-        "end_ns": pa.array([info["end_ns"]], pa.int64()),
-        "elapsed_ns": pa.array([info["elapsed_ns"]], pa.int64()),
-        "realtime_minus_monotonic_ns": pa.array([info["realtime_minus_monotonic_ns"]],
-                                                pa.int64()),
-        "created_realtime_ns": pa.array([info["created_realtime_ns"] or None], pa.int64()),
-        "lost_events": pa.array([info["lost_events"]], pa.int64()),
-        "truncated": [info["truncated"]],
+        "argv": [argv], "command": [" ".join(argv) if argv else None],
+        "command_short": [info["command_short"]], "pid": [info["pid"]],
+        "devices": [info["devices"]], "workload_devices": [info["workload_devices"]],
+        "filesystems": [info["filesystems"]],
+        "start_ns": [info["start_ns"]], "end_ns": [info["end_ns"]],
+        "elapsed_ns": [info["elapsed_ns"]],
+        "realtime_minus_monotonic_ns": [info["realtime_minus_monotonic_ns"]],
+        "created_realtime_ns": [info["created_realtime_ns"] or None],
+        "lost_events": [info["lost_events"]], "truncated": [info["truncated"]],
+        "attribution": [m.attribution if m.attribution_ns is not None else None],
     }
     for cat in CATEGORIES:
         v = None if m.attribution_ns is None else m.attribution_ns.get(cat)
-        run[f"{cat.replace('-', '_')}_ns"] = pa.array([v], pa.int64())
-    out["runs"] = pa.table(run)
+        run[f"{cat.replace('-', '_')}_ns"] = [v]
+    out["runs"] = _table(pa, "runs", run)
     # Level two, long: one row per (basis, level one, what served it).
     rows = [(basis, cat, part, int(ns)) for basis, d in m.detail.items()
             for cat, parts in d.items() for part, ns in parts.items() if ns]
-    out["attribution"] = pa.table({
+    out["attribution"] = _table(pa, "attribution", {
         "run_uuid": uuids(len(rows)),
-        "basis": pa.array([r[0] for r in rows], pa.string()),
-        "category": pa.array([r[1] for r in rows], pa.string()),
-        "served_by": pa.array([r[2] for r in rows], pa.string()),
-        "ns": pa.array([r[3] for r in rows], pa.int64())})
-
-    rq = trace.records("request")
-    rm = m.requests
-    n = len(rq)
-    devname = device_names(trace.meta)
-    maj, mnr = rq["dev_major"].astype(I64), rq["dev_minor"].astype(I64)
-    ok = (rm.device_ns >= 0)
-    fl = rq["flags_u16"]
-    ifl = rq["iflags"]
-    out["requests"] = pa.table({
-        "run_uuid": uuids(n),
-        "seq": pa.array(rq["seq"].astype(I64), pa.int64()),
-        "device": _strings(pa, (maj << 32) | mnr,
-                           lambda k: devname.get((k >> 32, k & 0xFFFFFFFF),
-                                                 f"{k >> 32}:{k & 0xFFFFFFFF}")),
-        "dev_major": pa.array(maj, pa.int64()), "dev_minor": pa.array(mnr, pa.int64()),
-        "class": _strings(pa, rm.cls, lambda c: m.class_names[int(c)]),
-        "op": _names(pa, rq["op"], OP_NAMES, "op"),
-        "start_sector": pa.array(rq["start_sector"].astype(I64), pa.int64()),
-        "len_bytes": pa.array(rq["len_bytes"].astype(I64), pa.int64()),
-        "done_bytes": pa.array(rq["done_bytes"].astype(I64), pa.int64()),
-        "sync": _bit(ifl, abi.F_SYNC), "meta": _bit(ifl, abi.F_META),
-        "fua": _bit(ifl, abi.F_FUA), "preflush": _bit(ifl, abi.F_PREFLUSH),
-        "readahead": _bit(ifl, abi.F_RAHEAD),
-        "submit_ns": _time(pa, rq["submit_ns"]), "insert_ns": _time(pa, rq["insert_ns"]),
-        "issue_ns": _time(pa, rq["issue_ns"]), "data_done_ns": _time(pa, rq["data_done_ns"]),
-        "done_ns": _time(pa, rq["done_ns"]),
-        "queue_ns": _maybe(pa, rm.queue_ns, rm.queue_ns >= 0),
-        "device_ns": _maybe(pa, rm.device_ns, ok),
-        "total_ns": _maybe(pa, rm.total_ns, rm.total_ns >= 0),
-        "seek_sectors": _maybe(pa, rm.seek_sectors, rm.has_seek),
-        "submitter_tid": _maybe(pa, rq["tid"], rq["tid"] != 0),
-        "submitter_tgid": _maybe(pa, rq["tgid"], rq["tgid"] != 0),
-        "submitter_comm": _comm(pa, rq["comm"]),
-        "workload": _bit(fl, abi.RQ_TRACKED),
-        "call_id": _maybe(pa, rm.call_index, rm.call_index >= 0),
-        "error": pa.array(rq["error"].astype(I64), pa.int64()),
-        "requeues": pa.array(rq["requeues"].astype(I64), pa.int64()),
-        "nr_bios": pa.array(rq["nr_bios"].astype(I64), pa.int64()),
-        "incomplete": _bit(fl, abi.RQ_INCOMPLETE),
-        "unmatched": _bit(fl, abi.RQ_UNMATCHED),
-        "flush_seq": _bit(fl, abi.RQ_FLUSH_SEQ),
-        "lost_completion": _bit(fl, abi.RQ_LOST_DONE),
-        "lost_issue": _bit(fl, abi.RQ_LOST_ISSUE),
-    })
+        "basis": [r[0] for r in rows], "category": [r[1] for r in rows],
+        "served_by": [r[2] for r in rows], "ns": [r[3] for r in rows]})
+    out["requests"] = _requests(pa, trace, m, uuids)
 
     fs = trace.records("fsync")
     n = len(fs)
@@ -150,21 +146,20 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     enter, exit_ = fs["enter_ns"].astype(I64), fs["exit_ns"].astype(I64)
     partial = abi.FS_F_INCOMPLETE | abi.FS_F_LATE_ENTER | abi.FS_F_EXIT_UNSEEN
     seen = (exit_ > 0) & ((ffl & partial) == 0)
-    out["calls"] = pa.table({
+    fdev = (fs["dev_major"] != 0) | (fs["dev_minor"] != 0)
+    out["calls"] = _table(pa, "calls", {
         "run_uuid": uuids(n),
-        "call_id": pa.array(np.arange(n, dtype=I64), pa.int64()),
+        "call_id": np.arange(n, dtype=I64),
         "call": _names(pa, fs["call_u16"], abi.CALL_NAMES, "call"),
-        "fs": _names(pa, fs["fs_u16"], FS_NAMES, "fs"),
-        "dev_major": pa.array(fs["dev_major"].astype(I64), pa.int64()),
-        "dev_minor": pa.array(fs["dev_minor"].astype(I64), pa.int64()),
-        "tid": pa.array(fs["tid"].astype(I64), pa.int64()),
-        "tgid": pa.array(fs["tgid"].astype(I64), pa.int64()),
+        "fs": _fs_names(pa, fs["fs_u16"]),
+        "dev_major": _maybe(pa, fs["dev_major"], fdev),
+        "dev_minor": _maybe(pa, fs["dev_minor"], fdev),
+        "tid": _int(pa, fs["tid"]), "tgid": _int(pa, fs["tgid"]),
         "comm": _comm(pa, fs["comm"]),
         "enter_ns": _time(pa, enter), "exit_ns": _time(pa, exit_),
         "latency_ns": _maybe(pa, exit_ - enter, seen),
-        "ret": pa.array(fs["ret"].astype(I64), pa.int64()),
-        "fd": pa.array(fs["fd"].astype(I64), pa.int64()),
-        "ino": pa.array(fs["ino"].astype(I64), pa.int64()),
+        "ret": _int(pa, fs["ret"]), "fd": _int(pa, fs["fd"]),
+        "ino": _maybe(pa, fs["ino"], fs["ino"] != 0),
         "commit_seq": _maybe(pa, fs["commit_seq"], _bit(ffl, abi.FS_F_SEQ)),
         "datasync": _bit(ffl, abi.FS_F_DATASYNC),
         "incomplete": _bit(ffl, abi.FS_F_INCOMPLETE),
@@ -176,10 +171,9 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     n = len(off)
     s, w, e = (off[k].astype(I64) for k in ("start_ns", "waking_ns", "end_ns"))
     woke = w > 0
-    out["offcpu"] = pa.table({
+    out["offcpu"] = _table(pa, "offcpu", {
         "run_uuid": uuids(n),
-        "tid": pa.array(off["tid"].astype(I64), pa.int64()),
-        "tgid": pa.array(off["tgid"].astype(I64), pa.int64()),
+        "tid": _int(pa, off["tid"]), "tgid": _int(pa, off["tgid"]),
         "start_ns": _time(pa, s), "waking_ns": _time(pa, w), "end_ns": _time(pa, e),
         "blocked_ns": _maybe(pa, np.where(woke, w - s, e - s), (e > 0) & (s > 0)),
         "runnable_ns": _maybe(pa, np.where(woke, e - w, 0), (e > 0) & (s > 0)),
@@ -194,18 +188,13 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
 
     jr = trace.records("journal")
     n = len(jr)
-    out["journal"] = pa.table({
+    out["journal"] = _table(pa, "journal", {
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, jr["ts_ns"]),
         "event": _names(pa, jr["event_u16"], abi.JOURNAL_EVENT_NAMES, "event"),
-        "fs": _names(pa, jr["fs_u16"], FS_NAMES, "fs"),
-        "dev_major": pa.array(jr["dev_major"].astype(I64), pa.int64()),
-        "dev_minor": pa.array(jr["dev_minor"].astype(I64), pa.int64()),
-        "seq": pa.array(jr["seq"].astype(I64), pa.int64()),
-        "aux0": pa.array(jr["aux0"].astype(I64), pa.int64()),
-        "aux1": pa.array(jr["aux1"].astype(I64), pa.int64()),
-        "aux2": pa.array(jr["aux2"].astype(I64), pa.int64()),
-        "tid": pa.array(jr["tid"].astype(I64), pa.int64()),
+        "fs": _fs_names(pa, jr["fs_u16"]),
+        **{k: _int(pa, jr[k]) for k in ("dev_major", "dev_minor", "seq", "aux0", "aux1",
+                                        "aux2", "tid")},
         "comm": _comm(pa, jr["comm"]),
     })
 
@@ -213,15 +202,80 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     n = len(tk)
     events = {abi.TASK_ROOT: "root", abi.TASK_FORK: "fork", abi.TASK_EXEC: "exec",
               abi.TASK_EXIT: "exit", abi.TASK_DEAD: "dead"}
-    out["tasks"] = pa.table({
+    out["tasks"] = _table(pa, "tasks", {
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, tk["ts_ns"]),
         "event": _names(pa, tk["event_u16"], events, "event"),
-        "tid": pa.array(tk["tid"].astype(I64), pa.int64()),
-        "tgid": pa.array(tk["tgid"].astype(I64), pa.int64()),
+        "tid": _int(pa, tk["tid"]), "tgid": _int(pa, tk["tgid"]),
         "parent_tgid": _maybe(pa, tk["parent_tgid"], tk["parent_tgid"] != 0),
-        "exit_code": pa.array(tk["exit_code"].astype(I64), pa.int64()),
+        "exit_code": _maybe(pa, tk["exit_code"], tk["event_u16"] == abi.TASK_EXIT),
         "comm": _comm(pa, tk["comm"]),
     })
     meta = {b"iowhy.schema": str(SCHEMA_VERSION).encode(), b"iowhy.run_uuid": u.encode()}
     return {k: t.replace_schema_metadata(meta) for k, t in out.items()}
+
+
+def _requests(pa: Any, trace: Any, m: RunModel, uuids: Callable[[int], Any]) -> Any:
+    """The requests table: a row per request record, then a row per bio of a bio-based
+    device (the requests the analysis counts, in its order: source.model_requests)."""
+    rq, bo = trace.records("request"), trace.records("bio")
+    rm = m.requests
+    nr, nb = len(rq), len(bo)
+    n = nr + nb
+    if len(rm.cls) != n:  # the model has other requests than the records: a bug
+        raise RuntimeError(f"the model has {len(rm.cls)} requests, the trace {n}")
+    isbio = np.zeros(n, bool)
+    isbio[nr:] = True
+    rqv = np.ones(n, bool)  # what only a request record has: NULL for a bio
+    rqv[nr:] = False
+    zero = np.zeros(nb, I64)
+    fl = _concat(rq["flags_u16"], zero)
+    ifl = _concat(rq["iflags"], bo["iflags"])
+    tid, tgid = _concat(rq["tid"], bo["tid"]), _concat(rq["tgid"], bo["tgid"])
+    # A bio's task is its submitter only where the device ends bios in its context.
+    origin = np.ones(n, bool)
+    origin[nr:] = (rm.flags[nr:] & abi.RQ_ORIGIN) != 0
+    tracked = np.concatenate(((np.asarray(rq["flags_u16"]) & abi.RQ_TRACKED) != 0,
+                              (rm.flags[nr:] & abi.RQ_TRACKED) != 0))
+    comm = np.concatenate((np.asarray(rq["comm"]), np.asarray(bo["comm"])))
+    comm[~origin] = b""
+    end = _concat(rq["done_ns"], bo["ts_ns"])
+    return _table(pa, "requests", {
+        "run_uuid": uuids(n),
+        "seq": _maybe(pa, _concat(rq["seq"], zero), rqv),
+        "bio": isbio,
+        "device": _text_list(pa, rm.device),
+        "dev_major": _int(pa, _concat(rq["dev_major"], bo["dev_major"])),
+        "dev_minor": _int(pa, _concat(rq["dev_minor"], bo["dev_minor"])),
+        "class": _strings(pa, rm.cls, lambda c: m.class_names[int(c)]),
+        "op": _names(pa, _concat(rq["op"], bo["op"]), OP_NAMES, "op"),
+        "start_sector": _int(pa, _concat(rq["start_sector"], bo["sector"])),
+        "len_bytes": _int(pa, _concat(rq["len_bytes"], bo["len_bytes"])),
+        "done_bytes": _maybe(pa, _concat(rq["done_bytes"], zero), rqv),
+        "sync": _bit(ifl, abi.F_SYNC), "meta": _bit(ifl, abi.F_META),
+        "fua": _bit(ifl, abi.F_FUA), "preflush": _bit(ifl, abi.F_PREFLUSH),
+        "readahead": _bit(ifl, abi.F_RAHEAD),
+        **{k: _time(pa, _concat(rq[k], zero))
+           for k in ("submit_ns", "insert_ns", "issue_ns", "data_done_ns")},
+        "done_ns": _time(pa, end),
+        "queue_ns": _maybe(pa, rm.queue_ns, rm.queue_ns >= 0),
+        "device_ns": _maybe(pa, rm.device_ns, rm.device_ns >= 0),
+        "total_ns": _maybe(pa, rm.total_ns, rm.total_ns >= 0),
+        "seek_sectors": _maybe(pa, rm.seek_sectors, rm.has_seek),
+        "submitter_tid": _maybe(pa, tid, (tid != 0) & origin),
+        "submitter_tgid": _maybe(pa, tgid, (tgid != 0) & origin),
+        "submitter_comm": _comm(pa, comm),
+        "workload": tracked,
+        "counted": rm.counted, "background": rm.background,
+        "carried_for": rm.carried_for, "category": _text_list(pa, rm.category),
+        "served_by": _text_list(pa, rm.served_by),
+        "call_id": _maybe(pa, rm.call_index, rm.call_index >= 0),
+        "error": _maybe(pa, _concat(rq["error"], zero), rqv),
+        "requeues": _maybe(pa, _concat(rq["requeues"], zero), rqv),
+        "nr_bios": _maybe(pa, _concat(rq["nr_bios"], zero), rqv),
+        "incomplete": _bit(fl, abi.RQ_INCOMPLETE),
+        "unmatched": _bit(fl, abi.RQ_UNMATCHED),
+        "flush_seq": _bit(fl, abi.RQ_FLUSH_SEQ),
+        "lost_completion": _bit(fl, abi.RQ_LOST_DONE),
+        "lost_issue": _bit(fl, abi.RQ_LOST_ISSUE),
+    })

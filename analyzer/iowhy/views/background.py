@@ -264,12 +264,14 @@ def background_summary(rq: Requests, mask: np.ndarray, names: Sequence[str]
 def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
                    fsync_devs: Sequence[tuple[int, int]], users: np.ndarray,
                    counts: Any) -> tuple[Any, list[dict[str, Any]] | None,
-                                         np.ndarray | None, list[dict[str, Any]]]:
+                                         np.ndarray | None, list[dict[str, Any]],
+                                         np.ndarray | None, np.ndarray | None]:
     """The class tables' requests: (their request counts, with the lower devices'
     carried requests (views/stack.py) and the background ones (background_requests)
     left out; the carried summary (None without a carrying edge); the background
-    requests (a mask; None if none); their summary). counts: request_counts() of rq,
-    returned as they are when nothing is left out."""
+    requests (a mask; None if none); their summary; the requests left out (a mask, None
+    if none); carried_owner()). counts: request_counts() of rq, returned as they are
+    when nothing is left out."""
     names = device_names(meta, rq.devices)
     owner = carried_owner(rq, cls, meta, users)
     carried = None if owner is None else owner >= 0
@@ -278,6 +280,6 @@ def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
     drop = bg if carried is None else bg | carried
     bgs = background_summary(rq, bg, names)
     if not drop.any():
-        return counts, summary, None, bgs
+        return counts, summary, None, bgs, None, owner
     return (request_counts(without(rq, drop), cls[~drop]), summary,
-            bg if bg.any() else None, bgs)
+            bg if bg.any() else None, bgs, drop, owner)
