@@ -231,3 +231,25 @@ def test_bad_profiles_are_one_line_errors(tmp_path, bad):
     f.write_text(bad)
     with pytest.raises(predict.WhatifError, match="not a device profile"):
         predict.load_profile(str(f))
+
+
+def test_the_html_report_has_a_what_if_section(tmp_path):
+    import htmlcheck
+    text = htmlcheck.render(fsync_trace(tmp_path), tmp_path / "r.html")
+    htmlcheck.assert_self_contained(text)
+    htmlcheck.assert_complete(text)
+    sec = text[text.index('<section id="whatif">'):]
+    sec = sec[:sec.index("</section>")]
+    assert 'href="#whatif"' in text
+    for name in ("barriers off", "write cache off", "the emulated ssd"):
+        assert f"<td>{name}</td>" in sec
+    assert "What the trace cannot tell" in sec
+
+
+def test_no_what_if_section_without_wakeup_links(tmp_path):
+    import htmlcheck
+    reqs = [req(T0 + 100, T0 + 300, sector=8, seq=1)]
+    p = write_trace(tmp_path / "nolinks.iowt", start=T0, end=T0 + 1000, requests=reqs,
+                    offcpu=[off(100, T0 + 110, T0 + 300)], recorder={})
+    text = htmlcheck.render(p, tmp_path / "r.html")
+    assert 'id="whatif"' not in text and 'href="#whatif"' not in text

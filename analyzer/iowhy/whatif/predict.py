@@ -102,12 +102,18 @@ class Prepared:
     fits: list[dict[str, Any] | None]
     arch: str | None
     path: np.ndarray  # per request: its recorded path (fit.py "_path"), -1: none
+    baseline: Any = None  # (result, end, attribution) of the replay as recorded, once run
 
 
 def prepare(trace: Any, config: AnalysisConfig | None = None) -> Prepared:
+    """Analyze the trace (its causal timeline kept) and make it ready to replay."""
     cfg = config or AnalysisConfig()
     cfg.keep_causal = True
-    res = analyze(trace, cfg)
+    return prepare_from(trace, analyze(trace, cfg))
+
+
+def prepare_from(trace: Any, res: dict[str, Any]) -> Prepared:
+    """Make a trace ready to replay from its analysis (run with keep_causal)."""
     cm = res.get("_causal")
     if cm is None:
         raise WhatifError(
@@ -247,10 +253,12 @@ def predict(trace: Any, sc: Scenario, prep: Prepared | None = None) -> dict[str,
     cm, reqs = prep.cm, prep.reqs
     w0, w1 = cm.window.start_ns, cm.window.end_ns
     measured = w1 - w0
-    base_res, base_end, _ = run(prep, None)
+    if prep.baseline is None:
+        base_res, base_end, _ = run(prep, None)
+        prep.baseline = (base_res, base_end, _attribute(prep, base_res, base_end))
+    base_res, base_end, bev = prep.baseline
     res, end, infos = run(prep, sc)
     ev = _attribute(prep, res, end)
-    bev = _attribute(prep, base_res, base_end)
     rec = prep.result
     out: dict[str, Any] = {
         "schema": SCHEMA,
@@ -448,3 +456,33 @@ def render(r: Mapping[str, Any]) -> str:
     """The text output of `iowhy whatif`."""
     from .render import render_text
     return render_text(r)
+
+
+# What the HTML report shows, and up to which size it replays a trace for it.
+REPORT_SCENARIOS = (("barriers off", Scenario(nobarrier=True)),
+                    ("write cache off", Scenario(write_cache="off")),
+                    ("the emulated ssd", Scenario(disk="ssd")))
+REPORT_MAX_STEPS = 2_000_000
+
+
+def for_report(trace: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """The report's "what if" (reports/html.py section_whatif): the predictions of
+    REPORT_SCENARIOS from an analysis run with keep_causal, or why there are none
+    ({} for a trace without wakeup links: no section)."""
+    cm = result.get("_causal")
+    if cm is None:
+        return {}
+    n = len(cm.timeline.kstart)
+    if n > REPORT_MAX_STEPS:
+        return {"note": f"not replayed for the report ({n:,} timeline segments): "
+                        "run `iowhy whatif TRACE`"}
+    try:
+        prep = prepare_from(trace, result)
+        out = []
+        for name, sc in REPORT_SCENARIOS:
+            r = predict(trace, sc, prep)
+            r["name"] = name
+            out.append(r)
+    except WhatifError as e:
+        return {"note": str(e)}
+    return {"predictions": out}
