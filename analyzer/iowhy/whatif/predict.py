@@ -337,6 +337,7 @@ def _replay_stats(prep: Prepared, base: replay.Result, res: replay.Result) -> di
         "by_class": _per_class(prep, res),
         "model_ns": res.model_ns,
         "path_ns": res.path_ns,
+        "forced_waits": res.forced,
         "actors_unfinished": res.stuck,
     }
 
@@ -440,6 +441,9 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
     if g:
         lines.append(f"{g:,} waits ended by an I/O completion the trace does not link to a "
                      "request wait for the request that completed last before them")
+    if st["forced_waits"]:
+        lines.append(f"{st['forced_waits']:,} waits formed a cycle in the replay and were "
+                     "ended after their recorded length")
     un = st["requests"] - st["requests_anchored"] - st["recorded_flushes"]
     if un > 0:
         lines.append(f"{un:,} requests with no recorded submitter arrive at the pace of "
