@@ -235,8 +235,11 @@ def run(prep: Prepared, sc: Scenario | None, service: str = "model"
         s, i = _spec(base, reqs, d, sc)
         specs.append(s)
         infos.append(i)
+    # each request keeps its recorded path on the device it was recorded on; another
+    # disk has its own (its typical path: the fit's median, or the profile's)
+    other_disk = sc is not None and (sc.disk is not None or sc.profile is not None)
     rp = replay.Replay(prep.progs, prep.births, reqs, prep.anchor_actor, prep.anchor_t,
-                       specs, service=service, path=prep.path)
+                       specs, service=service, path=None if other_disk else prep.path)
     res = rp.run(cm.window.start_ns)
     tl = cm.timeline
     root = cm.root
@@ -405,7 +408,8 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> li
         "rotation, media and interface transfer, a write cache that absorbs writes and "
         "destages them at a flush or when full, a fixed flush overhead; plus the "
         "recorded path's per-request time (the loop device and FUSE round trip of the "
-        "lab's disk, a real disk's controller and bus)",
+        "lab's disk, a real disk's controller and bus): each request's own as recorded on "
+        "the recorded disk, the typical one (median) on another",
         "the write cache starts empty and the head at sector 0",
     ]
     for i in infos:

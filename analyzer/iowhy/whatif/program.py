@@ -29,7 +29,8 @@ import numpy as np
 from .. import abi
 from ..kernels import I64
 from ..model.wakeups import (BARRIER, CARRIED, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
-                             LOG, METADATA, OTHER, QUEUE, READ, RECURSE, TASK_IO, Timeline)
+                             LOG, METADATA, OTHER, QUEUE, READ, RECURSE, TASK_IO,
+                             Timeline)
 from .requests import RequestTable
 
 FIXED, WAIT_ACTOR, WAIT_RQ, IDLE = 0, 1, 2, 3

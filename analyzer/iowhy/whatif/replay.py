@@ -104,6 +104,7 @@ class Replay:
         nst = len(progs.kind)
         nrq = len(reqs)
         self.kind = progs.kind.tolist()
+        self.dur = (progs.rb - progs.ra).tolist()
         self.ra = progs.ra.tolist()
         self.rb = progs.rb.tolist()
         self.dep = progs.dep.tolist()
@@ -304,7 +305,7 @@ class Replay:
         self.s_start[k] = time
         kind = self.kind[k]
         if kind == FIXED or kind == IDLE:
-            end = time + (self.rb[k] - self.ra[k]) if kind == FIXED else time
+            end = time + self.dur[k] if kind == FIXED else time
             self.place_points(a, k, time, end)
             self.push(end, _STEP_END, a, k)
             return
