@@ -17,7 +17,7 @@ walk (whatif/timeline.py, views/causal.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -103,6 +103,7 @@ class Prepared:
     arch: str | None
     path: np.ndarray  # per request: its recorded path (fit.py "_path"), -1: none
     baseline: Any = None  # (result, end, attribution) of the replay as recorded, once run
+    stacked: list[str] = field(default_factory=list)  # loop devices over recorded ones
 
 
 def prepare(trace: Any, config: AnalysisConfig | None = None) -> Prepared:
@@ -138,8 +139,20 @@ def prepare_from(trace: Any, res: dict[str, Any]) -> Prepared:
         if f is not None:
             idx, pth = f["_path"]
             path[idx] = pth
-    return Prepared(res, cm, reqs, progs, births, aa, at, fits,
-                    (trace.meta or {}).get("machine"), path)
+    from ..views.stack import carrier_devices
+    meta = trace.meta or {}
+    devs = [(int(d.get("major", -1)), int(d.get("minor", -1)))
+            for d in meta.get("devices", []) or [] if isinstance(d, Mapping)]
+    names = [str(d.get("name")) for d in meta.get("devices", []) or []
+             if isinstance(d, Mapping)]
+    try:
+        carriers = carrier_devices(meta, devs, list(range(len(devs))))
+    except (TypeError, ValueError, KeyError):
+        carriers = {}
+    stacked = sorted(names[u] for u in carriers if u < len(names)
+                     and names[u] in cm.device_names)
+    return Prepared(res, cm, reqs, progs, births, aa, at, fits, meta.get("machine"), path,
+                    stacked=stacked)
 
 
 def fit_profile(trace: Any) -> dict[str, Any]:
@@ -452,6 +465,11 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
     if un > 0:
         lines.append(f"{un:,} requests with no recorded submitter arrive at the pace of "
                      "the device's completions, as recorded")
+    if prep.stacked:
+        lines.append(f"{', '.join(prep.stacked)}: a loop device over a file on a recorded "
+                     "device is replayed as a disk of its own, its service fitted from "
+                     "what its requests took (the I/O below it included), and changed "
+                     "like the others")
     if sc.write_cache == "on" and any(d.get("write_cache") != "write back"
                                       for d in prep.reqs.devices):
         lines.append("the recording sent no flush: only the requests whose bios carried "
