@@ -253,3 +253,34 @@ def test_no_what_if_section_without_wakeup_links(tmp_path):
                     offcpu=[off(100, T0 + 110, T0 + 300)], recorder={})
     text = htmlcheck.render(p, tmp_path / "r.html")
     assert 'id="whatif"' not in text and 'href="#whatif"' not in text
+
+
+def test_a_cycle_of_waits_is_broken_after_the_recorded_length():
+    """Two actors each waiting for the other's end (records no real run makes, but a
+    damaged trace can): the wait that started first ends after its recorded length,
+    then the other follows, and the replay says how many it forced."""
+    from iowhy.whatif import program
+    from iowhy.whatif.requests import RequestTable
+    z = np.zeros(0, np.int64)
+    progs = program.Programs(
+        first=np.array([0, 1, 2]), kind=np.array([program.WAIT_ACTOR] * 2, np.int8),
+        ra=np.array([0, 5]), rb=np.array([10, 10]), dep=np.array([1, 0]),
+        seg=np.array([0, 1]))
+    births = program.Births(parent=np.array([-1, -1]), at=np.array([0, 5]))
+    reqs = RequestTable(seq=z, dev=z, devices=[], cls=z.astype(np.int8),
+                        kind=z.astype(np.int8), offset=z, nbytes=z, iflags=z,
+                        flush_seq=z.astype(bool), is_ff=z.astype(bool), arrive=z, issue=z,
+                        data_done=z, done=z, tid=z, origin=z.astype(bool),
+                        observed=z.astype(bool))
+    res = replay.Replay(progs, births, reqs, z, z, []).run(0)
+    assert res.forced == 1 and res.stuck == 0
+    assert list(res.death) == [10, 10]
+
+
+def test_the_report_replays_no_trace_too_large(tmp_path, monkeypatch):
+    tr = read_trace(fsync_trace(tmp_path))
+    from iowhy.analysis import AnalysisConfig, analyze
+    full = analyze(tr, AnalysisConfig(keep_causal=True))
+    monkeypatch.setattr(predict, "REPORT_MAX_STEPS", 1)
+    w = predict.for_report(tr, full)
+    assert "not replayed for the report" in w["note"] and "iowhy whatif" in w["note"]
