@@ -284,3 +284,49 @@ def test_the_report_replays_no_trace_too_large(tmp_path, monkeypatch):
     monkeypatch.setattr(predict, "REPORT_MAX_STEPS", 1)
     w = predict.for_report(tr, full)
     assert "not replayed for the report" in w["note"] and "iowhy whatif" in w["note"]
+
+
+def test_a_wait_for_a_cpu_moves_with_the_sleep_before_it():
+    """The machine's waits for a CPU after sleeps of each length (program.WakeLatency):
+    a wait recorded after a long sleep, replayed after a short one, takes the same
+    percentile of the short sleeps' distribution; a bin with too few wakeups moves
+    nothing."""
+    from iowhy.whatif.program import WakeLatency
+    pct = [np.percentile(np.arange(0, 1000), np.arange(101)),  # < 20 us: 0-1 us
+           None, None, None, None, None,
+           np.percentile(np.arange(0, 100_000, 100), np.arange(101))]  # >= 10 ms
+    w = WakeLatency((0, 20_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000), pct)
+    # the median after a 20 ms sleep (50 us) becomes the median after a 5 us one
+    assert w.moved(50_000, 20_000_000, 5_000) == pytest.approx(500, abs=2)
+    assert w.moved(50_000, 20_000_000, 15_000_000) == 50_000  # the same bin
+    assert w.moved(50_000, 20_000_000, 200_000) == 50_000  # no wakeups in that bin
+
+
+def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
+    """fio's shape: the main thread (100) sleeps 10 ns on its timer again and again
+    (20 times from 60 on, 1 ns of CPU between) while a job thread (101, forked at 50)
+    reads [100, 2000) from the disk and exits at 2010; the main thread exits at 2200.
+    On the test device the read takes 200: the job exits at 310 and the polling ends
+    with it."""
+    t = T0
+    reqs = [req(t + 100, t + 2000, op=abi.OP_READ, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
+    offs = [off(101, t + 100, t + 2000, waker=0, ctx=H, rq_seq=1, syscall=0)]
+    s = 60
+    while s + 11 < 2200:
+        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=230))
+        s += 101
+    tasks = [task(100, t),
+             {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
+              "event_u16": abi.TASK_FORK},
+             {"tid": 101, "tgid": 101, "ts_ns": t + 2010, "event_u16": abi.TASK_EXIT},
+             task(100, t + 2200, abi.TASK_EXIT)]
+    p = write_trace(tmp_path / "poll.iowt", start=t, end=t + 2200, requests=reqs,
+                    offcpu=offs, tasks=tasks)
+    el_rec, _, prep = replay_of(p, [spec()], service="recorded")
+    from iowhy.whatif.program import POLL
+    assert prep.progs.kind.tolist().count(POLL) >= 3
+    # replayed as recorded, the polling ends with the job, not at the next tick
+    assert 2010 <= el_rec <= 2200
+    el, res, _ = replay_of(p, [spec()])
+    assert el < 500, el

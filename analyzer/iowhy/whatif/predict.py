@@ -252,7 +252,8 @@ def run(prep: Prepared, sc: Scenario | None, service: str = "model"
     # disk has its own (its typical path: the fit's median, or the profile's)
     other_disk = sc is not None and (sc.disk is not None or sc.profile is not None)
     rp = replay.Replay(prep.progs, prep.births, reqs, prep.anchor_actor, prep.anchor_t,
-                       specs, service=service, path=None if other_disk else prep.path)
+                       specs, service=service, path=None if other_disk else prep.path,
+                       workload=~cm.timeline.helper)
     res = rp.run(cm.window.start_ns)
     tl = cm.timeline
     root = cm.root
@@ -407,8 +408,13 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> li
     """What the model assumes, in words (the same in every prediction, with this
     trace's figures)."""
     out = [
-        "each thread keeps its recorded order of syscalls and CPU bursts, and each wait "
-        "for the CPU its recorded length (the machine as loaded as when recorded)",
+        "each thread keeps its recorded order of syscalls and CPU bursts; a wait for a "
+        "CPU keeps its place in the distribution of the machine's waits for a CPU after "
+        "a sleep as long as the one before it (measured on the trace's wakeups: the "
+        "machine as loaded as when recorded)",
+        "a thread that sleeps on its timer again and again (a polling loop, fio's main "
+        "thread) stops once the other threads of the workload are done or waiting for "
+        "each other; a single sleep keeps its length",
         "a wait ends when what ended it in the recording does in the replay: the "
         "request whose completion woke it, or the thread whose wakeup did; a sleep on a "
         "timer, a wait on a process outside the workload keep their recorded length",
@@ -453,6 +459,9 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
     lines.append("CPU bursts keep their recorded length: a thread that waits less wakes "
                  "on a warmer CPU and often runs faster than recorded (a shorter "
                  "prediction would then still be long)")
+    lines.append("a workload that runs for a fixed time (a benchmark's --time, a loop "
+                 "until a deadline) would do more work instead of finishing sooner: the "
+                 "prediction is how long the recorded work takes")
     st = out["replay"]
     g = st["request_links"]["guessed"]
     if g:

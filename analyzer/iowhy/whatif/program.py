@@ -28,12 +28,13 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64
-from ..model.wakeups import (BARRIER, CARRIED, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
-                             LOG, METADATA, OTHER, QUEUE, READ, RECURSE, TASK_IO,
-                             Timeline)
+from ..model.wakeups import (BARRIER, CARRIED, CPU, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
+                             LOG, METADATA, OTHER, QUEUE, READ, RECURSE, RUNQ, SLEEP,
+                             TASK_IO, TIMER, Timeline)
 from .requests import RequestTable
 
-FIXED, WAIT_ACTOR, WAIT_RQ, IDLE = 0, 1, 2, 3
+FIXED, WAIT_ACTOR, WAIT_RQ, IDLE, POLL = 0, 1, 2, 3, 4
+POLL_MIN = 3  # timer sleeps of a workload thread that make it a polling loop
 GUESS_NS = 2_000_000  # a completion this close before an unlinked I/O wakeup ended it
 # Kinds of the pieces of a wait cut around its request (model/wakeups.py _linked_pieces).
 LINKED_KINDS = (QUEUE, BARRIER, LOG, METADATA, DATA, READ)
@@ -53,6 +54,10 @@ class Programs:
     linked_waits: int = 0  # waits on a request found in the records
     linked_unplaced: int = 0  # ... whose pieces the timeline did not have
     guessed: int = 0  # I/O waits without a link, given the request that completed last
+    wake: "WakeLatency | None" = None  # the machine's wait for a CPU after a sleep
+    runq: np.ndarray | None = None  # bool per step: a wait for a CPU (fixed)
+    helper_step: np.ndarray | None = None  # bool per step: a helper's
+    blocked: np.ndarray | None = None  # bool per step: a fixed step off a CPU
     episodes: int = 0  # helper jobs (_helper_episodes)
     kept_episodes: int = 0  # ... the replay keeps
 
@@ -122,6 +127,13 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
         ok = (k >= 0) & (dn[np.maximum(k, 0)] >= ends[j] - GUESS_NS)
         kind[j[ok]], dep[j[ok]] = WAIT_RQ, done[k[ok]]
         guessed = int(ok.sum())
+    # A workload thread sleeping on its timer again and again (POLL_MIN times or more)
+    # is polling: fio's main thread checking on its jobs. Its sleeps end, in the replay,
+    # once the other threads are done (replay.py); a single sleep keeps its length.
+    tsleep = (kind == FIXED) & ~tl.helper[tl.actor.astype(I64)] & (tl.cat == SLEEP) & \
+        (tl.arg == TIMER)
+    per = np.bincount(tl.actor[tsleep].astype(I64), minlength=len(tl.tids))
+    kind[tsleep & (per[tl.actor.astype(I64)] >= POLL_MIN)] = POLL
     keep = np.flatnonzero(~absorbed)
     first = np.searchsorted(tl.actor[keep], np.arange(len(tl.tids) + 1), side="left")
     p = Programs(first=first.astype(I64), kind=kind[keep], ra=starts[keep], rb=rb[keep],
@@ -129,6 +141,13 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
                  linked_unplaced=len(act) - placed, guessed=guessed)
     aa, at = anchors(reqs, tl)
     _helper_episodes(p, tl, aa[aa >= 0], at[aa >= 0])
+    p.wake = wake_latency(trace)
+    cat = tl.cat[p.seg]
+    p.runq = (p.kind == FIXED) & np.isin(cat, (RUNQ, HRUNQ))
+    # a helper's replayed wait is longer than it would be (its other jobs are gone):
+    # only a shorter one moves its wait for a CPU (replay.py)
+    p.helper_step = tl.helper[tl.actor[p.seg].astype(I64)]
+    p.blocked = (p.kind == FIXED) & ~np.isin(cat, (RUNQ, HRUNQ, HCPU, CPU))
     return p
 
 
@@ -274,4 +293,56 @@ def summary(p: Programs) -> Mapping[str, int]:
             "waits_on_actors": int((p.kind == WAIT_ACTOR).sum()),
             "waits_on_requests": int((p.kind == WAIT_RQ).sum()),
             "helper_idle": int((p.kind == IDLE).sum()),
+            "polling_sleeps": int((p.kind == POLL).sum()),
             "helper_episodes": p.episodes, "helper_episodes_kept": p.kept_episodes}
+
+
+# Sleep lengths (ns) of the bins of WakeLatency: a wait for a CPU after a sleep is longer
+# after a longer sleep (on the lab's VM, after a sleep of 10 ms or more a kworker waited
+# 5 to 40 times as long on average as after one under 20 us).
+WAKE_EDGES = (0, 20_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
+WAKE_MIN = 20  # wakeups in a bin for its mean to count
+
+
+@dataclass
+class WakeLatency:
+    """The machine's waits for a CPU after a sleep, by the sleep's length: per bin of
+    WAKE_EDGES, the distribution (its percentiles 0 to 100) of every such wait of the
+    trace, workload threads and helpers alike (how long a thread waits for a CPU does
+    not depend on what it will run); None for a bin with fewer than WAKE_MIN."""
+
+    edges: tuple[int, ...]
+    pct: list[np.ndarray | None]
+
+    def bin(self, sleep_ns: int) -> int:
+        import bisect
+        return max(0, bisect.bisect_right(self.edges, sleep_ns) - 1)
+
+    def moved(self, runq_ns: int, recorded_sleep: int, replayed_sleep: int) -> int:
+        """A wait for a CPU recorded after a sleep of recorded_sleep, after one of
+        replayed_sleep instead: the same percentile of the other bin's distribution (as
+        recorded where either bin has too few wakeups)."""
+        a, b = self.bin(recorded_sleep), self.bin(replayed_sleep)
+        pa, pb = self.pct[a], self.pct[b]
+        if a == b or pa is None or pb is None:
+            return runq_ns
+        q = float(np.interp(runq_ns, pa, np.linspace(0, 100, len(pa))))
+        return int(round(float(np.interp(q, np.linspace(0, 100, len(pb)), pb))))
+
+
+def wake_latency(trace: Any) -> WakeLatency:
+    sl, rq = [], []
+    for name in ("offcpu", "helper"):
+        r = trace.records(name)
+        m = (r["waking_ns"] > 0) & ((r["flags_u16"] & abi.OFF_PREEMPT) == 0) & \
+            ((r["flags_u16"] & abi.OFF_LATE_END) == 0) & (r["end_ns"] >= r["waking_ns"]) & \
+            (r["waking_ns"] >= r["start_ns"])
+        sl.append(r["waking_ns"][m].astype(I64) - r["start_ns"][m].astype(I64))
+        rq.append(r["end_ns"][m].astype(I64) - r["waking_ns"][m].astype(I64))
+    s, q = np.concatenate(sl), np.concatenate(rq)
+    b = np.searchsorted(np.asarray(WAKE_EDGES), s, side="right") - 1
+    pct: list[np.ndarray | None] = []
+    for i in range(len(WAKE_EDGES)):
+        v = q[b == i]
+        pct.append(np.percentile(v, np.arange(101)) if len(v) >= WAKE_MIN else None)
+    return WakeLatency(WAKE_EDGES, pct)

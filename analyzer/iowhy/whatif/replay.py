@@ -45,7 +45,7 @@ import numpy as np
 
 from ..kernels import I64
 from . import disk
-from .program import FIXED, IDLE, WAIT_ACTOR, WAIT_RQ, Births, Programs
+from .program import FIXED, IDLE, POLL, WAIT_ACTOR, WAIT_RQ, Births, Programs
 from .requests import POST, PRE, RequestTable, service_times
 
 # event types, in the order simultaneous events are taken
@@ -94,9 +94,10 @@ class Replay:
     def __init__(self, progs: Programs, births: Births, reqs: RequestTable,
                  anchor_actor: np.ndarray, anchor_t: np.ndarray,
                  specs: Sequence[DeviceSpec], service: str = "model",
-                 path: np.ndarray | None = None) -> None:
+                 path: np.ndarray | None = None, workload: np.ndarray | None = None) -> None:
         """path: per request, its recorded path time (-1: none recorded, the device's
-        path_ns then)."""
+        path_ns then); workload: per actor, whether it is a workload thread (not a
+        helper), for the polling loops (default: all)."""
         self.p, self.reqs, self.specs = progs, reqs, specs
         self.path = path.tolist() if path is not None else [-1] * len(reqs)
         self.service = service
@@ -105,10 +106,28 @@ class Replay:
         nrq = len(reqs)
         self.kind = progs.kind.tolist()
         self.dur = (progs.rb - progs.ra).tolist()
+        # a wait for a CPU right after a wait: its length follows the replayed wait's
+        # (program.WakeLatency: the same percentile of the machine's waits for a CPU
+        # after a sleep as long as the replayed one); None: as recorded
+        self.wake = progs.wake
+        self.after_wait = [False] * len(self.dur)
+        if progs.wake is not None and progs.runq is not None:
+            blocked = (progs.kind == WAIT_ACTOR) | (progs.kind == WAIT_RQ) | \
+                (progs.kind == POLL) | progs.blocked
+            aw = np.zeros(len(progs.kind), bool)
+            aw[1:] = progs.runq[1:] & blocked[:-1]
+            aw[progs.first[:-1][progs.first[:-1] < len(aw)]] = False  # an actor's first
+            self.after_wait = aw.tolist()
+        self.helper_step = (progs.helper_step.tolist() if progs.helper_step is not None
+                            else [False] * len(self.dur))
         self.ra = progs.ra.tolist()
         self.rb = progs.rb.tolist()
         self.dep = progs.dep.tolist()
         self.first = progs.first.tolist()
+        self.is_workload = ([True] * nact if workload is None
+                            else [bool(x) for x in workload.tolist()])
+        self.cur = [-1] * nact  # each actor's current step; -2 once dead
+        self.polling: dict[int, int] = {}  # actor -> its POLL step under way
         self.s_start = [-1] * nst
         self.s_end = [-1] * nst
         self.birth = [-1] * nact
@@ -300,17 +319,33 @@ class Replay:
     def start_step(self, a: int, k: int, time: int) -> None:
         if k >= self.first[a + 1]:
             self.death[a] = time
+            self.cur[a] = -2
             self.place_points(a, -1, time, time)
+            if self.polling and self.is_workload[a]:
+                self.polls(time)
             return
         self.s_start[k] = time
+        self.cur[a] = k
         kind = self.kind[k]
-        if kind == FIXED or kind == IDLE:
-            end = time + self.dur[k] if kind == FIXED else time
+        if kind == FIXED or kind == IDLE or kind == POLL:
+            d = self.dur[k]
+            if self.after_wait[k] and self.wake is not None:
+                j = k - 1
+                w_rec, w_sim = self.rb[j] - self.ra[j], max(0, time - self.s_start[j])
+                if self.helper_step[k]:
+                    w_sim = min(w_sim, w_rec)
+                d = self.wake.moved(d, w_rec, w_sim)
+            end = time + d if kind != IDLE else time
             self.place_points(a, k, time, end)
             self.push(end, _STEP_END, a, k)
+            if kind == POLL:
+                self.polling[a] = k
+                self.polls(time)
             return
         # a wait: its own points are reached at their offset or when it ends
         self.place_points(a, k, time, -1)
+        if self.polling and kind == WAIT_ACTOR and self.is_workload[a]:
+            self.polls(time)
         if kind == WAIT_ACTOR:
             pt = self.wait_pt[k]
             if pt < 0:  # a target outside the actors: as recorded
@@ -326,10 +361,33 @@ class Replay:
             else:
                 self.rq_waiters.setdefault(r, []).append(k)
 
+    def polls(self, time: int) -> None:
+        """End the polling sleeps of the threads whose polling is over: every other
+        workload thread is dead, itself polling, or waiting for another workload thread
+        (none of them has work of its own left that the poller could be waiting for)."""
+        for a, k in list(self.polling.items()):
+            done = True
+            for b in range(len(self.cur)):
+                if b == a or not self.is_workload[b] or b in self.polling:
+                    continue
+                c = self.cur[b]
+                if c == -2 or c == -1:  # dead, or not started yet
+                    continue
+                if self.kind[c] == WAIT_ACTOR and 0 <= self.dep[c] < len(self.cur) \
+                        and self.is_workload[self.dep[c]]:
+                    continue
+                done = False
+                break
+            if done:
+                del self.polling[a]
+                self.push(time, _STEP_END, a, k)
+
     def end_step(self, a: int, k: int, time: int) -> None:
         if self.s_end[k] >= 0:
             return
         self.s_end[k] = time
+        if self.polling.get(a) == k:
+            del self.polling[a]
         for j in self.placed_in.pop(k, ()):
             if self.pt_time[j] < 0:
                 self.reach(j, time)
