@@ -232,6 +232,7 @@ class Replay:
         self.fl_pending: list[list[tuple[int, int]]] = [[] for _ in self.specs]
         self.fl_running = [False] * len(self.specs)
         self.fl_batch: list[list[tuple[int, int]]] = [[] for _ in self.specs]
+        self._wait_start: dict[tuple[int, int], int] = {}  # (request, stage) -> since
         self.needs = [0] * len(t)
         for r in range(len(t)):
             d = int(t.dev[r])
@@ -244,12 +245,15 @@ class Replay:
         for f, served in t.ff_served.items():
             for rs in served:
                 self.ff_alias.setdefault(rs, []).append(f)
+        self.rec_svc: dict[int, int] = {}
+        self._ffq: dict[int, deque] = {}
         if self.service == "recorded":
-            self.rec_svc = {}
             for d in range(len(self.specs)):
                 idx, _, svc = service_times(t, d)
                 for i, s in zip(idx.tolist(), svc.tolist()):
                     self.rec_svc[i] = max(0, s)
+                self._ffq[d] = deque(max(0, s) for i, s in zip(idx.tolist(), svc.tolist())
+                                     if t.is_ff[i])
 
     # -- the event loop ----------------------------------------------------------------
 
@@ -498,13 +502,6 @@ class Replay:
 
     def _recorded_ff(self, d: int) -> int:
         """The identity replay's flush: the recorded FFs' service times in order."""
-        if not hasattr(self, "_ffq"):
-            self._ffq: dict[int, deque] = {}
-            t = self.reqs
-            for dd in range(len(self.specs)):
-                idx, kinds, svc = service_times(t, dd)
-                self._ffq[dd] = deque(max(0, s) for i, s in zip(idx.tolist(), svc.tolist())
-                                      if t.is_ff[i])
         q = self._ffq[d]
         return q.popleft() if q else 0
 
@@ -526,7 +523,6 @@ class Replay:
 
     def flush_need(self, d: int, r: int, stage: int, time: int) -> None:
         self.fl_pending[d].append((r, stage))
-        self._wait_start = getattr(self, "_wait_start", {})
         self._wait_start[(r, stage)] = time
         if not self.fl_running[d]:
             self.issue_flush(d, time)
