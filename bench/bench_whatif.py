@@ -175,6 +175,16 @@ def main() -> int:
             m = statistics.median(y for _, y in v)
             print(f"{src:<17}{fs:<6}{words:<19}{run_id(dst, fs, ddisk):<27}{len(v):>5}"
                   f"{'':>24}{p / 1e6:>13,.0f}{m / 1e6:>10,.0f}{100 * (p - m) / m:>+8.1f}%")
+    print("\n# as a table (medians over the rounds; each round's error)\n")
+    print("| scenario | fs | what if | against | predicted ms | real ms | error | "
+          "each round |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (src, fs, words, dst, ddisk), v in per.items():
+        p = statistics.median(x for x, _ in v)
+        m = statistics.median(y for _, y in v)
+        rounds = ", ".join(f"{100 * (x - y) / y:+.0f}%" for x, y in v)
+        print(f"| {src} | {fs} | `{words}` | {dst} on {ddisk} | {p / 1e6:,.0f} | "
+              f"{m / 1e6:,.0f} | {100 * (p - m) / m:+.0f}% | {rounds} |")
     errs = [abs(p - m) / m for v in per.values() for p, m in v]
     if errs:
         print(f"\n# {len(errs)} comparisons: median |error| "
