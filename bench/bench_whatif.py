@@ -72,7 +72,9 @@ def ensure_run(out: Path, name: str, fs: str, disk: str, reuse: bool) -> dict[st
     t0 = time.monotonic()
     try:
         r = scenarios.run(name, fs, disk, out_dir=out, workdir="/var/tmp/iowhy-bench-whatif-work")
-    except scenarios.LabError as e:
+    except (scenarios.LabError, OSError, RuntimeError) as e:
+        # (an emulated disk that could not be torn down is an EmulatedDiskError, a
+        # RuntimeError: the run's own cleanup has undone the rest)
         print(f"  {run_id(name, fs, disk)}: FAILED: {e}", flush=True)
         return None
     r["bench_load"] = la
