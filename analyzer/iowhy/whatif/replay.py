@@ -184,6 +184,8 @@ class Replay:
         self.pt_waiter = [-1] * len(pts)  # a WAIT_ACTOR step waiting for this point
         self.rq_waiters: dict[int, list[int]] = {}  # request -> steps waiting for it
         self.placed_in: dict[int, list[int]] = {}  # wait step -> its points not reached
+        # every wait registered, by its start (break_cycle takes the first still open)
+        self.open_waits: list[tuple[int, int, bool, int]] = []
         self._device_clock(reqs)
         self._devices()
         self.res_model: dict[str, int] = {}
@@ -299,21 +301,16 @@ class Replay:
         the others, on itself: the recording's order of events did not hold in the
         replay), end the one that started first after its recorded length. False when
         no wait is open."""
-        best = None
-        for pt, k in enumerate(self.pt_waiter):
-            if k >= 0 and (best is None or self.s_start[k] < self.s_start[best[1]]):
-                best = ("pt", k, pt)
-        for r, ks in self.rq_waiters.items():
-            for k in ks:
-                if best is None or self.s_start[k] < self.s_start[best[1]]:
-                    best = ("rq", k, r)
-        if best is None:
-            return False
-        kind, k, x = best
-        if kind == "pt":
-            self.pt_waiter[x] = -1
+        while self.open_waits:
+            _, k, is_pt, x = heapq.heappop(self.open_waits)
+            if is_pt and self.pt_waiter[x] == k:
+                self.pt_waiter[x] = -1
+                break
+            if not is_pt and k in self.rq_waiters.get(x, ()):
+                self.rq_waiters[x].remove(k)
+                break
         else:
-            self.rq_waiters[x].remove(k)
+            return False
         self.forced += 1
         self.push(self.s_start[k] + (self.rb[k] - self.ra[k]), _STEP_END, self._owner(k), k)
         return True
@@ -358,12 +355,14 @@ class Replay:
                 self.push(max(time, self.pt_time[pt]), _STEP_END, a, k)
             else:
                 self.pt_waiter[pt] = k
+                heapq.heappush(self.open_waits, (time, k, True, pt))
         else:
             r = self.dep[k]
             if self.done[r] >= 0:
                 self.push(max(time, self.done[r]), _STEP_END, a, k)
             else:
                 self.rq_waiters.setdefault(r, []).append(k)
+                heapq.heappush(self.open_waits, (time, k, False, r))
 
     def polls(self, time: int) -> None:
         """End the polling sleeps of the threads whose polling is over: every other
