@@ -151,10 +151,11 @@ def fit_device(t: RequestTable, d: int, size_bytes: int = 0) -> dict[str, Any]:
     else:
         hyps.insert(0, base.with_cache(False))
     best: tuple[float, Any, Any, Any, Any, str] | None = None
-    yo = svc[ok].astype(float)
+    rows = _rows(kinds, ok)
+    yo = svc[rows].astype(float)
     for h in hyps:
         x = features(kinds, offs, sizes, h)
-        xo = _tie_paths(x[ok])
+        xo = _tie_paths(x[rows])
         sup = _supported(xo)
         for pname in PRIORS:
             pri = prior(disk.PRESETS[pname])
@@ -181,6 +182,25 @@ def fit_device(t: RequestTable, d: int, size_bytes: int = 0) -> dict[str, Any]:
     phys = x[:, :PHYS] @ th[:PHYS]
     prof["_path"] = (idx, np.where(ok, np.maximum(svc - np.round(phys), 0), -1).astype(np.int64))
     return prof
+
+
+FIT_ROWS = 20_000  # requests a fit regresses on at most (the model still runs over all)
+
+
+def _rows(kinds: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """The requests the regression uses: every observed one, or FIT_ROWS of them on a
+    large trace: every flush and read (rare and telling) up to half of it, the rest
+    evenly spaced over the stream."""
+    idx = np.flatnonzero(ok)
+    if len(idx) <= FIT_ROWS:
+        return idx
+    rare = idx[(kinds[idx] == disk.FLUSH) | (kinds[idx] == disk.READ)]
+    if len(rare) > FIT_ROWS // 2:
+        rare = rare[np.linspace(0, len(rare) - 1, FIT_ROWS // 2).astype(np.int64)]
+    rest = np.setdiff1d(idx, rare)
+    n = FIT_ROWS - len(rare)
+    rest = rest[np.linspace(0, len(rest) - 1, n).astype(np.int64)] if len(rest) > n else rest
+    return np.union1d(rare, rest)
 
 
 def _untie_paths(th: np.ndarray, sup: Sequence[bool]) -> np.ndarray:

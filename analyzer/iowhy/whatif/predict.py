@@ -497,7 +497,7 @@ def render(r: Mapping[str, Any]) -> str:
 REPORT_SCENARIOS = (("barriers off", Scenario(nobarrier=True)),
                     ("write cache off", Scenario(write_cache="off")),
                     ("the emulated ssd", Scenario(disk="ssd")))
-REPORT_MAX_STEPS = 2_000_000
+REPORT_MAX_STEPS = 500_000
 
 
 def for_report(trace: Any, result: dict[str, Any]) -> dict[str, Any]:
