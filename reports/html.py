@@ -600,7 +600,7 @@ def section_whatif(w: Mapping[str, Any]) -> str:
              table(("what if", "predicted elapsed", "vs measured", "what changes"), rows,
                    numeric=(1, 2), table_id="table-whatif"),
              "<p class=\"muted\">What the trace cannot tell: " + esc(" ".join(
-                 f"{c[0].upper()}{c[1:]}." for c in preds[0]["cannot_tell"][:2])) + "</p>"]
+                 f"{c[0].upper()}{c[1:]}." for c in preds[0]["cannot_tell"][:3])) + "</p>"]
     return section("whatif", "What if", *parts)
 
 

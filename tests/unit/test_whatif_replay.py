@@ -223,6 +223,24 @@ def test_a_trace_without_wakeup_links_is_refused(tmp_path, iowhy_bin):
     assert "no wakeup links" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_a_trace_without_an_attribution_is_refused(tmp_path, iowhy_bin):
+    """Every off-CPU record lost (the analysis' attribution_unavailable): nothing says
+    what a thread waited for. whatif says so in one line; the page has no section."""
+    import htmlcheck
+    reqs = [req(T0 + 100, T0 + 300, submit=T0 + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN)]
+    p = write_trace(tmp_path / "nooff.iowt", start=T0, end=T0 + 1000, requests=reqs,
+                    tasks=[task(100, T0), task(100, T0 + 1000, abi.TASK_EXIT)],
+                    counters={"lost_ringbuf_offcpu": 40})
+    r = subprocess.run([*iowhy_bin, "whatif", p, "--nobarrier"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "no attribution: every off-CPU record was lost" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    text = htmlcheck.render(p, tmp_path / "r.html")
+    assert 'id="whatif"' not in text and 'href="#whatif"' not in text
+
+
 @pytest.mark.parametrize("bad", ["{}", "[]", '{"schema": "iowhy-whatif-profile/1"}',
                                  '{"schema": "iowhy-whatif-profile/1", "disk": '
                                  '{"media_rate": 0, "iface_rate": 1}}'])
@@ -244,6 +262,9 @@ def test_the_html_report_has_a_what_if_section(tmp_path):
     for name in ("barriers off", "write cache off", "the emulated ssd"):
         assert f"<td>{name}</td>" in sec
     assert "What the trace cannot tell" in sec
+    for caveat in ("may issue other requests", "keep their recorded length",
+                   "as busy as it was then"):
+        assert caveat in sec, caveat
 
 
 def test_no_what_if_section_without_wakeup_links(tmp_path):

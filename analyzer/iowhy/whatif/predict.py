@@ -115,6 +115,13 @@ def prepare(trace: Any, config: AnalysisConfig | None = None) -> Prepared:
 
 def prepare_from(trace: Any, res: dict[str, Any]) -> Prepared:
     """Make a trace ready to replay from its analysis (run with keep_causal)."""
+    why = res.get("attribution_unavailable")
+    if why:
+        # no scheduler data: nothing says what a thread waited for, so nothing to replay
+        raise WhatifError(
+            f"{getattr(trace, 'path', 'the trace')}: nothing to replay, no attribution: "
+            f"{why}",
+            "`iowhy report` shows the requests and latencies the trace holds")
     cm = res.get("_causal")
     if cm is None:
         raise WhatifError(
@@ -459,6 +466,9 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
     lines.append("CPU bursts keep their recorded length: a thread that waits less wakes "
                  "on a warmer CPU and often runs faster than recorded (a shorter "
                  "prediction would then still be long)")
+    lines.append("the machine's load: waits for a CPU follow the recording's, so the "
+                 "prediction is for a machine as busy as it was then; on a busier or "
+                 "quieter one the same run takes longer or shorter")
     lines.append("a workload that runs for a fixed time (a benchmark's --time, a loop "
                  "until a deadline) would do more work instead of finishing sooner: the "
                  "prediction is how long the recorded work takes")
@@ -503,10 +513,10 @@ REPORT_MAX_STEPS = 500_000
 def for_report(trace: Any, result: dict[str, Any]) -> dict[str, Any]:
     """The report's "what if" (reports/html.py section_whatif): the predictions of
     REPORT_SCENARIOS from an analysis run with keep_causal, or why there are none
-    ({} for a trace without wakeup links: no section)."""
+    ({} for a trace without wakeup links or without an attribution: no section)."""
     cm = result.get("_causal")
-    if cm is None:
-        return {}
+    if cm is None or result.get("attribution_unavailable"):
+        return {}  # the page says why there is no attribution; no replay without it
     n = len(cm.timeline.kstart)
     if n > REPORT_MAX_STEPS:
         return {"note": f"not replayed for the report ({n:,} timeline segments): "
