@@ -111,7 +111,7 @@ def main() -> int:
     ap.add_argument("--fs", choices=("ext4", "xfs", "btrfs"))
     ap.add_argument("--reuse", action="store_true", help="predict from the runs kept in --out")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO / "analyzer"))
+    # the installed iowhy (`make all`'s .venv): iowhy.lab is installed from lab/
     from iowhy.lab import scenarios
     from iowhy.traceformat import read_trace
     from iowhy.whatif.predict import Scenario, WhatifError, predict, prepare
