@@ -11,7 +11,8 @@ with tests/lab/test_lab.py). This machine is shared: a run's elapsed time moves 
 the load beside it (the recorded CPU bursts and run-queue waits, which the replay keeps,
 with it). When a prediction misses, the scenario is recorded and run again, up to
 ATTEMPTS times in all, and the medians of the predictions and of the real runs are
-compared (every figure, with the load averages, is in the message).
+compared (every figure, with the load averages and each run's waits for a CPU on
+its critical path, is in the message).
 
 The Python disk model is also checked against each run's ground truth, request by
 request, and the profile fitted from a recording of the emulated hdd-7200 against its
@@ -20,6 +21,7 @@ parameters.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
@@ -45,6 +47,13 @@ CASES = {
 
 def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _runqueue_ms(run: dict) -> int:
+    """The run's waits for a CPU on its critical path (its report): how loaded the
+    machine was while it ran, which the replay keeps from the recording."""
+    att = json.loads(Path(run["files"]["report_json"]).read_text())["attribution_ns"] or {}
+    return round(int(att.get("runqueue", 0)) / 1e6)
 
 
 def _predicted(run: dict, sc: Scenario) -> tuple[int, int]:
@@ -77,7 +86,10 @@ def test_prediction_is_within_25_percent_of_the_real_run(lab_runs, case, fs):
             f"{[round(b / 1e6) for _, b in preds]} ms, predicted "
             f"{[round(p / 1e6) for p, _ in preds]} ms, real "
             f"{[round(r['elapsed_ns'] / 1e6) for r in reals]} ms: median {pred / 1e6:.0f} "
-            f"vs {real / 1e6:.0f} ms, {100 * err:+.1f}%")
+            f"vs {real / 1e6:.0f} ms, {100 * err:+.1f}%; runqueue recorded "
+            f"{[_runqueue_ms(s) for s in sources]} ms, real {[_runqueue_ms(r) for r in reals]} "
+            "ms")
+        print(lines[-1], flush=True)  # with -s, kept even if a run below fails
         if abs(err) <= TOLERANCE or attempt == ATTEMPTS - 1:
             break
         sources.append(_again(lab_runs, src_name, fs, "hdd-7200"))
@@ -85,7 +97,6 @@ def test_prediction_is_within_25_percent_of_the_real_run(lab_runs, case, fs):
         reals.append(_again(lab_runs, dst_name, fs, dst_disk))
     detail = f"{src_name} on {fs} {sc.words()} vs {dst_name} on {dst_disk}:\n  " + \
         "\n  ".join(lines)
-    print(detail)
     assert abs(err) <= TOLERANCE, detail
 
 
