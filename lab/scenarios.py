@@ -856,7 +856,10 @@ def analyze_run(s: Scenario, fs: str, disk: str, paths: Mapping[str, Path],
     from iowhy.traceformat import read_trace
     tr = read_trace(str(paths["trace"]))
     from iowhy.reports.html import render_html
-    full = analyze(tr, AnalysisConfig(figures=True))
+    full = analyze(tr, AnalysisConfig(figures=True, keep_causal=True))
+    from iowhy.whatif.predict import for_report
+    full["_whatif"] = for_report(tr, full)  # the page's "what if" (iowhy whatif)
+    full.pop("_causal", None)
     report = {k: v for k, v in full.items() if not k.startswith("_")}
     outfile.write_output(paths["report_json"], json.dumps(report, indent=2) + "\n")
     outfile.write_output(paths["report_text"], render_report(report) + "\n")

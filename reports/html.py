@@ -14,6 +14,7 @@ A page is assembled from section functions that return HTML fragments, so other 
 * `section_problems(r)`, `section_header(r, tasks)`, `section_where(r)`,
   `section_findings(r)`, `section_classes(r)`, `section_fsync(r)`, `section_devices(r)`,
   `section_placement(r)`: one analysis result (iowhy.analysis.analyze) each;
+  `section_whatif(w)`: the result's "_whatif" (iowhy.whatif.predict.for_report);
 * `figure_sections(r, data)`: the figure blocks of one result, by section.
 
 Escaping: every value a helper puts into the page goes through html.escape unless it is
@@ -47,6 +48,7 @@ __all__ = [
     "Raw", "esc", "page", "section", "table", "kv_table", "figure_block", "nav",
     "section_problems", "section_header", "section_where", "section_findings",
     "section_classes", "section_fsync", "section_devices", "section_placement",
+    "section_whatif",
     "section_mapping", "text_block", "prefix_ids", "figure_sections", "render_html",
     "render_compare_html", "FIGURES",
 ]
@@ -570,6 +572,36 @@ def _heading_name(r: Mapping[str, Any], width: int = 110) -> Raw:
 NAV = (("where", "where the time went"), ("findings", "findings"),
        ("recorded", "what was recorded"), ("classes", "requests"),
        ("fsync", "fsync & commits"), ("devices", "devices"), ("placement", "placement"))
+NAV_WHATIF = (("whatif", "what if"),)
+
+
+def section_whatif(w: Mapping[str, Any]) -> str:
+    """What if (iowhy whatif, docs/whatif.md): the recording replayed without barriers,
+    with the write cache off and on the emulated ssd (whatif.predict.for_report), or why
+    it was not."""
+    if w.get("note"):
+        return section("whatif", "What if", f"<p>{esc(w['note'])}</p>")
+    preds = w.get("predictions") or []
+    if not preds:
+        return ""
+    m = preds[0]["measured_elapsed_ns"]
+    b = preds[0]["baseline_elapsed_ns"]
+    rows = []
+    for p in preds:
+        el = p["predicted_elapsed_ns"]
+        ch = "; ".join(c["text"] for c in p["changes"][:2]) or "no category moves by 1%"
+        rows.append([p["name"], fmt_ns(el), f"{100.0 * (el - m) / m:+.0f}%" if m else "-", ch])
+    parts = [f"<p>The recording replayed against changed storage: each thread keeps its "
+             f"syscalls, CPU bursts and what ended each of its waits; the device is served "
+             f"by the emulated disk's model. Measured {esc(fmt_ns(m))}; replayed against "
+             f"the recorded device's fitted model {esc(fmt_ns(b))} "
+             f"({100.0 * (b - m) / m:+.0f}%: the model's own error on this trace). "
+             f"<code>iowhy whatif TRACE</code> prints each in full.</p>" if m else "",
+             table(("what if", "predicted elapsed", "vs measured", "what changes"), rows,
+                   numeric=(1, 2), table_id="table-whatif"),
+             "<p class=\"muted\">What the trace cannot tell: " + esc(" ".join(
+                 f"{c[0].upper()}{c[1:]}." for c in preds[0]["cannot_tell"][:3])) + "</p>"]
+    return section("whatif", "What if", *parts)
 
 
 def render_html(result: Mapping[str, Any]) -> str:
@@ -592,6 +624,10 @@ def render_html(result: Mapping[str, Any]) -> str:
         section_devices(result, figs["fig-throughput"]),
         section_placement(result, figs["fig-seek"], figs["fig-sectors"]),
     ]
+    whatif = result.get("_whatif")
+    if whatif:
+        parts[0] = nav(NAV + NAV_WHATIF)
+        parts.append(section_whatif(whatif))
     heading = Raw(f"iowhy report {_heading_name(result)}")
     return neutralise_page(page(f"iowhy report: {_short(title(result))}", parts,
                                 heading=heading))

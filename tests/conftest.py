@@ -213,26 +213,26 @@ def _cleanup_workdir(workdir: Path) -> None:
 
 
 class Runs:
-    """Each (scenario, fs) recorded once per session; a failed run fails every test
+    """Each (scenario, fs, disk) recorded once per session; a failed run fails every test
     that needs it with the same error, without running it again."""
 
     def __init__(self, out: Path, workdir: Path):
         self.out = out
         self.workdir = workdir
-        self.done: dict[tuple[str, str], object] = {}
+        self.done: dict[tuple[str, str, str], object] = {}
 
-    def __call__(self, name: str, fs: str) -> dict:
-        key = (name, fs)
+    def __call__(self, name: str, fs: str, disk: str = LAB_DISK) -> dict:
+        key = (name, fs, disk)
         from iowhy.lab import scenarios
         if key not in self.done:
             try:
-                r = scenarios.run(name, fs, LAB_DISK, out_dir=self.out, workdir=self.workdir)
+                r = scenarios.run(name, fs, disk, out_dir=self.out, workdir=self.workdir)
                 # This VM's kernel now and then runs no probe for an event (README,
                 # "Events the kernel does not deliver"); the trace flags and counts it.
                 # Such a run is recorded once more; a second one is kept, and judged
                 # below.
                 if r.get("lost_events"):
-                    r = scenarios.run(name, fs, LAB_DISK, out_dir=self.out,
+                    r = scenarios.run(name, fs, disk, out_dir=self.out,
                                       workdir=self.workdir)
                 self.done[key] = r
             except Exception as e:  # kept, and raised again by every test that needs it
@@ -243,8 +243,8 @@ class Runs:
         assert isinstance(r, dict)
         return r
 
-    def report(self, name: str, fs: str) -> dict:
-        r = self(name, fs)
+    def report(self, name: str, fs: str, disk: str = LAB_DISK) -> dict:
+        r = self(name, fs, disk)
         return json.loads(Path(r["files"]["report_json"]).read_text())
 
 

@@ -271,6 +271,12 @@ EXAMPLES = [
      "iowhy hist untar.iowt --metric device --class log --unit usecs"),
     ("Two runs side by side (A is the baseline):",
      "iowhy compare ext4.iowt xfs.iowt"),
+    ("What the same run would take without barriers, or on an SSD:",
+     "iowhy whatif untar.iowt --nobarrier"),
+    ("", "iowhy whatif untar.iowt --disk ssd --json"),
+    ("A profile of the disk a trace was recorded on, then that disk for another run:",
+     "iowhy whatif --fit yesterday.iowt -o mydisk.json"),
+    ("", "iowhy whatif untar.iowt --disk mydisk.json"),
     ("A seed scenario on the emulated disk, checked against its ground truth:",
      "sudo iowhy lab run all --disk ssd"),
 ]

@@ -86,6 +86,8 @@ class AnalysisConfig:
     interval_ns: int = 0  # > 0: the elapsed attribution per interval of this length
     requests: bool = False  # what the analysis made of each request (the export's
     #                         columns): result["_requests"] (request_roles)
+    keep_causal: bool = False  # keep the causal timeline and the request classes in
+    #                            result["_causal"] (CausalModel; `iowhy whatif`)
 
 
 class _Clock:
@@ -668,7 +670,8 @@ class _Tasks:
         def drop_timeline() -> None:
             r["timeline"] = None
 
-        causal = [((("timeline",), drop_intervals)), (("workload",), drop_timeline)] \
+        causal = [((("timeline",), drop_intervals)),
+                  *([] if self.cfg.keep_causal else [(("workload",), drop_timeline)])] \
             if self.causal else []
         return [*causal, (("unions", "queue depth"), drop_stage_times),
                 (("unions", "locality"), drop_stage_order),
@@ -794,6 +797,13 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["_figures"] = r["figures"]
     if cfg.requests:
         res["_requests"] = request_roles(t)
+    if cfg.keep_causal and t.causal and r.get("timeline") is not None:
+        tl, fill, root, _, _ = r["timeline"]
+        res["_causal"] = CausalModel(
+            timeline=tl, root=int(root), fill=fill, window=win,
+            request_seq=np.asarray(rq.extra["seq"]).astype(I64),
+            request_class=np.asarray(r["classify"]), request_dev=np.asarray(rq.dev),
+            device_names=device_names(meta, rq.devices))
     return res
 
 
@@ -849,6 +859,25 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
     return {"background": background, "counted": counted, "carried_for": carried_for,
             "carrier": carrier, "cls": cls, "seek": seek, "has_seek": has_seek,
             "device_names": device_names(t.meta, rq.devices)}
+
+
+@dataclass
+class CausalModel:
+    """What the causal attribution was computed from, for a reader that replays it
+    (`iowhy whatif`, analyzer/iowhy/whatif): the timeline of every actor
+    (model/wakeups.py), the actor whose critical path is the elapsed time, the fill of
+    the views/causal.py walk, the window, and the requests the analysis kept (the
+    workload's devices; background I/O set apart) by their record `seq`, with their
+    class (model/classify.py CLASS_NAMES) and device (an index into device_names)."""
+
+    timeline: Any
+    root: int
+    fill: Any
+    window: Window
+    request_seq: np.ndarray
+    request_class: np.ndarray
+    request_dev: np.ndarray
+    device_names: list[str]
 
 
 def _metadata_data(rel: list[int], dev_op: np.ndarray, dev_bytes: np.ndarray

@@ -189,7 +189,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     cfg = AnalysisConfig(locality_gap_ns=int(args.merge_gap_ms * 1e6),
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
-                         figures=bool(args.html),
+                         figures=bool(args.html), keep_causal=bool(args.html),
                          interval_ns=int(round(interval * 1e9)) if interval else 0)
     # Before the trace is read: its decoded records are the first large allocations,
     # and freed memory must stay in the heap for the analysis (and before the reader's
@@ -200,6 +200,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         tr = load(args.trace)
         cfg.progress = step
         full = analyze(tr, cfg)
+        if args.html:
+            # the page's "what if": the recording replayed without barriers, with the
+            # write cache off, on the emulated ssd (iowhy whatif)
+            from .whatif.predict import for_report
+            step("what if")
+            full["_whatif"] = for_report(tr, full)
+            full.pop("_causal", None)
     result = _public(full)
     # --findings 0: no findings section at all in the text and the page (findings None);
     # the JSON keeps its empty list

@@ -17,8 +17,10 @@ def fmt_ns(ns: float | None) -> str:
     a = abs(ns)
     if a >= 100e9:
         return f"{ns / 1e9:,.0f} s"
+    # a value that rounds up to 1000 of a unit is 1 of the next (999,600 ns: 1 ms, not
+    # "1e+03 us"); 999.5 ns and up is 1 us
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if a >= scale:
+        if a >= scale * 0.9995:
             return f"{ns / scale:.3g} {unit}"
     return f"{int(ns)} ns"
 

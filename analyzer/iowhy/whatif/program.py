@@ -1,0 +1,348 @@
+"""What the replay keeps of the recording: each actor's life as a program of steps.
+
+The causal timeline (model/wakeups.py) tiles every actor's recorded time (each workload
+thread's life, each helper's recorded stretches) with segments. A program is those
+segments in order, each one a step:
+
+* a **fixed** step keeps its recorded length: on a CPU, waiting for one, a sleep on a
+  timer, a wait on something outside the workload, a throttle, a stretch of a helper
+  that was not recorded;
+* a **wait on an actor** (a RECURSE segment: the actor whose wakeup ended it) ends when
+  that actor reaches, in the replay, the point of its own program where it woke this
+  one (the recorded waking time, in its timeline);
+* a **wait on a request** (the pieces of a wait the trace links to a request's
+  completion: an off-CPU or helper record with WAKER_RQ) ends when the replayed device
+  completes that request.
+
+Requests are anchored the same way: a request submitted by an actor arrives when that
+actor reaches its recorded submission; a workload thread starts when the thread that
+forked it reaches the fork.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import abi
+from ..kernels import I64
+from ..model.wakeups import (BARRIER, CARRIED, CPU, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
+                             LOG, METADATA, OTHER, QUEUE, READ, RECURSE, RUNQ, SLEEP,
+                             TASK_IO, TIMER, Timeline)
+from .requests import RequestTable
+
+FIXED, WAIT_ACTOR, WAIT_RQ, IDLE, POLL = 0, 1, 2, 3, 4
+POLL_MIN = 3  # timer sleeps of a workload thread that make it a polling loop
+GUESS_NS = 2_000_000  # a completion this close before an unlinked I/O wakeup ended it
+# Kinds of the pieces of a wait cut around its request (model/wakeups.py _linked_pieces).
+LINKED_KINDS = (QUEUE, BARRIER, LOG, METADATA, DATA, READ)
+
+
+@dataclass
+class Programs:
+    """Steps of every actor, concatenated in (actor, start) order: actor `a`'s steps
+    are first[a]:first[a + 1]."""
+
+    first: np.ndarray  # int64, len actors + 1
+    kind: np.ndarray  # FIXED, WAIT_ACTOR, WAIT_RQ
+    ra: np.ndarray  # recorded start
+    rb: np.ndarray  # recorded end
+    dep: np.ndarray  # WAIT_ACTOR: the actor; WAIT_RQ: the request; else -1
+    seg: np.ndarray  # the timeline segment it comes from (the first piece of a wait)
+    linked_waits: int = 0  # waits on a request found in the records
+    linked_unplaced: int = 0  # ... whose pieces the timeline did not have
+    guessed: int = 0  # I/O waits without a link, given the request that completed last
+    wake: "WakeLatency | None" = None  # the machine's wait for a CPU after a sleep
+    runq: np.ndarray | None = None  # bool per step: a wait for a CPU (fixed)
+    helper_step: np.ndarray | None = None  # bool per step: a helper's
+    blocked: np.ndarray | None = None  # bool per step: a fixed step off a CPU
+    episodes: int = 0  # helper jobs (_helper_episodes)
+    kept_episodes: int = 0  # ... the replay keeps
+
+
+def _linked(trace: Any, tl: Timeline, reqs: RequestTable
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(actor, start, waking, request) of every wait the records link to a request's
+    completion, on the requests the analysis kept."""
+    parts = []
+    for name in ("offcpu", "helper"):
+        r = trace.records(name)
+        m = (r["flags_u16"] & abi.OFF_WAKER_RQ) != 0
+        m &= (r["waking_ns"] > 0) & ((r["flags_u16"] & abi.OFF_PREEMPT) == 0)
+        if not m.any():
+            continue
+        ri = reqs.find(r["waker_rq_seq"][m].astype(I64))
+        act, found = tl.actor_of(r["tid"][m].astype(I64))
+        ok = (ri >= 0) & found
+        parts.append((act[ok], r["start_ns"][m][ok].astype(I64),
+                      r["waking_ns"][m][ok].astype(I64), ri[ok]))
+    if not parts:
+        z = np.zeros(0, I64)
+        return z, z, z, z
+    return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
+
+
+def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
+    """The programs of every actor of tl (see the module doc)."""
+    n = len(tl.kstart)
+    starts = tl.starts(np.arange(n))
+    ends = tl.ends(np.arange(n))
+    kind = np.where(tl.cat == RECURSE, WAIT_ACTOR, FIXED).astype(np.int8)
+    dep = np.where(tl.cat == RECURSE, tl.arg, -1).astype(I64)
+    rb = ends.copy()
+    absorbed = np.zeros(n, bool)
+    act, s, w, ri = _linked(trace, tl, reqs)
+    placed = 0
+    if len(act):
+        s = np.clip(s, tl.birth[act], tl.death[act])
+        w = np.clip(w, s, tl.death[act])
+        j0 = np.searchsorted(tl.kstart, tl.keys(act, s), side="left")
+        j1 = np.searchsorted(tl.kstart, tl.keys(act, w), side="left")
+        linked = np.isin(tl.cat, LINKED_KINDS) | ((tl.cat == HCPU) & (tl.arg == CARRIED))
+        for a0, a1, r in zip(j0.tolist(), j1.tolist(), ri.tolist()):
+            while a0 < a1 and not linked[a0]:
+                a0 += 1
+            if a0 >= a1 or not linked[a0:a1].all() or absorbed[a0] or kind[a0] == WAIT_RQ:
+                continue
+            kind[a0], dep[a0], rb[a0] = WAIT_RQ, r, ends[a1 - 1]
+            absorbed[a0 + 1:a1] = True
+            placed += 1
+    # A wait the trace does not link, ended by an I/O completion (an interrupt with the
+    # thread in iowait, a completion run in another task's context, a helper out of an
+    # interrupt): the request of its devices that completed last before it ended, if
+    # one did within GUESS_NS (never a later one: what the waiter does next may be what
+    # that request needs).
+    io = (kind == FIXED) & (tl.cat == OTHER) & np.isin(tl.arg, (IRQ_NO_RQ, TASK_IO,
+                                                                HELPER_IRQ))
+    guessed = 0
+    j = np.flatnonzero(io & ~absorbed)
+    if len(j):
+        done = np.flatnonzero(reqs.done > 0)
+        dn = reqs.done[done]
+        o = np.argsort(dn, kind="stable")
+        done, dn = done[o], dn[o]
+        k = np.searchsorted(dn, ends[j], side="right") - 1
+        ok = (k >= 0) & (dn[np.maximum(k, 0)] >= ends[j] - GUESS_NS)
+        kind[j[ok]], dep[j[ok]] = WAIT_RQ, done[k[ok]]
+        guessed = int(ok.sum())
+    # A workload thread sleeping on its timer again and again (POLL_MIN times or more)
+    # is polling: fio's main thread checking on its jobs. Its sleeps end, in the replay,
+    # once the other threads are done (replay.py); a single sleep keeps its length.
+    tsleep = (kind == FIXED) & ~tl.helper[tl.actor.astype(I64)] & (tl.cat == SLEEP) & \
+        (tl.arg == TIMER)
+    per = np.bincount(tl.actor[tsleep].astype(I64), minlength=len(tl.tids))
+    kind[tsleep & (per[tl.actor.astype(I64)] >= POLL_MIN)] = POLL
+    keep = np.flatnonzero(~absorbed)
+    first = np.searchsorted(tl.actor[keep], np.arange(len(tl.tids) + 1), side="left")
+    p = Programs(first=first.astype(I64), kind=kind[keep], ra=starts[keep], rb=rb[keep],
+                 dep=dep[keep], seg=keep.astype(I64), linked_waits=len(act),
+                 linked_unplaced=len(act) - placed, guessed=guessed)
+    aa, at = anchors(reqs, tl)
+    _helper_episodes(p, tl, aa[aa >= 0], at[aa >= 0])
+    p.wake = wake_latency(trace)
+    cat = tl.cat[p.seg]
+    p.runq = (p.kind == FIXED) & np.isin(cat, (RUNQ, HRUNQ))
+    # a helper's replayed wait is longer than it would be (its other jobs are gone):
+    # only a shorter one moves its wait for a CPU (replay.py)
+    p.helper_step = tl.helper[tl.actor[p.seg].astype(I64)]
+    p.blocked = (p.kind == FIXED) & ~np.isin(cat, (RUNQ, HRUNQ, HCPU, CPU))
+    return p
+
+
+def _helper_episodes(p: Programs, tl: Timeline, pt_actor: np.ndarray, pt_t: np.ndarray
+                     ) -> None:
+    """Which of a helper's recorded work the workload's replay needs; the rest becomes
+    IDLE (no time at all).
+
+    A helper's program is a run of jobs, each started by a wait (what ended it handed
+    the helper its work) and made of the CPU and run-queue time up to its next wait. A
+    kworker serves every process on the machine, so most of its jobs are none of the
+    workload's. A job is kept when the workload's work is in it: the wait that started
+    it ended on a request of the workload's devices, on a workload thread or on a kept
+    job of another helper; or a point of it is one the workload needs (a workload thread
+    or a kept job woke up there, a request of the workload's devices was submitted
+    there). A kept job keeps its CPU and run-queue time. Every other job, and every wait
+    of a helper that nothing of the workload ended (a timer, another process, a stretch
+    not recorded), costs nothing: the helper is free for the workload's work as soon as
+    the replay needs it."""
+    nact = len(tl.tids)
+    n = len(p.kind)
+    if not n or not tl.helper.any():
+        return
+    owner = (np.searchsorted(p.first, np.arange(n), side="right") - 1).astype(I64)
+    hstep = tl.helper[owner]
+    hs = np.flatnonzero(hstep)
+    if not len(hs):
+        return
+    cat = tl.cat[p.seg]
+    blocked = (p.kind != FIXED) | ~np.isin(cat, (HCPU, HRUNQ))
+    idle_wait = hstep & blocked
+    newact = np.ones(len(hs), bool)
+    newact[1:] = owner[hs[1:]] != owner[hs[:-1]]
+    starts = idle_wait[hs] | newact  # a new actor starts a job (opened by nothing recorded)
+    job = np.full(n, -1, I64)
+    job[hs] = np.cumsum(starts) - 1
+    njob = int(job[hs].max()) + 1
+    opening = np.full(njob, -1, I64)  # the idle wait that starts it, or -1
+    o = hs[starts]
+    opening[job[o]] = np.where(idle_wait[o], o, -1)
+    # steps are sorted by actor then start: keyed times find an actor's step at a time
+    key = owner * tl.span + (p.ra - tl.origin)
+
+    def job_at(actor: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The job of each (actor, recorded time): -1 for a workload thread."""
+        k = np.searchsorted(key, actor * tl.span + (np.asarray(t) - tl.origin),
+                            side="right") - 1
+        k = np.maximum(k, 0)
+        ok = tl.helper[actor] & (owner[k] == actor)
+        return np.where(ok, job[k], -1)
+
+    wa = np.flatnonzero(p.kind == WAIT_ACTOR)
+    tgt = p.dep[wa]
+    valid = (tgt >= 0) & (tgt < nact)
+    wa, tgt = wa[valid], tgt[valid]
+    tgt_job = job_at(tgt, p.rb[wa])  # the job the waker woke it from
+    src_job = job[wa]  # the waiting step's job (-1: a workload thread's wait)
+    kept = np.zeros(njob, bool)
+    seeds: list[int] = []
+    rq_jobs = job[(p.kind == WAIT_RQ) & hstep]
+    seeds += rq_jobs.tolist()
+    for j in range(njob):
+        k = opening[j]
+        if k >= 0 and p.kind[k] == WAIT_ACTOR and 0 <= p.dep[k] < nact \
+                and not tl.helper[p.dep[k]]:
+            seeds.append(j)
+    seeds += tgt_job[(src_job < 0) & (tgt_job >= 0)].tolist()
+    if len(pt_actor):
+        pj = job_at(pt_actor.astype(I64), pt_t.astype(I64))
+        seeds += pj[pj >= 0].tolist()
+    # a kept job needs the jobs its waits were ended from; a job started by a kept one
+    # (its opening wait ended there) is the workload's work too
+    needs: dict[int, list[int]] = {}
+    woken: dict[int, list[int]] = {}
+    for s_, t_, k in zip(src_job.tolist(), tgt_job.tolist(), wa.tolist()):
+        if s_ >= 0 and t_ >= 0:
+            needs.setdefault(s_, []).append(t_)
+            if opening[s_] == k:
+                woken.setdefault(t_, []).append(s_)
+    todo = list(set(seeds))
+    kept[todo] = True
+    while todo:
+        j = todo.pop()
+        for f in (*needs.get(j, ()), *woken.get(j, ())):
+            if not kept[f]:
+                kept[f] = True
+                todo.append(f)
+    drop = hstep & (~kept[np.maximum(job, 0)] | (blocked & (p.kind == FIXED)))
+    p.kind[drop] = IDLE
+    p.kept_episodes = int(kept.sum())
+    p.episodes = njob
+
+
+@dataclass
+class Births:
+    """Where each actor starts in the replay: a workload thread at the point of its
+    parent's program where it forked it (parent actor, recorded time), or (parent -1)
+    at `at`: its recorded birth (the recorded process itself, a thread whose parent is
+    not recorded), the window's start for a helper."""
+
+    parent: np.ndarray
+    at: np.ndarray
+
+
+def births(trace: Any, tl: Timeline, root: int) -> Births:
+    tasks = trace.records("task")
+    parent = np.full(len(tl.tids), -1, I64)
+    at = tl.birth.copy()
+    # a helper is there from the start: its recorded stretches begin where the workload
+    # first handed it work, which the replay's waits place
+    at[tl.helper] = tl.origin
+    if not len(tasks):
+        return Births(parent, at)
+    fork = tasks[tasks["event_u16"] == abi.TASK_FORK]
+    tid_act, found = tl.actor_of(fork["tid"].astype(I64))
+    # the parent: the thread whose id is the parent process's (its main thread), else
+    # the main thread of the child's own process (a new thread)
+    pa, pf = tl.actor_of(fork["parent_tgid"].astype(I64))
+    ga, gf = tl.actor_of(fork["tgid"].astype(I64))
+    same = fork["tgid"] == fork["tid"]
+    par = np.where(same & pf, pa, np.where(gf & ~same, ga, np.where(pf, pa, -1)))
+    for a, p, ok, ts in zip(tid_act.tolist(), par.tolist(), found.tolist(),
+                            fork["ts_ns"].astype(I64).tolist()):
+        if not ok or a == root or p < 0 or p == a or tl.helper[a]:
+            continue
+        if not (tl.birth[p] <= ts <= tl.death[p]):
+            continue
+        parent[a] = p
+        at[a] = ts
+    return Births(parent, at)
+
+
+def anchors(reqs: RequestTable, tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: the actor whose program submits it (-1: none recorded) and when."""
+    act, found = tl.actor_of(reqs.tid)
+    ok = found & reqs.origin & (reqs.tid > 0)
+    ok &= (reqs.arrive >= tl.birth[act]) & (reqs.arrive <= tl.death[act])
+    return np.where(ok, act, -1), reqs.arrive.copy()
+
+
+def summary(p: Programs) -> Mapping[str, int]:
+    return {"steps": int(len(p.kind)), "fixed": int((p.kind == FIXED).sum()),
+            "waits_on_actors": int((p.kind == WAIT_ACTOR).sum()),
+            "waits_on_requests": int((p.kind == WAIT_RQ).sum()),
+            "helper_idle": int((p.kind == IDLE).sum()),
+            "polling_sleeps": int((p.kind == POLL).sum()),
+            "helper_episodes": p.episodes, "helper_episodes_kept": p.kept_episodes}
+
+
+# Sleep lengths (ns) of the bins of WakeLatency: a wait for a CPU after a sleep is longer
+# after a longer sleep (on the lab's VM, after a sleep of 10 ms or more a kworker waited
+# 5 to 40 times as long on average as after one under 20 us).
+WAKE_EDGES = (0, 20_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
+WAKE_MIN = 20  # wakeups in a bin for its mean to count
+
+
+@dataclass
+class WakeLatency:
+    """The machine's waits for a CPU after a sleep, by the sleep's length: per bin of
+    WAKE_EDGES, the distribution (its percentiles 0 to 100) of every such wait of the
+    trace, workload threads and helpers alike (how long a thread waits for a CPU does
+    not depend on what it will run); None for a bin with fewer than WAKE_MIN."""
+
+    edges: tuple[int, ...]
+    pct: list[np.ndarray | None]
+
+    def bin(self, sleep_ns: int) -> int:
+        import bisect
+        return max(0, bisect.bisect_right(self.edges, sleep_ns) - 1)
+
+    def moved(self, runq_ns: int, recorded_sleep: int, replayed_sleep: int) -> int:
+        """A wait for a CPU recorded after a sleep of recorded_sleep, after one of
+        replayed_sleep instead: the same percentile of the other bin's distribution (as
+        recorded where either bin has too few wakeups)."""
+        a, b = self.bin(recorded_sleep), self.bin(replayed_sleep)
+        pa, pb = self.pct[a], self.pct[b]
+        if a == b or pa is None or pb is None:
+            return runq_ns
+        q = float(np.interp(runq_ns, pa, np.linspace(0, 100, len(pa))))
+        return int(round(float(np.interp(q, np.linspace(0, 100, len(pb)), pb))))
+
+
+def wake_latency(trace: Any) -> WakeLatency:
+    sl, rq = [], []
+    for name in ("offcpu", "helper"):
+        r = trace.records(name)
+        m = (r["waking_ns"] > 0) & ((r["flags_u16"] & abi.OFF_PREEMPT) == 0) & \
+            ((r["flags_u16"] & abi.OFF_LATE_END) == 0) & (r["end_ns"] >= r["waking_ns"]) & \
+            (r["waking_ns"] >= r["start_ns"])
+        sl.append(r["waking_ns"][m].astype(I64) - r["start_ns"][m].astype(I64))
+        rq.append(r["end_ns"][m].astype(I64) - r["waking_ns"][m].astype(I64))
+    s, q = np.concatenate(sl), np.concatenate(rq)
+    b = np.searchsorted(np.asarray(WAKE_EDGES), s, side="right") - 1
+    pct: list[np.ndarray | None] = []
+    for i in range(len(WAKE_EDGES)):
+        v = q[b == i]
+        pct.append(np.percentile(v, np.arange(101)) if len(v) >= WAKE_MIN else None)
+    return WakeLatency(WAKE_EDGES, pct)

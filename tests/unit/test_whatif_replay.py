@@ -1,0 +1,353 @@
+"""The replay of `iowhy whatif` (analyzer/iowhy/whatif) on synthetic traces whose
+answer is worked out by hand: the recording replayed as recorded gives back its
+elapsed time, and a changed device moves only what waited on it.
+
+Device of the worked examples (DEV): no positioning, 4 KiB in 200 ns on the media and
+over the interface, a flush 1,000 ns plus what it destages, no path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+
+import numpy as np
+import pytest
+
+from iowhy import abi
+from iowhy.traceformat import read_trace
+from iowhy.whatif import disk, predict, replay
+from tracebuilder import off, req, task, write_trace
+
+T, H = abi.WCTX_TASK, abi.WCTX_HARDIRQ
+FSYNC = 74
+RATE = 4096 * 10**9 // 200  # 4 KiB in 200 ns
+DEV = disk.DiskParams("test", 0, 0, 0, RATE, RATE, 1 << 20, 1000, 1 << 30, False)
+T0 = 1_000_000  # the traces' clock at the window start (times below are from it)
+
+
+def spec(flushes: bool = True, cache: bool = False) -> replay.DeviceSpec:
+    return replay.DeviceSpec(DEV.with_cache(cache), {"read": 0, "write": 0, "flush": 0}, 1,
+                             flushes, False)
+
+
+Replayed = tuple[int, replay.Result, predict.Prepared]
+
+
+def replay_of(path, specs, service: str = "model") -> Replayed:
+    prep = predict.prepare(read_trace(str(path)))
+    rp = replay.Replay(prep.progs, prep.births, prep.reqs, prep.anchor_actor,
+                       prep.anchor_t, specs, service=service)
+    res = rp.run(prep.cm.window.start_ns)
+    root = prep.cm.root
+    end = int(res.death[root] + prep.cm.window.end_ns - prep.cm.timeline.death[root])
+    return end - prep.cm.window.start_ns, res, prep
+
+
+def fsync_trace(tmp_path) -> str:
+    """Thread 100, window [0, 3100): on CPU [0, 110), submits data write 1 at 100 and
+    waits [110, 300) for it (device [100, 300)); on CPU [300, 410), submits write 2 with
+    PREFLUSH|FUA at 400 and waits [410, 2600) for it: pre-flush FF [400, 1400), its data
+    [1400, 1600), post-flush FF [1600, 2600); on CPU [2600, 3100), exits."""
+    fl = abi.RQ_TRACKED | abi.RQ_ORIGIN
+    t = T0
+    reqs = [req(t + 100, t + 300, submit=t + 100, sector=8, seq=1, flags=fl),
+            req(t + 400, t + 1400, op=abi.OP_FLUSH, seq=2, flags=abi.RQ_FLUSH_SEQ, tid=0),
+            req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=16, seq=3,
+                iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_SYNC,
+                flags=fl | abi.RQ_FLUSH_SEQ),
+            req(t + 1600, t + 2600, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)]
+    offs = [off(100, t + 110, t + 300, waker=0, ctx=H, rq_seq=1, syscall=1),
+            off(100, t + 410, t + 2600, waker=0, ctx=H, rq_seq=3, syscall=FSYNC)]
+    return write_trace(tmp_path / "fsync.iowt", start=t, end=t + 3100, requests=reqs,
+                       offcpu=offs, tasks=[task(100, t), task(100, t + 3100, abi.TASK_EXIT)])
+
+
+def test_identity_replay_gives_back_the_recording(tmp_path):
+    p = fsync_trace(tmp_path)
+    el, res, prep = replay_of(p, [spec()], service="recorded")
+    assert el == 3100
+    assert res.flushes == 2 and res.stuck == 0 and res.forced == 0
+    assert prep.progs.linked_waits == 2 and prep.progs.linked_unplaced == 0
+
+
+def test_model_replay_and_nobarrier_worked_out(tmp_path):
+    p = fsync_trace(tmp_path)
+    el, res, _ = replay_of(p, [spec()])
+    assert el == 3100  # the device model charges what was recorded
+    # without flushes: write 2 is a plain write [400, 600); the thread resumes at 600
+    el, res, _ = replay_of(p, [spec(flushes=False)])
+    assert el == 110 + 190 + 110 + 190 + 500
+    assert res.flushes == 0
+
+
+def test_predict_nobarrier_attribution_and_changes(tmp_path, monkeypatch):
+    p = fsync_trace(tmp_path)
+    tr = read_trace(p)
+    prep = predict.prepare(tr)
+    # the device is too small to fit from 2 requests: give it the worked example's
+    prep.fits[0] = {"disk": DEV.as_dict(), "path_ns": {"read": 0, "write": 0, "flush": 0},
+                    "queue_depth": 1, "measured": list(predict.fit.COLS), "assumed": []}
+    r = predict.predict(tr, predict.Scenario(nobarrier=True), prep)
+    assert r["measured_elapsed_ns"] == 3100
+    assert r["baseline_elapsed_ns"] == 3100
+    assert r["predicted_elapsed_ns"] == 1100
+    pa = r["predicted_attribution_ns"]
+    assert sum(pa.values()) == 1100
+    assert {k: v for k, v in pa.items() if v} == {"cpu": 720, "data": 380}
+    assert r["attribution_ns"]["data"] == 190 + 2190
+    texts = [c["text"] for c in r["changes"]]
+    assert any(t.startswith("data ") for t in texts), texts
+    assert set(r) >= {"measured_elapsed_ns", "predicted_elapsed_ns", "predicted_attribution_ns",
+                      "assumptions", "cannot_tell", "devices"}
+    assert r["devices"][0]["kernel_flushes"] is False
+    json.dumps(r, allow_nan=False)
+
+
+def test_write_cache_off_sends_no_flush_and_writes_go_to_the_media(tmp_path):
+    p = fsync_trace(tmp_path)
+    tr = read_trace(p)
+    prep = predict.prepare(tr)
+    prep.fits[0] = {"disk": DEV.with_cache(True).as_dict(),
+                    "path_ns": {"read": 0, "write": 0, "flush": 0}, "queue_depth": 1,
+                    "measured": list(predict.fit.COLS), "assumed": []}
+    r = predict.predict(tr, predict.Scenario(write_cache="off"), prep)
+    assert r["devices"][0]["disk"]["write_cache"] == "off"
+    assert r["replay"]["flushes"] == 0
+    assert r["predicted_elapsed_ns"] == 1100
+
+
+def helper_trace(tmp_path, dev_ns: int = 1000) -> str:
+    """Thread 100 fsyncs [110, 140 + dev_ns + 65): it wakes kworker 50 at 110 (the
+    kworker runs [120, 150), submits a log write at 140 and waits [150, 140 + dev_ns)
+    for it, runs 60 more and wakes the thread at its end). Before that, the kworker ran
+    a job of another process's, [20, 100), woken by it."""
+    t = T0
+    fl = abi.RQ_ORIGIN
+    done = 140 + dev_ns
+    reqs = [req(t + 140, t + done, submit=t + 140, sector=8, seq=1, flags=fl, tid=50)]
+    wake = done + 10 + 50
+    end = wake + 5 + 100
+    helpers = [off(50, t + 0, t + 20, waking=t + 10, waker=777, ctx=T, comm="other"),
+               off(50, t + 100, t + 120, waking=t + 110, waker=100, ctx=T, comm="star"),
+               off(50, t + 150, t + done + 10, waking=t + done, ctx=H, rq_seq=1),
+               off(50, t + wake + 1, t + end, waking=t + end - 1, waker=777, ctx=T,
+                   comm="other")]
+    for h in helpers:
+        h["flags_u16"] |= abi.OFF_HELPER
+    offs = [off(100, t + 110, t + wake + 5, waking=t + wake, waker=50, ctx=T,
+                comm="kworker/0:1", syscall=FSYNC)]
+    return write_trace(tmp_path / "helper.iowt", start=t, end=t + end, requests=reqs,
+                       offcpu=offs, helpers=helpers,
+                       tasks=[task(100, t), task(100, t + end, abi.TASK_EXIT)])
+
+
+def test_a_wait_on_a_helper_follows_the_helpers_request(tmp_path):
+    # recorded: the log write took 1000 ns; on the test device a 4 KiB write takes 200:
+    # the kworker is woken 800 ns sooner, and so is the thread
+    p = helper_trace(tmp_path, dev_ns=1000)
+    el_rec, _, prep = replay_of(p, [spec()], service="recorded")
+    assert el_rec == 140 + 1000 + 10 + 50 + 5 + 100
+    el, res, _ = replay_of(p, [spec()])
+    assert el == el_rec - 800
+    # the other process's job [20, 100) is none of the workload's: idle in the replay
+    st = prep.progs
+    assert st.kept_episodes < st.episodes
+
+
+def fork_trace(tmp_path) -> str:
+    """sh (100) forks a child (101) at 50 and waits [60, 2100) in wait4 until it exits;
+    the child reads [100, 2000) from the disk (device [100, 2000)), exits at 2050."""
+    t = T0
+    reqs = [req(t + 100, t + 2000, op=abi.OP_READ, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
+    offs = [off(100, t + 60, t + 2100, waking=t + 2050, waker=101, ctx=T, comm="child",
+                syscall=61),
+            off(101, t + 100, t + 2000, waker=0, ctx=H, rq_seq=1, syscall=0)]
+    tasks = [task(100, t),
+             {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
+              "event_u16": abi.TASK_FORK},
+             {"tid": 101, "tgid": 101, "ts_ns": t + 2050, "event_u16": abi.TASK_EXIT},
+             task(100, t + 2200, abi.TASK_EXIT)]
+    return write_trace(tmp_path / "fork.iowt", start=t, end=t + 2200, requests=reqs,
+                       offcpu=offs, tasks=tasks)
+
+
+def test_a_child_starts_where_its_parent_forked_it(tmp_path):
+    p = fork_trace(tmp_path)
+    el, res, prep = replay_of(p, [spec()], service="recorded")
+    assert el == 2200
+    child = int(np.flatnonzero(prep.cm.timeline.tids == 101)[0])
+    assert prep.births.parent[child] == prep.cm.root
+    # the read costs 200 ns instead of 1,900: everything after it moves 1,700 sooner
+    el, res, _ = replay_of(p, [spec()])
+    assert el == 2200 - 1700
+    assert res.birth[child] == T0 + 50
+
+
+def test_cli_whatif_text_json_fit_and_errors(tmp_path, iowhy_bin):
+    p = fsync_trace(tmp_path)
+    run = lambda *a: subprocess.run([*iowhy_bin, "whatif", *a], capture_output=True,  # noqa
+                                    text=True, timeout=120)
+    r = run(p, "--nobarrier")
+    assert r.returncode == 0, r.stderr
+    assert "WHERE THE TIME WOULD GO" in r.stdout and "predicted" in r.stdout
+    assert "WHAT THE TRACE CANNOT TELL" in r.stdout
+    j = run(p, "--disk", "ssd", "--json")
+    assert j.returncode == 0, j.stderr
+    d = json.loads(j.stdout)
+    assert d["schema"] == "iowhy-whatif/1" and d["scenario"]["disk"] == "ssd"
+    assert sum(d["predicted_attribution_ns"].values()) == d["predicted_elapsed_ns"]
+    prof = tmp_path / "dev.json"
+    f = run(p, "--fit", "-o", str(prof))
+    assert f.returncode == 0, f.stderr
+    assert json.loads(prof.read_text())["schema"] == "iowhy-whatif-profile/1"
+    assert run(p, "--disk", str(prof)).returncode == 0
+    for args, words in (((p, "--fit"), "--fit needs -o"),
+                        ((p, "-o", str(tmp_path / "x.json")), "-o is for --fit only"),
+                        ((p, "--disk", "floppy"), "unknown disk"),
+                        ((p, "--fit", "--nobarrier", "-o", str(prof)), "--fit takes no"),
+                        ((p, "--disk", str(tmp_path / "none.json")), "cannot read")):
+        e = run(*args)
+        assert e.returncode != 0 and words in e.stderr, (args, e.stderr)
+        assert len(e.stderr.strip().splitlines()) == 1, e.stderr
+
+
+def test_a_trace_without_wakeup_links_is_refused(tmp_path, iowhy_bin):
+    # format-4 records with no waker at all (converted from another tool): no causal links
+    reqs = [req(T0 + 100, T0 + 300, sector=8, seq=1)]
+    p = write_trace(tmp_path / "nolinks.iowt", start=T0, end=T0 + 1000, requests=reqs,
+                    offcpu=[off(100, T0 + 110, T0 + 300)], recorder={})
+    r = subprocess.run([*iowhy_bin, "whatif", p], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "no wakeup links" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_trace_without_an_attribution_is_refused(tmp_path, iowhy_bin):
+    """Every off-CPU record lost (the analysis' attribution_unavailable): nothing says
+    what a thread waited for. whatif says so in one line; the page has no section."""
+    import htmlcheck
+    reqs = [req(T0 + 100, T0 + 300, submit=T0 + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN)]
+    p = write_trace(tmp_path / "nooff.iowt", start=T0, end=T0 + 1000, requests=reqs,
+                    tasks=[task(100, T0), task(100, T0 + 1000, abi.TASK_EXIT)],
+                    counters={"lost_ringbuf_offcpu": 40})
+    r = subprocess.run([*iowhy_bin, "whatif", p, "--nobarrier"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "no attribution: every off-CPU record was lost" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    text = htmlcheck.render(p, tmp_path / "r.html")
+    assert 'id="whatif"' not in text and 'href="#whatif"' not in text
+
+
+@pytest.mark.parametrize("bad", ["{}", "[]", '{"schema": "iowhy-whatif-profile/1"}',
+                                 '{"schema": "iowhy-whatif-profile/1", "disk": '
+                                 '{"media_rate": 0, "iface_rate": 1}}'])
+def test_bad_profiles_are_one_line_errors(tmp_path, bad):
+    f = tmp_path / "p.json"
+    f.write_text(bad)
+    with pytest.raises(predict.WhatifError, match="not a device profile"):
+        predict.load_profile(str(f))
+
+
+def test_the_html_report_has_a_what_if_section(tmp_path):
+    import htmlcheck
+    text = htmlcheck.render(fsync_trace(tmp_path), tmp_path / "r.html")
+    htmlcheck.assert_self_contained(text)
+    htmlcheck.assert_complete(text)
+    sec = text[text.index('<section id="whatif">'):]
+    sec = sec[:sec.index("</section>")]
+    assert 'href="#whatif"' in text
+    for name in ("barriers off", "write cache off", "the emulated ssd"):
+        assert f"<td>{name}</td>" in sec
+    assert "What the trace cannot tell" in sec
+    for caveat in ("may issue other requests", "keep their recorded length",
+                   "as busy as it was then"):
+        assert caveat in sec, caveat
+
+
+def test_no_what_if_section_without_wakeup_links(tmp_path):
+    import htmlcheck
+    reqs = [req(T0 + 100, T0 + 300, sector=8, seq=1)]
+    p = write_trace(tmp_path / "nolinks.iowt", start=T0, end=T0 + 1000, requests=reqs,
+                    offcpu=[off(100, T0 + 110, T0 + 300)], recorder={})
+    text = htmlcheck.render(p, tmp_path / "r.html")
+    assert 'id="whatif"' not in text and 'href="#whatif"' not in text
+
+
+def test_a_cycle_of_waits_is_broken_after_the_recorded_length():
+    """Two actors each waiting for the other's end (records no real run makes, but a
+    damaged trace can): the wait that started first ends after its recorded length,
+    then the other follows, and the replay says how many it forced."""
+    from iowhy.whatif import program
+    from iowhy.whatif.requests import RequestTable
+    z = np.zeros(0, np.int64)
+    progs = program.Programs(
+        first=np.array([0, 1, 2]), kind=np.array([program.WAIT_ACTOR] * 2, np.int8),
+        ra=np.array([0, 5]), rb=np.array([10, 10]), dep=np.array([1, 0]),
+        seg=np.array([0, 1]))
+    births = program.Births(parent=np.array([-1, -1]), at=np.array([0, 5]))
+    reqs = RequestTable(seq=z, dev=z, devices=[], cls=z.astype(np.int8),
+                        kind=z.astype(np.int8), offset=z, nbytes=z, iflags=z,
+                        flush_seq=z.astype(bool), is_ff=z.astype(bool), arrive=z, issue=z,
+                        data_done=z, done=z, tid=z, origin=z.astype(bool),
+                        observed=z.astype(bool))
+    res = replay.Replay(progs, births, reqs, z, z, []).run(0)
+    assert res.forced == 1 and res.stuck == 0
+    assert list(res.death) == [10, 10]
+
+
+def test_the_report_replays_no_trace_too_large(tmp_path, monkeypatch):
+    tr = read_trace(fsync_trace(tmp_path))
+    from iowhy.analysis import AnalysisConfig, analyze
+    full = analyze(tr, AnalysisConfig(keep_causal=True))
+    monkeypatch.setattr(predict, "REPORT_MAX_STEPS", 1)
+    w = predict.for_report(tr, full)
+    assert "not replayed for the report" in w["note"] and "iowhy whatif" in w["note"]
+
+
+def test_a_wait_for_a_cpu_moves_with_the_sleep_before_it():
+    """The machine's waits for a CPU after sleeps of each length (program.WakeLatency):
+    a wait recorded after a long sleep, replayed after a short one, takes the same
+    percentile of the short sleeps' distribution; a bin with too few wakeups moves
+    nothing."""
+    from iowhy.whatif.program import WakeLatency
+    pct = [np.percentile(np.arange(0, 1000), np.arange(101)),  # < 20 us: 0-1 us
+           None, None, None, None, None,
+           np.percentile(np.arange(0, 100_000, 100), np.arange(101))]  # >= 10 ms
+    w = WakeLatency((0, 20_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000), pct)
+    # the median after a 20 ms sleep (50 us) becomes the median after a 5 us one
+    assert w.moved(50_000, 20_000_000, 5_000) == pytest.approx(500, abs=2)
+    assert w.moved(50_000, 20_000_000, 15_000_000) == 50_000  # the same bin
+    assert w.moved(50_000, 20_000_000, 200_000) == 50_000  # no wakeups in that bin
+
+
+def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
+    """fio's shape: the main thread (100) sleeps 10 ns on its timer again and again
+    (20 times from 60 on, 1 ns of CPU between) while a job thread (101, forked at 50)
+    reads [100, 2000) from the disk and exits at 2010; the main thread exits at 2200.
+    On the test device the read takes 200: the job exits at 310 and the polling ends
+    with it."""
+    t = T0
+    reqs = [req(t + 100, t + 2000, op=abi.OP_READ, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
+    offs = [off(101, t + 100, t + 2000, waker=0, ctx=H, rq_seq=1, syscall=0)]
+    s = 60
+    while s + 11 < 2200:
+        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=230))
+        s += 101
+    tasks = [task(100, t),
+             {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
+              "event_u16": abi.TASK_FORK},
+             {"tid": 101, "tgid": 101, "ts_ns": t + 2010, "event_u16": abi.TASK_EXIT},
+             task(100, t + 2200, abi.TASK_EXIT)]
+    p = write_trace(tmp_path / "poll.iowt", start=t, end=t + 2200, requests=reqs,
+                    offcpu=offs, tasks=tasks)
+    el_rec, _, prep = replay_of(p, [spec()], service="recorded")
+    from iowhy.whatif.program import POLL
+    assert prep.progs.kind.tolist().count(POLL) >= 3
+    # replayed as recorded, the polling ends with the job, not at the next tick
+    assert 2010 <= el_rec <= 2200
+    el, res, _ = replay_of(p, [spec()])
+    assert el < 500, el
