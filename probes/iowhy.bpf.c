@@ -1129,29 +1129,64 @@ static __always_inline void on_exec(struct task_struct *p)
  *
  * Bound: one task_state per kernel thread so marked (task-local storage, or entries of
  * the `tasks` hash shared with tracked threads; kernel threads rarely exit, so those
- * entries stay), a handful of threads per workload. Cost: a waking of a kernel thread
- * by a tracked one, or of a tracked one by a kernel thread, reads the first 8 bytes of
- * the kernel thread's name and writes its mark. With no tracked thread
- * asleep, a switch-out costs a test of blocked_tracked; while one sleeps, a kernel
- * thread's switch-out looks its state up and reads the clock. A switch-in or waking of
- * a kernel thread while a helper interval is open looks its state up. A tracked
- * thread's sleep and waking each add one atomic add on a shared counter. Each helper
- * interval then costs what a tracked thread's does (the waking's context and
+ * entries stay), a handful of threads per workload, and its bit in `helper_pids`.
+ *
+ * Cost. The switch and waking programs run for every task on the machine, so a kernel
+ * thread is first tested against `helper_pids` (an inlined array lookup of a word that is
+ * almost never written): one that never helped costs no state lookup, no clock read and
+ * no read of the shared blocked_tracked. A waking of a kernel thread by a tracked one, or
+ * of a tracked one by a kernel thread in task context, reads the kernel thread's name
+ * and writes its mark. While a tracked thread sleeps, a marked helper's switch-out looks
+ * its state up and reads the clock; its switch-in and wakings look its state up. A
+ * tracked thread's sleep and waking each add one atomic add on the shared counter. Each
+ * helper interval then costs what a tracked thread's does (the waking's context and
  * completion-stack reads, a staged record): on a workload nearly always asleep in fsync
  * while the loop worker and kblockd work for it, that is most of what the probes add,
  * several helper records per fsync.
  */
 #define HELPER_HOLD_NS 1000000000ULL
 /*
- * The two counters every tracked sleep and every helper interval change by an atomic
- * add, from any CPU. They live in a section of their own (a map of their own, so memory
- * of their own): in .bss they shared a cache line with what every block and staging
- * program reads (stopping, rqs_used, attach_ns), and each add took that line from the
- * other CPUs.
+ * Tracked threads asleep, not yet woken: changed by an atomic add from any CPU at every
+ * tracked sleep and waking. It lives in a section of its own (a map of its own, so memory
+ * of its own): in .bss it shared a cache line with what every block and staging program
+ * reads (stopping, rqs_used, attach_ns), and each add took that line from the other
+ * CPUs. It is read only for marked helpers, after the cheaper tests, since a read after
+ * another CPU's add is a cache miss.
  */
-__u64 blocked_tracked SEC(".data.waits") = 0; /* tracked threads asleep, not yet woken */
-__u64 helpers_open SEC(".data.waits") = 0;    /* helper intervals open */
+__u64 blocked_tracked SEC(".data.waits") = 0;
 #define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+/*
+ * Kernel threads ever marked helpers, one bit per pid (sized to pid_max by the recorder,
+ * like `tracked`). A bit is set once, at the thread's first mark, and stays set when the
+ * mark expires or the thread exits: it only says that looking the thread's state up may
+ * find something (a reused pid costs one lookup that finds nothing). It replaces a count
+ * of open helper intervals that every switch and waking read and every interval changed
+ * twice, from any CPU.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536); /* u64 words: pid_max / 64, set by the recorder */
+	__type(key, __u32);
+	__type(value, __u64);
+} helper_pids SEC(".maps");
+
+static __always_inline int helper_pid(__u32 pid)
+{
+	__u32 word = pid >> 6;
+	__u64 *w = bpf_map_lookup_elem(&helper_pids, &word);
+
+	return w && ((*w >> (pid & 63)) & 1);
+}
+
+static __always_inline void set_helper_pid(__u32 pid)
+{
+	__u32 word = pid >> 6;
+	__u64 *w = bpf_map_lookup_elem(&helper_pids, &word);
+
+	if (w && !((*w >> (pid & 63)) & 1))
+		__sync_fetch_and_or(w, 1ULL << (pid & 63));
+}
 
 static __always_inline int is_kthread(int btf, struct task_struct *t)
 {
@@ -1174,36 +1209,23 @@ static __always_inline int helper_name(int btf, struct task_struct *t)
 	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
 }
 
-/* Mark kernel thread `t` a helper for the next HELPER_HOLD_NS (see above); its state,
- * or NULL when it is no helper. */
-static __always_inline struct task_state *mark_helper(int btf, struct task_struct *t, __u64 now)
+/*
+ * Mark kernel thread `t` (pid `pid`, a kernel thread: is_kthread) a helper for the next
+ * HELPER_HOLD_NS (see above); its state, or NULL when it is no helper.
+ */
+static __always_inline struct task_state *mark_helper(int btf, struct task_struct *t, __u32 pid,
+						      __u64 now)
 {
 	struct task_state *st;
 
-	if (!is_kthread(btf, t) || !helper_name(btf, t))
+	if (!helper_name(btf, t))
 		return NULL;
-	st = task_state_of(t, RD(btf, t, pid), 1);
-	if (st)
+	st = task_state_of(t, pid, 1);
+	if (st) {
 		st->helper_until_ns = now + HELPER_HOLD_NS;
+		set_helper_pid(pid);
+	}
 	return st;
-}
-
-/*
- * The current task is a marked helper: a helper handing work on to another kernel
- * thread (a loop worker's fsync of its backing file waking that filesystem's jbd2)
- * marks that one too, so a workload thread's wait is recorded down the chain. Asked
- * only while a tracked thread is asleep; costs a lookup of the current task's state.
- */
-static __always_inline int current_is_helper(int btf, __u64 now)
-{
-	struct task_struct *cur = btf ? bpf_get_current_task_btf()
-				      : (struct task_struct *)bpf_get_current_task();
-	struct task_state *cs;
-
-	if (!is_kthread(btf, cur))
-		return 0;
-	cs = task_state_of(cur, RD(btf, cur, pid), 0);
-	return cs && cs->helper_until_ns > now;
 }
 
 /* Open an off-CPU interval of helper `t` at `now` (its state `state`, flags `f`). */
@@ -1223,7 +1245,6 @@ static __always_inline void open_helper(int btf, struct task_struct *t, struct t
 	st->waker_ctx = 0;
 	st->waker_rq_depth = 0;
 	st->run_ns = RD(btf, t, se.sum_exec_runtime);
-	__sync_fetch_and_add(&helpers_open, 1);
 }
 
 static __always_inline void blocked_dec(struct task_state *st)
@@ -1744,8 +1765,7 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 				__sync_fetch_and_add(&blocked_tracked, 1);
 			}
 		}
-	} else if (blocked_tracked && is_kthread(btf, prev)) {
-		tid = RD(btf, prev, pid);
+	} else if (is_kthread(btf, prev) && helper_pid(tid = RD(btf, prev, pid)) && blocked_tracked) {
 		st = task_state_of(prev, tid, 0);
 		if (st && !st->off_ns && st->helper_until_ns > (now = bpf_ktime_get_ns())) {
 			__u32 state = get_task_state(btf, prev);
@@ -1769,29 +1789,38 @@ next_task:
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
 		throttle_resume(st);
-	} else if (helpers_open && is_kthread(btf, next)) {
-		tid = RD(btf, next, pid);
+	} else if (is_kthread(btf, next) && helper_pid(tid = RD(btf, next, pid))) {
 		st = task_state_of(next, tid, 0);
 		if (!st || !st->off_ns || !(st->off_flags & IOWHY_OFF_HELPER))
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
-		__sync_fetch_and_sub(&helpers_open, 1);
 	}
 }
 
 /*
- * Who woke a tracked thread, from which context, and (when the wakeup runs inside a
- * block completion) which request: see done_stk. The cost for a tracked thread is one
- * per-CPU read of the preempt count and the completion-stack lookup.
+ * Who woke a tracked thread (or a helper with an interval open), from which context, and
+ * (when the wakeup runs inside a block completion) which request: see done_stk. The
+ * cost for such a thread is one read of the preempt count, the completion-stack lookup
+ * and a copy of the waker's comm; a kernel thread woken by a tracked thread, or by a
+ * marked helper while a tracked thread sleeps, is marked a helper (see above). The clock
+ * is read once, and the waker's state looked up at most once.
  */
 static __always_inline void on_waking(int btf, struct task_struct *p)
 {
-	__u32 tid, pc;
-	__u64 pt, now;
+	struct task_struct *cur;
 	struct task_state *st;
+	__u32 tid, cur_tid, pc;
+	__u64 pt, now = 0;
+	int tracked = is_tracked(RD(btf, p, tgid));
 
-	if (is_tracked(RD(btf, p, tgid))) {
-		tid = RD(btf, p, pid);
+	/* Most wakings on a busy machine are of other tasks: they end here. */
+	if (!tracked && !is_kthread(btf, p))
+		return;
+	cur = btf ? bpf_get_current_task_btf() : (struct task_struct *)bpf_get_current_task();
+	pt = bpf_get_current_pid_tgid();
+	cur_tid = (__u32)pt;
+	tid = RD(btf, p, pid);
+	if (tracked) {
 		st = task_state_of(p, tid, 0);
 		if (!st)
 			st = open_from_start(btf, p, tid, 1);
@@ -1799,36 +1828,39 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 			return;
 		blocked_dec(st);
 	} else {
-		if (!is_kthread(btf, p))
-			return;
 		st = NULL;
-		now = 0;
-		if (is_tracked(bpf_get_current_pid_tgid() >> 32) ||
-		    (blocked_tracked && current_is_helper(btf, now = bpf_ktime_get_ns()))) {
-			if (!now)
-				now = bpf_ktime_get_ns();
-			st = mark_helper(btf, p, now);
-			/*
-			 * Handed work while asleep with no interval open (it slept before it
-			 * was a helper): open one at this waking, so its wait for a CPU and
-			 * what it does next are recorded from the hand-off on (its sleep
-			 * before is not: the interval's start is this waking).
-			 */
-			if (st && !st->off_ns)
-				open_helper(btf, p, st, get_task_state(btf, p), now, 0);
+		/* Work handed to p by a tracked thread, or by a marked helper while a tracked
+		 * thread sleeps (a hand-off down a chain). */
+		if (is_tracked(pt >> 32)) {
+			now = bpf_ktime_get_ns();
+			st = mark_helper(btf, p, tid, now);
+		} else if (is_kthread(btf, cur) && helper_pid(cur_tid) && blocked_tracked) {
+			struct task_state *cs = task_state_of(cur, cur_tid, 0);
+
+			if (cs && cs->helper_until_ns > (now = bpf_ktime_get_ns()))
+				st = mark_helper(btf, p, tid, now);
 		}
-		if (!helpers_open)
-			return;
-		if (!st)
-			st = task_state_of(p, RD(btf, p, pid), 0);
+		/*
+		 * Handed work while asleep with no interval open (it slept before it was a
+		 * helper): open one at this waking, so its wait for a CPU and what it does next
+		 * are recorded from the hand-off on (its sleep before is not: the interval's
+		 * start is this waking).
+		 */
+		if (st && !st->off_ns)
+			open_helper(btf, p, st, get_task_state(btf, p), now, 0);
+		if (!st) {
+			if (!helper_pid(tid))
+				return;
+			st = task_state_of(p, tid, 0);
+		}
 		if (!st || !st->off_ns || st->waking_ns || !(st->off_flags & IOWHY_OFF_HELPER))
 			return;
 	}
-	pt = bpf_get_current_pid_tgid();
-	now = bpf_ktime_get_ns();
+	if (!now)
+		now = bpf_ktime_get_ns();
 	st->waking_ns = now;
 	st->waker_tgid = pt >> 32;
-	st->waker_tid = (__u32)pt;
+	st->waker_tid = cur_tid;
 	current_comm(btf, st->waker_comm);
 	if (get_preempt_count(btf, &pc)) {
 		st->waker_preempt_count = 0;
@@ -1844,9 +1876,9 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 	}
 	st->waker_rq_depth = done_link(btf, pc, now, &st->waker_rq_seq);
 	/* a kernel thread ending a tracked thread's wait from task context has worked for it */
-	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER))
-		mark_helper(btf, btf ? bpf_get_current_task_btf()
-				     : (struct task_struct *)bpf_get_current_task(), now);
+	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER) &&
+	    is_kthread(btf, cur))
+		mark_helper(btf, cur, cur_tid, now);
 }
 
 /* ------------------------------------------------------------ journal / log --- */

@@ -48,7 +48,7 @@ static const char *tp_of(const char *prog_name, int *is_btf)
 	return NULL;
 }
 
-/* Words of the tracked-tgid bitmap: one bit per possible PID. */
+/* Words of the tracked-tgid and helper-pid bitmaps: one bit per possible PID. */
 static __u32 pid_max_words(void)
 {
 	long pid_max = 4194304;
@@ -163,7 +163,8 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	skel->rodata->bdp_pause_arg = bdp_pause_arg_of(vmlinux);
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)r->env.ringbuf_mib << 20))
 		return -EINVAL;
-	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
+	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()) ||
+	    bpf_map__set_max_entries(skel->maps.helper_pids, pid_max_words()))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
 		return -EINVAL;
