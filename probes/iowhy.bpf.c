@@ -25,7 +25,10 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the recorder before load. */
-const volatile __u8 filter_devs = 0;        /* only devices in `devs` */
+/* --dev: the whole-disk dev_t (kernel encoding) of each device to record, and how many
+ * (0: every device). */
+const volatile __u32 nr_devs = 0;
+const volatile __u32 devs[IOWHY_MAX_DEVS] = {};
 const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
 /* 1: every syscall is timed (raw sys_enter/sys_exit, --syscalls all); 0: only the
  * fsync and write families, through their own syscalls:sys_*_<call> tracepoints. */
@@ -68,14 +71,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } tracked SEC(".maps");
-
-/* Whole-disk dev_t (kernel encoding) to record when filter_devs is set. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u8);
-} devs SEC(".maps");
 
 /*
  * Who submitted a request's first bio and with which flags (block_getrq), until the
@@ -405,9 +400,20 @@ static __always_inline __u32 disk_devt(int btf, struct gendisk *disk)
 	return iowhy_mkdev(major, minor);
 }
 
+/*
+ * Whether --dev asked for devt. Every block event asks (three or four per request), so
+ * the devices are constants the verifier sees (read-only data, set before load), scanned
+ * in a loop it bounds by nr_devs: a compare per device, where a hash-map lookup costs
+ * about 30 ns here.
+ */
 static __always_inline int dev_wanted(__u32 devt)
 {
-	return !filter_devs || bpf_map_lookup_elem(&devs, &devt) != NULL;
+	if (!nr_devs)
+		return 1;
+	for (int i = 0; i < IOWHY_MAX_DEVS && i < nr_devs; i++)
+		if (devs[i] == devt)
+			return 1;
+	return 0;
 }
 
 /* Normalize op and REQ_* bits, whose numbering changes across kernels. */
@@ -458,7 +464,7 @@ static __always_inline void on_getrq(int btf, struct bio *bio)
 	__u32 idx = bio_set(key), idx1 = idx + 1;
 	struct bio_info *a, *b, *s;
 
-	if (filter_devs && !dev_wanted(disk_devt(btf, bio_disk(btf, bio))))
+	if (nr_devs && !dev_wanted(disk_devt(btf, bio_disk(btf, bio))))
 		return;
 	a = bpf_map_lookup_elem(&bios, &idx);
 	b = bpf_map_lookup_elem(&bios, &idx1);
@@ -518,7 +524,7 @@ static __always_inline int bio_take(__u64 key, struct bio_info *out)
  */
 static __always_inline int rq_unwanted(int btf, struct request *rq)
 {
-	return filter_devs && !dev_wanted(disk_devt(btf, rq_disk(btf, rq)));
+	return nr_devs && !dev_wanted(disk_devt(btf, rq_disk(btf, rq)));
 }
 
 static __always_inline struct iowhy_request *rq_lookup(__u64 key)

@@ -135,7 +135,9 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	struct bpf_program *prog;
 	char tname[96];
 
-	skel->rodata->filter_devs = r->env.ndevs > 0;
+	skel->rodata->nr_devs = r->env.ndevs;
+	for (int i = 0; i < r->env.ndevs; i++)
+		skel->rodata->devs[i] = r->env.devs[i];
 	/* Per-thread state lives in one of two maps; the other is not created. */
 	skel->rodata->use_task_storage = use_ts;
 	if (bpf_map__set_autocreate(skel->maps.task_store, use_ts) ||
@@ -394,15 +396,6 @@ int load_probes(struct rec *r)
 		if (!use_btf) {
 			fprintf(stderr, "failed to load BPF programs: %s%s\n", strerror(-err),
 				err == -EPERM ? " (need root: CAP_BPF and CAP_PERFMON)" : "");
-			return -1;
-		}
-	}
-
-	for (int i = 0; i < r->env.ndevs; i++) {
-		__u8 one = 1;
-
-		if (bpf_map_update_elem(bpf_map__fd(r->skel->maps.devs), &r->env.devs[i], &one, BPF_ANY)) {
-			fprintf(stderr, "failed to set device filter: %s\n", strerror(errno));
 			return -1;
 		}
 	}
