@@ -33,7 +33,7 @@ RECORDER_SRC := probes/recorder.c probes/rec_options.c probes/rec_writer.c probe
 	probes/rec_drain.c probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
-.PHONY: all deps probes probes-empty venv emudisk lint test test-unit test-fast demo lab \
+.PHONY: all deps probes probes-empty bpf-primitives venv emudisk lint test test-unit test-fast demo lab \
 	gallery bench clean
 
 all: probes venv man completions
@@ -102,6 +102,20 @@ $(OUT)/iowhy-record-empty: $(RECORDER_SRC) probes/recorder.h probes/rec_compact.
 	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -I$(OUT)/empty -Iprobes $(RECORDER_SRC) \
 		-DIOWHY_VERSION='"$(VERSION)"' \
 		-o $@ -lbpf -lelf -lz -lzstd -pthread
+
+# What one call of each BPF primitive the probes use costs here (bench/bpf_primitives.c;
+# bench/README.md): built on demand, run as root with probes/.output/bpf_primitives.
+bpf-primitives: $(OUT)/bpf_primitives
+$(OUT)/bpf_primitives.bpf.o: bench/bpf_primitives.bpf.c $(OUT)/vmlinux.h
+	$(CLANG) -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -I$(OUT) \
+		-Wall -c bench/bpf_primitives.bpf.c -o $@.tmp.o
+	$(BPFTOOL) gen object $@ $@.tmp.o && rm -f $@.tmp.o
+
+$(OUT)/bpf_primitives.skel.h: $(OUT)/bpf_primitives.bpf.o
+	$(BPFTOOL) gen skeleton $< name bpf_primitives > $@
+
+$(OUT)/bpf_primitives: bench/bpf_primitives.c $(OUT)/bpf_primitives.skel.h
+	$(CC) -O2 -g -Wall -Wextra -I$(OUT) bench/bpf_primitives.c -o $@ -lbpf -lelf -lz
 
 # -- lab: the emulated disk (FUSE daemon) --------------------------------------------
 # Built by the targets that use it (test, demo, lab, gallery), not by `make`: it needs

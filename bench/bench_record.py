@@ -303,6 +303,22 @@ def timed_run(cmd: list[str], traced: bool, tmp: Path, tag: str, timeout: float,
 
 # -- overhead -------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def recorder_env(path: str | None) -> Iterator[None]:
+    """`iowhy record` runs the iowhy-record at PATH inside (IOWHY_RECORDER); None: the
+    installed one."""
+    before = os.environ.get("IOWHY_RECORDER")
+    if path is not None:
+        os.environ["IOWHY_RECORDER"] = path
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("IOWHY_RECORDER", None)
+        else:
+            os.environ["IOWHY_RECORDER"] = before
+
+
 def recorders_running() -> list[int]:
     """PIDs of live iowhy-record processes (read from /proc; never signalled). A zombie
     has closed its descriptors, so its probes are detached: not counted."""
@@ -398,8 +414,16 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         f" {a.start_delay:g} s after it in both runs; times in s")
     say("   untraced, traced: the workload's own wall time (wrapper); trace_el: the trace's"
         " end_ns - start_ns; rec_wall: the whole `iowhy record` command")
+    vs = [str(x) for x in a.vs_recorder] if not a.aa else []
+    if vs:
+        say("   --vs-recorder: every pair is a round that also runs the workload traced by"
+            " each build below (IOWHY_RECORDER), all in an order drawn per round; first: that"
+            " order, u the untraced run, t the installed build, 1.. the builds below")
+        for j, b in enumerate(vs, 1):
+            say(f"     build {j}: {b}")
     say(f"   {'pair':>4} {'first':>5} {'untraced':>9} {'traced':>9} {'ratio':>7} {'trace_el':>9}"
-        f" {'rec_wall':>9} {'drop':>5} {'unseen':>6} {'requests':>9} {'records':>9}")
+        f" {'rec_wall':>9} {'drop':>5} {'unseen':>6} {'requests':>9} {'records':>9}"
+        + "".join(f" {f'ratio{j}':>7} {f'drop{j}':>5}" for j in range(1, len(vs) + 1)))
     rng = random.Random(a.seed)
     with contextlib.ExitStack() as stack:
         mnt, at = prepare_run(a, fs_mib, stack)
@@ -407,33 +431,42 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
     pairs = []
     late: list[float] = []
     for i in range(a.pairs):
-        res = {}
-        order = [False, True]
+        res: dict[str, dict] = {}
+        # "u": untraced; "t": the installed build; "1", "2", ...: the --vs-recorder builds.
+        builds = [str(j) for j in range(1, len(vs) + 1)]
+        order = ["u", "t", *builds]
         rng.shuffle(order)
-        for traced in order:
+        for arm in order:
+            traced = arm != "u"
             with contextlib.ExitStack() as stack:
                 mnt, at = prepare_run(a, fs_mib, stack)
                 if traced and a.aa:
                     stack.enter_context(ballast(a.aa_ballast_mib))
-                res[traced] = timed_run(make_cmd(mnt), traced and not a.aa, tmp,
-                                        f"{name}{i}{'t' if traced else 'u'}", a.timeout,
-                                        extra=extra, start_at_ns=at)
-            late.append(res[traced]["late_s"])
-        u, t = res[False], res[True]
+                if arm in builds:
+                    stack.enter_context(recorder_env(vs[int(arm) - 1]))
+                res[arm] = timed_run(make_cmd(mnt), traced and not a.aa, tmp,
+                                     f"{name}{i}{arm if arm in ('u', 't') else 'v' + arm}",
+                                     a.timeout, extra=extra, start_at_ns=at)
+            late.append(res[arm]["late_s"])
+        u, t = res["u"], res["t"]
         ratio = t["wall_s"] / u["wall_s"]
+        first = "".join(order) if vs else order[0]
         if a.aa:
-            say(f"   {i + 1:>4} {'t' if order[0] else 'u':>5} {u['wall_s']:>9.3f}"
+            say(f"   {i + 1:>4} {first:>5} {u['wall_s']:>9.3f}"
                 f" {t['wall_s']:>9.3f} {ratio:>7.3f}")
         else:
             nrec = sum(t["records"].values())
-            say(f"   {i + 1:>4} {'t' if order[0] else 'u':>5} {u['wall_s']:>9.3f}"
+            say(f"   {i + 1:>4} {first:>5} {u['wall_s']:>9.3f}"
                 f" {t['wall_s']:>9.3f} {ratio:>7.3f} {t['trace_s']:>9.3f} {t['outer_s']:>9.3f}"
-                f" {t['dropped']:>5} {t['unseen']:>6} {t['records']['request']:>9} {nrec:>9}")
-            if t["truncated"]:
-                say("        WARNING: trace truncated")
-            if i < a.pairs - 1:
-                t["path"].unlink(missing_ok=True)
-        pairs.append({"u": u, "t": t, "ratio": ratio})
+                f" {t['dropped']:>5} {t['unseen']:>6} {t['records']['request']:>9} {nrec:>9}"
+                + "".join(f" {res[b]['wall_s'] / u['wall_s']:>7.3f} {res[b]['dropped']:>5}"
+                          for b in builds))
+            for arm in ("t", *builds):
+                if res[arm]["truncated"]:
+                    say(f"        WARNING: trace truncated ({arm})")
+                if i < a.pairs - 1 or arm != "t":
+                    res[arm]["path"].unlink(missing_ok=True)
+        pairs.append({"u": u, "t": t, "ratio": ratio, "vs": [res[b] for b in builds]})
     if max(late) > 0.02:
         say(f"   WARNING: {sum(x > 0.02 for x in late)} run(s) started more than 20 ms after"
             f" their start time (max {max(late):.3f} s late): raise --start-delay above the"
@@ -451,6 +484,21 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         f" {median(tw) / median(uw):.3f}")
     summary = {"ratio": median(ratios), "ratios": ratios, "q1": q1, "q3": q3,
                "ci": (lo, hi), "untraced": median(uw), "traced": median(tw)}
+    for j, b in enumerate(vs, 1):
+        # Each build against the untraced run of its round, and the installed build
+        # against it, paired by round: both met about the same load.
+        vr = [p["vs"][j - 1]["wall_s"] / p["u"]["wall_s"] for p in pairs]
+        tv = [p["t"]["wall_s"] / p["vs"][j - 1]["wall_s"] for p in pairs]
+        vq1, vq3 = (float(x) for x in np.percentile(vr, [25, 75]))
+        vlo, vhi = bootstrap_median(vr, a.seed)
+        tlo, thi = bootstrap_median(tv, a.seed)
+        say(f"   build {j}: ratio median {median(vr):.3f} (p25 {vq1:.3f}, p75 {vq3:.3f}; 90%"
+            f" bootstrap interval of the median {vlo:.3f} - {vhi:.3f}); installed / build {j},"
+            f" per round: median {median(tv):.3f} ({tlo:.3f} - {thi:.3f}); dropped per run:"
+            f" {[p['vs'][j - 1]['dropped'] for p in pairs]}")
+        summary.setdefault("vs", []).append(
+            {"recorder": b, "ratio": median(vr), "ratios": vr, "q1": vq1, "q3": vq3,
+             "ci": (vlo, vhi), "installed_over": median(tv), "installed_over_ci": (tlo, thi)})
     if a.aa:
         return summary
     lost = [p["t"]["lost"] for p in pairs]
@@ -753,6 +801,15 @@ def row(rows: list, figure: str, value: str, unit: str, target: str, ok: bool | 
     rows.append((figure, value, unit, target, "" if ok is None else ("OK" if ok else "MISS")))
 
 
+def vs_rows(rows: list, label: str, res: dict) -> None:
+    """The --vs-recorder builds' rows of the results table."""
+    for j, v in enumerate(res.get("vs", []), 1):
+        row(rows, f"{label}: build {j} traced/untraced (median; 90% interval); installed /"
+            f" build {j} per round (90% interval)", f"{v['ratio']:.3f} ({v['ci'][0]:.3f} -"
+            f" {v['ci'][1]:.3f}); {v['installed_over']:.3f} ({v['installed_over_ci'][0]:.3f}"
+            f" - {v['installed_over_ci'][1]:.3f})", "x", "", None)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -804,6 +861,10 @@ def main(argv: list[str] | None = None) -> int:
                    metavar="PATH", help="also make --stats-runs runs with this"
                    " iowhy-record build (IOWHY_RECORDER; repeatable), in an order drawn"
                    " per round with the installed one")
+    g.add_argument("--vs-recorder", type=Path, action="append", default=[],
+                   metavar="PATH", help="make every pair a round that also runs the workload"
+                   " traced by this iowhy-record build (IOWHY_RECORDER; repeatable): its"
+                   " ratio, and the installed build's against it, paired by round")
     g.add_argument("--record-arg", action="append", default=[], metavar="ARG",
                    help="pass ARG to `iowhy record` in the traced runs (repeatable), e.g."
                    " --record-arg=--ringbuf=8")
@@ -899,6 +960,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{u['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
         row(rows, "(a) untar: the recorder's chunk compression, whole run (median)",
             f"{u['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
+        vs_rows(rows, "(a) untar", u)
     if "fsync" in res:
         f = res["fsync"]
         row(rows, f"(b) fsync-tasks {a.tasks}x{a.k}, XFS/loop: wall traced/untraced (median "
@@ -922,6 +984,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{f['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
         row(rows, "(b) fsync: the recorder's chunk compression, whole run (median)",
             f"{f['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
+        vs_rows(rows, "(b) fsync", f)
     if "floor" in res:
         fl = res["floor"]
         for key, label in (("empty/u", "empty probes / untraced: the kernel's dispatch"),

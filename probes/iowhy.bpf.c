@@ -25,7 +25,10 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the recorder before load. */
-const volatile __u8 filter_devs = 0;        /* only devices in `devs` */
+/* --dev: the whole-disk dev_t (kernel encoding) of each device to record, and how many
+ * (0: every device). */
+const volatile __u32 nr_devs = 0;
+const volatile __u32 devs[IOWHY_MAX_DEVS] = {};
 const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
 /* 1: every syscall is timed (raw sys_enter/sys_exit, --syscalls all); 0: only the
  * fsync and write families, through their own syscalls:sys_*_<call> tracepoints. */
@@ -68,14 +71,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } tracked SEC(".maps");
-
-/* Whole-disk dev_t (kernel encoding) to record when filter_devs is set. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u8);
-} devs SEC(".maps");
 
 /*
  * Who submitted a request's first bio and with which flags (block_getrq), until the
@@ -357,6 +352,41 @@ static __always_inline void fill_hdr(struct iowhy_rec_hdr *h, __u16 type, __u16 
 	h->ts_ns = ts;
 }
 
+/*
+ * The current task's comm into dst[IOWHY_COMM_LEN], as bpf_get_current_comm() gives it:
+ * NUL-terminated, zero after the NUL. In tp_btf programs it is two loads through the
+ * task's BTF pointer, about 35 ns less than the helper here, paid by every request (its
+ * submitter), every recorded waking (its waker) and every journal record. The bytes after
+ * the first NUL are cleared as the helper's copy clears them: kernels that set comm with
+ * strlcpy() leave the tail of a longer earlier name there.
+ */
+static __always_inline void current_comm(int btf, char *dst)
+{
+	const __u64 ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	struct task_struct *t;
+	__u64 a, b, z;
+
+	if (!btf) {
+		bpf_get_current_comm(dst, IOWHY_COMM_LEN);
+		return;
+	}
+	t = bpf_get_current_task_btf();
+	a = *(__u64 *)&t->comm[0];
+	b = *(__u64 *)&t->comm[8];
+	/* The lowest byte flagged in z is the first NUL of the word (bytes below it
+	 * never borrow); keep only the bytes before it. */
+	z = (a - ones) & ~a & highs;
+	if (z) {
+		a &= ((z & -z) >> 7) - 1;
+		b = 0;
+	} else {
+		z = (b - ones) & ~b & highs;
+		b &= z ? ((z & -z) >> 7) - 1 : ~0ULL >> 8; /* 15 bytes and the NUL at most */
+	}
+	__builtin_memcpy(dst, &a, 8);
+	__builtin_memcpy(dst + 8, &b, 8);
+}
+
 #define DEV_MAJOR(d) iowhy_dev_major(d)
 #define DEV_MINOR(d) iowhy_dev_minor(d)
 
@@ -370,9 +400,20 @@ static __always_inline __u32 disk_devt(int btf, struct gendisk *disk)
 	return iowhy_mkdev(major, minor);
 }
 
+/*
+ * Whether --dev asked for devt. Every block event asks (three or four per request), so
+ * the devices are constants the verifier sees (read-only data, set before load), scanned
+ * in a loop it bounds by nr_devs: a compare per device, where a hash-map lookup costs
+ * about 30 ns here.
+ */
 static __always_inline int dev_wanted(__u32 devt)
 {
-	return !filter_devs || bpf_map_lookup_elem(&devs, &devt) != NULL;
+	if (!nr_devs)
+		return 1;
+	for (int i = 0; i < IOWHY_MAX_DEVS && i < nr_devs; i++)
+		if (devs[i] == devt)
+			return 1;
+	return 0;
 }
 
 /* Normalize op and REQ_* bits, whose numbering changes across kernels. */
@@ -423,7 +464,7 @@ static __always_inline void on_getrq(int btf, struct bio *bio)
 	__u32 idx = bio_set(key), idx1 = idx + 1;
 	struct bio_info *a, *b, *s;
 
-	if (filter_devs && !dev_wanted(disk_devt(btf, bio_disk(btf, bio))))
+	if (nr_devs && !dev_wanted(disk_devt(btf, bio_disk(btf, bio))))
 		return;
 	a = bpf_map_lookup_elem(&bios, &idx);
 	b = bpf_map_lookup_elem(&bios, &idx1);
@@ -453,7 +494,7 @@ static __always_inline void on_getrq(int btf, struct bio *bio)
 	s->tid = (__u32)id;
 	s->opf = RD(btf, bio, bi_opf);
 	s->tracked = is_tracked(s->tgid);
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	current_comm(btf, s->comm);
 	__sync_lock_test_and_set(&s->bio, key);
 }
 
@@ -483,7 +524,7 @@ static __always_inline int bio_take(__u64 key, struct bio_info *out)
  */
 static __always_inline int rq_unwanted(int btf, struct request *rq)
 {
-	return filter_devs && !dev_wanted(disk_devt(btf, rq_disk(btf, rq)));
+	return nr_devs && !dev_wanted(disk_devt(btf, rq_disk(btf, rq)));
 }
 
 static __always_inline struct iowhy_request *rq_lookup(__u64 key)
@@ -799,10 +840,14 @@ struct {
  * driver never started (an empty PREFLUSH request, completed by the flush machinery)
  * is IDLE all along, and __blk_mq_free_request() clears its mq_hctx instead.
  */
-static __always_inline int done_rq_live(struct done_ent *e)
+static __always_inline int done_rq_live(int btf, struct done_ent *e)
 {
 	struct request *rq = (struct request *)e->rq;
 
+	if (HAVE_RDONLY_CAST(btf)) {
+		rq = bpf_rdonly_cast(rq, bpf_core_type_id_kernel(struct request));
+		return e->by_hctx ? rq->mq_hctx != NULL : rq->state != 0;
+	}
 	if (e->by_hctx)
 		return BPF_CORE_READ(rq, mq_hctx) != NULL;
 	return BPF_CORE_READ(rq, state) != 0;
@@ -825,7 +870,7 @@ static __always_inline void done_push(int btf, struct request *req, __u64 seq, _
 		if (!n)
 			break;
 		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
-		if (e->rq != rq && now - e->ts_ns < DONE_MAX_AGE_NS && done_rq_live(e))
+		if (e->rq != rq && now - e->ts_ns < DONE_MAX_AGE_NS && done_rq_live(btf, e))
 			break;
 		n--;
 	}
@@ -846,7 +891,7 @@ static __always_inline void done_push(int btf, struct request *req, __u64 seq, _
  * the innermost matching entry. `pc` is the context (preempt count & IOWHY_PC_CTX_MASK,
  * or DONE_CTX_UNKNOWN). Returns its depth (1 = outermost), 0 if none.
  */
-static __always_inline __u32 done_link(__u32 pc, __u64 now, __u64 *seq)
+static __always_inline __u32 done_link(int btf, __u32 pc, __u64 now, __u64 *seq)
 {
 	__u32 zero = 0, n, pid = (__u32)bpf_get_current_pid_tgid();
 	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
@@ -863,7 +908,7 @@ static __always_inline __u32 done_link(__u32 pc, __u64 now, __u64 *seq)
 			break;
 		e = &d->e[(n - 1) & (DONE_DEPTH - 1)];
 		if (e->ctx_pc == pc && e->pid == pid && now - e->ts_ns < DONE_MAX_AGE_NS &&
-		    done_rq_live(e)) {
+		    done_rq_live(btf, e)) {
 			if (e->seq == DONE_SEQ_NONE)
 				return 0;
 			*seq = e->seq;
@@ -1090,29 +1135,64 @@ static __always_inline void on_exec(struct task_struct *p)
  *
  * Bound: one task_state per kernel thread so marked (task-local storage, or entries of
  * the `tasks` hash shared with tracked threads; kernel threads rarely exit, so those
- * entries stay), a handful of threads per workload. Cost: a waking of a kernel thread
- * by a tracked one, or of a tracked one by a kernel thread, reads the first 8 bytes of
- * the kernel thread's name (a probe read) and writes its mark. With no tracked thread
- * asleep, a switch-out costs a test of blocked_tracked; while one sleeps, a kernel
- * thread's switch-out looks its state up and reads the clock. A switch-in or waking of
- * a kernel thread while a helper interval is open looks its state up. A tracked
- * thread's sleep and waking each add one atomic add on a shared counter. Each helper
- * interval then costs what a tracked thread's does (the waking's context and
+ * entries stay), a handful of threads per workload, and its bit in `helper_pids`.
+ *
+ * Cost. The switch and waking programs run for every task on the machine, so a kernel
+ * thread is first tested against `helper_pids` (an inlined array lookup of a word that is
+ * almost never written): one that never helped costs no state lookup, no clock read and
+ * no read of the shared blocked_tracked. A waking of a kernel thread by a tracked one, or
+ * of a tracked one by a kernel thread in task context, reads the kernel thread's name
+ * and writes its mark. While a tracked thread sleeps, a marked helper's switch-out looks
+ * its state up and reads the clock; its switch-in and wakings look its state up. A
+ * tracked thread's sleep and waking each add one atomic add on the shared counter. Each
+ * helper interval then costs what a tracked thread's does (the waking's context and
  * completion-stack reads, a staged record): on a workload nearly always asleep in fsync
  * while the loop worker and kblockd work for it, that is most of what the probes add,
  * several helper records per fsync.
  */
 #define HELPER_HOLD_NS 1000000000ULL
 /*
- * The two counters every tracked sleep and every helper interval change by an atomic
- * add, from any CPU. They live in a section of their own (a map of their own, so memory
- * of their own): in .bss they shared a cache line with what every block and staging
- * program reads (stopping, rqs_used, attach_ns), and each add took that line from the
- * other CPUs.
+ * Tracked threads asleep, not yet woken: changed by an atomic add from any CPU at every
+ * tracked sleep and waking. It lives in a section of its own (a map of its own, so memory
+ * of its own): in .bss it shared a cache line with what every block and staging program
+ * reads (stopping, rqs_used, attach_ns), and each add took that line from the other
+ * CPUs. It is read only for marked helpers, after the cheaper tests, since a read after
+ * another CPU's add is a cache miss.
  */
-__u64 blocked_tracked SEC(".data.waits") = 0; /* tracked threads asleep, not yet woken */
-__u64 helpers_open SEC(".data.waits") = 0;    /* helper intervals open */
+__u64 blocked_tracked SEC(".data.waits") = 0;
 #define IOWHY_PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+/*
+ * Kernel threads ever marked helpers, one bit per pid (sized to pid_max by the recorder,
+ * like `tracked`). A bit is set once, at the thread's first mark, and stays set when the
+ * mark expires or the thread exits: it only says that looking the thread's state up may
+ * find something (a reused pid costs one lookup that finds nothing). It replaces a count
+ * of open helper intervals that every switch and waking read and every interval changed
+ * twice, from any CPU.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536); /* u64 words: pid_max / 64, set by the recorder */
+	__type(key, __u32);
+	__type(value, __u64);
+} helper_pids SEC(".maps");
+
+static __always_inline int helper_pid(__u32 pid)
+{
+	__u32 word = pid >> 6;
+	__u64 *w = bpf_map_lookup_elem(&helper_pids, &word);
+
+	return w && ((*w >> (pid & 63)) & 1);
+}
+
+static __always_inline void set_helper_pid(__u32 pid)
+{
+	__u32 word = pid >> 6;
+	__u64 *w = bpf_map_lookup_elem(&helper_pids, &word);
+
+	if (w && !((*w >> (pid & 63)) & 1))
+		__sync_fetch_and_or(w, 1ULL << (pid & 63));
+}
 
 static __always_inline int is_kthread(int btf, struct task_struct *t)
 {
@@ -1120,11 +1200,13 @@ static __always_inline int is_kthread(int btf, struct task_struct *t)
 }
 
 /* "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" as little-endian prefixes of comm. */
-static __always_inline int helper_name(struct task_struct *t)
+static __always_inline int helper_name(int btf, struct task_struct *t)
 {
 	__u64 c = 0;
 
-	if (bpf_probe_read_kernel(&c, sizeof(c), &t->comm))
+	if (btf)
+		c = *(__u64 *)&t->comm[0];
+	else if (bpf_probe_read_kernel(&c, sizeof(c), &t->comm))
 		return 0;
 	return c == 0x2f72656b726f776bULL ||                      /* kworker/ */
 	       (c & 0xffffffffffULL) == 0x2f3264626aULL ||         /* jbd2/ */
@@ -1133,36 +1215,23 @@ static __always_inline int helper_name(struct task_struct *t)
 	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
 }
 
-/* Mark kernel thread `t` a helper for the next HELPER_HOLD_NS (see above); its state,
- * or NULL when it is no helper. */
-static __always_inline struct task_state *mark_helper(int btf, struct task_struct *t, __u64 now)
+/*
+ * Mark kernel thread `t` (pid `pid`, a kernel thread: is_kthread) a helper for the next
+ * HELPER_HOLD_NS (see above); its state, or NULL when it is no helper.
+ */
+static __always_inline struct task_state *mark_helper(int btf, struct task_struct *t, __u32 pid,
+						      __u64 now)
 {
 	struct task_state *st;
 
-	if (!is_kthread(btf, t) || !helper_name(t))
+	if (!helper_name(btf, t))
 		return NULL;
-	st = task_state_of(t, RD(btf, t, pid), 1);
-	if (st)
+	st = task_state_of(t, pid, 1);
+	if (st) {
 		st->helper_until_ns = now + HELPER_HOLD_NS;
+		set_helper_pid(pid);
+	}
 	return st;
-}
-
-/*
- * The current task is a marked helper: a helper handing work on to another kernel
- * thread (a loop worker's fsync of its backing file waking that filesystem's jbd2)
- * marks that one too, so a workload thread's wait is recorded down the chain. Asked
- * only while a tracked thread is asleep; costs a lookup of the current task's state.
- */
-static __always_inline int current_is_helper(int btf, __u64 now)
-{
-	struct task_struct *cur = btf ? bpf_get_current_task_btf()
-				      : (struct task_struct *)bpf_get_current_task();
-	struct task_state *cs;
-
-	if (!is_kthread(btf, cur))
-		return 0;
-	cs = task_state_of(cur, RD(btf, cur, pid), 0);
-	return cs && cs->helper_until_ns > now;
 }
 
 /* Open an off-CPU interval of helper `t` at `now` (its state `state`, flags `f`). */
@@ -1182,7 +1251,6 @@ static __always_inline void open_helper(int btf, struct task_struct *t, struct t
 	st->waker_ctx = 0;
 	st->waker_rq_depth = 0;
 	st->run_ns = RD(btf, t, se.sum_exec_runtime);
-	__sync_fetch_and_add(&helpers_open, 1);
 }
 
 static __always_inline void blocked_dec(struct task_state *st)
@@ -1703,8 +1771,7 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 				__sync_fetch_and_add(&blocked_tracked, 1);
 			}
 		}
-	} else if (blocked_tracked && is_kthread(btf, prev)) {
-		tid = RD(btf, prev, pid);
+	} else if (is_kthread(btf, prev) && helper_pid(tid = RD(btf, prev, pid)) && blocked_tracked) {
 		st = task_state_of(prev, tid, 0);
 		if (st && !st->off_ns && st->helper_until_ns > (now = bpf_ktime_get_ns())) {
 			__u32 state = get_task_state(btf, prev);
@@ -1728,29 +1795,38 @@ next_task:
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
 		throttle_resume(st);
-	} else if (helpers_open && is_kthread(btf, next)) {
-		tid = RD(btf, next, pid);
+	} else if (is_kthread(btf, next) && helper_pid(tid = RD(btf, next, pid))) {
 		st = task_state_of(next, tid, 0);
 		if (!st || !st->off_ns || !(st->off_flags & IOWHY_OFF_HELPER))
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
-		__sync_fetch_and_sub(&helpers_open, 1);
 	}
 }
 
 /*
- * Who woke a tracked thread, from which context, and (when the wakeup runs inside a
- * block completion) which request: see done_stk. The cost for a tracked thread is one
- * per-CPU read of the preempt count and the completion-stack lookup.
+ * Who woke a tracked thread (or a helper with an interval open), from which context, and
+ * (when the wakeup runs inside a block completion) which request: see done_stk. The
+ * cost for such a thread is one read of the preempt count, the completion-stack lookup
+ * and a copy of the waker's comm; a kernel thread woken by a tracked thread, or by a
+ * marked helper while a tracked thread sleeps, is marked a helper (see above). The clock
+ * is read once, and the waker's state looked up at most once.
  */
 static __always_inline void on_waking(int btf, struct task_struct *p)
 {
-	__u32 tid, pc;
-	__u64 pt, now;
+	struct task_struct *cur;
 	struct task_state *st;
+	__u32 tid, cur_tid, pc;
+	__u64 pt, now = 0;
+	int tracked = is_tracked(RD(btf, p, tgid));
 
-	if (is_tracked(RD(btf, p, tgid))) {
-		tid = RD(btf, p, pid);
+	/* Most wakings on a busy machine are of other tasks: they end here. */
+	if (!tracked && !is_kthread(btf, p))
+		return;
+	cur = btf ? bpf_get_current_task_btf() : (struct task_struct *)bpf_get_current_task();
+	pt = bpf_get_current_pid_tgid();
+	cur_tid = (__u32)pt;
+	tid = RD(btf, p, pid);
+	if (tracked) {
 		st = task_state_of(p, tid, 0);
 		if (!st)
 			st = open_from_start(btf, p, tid, 1);
@@ -1758,37 +1834,40 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 			return;
 		blocked_dec(st);
 	} else {
-		if (!is_kthread(btf, p))
-			return;
 		st = NULL;
-		now = 0;
-		if (is_tracked(bpf_get_current_pid_tgid() >> 32) ||
-		    (blocked_tracked && current_is_helper(btf, now = bpf_ktime_get_ns()))) {
-			if (!now)
-				now = bpf_ktime_get_ns();
-			st = mark_helper(btf, p, now);
-			/*
-			 * Handed work while asleep with no interval open (it slept before it
-			 * was a helper): open one at this waking, so its wait for a CPU and
-			 * what it does next are recorded from the hand-off on (its sleep
-			 * before is not: the interval's start is this waking).
-			 */
-			if (st && !st->off_ns)
-				open_helper(btf, p, st, get_task_state(btf, p), now, 0);
+		/* Work handed to p by a tracked thread, or by a marked helper while a tracked
+		 * thread sleeps (a hand-off down a chain). */
+		if (is_tracked(pt >> 32)) {
+			now = bpf_ktime_get_ns();
+			st = mark_helper(btf, p, tid, now);
+		} else if (is_kthread(btf, cur) && helper_pid(cur_tid) && blocked_tracked) {
+			struct task_state *cs = task_state_of(cur, cur_tid, 0);
+
+			if (cs && cs->helper_until_ns > (now = bpf_ktime_get_ns()))
+				st = mark_helper(btf, p, tid, now);
 		}
-		if (!helpers_open)
-			return;
-		if (!st)
-			st = task_state_of(p, RD(btf, p, pid), 0);
+		/*
+		 * Handed work while asleep with no interval open (it slept before it was a
+		 * helper): open one at this waking, so its wait for a CPU and what it does next
+		 * are recorded from the hand-off on (its sleep before is not: the interval's
+		 * start is this waking).
+		 */
+		if (st && !st->off_ns)
+			open_helper(btf, p, st, get_task_state(btf, p), now, 0);
+		if (!st) {
+			if (!helper_pid(tid))
+				return;
+			st = task_state_of(p, tid, 0);
+		}
 		if (!st || !st->off_ns || st->waking_ns || !(st->off_flags & IOWHY_OFF_HELPER))
 			return;
 	}
-	pt = bpf_get_current_pid_tgid();
-	now = bpf_ktime_get_ns();
+	if (!now)
+		now = bpf_ktime_get_ns();
 	st->waking_ns = now;
 	st->waker_tgid = pt >> 32;
-	st->waker_tid = (__u32)pt;
-	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+	st->waker_tid = cur_tid;
+	current_comm(btf, st->waker_comm);
 	if (get_preempt_count(btf, &pc)) {
 		st->waker_preempt_count = 0;
 		st->waker_ctx = IOWHY_WCTX_UNKNOWN;
@@ -1801,16 +1880,16 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 				: IOWHY_WCTX_TASK;
 		pc &= IOWHY_PC_CTX_MASK;
 	}
-	st->waker_rq_depth = done_link(pc, now, &st->waker_rq_seq);
+	st->waker_rq_depth = done_link(btf, pc, now, &st->waker_rq_seq);
 	/* a kernel thread ending a tracked thread's wait from task context has worked for it */
-	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER))
-		mark_helper(btf, btf ? bpf_get_current_task_btf()
-				     : (struct task_struct *)bpf_get_current_task(), now);
+	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER) &&
+	    is_kthread(btf, cur))
+		mark_helper(btf, cur, cur_tid, now);
 }
 
 /* ------------------------------------------------------------ journal / log --- */
 
-static __always_inline void emit_journal(__u16 event, __u16 fs, __u32 dev, __u64 seq, __u64 a0,
+static __always_inline void emit_journal(int btf, __u16 event, __u16 fs, __u32 dev, __u64 seq, __u64 a0,
 					 __u64 a1, __u64 a2)
 {
 	struct iowhy_stage *sb = NULL;
@@ -1835,13 +1914,13 @@ static __always_inline void emit_journal(__u16 event, __u16 fs, __u32 dev, __u64
 	e->tid = (__u32)pt;
 	e->event_u16 = event;
 	e->fs_u16 = fs;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	current_comm(btf, e->comm);
 	stage_end(sb, e, IOWHY_REC_JOURNAL, sizeof(*e));
 }
 
-static __always_inline void on_jbd2(__u16 event, journal_t *j, transaction_t *t)
+static __always_inline void on_jbd2(int btf, __u16 event, journal_t *j, transaction_t *t)
 {
-	emit_journal(event, IOWHY_FS_EXT4, BPF_CORE_READ(j, j_fs_dev, bd_dev),
+	emit_journal(btf, event, IOWHY_FS_EXT4, BPF_CORE_READ(j, j_fs_dev, bd_dev),
 		     BPF_CORE_READ(t, t_tid), 0, 0, 0);
 }
 
@@ -1927,7 +2006,7 @@ static __always_inline void on_xlog(int btf, __u16 event, struct xlog_in_core *i
 	__u32 dev = btf ? ic->ic_log->l_mp->m_super->s_dev
 			: BPF_CORE_READ(ic, ic_log, l_mp, m_super, s_dev);
 
-	emit_journal(event, IOWHY_FS_XFS, dev, xlog_iclog_lsn(btf, ic), RD(btf, ic, ic_flags),
+	emit_journal(btf, event, IOWHY_FS_XFS, dev, xlog_iclog_lsn(btf, ic), RD(btf, ic, ic_flags),
 		     RD(btf, ic, ic_offset), 0);
 }
 
@@ -1938,7 +2017,7 @@ static __always_inline void on_btrfs_sync(int btf, struct file *file, int datasy
 	__u64 ino = BPF_CORE_READ(inode, i_ino);
 
 	/* every btrfs fsync is a journal event, tracked task or not */
-	emit_journal(IOWHY_J_BTRFS_SYNC, IOWHY_FS_BTRFS, dev, 0, ino, datasync, 0);
+	emit_journal(btf, IOWHY_J_BTRFS_SYNC, IOWHY_FS_BTRFS, dev, 0, ino, datasync, 0);
 	note_fs_sync(btf, IOWHY_FS_BTRFS, dev, ino, 0, 0, datasync);
 }
 
@@ -2056,21 +2135,21 @@ IOWHY_SC(writev)
 IOWHY_SC(pwritev)
 IOWHY_SC(pwritev2)
 
-IOWHY_TP(jbd2_start_commit, on_jbd2(IOWHY_J_JBD2_START, j, t), journal_t *j, transaction_t *t)
-IOWHY_TP(jbd2_commit_locking, on_jbd2(IOWHY_J_JBD2_LOCKING, j, t), journal_t *j, transaction_t *t)
-IOWHY_TP(jbd2_commit_flushing, on_jbd2(IOWHY_J_JBD2_FLUSHING, j, t), journal_t *j,
+IOWHY_TP(jbd2_start_commit, on_jbd2(btf, IOWHY_J_JBD2_START, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_commit_locking, on_jbd2(btf, IOWHY_J_JBD2_LOCKING, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_commit_flushing, on_jbd2(btf, IOWHY_J_JBD2_FLUSHING, j, t), journal_t *j,
 	 transaction_t *t)
-IOWHY_TP(jbd2_commit_logging, on_jbd2(IOWHY_J_JBD2_LOGGING, j, t), journal_t *j, transaction_t *t)
-IOWHY_TP(jbd2_end_commit, on_jbd2(IOWHY_J_JBD2_END, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_commit_logging, on_jbd2(btf, IOWHY_J_JBD2_LOGGING, j, t), journal_t *j, transaction_t *t)
+IOWHY_TP(jbd2_end_commit, on_jbd2(btf, IOWHY_J_JBD2_END, j, t), journal_t *j, transaction_t *t)
 IOWHY_TP(jbd2_run_stats,
-	 emit_journal(IOWHY_J_JBD2_STATS, IOWHY_FS_EXT4, dev, tid, BPF_CORE_READ(s, rs_handle_count),
+	 emit_journal(btf, IOWHY_J_JBD2_STATS, IOWHY_FS_EXT4, dev, tid, BPF_CORE_READ(s, rs_handle_count),
 		      BPF_CORE_READ(s, rs_blocks), BPF_CORE_READ(s, rs_blocks_logged)),
 	 dev_t dev, tid_t tid, struct transaction_run_stats_s *s)
 IOWHY_TP(ext4_fc_commit_start,
-	 emit_journal(IOWHY_J_EXT4_FC_START, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), tid, 0, 0, 0),
+	 emit_journal(btf, IOWHY_J_EXT4_FC_START, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), tid, 0, 0, 0),
 	 struct super_block *sb, tid_t tid)
 IOWHY_TP(ext4_fc_commit_stop,
-	 emit_journal(IOWHY_J_EXT4_FC_STOP, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), tid, nblks,
+	 emit_journal(btf, IOWHY_J_EXT4_FC_STOP, IOWHY_FS_EXT4, BPF_CORE_READ(sb, s_dev), tid, nblks,
 		      reason, 0),
 	 struct super_block *sb, int nblks, int reason, tid_t tid)
 IOWHY_TP(ext4_sync_file_enter, on_ext4_sync_enter(btf, file, datasync), struct file *file, int datasync)
@@ -2079,7 +2158,7 @@ IOWHY_TP(ext4_sync_fs, on_ext4_sync_fs(btf, sb), struct super_block *sb, int wai
 
 IOWHY_TP(xfs_file_fsync, on_xfs_fsync(btf, ip), struct xfs_inode *ip)
 IOWHY_TP(xfs_log_force,
-	 emit_journal(IOWHY_J_XFS_FORCE, IOWHY_FS_XFS, RD2(btf, mp, m_super, s_dev), lsn, 0, 0, 0),
+	 emit_journal(btf, IOWHY_J_XFS_FORCE, IOWHY_FS_XFS, RD2(btf, mp, m_super, s_dev), lsn, 0, 0, 0),
 	 struct xfs_mount *mp, xfs_lsn_t lsn, unsigned long caller)
 IOWHY_TP(xlog_iclog_sync, on_xlog(btf, IOWHY_J_XLOG_SYNC, ic), struct xlog_in_core *ic)
 IOWHY_TP(xlog_iclog_write, on_xlog(btf, IOWHY_J_XLOG_WRITE, ic), struct xlog_in_core *ic)
@@ -2087,6 +2166,6 @@ IOWHY_TP(xlog_iclog_sync_done, on_xlog(btf, IOWHY_J_XLOG_DONE, ic), struct xlog_
 
 IOWHY_TP(btrfs_sync_file, on_btrfs_sync(btf, file, datasync), struct file *file, int datasync)
 IOWHY_TP(btrfs_transaction_commit,
-	 emit_journal(IOWHY_J_BTRFS_COMMIT, IOWHY_FS_BTRFS, BPF_CORE_READ(fi, sb, s_dev),
+	 emit_journal(btf, IOWHY_J_BTRFS_COMMIT, IOWHY_FS_BTRFS, BPF_CORE_READ(fi, sb, s_dev),
 		      BPF_CORE_READ(fi, generation), 0, 0, 0),
 	 struct btrfs_fs_info *fi)

@@ -464,6 +464,8 @@ struct iowhy_chunk_hdr {
  * dev_t as the kernel's tracepoints carry it, and as iowhy's maps and --dev hold it:
  * major << 20 | minor (not the userspace encoding).
  */
+#define IOWHY_MAX_DEVS 64 /* --dev devices a recording can be limited to */
+
 static inline __attribute__((always_inline)) __u32 iowhy_dev_major(__u32 dev)
 {
 	return dev >> 20;

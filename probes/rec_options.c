@@ -143,7 +143,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 		}
 		case 'F': r->env.force = 1; break;
 		case 'D':
-			if (r->env.ndevs >= 64 || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
+			if (r->env.ndevs >= IOWHY_MAX_DEVS || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
 				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
 				return 2;
 			}

@@ -48,7 +48,7 @@ static const char *tp_of(const char *prog_name, int *is_btf)
 	return NULL;
 }
 
-/* Words of the tracked-tgid bitmap: one bit per possible PID. */
+/* Words of the tracked-tgid and helper-pid bitmaps: one bit per possible PID. */
 static __u32 pid_max_words(void)
 {
 	long pid_max = 4194304;
@@ -135,7 +135,9 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	struct bpf_program *prog;
 	char tname[96];
 
-	skel->rodata->filter_devs = r->env.ndevs > 0;
+	skel->rodata->nr_devs = r->env.ndevs;
+	for (int i = 0; i < r->env.ndevs; i++)
+		skel->rodata->devs[i] = r->env.devs[i];
 	/* Per-thread state lives in one of two maps; the other is not created. */
 	skel->rodata->use_task_storage = use_ts;
 	if (bpf_map__set_autocreate(skel->maps.task_store, use_ts) ||
@@ -163,7 +165,8 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	skel->rodata->bdp_pause_arg = bdp_pause_arg_of(vmlinux);
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)r->env.ringbuf_mib << 20))
 		return -EINVAL;
-	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()))
+	if (bpf_map__set_max_entries(skel->maps.tracked, pid_max_words()) ||
+	    bpf_map__set_max_entries(skel->maps.helper_pids, pid_max_words()))
 		return -EINVAL;
 	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
 		return -EINVAL;
@@ -393,15 +396,6 @@ int load_probes(struct rec *r)
 		if (!use_btf) {
 			fprintf(stderr, "failed to load BPF programs: %s%s\n", strerror(-err),
 				err == -EPERM ? " (need root: CAP_BPF and CAP_PERFMON)" : "");
-			return -1;
-		}
-	}
-
-	for (int i = 0; i < r->env.ndevs; i++) {
-		__u8 one = 1;
-
-		if (bpf_map_update_elem(bpf_map__fd(r->skel->maps.devs), &r->env.devs[i], &one, BPF_ANY)) {
-			fprintf(stderr, "failed to set device filter: %s\n", strerror(errno));
 			return -1;
 		}
 	}

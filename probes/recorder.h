@@ -109,7 +109,7 @@ struct rec {
 		pid_t pid;
 		int force; /* --force: attach to PID 1 or a kernel thread */
 		char **cmd;
-		__u32 devs[64];
+		__u32 devs[IOWHY_MAX_DEVS];
 		int ndevs;
 	} env;
 	struct writer {
