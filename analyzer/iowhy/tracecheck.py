@@ -222,6 +222,7 @@ META = obj({
     "lower_devices": list_of(DEVICE, drop_bad=True),
     "stack": list_of(STACK_EDGE, drop_bad=True),
     "bio_based_devices": list_of(_str),
+    "cgroup": obj({"path": STR, "id": U64}, required=("path", "id")),
 })
 
 RECORDER = obj({
@@ -258,7 +259,7 @@ SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": 
 OWN_KEYS: dict[str, frozenset[str]] = {
     "meta": frozenset({"host", "machine", "created_realtime_ns", "page_size_bytes", "ncpus",
                        "devices", "lower_devices", "stack", "bio_based_devices",
-                       "filesystems", "import", "label"}),
+                       "filesystems", "import", "label", "cgroup"}),
     "recorder": frozenset({"pid", "recorder_pid", "mode", "start_ns", "startup_ns",
                            "attach_mode", "task_state", "syscalls", "write_probes",
                            "ringbuf_bytes", "devices_filter", "probes", "imported"}),
