@@ -5,14 +5,19 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iowhy-record -o OUT [-m META.json | --meta-fd FD] [-r MiB] [-d SEC] "
-		   "[-D MAJ:MIN]... [-q] [-v] (-p PID [--force] | -- CMD [ARGS...])\n"
+		   "[-D MAJ:MIN]... [-q] [-v] [--cgroup PATH] (-p PID [--force] | -- CMD [ARGS...])\n"
+		   "       iowhy-record -o OUT [options] --cgroup PATH      follow a cgroup until stopped\n"
 		   "       iowhy-record -n            load and attach every probe, then exit\n"
 		   "  -o OUT    written as OUT.partial-PID (O_EXCL, O_NOFOLLOW, mode 0600), renamed\n"
 		   "            to OUT at stop; a previous OUT is kept as OUT.old; a symlink or\n"
 		   "            non-regular file at OUT is refused; under sudo, owned by SUDO_UID\n"
 		   "  -r MiB    ring buffer, a power of two, 1..%d (default 64)\n"
 		   "  -d SEC    stop after SEC seconds, 0 < SEC <= %.0f; the workload goes on\n"
-		   "  --force   attach to PID 1 or a kernel thread (follows the whole system)\n"
+		   "  --cgroup PATH  also record every process of this cgroup v2 and the cgroups\n"
+		   "            below it, those that join while recording included (alone: until\n"
+		   "            SIGINT/SIGTERM, --duration or the cgroup's removal)\n"
+		   "  --force   attach to PID 1 or a kernel thread, or follow the root cgroup\n"
+		   "            (follows the whole system)\n"
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
 		   "  --syscalls sync|all  time only the fsync and write families (default), or\n"
 		   "            count and time every syscall of the workload (costlier per syscall)\n"
@@ -92,6 +97,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 		{ "eager-writes", no_argument, NULL, 'W' },
 		{ "meta-fd", required_argument, NULL, 'M' },
 		{ "force", no_argument, NULL, 'F' },
+		{ "cgroup", required_argument, NULL, 'G' },
 		{},
 	};
 	int opt;
@@ -142,6 +148,11 @@ int parse_args(struct rec *r, int argc, char **argv)
 			break;
 		}
 		case 'F': r->env.force = 1; break;
+		case 'G':
+			if (cgroup_check(optarg, &r->env.cgroup_id))
+				return 2;
+			r->env.cgroup = optarg;
+			break;
 		case 'D':
 			if (r->env.ndevs >= 64 || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
 				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
@@ -189,8 +200,18 @@ int parse_args(struct rec *r, int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0) {
-		fprintf(stderr, "iowhy-record: give a command after -- or a PID with -p\n");
+	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0 && !r->env.cgroup) {
+		fprintf(stderr, "iowhy-record: give a command after --, a PID with -p or --cgroup\n");
+		return 2;
+	}
+	if (r->env.cgroup && r->env.cgroup_id == 1 && !r->env.force) {
+		fprintf(stderr, "iowhy-record: refusing --cgroup %s: it is the root of the cgroup "
+				"hierarchy, which holds every process on the system; give --force to "
+				"record that\n", r->env.cgroup);
+		return 2;
+	}
+	if (r->env.cgroup && r->env.pid > 0) {
+		fprintf(stderr, "iowhy-record: -p and --cgroup exclude each other\n");
 		return 2;
 	}
 	if (r->env.cmd && r->env.pid > 0) {

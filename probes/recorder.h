@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/resource.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -107,6 +108,8 @@ struct rec {
 		int probe_stats;   /* --probe-stats: run count and time of every program */
 		int eager_writes;  /* --eager-writes: the write family attached from the start */
 		pid_t pid;
+		const char *cgroup; /* --cgroup: the cgroup v2 directory followed */
+		__u64 cgroup_id;    /* its kernel id */
 		int force; /* --force: attach to PID 1 or a kernel thread */
 		char **cmd;
 		__u32 devs[64];
@@ -233,9 +236,18 @@ int attach_probes(struct rec *r);
 void print_dry_run(struct rec *r);
 
 /* rec_workload.c: the workload */
+int track_pid(int fd, pid_t pid);
+void read_comm(pid_t tgid, pid_t tid, char *out);
+void emit_thread_state(struct rec *r, pid_t tgid, pid_t tid);
+void emit_root_task(struct rec *r, pid_t tgid, pid_t tid);
 int check_target(pid_t pid, int force);
 int target_exited(int pidfd, pid_t pid);
 int start_workload(struct rec *r);
+
+/* rec_cgroup.c: --cgroup */
+int cgroup_check(const char *path, __u64 *id);
+void track_cgroup(struct rec *r);
+void cgroup_task_seen(struct rec *r, const struct iowhy_task *t);
 
 /* recorder.c: main's steps */
 void sigchld_handler(int sig);

@@ -162,6 +162,10 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
     _check_limits(args)
     _check_output_name(args.output)  # a usage error: before root is asked for
+    cgroup = None
+    if getattr(args, "cgroup", None) is not None:
+        from .cgroups import cgroup_target
+        cgroup = cgroup_target(args.cgroup, force=getattr(args, "force", False))
     check_privileges()
     recorder = find_recorder()
     _check_output(args.output)
@@ -180,6 +184,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
                         128 + signal.SIGINT) from None
     if args.label is not None:
         meta["label"] = args.label
+    if cgroup is not None:
+        meta["cgroup"] = cgroup
     mfd = _metadata_fd(meta)
     cmd = [recorder, "-o", args.output, "--meta-fd", str(mfd), "-r", str(args.ringbuf)]
     for maj, mn in devs + _devices_below(meta, devs):
@@ -188,6 +194,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
         cmd += ["-d", repr(args.duration)]
     if getattr(args, "force", False):
         cmd.append("--force")
+    if cgroup is not None:
+        cmd += ["--cgroup", cgroup["path"]]
     if args.quiet:
         cmd.append("-q")
     cmd += ["--syscalls", args.syscalls]
@@ -309,6 +317,12 @@ def _check_target(pid: int, force: bool) -> None:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
+    if (args.pid is None) == (args.cgroup is None):
+        raise UserError("attach needs one target: -p PID or --cgroup PATH",
+                        "e.g. iowhy attach -p 1234, or iowhy attach --cgroup "
+                        "/sys/fs/cgroup/system.slice/NAME.service", EXIT_USAGE)
+    if args.cgroup is not None:
+        return _run_recorder(args, [])
     _check_target(args.pid, args.force)
     return _run_recorder(args, ["-p", str(args.pid)])
 
@@ -384,6 +398,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         d = info_dict(tr)
     if tr.damage.damaged:  # only then: a sound trace's output is as before
         d["damage"] = tr.damage.as_dict()
+    if isinstance(tr.meta.get("cgroup"), dict):  # recorded with --cgroup
+        d["cgroup"] = tr.meta["cgroup"]
     if args.json:
         json.dump(d, sys.stdout, indent=2, sort_keys=True, allow_nan=False)
         print()
@@ -434,6 +450,12 @@ def _record_options(p: argparse.ArgumentParser) -> None:
                    help="measure what the probes cost: runs and run time of each BPF program "
                         "over the recording, shown by `iowhy info` (kernel BPF statistics, "
                         "about +50 ns per program run on the test VM; default: off)")
+    g.add_argument("--cgroup", metavar="PATH",
+                   help="record every process of this cgroup v2 and of the cgroups below it, "
+                        "those that join while recording included (moved in, or forked into "
+                        "it); a process is followed from then on until it exits. With record, "
+                        "beside CMD, until CMD exits; with attach, until Ctrl-C, --duration or "
+                        "the cgroup's removal. cgroup v1 is refused (META `cgroup`)")
     g.add_argument("-q", "--quiet", action="store_true", help="print nothing when recording stops")
 
 
@@ -464,12 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("attach", help="record a running process and its future children",
                        description="Track PID (all its threads) and every child it forks from "
-                                   "now on, until it exits, Ctrl-C or --duration. The "
+                                   "now on, until it exits, Ctrl-C or --duration; or, with "
+                                   "--cgroup PATH, every process of a cgroup v2. The "
                                    "target is never signalled.")
-    a.add_argument("-p", "--pid", type=int, required=True, help="process to attach to")
+    a.add_argument("-p", "--pid", type=int, help="process to attach to (or --cgroup PATH)")
     a.add_argument("--force", action="store_true",
-                   help="attach even to PID 1 or a kernel thread (PID 2, kthreadd, forks "
-                        "them all), which follows every process on the system")
+                   help="attach even to PID 1, a kernel thread (PID 2, kthreadd, forks "
+                        "them all) or the root cgroup (--cgroup), which follows every process on "
+                        "the system")
     _record_options(a)
     a.set_defaults(func=cmd_attach)
 
