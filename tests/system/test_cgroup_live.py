@@ -87,16 +87,14 @@ def cgroup(root, request):
 def _worker(tmp_path, request, name, phases, cgroup=None):
     """A worker under strace (fsyncs logged), optionally started inside `cgroup`."""
     pidfile, log = tmp_path / f"{name}.pid", tmp_path / f"{name}.strace"
-    pre = None
-    if cgroup is not None:
-        procs = cgroup / "cgroup.procs"
 
-        def pre():  # the child joins before it execs strace: strace and worker start in it
-            procs.write_text(str(os.getpid()))
+    def join() -> None:  # the child joins before it execs strace: both start in it
+        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
     p = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fsync", "-o", str(log),
                           PY, "-c", WORKER, str(pidfile), str(tmp_path / f"{name}.dat"), str(K),
                           *[str(tmp_path / ph) for ph in phases]],
-                         preexec_fn=pre, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         preexec_fn=join if cgroup is not None else None,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     request.addfinalizer(lambda: (p.poll() is None and p.kill(), p.wait()))
     deadline = time.monotonic() + 30
     while not pidfile.exists():

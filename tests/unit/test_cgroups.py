@@ -35,9 +35,9 @@ def test_a_cgroup2_directory_is_named_by_path_and_id(tmp_path):
     assert got == {"path": os.path.realpath(d), "id": os.stat(d).st_ino}
 
 
-@pytest.mark.parametrize("fstype,words", [("cgroup", "cgroup v1 hierarchy"),
-                                           ("ext4", "not a cgroup v2 directory"),
-                                           (None, "No such file")])
+@pytest.mark.parametrize("fstype,words", [
+    ("cgroup", "cgroup v1 hierarchy"), ("ext4", "not a cgroup v2 directory"),
+    (None, "No such file")])
 def test_other_paths_are_refused_in_one_line(tmp_path, fstype, words):
     d = tmp_path / "g"
     if fstype is not None:
