@@ -118,6 +118,8 @@ static int handle_event(void *ctx, void *data, size_t size)
 			add_record(r, h->type, h);
 			if (h->type == IOWHY_REC_TASK && r->env.cgroup)
 				cgroup_task_seen(r, (const struct iowhy_task *)h);
+			if (r->env.ntriggers)
+				flight_event(r, h);
 		}
 		p += h->size_bytes;
 		size -= h->size_bytes;
@@ -457,6 +459,8 @@ void poll_until_stop(struct rec *r)
 			drain_stages(r, 0);
 			r->stages.last_ns = now;
 		}
+		if (r->fl)
+			flight_tick(r, now);
 		if (now - last_flush >= FLUSH_INTERVAL_NS) {
 			flush_all(r);
 			write_progress(r, r->counters_fd);

@@ -16,6 +16,15 @@ static void usage(FILE *f)
 		   "  --cgroup PATH  also record every process of this cgroup v2 and the cgroups\n"
 		   "            below it, those that join while recording included (alone: until\n"
 		   "            SIGINT/SIGTERM, --duration or the cgroup's removal)\n"
+		   "  --flight SEC  a flight recorder (attach only): keep the records of the last\n"
+		   "            SEC seconds in memory, at most %d MiB of compressed chunks (the\n"
+		   "            oldest dropped first beyond it, counted in each dump), until\n"
+		   "            SIGINT/SIGTERM or --duration; on SIGUSR1 or a --trigger, write them\n"
+		   "            and --after seconds more to OUT, then OUT.1.iowt, OUT.2.iowt, ...\n"
+		   "  --trigger KIND>TIME  fsync, request, flush or blocked (a workload thread in\n"
+		   "            D state) longer than TIME (ns, us, ms, s; default ms); repeatable\n"
+		   "  --after SEC  recorded past a trigger before the dump (default 1)\n"
+		   "  --max-dumps N  stop after N dumps (default 10)\n"
 		   "  --force   attach to PID 1 or a kernel thread, or follow the root cgroup\n"
 		   "            (follows the whole system)\n"
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
@@ -26,7 +35,7 @@ static void usage(FILE *f)
 		   "            a task's syscall number; that write is timed from its fs sync event)\n"
 		   "  --probe-stats  measure each program's runs and run time while recording\n"
 		   "            (kernel BPF statistics: adds about two clock reads to every run)\n",
-		MAX_RINGBUF_MIB, MAX_DURATION_S);
+		MAX_RINGBUF_MIB, MAX_DURATION_S, FLIGHT_MAX_MIB);
 }
 
 /* ---------------------------------------------------------------- tracefs --- */
@@ -98,6 +107,10 @@ int parse_args(struct rec *r, int argc, char **argv)
 		{ "meta-fd", required_argument, NULL, 'M' },
 		{ "force", no_argument, NULL, 'F' },
 		{ "cgroup", required_argument, NULL, 'G' },
+		{ "flight", required_argument, NULL, 'X' },
+		{ "trigger", required_argument, NULL, 'T' },
+		{ "after", required_argument, NULL, 'A' },
+		{ "max-dumps", required_argument, NULL, 'N' },
 		{},
 	};
 	int opt;
@@ -148,6 +161,49 @@ int parse_args(struct rec *r, int argc, char **argv)
 			break;
 		}
 		case 'F': r->env.force = 1; break;
+		case 'X':
+		case 'A': {
+			char *end;
+			double v;
+
+			errno = 0;
+			v = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(v) || v < (opt == 'X' ? 1 : 0) ||
+			    v > 86400) {
+				fprintf(stderr, "iowhy-record: bad --%s %s (want seconds, %s to 86400)\n",
+					opt == 'X' ? "flight" : "after", optarg, opt == 'X' ? "1" : "0");
+				return 2;
+			}
+			if (opt == 'X')
+				r->env.flight_s = v;
+			else
+				r->env.after_s = v;
+			break;
+		}
+		case 'N': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 10000) {
+				fprintf(stderr, "iowhy-record: bad --max-dumps %s (want 1 to 10000)\n",
+					optarg);
+				return 2;
+			}
+			r->env.max_dumps = (int)v;
+			break;
+		}
+		case 'T':
+			if (r->env.ntriggers >= FLIGHT_MAX_TRIGGERS ||
+			    flight_parse_trigger(optarg, &r->env.triggers[r->env.ntriggers])) {
+				fprintf(stderr, "iowhy-record: bad --trigger %s (want fsync, request, "
+						"flush or blocked, '>' and a time, e.g. fsync>200ms; at most "
+						"%d)\n", optarg, FLIGHT_MAX_TRIGGERS);
+				return 2;
+			}
+			r->env.ntriggers++;
+			break;
 		case 'G':
 			if (cgroup_check(optarg, &r->env.cgroup_id))
 				return 2;
@@ -210,6 +266,20 @@ int parse_args(struct rec *r, int argc, char **argv)
 				"record that\n", r->env.cgroup);
 		return 2;
 	}
+	if (r->env.flight_s > 0 && (r->env.cmd || r->env.dry_run)) {
+		fprintf(stderr, "iowhy-record: --flight attaches (-p PID or --cgroup PATH); it "
+				"does not run a command\n");
+		return 2;
+	}
+	if (!(r->env.flight_s > 0) && (r->env.ntriggers || r->env.after_s >= 0 ||
+				       r->env.max_dumps)) {
+		fprintf(stderr, "iowhy-record: --trigger, --after and --max-dumps need --flight SEC\n");
+		return 2;
+	}
+	if (r->env.after_s < 0)
+		r->env.after_s = 1;
+	if (!r->env.max_dumps)
+		r->env.max_dumps = 10;
 	if (r->env.cgroup && r->env.pid > 0) {
 		fprintf(stderr, "iowhy-record: -p and --cgroup exclude each other\n");
 		return 2;

@@ -137,8 +137,11 @@ static int prepare(struct rec *r)
 	if (writer_init(r))
 		return 1;
 
-	/* Fail on an unwritable output before touching the kernel. */
-	if (!r->env.dry_run) {
+	if (r->env.flight_s > 0 && flight_init(r))
+		return 1;
+	/* Fail on an unwritable output before touching the kernel (--flight writes its
+	 * dumps when they are due: rec_flight.c). */
+	if (!r->env.dry_run && !r->fl) {
 		r->w.fd = open_output(r, r->env.output);
 		if (r->w.fd < 0)
 			return 1;
@@ -193,7 +196,8 @@ int stopped_before_start(struct rec *r)
 
 int main(int argc, char **argv)
 {
-	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1 }, .w = { .fd = -1 },
+	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1, .after_s = -1 },
+			  .w = { .fd = -1 },
 			  .stats = { .fd = -1 }, .ret = 1, .target_pidfd = -1,
 			  .attach_mode = "tp_btf", .task_state = "task-storage",
 			  .stop_reason = "workload-exit" };
@@ -217,6 +221,10 @@ int main(int argc, char **argv)
 		return cleanup(r);
 	write_recorder_chunk(r);
 	poll_until_stop(r);
+	if (r->fl) {
+		flight_finish(r);
+		return cleanup(r);
+	}
 	drain_at_stop(r);
 	write_trailer(r);
 	return cleanup(r);

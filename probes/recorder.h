@@ -58,6 +58,16 @@
 #define MAX_RINGBUF_MIB 2048     /* the largest power of two a map's u32 max_entries holds */
 #define STOP_GRACE_NS 5000000000ULL /* the workload's time to exit after a stop signal */
 #define FLUSH_INTERVAL_NS 1000000000ULL
+/* --flight: the chunks kept for the window, at most this much (rec_flight.c) */
+#define FLIGHT_MAX_MIB 256
+#define FLIGHT_MAX_TRIGGERS 16
+
+struct flight_trigger {
+	int kind;   /* fsync, request, flush, blocked (rec_flight.c) */
+	__u64 ns;   /* fires when it took longer */
+	char text[40];
+};
+struct flight;
 
 extern volatile sig_atomic_t exiting;     /* set by the signal handler */
 extern volatile sig_atomic_t stop_signal;
@@ -108,6 +118,11 @@ struct rec {
 		int probe_stats;   /* --probe-stats: run count and time of every program */
 		int eager_writes;  /* --eager-writes: the write family attached from the start */
 		pid_t pid;
+		double flight_s;    /* --flight: the window kept, seconds (0: not a flight recorder) */
+		double after_s;     /* --after: recorded past a trigger before the dump */
+		int max_dumps;      /* --max-dumps */
+		struct flight_trigger triggers[FLIGHT_MAX_TRIGGERS];
+		int ntriggers;
 		const char *cgroup; /* --cgroup: the cgroup v2 directory followed */
 		__u64 cgroup_id;    /* its kernel id */
 		int force; /* --force: attach to PID 1 or a kernel thread */
@@ -174,6 +189,7 @@ struct rec {
 	pid_t child;      /* run: the workload */
 	int child_status, child_done;
 	int ret; /* the exit status */
+	struct flight *fl; /* --flight (rec_flight.c) */
 };
 
 extern int libbpf_verbose;
@@ -248,6 +264,15 @@ int start_workload(struct rec *r);
 int cgroup_check(const char *path, __u64 *id);
 void track_cgroup(struct rec *r);
 void cgroup_task_seen(struct rec *r, const struct iowhy_task *t);
+
+/* rec_flight.c: --flight */
+int flight_parse_trigger(const char *s, struct flight_trigger *t);
+int flight_init(struct rec *r);
+int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out, size_t stored,
+		size_t pad, __u16 type, const void *data, __u16 rec_size, __u32 count);
+void flight_event(struct rec *r, const struct iowhy_rec_hdr *h);
+void flight_tick(struct rec *r, __u64 now);
+void flight_finish(struct rec *r);
 
 /* recorder.c: main's steps */
 void sigchld_handler(int sig);

@@ -247,6 +247,10 @@ TRAILER = obj({
     "chunk_zstd": obj({"level": SMALL, "data_bytes": COUNT, "stored_bytes": COUNT,
                        "cpu_ns": NS}),
     "probe_stats": map_of(obj({"runs": COUNT, "run_ns": NS}, ("runs", "run_ns"))),
+    "flight": obj({"window_ns": NS, "after_ns": NS, "trigger": STR, "trigger_ns": NS,
+                   "dump": SMALL, "bound_bytes": U64, "dropped_chunks": COUNT,
+                   "dropped_bytes": U64, "aged_chunks": COUNT, "triggers_during": COUNT},
+                  required=("window_ns", "trigger", "trigger_ns")),
 })
 
 SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": TRAILER}
@@ -267,7 +271,7 @@ OWN_KEYS: dict[str, frozenset[str]] = {
     "trailer": frozenset({"end_ns", "counters", "records", "stop_reason", "exit_status",
                           "write_probes_ns", "rq_seq_stride", "in_flight_at_stop",
                           "calls_open_at_stop", "recursion_misses", "recorder_cpu_ns",
-                          "chunk_zstd", "probe_stats"}),
+                          "chunk_zstd", "probe_stats", "flight"}),
 }
 
 
