@@ -112,6 +112,8 @@ static int handle_event(void *ctx, void *data, size_t size)
 		}
 		if (h->type < 1 || h->type > IOWHY_REC_MAX || h->size_bytes != rec_sizes[h->type]) {
 			r->w.unknown_records++;
+		} else if (r->top) {
+			top_event(r, h); /* --top: folded into the interval, nothing kept */
 		} else {
 			if (r->stop_q.late)
 				note_late(r, h);
@@ -461,7 +463,9 @@ void poll_until_stop(struct rec *r)
 		}
 		if (r->fl)
 			flight_tick(r, now);
-		if (now - last_flush >= FLUSH_INTERVAL_NS) {
+		if (r->top)
+			top_tick(r, now);
+		if (now - last_flush >= FLUSH_INTERVAL_NS && !r->top) {
 			flush_all(r);
 			write_progress(r, r->counters_fd);
 			last_flush = now;

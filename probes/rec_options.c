@@ -25,6 +25,8 @@ static void usage(FILE *f)
 		   "            D state) longer than TIME (ns, us, ms, s; default ms); repeatable\n"
 		   "  --after SEC  recorded past a trigger before the dump (default 1)\n"
 		   "  --max-dumps N  stop after N dumps (default 10)\n"
+		   "  --top MS  no trace: fold the records into per-process totals and print\n"
+		   "            one JSON line every MS ms (for `iowhy top`; attach only)\n"
 		   "  --force   attach to PID 1 or a kernel thread, or follow the root cgroup\n"
 		   "            (follows the whole system)\n"
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
@@ -108,6 +110,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 		{ "force", no_argument, NULL, 'F' },
 		{ "cgroup", required_argument, NULL, 'G' },
 		{ "flight", required_argument, NULL, 'X' },
+		{ "top", required_argument, NULL, 'Y' },
 		{ "trigger", required_argument, NULL, 'T' },
 		{ "after", required_argument, NULL, 'A' },
 		{ "max-dumps", required_argument, NULL, 'N' },
@@ -180,6 +183,19 @@ int parse_args(struct rec *r, int argc, char **argv)
 				r->env.after_s = v;
 			break;
 		}
+		case 'Y': {
+			char *end;
+
+			errno = 0;
+			r->env.top_ms = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || r->env.top_ms < 100 ||
+			    r->env.top_ms > 3600000) {
+				fprintf(stderr, "iowhy-record: bad --top %s (want milliseconds, 100 to "
+						"3600000)\n", optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'N': {
 			char *end;
 			long v;
@@ -240,7 +256,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 	}
 	if (optind < argc)
 		r->env.cmd = &argv[optind];
-	if (!r->env.dry_run && !r->env.output) {
+	if (!r->env.dry_run && !r->env.output && !r->env.top_ms) {
 		usage(stderr);
 		return 2;
 	}
@@ -264,6 +280,11 @@ int parse_args(struct rec *r, int argc, char **argv)
 		fprintf(stderr, "iowhy-record: refusing --cgroup %s: it is the root of the cgroup "
 				"hierarchy, which holds every process on the system; give --force to "
 				"record that\n", r->env.cgroup);
+		return 2;
+	}
+	if (r->env.top_ms && (r->env.cmd || r->env.dry_run || r->env.flight_s > 0)) {
+		fprintf(stderr, "iowhy-record: --top attaches (-p PID or --cgroup PATH), without "
+				"--flight; it does not run a command\n");
 		return 2;
 	}
 	if (r->env.flight_s > 0 && (r->env.cmd || r->env.dry_run)) {

@@ -235,7 +235,7 @@ static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 	uLong crc;
 	int err;
 
-	if (r->w.failed)
+	if (r->w.failed || r->top) /* --top keeps nothing (rec_top.c) */
 		return;
 	z = compress_chunk(r, type, rec_size, count, data, len, &flags, &dlen);
 	out = z ? r->w.zbuf : data;

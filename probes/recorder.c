@@ -121,7 +121,7 @@ static int prepare(struct rec *r)
 			strerror(errno));
 		return 1;
 	}
-	if (!r->env.dry_run && check_output(r->env.output))
+	if (!r->env.dry_run && !r->env.top_ms && check_output(r->env.output))
 		return 1;
 	if (ensure_tracefs())
 		return 1;
@@ -139,9 +139,11 @@ static int prepare(struct rec *r)
 
 	if (r->env.flight_s > 0 && flight_init(r))
 		return 1;
+	if (r->env.top_ms && top_init(r))
+		return 1;
 	/* Fail on an unwritable output before touching the kernel (--flight writes its
 	 * dumps when they are due: rec_flight.c). */
-	if (!r->env.dry_run && !r->fl) {
+	if (!r->env.dry_run && !r->fl && !r->top) {
 		r->w.fd = open_output(r, r->env.output);
 		if (r->w.fd < 0)
 			return 1;
@@ -217,10 +219,15 @@ int main(int argc, char **argv)
 		print_dry_run(r);
 		return cleanup(r);
 	}
-	if (open_ring(r) || write_header(r) || start_workload(r))
+	if (open_ring(r) || (!r->top && write_header(r)) || start_workload(r))
 		return cleanup(r);
-	write_recorder_chunk(r);
+	if (!r->top)
+		write_recorder_chunk(r);
 	poll_until_stop(r);
+	if (r->top) {
+		top_finish(r);
+		return cleanup(r);
+	}
 	if (r->fl) {
 		flight_finish(r);
 		return cleanup(r);

@@ -68,6 +68,7 @@ struct flight_trigger {
 	char text[40];
 };
 struct flight;
+struct top;
 
 extern volatile sig_atomic_t exiting;     /* set by the signal handler */
 extern volatile sig_atomic_t stop_signal;
@@ -118,6 +119,7 @@ struct rec {
 		int probe_stats;   /* --probe-stats: run count and time of every program */
 		int eager_writes;  /* --eager-writes: the write family attached from the start */
 		pid_t pid;
+		long top_ms;        /* --top: one JSON line per interval of this many ms (0: off) */
 		double flight_s;    /* --flight: the window kept, seconds (0: not a flight recorder) */
 		double after_s;     /* --after: recorded past a trigger before the dump */
 		int max_dumps;      /* --max-dumps */
@@ -190,6 +192,7 @@ struct rec {
 	int child_status, child_done;
 	int ret; /* the exit status */
 	struct flight *fl; /* --flight (rec_flight.c) */
+	struct top *top;   /* --top (rec_top.c) */
 };
 
 extern int libbpf_verbose;
@@ -273,6 +276,12 @@ int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out,
 void flight_event(struct rec *r, const struct iowhy_rec_hdr *h);
 void flight_tick(struct rec *r, __u64 now);
 void flight_finish(struct rec *r);
+
+/* rec_top.c: --top */
+int top_init(struct rec *r);
+void top_event(struct rec *r, const struct iowhy_rec_hdr *h);
+void top_tick(struct rec *r, __u64 now);
+void top_finish(struct rec *r);
 
 /* recorder.c: main's steps */
 void sigchld_handler(int sig);

@@ -584,6 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_info)
 
     add_analysis_parsers(sub)
+    from .top import add_top_parser
+    add_top_parser(sub)
     from .export.cli import add_export_parsers
     add_export_parsers(sub)
     for name in READING_COMMANDS:  # each command that reads traces
