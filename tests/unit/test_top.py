@@ -20,8 +20,8 @@ def _proc(pid: int, **ns: int) -> dict:
 
 RAW = {"start_ns": 10, "end_ns": 1_000_000_010, "interval_ns": 1_000_000_000,
        "dropped_processes": 0, "counters": {"lost_ringbuf_offcpu": 2, "requests_merged": 5},
-       "processes": [_proc(7, cpu=900_000_000), _proc(8, data=300_000_000, barrier=200_000_000,
-                                                        runqueue=100_000_000)]}
+       "processes": [_proc(7, cpu=900_000_000),
+                     _proc(8, data=300_000_000, barrier=200_000_000, runqueue=100_000_000)]}
 
 
 def test_a_snapshot_is_named_and_sorted_by_blocked_time():
