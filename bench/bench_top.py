@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What `iowhy top` costs beside a 4 KiB append+fsync loop, in CPU (target: at most 2% of
-one CPU) and in the loop's own rate.
+one CPU) and in the loop's own rate; with --flight SEC, what the flight recorder
+(`iowhy attach --flight SEC`) costs the same way, and the recorder's memory.
 
-    .venv/bin/python bench/bench_top.py [--pairs 3] [--seconds 10]     # as root
+    .venv/bin/python bench/bench_top.py [--pairs 3] [--seconds 10] [--flight SEC]  # as root
 
 Each pair runs the loop --seconds on a fresh ext4 on a loop device over a sparse file in
 --workdir twice, once alone and once with `iowhy top -p LOOP -i 1 --json` beside it, in
@@ -16,7 +17,9 @@ loading the probes, is a one-off). The loop counts its own fsyncs. For the run w
     statistics' own two clock reads per run are in it), over the same wall time. That
     time is spent in the context of the tasks that hit the tracepoints: the loop, its
     kworkers, interrupts, and every other task on the machine (each context switch and
-    block request runs a program): an upper bound on a busy machine.
+    block request runs a program): an upper bound on a busy machine. So the same is
+    measured again for --seconds once the loop is over (top still attached, its target
+    asleep): the machine's own share, printed beside, and the difference.
 
 Their sum over the wall time is the share of one CPU top costs. The loop's fsync rate
 with top over its rate alone (paired) is printed too. Prints figures; asserts nothing.
@@ -32,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,34 +115,67 @@ class Fs:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def one(workdir: Path, seconds: float, with_top: bool) -> dict:
-    """The loop alone, or beside top: top is started first on a process that then runs
-    the loop (a shell that waits for a go file), and measured once its first snapshot is
-    out (its startup, loading the probes, is not what it costs while it runs)."""
+def vm_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def one(workdir: Path, seconds: float, with_top: bool, flight: float = 0) -> dict:
+    """The loop alone, or beside top (or, with `flight`, beside `iowhy attach --flight`):
+    it is started first on a process that then runs the loop (a shell that waits for a go
+    file), and measured once it is ready (its first snapshot; the flight recorder's line
+    saying it records): its startup, loading the probes, is not what it costs while it
+    runs."""
     fs = Fs(workdir)
     go = fs.dir / "go"
     try:
         subprocess.run(["sync"], check=True)
+        done, result = fs.dir / "done", fs.dir / "result"
+        # the shell outlives the loop, so that what follows it is still attached when the
+        # loop ends and is measured then
         loop = subprocess.Popen(["sh", "-c", f'while [ ! -e "{go}" ]; do sleep 0.05; done; '
-                                 f'exec {sys.executable} -c \'{LOOP}\' {fs.mnt / "f"} {seconds}'],
-                                stdout=subprocess.PIPE, text=True)
+                                 f'{sys.executable} -c \'{LOOP}\' {fs.mnt / "f"} {seconds} '
+                                 f'> {result}; touch {done}; exec sleep 600'])
         out: dict = {}
-        if with_top:
+        if with_top and flight:
+            top = subprocess.Popen([*IOWHY, "attach", "-p", str(loop.pid), "--flight",
+                                    str(flight), "-o", str(fs.dir / "fl.iowt")],
+                                   stderr=subprocess.PIPE, text=True)
+            assert top.stderr is not None
+            while "flight: recording" not in top.stderr.readline():
+                pass
+            rec = children(top.pid)[0]
+        elif with_top:
             top = subprocess.Popen([*IOWHY, "top", "-p", str(loop.pid), "-i", "1", "--json"],
                                    stdout=subprocess.PIPE, text=True)
             assert top.stdout is not None
             top.stdout.readline()  # the first snapshot: every probe attached
             rec = children(top.pid)[0]
+        if with_top:
             ids = prog_ids(rec)
             cpu0, bpf0 = cpu_s(top.pid) + cpu_s(rec), bpf_run_ns(ids)
         go.touch()
-        n_wall = loop.communicate()[0].split()
+        while not done.exists():
+            time.sleep(0.02)
+        n_wall = result.read_text().split()
         if with_top:
             out["top_cpu_s"] = cpu_s(top.pid) + cpu_s(rec) - cpu0
             out["bpf_s"] = (bpf_run_ns(ids) - bpf0) / 1e9
             out["programs"] = len(ids)
+            out["rss_kib"], out["hwm_kib"] = vm_kib(rec, "VmRSS"), vm_kib(rec, "VmHWM")
+            # the same span again with the loop over (its shell asleep, still followed):
+            # what the probes cost for the rest of the machine
+            cpu1, bpf1, t1 = cpu_s(top.pid) + cpu_s(rec), bpf_run_ns(ids), time.monotonic()
+            time.sleep(seconds)
+            out["idle_s"] = time.monotonic() - t1
+            out["idle_cpu_s"] = (cpu_s(top.pid) + cpu_s(rec) - cpu1
+                                 + (bpf_run_ns(ids) - bpf1) / 1e9)
             top.send_signal(2)
             top.communicate()
+        loop.kill()
+        loop.wait()
         out["fsyncs"], out["wall_s"] = int(n_wall[0]), float(n_wall[1])
         return out
     finally:
@@ -151,6 +188,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", default="/var/tmp")
+    ap.add_argument("--flight", type=float, default=0, metavar="SEC",
+                    help="measure `iowhy attach --flight SEC` instead of top")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_top: needs root", file=sys.stderr)
@@ -158,30 +197,38 @@ def main() -> int:
     stats = Path("/proc/sys/kernel/bpf_stats_enabled")
     before = stats.read_text().strip()
     stats.write_text("1")
+    what = f"attach --flight {args.flight:g}" if args.flight else "top"
     rng = random.Random(args.seed)
     rows = []
     try:
         for i in range(args.pairs):
             order = [False, True]
             rng.shuffle(order)
-            res = {w: one(Path(args.workdir), args.seconds, w) for w in order}
+            res = {w: one(Path(args.workdir), args.seconds, w, args.flight) for w in order}
             alone, top = res[False], res[True]
             share = (top["top_cpu_s"] + top["bpf_s"]) / top["wall_s"]
+            idle = top["idle_cpu_s"] / top["idle_s"]
             ratio = (top["fsyncs"] / top["wall_s"]) / (alone["fsyncs"] / alone["wall_s"])
-            rows.append((share, ratio))
+            rows.append((share, ratio, share - idle))
             print(f"pair {i + 1}: alone {alone['fsyncs'] / alone['wall_s']:.0f} fsync/s, "
-                  f"with top {top['fsyncs'] / top['wall_s']:.0f} fsync/s (ratio {ratio:.3f}); "
-                  f"top processes {top['top_cpu_s'] * 1e3:.1f} ms CPU, "
+                  f"with {what} {top['fsyncs'] / top['wall_s']:.0f} fsync/s "
+                  f"(ratio {ratio:.3f}); its processes {top['top_cpu_s'] * 1e3:.1f} ms CPU, "
                   f"probes {top['bpf_s'] * 1e3:.0f} ms, "
                   f"over {top['wall_s']:.1f} s: {100 * share:.2f}% of one CPU "
-                  f"({top['programs']} programs)", flush=True)
+                  f"({top['programs']} programs), {100 * idle:.2f}% once the loop is over; "
+                  f"recorder RSS {top['rss_kib'] >> 10} MiB, "
+                  f"peak {top['hwm_kib'] >> 10} MiB", flush=True)
     finally:
         stats.write_text(before)
     shares = sorted(r[0] for r in rows)
     ratios = sorted(r[1] for r in rows)
-    print(f"top's CPU share of one CPU: median {100 * shares[len(shares) // 2]:.2f}% "
+    beside = sorted(r[2] for r in rows)
+    print(f"{what}: share of one CPU: median {100 * shares[len(shares) // 2]:.2f}% "
           f"(min {100 * shares[0]:.2f}%, max {100 * shares[-1]:.2f}%), target <= 2%")
-    print(f"loop rate with top / alone: median {ratios[len(ratios) // 2]:.3f} "
+    print(f"{what}: the same minus its share once the loop is over (the rest of the "
+          f"machine's events): median {100 * beside[len(beside) // 2]:.2f}% (min "
+          f"{100 * beside[0]:.2f}%, max {100 * beside[-1]:.2f}%)")
+    print(f"loop rate with {what} / alone: median {ratios[len(ratios) // 2]:.3f} "
           f"(min {ratios[0]:.3f}, max {ratios[-1]:.3f})")
     return 0
 
