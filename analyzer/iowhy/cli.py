@@ -372,12 +372,15 @@ def _check_flight(args: argparse.Namespace) -> None:
 
 def cmd_attach(args: argparse.Namespace) -> int:
     _check_flight(args)
-    if (args.pid is None) == (args.cgroup is None):
-        raise UserError("attach needs one target: -p PID or --cgroup PATH",
+    if (args.pid is not None) + (args.cgroup is not None) + args.all != 1:
+        raise UserError("attach needs one target: -p PID, --cgroup PATH or -a",
                         "e.g. iowhy attach -p 1234, or iowhy attach --cgroup "
                         "/sys/fs/cgroup/system.slice/NAME.service", EXIT_USAGE)
     if args.cgroup is not None:
         return _run_recorder(args, [])
+    if args.all:  # every process: init's tree, as -p 1 --force
+        args.force = True
+        return _run_recorder(args, ["-p", "1"])
     _check_target(args.pid, args.force)
     return _run_recorder(args, ["-p", str(args.pid)])
 
@@ -547,7 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "now on, until it exits, Ctrl-C or --duration; or, with "
                                    "--cgroup PATH, every process of a cgroup v2. The "
                                    "target is never signalled.")
-    a.add_argument("-p", "--pid", type=int, help="process to attach to (or --cgroup PATH)")
+    a.add_argument("-p", "--pid", type=int, help="process to attach to (or --cgroup PATH, -a)")
+    a.add_argument("-a", "--all", action="store_true",
+                   help="every process on the system (init's tree, as -p 1 --force)")
     a.add_argument("--force", action="store_true",
                    help="attach even to PID 1, a kernel thread (PID 2, kthreadd, forks "
                         "them all) or the root cgroup (--cgroup), which follows every process on "

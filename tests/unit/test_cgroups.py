@@ -74,8 +74,9 @@ def test_the_root_cgroup_needs_force(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("argv,words", [
-    (["attach"], "one target: -p PID or --cgroup PATH"),
-    (["attach", "-p", "1", "--cgroup", "/"], "one target: -p PID or --cgroup PATH"),
+    (["attach"], "one target: -p PID, --cgroup PATH or -a"),
+    (["attach", "-p", "1", "--cgroup", "/"], "one target: -p PID, --cgroup PATH or -a"),
+    (["attach", "-a", "-p", "7"], "one target: -p PID, --cgroup PATH or -a"),
     (["attach", "--cgroup", "/nonexistent/iowhy-cgroup"], "--cgroup /nonexistent"),
     (["record", "--cgroup", "/nonexistent/iowhy-cgroup", "--", "true"], "--cgroup /nonexistent"),
 ])
