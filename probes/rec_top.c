@@ -253,10 +253,21 @@ void top_event(struct rec *r, const struct iowhy_rec_hdr *h)
 	}
 }
 
+/* The histogram too, as [bucket, count] pairs of its non-empty buckets, so that `iowhy
+ * top --by cgroup` merges processes exactly (analyzer/iowhy/top.py, merge_hists). */
 static void hist_json(FILE *f, const char *name, const struct hist *h)
 {
-	fprintf(f, "\"%s\": {\"count\": %u, \"p99_ns\": %llu, \"max_ns\": %llu}", name, h->n,
-		(unsigned long long)(h->n ? hist_p99(h) : 0), (unsigned long long)h->max);
+	int first = 1;
+
+	fprintf(f, "\"%s\": {\"count\": %u, \"p99_ns\": %llu, \"max_ns\": %llu, \"buckets\": [",
+		name, h->n, (unsigned long long)(h->n ? hist_p99(h) : 0), (unsigned long long)h->max);
+	for (__u32 b = 0; b < HBUCKETS; b++) {
+		if (!h->b[b])
+			continue;
+		fprintf(f, "%s[%u, %u]", first ? "" : ", ", b, h->b[b]);
+		first = 0;
+	}
+	fprintf(f, "]}");
 }
 
 /* The poll loop's hook: one JSON line per interval, then a new interval. */

@@ -89,14 +89,62 @@ def device_rows(before: dict[str, list[int]], after: dict[str, list[int]],
     return sorted(rows, key=lambda r: -r["busy_pct"])
 
 
+def bucket_top(b: int) -> int:
+    """The largest value of histogram bucket b (probes/rec_top.c, bucket_top)."""
+    if b < 8:
+        return b
+    msb = b // 8 + 2
+    return ((8 + (b & 7) + 1) << (msb - 3)) - 1
+
+
+def merge_hists(hs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency histograms of several processes as one: count, p99 (the upper bound of the
+    bucket holding it, at most the max, as the recorder computes it) and max."""
+    counts: dict[int, int] = {}
+    for h in hs:
+        for b, n in h.get("buckets", []):
+            counts[int(b)] = counts.get(int(b), 0) + int(n)
+    n = sum(counts.values())
+    mx = max((int(h.get("max_ns", 0)) for h in hs), default=0)
+    p99, seen, want = mx, 0, n - n // 100
+    for b in sorted(counts):
+        seen += counts[b]
+        if seen >= want:
+            p99 = min(bucket_top(b), mx)
+            break
+    return {"count": n, "p99_ns": p99 if n else 0, "max_ns": mx}
+
+
+def _public(h: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in h.items() if k != "buckets"}
+
+
+def by_cgroup(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-process rows summed per cgroup (its v2 path; "?" when unknown), sorted by
+    blocked time."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in procs:
+        groups.setdefault(p["cgroup"] or "?", []).append(p)
+    rows = []
+    for cg, ps in groups.items():
+        a = {c: sum(int(p["attribution_ns"].get(c, 0)) for p in ps) for c in CAUSES}
+        rows.append({"cgroup": cg, "pids": sorted(p["pid"] for p in ps), "attribution_ns": a,
+                     "blocked_ns": sum(p["blocked_ns"] for p in ps),
+                     "fsync": merge_hists([p["fsync"] for p in ps]),
+                     "requests": merge_hists([p["requests"] for p in ps])})
+    rows.sort(key=lambda r: (-r["blocked_ns"], r["cgroup"]))
+    return rows
+
+
 def blocked_ns(p: dict[str, Any]) -> int:
     return sum(int(p["attribution_ns"].get(c, 0)) for c in BLOCKED)
 
 
 def snapshot(raw: dict[str, Any], devices: list[dict[str, Any]],
-             names: dict[int, tuple[str, str | None]]) -> dict[str, Any]:
+             names: dict[int, tuple[str, str | None]], by: str = "process") -> dict[str, Any]:
     """The JSON object of one interval: the recorder's, each process named, the devices
-    added, processes sorted by blocked time."""
+    added, processes sorted by blocked time (by="cgroup": `cgroups` instead, summed per
+    cgroup)."""
     procs = []
     for p in raw.get("processes", []):
         pid = int(p["pid"])
@@ -108,15 +156,24 @@ def snapshot(raw: dict[str, Any], devices: list[dict[str, Any]],
                       "fsync": p["fsync"], "requests": p["requests"]})
     procs.sort(key=lambda p: (-p["blocked_ns"], p["pid"]))
     lost = {k: v for k, v in raw.get("counters", {}).items() if k.startswith("lost_") and v}
-    return {"start_ns": raw["start_ns"], "end_ns": raw["end_ns"],
-            "interval_ns": raw["interval_ns"], "processes": procs, "devices": devices,
-            "lost": lost, "dropped_processes": raw.get("dropped_processes", 0)}
+    out = {"start_ns": raw["start_ns"], "end_ns": raw["end_ns"],
+           "interval_ns": raw["interval_ns"], "devices": devices, "lost": lost,
+           "dropped_processes": raw.get("dropped_processes", 0)}
+    if by == "cgroup":
+        out["cgroups"] = by_cgroup(procs)
+    else:
+        out["processes"] = [{**p, "fsync": _public(p["fsync"]),
+                             "requests": _public(p["requests"])} for p in procs]
+    return out
 
 
 def render(snap: dict[str, Any], rows: int = 20) -> str:
     """The terminal view of one snapshot, at most 100 columns."""
     iv = snap["interval_ns"] or 1
-    out = [f"iowhy top  interval {iv / 1e9:.2f} s  processes {len(snap['processes'])}"
+    cg = "cgroups" in snap
+    rows_of = snap["cgroups"] if cg else snap["processes"]
+    out = [f"iowhy top  interval {iv / 1e9:.2f} s  "
+           + (f"cgroups {len(rows_of)}" if cg else f"processes {len(rows_of)}")
            + (f"  (+{snap['dropped_processes']} not shown: table full)"
               if snap["dropped_processes"] else "")]
     if snap["lost"]:
@@ -127,14 +184,16 @@ def render(snap: dict[str, Any], rows: int = 20) -> str:
                    f"{d['queue_depth']:5.2f}  flushes {d['flushes_per_s']:7.1f}/s  "
                    f"reads {d['reads_per_s']:7.1f}/s  writes {d['writes_per_s']:7.1f}/s")
     out.append("  % of the interval per cause (blk: blocked, every cause but cpu and rq)")
-    head = (f"{'PID':>7} {'COMM':<12} {'blk':>4}" + "".join(f"{SHORT[c]:>4}" for c in CAUSES)
+    head = ((f"{'CGROUP':<20}" if cg else f"{'PID':>7} {'COMM':<12}") + f" {'blk':>4}"
+            + "".join(f"{SHORT[c]:>4}" for c in CAUSES)
             + f" {'fsync':>6} {'p99 ms':>7} {'req':>6} {'p99 ms':>7}")
     out.append(head)
-    for p in snap["processes"][:rows]:
+    for p in rows_of[:rows]:
         a = p["attribution_ns"]
         pct = [min(999, round(100 * int(a.get(c, 0)) / iv)) for c in CAUSES]
-        out.append(f"{p['pid']:>7} {p['comm'][:12]:<12} "
-                   f"{min(999, round(100 * p['blocked_ns'] / iv)):>4}"
+        name = (f"{('...' + p['cgroup'][-17:]) if len(p['cgroup']) > 20 else p['cgroup']:<20}"
+                if cg else f"{p['pid']:>7} {p['comm'][:12]:<12}")
+        out.append(f"{name} {min(999, round(100 * p['blocked_ns'] / iv)):>4}"
                    + "".join(f"{x:>4}" for x in pct)
                    + f" {p['fsync']['count']:>6} {p['fsync']['p99_ns'] / 1e6:>7.2f}"
                    + f" {p['requests']['count']:>6} {p['requests']['p99_ns'] / 1e6:>7.2f}")
@@ -188,7 +247,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     try:
         for raw in _lines(proc):
             after, t_after = device_stats(names), time.monotonic_ns()
-            snap = snapshot(raw, device_rows(before, after, t_after - t_before), seen)
+            snap = snapshot(raw, device_rows(before, after, t_after - t_before), seen, args.by)
             before, t_before = after, t_after
             if args.json:
                 print(json.dumps(snap, sort_keys=True), flush=True)
@@ -231,6 +290,10 @@ def add_top_parser(sub: Any) -> None:
                    help="one JSON object per interval: interval_ns, start_ns, end_ns, "
                         "processes [{pid, comm, cgroup, attribution_ns, blocked_ns, fsync, "
                         "requests}], devices, lost")
+    t.add_argument("--by", choices=("process", "cgroup"), default="process",
+                   help="one row per process, or per cgroup v2 (its processes summed; "
+                        "JSON: `cgroups` [{cgroup, pids, attribution_ns, blocked_ns, fsync, "
+                        "requests}] instead of `processes`) (default: %(default)s)")
     t.add_argument("-d", "--dev", action="append", metavar="DEV",
                    help="only this device's requests and line (path or MAJ:MIN); repeatable")
     t.set_defaults(func=cmd_top)

@@ -67,3 +67,28 @@ def test_bad_targets_are_one_line(argv, words, capsys):
     assert rc != 0 and words in err and err.count("\n") == 1, err
     if "one target" in words or "-i" in words or "-n" in words:
         assert rc == EXIT_USAGE
+
+
+def test_cgroups_merge_their_processes_histograms_exactly():
+    a = {"count": 99, "p99_ns": 140, "max_ns": 140, "buckets": [[40, 99]]}  # 128..143 ns
+    b = {"count": 1, "p99_ns": 900_000, "max_ns": 900_000, "buckets": [[100, 1]]}
+    assert top.bucket_top(40) == 143 and top.bucket_top(10) == 10 and top.bucket_top(7) == 7
+    assert top.merge_hists([a, b]) == {"count": 100, "p99_ns": 143, "max_ns": 900_000}
+    b2 = {**b, "count": 2, "buckets": [[100, 2]]}
+    assert top.merge_hists([a, b2])["p99_ns"] == min(top.bucket_top(100), 900_000)
+    assert top.merge_hists([]) == {"count": 0, "p99_ns": 0, "max_ns": 0}
+    raw = {**RAW, "processes": [
+        {**_proc(7, data=100), "fsync": a, "requests": a},
+        {**_proc(8, data=300, barrier=50), "fsync": b, "requests": b},
+        {**_proc(9, cpu=5), "fsync": b, "requests": b}]}
+    names = {7: ("db", "/db.slice"), 8: ("db2", "/db.slice"), 9: ("x", None)}
+    s = top.snapshot(raw, [], names, by="cgroup")
+    assert "processes" not in s
+    (db, other) = s["cgroups"]
+    assert db["cgroup"] == "/db.slice" and db["pids"] == [7, 8] and db["blocked_ns"] == 450
+    assert db["fsync"] == {"count": 100, "p99_ns": 143, "max_ns": 900_000}
+    assert other["cgroup"] == "?" and other["blocked_ns"] == 0
+    assert all(len(x) <= 100 for x in top.render(s).splitlines())
+    # by process, the histograms' buckets stay inside
+    s = top.snapshot(raw, [], names)
+    assert "buckets" not in s["processes"][0]["fsync"]
