@@ -261,14 +261,16 @@ class Trace:
         if not isinstance(f, dict):
             return None
         at = f["trigger_ns"] - self.start_ns if self.start_ns else None
-        when = f"{at / 1e9:.3f} s into the window" if at is not None else "at an unknown time"
+        when = (f"{at / 1e9:.3f} s into the window" if at is not None
+                else "at an unknown time in the window")
         dropped = int(f.get("dropped_chunks") or 0)
         why = (f"; it starts after them ({int(f.get('dropped_bytes') or 0):,} bytes, dropped "
                f"oldest first to stay within {int(f.get('bound_bytes') or 0) >> 20} MiB)"
                if dropped else "")
         return (f"flight recorder dump {f.get('dump', '?')}, {dropped} chunks of its window "
-                f"dropped: the last {f['window_ns'] / 1e9:g} s before {f['trigger']} "
-                f"({when}) and {int(f.get('after_ns') or 0) / 1e9:g} s after{why}")
+                f"dropped: {f['trigger']} fired {when}, which holds up to "
+                f"{f['window_ns'] / 1e9:g} s before it and "
+                f"{int(f.get('after_ns') or 0) / 1e9:g} s after{why}")
 
     def problems(self) -> list[str]:
         """Everything lost or suspicious, in words, for the top of every report: the

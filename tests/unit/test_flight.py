@@ -67,8 +67,9 @@ def test_a_dump_says_what_it_is_first(tmp_path, capsys):
     tr = read_trace(path)
     assert not tr.damage.damaged, tr.damage.summary()
     line = tr.flight_line()
-    assert line == ("flight recorder dump 2, 0 chunks of its window dropped: the last 30 s "
-                    "before fsync>200ms (28.000 s into the window) and 1 s after")
+    assert line == ("flight recorder dump 2, 0 chunks of its window dropped: fsync>200ms "
+                    "fired 28.000 s into the window, which holds up to 30 s before it and 1 s "
+                    "after")
     assert tr.problems()[0] == line
     for argv in (["hist", path, "--metric", "device"], ["requests", path]):
         assert cli.main(argv) == 0
