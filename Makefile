@@ -30,7 +30,8 @@ LAB_PACKAGES := xfsprogs e2fsprogs btrfs-progs fio sqlite3 eatmydata xz-utils ta
 	linux-source-6.1 chromium
 # The recorder: main's steps in recorder.c, each part in its own file (recorder.h).
 RECORDER_SRC := probes/recorder.c probes/rec_options.c probes/rec_writer.c probes/rec_compact.c \
-	probes/rec_drain.c probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c
+	probes/rec_drain.c probes/rec_stats.c probes/rec_probes.c probes/rec_workload.c \
+	probes/rec_cgroup.c probes/rec_flight.c probes/rec_top.c
 PY_SRC := $(shell find analyzer reports lab -name '*.py' 2>/dev/null) setup.cfg pyproject.toml
 
 .PHONY: all deps probes probes-empty bpf-primitives venv emudisk lint test test-unit test-fast demo lab \

@@ -325,6 +325,35 @@ static __always_inline long bdp_pause(unsigned long long *ctx)
 	return 0;
 }
 
+/*
+ * A cgroup's id (what name_to_handle_at() on its directory and bpf_get_current_cgroup_id()
+ * give) is its kernfs node's id: a u64 since commit 67c0496e87d1 ("kernfs: convert
+ * kernfs_node->id from union kernfs_node_id to u64"), before it a union whose u64 member
+ * `id` covers the same 8 bytes.
+ */
+union kernfs_node_id___o {
+	struct {
+		__u32 ino;
+		__u32 generation;
+	};
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct kernfs_node___o {
+	union kernfs_node_id___o id;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 cgroup_id_of(struct cgroup *cg)
+{
+	struct kernfs_node *kn = BPF_CORE_READ(cg, kn);
+
+	if (!kn)
+		return 0;
+	if (bpf_core_type_exists(union kernfs_node_id___o))
+		return BPF_CORE_READ((struct kernfs_node___o *)kn, id.id);
+	return BPF_CORE_READ(kn, id);
+}
+
 /* include/linux/preempt.h: 8 preempt bits, 8 softirq, 4 hardirq, 4 NMI; the softirq
  * count's lowest bit is set while a softirq is being served (the rest count bh-disable). */
 #define IOWHY_PC_SOFTIRQ_OFFSET 0x100U

@@ -1076,8 +1076,8 @@ static __always_inline struct task_state *current_state(__u32 tid, int create)
 	return task_state_of(use_task_storage ? bpf_get_current_task_btf() : NULL, tid, create);
 }
 
-static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 parent_tgid,
-				      __s32 code)
+static __always_inline void emit_task_at(struct task_struct *t, __u16 event, __u32 parent_tgid,
+					 __s32 code, __u64 ts)
 {
 	struct iowhy_task *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 
@@ -1086,7 +1086,7 @@ static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
-	fill_hdr(&e->hdr, IOWHY_REC_TASK, sizeof(*e), bpf_ktime_get_ns());
+	fill_hdr(&e->hdr, IOWHY_REC_TASK, sizeof(*e), ts);
 	e->tgid = BPF_CORE_READ(t, tgid);
 	e->tid = BPF_CORE_READ(t, pid);
 	e->parent_tgid = parent_tgid;
@@ -1096,12 +1096,100 @@ static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 
 	bpf_ringbuf_submit(e, wakeup_flag());
 }
 
+static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 parent_tgid,
+				      __s32 code)
+{
+	emit_task_at(t, event, parent_tgid, code, bpf_ktime_get_ns());
+}
+
+/* ------------------------------------------------------------ --cgroup --- */
+
+/*
+ * --cgroup: every process with a task in a cgroup v2 (follow_cgroup_id, set by the
+ * recorder) or below it. The recorder tracks the processes in it at the start; a process
+ * that joins later is tracked here, when it is moved in (cgroup_attach_task, attached only
+ * with --cgroup) or forked into it by an untracked parent (clone3 CLONE_INTO_CGROUP).
+ * Forks of a tracked process are tracked as always. Tracking stays per process (tgid):
+ * a thread moved in alone (cgroup.threads) brings its process, and a process that leaves
+ * stays followed until it exits. The hot paths are unchanged: the check runs on
+ * migrations and on forks of untracked parents only, and only with --cgroup (otherwise
+ * the verifier drops it).
+ */
+const volatile __u64 follow_cgroup_id = 0;
+#define IOWHY_CGROUP_DEPTH 64 /* ancestors looked at; deeper nesting is not followed */
+
+/* tgid -> when its process joined (a thread asleep since then is opened there, not at
+ * attach_ns: open_from_start). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u64);
+} joined SEC(".maps");
+
+static __always_inline int cgroup_followed(struct cgroup *cg)
+{
+	for (int i = 0; i < IOWHY_CGROUP_DEPTH && cg; i++) {
+		if (cgroup_id_of(cg) == follow_cgroup_id)
+			return 1;
+		cg = BPF_CORE_READ(cg, self.parent, cgroup);
+	}
+	return 0;
+}
+
+/* The process of `t` joined the followed cgroup now: track it, say so. */
+static __always_inline void join_followed(struct task_struct *t, __u32 tgid, __u32 parent_tgid)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (bpf_map_update_elem(&joined, &tgid, &now, BPF_ANY) || set_tracked(tgid, 1)) {
+		count(IOWHY_C_TRACKMAP_FULL);
+		return;
+	}
+	/* at the time open_from_start opens its threads' waits from */
+	emit_task_at(t, IOWHY_TASK_JOIN, parent_tgid, 0, now);
+}
+
+/* cgroup_attach_task: `task` (a thread, or a leader with its whole group) was moved to dst. */
+static __always_inline void on_cgroup_attach(struct cgroup *dst, struct task_struct *task)
+{
+	__u32 tgid;
+
+	if (!follow_cgroup_id)
+		return;
+	tgid = BPF_CORE_READ(task, tgid);
+	if (!is_tracked(tgid) && cgroup_followed(dst))
+		join_followed(task, tgid, 0);
+}
+
+/* A fork by an untracked parent straight into the followed cgroup (CLONE_INTO_CGROUP). */
+static __always_inline void fork_into_followed(struct task_struct *child, __u32 ptgid, __u32 ctgid)
+{
+	if (follow_cgroup_id && ctgid != ptgid &&
+	    cgroup_followed(BPF_CORE_READ(child, cgroups, dfl_cgrp)))
+		join_followed(child, ctgid, ptgid);
+}
+
+/* When the process joined (0: it did not, it was tracked from the start or forked). */
+static __always_inline __u64 joined_at(__u32 tgid)
+{
+	__u64 *j;
+
+	if (!follow_cgroup_id)
+		return 0;
+	j = bpf_map_lookup_elem(&joined, &tgid);
+	return j ? *j : 0;
+}
+
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	if (!is_tracked(ptgid))
+	if (!is_tracked(ptgid)) {
+		fork_into_followed(child, ptgid, ctgid);
 		return;
+	}
 	if (ctgid != ptgid && set_tracked(ctgid, 1))
 		count(IOWHY_C_TRACKMAP_FULL);
 	emit_task(child, IOWHY_TASK_FORK, ptgid, 0);
@@ -1684,9 +1772,10 @@ static __always_inline void throttle_resume(struct task_state *st)
 /*
  * A tracked thread off CPU since before the probes were attached (nothing has created
  * its state yet, and it is older than the attach), first seen being woken (`woken`) or
- * switched in: open its interval at attach_ns, with what can be read of its sleep now
- * (at sched_waking the task's state is still the sleeping one). Returns NULL for threads
- * born while recording, whose first switch-in follows their fork.
+ * switched in: open its interval at attach_ns (--cgroup: at its process's join, if it
+ * joined later), with what can be read of its sleep now (at sched_waking the task's state
+ * is still the sleeping one). Returns NULL for threads born after that, whose first
+ * switch-in follows their fork.
  */
 static __always_inline struct task_state *open_from_start(int btf, struct task_struct *p, __u32 tid,
 							  int woken)
@@ -1694,8 +1783,12 @@ static __always_inline struct task_state *open_from_start(int btf, struct task_s
 	struct task_state *st;
 	__u32 state;
 	__u16 f = IOWHY_OFF_FROM_START;
+	/* a process that joined the followed cgroup is the workload's from then on */
+	__u64 from = joined_at(RD(btf, p, tgid));
 
-	if (!attach_ns || BPF_CORE_READ(p, start_time) >= attach_ns)
+	if (!from)
+		from = attach_ns;
+	if (!from || BPF_CORE_READ(p, start_time) >= from)
 		return NULL;
 	st = task_state_of(p, tid, 1);
 	if (!st)
@@ -1707,7 +1800,7 @@ static __always_inline struct task_state *open_from_start(int btf, struct task_s
 		f |= IOWHY_OFF_IOWAIT;
 	if ((state & 0x2) && !(state & 0x400))
 		f |= IOWHY_OFF_D;
-	st->off_ns = attach_ns;
+	st->off_ns = from;
 	st->off_state = state;
 	st->off_flags = f;
 	st->off_sys_nr = task_syscall_nr(btf, p);
@@ -2080,6 +2173,9 @@ IOWHY_TP(balance_dirty_pages, on_dirty_pause(bdp_pause(ctx)))
 IOWHY_TP(sched_process_fork, on_fork(parent, child), struct task_struct *parent,
 	 struct task_struct *child)
 IOWHY_TP(sched_process_exec, on_exec(p), struct task_struct *p)
+/* --cgroup only (rec_probes.c): a migration, and the path it formats, costs nothing otherwise */
+IOWHY_TP(cgroup_attach_task, on_cgroup_attach(dst_cgrp, task), struct cgroup *dst_cgrp,
+	 const char *path, struct task_struct *task, bool threadgroup)
 IOWHY_TP(sched_process_exit, on_exit(p), struct task_struct *p)
 IOWHY_TP(sched_switch, on_switch(btf, preempt, prev, next), bool preempt, struct task_struct *prev,
 	 struct task_struct *next)

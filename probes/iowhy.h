@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 7
+#define IOWHY_FORMAT_VERSION 8
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -278,6 +278,7 @@ struct iowhy_thread {
 #define IOWHY_TASK_EXEC 3
 #define IOWHY_TASK_EXIT 4 /* sched_process_exit: the thread starts to exit (it still runs, and can wait) */
 #define IOWHY_TASK_DEAD 5 /* its last switch-out (state TASK_DEAD): its life ends here */
+#define IOWHY_TASK_JOIN 6 /* --cgroup: its process joined the followed cgroup while recording */
 
 struct iowhy_task {
 	struct iowhy_rec_hdr hdr; /* ts_ns: event time */

@@ -112,10 +112,16 @@ static int handle_event(void *ctx, void *data, size_t size)
 		}
 		if (h->type < 1 || h->type > IOWHY_REC_MAX || h->size_bytes != rec_sizes[h->type]) {
 			r->w.unknown_records++;
+		} else if (r->top) {
+			top_event(r, h); /* --top: folded into the interval, nothing kept */
 		} else {
 			if (r->stop_q.late)
 				note_late(r, h);
 			add_record(r, h->type, h);
+			if (h->type == IOWHY_REC_TASK && r->env.cgroup)
+				cgroup_task_seen(r, (const struct iowhy_task *)h);
+			if (r->env.ntriggers)
+				flight_event(r, h);
 		}
 		p += h->size_bytes;
 		size -= h->size_bytes;
@@ -455,7 +461,11 @@ void poll_until_stop(struct rec *r)
 			drain_stages(r, 0);
 			r->stages.last_ns = now;
 		}
-		if (now - last_flush >= FLUSH_INTERVAL_NS) {
+		if (r->fl)
+			flight_tick(r, now);
+		if (r->top)
+			top_tick(r, now);
+		if (now - last_flush >= FLUSH_INTERVAL_NS && !r->top) {
 			flush_all(r);
 			write_progress(r, r->counters_fd);
 			last_flush = now;

@@ -5,14 +5,30 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iowhy-record -o OUT [-m META.json | --meta-fd FD] [-r MiB] [-d SEC] "
-		   "[-D MAJ:MIN]... [-q] [-v] (-p PID [--force] | -- CMD [ARGS...])\n"
+		   "[-D MAJ:MIN]... [-q] [-v] [--cgroup PATH] (-p PID [--force] | -- CMD [ARGS...])\n"
+		   "       iowhy-record -o OUT [options] --cgroup PATH      follow a cgroup until stopped\n"
 		   "       iowhy-record -n            load and attach every probe, then exit\n"
 		   "  -o OUT    written as OUT.partial-PID (O_EXCL, O_NOFOLLOW, mode 0600), renamed\n"
 		   "            to OUT at stop; a previous OUT is kept as OUT.old; a symlink or\n"
 		   "            non-regular file at OUT is refused; under sudo, owned by SUDO_UID\n"
 		   "  -r MiB    ring buffer, a power of two, 1..%d (default 64)\n"
 		   "  -d SEC    stop after SEC seconds, 0 < SEC <= %.0f; the workload goes on\n"
-		   "  --force   attach to PID 1 or a kernel thread (follows the whole system)\n"
+		   "  --cgroup PATH  also record every process of this cgroup v2 and the cgroups\n"
+		   "            below it, those that join while recording included (alone: until\n"
+		   "            SIGINT/SIGTERM, --duration or the cgroup's removal)\n"
+		   "  --flight SEC  a flight recorder (attach only): keep the records of the last\n"
+		   "            SEC seconds in memory, at most %d MiB of compressed chunks (the\n"
+		   "            oldest dropped first beyond it, counted in each dump), until\n"
+		   "            SIGINT/SIGTERM or --duration; on SIGUSR1 or a --trigger, write them\n"
+		   "            and --after seconds more to OUT, then OUT.1.iowt, OUT.2.iowt, ...\n"
+		   "  --trigger KIND>TIME  fsync, request, flush or blocked (a workload thread in\n"
+		   "            D state) longer than TIME (ns, us, ms, s; default ms); repeatable\n"
+		   "  --after SEC  recorded past a trigger before the dump (default 1)\n"
+		   "  --max-dumps N  stop after N dumps (default 10)\n"
+		   "  --top MS  no trace: fold the records into per-process totals and print\n"
+		   "            one JSON line every MS ms (for `iowhy top`; attach only)\n"
+		   "  --force   attach to PID 1 or a kernel thread, or follow the root cgroup\n"
+		   "            (follows the whole system)\n"
 		   "  --raw-tp  use raw_tp programs even where tp_btf works (tests the fallback)\n"
 		   "  --syscalls sync|all  time only the fsync and write families (default), or\n"
 		   "            count and time every syscall of the workload (costlier per syscall)\n"
@@ -21,7 +37,7 @@ static void usage(FILE *f)
 		   "            a task's syscall number; that write is timed from its fs sync event)\n"
 		   "  --probe-stats  measure each program's runs and run time while recording\n"
 		   "            (kernel BPF statistics: adds about two clock reads to every run)\n",
-		MAX_RINGBUF_MIB, MAX_DURATION_S);
+		MAX_RINGBUF_MIB, MAX_DURATION_S, FLIGHT_MAX_MIB);
 }
 
 /* ---------------------------------------------------------------- tracefs --- */
@@ -92,6 +108,12 @@ int parse_args(struct rec *r, int argc, char **argv)
 		{ "eager-writes", no_argument, NULL, 'W' },
 		{ "meta-fd", required_argument, NULL, 'M' },
 		{ "force", no_argument, NULL, 'F' },
+		{ "cgroup", required_argument, NULL, 'G' },
+		{ "flight", required_argument, NULL, 'X' },
+		{ "top", required_argument, NULL, 'Y' },
+		{ "trigger", required_argument, NULL, 'T' },
+		{ "after", required_argument, NULL, 'A' },
+		{ "max-dumps", required_argument, NULL, 'N' },
 		{},
 	};
 	int opt;
@@ -142,6 +164,67 @@ int parse_args(struct rec *r, int argc, char **argv)
 			break;
 		}
 		case 'F': r->env.force = 1; break;
+		case 'X':
+		case 'A': {
+			char *end;
+			double v;
+
+			errno = 0;
+			v = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !isfinite(v) || v < (opt == 'X' ? 1 : 0) ||
+			    v > 86400) {
+				fprintf(stderr, "iowhy-record: bad --%s %s (want seconds, %s to 86400)\n",
+					opt == 'X' ? "flight" : "after", optarg, opt == 'X' ? "1" : "0");
+				return 2;
+			}
+			if (opt == 'X')
+				r->env.flight_s = v;
+			else
+				r->env.after_s = v;
+			break;
+		}
+		case 'Y': {
+			char *end;
+
+			errno = 0;
+			r->env.top_ms = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || r->env.top_ms < 100 ||
+			    r->env.top_ms > 3600000) {
+				fprintf(stderr, "iowhy-record: bad --top %s (want milliseconds, 100 to "
+						"3600000)\n", optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'N': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 10000) {
+				fprintf(stderr, "iowhy-record: bad --max-dumps %s (want 1 to 10000)\n",
+					optarg);
+				return 2;
+			}
+			r->env.max_dumps = (int)v;
+			break;
+		}
+		case 'T':
+			if (r->env.ntriggers >= FLIGHT_MAX_TRIGGERS ||
+			    flight_parse_trigger(optarg, &r->env.triggers[r->env.ntriggers])) {
+				fprintf(stderr, "iowhy-record: bad --trigger %s (want fsync, request, "
+						"flush or blocked, '>' and a time, e.g. fsync>200ms; at most "
+						"%d)\n", optarg, FLIGHT_MAX_TRIGGERS);
+				return 2;
+			}
+			r->env.ntriggers++;
+			break;
+		case 'G':
+			if (cgroup_check(optarg, &r->env.cgroup_id))
+				return 2;
+			r->env.cgroup = optarg;
+			break;
 		case 'D':
 			if (r->env.ndevs >= IOWHY_MAX_DEVS || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
 				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
@@ -173,7 +256,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 	}
 	if (optind < argc)
 		r->env.cmd = &argv[optind];
-	if (!r->env.dry_run && !r->env.output) {
+	if (!r->env.dry_run && !r->env.output && !r->env.top_ms) {
 		usage(stderr);
 		return 2;
 	}
@@ -189,8 +272,37 @@ int parse_args(struct rec *r, int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0) {
-		fprintf(stderr, "iowhy-record: give a command after -- or a PID with -p\n");
+	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0 && !r->env.cgroup) {
+		fprintf(stderr, "iowhy-record: give a command after --, a PID with -p or --cgroup\n");
+		return 2;
+	}
+	if (r->env.cgroup && r->env.cgroup_id == 1 && !r->env.force) {
+		fprintf(stderr, "iowhy-record: refusing --cgroup %s: it is the root of the cgroup "
+				"hierarchy, which holds every process on the system; give --force to "
+				"record that\n", r->env.cgroup);
+		return 2;
+	}
+	if (r->env.top_ms && (r->env.cmd || r->env.dry_run || r->env.flight_s > 0)) {
+		fprintf(stderr, "iowhy-record: --top attaches (-p PID or --cgroup PATH), without "
+				"--flight; it does not run a command\n");
+		return 2;
+	}
+	if (r->env.flight_s > 0 && (r->env.cmd || r->env.dry_run)) {
+		fprintf(stderr, "iowhy-record: --flight attaches (-p PID or --cgroup PATH); it "
+				"does not run a command\n");
+		return 2;
+	}
+	if (!(r->env.flight_s > 0) && (r->env.ntriggers || r->env.after_s >= 0 ||
+				       r->env.max_dumps)) {
+		fprintf(stderr, "iowhy-record: --trigger, --after and --max-dumps need --flight SEC\n");
+		return 2;
+	}
+	if (r->env.after_s < 0)
+		r->env.after_s = 1;
+	if (!r->env.max_dumps)
+		r->env.max_dumps = 10;
+	if (r->env.cgroup && r->env.pid > 0) {
+		fprintf(stderr, "iowhy-record: -p and --cgroup exclude each other\n");
 		return 2;
 	}
 	if (r->env.cmd && r->env.pid > 0) {

@@ -171,11 +171,12 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	if (bpf_map__set_max_entries(skel->maps.stage, libbpf_num_possible_cpus()))
 		return -EINVAL;
 	skel->rodata->nr_cpus = libbpf_num_possible_cpus();
+	skel->rodata->follow_cgroup_id = r->env.cgroup_id;
 	r->nprobes = 0;
 	bpf_object__for_each_program(prog, skel->obj) {
 		int is_btf;
 		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
-		int present, unknown;
+		int present, unknown, nocg;
 
 		if (!tp) {
 			/*
@@ -204,10 +205,13 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 			present = 0;
 		unknown = present && !strcmp(tp, "balance_dirty_pages") &&
 			  !skel->rodata->bdp_pause_arg;
-		bpf_program__set_autoload(prog, present && !unknown && is_btf == use_btf);
+		/* every cgroup migration formats its path while this one is attached */
+		nocg = !strcmp(tp, "cgroup_attach_task") && !r->env.cgroup && !r->env.dry_run;
+		bpf_program__set_autoload(prog, present && !unknown && !nocg && is_btf == use_btf);
 		if (is_btf && r->nprobes < 64) {
 			snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp), "%s", tp);
-			r->probes[r->nprobes].how = unknown ? "skipped: unknown argument layout"
+			r->probes[r->nprobes].how = nocg ? "skipped: no --cgroup"
+				: unknown ? "skipped: unknown argument layout"
 				: present ? (use_btf ? "tp_btf" : "raw_tp")
 				: (r->env.sync_syscalls && !r->env.dry_run && !strncmp(tp, "sys_e", 5))
 					? "skipped: --syscalls sync"

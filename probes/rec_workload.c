@@ -2,7 +2,7 @@
 /* iowhy-record, the workload: launch (run mode), the target's tree (attach mode). */
 #include "recorder.h"
 
-static int track_pid(int fd, pid_t pid)
+int track_pid(int fd, pid_t pid)
 {
 	__u32 word = (__u32)pid >> 6;
 	__u64 bits = 0;
@@ -18,7 +18,7 @@ static int track_pid(int fd, pid_t pid)
  * next is recorded): stat field 3, the syscall it is blocked in with its first argument,
  * and wchan. A thread that is asleep has no switch-out in the trace; this says why.
  */
-static void emit_thread_state(struct rec *r, pid_t tgid, pid_t tid)
+void emit_thread_state(struct rec *r, pid_t tgid, pid_t tid)
 {
 	struct iowhy_thread t = {};
 	char path[96], buf[512], *p;
@@ -78,9 +78,9 @@ static void emit_thread_state(struct rec *r, pid_t tgid, pid_t tid)
 	add_record(r, IOWHY_REC_THREAD, &t);
 }
 
-static void emit_root_task(struct rec *r, pid_t tgid, pid_t tid)
+/* A thread's name from /proc ("" when it cannot be read), IOWHY_COMM_LEN bytes. */
+void read_comm(pid_t tgid, pid_t tid, char *out)
 {
-	struct iowhy_task t = {};
 	char path[64], comm[32] = "";
 	FILE *f;
 
@@ -91,13 +91,20 @@ static void emit_root_task(struct rec *r, pid_t tgid, pid_t tid)
 			comm[strcspn(comm, "\n")] = 0;
 		fclose(f);
 	}
+	memcpy(out, comm, IOWHY_COMM_LEN - 1);
+}
+
+void emit_root_task(struct rec *r, pid_t tgid, pid_t tid)
+{
+	struct iowhy_task t = {};
+
+	read_comm(tgid, tid, t.comm);
 	t.hdr.type = IOWHY_REC_TASK;
 	t.hdr.size_bytes = sizeof(t);
 	t.hdr.ts_ns = now_ns(CLOCK_MONOTONIC);
 	t.tgid = tgid;
 	t.tid = tid;
 	t.event_u16 = IOWHY_TASK_ROOT;
-	memcpy(t.comm, comm, sizeof(t.comm) - 1);
 	add_record(r, IOWHY_REC_TASK, &t);
 	emit_thread_state(r, tgid, tid);
 }
@@ -152,6 +159,8 @@ int target_exited(int pidfd, pid_t pid)
 
 		return poll(&p, 1, 0) > 0;
 	}
+	if (pid <= 0) /* --cgroup: no target process */
+		return 0;
 	return kill(pid, 0) && errno == ESRCH;
 }
 
@@ -246,6 +255,8 @@ int start_workload(struct rec *r)
 			}
 		}
 		emit_root_task(r, r->child, r->child);
+		if (r->env.cgroup)
+			track_cgroup(r);
 		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
 		r->start_ns = now_ns(CLOCK_MONOTONIC);
 		if (write(go_pipe[1], "g", 1) != 1) {
@@ -268,8 +279,12 @@ int start_workload(struct rec *r)
 			}
 		}
 	} else {
-		r->target_pidfd = syscall(SYS_pidfd_open, r->env.pid, 0);
-		track_tree(r, bpf_map__fd(r->skel->maps.tracked), r->env.pid);
+		if (r->env.cgroup) {
+			track_cgroup(r);
+		} else {
+			r->target_pidfd = syscall(SYS_pidfd_open, r->env.pid, 0);
+			track_tree(r, bpf_map__fd(r->skel->maps.tracked), r->env.pid);
+		}
 		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
 		r->start_ns = now_ns(CLOCK_MONOTONIC);
 		r->stop_reason = "target-exit";

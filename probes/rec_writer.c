@@ -235,7 +235,7 @@ static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 	uLong crc;
 	int err;
 
-	if (r->w.failed)
+	if (r->w.failed || r->top) /* --top keeps nothing (rec_top.c) */
 		return;
 	z = compress_chunk(r, type, rec_size, count, data, len, &flags, &dlen);
 	out = z ? r->w.zbuf : data;
@@ -252,6 +252,10 @@ static void write_chunk(struct rec *r, __u16 type, __u16 rec_size, __u32 count,
 	crc = crc32(crc, (const Bytef *)zeros, pad);
 	h.crc32 = crc;
 	h.seq = r->w.seq;
+	if (r->fl && flight_keep(r, &h, out, stored, pad, type, data, rec_size, count)) {
+		r->w.seq++; /* --flight: kept in memory (rec_flight.c), not written */
+		return;
+	}
 	err = write_all(r->w.fd, &h, sizeof(h));
 	if (!err)
 		err = write_all(r->w.fd, out, stored);
@@ -385,8 +389,9 @@ int write_header(struct rec *r)
 {
 	int err;
 
-	/* The file header and the metadata gathered by `iowhy record`. */
-	{
+	/* The file header and the metadata gathered by `iowhy record`; --flight writes the
+	 * header with each dump (rec_flight.c). */
+	if (!r->fl) {
 		struct iowhy_file_hdr fh = {};
 
 		memcpy(fh.magic, IOWHY_FILE_MAGIC, 8);

@@ -121,7 +121,7 @@ static int prepare(struct rec *r)
 			strerror(errno));
 		return 1;
 	}
-	if (!r->env.dry_run && check_output(r->env.output))
+	if (!r->env.dry_run && !r->env.top_ms && check_output(r->env.output))
 		return 1;
 	if (ensure_tracefs())
 		return 1;
@@ -137,8 +137,13 @@ static int prepare(struct rec *r)
 	if (writer_init(r))
 		return 1;
 
-	/* Fail on an unwritable output before touching the kernel. */
-	if (!r->env.dry_run) {
+	if (r->env.flight_s > 0 && flight_init(r))
+		return 1;
+	if (r->env.top_ms && top_init(r))
+		return 1;
+	/* Fail on an unwritable output before touching the kernel (--flight writes its
+	 * dumps when they are due: rec_flight.c). */
+	if (!r->env.dry_run && !r->fl && !r->top) {
 		r->w.fd = open_output(r, r->env.output);
 		if (r->w.fd < 0)
 			return 1;
@@ -193,7 +198,8 @@ int stopped_before_start(struct rec *r)
 
 int main(int argc, char **argv)
 {
-	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1 }, .w = { .fd = -1 },
+	struct rec rs = { .env = { .ringbuf_mib = 64, .sync_syscalls = 1, .after_s = -1 },
+			  .w = { .fd = -1 },
 			  .stats = { .fd = -1 }, .ret = 1, .target_pidfd = -1,
 			  .attach_mode = "tp_btf", .task_state = "task-storage",
 			  .stop_reason = "workload-exit" };
@@ -213,10 +219,19 @@ int main(int argc, char **argv)
 		print_dry_run(r);
 		return cleanup(r);
 	}
-	if (open_ring(r) || write_header(r) || start_workload(r))
+	if (open_ring(r) || (!r->top && write_header(r)) || start_workload(r))
 		return cleanup(r);
-	write_recorder_chunk(r);
+	if (!r->top)
+		write_recorder_chunk(r);
 	poll_until_stop(r);
+	if (r->top) {
+		top_finish(r);
+		return cleanup(r);
+	}
+	if (r->fl) {
+		flight_finish(r);
+		return cleanup(r);
+	}
 	drain_at_stop(r);
 	write_trailer(r);
 	return cleanup(r);

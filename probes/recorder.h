@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/vfs.h>
 #include <sys/resource.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -57,6 +58,17 @@
 #define MAX_RINGBUF_MIB 2048     /* the largest power of two a map's u32 max_entries holds */
 #define STOP_GRACE_NS 5000000000ULL /* the workload's time to exit after a stop signal */
 #define FLUSH_INTERVAL_NS 1000000000ULL
+/* --flight: the chunks kept for the window, at most this much (rec_flight.c) */
+#define FLIGHT_MAX_MIB 256
+#define FLIGHT_MAX_TRIGGERS 16
+
+struct flight_trigger {
+	int kind;   /* fsync, request, flush, blocked (rec_flight.c) */
+	__u64 ns;   /* fires when it took longer */
+	char text[40];
+};
+struct flight;
+struct top;
 
 extern volatile sig_atomic_t exiting;     /* set by the signal handler */
 extern volatile sig_atomic_t stop_signal;
@@ -107,6 +119,14 @@ struct rec {
 		int probe_stats;   /* --probe-stats: run count and time of every program */
 		int eager_writes;  /* --eager-writes: the write family attached from the start */
 		pid_t pid;
+		long top_ms;        /* --top: one JSON line per interval of this many ms (0: off) */
+		double flight_s;    /* --flight: the window kept, seconds (0: not a flight recorder) */
+		double after_s;     /* --after: recorded past a trigger before the dump */
+		int max_dumps;      /* --max-dumps */
+		struct flight_trigger triggers[FLIGHT_MAX_TRIGGERS];
+		int ntriggers;
+		const char *cgroup; /* --cgroup: the cgroup v2 directory followed */
+		__u64 cgroup_id;    /* its kernel id */
 		int force; /* --force: attach to PID 1 or a kernel thread */
 		char **cmd;
 		__u32 devs[IOWHY_MAX_DEVS];
@@ -171,6 +191,8 @@ struct rec {
 	pid_t child;      /* run: the workload */
 	int child_status, child_done;
 	int ret; /* the exit status */
+	struct flight *fl; /* --flight (rec_flight.c) */
+	struct top *top;   /* --top (rec_top.c) */
 };
 
 extern int libbpf_verbose;
@@ -235,9 +257,33 @@ int attach_probes(struct rec *r);
 void print_dry_run(struct rec *r);
 
 /* rec_workload.c: the workload */
+int track_pid(int fd, pid_t pid);
+void read_comm(pid_t tgid, pid_t tid, char *out);
+void emit_thread_state(struct rec *r, pid_t tgid, pid_t tid);
+void emit_root_task(struct rec *r, pid_t tgid, pid_t tid);
 int check_target(pid_t pid, int force);
 int target_exited(int pidfd, pid_t pid);
 int start_workload(struct rec *r);
+
+/* rec_cgroup.c: --cgroup */
+int cgroup_check(const char *path, __u64 *id);
+void track_cgroup(struct rec *r);
+void cgroup_task_seen(struct rec *r, const struct iowhy_task *t);
+
+/* rec_flight.c: --flight */
+int flight_parse_trigger(const char *s, struct flight_trigger *t);
+int flight_init(struct rec *r);
+int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out, size_t stored,
+		size_t pad, __u16 type, const void *data, __u16 rec_size, __u32 count);
+void flight_event(struct rec *r, const struct iowhy_rec_hdr *h);
+void flight_tick(struct rec *r, __u64 now);
+void flight_finish(struct rec *r);
+
+/* rec_top.c: --top */
+int top_init(struct rec *r);
+void top_event(struct rec *r, const struct iowhy_rec_hdr *h);
+void top_tick(struct rec *r, __u64 now);
+void top_finish(struct rec *r);
 
 /* recorder.c: main's steps */
 void sigchld_handler(int sig);

@@ -237,6 +237,11 @@ def render_info(d: dict, problems: list[str]) -> str:
         _kv("iowhy version", d.get("iowhy_version")),
         _kv("host / kernel", f"{host or '?'} / {kernel or '?'}"),
         _kv("command", _command(d.get("command"))),
+    ]
+    cg = d.get("cgroup")
+    if cg:  # only a recording with --cgroup has one
+        out.append(_kv("cgroup", f"{printable(str(cg.get('path')))} (id {cg.get('id')})"))
+    out += [
         _kv("duration (s)", _duration(d)),
         _kv("stop reason", _stop(d)),
         _kv("chunks (count)", d.get("chunks")),

@@ -88,6 +88,12 @@ def damage_first(damage: Any, who: str = "") -> list[str]:
                  "WARNING: ", "         ")
 
 
+def flight_first(line: str | None, who: str = "") -> list[str]:
+    """A flight recorder dump's line (Trace.flight_line()), first in the outputs that do
+    not list a trace's problems; [] for any other trace."""
+    return _wrap(printable(f"{who}{line}"), "NOTE: ", "      ") if line else []
+
+
 def _title(r: Mapping[str, Any]) -> list[str]:
     """The first lines: the damage (if any), what this is, and what was lost."""
     dmg = r.get("damage") or {}

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 # Older versions the reader still takes (their records are widened to this version's).
-READ_VERSIONS = (3, 4, 5, 6, 7)
+READ_VERSIONS = (3, 4, 5, 6, 7, 8)
 # The version of a file without compacted chunks (what TraceWriter writes unless asked to
 # compact): the lowest that holds it, so that readers of version 5 read it.
 BASE_VERSION = 5
@@ -124,8 +124,9 @@ WCTX_NAMES = {WCTX_UNKNOWN: "", WCTX_TASK: "task", WCTX_SOFTIRQ: "softirq",
 THR_ON_CPU = 1 << 0
 THR_NO_SYSCALL = 1 << 1
 
-# EXIT: the thread starts to exit; DEAD: its last switch-out, the end of its life
-TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT, TASK_DEAD = 1, 2, 3, 4, 5
+# EXIT: the thread starts to exit; DEAD: its last switch-out, the end of its life; JOIN: its
+# process joined the followed cgroup (--cgroup) while recording, its life in the trace starts
+TASK_ROOT, TASK_FORK, TASK_EXEC, TASK_EXIT, TASK_DEAD, TASK_JOIN = 1, 2, 3, 4, 5, 6
 
 # Loss and anomaly counters (trailer "counters"), in IOWHY_C_* order.
 COUNTER_NAMES = (

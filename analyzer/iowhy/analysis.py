@@ -267,7 +267,7 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     # workload (task records; an imported trace may name none).
     users = (user_submitters(sub_tids, sub_comms, np.unique(np.asarray(helper["tid"])))
              if len(tasks["tid"]) else np.zeros(0, I64))
-    offcpu = asleep_at_start(off, threads, win)
+    offcpu = asleep_at_start(off, threads, win, tasks)
     bg = None
     rows = len(rq)
     if cfg.requests:  # each request's place among the records and bios, through set_apart

@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import stat
@@ -162,6 +163,10 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     from .metadata import collect
     _check_limits(args)
     _check_output_name(args.output)  # a usage error: before root is asked for
+    cgroup = None
+    if getattr(args, "cgroup", None) is not None:
+        from .cgroups import cgroup_target
+        cgroup = cgroup_target(args.cgroup, force=getattr(args, "force", False))
     check_privileges()
     recorder = find_recorder()
     _check_output(args.output)
@@ -180,6 +185,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
                         128 + signal.SIGINT) from None
     if args.label is not None:
         meta["label"] = args.label
+    if cgroup is not None:
+        meta["cgroup"] = cgroup
     mfd = _metadata_fd(meta)
     cmd = [recorder, "-o", args.output, "--meta-fd", str(mfd), "-r", str(args.ringbuf)]
     for maj, mn in devs + _devices_below(meta, devs):
@@ -188,6 +195,17 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
         cmd += ["-d", repr(args.duration)]
     if getattr(args, "force", False):
         cmd.append("--force")
+    if cgroup is not None:
+        cmd += ["--cgroup", cgroup["path"]]
+    flight = getattr(args, "flight", None)
+    if flight is not None:
+        cmd += ["--flight", repr(flight)]
+        for t in args.trigger or []:
+            cmd += ["--trigger", t]
+        if args.after is not None:
+            cmd += ["--after", repr(args.after)]
+        if args.max_dumps is not None:
+            cmd += ["--max-dumps", str(args.max_dumps)]
     if args.quiet:
         cmd.append("-q")
     cmd += ["--syscalls", args.syscalls]
@@ -211,10 +229,18 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
         else:
             pending.append(sig)
 
+    def block_usr1() -> None:
+        # the recorder takes SIGUSR1 once its handler is set (it unblocks it then): one
+        # sent while it starts waits for it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+
     old_int = signal.signal(signal.SIGINT, forward)
     old_term = signal.signal(signal.SIGTERM, forward)
+    # --flight: SIGUSR1 asks the recorder for a dump (it would end this process otherwise)
+    old_usr1 = signal.signal(signal.SIGUSR1, forward) if flight is not None else None
     try:
-        procs.append(subprocess.Popen(cmd, pass_fds=(mfd,)))
+        procs.append(subprocess.Popen(cmd, pass_fds=(mfd,),
+                                      preexec_fn=block_usr1 if flight is not None else None))
         os.close(mfd)
         for sig in pending:
             procs[0].send_signal(sig)
@@ -222,11 +248,14 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+        if old_usr1 is not None:
+            signal.signal(signal.SIGUSR1, old_usr1)
         if not procs:
             os.close(mfd)
     if rc < 0:
         rc = 128 - rc
-    if (not getattr(args, "dry_run", False) and not args.quiet and os.path.exists(args.output)
+    if (not getattr(args, "dry_run", False) and not args.quiet and flight is None
+            and os.path.exists(args.output)
             and os.path.getsize(args.output) > 64):
         _after_record(args.output)
     return rc
@@ -308,7 +337,50 @@ def _check_target(pid: int, force: bool) -> None:
                         "give --force to record it anyway")
 
 
+FLIGHT_MAX_MIB = 256  # probes/recorder.h
+FLIGHT_MAX_S = 86400.0
+TRIGGER_RE = re.compile(r"(fsync|request|flush|blocked)>([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s)?")
+
+
+def _check_flight(args: argparse.Namespace) -> None:
+    """--flight and its options, as the recorder takes them (one line otherwise)."""
+    if args.flight is None:
+        if args.trigger or args.after is not None or args.max_dumps is not None:
+            raise UserError("--trigger, --after and --max-dumps need --flight SECONDS",
+                            "e.g. iowhy attach -p PID --flight 30 --trigger fsync>200ms",
+                            EXIT_USAGE)
+        return
+    if not (math.isfinite(args.flight) and 1 <= args.flight <= FLIGHT_MAX_S):
+        raise UserError(f"--flight {args.flight} is not a number of seconds from 1 to "
+                        f"{FLIGHT_MAX_S:.0f}", "e.g. --flight 30", EXIT_USAGE)
+    if args.after is not None and not (math.isfinite(args.after)
+                                       and 0 <= args.after <= FLIGHT_MAX_S):
+        raise UserError(f"--after {args.after} is not a number of seconds from 0 to "
+                        f"{FLIGHT_MAX_S:.0f}", "e.g. --after 1", EXIT_USAGE)
+    if args.max_dumps is not None and not 1 <= args.max_dumps <= 10000:
+        raise UserError(f"--max-dumps {args.max_dumps} is not from 1 to 10000",
+                        "e.g. --max-dumps 10", EXIT_USAGE)
+    for t in args.trigger or []:
+        m = TRIGGER_RE.fullmatch(t)
+        if not m or float(m.group(2)) <= 0:
+            raise UserError(f"--trigger {t!r} is not KIND>TIME",
+                            "KIND is fsync, request, flush or blocked; TIME a number with "
+                            "ns, us, ms (the default) or s, e.g. fsync>200ms", EXIT_USAGE)
+    if len(args.trigger or []) > 16:
+        raise UserError("more than 16 --trigger", "combine them", EXIT_USAGE)
+
+
 def cmd_attach(args: argparse.Namespace) -> int:
+    _check_flight(args)
+    if (args.pid is not None) + (args.cgroup is not None) + args.all != 1:
+        raise UserError("attach needs one target: -p PID, --cgroup PATH or -a",
+                        "e.g. iowhy attach -p 1234, or iowhy attach --cgroup "
+                        "/sys/fs/cgroup/system.slice/NAME.service", EXIT_USAGE)
+    if args.cgroup is not None:
+        return _run_recorder(args, [])
+    if args.all:  # every process: init's tree, as -p 1 --force
+        args.force = True
+        return _run_recorder(args, ["-p", "1"])
     _check_target(args.pid, args.force)
     return _run_recorder(args, ["-p", str(args.pid)])
 
@@ -384,6 +456,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         d = info_dict(tr)
     if tr.damage.damaged:  # only then: a sound trace's output is as before
         d["damage"] = tr.damage.as_dict()
+    if isinstance(tr.meta.get("cgroup"), dict):  # recorded with --cgroup
+        d["cgroup"] = tr.meta["cgroup"]
+    flight = (tr.trailer or {}).get("flight")
+    if isinstance(flight, dict):  # a flight recorder's dump
+        d["flight"] = flight
     if args.json:
         json.dump(d, sys.stdout, indent=2, sort_keys=True, allow_nan=False)
         print()
@@ -434,6 +511,12 @@ def _record_options(p: argparse.ArgumentParser) -> None:
                    help="measure what the probes cost: runs and run time of each BPF program "
                         "over the recording, shown by `iowhy info` (kernel BPF statistics, "
                         "about +50 ns per program run on the test VM; default: off)")
+    g.add_argument("--cgroup", metavar="PATH",
+                   help="record every process of this cgroup v2 and of the cgroups below it, "
+                        "those that join while recording included (moved in, or forked into "
+                        "it); a process is followed from then on until it exits. With record, "
+                        "beside CMD, until CMD exits; with attach, until Ctrl-C, --duration or "
+                        "the cgroup's removal. cgroup v1 is refused (META `cgroup`)")
     g.add_argument("-q", "--quiet", action="store_true", help="print nothing when recording stops")
 
 
@@ -464,13 +547,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("attach", help="record a running process and its future children",
                        description="Track PID (all its threads) and every child it forks from "
-                                   "now on, until it exits, Ctrl-C or --duration. The "
+                                   "now on, until it exits, Ctrl-C or --duration; or, with "
+                                   "--cgroup PATH, every process of a cgroup v2. The "
                                    "target is never signalled.")
-    a.add_argument("-p", "--pid", type=int, required=True, help="process to attach to")
+    a.add_argument("-p", "--pid", type=int, help="process to attach to (or --cgroup PATH, -a)")
+    a.add_argument("-a", "--all", action="store_true",
+                   help="every process on the system (init's tree, as -p 1 --force)")
     a.add_argument("--force", action="store_true",
-                   help="attach even to PID 1 or a kernel thread (PID 2, kthreadd, forks "
-                        "them all), which follows every process on the system")
+                   help="attach even to PID 1, a kernel thread (PID 2, kthreadd, forks "
+                        "them all) or the root cgroup (--cgroup), which follows every process on "
+                        "the system")
     _record_options(a)
+    f = a.add_argument_group("flight recorder")
+    f.add_argument("--flight", type=float, metavar="SECONDS",
+                   help="stay attached until Ctrl-C (or --duration) keeping only the records "
+                        "of the last SECONDS in memory, at most "
+                        f"{FLIGHT_MAX_MIB} MiB of compressed chunks (beyond it the oldest are "
+                        "dropped and counted on the first line of every output of the dump); "
+                        "on SIGUSR1 or a --trigger, write them and --after seconds more to "
+                        "OUTPUT, then OUTPUT.1.iowt, OUTPUT.2.iowt, ...; each dump is a trace "
+                        "that says it is a flight window and what fired when")
+    f.add_argument("--trigger", action="append", metavar="EXPR",
+                   help="write the window when fsync>TIME (an fsync-family call), request>TIME "
+                        "(a block request, submission to completion), flush>TIME (a cache "
+                        "flush) or blocked>TIME (a workload thread in uninterruptible sleep, "
+                        "D, that long, to its wakeup) is seen; TIME in ns, us, ms (default) "
+                        "or s, e.g. fsync>200ms; repeatable. A trigger while a dump is "
+                        "pending joins that dump")
+    f.add_argument("--after", type=float, metavar="SECONDS",
+                   help="how long to keep recording past a trigger before writing the dump "
+                        "(default: 1)")
+    f.add_argument("--max-dumps", type=int, metavar="N",
+                   help="stop after N dumps (default: 10)")
     a.set_defaults(func=cmd_attach)
 
     i = sub.add_parser("info", help="what a trace holds: records, losses, devices",
@@ -483,6 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_analysis_parsers(sub)
     from .whatif.cli import add_whatif_parser
     add_whatif_parser(sub)
+    from .top import add_top_parser
+    add_top_parser(sub)
     from .export.cli import add_export_parsers
     add_export_parsers(sub)
     for name in READING_COMMANDS:  # each command that reads traces

@@ -170,6 +170,14 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if not k.startswith("_")}
 
 
+def _flight_first(tr: Any, out: Any) -> None:
+    """A flight recorder dump says so first (its window, its trigger, what it dropped)."""
+    from .reports.terminal import flight_first
+    lines = flight_first(tr.flight_line())
+    if lines:
+        print("\n".join(lines), file=out)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .analysis import AnalysisConfig, analyze
     from .memory import tune_allocator
@@ -266,6 +274,7 @@ def cmd_hist(args: argparse.Namespace) -> int:
                 groups = {"": values}
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
+    _flight_first(tr, sys.stderr if (args.png or args.json) else sys.stdout)
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),
@@ -466,6 +475,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
                     else render_text(rows, args.unit, output_width()))
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
+    _flight_first(tr, sys.stderr if (args.json or args.csv) else sys.stdout)
     if tr.damage.damaged:  # first, as every command shows it
         from .reports.terminal import damage_first
         print("\n".join(damage_first(tr.damage.as_dict())),

@@ -222,6 +222,7 @@ META = obj({
     "lower_devices": list_of(DEVICE, drop_bad=True),
     "stack": list_of(STACK_EDGE, drop_bad=True),
     "bio_based_devices": list_of(_str),
+    "cgroup": obj({"path": STR, "id": U64}, required=("path", "id")),
 })
 
 RECORDER = obj({
@@ -246,6 +247,10 @@ TRAILER = obj({
     "chunk_zstd": obj({"level": SMALL, "data_bytes": COUNT, "stored_bytes": COUNT,
                        "cpu_ns": NS}),
     "probe_stats": map_of(obj({"runs": COUNT, "run_ns": NS}, ("runs", "run_ns"))),
+    "flight": obj({"window_ns": NS, "after_ns": NS, "trigger": STR, "trigger_ns": NS,
+                   "dump": SMALL, "bound_bytes": U64, "dropped_chunks": COUNT,
+                   "dropped_bytes": U64, "aged_chunks": COUNT, "triggers_during": COUNT},
+                  required=("window_ns", "trigger", "trigger_ns")),
 })
 
 SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": TRAILER}
@@ -258,7 +263,7 @@ SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": 
 OWN_KEYS: dict[str, frozenset[str]] = {
     "meta": frozenset({"host", "machine", "created_realtime_ns", "page_size_bytes", "ncpus",
                        "devices", "lower_devices", "stack", "bio_based_devices",
-                       "filesystems", "import", "label"}),
+                       "filesystems", "import", "label", "cgroup"}),
     "recorder": frozenset({"pid", "recorder_pid", "mode", "start_ns", "startup_ns",
                            "attach_mode", "task_state", "syscalls", "write_probes",
                            "ringbuf_bytes", "devices_filter", "probes", "imported"}),
@@ -266,7 +271,7 @@ OWN_KEYS: dict[str, frozenset[str]] = {
     "trailer": frozenset({"end_ns", "counters", "records", "stop_reason", "exit_status",
                           "write_probes_ns", "rq_seq_stride", "in_flight_at_stop",
                           "calls_open_at_stop", "recursion_misses", "recorder_cpu_ns",
-                          "chunk_zstd", "probe_stats"}),
+                          "chunk_zstd", "probe_stats", "flight"}),
 }
 
 

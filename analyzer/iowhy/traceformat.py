@@ -253,11 +253,33 @@ class Trace:
         start, end = self.start_ns, self.end_ns
         return max(0, end - start) if start else 0
 
+    def flight_line(self) -> str | None:
+        """A flight recorder's dump (TRAILER `flight`): the window it keeps, what fired
+        and when, and the chunks of the window dropped to stay within the memory bound;
+        None for any other trace."""
+        f = (self.trailer or {}).get("flight")
+        if not isinstance(f, dict):
+            return None
+        at = f["trigger_ns"] - self.start_ns if self.start_ns else None
+        when = (f"{at / 1e9:.3f} s into the window" if at is not None
+                else "at an unknown time in the window")
+        dropped = int(f.get("dropped_chunks") or 0)
+        why = (f"; it starts after them ({int(f.get('dropped_bytes') or 0):,} bytes, dropped "
+               f"oldest first to stay within {int(f.get('bound_bytes') or 0) >> 20} MiB)"
+               if dropped else "")
+        return (f"flight recorder dump {f.get('dump', '?')}, {dropped} chunks of its window "
+                f"dropped: {f['trigger']} fired {when}, which holds up to "
+                f"{f['window_ns'] / 1e9:g} s before it and "
+                f"{int(f.get('after_ns') or 0) / 1e9:g} s after{why}")
+
     def problems(self) -> list[str]:
         """Everything lost or suspicious, in words, for the top of every report: the
         damage first (one line), then what an imported capture's source lacks, then the
         kernel's losses and anomalies."""
         out: list[str] = []
+        fl = self.flight_line()
+        if fl:
+            out.append(fl)
         if self.damage.damaged:
             out.append(self.damage.summary())
         imp = self.meta.get("import")  # an imported capture: what its source lacks

@@ -82,8 +82,10 @@ def warn_damage(tr: Any, who: str = "") -> None:
 
 
 def damage_lines(tr: Any, who: str = "") -> list[str]:
-    from ..reports.terminal import damage_first
-    return damage_first(tr.damage.as_dict(), who) if tr.damage.damaged else []
+    from ..reports.terminal import damage_first, flight_first
+    fl = tr.flight_line() if hasattr(tr, "flight_line") else None
+    return flight_first(fl, who) + (damage_first(tr.damage.as_dict(), who)
+                                    if tr.damage.damaged else [])
 
 
 def _user_error(e: Exception) -> Exception:

@@ -218,7 +218,8 @@ TABLES: tuple[Table, ...] = (
     Table("tasks", "fork/exec/exit of a workload thread", (
         RUN_UUID,
         c("ts_ns", INT64, "event time"),
-        c("event", STRING, "`root`, `fork`, `exec`, `exit`, `dead`"),
+        c("event", STRING, "`root`, `fork`, `exec`, `exit`, `dead`, `join` (a process that "
+          "joined the followed cgroup, `--cgroup`)"),
         c("tid, tgid", INT64, "the thread"),
         c("parent_tgid", INT64, "parent process (NULL if unknown)"),
         c("exit_code", INT64, "exit status, `wait(2)` encoding (`exit` events; NULL for "

@@ -201,7 +201,7 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     tk = trace.records("task")
     n = len(tk)
     events = {abi.TASK_ROOT: "root", abi.TASK_FORK: "fork", abi.TASK_EXEC: "exec",
-              abi.TASK_EXIT: "exit", abi.TASK_DEAD: "dead"}
+              abi.TASK_EXIT: "exit", abi.TASK_DEAD: "dead", abi.TASK_JOIN: "join"}
     out["tasks"] = _table(pa, "tasks", {
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, tk["ts_ns"]),

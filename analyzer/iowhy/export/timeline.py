@@ -123,7 +123,7 @@ def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int,
         tg, b, d, c = out.get(tid, (int(t["tgid"]), w0, w1, _comm(t["comm"])))
         ev = int(t["event_u16"])
         ts = int(t["ts_ns"])
-        if ev in (abi.TASK_ROOT, abi.TASK_FORK) and ts:
+        if ev in (abi.TASK_ROOT, abi.TASK_FORK, abi.TASK_JOIN) and ts:
             b = max(w0, ts)
         elif ev == abi.TASK_EXIT and ts and d == w1:
             d = min(w1, ts)

@@ -200,11 +200,14 @@ class Timeline:
 
 
 def asleep_at_start(off: Mapping[str, np.ndarray], thread: Mapping[str, np.ndarray],
-                    window: Window) -> Mapping[str, np.ndarray]:
+                    window: Window, tasks: Mapping[str, np.ndarray] | None = None
+                    ) -> Mapping[str, np.ndarray]:
     """The off-CPU columns plus, for each thread that was asleep when recording started
     (its `thread` record's state is not R) and has no off-CPU interval at all (it was
     never woken in the window), one interval over the whole window, never woken, in the
-    syscall /proc showed: without it the thread would count as running throughout."""
+    syscall /proc showed: without it the thread would count as running throughout. A
+    thread whose process joined the followed cgroup later (a JOIN in `tasks`) is asleep
+    from its join on, not from the window's start."""
     tid = np.asarray(thread.get("tid", np.zeros(0))).astype(I64)
     if not len(tid):
         return off
@@ -217,10 +220,25 @@ def asleep_at_start(off: Mapping[str, np.ndarray], thread: Mapping[str, np.ndarr
     add: dict[str, np.ndarray] = {f: np.zeros(n, abi.OFFCPU_DTYPE[f]) for f in off}
     add["tid"][:] = tid[new]
     if "start_ns" in add:
-        add["start_ns"][:] = window.start_ns
+        add["start_ns"][:] = np.maximum(window.start_ns, _joined_at(tasks, tid[new]))
     add["syscall_nr"][:] = np.asarray(thread["syscall_nr"])[new]
     add["flags_u16"][:] = abi.OFF_FROM_START
     return {f: np.concatenate((np.asarray(off[f]), add[f])) for f in off}
+
+
+def _joined_at(tasks: Mapping[str, np.ndarray] | None, tids: np.ndarray) -> np.ndarray:
+    """Per tid: the time of its JOIN task event (0: none)."""
+    out = np.zeros(len(tids), I64)
+    if tasks is None or not len(tasks.get("tid", ())):
+        return out
+    j = np.asarray(tasks["event_u16"]) == abi.TASK_JOIN
+    jt = np.asarray(tasks["tid"])[j].astype(I64)
+    jts = np.asarray(tasks["ts_ns"])[j].astype(I64)
+    for k, t in enumerate(tids):
+        hit = jts[jt == t]
+        if len(hit):
+            out[k] = hit.min()
+    return out
 
 
 def has_wakers(off: Mapping[str, np.ndarray]) -> bool:

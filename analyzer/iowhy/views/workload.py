@@ -60,8 +60,8 @@ def _unkey(u: tuple[np.ndarray, np.ndarray], span: int, origin: int,
 
 def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                    window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(tids, birth, death) of every thread seen. Birth: its ROOT/FORK event, else its
-    first off-CPU interval; death: its DEAD event (its last switch-out), else its EXIT
+    """(tids, birth, death) of every thread seen. Birth: its ROOT/FORK/JOIN event, else
+    its first off-CPU interval; death: its DEAD event (its last switch-out), else its EXIT
     (traces before DEAD, or a DEAD not delivered), else the window end. Clipped to the
     window."""
     w0, w1 = window.start_ns, window.end_ns
@@ -75,7 +75,7 @@ def task_lifetimes(tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray
         ev = np.asarray(tasks["event_u16"])
         ts = np.asarray(tasks["ts_ns"]).astype(I64)
         ti = np.searchsorted(tids, ttid)
-        b = (ev == abi.TASK_ROOT) | (ev == abi.TASK_FORK)
+        b = (ev == abi.TASK_ROOT) | (ev == abi.TASK_FORK) | (ev == abi.TASK_JOIN)
         np.minimum.at(birth, ti[b], ts[b])
         dd = np.full(n, w1 + 1, I64)
         x = ev == abi.TASK_EXIT
