@@ -380,3 +380,40 @@ def test_an_ambiguous_comm_is_refused(tmp_path, capsys):
     rq = read_trace(str(out)).records("request")
     assert sorted((int(r["tid"]), bool(r["flags_u16"] & abi.RQ_TRACKED)) for r in rq) == \
         [(321, False), (654, True)]
+
+
+def test_q2c_and_d2c_agree_with_btt(tmp_path):
+    """btt (blktrace's own analyzer) over the same capture: its average Q2C and D2C equal
+    the import's mean completion - submission and completion - issue. Requests of one
+    bio each (btt counts Q2C per bio), with a wait between Q and G."""
+    import shutil
+    import subprocess
+    if not (shutil.which("btt") and shutil.which("blkparse")):
+        pytest.skip("needs btt and blkparse (Debian package blktrace)")
+    rng = np.random.default_rng(3)
+    w = BlktraceWriter()
+    t = 10_000
+    for k in range(200):
+        q = {"op": abi.OP_WRITE, "iflags": abi.F_SYNC, "start_sector": 1000 + 24 * k,
+             "len_bytes": 4096, "tid": 321}
+        g = t + int(rng.integers(100, 20_000))
+        d = g + 500 + int(rng.integers(1_000, 50_000))
+        c = d + int(rng.integers(20_000, 2_000_000))
+        for tt, code in ((t, Q), (g, G), (g + 500, I), (d, D), (c, C)):
+            w.request_event(tt, k % 2, code, q)
+        t = max(t + 1, c - int(rng.integers(0, 1_500_000)))  # requests overlap
+    files = w.files(tmp_path)
+    subprocess.run(["blkparse", "-q", "-i", "sdz", "-d", "sdz.bin", "-o", "/dev/null"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    p = subprocess.run(["btt", "-i", "sdz.bin"], cwd=tmp_path, check=True,
+                       capture_output=True, text=True)
+    avg = {x.split()[0]: (float(x.split()[2]), int(x.split()[4])) for x in
+           p.stdout.splitlines() if x.split()[:1] in (["Q2C"], ["D2C"])}
+    out = tmp_path / "i.iowt"
+    assert main(["import", "blktrace", *files, "-o", str(out)]) == 0
+    r = read_trace(str(out)).records("request")
+    done, sub, iss = (r[f].astype(np.int64) for f in ("done_ns", "submit_ns", "issue_ns"))
+    assert avg["Q2C"][1] == avg["D2C"][1] == len(r) == 200
+    # btt prints seconds to 9 decimals
+    assert round((done - sub).mean() / 1e9, 9) == avg["Q2C"][0]
+    assert round((done - iss).mean() / 1e9, 9) == avg["D2C"][0]
