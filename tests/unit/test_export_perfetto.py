@@ -387,3 +387,37 @@ def test_lanes_are_placed_in_n_log_n():
             ends[want] = e
         assert lanes.steps <= 4 * n, (n, lanes.steps)
         assert len(lanes.lanes) == len(ends)
+
+
+def test_imported_scheduling_keeps_its_cpus(tmp_path):
+    """An ftrace import's off-CPU records carry the CPU of the switch-in that ends them,
+    as a recording's do: the exported scheduler data puts each running period on its
+    CPU, names each waker, and leaves the first period (CPU unknown) out."""
+    sw = ("sched_switch: prev_comm={} prev_pid={} prev_prio=120 prev_state={} ==> "
+          "next_comm={} next_pid={} next_prio=120")
+    lines = [
+        ("worker-100", 1, "1.000000", sw.format("worker", 100, "D", "swapper/1", 0)),
+        ("<idle>-0", 0, "1.000500", "sched_waking: comm=worker pid=100 prio=120 "
+         "target_cpu=000"),
+        ("<idle>-0", 0, "1.000600", sw.format("swapper/0", 0, "R", "worker", 100)),
+        ("worker-100", 0, "1.002000", sw.format("worker", 100, "S", "swapper/0", 0)),
+        ("ksoftirqd/1-22", 1, "1.003000", "sched_waking: comm=worker pid=100 prio=120 "
+         "target_cpu=001"),
+        ("<idle>-0", 1, "1.003100", sw.format("swapper/1", 0, "R", "worker", 100)),
+        ("worker-100", 1, "1.004000", sw.format("worker", 100, "R+", "kworker/1:1", 31)),
+        ("kworker/1:1-31", 1, "1.004500", sw.format("kworker/1:1", 31, "I", "worker", 100)),
+        ("worker-100", 1, "1.009000", "sched_process_exit: comm=worker pid=100 prio=120"),
+    ]
+    src = tmp_path / "t.txt"
+    src.write_text("".join(f"{who:>16} [{cpu:03d}] d..2. {ts}: {ev}\n"
+                           for who, cpu, ts, ev in lines))
+    imp, out = tmp_path / "i.iowt", tmp_path / "i.pftrace"
+    assert main(["import", "ftrace", str(src), "-o", str(imp), "--pid", "100"]) == 0
+    assert main(["export", str(imp), "--format", "perfetto", "-o", str(out)]) == 0
+    check_and_collect(parse(out))
+    st = thread_states(SCHED)[100]
+    ms = 1_000_000
+    assert [(x[0], x[1] - 1000 * ms, x[3], x[4]) for x in st] == [
+        ("Running", 600_000, 0, None), ("S", 2 * ms, 0, None), ("R", 3 * ms, 1, 22),
+        ("Running", 3_100_000, 1, None), ("R+", 4 * ms, 1, None),
+        ("Running", 4_500_000, 1, None)]

@@ -259,7 +259,8 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
                     counts["slices" if kind == "B" else "instants"] += 1
             b.write_packet(p)
         counts["sched switches"], counts["wakings"] = _sched(b, tl, boot)
-    counts["running periods whose CPU is unknown (left out)"] = tl.sched_unknown_cpu
+    counts["running periods left out (CPU unknown, or overlapping another)"] = \
+        tl.sched_unknown_cpu
     if off is None:
         counts["ns BOOTTIME - MONOTONIC (not recorded: taken as 0)"] = 0
     return counts

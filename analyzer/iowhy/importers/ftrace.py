@@ -311,6 +311,7 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
         if nxt in st.off_open:
             o = st.off_open.pop(nxt)
             o["end_ns"] = o["ts_ns"] = t
+            o["cpu"] = cpu  # as a recording's: the CPU it is switched in on
             if o["flags_u16"] & abi.OFF_PREEMPT:
                 o["waking_ns"] = 0
             elif not o["waking_ns"]:
