@@ -162,7 +162,7 @@ for e in sched/sched_switch sched/sched_wakeup sched/sched_process_fork \
          jbd2/jbd2_end_commit; do
     echo 1 > $I/events/$e/enable
 done
-sync
+sync; sleep 1  # the new filesystem's own I/O (ext4lazyinit) done before the capture
 cat /sys/block/$NAME/stat > $OUT/stat0
 echo 1 > $I/tracing_on
 python3 -c '
@@ -187,8 +187,9 @@ def test_ext4_fsync_loop_flush_sequenced_writes(make_fs, tmp_path):
     a PREFLUSH+FUA write, which the kernel completes twice (its data stage, then after
     the post-flush with no bytes). Imported from a tracefs capture, each is one request
     (no phantom "issued before the capture"), the requests are what /sys/block/NAME/stat
-    counted, the device is busy about as long as the kernel's io_ticks say and at most
-    two requests are on the device at once (a flush and a data stage)."""
+    counted, the device is busy about as long as the kernel's io_ticks say and a few
+    requests at most are on the device at once. (`perf record -a` of the same run loses
+    events on a loaded host, so it is not compared exactly here.)"""
     need(shutil.which("unshare") is not None, "needs unshare(1)")
     need(Path("/sys/kernel/tracing").is_dir(), "kernel without tracefs")
     lp, mnt = make_fs("ext4", 256, mkfs_args=("-E", "lazy_itable_init=0,lazy_journal_init=0"))
@@ -196,17 +197,33 @@ def test_ext4_fsync_loop_flush_sequenced_writes(make_fs, tmp_path):
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NAME": lp.name, "MNT": str(mnt),
            "DEVT": str((lp.major << 20) | lp.minor), "OUT": str(tmp_path), "N": str(n)}
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
-                        FSYNC_SCRIPT], env=env, capture_output=True, text=True, timeout=180)
+                        FSYNC_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     overruns = [int(x.split()[-1]) for x in (tmp_path / "cpustats").read_text().splitlines()
                 if x.startswith("overrun:")]
-    assert overruns and not any(overruns), "the ftrace buffer overran: the capture lost events"
+    assert overruns and not any(overruns), "the ftrace buffer overran: events lost"
     d = np.array(stat(tmp_path / "stat1")) - np.array(stat(tmp_path / "stat0"))
     text = (tmp_path / "trace.txt").read_text()
-    # By hand: the completions of no bytes of a write (the flush-sequenced ones' second).
-    seconds = sum(1 for x in text.splitlines() if "block_rq_complete:" in x
-                  and x.split("block_rq_complete:")[1].split()[1].lstrip("F").startswith("W")
-                  and x.rstrip().split("+ ")[-1].split()[0] == "0")
+    # By hand: the completions of no bytes of a write that follow a completion of its
+    # data on its sector with no issue between (an empty PREFLUSH write's only
+    # completion has no bytes either, and no data completion before it).
+    devno = f"{lp.major},{lp.minor}"
+    seconds, last = 0, {}
+    for x in text.splitlines():
+        for ev in ("block_rq_issue:", "block_rq_complete:"):
+            if ev not in x:
+                continue
+            f = x.split(ev)[1].split()
+            if f[0] != devno or not f[1].lstrip("F").startswith("W"):
+                continue
+            sector, nsec = f[-5], f[-3]  # SECTOR + NR ioprio [COMM]
+            if ev == "block_rq_issue:":
+                last[sector] = "issued"
+            elif nsec != "0":
+                last[sector] = "data done"
+            elif last.get(sector) == "data done":
+                seconds += 1
+                last[sector] = "done"
     assert seconds >= n  # one commit block per fsync at least
     out = tmp_path / "cap.iowt"
     pid = (tmp_path / "pid").read_text()
@@ -215,7 +232,8 @@ def test_ext4_fsync_loop_flush_sequenced_writes(make_fs, tmp_path):
     tr = read_trace(str(out))
     assert tr.meta["import"]["unmatched"] == {}
     rq = tr.records("request")
-    assert not (rq["flags_u16"] & abi.RQ_UNMATCHED).any()
+    assert (rq["dev_major"] == lp.major).all() and (rq["dev_minor"] == lp.minor).all()
+    assert not (rq["flags_u16"] & (abi.RQ_UNMATCHED | abi.RQ_INCOMPLETE)).any()
     w = rq[rq["op"] == abi.OP_WRITE]
     assert (len(w), int(w["len_bytes"].sum()) // 512) == (d[4], d[6])
     assert int((rq["op"] == abi.OP_FLUSH).sum()) == d[15]
@@ -224,7 +242,10 @@ def test_ext4_fsync_loop_flush_sequenced_writes(make_fs, tmp_path):
     assert (two["flags_u16"] & abi.RQ_FLUSH_SEQ).all()
     assert (two["done_ns"] > two["data_done_ns"]).all()
     assert tr.count("fsync") == n
-    dev = analyze(tr)["devices"][0]
-    assert dev["queue_depth"]["max"] <= 2
+    (dev,) = [x for x in analyze(tr)["devices"]
+              if (x["major"], x["minor"]) == (lp.major, lp.minor)]
+    # a flush and a data stage, and now and then a request of the filesystem's own (the
+    # phantom requests of the flush sequences' second completions made it about n)
+    assert dev["queue_depth"]["max"] <= 4
     busy_ms, ticks_ms = dev["busy_ns"] / 1e6, int(d[9])
     assert abs(busy_ms - ticks_ms) <= 0.25 * ticks_ms + 8, (busy_ms, ticks_ms)
