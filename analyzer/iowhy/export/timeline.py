@@ -2,10 +2,10 @@
 Trace Event JSON writers (perfetto.py).
 
 Tracks:
-* per device, named by the device: every request as a slice from issue to final
-  completion, named by class, with class, served-by (the devices that served it, as
-  the analysis has them: a loop device's requests are served by the recorded devices
-  below it), sector, bytes, flags and submitter as arguments. Requests in flight
+* per device, named as the report names it: every request as a slice from issue to
+  final completion, named by class, with class, served-by (its level two in the
+  attribution) and carried-for (the device above whose I/O it carried) as the Parquet
+  export has them, sector, bytes, flags and submitter as arguments. Requests in flight
   together go on lanes (tracks of the same name and merge key, siblings under
   "block devices") so slices on one track never overlap;
 * per workload thread: its fsync-family calls (the thread's track) and its scheduling
@@ -165,7 +165,7 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     w0, w1 = int(m.info["start_ns"]), int(m.info["end_ns"])
     tl.start_ns, tl.end_ns = w0, max(w1, w0)
     meta = trace.meta or {}
-    devname = _device_names(meta)
+    devname = device_names(meta)
 
     # -- devices -------------------------------------------------------------------
     rq = trace.records("request")
@@ -182,7 +182,6 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     order = np.lexsort((start, dev))
     lanes: dict[int, Lanes] = {}
     req_slice: dict[int, Slice] = {}
-    served = _served_by(meta, dev, devname)
     devices_track: int | None = None
     for i in order.tolist():
         if not keep[i]:
@@ -190,7 +189,9 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         d = int(dev[i])
         if d not in lanes:
             key = (d >> 32, d & 0xFFFFFFFF)
-            name = devname.get(key, f"{key[0]}:{key[1]}")
+            # the report's name of the device
+            name = rm.device[i] if i < len(rm.device) else \
+                devname.get(key, f"{key[0]}:{key[1]}")
             if devices_track is None:
                 devices_track = tl.track("block devices", group="devices")
             lanes[d] = Lanes(tl, tl.track(name, devices_track, group="devices",
@@ -203,8 +204,13 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         flags = [n for b, n in ((abi.F_SYNC, "sync"), (abi.F_META, "meta"),
                                 (abi.F_FUA, "fua"), (abi.F_PREFLUSH, "preflush"),
                                 (abi.F_RAHEAD, "readahead")) if ifl & b]
-        args: dict[str, Any] = {
-            "class": m.class_names[int(rm.cls[i])], "served_by": served[d],
+        args: dict[str, Any] = {"class": m.class_names[int(rm.cls[i])]}
+        # the level two a workload wait on it counts as, and the device above whose I/O
+        # it carried (the Parquet `requests` columns of the same names)
+        for arg, col in (("served_by", rm.served_by), ("carried_for", rm.carried_for)):
+            if i < len(col) and col[i] is not None:
+                args[arg] = col[i]
+        args |= {
             "sector": int(r["start_sector"]), "bytes": int(r["len_bytes"]),
             "op": OP_NAMES.get(int(r["op"]), str(int(r["op"]))), "flags": ",".join(flags),
             "submitter": f"{_comm(r['comm']) or '?'}/{int(r['tid'])}",
@@ -354,35 +360,6 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             t = tl.track(f"{k} (events)", counter_unit="count", group="counters")
             tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(v))]
     return tl
-
-
-def _device_names(meta: dict[str, Any]) -> dict[tuple[int, int], str]:
-    """(major, minor) -> the name the report gives the device: the recorded devices' and
-    the devices below them (a loop device's backing disk)."""
-    from ..views.series import described_devices
-    out: dict[tuple[int, int], str] = {}
-    for d in described_devices(meta):
-        mj, mn = d.get("major"), d.get("minor")
-        if isinstance(mj, int) and isinstance(mn, int) and d.get("name"):
-            out[(mj, mn)] = utf8_text(d["name"])
-    out.update(device_names(meta))
-    return out
-
-
-def _served_by(meta: dict[str, Any], dev: np.ndarray,
-               devname: dict[tuple[int, int], str]) -> dict[int, str]:
-    """Per device key (major << 32 | minor) of the requests, the names of the devices
-    that served its requests, as the analysis has them (views.stack): a loop device's
-    requests are served by the recorded devices at the bottom of its stack, any other
-    device's by itself."""
-    from ..views.stack import carrier_devices
-    keys = sorted({int(k) for k in np.unique(dev).tolist()})
-    devices = [(k >> 32, k & 0xFFFFFFFF) for k in keys]
-    carriers = carrier_devices(meta, devices, list(range(len(devices))))
-
-    def name(j: int) -> str:
-        return devname.get(devices[j], f"{devices[j][0]}:{devices[j][1]}")
-    return {k: ",".join(name(j) for j in carriers.get(i, [i])) for i, k in enumerate(keys)}
 
 
 # prev_state values of the kernel's sched_switch (TASK_REPORT bits; preempted:
