@@ -23,7 +23,7 @@ FUSE_PACKAGES := fuse3 libfuse3-dev
 # What only the tests need on top (`make test`): filesystems, independent tools to check
 # iowhy against, the lab workloads' programs, a browser for the PNG output.
 TEST_PACKAGES := xfsprogs e2fsprogs btrfs-progs bpftrace strace fio sqlite3 eatmydata chromium \
-	linux-perf zsh
+	linux-perf zsh blktrace
 # What the demo, the lab and the gallery need on top (`make demo`, `make lab`,
 # `make gallery`): the workloads' programs and the kernel tarball they extract.
 LAB_PACKAGES := xfsprogs e2fsprogs btrfs-progs fio sqlite3 eatmydata xz-utils tar \

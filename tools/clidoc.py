@@ -410,6 +410,18 @@ def _case_pattern(keys: list[str]) -> str:
     return "|".join(_sq(k) for k in keys)
 
 
+def _bash_value(a: argparse.Action) -> str:
+    """The bash code completing a positional argument ('' for none)."""
+    kind = value_kind(a)
+    if kind == "rest":
+        return "mapfile -t COMPREPLY < <(compgen -c -- \"$cur\")"
+    if kind == "words":
+        return f"_iowhy_words {_sq(' '.join(map(str, a.choices or ())))}"
+    if kind in ("file", "dir"):
+        return "_iowhy_files " + ("-d" if kind == "dir" else "-f")
+    return ""
+
+
 def bash_completion(tree: Command) -> str:
     cmds = list(tree.walk())
     key = {id(c): " ".join(c.path) for c in cmds}
@@ -454,7 +466,8 @@ def bash_completion(tree: Command) -> str:
         "}",
         "",
         "_iowhy() {",
-        "    local cur=${COMP_WORDS[COMP_CWORD]} prev='' path='' skip=0 i w",
+        "    # npos: the positional arguments given so far to the command in `path`",
+        "    local cur=${COMP_WORDS[COMP_CWORD]} prev='' path='' skip=0 npos=0 i w",
         "    ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}",
         "    # --opt=value: bash splits it at '=' (COMP_WORDBREAKS)",
         "    if [[ $cur == = ]]; then",
@@ -470,11 +483,12 @@ def bash_completion(tree: Command) -> str:
     ]
     if subs:
         L.append(f"        {_case_pattern(subs)})")
-        L.append("            path=${path:+$path }$w; continue ;;")
+        L.append("            path=${path:+$path }$w; npos=0; continue ;;")
     if arg_opts:
         L.append(f"        {_case_pattern(arg_opts)})")
         L.append("            skip=1; continue ;;")
     L.append("        esac")
+    L.append("        [[ $w == -* ]] || npos=$((npos + 1))")
     if rest_at:
         L += [
             "        # the workload's command line: `--` or the first non-option word",
@@ -510,13 +524,16 @@ def bash_completion(tree: Command) -> str:
             names = [n for ch in c.children for n in [ch.path[-1]] + ch.aliases]
             L.append(f"    {_sq(key[id(c)])}) _iowhy_words {_sq(' '.join(names))} ;;")
         elif c.positionals():
-            kind = value_kind(c.positionals()[0])
-            if kind == "rest":
-                L.append(f"    {_sq(key[id(c)])})"
-                         " mapfile -t COMPREPLY < <(compgen -c -- \"$cur\") ;;")
-            elif kind in ("file", "dir"):
-                flag = "-d" if kind == "dir" else "-f"
-                L.append(f"    {_sq(key[id(c)])}) _iowhy_files {flag} ;;")
+            # the completion of each positional by its place (the last one's for any
+            # further word): its choices, files, directories or a command name
+            codes = [_bash_value(a) for a in c.positionals()]
+            if len(set(codes)) == 1:
+                if codes[0]:
+                    L.append(f"    {_sq(key[id(c)])}) {codes[0]} ;;")
+                continue
+            arms = [f"{k}) {code or ':'} ;;" for k, code in enumerate(codes[:-1])]
+            arms.append(f"*) {codes[-1] or ':'} ;;")
+            L.append(f"    {_sq(key[id(c)])}) case $npos in {' '.join(arms)} esac ;;")
     L += ["    esac", "}", "", "complete -F _iowhy iowhy", ""]
     return "\n".join(L)
 

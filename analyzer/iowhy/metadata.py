@@ -104,7 +104,8 @@ def _collect(command: list[str] | None, devices: list[tuple[int, int]] | None) -
         "iowhy_version": __version__,
         "command": list(command) if command is not None else None,
         "created_realtime_ns": realtime_ns,
-        "clock": {"realtime_minus_monotonic_ns": offset_ns},
+        "clock": {"realtime_minus_monotonic_ns": offset_ns,
+                  "boottime_minus_monotonic_ns": _boottime_offset()},
         "page_size_bytes": os.sysconf("SC_PAGE_SIZE"),
         "ncpus": os.cpu_count() or 1,
         "devices": disks,
@@ -151,6 +152,21 @@ def _clock_offset() -> tuple[int, int]:
             best = (width, rt, rt - (m0 + width // 2))
     assert best is not None
     return best[1], best[2]
+
+
+def _boottime_offset() -> int:
+    """CLOCK_BOOTTIME - CLOCK_MONOTONIC (the time the host spent suspended since boot),
+    from the tightest of a few samples: what ties the trace's monotonic times to
+    Perfetto's default clock."""
+    best: tuple[int, int] | None = None
+    for _ in range(5):
+        m0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        bt = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        m1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, bt - (m0 + (m1 - m0) // 2))
+    assert best is not None
+    return max(0, best[1])
 
 
 # -- sysfs -------------------------------------------------------------------------------

@@ -204,7 +204,7 @@ FILESYSTEM = obj({
 }, pairs=(("dev_major", "dev_minor"), ("st_dev_major", "st_dev_minor"),
           ("disk_major", "disk_minor")))
 
-CLOCK = obj({"realtime_minus_monotonic_ns": S64})
+CLOCK = obj({"realtime_minus_monotonic_ns": S64, "boottime_minus_monotonic_ns": S64})
 
 
 def _label(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:

@@ -188,6 +188,14 @@ def test_bash_completes_values_and_files(bash_file, tmp_path):
     assert bash_complete(bash_file, "iowhy", "report", "ru", cwd=tmp_path) == ["run1.iowt"]
     assert bash_complete(bash_file, "iowhy", "lab", "run", "--out", "o", cwd=tmp_path) == ["out"]
     assert bash_complete(bash_file, "iowhy", "attach", "-p", "") == []  # a PID: no files
+    # import: its format first (choices), then capture files, options anywhere
+    assert bash_complete(bash_file, "iowhy", "import", "") == ["blktrace", "ftrace"]
+    assert bash_complete(bash_file, "iowhy", "import", "f") == ["ftrace"]
+    assert bash_complete(bash_file, "iowhy", "import", "-o", "x.iowt", "b") == ["blktrace"]
+    assert bash_complete(bash_file, "iowhy", "import", "ftrace", "ru", cwd=tmp_path) == \
+        ["run1.iowt"]
+    assert bash_complete(bash_file, "iowhy", "import", "ftrace", "run1.iowt", "--pid", "1",
+                         "ru", cwd=tmp_path) == ["run1.iowt"]
     # the workload of `record`: a command, after `--` or after the options
     assert "bash" in bash_complete(bash_file, "iowhy", "record", "-o", "x.iowt", "--", "bas")
     assert "bash" in bash_complete(bash_file, "iowhy", "record", "-q", "bas")

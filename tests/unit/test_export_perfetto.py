@@ -14,11 +14,15 @@ from iowhy.analysis import analyze
 from iowhy.cli import main
 from iowhy.traceformat import read_trace
 from iowhy.tracewriter import TraceWriter
-from synth_runs import DEV, meta, records, rq, synth_run
+from perfetto_sched import thread_states
+from synth_runs import DEV, JBD2_TID, meta, records, rq, synth_run
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 FLOWS: dict = {"out": {}, "in": {}}  # flow id -> (track, time) of the last file checked
+SCHED: list = []  # the ftrace bundles of the last file checked
+INSTANTS: list = []  # (track, name, time, args) of the last file checked
+CLOCK_MONOTONIC, CLOCK_BOOTTIME = 3, 6
 
 
 def parse(path):
@@ -39,10 +43,24 @@ def check_and_collect(t):
     flows_out, flows_in = FLOWS["out"], FLOWS["in"]
     flows_out.clear()
     flows_in.clear()
-    assert t.packet[0].sequence_flags & 1  # incremental state cleared first
+    SCHED.clear()
+    INSTANTS.clear()
+    first = t.packet[0]
+    assert first.sequence_flags & 1  # incremental state cleared first
+    # the clocks: track events in CLOCK_MONOTONIC, tied to BOOTTIME by a snapshot
+    assert first.trace_packet_defaults.timestamp_clock_id == CLOCK_MONOTONIC
+    clocks = {c.clock_id: c.timestamp for c in first.clock_snapshot.clocks}
+    assert set(clocks) == {CLOCK_MONOTONIC, CLOCK_BOOTTIME}
+    assert first.clock_snapshot.primary_trace_clock == CLOCK_BOOTTIME
+    assert t.packet[1].system_info.utsname.sysname == "Linux"
     interned: dict = defaultdict(dict)  # table -> iid -> name
-    for p in t.packet:
+    for p in t.packet[2:]:
+        if p.HasField("ftrace_events"):
+            assert p.trusted_packet_sequence_id == 2
+            SCHED.append(p.ftrace_events)
+            continue
         assert p.trusted_packet_sequence_id == 1
+        assert not p.HasField("timestamp_clock_id")  # the sequence's default
         for table in ("event_names", "event_categories", "debug_annotation_names"):
             for e in getattr(p.interned_data, table):
                 assert e.iid not in interned[table]  # each name sent once
@@ -61,7 +79,7 @@ def check_and_collect(t):
         if te.type in (BEGIN, INSTANT):
             assert p.sequence_flags & 2  # uses the interned names
             assert all(c in interned["event_categories"] for c in te.category_iids)
-        if te.type == BEGIN:
+        if te.type in (BEGIN, INSTANT):
             for f in te.flow_ids:
                 assert f not in flows_out
                 flows_out[f] = (te.track_uuid, p.timestamp)
@@ -71,6 +89,10 @@ def check_and_collect(t):
             args = {interned["debug_annotation_names"][a.name_iid]:
                     (a.string_value or a.int_value or a.bool_value)
                     for a in te.debug_annotations}
+        if te.type == INSTANT:
+            INSTANTS.append((te.track_uuid, interned["event_names"][te.name_iid],
+                             p.timestamp, args))
+        if te.type == BEGIN:
             stacks[te.track_uuid].append((interned["event_names"][te.name_iid], p.timestamp,
                                           args))
         elif te.type == END:
@@ -96,29 +118,50 @@ def test_perfetto_round_trip(tmp_path):
     r = analyze(read_trace(s.path))
     names = {u: (td.name or td.thread.thread_name or td.process.process_name)
              for u, td in tracks.items()}
-    # Requests: one slice each on the device queue, named by class.
-    dev_tracks = {u for u, n in names.items() if n.startswith("sdz queue")}
+    # Requests: one slice each on the device's track (its lanes share its name and merge
+    # key, under "block devices"), named by class, with class and served-by as args.
+    dev_tracks = {u for u, n in names.items() if n == "sdz"}
+    (parent,) = [u for u, n in names.items() if n == "block devices"]
+    assert all(tracks[u].parent_uuid == parent and tracks[u].sibling_merge_key == "sdz"
+               and tracks[u].sibling_merge_behavior == 3 for u in dev_tracks)
     per_class = Counter(n for u, n, *_ in slices if u in dev_tracks)
     assert per_class == Counter({c: f["count"] for c, f in r["requests"].items() if f["count"]})
+    # served_by: the level two a wait on it counts as (the Parquet column's value)
+    level_two = {"flush": "flush", "log": "log", "metadata": "metadata", "data": "data",
+                 "read": "read"}
+    assert all(a["class"] == n and a["served_by"] == level_two[n]
+               for u, n, *_, a in slices if u in dev_tracks)
     flush = [x for x in slices if x[0] in dev_tracks and x[1] == "flush"]
     assert sorted(e - b for _, _, b, e, _ in flush) == \
         sorted(q["done_ns"] - q["issue_ns"] for q in s.requests if q["op"] == abi.OP_FLUSH)
     data = [x for x in slices if x[0] in dev_tracks and x[1] == "data"]
     assert all(a["submitter"] == "worker/100" and a["bytes"] > 0 and "sector" in a
                for *_, a in data)
-    # One thread: its calls on its track, its states on the state track.
-    (thread,) = [u for u, td in tracks.items() if td.HasField("thread")]
-    assert tracks[thread].thread.tid == 100
+    # One workload thread: its calls on its track, named by its comm.
+    (thread,) = [u for u, td in tracks.items() if td.HasField("thread")
+                 and td.thread.tid == 100]
+    assert tracks[thread].thread.thread_name == "worker"
     calls = [x for x in slices if x[0] == thread]
     assert Counter(x[1] for x in calls) == Counter(
         abi.CALL_NAMES[f["call_u16"]] for f in s.fsyncs)
-    (state,) = [u for u, n in names.items() if n.endswith("state")]
-    st = Counter(x[1].split(":")[0] for x in slices if x[0] == state)
-    assert st["blocked"] == len(s.offcpu) and st["runnable"] == len(s.offcpu)
-    assert st["running"] == len(s.offcpu) + 1
-    # The state slices tile the thread's life: their lengths sum to it.
-    life = [x for x in slices if x[0] == state]
-    assert sum(e - b for _, _, b, e, _ in life) == s.tasks[-1]["ts_ns"] - s.start_ns
+    # No scheduling as slices: it is native scheduler data, from which the thread's
+    # states follow as Perfetto derives them.
+    assert not any(n.endswith("state") for n in names.values())
+    st = thread_states(SCHED)[100]
+    off = sorted(s.offcpu, key=lambda o: o["start_ns"])
+    # Its first running period's CPU is unknown (left out): the states start at the
+    # first switch-in, then each off-CPU record is a blocked (D) and a runnable state,
+    # woken by its waker; the thread ends in X at its exit.
+    want = [("Running", off[0]["end_ns"])]
+    for o in off[1:]:
+        want += [("D", o["start_ns"]), ("R", o["waking_ns"]), ("Running", o["end_ns"])]
+    exit_ns = s.tasks[-1]["ts_ns"]
+    want.append(("X", exit_ns))
+    assert [(x[0], x[1]) for x in st] == want
+    assert [x[4] for x in st if x[0] == "R"] == [o["waker_tid"] for o in off[1:]]
+    running = sum(x[2] - x[1] for x in st if x[0] == "Running")
+    assert running == exit_ns - off[0]["end_ns"] - sum(
+        o["end_ns"] - o["start_ns"] for o in off[1:])
     # Journal: one commit per jbd2 start/end pair.
     jt = {u for u, n in names.items() if n.startswith("journal")}
     assert sum(1 for x in slices if x[0] in jt and x[1].startswith("commit")) == \
@@ -128,10 +171,52 @@ def test_perfetto_round_trip(tmp_path):
         (u,) = [u for u, n in names.items() if n == f"attribution {cat} (ns)"]
         assert counters[u][-1] == (s.end_ns, v)
     assert any(n.startswith("lost_ringbuf_request") for n in names.values())
-    # A flow from each fsync call to the data write its thread submitted inside it.
-    assert len(FLOWS["out"]) == len(data) == len(s.fsyncs)
-    assert {FLOWS["out"][f][0] for f in FLOWS["out"]} == {thread}
-    assert {FLOWS["in"][f][0] for f in FLOWS["in"]} <= dev_tracks
+    # Flows: from each fsync call to the data write its thread submitted inside it;
+    # from each waker to the thread it woke; from each request to the thread its
+    # completion woke (the jbd2 helper's wakeups carry the request).
+    calls_out = [f for f, (u, _) in FLOWS["out"].items() if u == thread
+                 and FLOWS["in"][f][0] in dev_tracks]
+    assert len(calls_out) == len(data) == len(s.fsyncs)
+    woken = [x for x in INSTANTS if x[1] == "woken"]
+    wakes = [x for x in INSTANTS if x[1] == "wakes"]
+    assert len(woken) == len(s.offcpu) + len(s.helpers) and len(wakes) == len(s.offcpu)
+    from_rq = [f for f, (u, _) in FLOWS["out"].items() if u in dev_tracks]
+    assert len(from_rq) == len(s.helpers) > 0
+    seq_end = {q["seq"]: q["done_ns"] for q in s.requests}
+    for f in from_rq:
+        u, t = FLOWS["in"][f]
+        assert names[u] == "jbd2/sdz1-8" and tracks[u].thread.tid == JBD2_TID
+        (w,) = [x for x in woken if x[0] == u and x[2] == t]
+        assert seq_end[w[3]["request_seq"]] <= t
+    assert len(FLOWS["out"]) == len(s.fsyncs) + len(s.offcpu) + len(s.helpers)
+
+
+def test_perfetto_clock_offset_from_the_recording(tmp_path):
+    """The snapshot ties MONOTONIC to BOOTTIME by the offset the recording measured,
+    and the scheduler data (ftrace's BOOTTIME) is shifted by it."""
+    import json as _json
+    s = synth_run(tmp_path / "a.iowt", seed=6, n_fsync=5)
+    tr = read_trace(s.path)
+    m = dict(tr.meta)
+    m["clock"] = dict(m.get("clock") or {}, boottime_minus_monotonic_ns=7_000_000_000)
+    p = tmp_path / "b.iowt"
+    w = TraceWriter(str(p))
+    w.write_json(abi.CHUNK_META, _json.loads(_json.dumps(m)))
+    w.write_json(abi.CHUNK_RECORDER, {"start_ns": tr.start_ns, "pid": 100, "command": ["x"]})
+    for name in ("request", "fsync", "offcpu", "task"):
+        w.write_records(tr.records(name))
+    w.close({"end_ns": s.end_ns})
+    out = tmp_path / "b.pftrace"
+    assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
+    t = parse(out)
+    check_and_collect(t)
+    clocks = {c.clock_id: c.timestamp for c in t.packet[0].clock_snapshot.clocks}
+    assert clocks[CLOCK_BOOTTIME] - clocks[CLOCK_MONOTONIC] == 7_000_000_000
+    off = sorted(s.offcpu, key=lambda o: o["start_ns"])
+    st = thread_states(SCHED, boot=7_000_000_000)[100]
+    assert st[0][:2] == ("Running", off[0]["end_ns"])
+    assert all(e.timestamp - 7_000_000_000 in {o["waking_ns"] for o in off}
+               for b in SCHED for e in b.event)
 
 
 def test_overlapping_requests_go_on_lanes(tmp_path):
@@ -148,8 +233,7 @@ def test_overlapping_requests_go_on_lanes(tmp_path):
     out = tmp_path / "o.pftrace"
     assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
     tracks, slices, _ = check_and_collect(parse(out))
-    dev = {u for u, td in tracks.items()
-           if td.name.startswith("sdz queue") and not td.HasField("counter")}
+    dev = {u for u, td in tracks.items() if td.name == "sdz" and not td.HasField("counter")}
     assert len(dev) == 3
     by_track = defaultdict(list)
     for u, n, b, e, a in slices:
@@ -170,7 +254,11 @@ def test_chrome_json_matches_perfetto(tmp_path):
     _, slices, counters = check_and_collect(parse(pf))
     doc = json.loads(cj.read_text())
     ev = doc["traceEvents"]
-    xs = [e for e in ev if e["ph"] == "X"]
+    thread_name = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+                   if e["ph"] == "M" and e["name"] == "thread_name"}
+    # The JSON draws the scheduling states as slices (Perfetto has them natively).
+    xs = [e for e in ev if e["ph"] == "X"
+          and not thread_name[(e["pid"], e["tid"])].endswith(" state")]
     assert len(xs) == len(slices)
     assert Counter(e["name"] for e in xs) == Counter(x[1] for x in slices)
     assert sum(1 for e in ev if e["ph"] == "C") == sum(len(v) for v in counters.values())
@@ -189,7 +277,7 @@ def test_chrome_json_matches_perfetto(tmp_path):
     starts = {e["id"] for e in ev if e["ph"] == "s"}
     assert starts == {e["id"] for e in ev if e["ph"] == "f"} and len(starts) == 12
     names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
-    assert "worker 100" in names and "sdz queue" in names
+    assert "worker 100" in names and "sdz" in names
 
 
 def test_xfs_log_forces_and_iclogs(tmp_path):
@@ -248,3 +336,37 @@ def test_lanes_are_placed_in_n_log_n():
             ends[want] = e
         assert lanes.steps <= 4 * n, (n, lanes.steps)
         assert len(lanes.lanes) == len(ends)
+
+
+def test_imported_scheduling_keeps_its_cpus(tmp_path):
+    """An ftrace import's off-CPU records carry the CPU of the switch-in that ends them,
+    as a recording's do: the exported scheduler data puts each running period on its
+    CPU, names each waker, and leaves the first period (CPU unknown) out."""
+    sw = ("sched_switch: prev_comm={} prev_pid={} prev_prio=120 prev_state={} ==> "
+          "next_comm={} next_pid={} next_prio=120")
+    lines = [
+        ("worker-100", 1, "1.000000", sw.format("worker", 100, "D", "swapper/1", 0)),
+        ("<idle>-0", 0, "1.000500", "sched_waking: comm=worker pid=100 prio=120 "
+         "target_cpu=000"),
+        ("<idle>-0", 0, "1.000600", sw.format("swapper/0", 0, "R", "worker", 100)),
+        ("worker-100", 0, "1.002000", sw.format("worker", 100, "S", "swapper/0", 0)),
+        ("ksoftirqd/1-22", 1, "1.003000", "sched_waking: comm=worker pid=100 prio=120 "
+         "target_cpu=001"),
+        ("<idle>-0", 1, "1.003100", sw.format("swapper/1", 0, "R", "worker", 100)),
+        ("worker-100", 1, "1.004000", sw.format("worker", 100, "R+", "kworker/1:1", 31)),
+        ("kworker/1:1-31", 1, "1.004500", sw.format("kworker/1:1", 31, "I", "worker", 100)),
+        ("worker-100", 1, "1.009000", "sched_process_exit: comm=worker pid=100 prio=120"),
+    ]
+    src = tmp_path / "t.txt"
+    src.write_text("".join(f"{who:>16} [{cpu:03d}] d..2. {ts}: {ev}\n"
+                           for who, cpu, ts, ev in lines))
+    imp, out = tmp_path / "i.iowt", tmp_path / "i.pftrace"
+    assert main(["import", "ftrace", str(src), "-o", str(imp), "--pid", "100"]) == 0
+    assert main(["export", str(imp), "--format", "perfetto", "-o", str(out)]) == 0
+    check_and_collect(parse(out))
+    st = thread_states(SCHED)[100]
+    ms = 1_000_000
+    assert [(x[0], x[1] - 1000 * ms, x[3], x[4]) for x in st] == [
+        ("Running", 600_000, 0, None), ("S", 2 * ms, 0, None), ("R", 3 * ms, 1, 22),
+        ("Running", 3_100_000, 1, None), ("R+", 4 * ms, 1, None),
+        ("Running", 4_500_000, 1, None)]

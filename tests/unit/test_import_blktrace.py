@@ -336,3 +336,84 @@ def test_damage_in_the_middle_is_skipped_and_counted(tmp_path):
         (offs[6] - offs[5]) + len(garbage)
     # only the request of the one lost record can be missing or incomplete
     assert want - 1 <= tr.count("request") <= want + 1
+
+
+def test_a_request_starts_at_its_queueing_as_in_btt(tmp_path, capsys):
+    """A request starts at its bio's Q, not at G: its time from submission to
+    completion is btt's Q2C (here Q 1000, G 1700, I 1800, D 2000, C 5000: Q2C 4000 ns,
+    of which 1000 before issue)."""
+    q = {"op": abi.OP_WRITE, "iflags": abi.F_SYNC, "start_sector": 800, "len_bytes": 4096,
+         "tid": 321}
+    w = BlktraceWriter()
+    w.rec(500, 0, (TC["notify"] << 16) | 0, pid=321, pdu=b"writer\0")
+    for t, code in ((1000, Q), (1700, G), (1800, I), (2000, D), (5000, C)):
+        w.request_event(t, 0, code, q)
+    out = tmp_path / "q.iowt"
+    assert main(["import", "blktrace", *w.files(tmp_path), "-o", str(out)]) == 0
+    (r,) = read_trace(str(out)).records("request")
+    assert (int(r["submit_ns"]), int(r["insert_ns"]), int(r["issue_ns"]),
+            int(r["done_ns"])) == (1000, 1800, 2000, 5000)
+    capsys.readouterr()
+    assert main(["requests", str(out), "--json"]) == 0
+
+
+def test_an_ambiguous_comm_is_refused(tmp_path, capsys):
+    """Two processes named `writer`: --comm writer cannot say which is the workload. One
+    line names both (pid, first seen) and points to --pid; --pid picks one."""
+    q = {"op": abi.OP_WRITE, "iflags": 0, "start_sector": 800, "len_bytes": 4096, "tid": 321}
+    w = BlktraceWriter()
+    for pid in (321, 654):
+        w.rec(500, 0, (TC["notify"] << 16) | 0, pid=pid, pdu=b"writer\0")
+    for k, pid in enumerate((654, 321)):
+        q = dict(q, tid=pid, start_sector=800 + 8 * k)
+        for t, code in ((1000, Q), (1700, G), (1800, I), (2000, D), (5000, C)):
+            w.request_event(t + 10_000 * k, 0, code, q)
+    files = w.files(tmp_path)
+    out = tmp_path / "c.iowt"
+    capsys.readouterr()
+    assert main(["import", "blktrace", *files, "-o", str(out), "--comm", "writer"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not out.exists()
+    assert "--comm writer names 2 processes: pid 321 (first seen at 0.000000 s), pid 654" \
+        in err and "--pid" in err
+    assert main(["import", "blktrace", *files, "-o", str(out), "--pid", "654"]) == 0
+    rq = read_trace(str(out)).records("request")
+    assert sorted((int(r["tid"]), bool(r["flags_u16"] & abi.RQ_TRACKED)) for r in rq) == \
+        [(321, False), (654, True)]
+
+
+def test_q2c_and_d2c_agree_with_btt(tmp_path):
+    """btt (blktrace's own analyzer) over the same capture: its average Q2C and D2C equal
+    the import's mean completion - submission and completion - issue. Requests of one
+    bio each (btt counts Q2C per bio), with a wait between Q and G."""
+    import shutil
+    import subprocess
+    if not (shutil.which("btt") and shutil.which("blkparse")):
+        pytest.skip("needs btt and blkparse (Debian package blktrace)")
+    rng = np.random.default_rng(3)
+    w = BlktraceWriter()
+    t = 10_000
+    for k in range(200):
+        q = {"op": abi.OP_WRITE, "iflags": abi.F_SYNC, "start_sector": 1000 + 24 * k,
+             "len_bytes": 4096, "tid": 321}
+        g = t + int(rng.integers(100, 20_000))
+        d = g + 500 + int(rng.integers(1_000, 50_000))
+        c = d + int(rng.integers(20_000, 2_000_000))
+        for tt, code in ((t, Q), (g, G), (g + 500, I), (d, D), (c, C)):
+            w.request_event(tt, k % 2, code, q)
+        t = max(t + 1, c - int(rng.integers(0, 1_500_000)))  # requests overlap
+    files = w.files(tmp_path)
+    subprocess.run(["blkparse", "-q", "-i", "sdz", "-d", "sdz.bin", "-o", "/dev/null"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    p = subprocess.run(["btt", "-i", "sdz.bin"], cwd=tmp_path, check=True,
+                       capture_output=True, text=True)
+    avg = {x.split()[0]: (float(x.split()[2]), int(x.split()[4])) for x in
+           p.stdout.splitlines() if x.split()[:1] in (["Q2C"], ["D2C"])}
+    out = tmp_path / "i.iowt"
+    assert main(["import", "blktrace", *files, "-o", str(out)]) == 0
+    r = read_trace(str(out)).records("request")
+    done, sub, iss = (r[f].astype(np.int64) for f in ("done_ns", "submit_ns", "issue_ns"))
+    assert avg["Q2C"][1] == avg["D2C"][1] == len(r) == 200
+    # btt prints seconds to 9 decimals
+    assert round((done - sub).mean() / 1e9, 9) == avg["Q2C"][0]
+    assert round((done - iss).mean() / 1e9, 9) == avg["D2C"][0]

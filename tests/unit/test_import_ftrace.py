@@ -314,3 +314,116 @@ def test_a_flush_completion_at_sector_minus_one_matches(tmp_path):
     assert tr.meta["import"]["unmatched"] == {} and not tr.damage.damaged
     rq = tr.records("request")
     assert len(rq) == 1 and int(rq["start_sector"][0]) == 0 and int(rq["done_ns"][0])
+
+
+# A journal commit block (PREFLUSH+FUA) on a write-back device without FUA, as a real
+# ext4-on-loop capture shows it: the pre-flush, the data stage, the post-flush, then the
+# data request's second completion with no bytes.
+FLUSH_SEQ = [
+    (100, "jbd2/loop1-8", 222, "block_bio_queue", "7,1 FWFSM 229402 + 2 [jbd2/loop1-8]"),
+    (100, "jbd2/loop1-8", 222, "block_getrq", "7,1 FWFSM 229402 + 2 [jbd2/loop1-8]"),
+    (113, "kworker/1:1H", 44, "block_rq_issue", "7,1 FF 0 () 0 + 0 none,0,0 [kworker/1:1H]"),
+    (11826, "ksoftirqd/1", 22, "block_rq_complete",
+     "7,1 FF () 18446744073709551615 + 0 none,0,0 [0]"),
+    (11834, "kworker/1:1H", 44, "block_rq_insert",
+     "7,1 WSM 1024 () 229402 + 2 be,0,3 [kworker/1:1H]"),
+    (11837, "kworker/1:1H", 44, "block_rq_issue",
+     "7,1 WSM 1024 () 229402 + 2 be,0,3 [kworker/1:1H]"),
+    (11859, "ksoftirqd/1", 22, "block_rq_complete", "7,1 WSM () 229402 + 2 be,0,3 [0]"),
+    (11865, "kworker/1:1H", 44, "block_rq_issue", "7,1 FF 0 () 0 + 0 none,0,0 [kworker/1:1H]"),
+    (12025, "ksoftirqd/1", 22, "block_rq_complete",
+     "7,1 FF () 18446744073709551615 + 0 none,0,0 [0]"),
+    (12026, "ksoftirqd/1", 22, "block_rq_complete", "7,1 WSM () 229402 + 0 be,0,3 [0]"),
+]
+
+
+def flush_seq_text(dialect: str, rows=FLUSH_SEQ, base: int = 12970_000_000_000) -> str:
+    return "\n".join(line(dialect, base + 1000 * us, comm, pid, ev, rest)
+                     for us, comm, pid, ev, rest in rows) + "\n"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_flush_sequenced_write_is_one_request(tmp_path, dialect):
+    """The second completion of a PREFLUSH+FUA write finishes the same request (as the
+    recorder's data_done_ns and done_ns): no phantom request issued before the capture;
+    the device busy with the two flushes and the data stage, one at a time."""
+    src = tmp_path / "t.txt"
+    src.write_text(flush_seq_text(dialect))
+    out = tmp_path / "o.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out)]) == 0
+    tr = read_trace(str(out))
+    assert tr.meta["import"]["unmatched"] == {}
+    rq = tr.records("request")
+    w = rq[rq["op"] == abi.OP_WRITE]
+    assert len(rq) == 3 and len(w) == 1
+    base = 12970_000_000_000
+    (w,) = w
+    assert (int(w["submit_ns"]), int(w["insert_ns"]), int(w["issue_ns"]),
+            int(w["data_done_ns"]), int(w["done_ns"])) == \
+        tuple(base + 1000 * us for us in (100, 11834, 11837, 11859, 12026))
+    assert int(w["flags_u16"]) & abi.RQ_FLUSH_SEQ and int(w["done_bytes"]) == 1024
+    assert int(w["iflags"]) & (abi.F_PREFLUSH | abi.F_FUA) == abi.F_PREFLUSH | abi.F_FUA
+    dev = analyze(tr)["devices"][0]
+    assert dev["queue_depth"]["max"] == 1
+    assert dev["busy_ns"] == 1000 * ((11826 - 113) + (11859 - 11837) + (12025 - 11865))
+
+
+def test_a_fua_write_completed_once_stays_one_completion(tmp_path):
+    """On a device with FUA the write completes once; a later completion of no bytes on
+    its sector, with no request there, after another request came and went, is still
+    a request issued before the capture. A write without PREFLUSH/FUA never waits for
+    a second completion."""
+    rows = [
+        (100, "dd", 300, "block_bio_queue", "8,0 WFS 2048 + 8 [dd]"),
+        (100, "dd", 300, "block_getrq", "8,0 WFS 2048 + 8 [dd]"),
+        (110, "dd", 300, "block_rq_issue", "8,0 WFS 4096 () 2048 + 8 be,0,4 [dd]"),
+        (200, "<idle>", 0, "block_rq_complete", "8,0 WFS () 2048 + 8 be,0,4 [0]"),
+        (300, "dd", 300, "block_bio_queue", "8,0 WS 4096 + 8 [dd]"),
+        (300, "dd", 300, "block_getrq", "8,0 WS 4096 + 8 [dd]"),
+        (310, "dd", 300, "block_rq_issue", "8,0 WS 4096 () 4096 + 8 be,0,4 [dd]"),
+        (400, "<idle>", 0, "block_rq_complete", "8,0 WS () 4096 + 8 be,0,4 [0]"),
+        (500, "<idle>", 0, "block_rq_complete", "8,0 WS () 4096 + 0 be,0,4 [0]"),
+    ]
+    src = tmp_path / "t.txt"
+    src.write_text(flush_seq_text("tracefs", rows, base=5_000_000_000))
+    out = tmp_path / "o.iowt"
+    assert main(["import", "ftrace", str(src), "-o", str(out)]) == 0
+    tr = read_trace(str(out))
+    rq = tr.records("request")
+    assert len(rq) == 3
+    fua = rq[rq["start_sector"] == 2048]
+    assert int(fua["done_ns"][0]) == int(fua["data_done_ns"][0]) == 5_000_200_000
+    assert not int(fua["flags_u16"][0]) & abi.RQ_FLUSH_SEQ
+    assert tr.meta["import"]["unmatched"] == {
+        "completion of a request issued before the capture": 1}
+
+
+COMM_ROWS = [
+    (100, "python3", 500, "block_bio_queue", "8,0 WS 2048 + 8 [python3]"),
+    (150, "python3", 500, "sched_process_fork",
+     "comm=python3 pid=500 child_comm=python3 child_pid=501"),
+    (200, "python3", 501, "block_bio_queue", "8,0 WS 4096 + 8 [python3]"),
+    (300, "python3", 777, "block_bio_queue", "8,0 WS 8192 + 8 [python3]"),
+]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_an_ambiguous_comm_is_refused(tmp_path, capsys, dialect):
+    """--comm python3 with two unrelated python3 processes (500 and its child 501 are
+    one workload; 777 another): one line lists 500 and 777 with their first time and
+    points to --pid, and nothing is written. Without 777 the name is one process."""
+    src = tmp_path / "t.txt"
+    src.write_text(flush_seq_text(dialect, COMM_ROWS, base=7_000_000_000))
+    out = tmp_path / "o.iowt"
+    capsys.readouterr()
+    assert main(["import", "ftrace", str(src), "-o", str(out), "--comm", "python3"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not out.exists()
+    assert ("--comm python3 names 2 processes: pid 500 (first seen at 7.000100 s), "
+            "pid 777 (first seen at 7.000300 s)") in err and "--pid" in err
+    src.write_text(flush_seq_text(dialect, COMM_ROWS[:3], base=7_000_000_000))
+    assert main(["import", "ftrace", str(src), "-o", str(out), "--comm", "python3"]) == 0
+    # a --pid thread's children keep its name without making it ambiguous
+    src.write_text(flush_seq_text(dialect, COMM_ROWS, base=7_000_000_000))
+    assert main(["import", "ftrace", str(src), "-o", str(out), "--comm", "python3",
+                 "--pid", "777"]) == 1

@@ -71,7 +71,9 @@ def add_export_parsers(sub: Any) -> None:
                          "workload's and, with ftrace sched events, its off-CPU time is "
                          "attributed")
     im.add_argument("--comm", action="append", metavar="NAME",
-                    help="threads of this name are the workload's (repeatable)")
+                    help="threads of this name are the workload's (repeatable); a name "
+                         "borne by more than one process (other than the children its "
+                         "fork events show) is refused, listing them: give --pid instead")
     im.set_defaults(func=cmd_import)
 
 

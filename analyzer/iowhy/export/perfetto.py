@@ -1,6 +1,23 @@
 """`iowhy export --format perfetto` (a Perfetto protobuf trace, built with the protos the
 `perfetto` package ships; nothing is downloaded) and `--format chrome-json` (the Trace
-Event JSON format). Both draw the timeline of timeline.py."""
+Event JSON format). Both draw the timeline of timeline.py.
+
+The Perfetto trace declares its clocks: a ClockSnapshot ties CLOCK_MONOTONIC (the
+trace's times; every track event says so through the sequence's packet defaults) to
+CLOCK_BOOTTIME (Perfetto's trace clock, the clock of ftrace data) with the offset the
+recording measured (`clock.boottime_minus_monotonic_ns`; a trace without it is taken to
+have none, and the writer's counts say so). A SystemInfo packet names the kernel, so
+that Perfetto decodes the threads' states as that kernel writes them.
+
+The workload threads' scheduling goes as native scheduler data, so that Perfetto's CPU
+tracks, thread-state tracks and `thread_state` table fill: per CPU, FtraceEventBundles
+of compact sched_switch events (a switch to the thread when it went on that CPU, a
+switch to pid 0 with its state when it left) and sched_waking events. The wakings are
+full events, not compact ones: a compact waking names no waker (Perfetto takes the task
+running on that CPU, which a trace of only the workload's threads does not know), a
+full one carries the waker's pid. Between the traced threads' periods a CPU shows pid 0:
+no traced thread ran there (another task or none). Priorities are not recorded: 120
+(nice 0) is written."""
 
 from __future__ import annotations
 
@@ -14,10 +31,15 @@ from .files import output_file
 from .timeline import Slice, Timeline, build, sorted_events
 
 SEQ_ID = 1
+SCHED_SEQ_ID = 2  # the ftrace bundles' sequence (their times are BOOTTIME)
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 SEQ_NEEDS_INCREMENTAL_STATE = 2
 # TrackEvent.Type
 TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
+CLOCK_MONOTONIC, CLOCK_BOOTTIME = 3, 6  # BuiltinClock
+MERGE_BY_KEY = 3  # TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
+PRIO = 120  # not recorded: nice 0
+BUNDLE_EVENTS = 8192  # sched events per ftrace bundle (bounds a packet's size)
 
 
 class _Interner:
@@ -57,21 +79,129 @@ def _safe(args: dict[str, Any]) -> dict[str, Any]:
     return {k: utf8_text(v) if isinstance(v, str) else v for k, v in args.items()}
 
 
+def boottime_offset(trace: Any) -> int | None:
+    """CLOCK_BOOTTIME - CLOCK_MONOTONIC as the recording measured it; None if unknown."""
+    clock = (trace.meta or {}).get("clock") or {}
+    v = clock.get("boottime_minus_monotonic_ns") if isinstance(clock, dict) else None
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _preamble(b: Any, trace: Any, tl: Timeline, boot: int) -> None:
+    """The first packets: the clocks (and the track events' clock as the sequence's
+    default), then the system's description."""
+    p = b.create_packet()
+    p.trusted_packet_sequence_id = SEQ_ID
+    p.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED
+    p.trace_packet_defaults.timestamp_clock_id = CLOCK_MONOTONIC
+    cs = p.clock_snapshot
+    for clock, ts in ((CLOCK_BOOTTIME, tl.start_ns + boot), (CLOCK_MONOTONIC, tl.start_ns)):
+        c = cs.clocks.add()
+        c.clock_id = clock
+        c.timestamp = ts
+    cs.primary_trace_clock = CLOCK_BOOTTIME
+    b.write_packet(p)
+    meta = trace.meta or {}
+    p = b.create_packet()
+    p.trusted_packet_sequence_id = SEQ_ID
+    u = p.system_info.utsname
+    u.sysname = "Linux"
+    for k in ("kernel", "machine"):
+        if isinstance(meta.get(k), str):
+            setattr(u, "release" if k == "kernel" else "machine", utf8_text(meta[k]))
+    if isinstance(meta.get("ncpus"), int) and meta["ncpus"] > 0:
+        p.system_info.num_cpus = int(meta["ncpus"])
+    b.write_packet(p)
+
+
+def _sched(b: Any, tl: Timeline, boot: int) -> tuple[int, int]:
+    """The native scheduler data (module docstring): per CPU, bundles of compact
+    switches and full waking events, times in BOOTTIME. Returns (switches, wakings)."""
+    per_cpu: dict[int, list[tuple[int, int, int, int, int]]] = {}
+    # (time, order at one time: switch-out, waking, switch-in; kind 0 switch / 1 waking,
+    # a, b): switch a = prev_state, b = next pid; waking a = woken tid, b = waker tid
+    OUT, WAKE, IN = 1, 2, 3
+    for c, s, e, tid, st in tl.sched:
+        ev = per_cpu.setdefault(c, [])
+        ev.append((s, IN, 0, 0, tid))
+        if e:
+            ev.append((e, OUT, 0, st, 0))
+    for c, t, tid, waker in tl.wakings:
+        per_cpu.setdefault(c, []).append((t, WAKE, 1, tid, waker))
+    nsw = nwk = 0
+    first = True
+    for c in sorted(per_cpu):
+        ev = sorted(per_cpu[c])
+        # Perfetto takes a CPU's first switch only for its next task (the CPU's current
+        # one): a switch to pid 0 opens each CPU.
+        ev.insert(0, (min(tl.start_ns, ev[0][0]), 0, 0, 0, 0))
+        # a switch-out to pid 0 followed at once by a switch-in is one switch
+        merged: list[tuple[int, int, int, int, int]] = []
+        for x in ev:
+            if (merged and x[2] == 0 and x[1] == IN and merged[-1][2] == 0
+                    and merged[-1][1] == OUT and merged[-1][0] == x[0]):
+                t, o, k, st, _ = merged.pop()
+                x = (t, o, k, st, x[4])
+            merged.append(x)
+        for lo in range(0, len(merged), BUNDLE_EVENTS):
+            p = b.create_packet()
+            p.trusted_packet_sequence_id = SCHED_SEQ_ID
+            if first:
+                p.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED
+                first = False
+            fb = p.ftrace_events
+            fb.cpu = c
+            cs = fb.compact_sched
+            names: dict[str, int] = {}
+
+            def name(tid: int) -> int:
+                n = "swapper/%d" % c if tid == 0 else utf8_text(tl.comms.get(tid, ""))
+                if n not in names:
+                    names[n] = len(names)
+                    cs.intern_table.append(n)
+                return names[n]
+            last = 0
+            for t, _, kind, a, bb in merged[lo:lo + BUNDLE_EVENTS]:
+                t += boot
+                if kind == 0:
+                    cs.switch_timestamp.append(t - last)
+                    last = t
+                    cs.switch_prev_state.append(a)
+                    cs.switch_next_pid.append(bb)
+                    cs.switch_next_prio.append(PRIO)
+                    cs.switch_next_comm_index.append(name(bb))
+                    nsw += 1
+                else:
+                    e = fb.event.add()
+                    e.timestamp = t
+                    e.pid = bb
+                    w = e.sched_waking
+                    w.comm = utf8_text(tl.comms.get(a, ""))
+                    w.pid = a
+                    w.prio = PRIO
+                    w.success = 1
+                    w.target_cpu = c
+                    nwk += 1
+            b.write_packet(p)
+    return nsw, nwk
+
+
 def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[str, int]:
     pb = need("perfetto.trace_builder.proto_builder")
     tl = tl or build(trace)
     phase("writing perfetto")
     counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0, "flows": tl.flows}
+    off = boottime_offset(trace)
+    boot = off or 0
+    state_tracks = {u for u, t in tl.tracks.items() if t.state}
     with output_file(path) as f:
         b = pb.StreamingTraceProtoBuilder(f)
-        first = True
+        _preamble(b, trace, tl, boot)
         for t in tl.tracks.values():
+            if t.state:
+                continue
             p = b.create_packet()
             p.trusted_packet_sequence_id = SEQ_ID
             p.timestamp = tl.start_ns
-            if first:
-                p.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED
-                first = False
             td = p.track_descriptor
             td.uuid = t.uuid
             if t.parent is not None:
@@ -79,18 +209,23 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
             if t.tid is not None and t.pid is not None:
                 td.thread.pid = t.pid
                 td.thread.tid = t.tid
-                td.thread.thread_name = utf8_text(t.name)
+                td.thread.thread_name = utf8_text(t.comm or t.name)
             elif t.pid is not None:
                 td.process.pid = t.pid
-                td.process.process_name = utf8_text(t.name)
+                td.process.process_name = utf8_text(t.comm or t.name)
             else:
                 td.name = utf8_text(t.name)
+            if t.merge_key is not None:
+                td.sibling_merge_behavior = MERGE_BY_KEY
+                td.sibling_merge_key = utf8_text(t.merge_key)
             if t.counter_unit is not None:
                 td.counter.unit_name = t.counter_unit
             b.write_packet(p)
             counts["tracks"] += 1
         intern = _Interner()
         for kind, item in sorted_events(tl):
+            if kind != "C" and item.track in state_tracks:
+                continue  # sent as native scheduler data
             p = b.create_packet()
             p.trusted_packet_sequence_id = SEQ_ID
             p.sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE
@@ -123,6 +258,11 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
                     _annotate(p, te, s.args, intern)
                     counts["slices" if kind == "B" else "instants"] += 1
             b.write_packet(p)
+        counts["sched switches"], counts["wakings"] = _sched(b, tl, boot)
+    counts["running periods left out (CPU unknown, or overlapping another)"] = \
+        tl.sched_unknown_cpu
+    if off is None:
+        counts["ns BOOTTIME - MONOTONIC (not recorded: taken as 0)"] = 0
     return counts
 
 
@@ -157,7 +297,9 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                        "args": {"name": g}})
     counts = {"tracks": len(tl.tracks), "slices": 0, "instants": 0, "counter values": 0,
-              "flows": tl.flows}
+              "flows": 0}
+    # Flows join slices in this format: the wakeups' flows, between instants, stay out.
+    at_instants = {f for s in tl.instants for f in s.flows_out + s.flows_in}
 
     def us(ns: int) -> float:
         return round((ns - tl.start_ns) / 1000.0, 3)
@@ -179,9 +321,14 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
             counts["slices"] += 1
             # flows: "s" inside the call's slice, "f" bound to the request's slice
             for fid in s.flows_out:
+                if fid in at_instants:
+                    continue
+                counts["flows"] += 1
                 events.append({"ph": "s", "id": fid, "name": "submitted", "cat": "flow",
                                "ts": us(s.start), "pid": pid, "tid": tid})
             for fid in s.flows_in:
+                if fid in at_instants:
+                    continue
                 events.append({"ph": "f", "bp": "e", "id": fid, "name": "submitted",
                                "cat": "flow", "ts": us(s.start), "pid": pid, "tid": tid})
         else:

@@ -2,15 +2,24 @@
 Trace Event JSON writers (perfetto.py).
 
 Tracks:
-* per device, its queue: every request as a slice from issue to final completion,
-  named by class, with sector, bytes, flags and submitter as arguments. Requests in
-  flight together go on lanes (child tracks) so slices on one track never overlap;
+* per device, named as the report names it: every request as a slice from issue to
+  final completion, named by class, with class, served-by (its level two in the
+  attribution) and carried-for (the device above whose I/O it carried) as the Parquet
+  export has them, sector, bytes, flags and submitter as arguments. Requests in flight
+  together go on lanes (tracks of the same name and merge key, siblings under
+  "block devices") so slices on one track never overlap;
 * per workload thread: its fsync-family calls (the thread's track) and its scheduling
-  state (a child track: running, runnable, blocked in SYSCALL, with the waker);
+  state (a child track: running, runnable, blocked in SYSCALL, with the waker; the
+  Trace Event JSON draws it, the Perfetto writer sends the same as native scheduler
+  data: `Timeline.sched` and `Timeline.wakings`);
+* wakeups: on the woken thread's track, an instant at each wakeup of a blocked
+  thread, with a flow from its waker (an instant on the waker's thread track) and from
+  the request whose completion woke it, when the recording linked one;
 * per filesystem, its journal: jbd2 commits (with their locking, flushing and logging
   phases nested), ext4 fast commits, XFS iclog writes and XFS log forces (until the
   log's next iclog completion) as slices; btrfs events as instants;
-* flows: from each fsync-family call to the requests its thread submitted inside it;
+* flows: from each fsync-family call to the requests its thread submitted inside it,
+  and the wakeups' flows above;
 * counters: the attribution categories and, under each, what served it (level two)
   (cumulative ns: 0 at the start, the total at the end), each device's mean queue depth
   per interval, and every loss counter.
@@ -44,6 +53,9 @@ class Track:
     tid: int | None = None
     counter_unit: str | None = None  # set for a counter track ("ns", "count", "requests")
     group: str = ""  # devices, threads, journal, counters (Trace Event JSON's processes)
+    comm: str | None = None  # a thread's or process's own name (its track's name adds the id)
+    merge_key: str | None = None  # lanes of one device: drawn as one track
+    state: bool = False  # a thread's scheduling-state track (sent natively to Perfetto)
 
 
 @dataclass
@@ -68,6 +80,14 @@ class Timeline:
     start_ns: int = 0
     end_ns: int = 0
     flows: int = 0  # flow ids handed out (1..flows)
+    # Native scheduling of the workload threads: running periods (cpu, start, end or 0
+    # while still running at the end, tid, the kernel's prev_state at the end: 1 S,
+    # 2 D, 0x10 X, 0x80 I, 0x100 preempted) and wakeups (cpu of the woken thread's next
+    # switch-in, time, woken tid, waker tid or 0 for an interrupt on an idle CPU).
+    sched: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    wakings: list[tuple[int, int, int, int]] = field(default_factory=list)
+    comms: dict[int, str] = field(default_factory=dict)  # tid -> name, for sched data
+    sched_unknown_cpu: int = 0  # running periods left out: their CPU is not known
     _next: int = 1
 
     def track(self, name: str, parent: int | None = None, **kw: Any) -> int:
@@ -89,8 +109,9 @@ class Lanes:
     number."""
 
     def __init__(self, tl: Timeline, parent: int, name: str, lane_parent: int | None = None,
-                 **kw: Any) -> None:
+                 same_name: bool = False, **kw: Any) -> None:
         self.tl, self.parent, self.name, self.kw = tl, parent, name, kw
+        self.same_name = same_name  # lanes named as the parent (merged by the viewer)
         # Where further lanes hang (Perfetto nests tracks under process tracks and
         # plain tracks, not under thread tracks).
         self.lane_parent = parent if lane_parent is None else lane_parent
@@ -108,8 +129,9 @@ class Lanes:
             best = heapq.heappop(free)
         else:
             best = len(self.lanes)
-            self.lanes.append(self.tl.track(f"{self.name} lane {best}", self.lane_parent,
-                                            **self.kw))
+            self.lanes.append(self.tl.track(
+                self.name if self.same_name else f"{self.name} lane {best}", self.lane_parent,
+                **self.kw))
         heapq.heappush(busy, (max(end, start), best))
         self.steps += 2
         return self.lanes[best]
@@ -160,22 +182,35 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     order = np.lexsort((start, dev))
     lanes: dict[int, Lanes] = {}
     req_slice: dict[int, Slice] = {}
+    devices_track: int | None = None
     for i in order.tolist():
         if not keep[i]:
             continue
         d = int(dev[i])
         if d not in lanes:
             key = (d >> 32, d & 0xFFFFFFFF)
-            name = devname.get(key, f"{key[0]}:{key[1]}")
-            lanes[d] = Lanes(tl, tl.track(f"{name} queue", group="devices"),
-                             f"{name} queue", group="devices")
+            # the report's name of the device
+            name = rm.device[i] if i < len(rm.device) else \
+                devname.get(key, f"{key[0]}:{key[1]}")
+            if devices_track is None:
+                devices_track = tl.track("block devices", group="devices")
+            lanes[d] = Lanes(tl, tl.track(name, devices_track, group="devices",
+                                          merge_key=name),
+                             name, lane_parent=devices_track, group="devices",
+                             merge_key=name, same_name=True)
         s, e = int(start[i]), int(max(end[i], start[i]))
         r = rq[i]
         ifl = int(r["iflags"])
         flags = [n for b, n in ((abi.F_SYNC, "sync"), (abi.F_META, "meta"),
                                 (abi.F_FUA, "fua"), (abi.F_PREFLUSH, "preflush"),
                                 (abi.F_RAHEAD, "readahead")) if ifl & b]
-        args: dict[str, Any] = {
+        args: dict[str, Any] = {"class": m.class_names[int(rm.cls[i])]}
+        # the level two a workload wait on it counts as, and the device above whose I/O
+        # it carried (the Parquet `requests` columns of the same names)
+        for arg, col in (("served_by", rm.served_by), ("carried_for", rm.carried_for)):
+            if i < len(col) and col[i] is not None:
+                args[arg] = col[i]
+        args |= {
             "sector": int(r["start_sector"]), "bytes": int(r["len_bytes"]),
             "op": OP_NAMES.get(int(r["op"]), str(int(r["op"]))), "flags": ",".join(flags),
             "submitter": f"{_comm(r['comm']) or '?'}/{int(r['tid'])}",
@@ -216,12 +251,17 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             tg = int(first_tgid.get(tid, tid))
         if tg not in procs:
             leader = life.get(tg, (0, 0, 0, ""))[3]
-            procs[tg] = tl.track(f"{leader or 'process'} {tg}", pid=tg, group="threads")
+            procs[tg] = tl.track(f"{leader or 'process'} {tg}", pid=tg, group="threads",
+                                 comm=leader or None)
         name = f"{c or 'thread'} {tid}"
-        thread_track[tid] = tl.track(name, procs[tg], pid=tg, tid=tid, group="threads")
-        state_track[tid] = tl.track(f"{name} state", procs[tg], group="threads")
+        thread_track[tid] = tl.track(name, procs[tg], pid=tg, tid=tid, group="threads",
+                                     comm=c or None)
+        state_track[tid] = tl.track(f"{name} state", procs[tg], group="threads", state=True)
+        if c:
+            tl.comms[tid] = c
     # Scheduling state: off-CPU intervals and the running time between them.
     o_order = np.lexsort((off["start_ns"], off["tid"]))
+    _native_sched(tl, off, o_order, life)
     cur_tid, last = -1, 0
     for i in o_order.tolist():
         r = off[i]
@@ -294,6 +334,8 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             call_slice[ci].flows_out.append(tl.flows)
             req_slice[j].flows_in.append(tl.flows)
 
+    _wakeup_flows(tl, trace, off, o_order, thread_track, procs, req_slice, life)
+
     # -- journal -----------------------------------------------------------------
     _journal(tl, trace.records("journal"), devname, meta)
 
@@ -318,6 +360,129 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
             t = tl.track(f"{k} (events)", counter_unit="count", group="counters")
             tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(v))]
     return tl
+
+
+# prev_state values of the kernel's sched_switch (TASK_REPORT bits; preempted:
+# TASK_REPORT_MAX), which Perfetto decodes.
+PREV_S, PREV_D, PREV_X, PREV_I, PREV_PREEMPTED = 0x1, 0x2, 0x10, 0x80, 0x100
+
+
+def _prev_state(state: int, flags: int) -> int:
+    if flags & abi.OFF_PREEMPT:
+        return PREV_PREEMPTED
+    if state & 0x402 == 0x402:  # TASK_IDLE: uninterruptible, not counted as load
+        return PREV_I
+    return PREV_D if flags & abi.OFF_D else PREV_S
+
+
+def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
+                  life: dict[int, tuple[int, int, int, str]]) -> None:
+    """The workload threads' running periods and wakeups, as the scheduler's own events
+    would give them. An off-CPU record is written at the switch-in that ends it, on
+    that CPU (its header's cpu): the thread then runs there until its next switch-out.
+    Before a thread's first switch-in the CPU it ran on is not known: that period is
+    left out (counted). A thread that exits leaves its CPU in state X at its death."""
+    runs: list[tuple[int, int, int, int, int]] = []
+    cur, cpu, since = -1, -1, 0
+    for i in order.tolist():
+        r = off[i]
+        tid = int(r["tid"])
+        s, wk, e = int(r["start_ns"]), int(r["waking_ns"]), int(r["end_ns"])
+        if tid != cur:
+            if cur >= 0 and cpu >= 0:
+                _last_run(runs, tl, cur, cpu, since, life)
+            cur, cpu, since = tid, -1, 0
+            tl.sched_unknown_cpu += 1  # the thread's first running period
+        if not s or (e and e < s) or s < since:
+            continue
+        fl = int(r["flags_u16"])
+        if cpu >= 0:
+            runs.append((cpu, since, s, tid, _prev_state(int(r["state"]), fl)))
+        if not e or e > tl.end_ns or (fl & abi.OFF_LATE_END and e >= tl.end_ns):
+            cpu = -2  # still off CPU at the end
+            continue
+        if wk and not fl & abi.OFF_PREEMPT and s <= wk <= e:
+            tl.wakings.append((int(r["cpu"]), wk, tid, int(r["waker_tid"])))
+        cpu, since = int(r["cpu"]), e
+    if cur >= 0 and cpu >= 0:
+        _last_run(runs, tl, cur, cpu, since, life)
+    # One CPU runs one thread at a time: a period overlapping the one before it on its
+    # CPU (records that disagree) is left out and counted, never drawn over another.
+    runs.sort()
+    end_at: dict[int, int] = {}
+    for c, s, e, tid, st in runs:
+        if s < end_at.get(c, 0):
+            tl.sched_unknown_cpu += 1
+            continue
+        end_at[c] = e if e else 1 << 63
+        tl.sched.append((c, s, e, tid, st))
+
+
+def _last_run(runs: list[tuple[int, int, int, int, int]], tl: Timeline, tid: int,
+              cpu: int, since: int, life: dict[int, tuple[int, int, int, str]]) -> None:
+    death = life.get(tid, (0, 0, tl.end_ns, ""))[2]
+    if death < tl.end_ns and death >= since:
+        runs.append((cpu, since, death, tid, PREV_X))
+    else:
+        runs.append((cpu, since, 0, tid, 0))
+
+
+def _wakeup_flows(tl: Timeline, trace: Any, off: np.ndarray, order: np.ndarray,
+                  thread_track: dict[int, int], procs: dict[int, int],
+                  req_slice: dict[int, Slice], life: dict[int, tuple[int, int, int, str]]
+                  ) -> None:
+    """At each wakeup of a blocked workload thread, and of a helper thread (jbd2, a
+    kworker: the helper records) that a request's completion woke: an instant on its
+    track ("woken"), with a flow from an instant on its waker's thread track ("wakes")
+    and one from the slice of the request whose completion woke it (the recording's
+    waker_rq_seq)."""
+    helpers = trace.records("helper")
+    if not len(off) and not len(helpers):
+        return
+    rq = trace.records("request")
+    by_seq = {int(q): j for j, q in enumerate(rq["seq"].tolist())} if len(rq) else {}
+    tracks = dict(thread_track)
+
+    def track_of(tid: int, tgid: int, comm: str) -> int:
+        if tid not in tracks:
+            tg = tgid or tid
+            if tg not in procs:
+                procs[tg] = tl.track(f"{comm or 'process'} {tg}", pid=tg, group="threads",
+                                     comm=comm or None)
+            tracks[tid] = tl.track(f"{comm or 'thread'} {tid}", procs[tg], pid=tg, tid=tid,
+                                   group="threads", comm=comm or None)
+        return tracks[tid]
+    h_order = np.lexsort((helpers["start_ns"], helpers["tid"])) if len(helpers) else \
+        np.zeros(0, np.int64)
+    for recs, rec_order, helper in ((off, order, False), (helpers, h_order, True)):
+        for i in np.asarray(rec_order).tolist():
+            r = recs[i]
+            s, wk, e = int(r["start_ns"]), int(r["waking_ns"]), int(r["end_ns"])
+            fl = int(r["flags_u16"])
+            if not wk or fl & abi.OFF_PREEMPT or wk < s or (e and wk > e) or wk > tl.end_ns:
+                continue
+            seq = int(r["waker_rq_seq"])
+            j = by_seq.get(seq, -1) if seq else -1
+            if helper and j not in req_slice:
+                continue
+            tid, wt = int(r["tid"]), int(r["waker_tid"])
+            wcomm = _comm(r["waker_comm"])
+            name = tl.comms.get(tid) or life.get(tid, (0, 0, 0, ""))[3] or \
+                (_comm(r["comm"]) if "comm" in (recs.dtype.names or ()) else "")
+            woken = Slice(track_of(tid, int(r["tgid"]), name), wk, wk, "woken", "wakeup",
+                          {"waker": f"{wcomm or '?'}/{wt}"})
+            if j in req_slice:
+                tl.flows += 1
+                req_slice[j].flows_out.append(tl.flows)
+                woken.flows_in.append(tl.flows)
+                woken.args["request_seq"] = seq
+            if wt:
+                tl.flows += 1
+                tl.instants.append(Slice(track_of(wt, int(r["waker_tgid"]), wcomm), wk, wk,
+                                         "wakes", "wakeup", {"woken": f"{name or '?'}/{tid}"},
+                                         flows_out=[tl.flows]))
+                woken.flows_in.append(tl.flows)
+            tl.instants.append(woken)
 
 
 def _running(tl: Timeline, track: int, s: int, e: int) -> None:

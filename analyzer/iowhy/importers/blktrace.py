@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import abi
 from ..progress import count, phase
-from .common import (ImportError_, ImportStats, RequestMatcher, open_input, request_devices,
-                     request_records, write_imported)
+from .common import (ImportError_, ImportStats, RequestMatcher, check_comms, open_input,
+                     request_devices, request_records, write_imported)
 
 MAGIC = 0x65617400
 VERSION = 0x07
@@ -146,7 +146,7 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
                            "the capture is empty: was blktrace stopped before any I/O?")
     phase("matching requests")
     events.sort(key=lambda e: (e[0], e[3]))
-    m = RequestMatcher(stats)
+    m = RequestMatcher(stats, start_at_queue=True)  # btt's Q2C: a request starts at Q
     names: dict[int, str] = {}
     clock: int | None = None
     remaps = 0
@@ -204,6 +204,12 @@ def import_blktrace(inputs: list[str], out: str, workload: set[int] | None = Non
             r.comm = names[r.tid]
     tracked = set(workload or ())
     if comms:
+        # blktrace has no fork events: every task of the name is a candidate
+        first: dict[int, int] = {}
+        for e in events:
+            if e[7] in names and names[e[7]] in comms:
+                first.setdefault(e[7], e[0])
+        check_comms(comms, {p: (t, names[p]) for p, t in first.items()}, {}, tracked)
         tracked |= {pid for pid, c in names.items() if c in comms}
     arr = request_records(reqs, tracked, stats)
     devs = request_devices(arr)

@@ -5,7 +5,12 @@ Requests are matched the way blkparse and btt do, since neither blktrace nor the
 tracepoints' text carries a request's identity: by device, start sector and operation.
 Per (device, sector, op) key, in time order, a queued bio (Q) becomes a request at
 get-request (G) or insert (I); the request is issued (D) and completes (C). Several
-requests in flight on one key are served first in, first out. A bio merged into a
+requests in flight on one key are served first in, first out. A request starts at G (the
+recorder's submit_ns) or, with `start_at_queue` (blktrace: btt's Q2C), at its bio's Q.
+A write with PREFLUSH or FUA that goes through the flush machinery completes twice, as
+the recorder sees it: its data stage (C with its bytes) and, after its post-flush, again
+with no bytes. The second completion finishes the same request (data_done keeps the
+first), as the recorder's data_done_ns and done_ns do. A bio merged into a
 request (M back, F front) grows it (a front merge moves its start). What does not fit
 is counted by kind (`ImportStats.unmatched`), never dropped silently: a completion of
 no known request becomes a request flagged unmatched (issued before the capture), a
@@ -37,6 +42,30 @@ class ImportError_(Exception):
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.hint = hint
+
+
+def check_comms(comms: set[str], seen: dict[int, tuple[int, str]],
+                parent: dict[int, int], workload: set[int]) -> None:
+    """Refuse a --comm NAME that names more than one process: `seen` is pid -> (first
+    time, name) of the tasks seen with one of `comms`, `parent` a child's parent (fork
+    events). A task forked (at any depth) from another with the name, or from a --pid
+    thread, is that one's; the others are distinct processes, and which the user meant
+    cannot be told."""
+    for name in sorted(comms):
+        pids = {p for p, (_, c) in seen.items() if c == name}
+        roots = []
+        for p in sorted(pids, key=lambda p: seen[p][0]):
+            a, steps = parent.get(p), 0
+            while a is not None and a not in pids and a not in workload and steps < 1 << 16:
+                a, steps = parent.get(a), steps + 1
+            if a is None or steps >= 1 << 16:
+                roots.append(p)
+        if len(roots) > 1:
+            shown = ", ".join(f"pid {p} (first seen at {seen[p][0] / 1e9:.6f} s)"
+                              for p in roots[:5])
+            more = f" and {len(roots) - 5} more" if len(roots) > 5 else ""
+            raise ImportError_(f"--comm {name} names {len(roots)} processes: {shown}{more}",
+                               "give the workload's threads with --pid")
 
 
 def open_input(path: str) -> BinaryIO:
@@ -95,6 +124,7 @@ class Req:
     unmatched: bool = False
     flush_seq: bool = False  # completed by the flush machinery (an empty PREFLUSH write)
     queued: int = 0  # time of the bio's queue event (Q)
+    data_done: int = 0  # a flush-sequenced write's first (data stage) completion
 
 
 @dataclass
@@ -108,8 +138,12 @@ Key = tuple[tuple[int, int], int, int]
 
 
 class RequestMatcher:
-    def __init__(self, stats: ImportStats) -> None:
+    def __init__(self, stats: ImportStats, start_at_queue: bool = False) -> None:
         self.stats = stats
+        self.start_at_queue = start_at_queue
+        # Writes with PREFLUSH/FUA whose data stage completed: a later completion of
+        # no bytes on their key, with no request in flight there, is their final one.
+        self.flush_wait: dict[Key, Req] = {}
         self.queued: dict[Key, deque[tuple[int, int, str, int]]] = {}  # t, tid, comm, iflags
         self.pending: dict[Key, deque[Req]] = {}  # allocated or inserted, not issued
         self.issued: dict[Key, deque[Req]] = {}
@@ -142,6 +176,8 @@ class RequestMatcher:
             r.tid, r.comm, r.origin = qtid, qcomm or comm, True
             r.iflags |= qfl
             r.queued = qt
+            if self.start_at_queue:
+                r.submit = qt
         else:
             self.stats.unmatched["request without its queued bio (submitter unknown)"] += 1
             r.tid, r.comm = tid, comm
@@ -234,6 +270,17 @@ class RequestMatcher:
                 r.flush_seq = src is self.pending and bool(r.iflags & abi.F_PREFLUSH)
                 break
         else:
+            w = self.flush_wait.get(k)
+            if w is not None and not nbytes and w.done <= t:
+                # The final completion of a flush-sequenced write (after its
+                # post-flush): the same request, now done.
+                del self.flush_wait[k]
+                w.data_done = w.data_done or w.done
+                w.done = t
+                w.error = int(error)
+                w.cpu = cpu
+                w.flush_seq = True
+                return
             self.stats.unmatched["completion of a request issued before the capture"] += 1
             r = Req(dev, self._sector(sector, op), int(nbytes), op, 0, unmatched=True)
         r.done = t
@@ -241,6 +288,8 @@ class RequestMatcher:
         r.error = int(error)
         r.cpu = cpu
         self.out.append(r)
+        if nbytes and op != abi.OP_FLUSH and r.iflags & (abi.F_PREFLUSH | abi.F_FUA):
+            self.flush_wait[k] = r
 
     def finish(self) -> list[Req]:
         """Every request; the ones still in flight flagged incomplete (done = 0)."""
@@ -298,7 +347,8 @@ def request_records(reqs: list[Req], tracked: set[int] | None = None,
         x["cpu"] = r.cpu
         x["start_sector"] = r.sector
         x["submit_ns"], x["insert_ns"], x["issue_ns"] = r.submit, r.insert, r.issue
-        x["data_done_ns"] = x["done_ns"] = r.done
+        x["data_done_ns"] = r.data_done or r.done
+        x["done_ns"] = r.done
         x["len_bytes"] = r.nbytes
         x["done_bytes"] = r.done_bytes
         x["dev_major"], x["dev_minor"] = r.dev

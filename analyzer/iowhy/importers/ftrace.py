@@ -29,8 +29,8 @@ import numpy as np
 
 from .. import abi
 from ..progress import count, phase
-from .common import (ImportError_, ImportStats, RequestMatcher, open_input, parse_rwbs,
-                     request_devices, request_records, write_imported)
+from .common import (ImportError_, ImportStats, RequestMatcher, check_comms, open_input,
+                     parse_rwbs, request_devices, request_records, write_imported)
 from .textscan import CHILD_PID_AFTER, PID_AFTER, Scanner, number
 
 BIO = re.compile(r"(?P<maj>\d+),(?P<min>\d+)\s+(?P<rwbs>\S+)\s+(?P<sector>\d+)\s+\+\s+"
@@ -311,6 +311,7 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
         if nxt in st.off_open:
             o = st.off_open.pop(nxt)
             o["end_ns"] = o["ts_ns"] = t
+            o["cpu"] = cpu  # as a recording's: the CPU it is switched in on
             if o["flags_u16"] & abi.OFF_PREEMPT:
                 o["waking_ns"] = 0
             elif not o["waking_ns"]:
@@ -356,6 +357,28 @@ def _records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
     return a
 
 
+def _comm_candidates(st: _State, parsed: list[tuple[int, int, str, str, int, str, int]]
+                     ) -> tuple[dict[int, tuple[int, str]], dict[int, int]]:
+    """The tasks seen with one of the --comm names, as is_workload meets them (a line's
+    task, a switched-out task), with their first time; and each forked child's parent."""
+    seen: dict[int, tuple[int, str]] = {}
+    parent: dict[int, int] = {}
+    for t, _, ev, rest, pid, comm, _cpu in parsed:
+        if comm in st.comms and pid and pid not in seen:
+            seen[pid] = (t, comm)
+        if ev == "sched_switch":
+            sw = st.scan.sched_switch(rest)
+            if sw and sw[0] in st.comms and sw[1] and sw[1] not in seen:
+                seen[sw[1]] = (t, sw[0])
+        elif ev == "sched_process_fork":
+            par = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+            if par and rest.startswith(" child_comm=", par[2]):
+                ch = st.scan.name_then_number(rest, " child_comm=", CHILD_PID_AFTER, par[2])
+                if ch:
+                    parent.setdefault(ch[1], par[1])
+    return seen, parent
+
+
 def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                   comms: set[str] | None = None) -> dict[str, Any]:
     stats = ImportStats()
@@ -397,6 +420,8 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
                            "`perf script`")
     phase("matching events")
     parsed.sort()
+    if st.comms:
+        check_comms(st.comms, *_comm_candidates(st, parsed), st.workload)
     for t, _, ev, rest, pid, comm, cpu in parsed:
         stats.events[ev] += 1
         if comm and comm != "<...>":
