@@ -616,7 +616,7 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
                 for a in range(0, len(part[0]), ELAPSED_BATCH):
                     cut = [x[a:a + ELAPSED_BATCH] for x in part]
                     for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch):
-                        tally.add(lv if fill is None else fill_leaves(lv, fill))
+                        tally.add_filled(lv, fill)
     name = _sys_name(arch)
 
     def detail(d: int) -> str:
@@ -655,39 +655,49 @@ class _Tally:
             "wait_other_sys", "wait_other_waker", "external", "sleep", "blocked")}
         self.w0 = w0
         self.edges: dict[int, np.ndarray] = {}
-        self.before: dict[int, np.ndarray] = {}
+        self.spans: dict[int, np.ndarray] = {}  # per step: ns per (code, interval)
         for step in steps:
             if step > 0 and w1 > w0:
                 e = np.append(np.arange(w0, w1, step, dtype=I64), I64(w1))
                 self.edges[step] = e
-                self.before[step] = np.zeros((NL1 * NK, len(e)), I64)
+                self.spans[step] = np.zeros((NL1 * NK, len(e) - 1), I64)
 
-    def add(self, lv: Leaves) -> None:
+    def add_filled(self, lv: Leaves, fill: Fill | None) -> None:
+        """add(fill_leaves(lv, fill)), without making it (the sums are additive): the
+        leaves a fill leaves untouched where they are, the filled ones apart."""
+        cand = _fill_candidates(lv) if fill is not None else None
+        if cand is None or not cand.any():
+            self.add(lv)
+            return
+        assert fill is not None
+        self.add(lv, ~cand)
+        self.add(fill(_take(lv, np.flatnonzero(cand))))
+
+    def add(self, lv: Leaves, weigh: np.ndarray | None = None) -> None:
+        """Add the leaves' time (weigh: only of those leaves)."""
         if not len(lv.a):
             return
         ln = lv.length
-        l1 = lv.level1.astype(np.int64)
-        code = l1 * NK + lv.cat.astype(np.int64)
-        np.add.at(self.m.reshape(-1), code, ln)
+        if weigh is not None:
+            ln *= weigh
+        i = _code_index(lv)
+        l1, code = _L1[i], _CODE[i]
+        del i
+        self.m.reshape(-1)[:] += _isum(code, ln, NL1 * NK)
         wo = l1 == L_OTHER
         ext = l1 == L_EXTERNAL
         slp = l1 == L_SLEEP
-        blocked = (lv.in_sys >= -2) & ~np.isin(l1, _ON_CPU_L1)
+        blocked = (lv.in_sys >= -2) & _WAIT_L1[l1]
         for key, c, sel in (("wait_other_sys", lv.in_sys, wo),
                             ("wait_other_waker", lv.detail, wo),
                             ("external", lv.detail, ext), ("sleep", lv.in_sys, slp),
                             ("blocked", lv.in_sys, blocked)):
             if sel.any():
-                u, inv = np.unique(c[sel], return_inverse=True)
-                tot = np.zeros(len(u), I64)
-                np.add.at(tot, inv.ravel(), ln[sel])
                 d = self.by[key]
-                for k, v in zip(u.tolist(), tot.tolist()):
+                for k, v in zip(*_group_sums(c[sel], ln[sel])):
                     d[k] = d.get(k, 0) + v
         for step, e in self.edges.items():
-            for c in np.unique(code).tolist():
-                m = code == c
-                self.before[step][c] += _time_before(lv.a[m], lv.b[m], e)
+            self.spans[step].reshape(-1)[:] += _per_interval(lv.a, lv.b, weigh, code, e)
 
     def level1(self) -> dict[str, int]:
         return {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, self.m.sum(axis=1).tolist())}
@@ -711,7 +721,7 @@ class _Tally:
         if step not in self.edges:
             return []
         e = self.edges[step]
-        d = np.diff(self.before[step], axis=1).reshape(NL1, NK, len(e) - 1)
+        d = self.spans[step].reshape(NL1, NK, len(e) - 1)
         return [{"start_ns": int(e[i] - self.w0), "end_ns": int(e[i + 1] - self.w0),
                  "attribution_ns": {k: int(v) for k, v in
                                     zip(CAUSAL_CATEGORIES, d[:, :, i].sum(axis=1).tolist())},
@@ -779,11 +789,10 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
         end = max(end, int(np.searchsorted(first, limit, side="right")) - 1)
         end = min(end, nw)
         acts = np.arange(start, end)
+        batch = per[start:end]  # a view: the leaves' roots count from `start`
         for level in _levels(tl, acts, tl.birth[start:end], tl.death[start:end], depth):
             for part in level:
-                lv = Leaves(*part[:8])
-                lv.root = lv.root + start
-                _sum_into(per, det, sys_sum, lv if fill is None else fill_leaves(lv, fill))
+                _sum_filled(batch, det, sys_sum, Leaves(*part[:8]), fill)
         start = end
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
     awake = per.sum(axis=1) - per[:, L_SLEEP]
@@ -868,42 +877,155 @@ def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
     return Leaves(*(np.concatenate((x[keep], y)) for x, y in zip(_cols(lv), _cols(done))))
 
 
+def _fill_candidates(lv: Leaves) -> np.ndarray:
+    """The leaves a fill can change (fill_leaves): wait-other, the loop worker's
+    helper-cpu."""
+    return (lv.cat == OTHER) | ((lv.cat == HCPU) & (lv.detail == CARRIED))
+
+
+def _sum_filled(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
+                lv: Leaves, fill: Fill | None) -> None:
+    """_sum_into of fill_leaves(lv, fill), without making it: the sums are additive, so
+    the leaves a fill leaves untouched are summed where they are (the others weigh 0)
+    and the filled ones apart. A filled leaf keeps its thread and syscall and its pieces
+    cover it (at least one is not empty), so the syscalls met are the same."""
+    cand = _fill_candidates(lv) if fill is not None else None
+    if cand is None or not cand.any():
+        _sum_into(per, det, sys_sum, lv)
+        return
+    assert fill is not None
+    _sum_into(per, det, sys_sum, lv, ~cand)
+    _sum_into(per, det, sys_sum, fill(_take(lv, np.flatnonzero(cand))))
+
+
+SYS_BINS = 1 << 12  # syscall numbers (+ 2) summed by a direct count below this
+
+
 def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
-              lv: Leaves) -> None:
+              lv: Leaves, weigh: np.ndarray | None = None) -> None:
     """Add the leaves' time to per[root, level one], det[level one, kind] and, for
     leaves in a syscall of their thread's own (top_sys >= -2), to
-    sys_sum[syscall][level one, kind]."""
+    sys_sum[syscall][level one, kind] (a syscall met gets an entry, whatever its time).
+    weigh: the leaves whose time counts (the others are met, with no time)."""
     if not len(lv.a):
         return
     ln = lv.length
-    l1 = lv.level1.astype(np.int64)
+    if weigh is not None:
+        ln *= weigh
+    i = _code_index(lv)
+    code = _CODE[i]
     flat = per.reshape(-1)
     # Integer sums: bincount's float64 is exact below 2^53 ns (104 days) per bin.
-    flat += np.bincount(lv.root * NL1 + l1, weights=ln,
+    flat += np.bincount(lv.root * NL1 + _L1[i], weights=ln,
                         minlength=len(flat)).round().astype(I64)
     d = det.reshape(-1)
-    d += np.bincount(l1 * NK + lv.cat.astype(np.int64), weights=ln,
-                     minlength=len(d)).round().astype(I64)
+    d += np.bincount(code, weights=ln, minlength=len(d)).round().astype(I64)
     blocked = lv.top_sys >= -2
-    if blocked.any():
-        top = lv.top_sys[blocked].astype(np.int64)
-        u, inv = np.unique(top, return_inverse=True)
-        code = (l1 * NK + lv.cat.astype(np.int64))[blocked]
-        s = np.bincount(inv.ravel() * (NL1 * NK) + code, weights=ln[blocked],
-                        minlength=len(u) * NL1 * NK).round().astype(I64).reshape(
-                            len(u), NL1, NK)
-        for nr, m in zip(u.tolist(), s):
-            if nr in sys_sum:
-                sys_sum[nr] += m
-            else:
-                sys_sum[nr] = m
+    if not blocked.any():
+        return
+    top = lv.top_sys[blocked]
+    hi = int(top.max()) + 3
+    if hi <= SYS_BINS:
+        # The syscalls by a count of each (+ 2: from -2), not a sort.
+        t2 = top.astype(np.intp)
+        t2 += 2
+        met = np.flatnonzero(np.bincount(t2, minlength=hi))
+        t2 *= NL1 * NK
+        t2 += code[blocked]
+        s = np.bincount(t2, weights=ln[blocked], minlength=hi * NL1 * NK
+                        ).round().astype(I64).reshape(hi, NL1, NK)
+        rows = zip((met - 2).tolist(), s[met])
+    else:
+        u, inv = np.unique(top.astype(np.int64), return_inverse=True)
+        rows = zip(u.tolist(), np.bincount(
+            inv.ravel() * (NL1 * NK) + code[blocked], weights=ln[blocked],
+            minlength=len(u) * NL1 * NK).round().astype(I64).reshape(len(u), NL1, NK))
+    for nr, m in rows:
+        if nr in sys_sum:
+            sys_sum[nr] += m
+        else:
+            sys_sum[nr] = m
 
 
-def _time_before(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Sum over the intervals [a, b) of their time before each t (exact integers)."""
-    sa, sb = np.sort(a), np.sort(b)
-    ca = np.concatenate(([0], np.cumsum(sa)))
-    cb = np.concatenate(([0], np.cumsum(sb)))
-    na = np.searchsorted(sa, t, side="left")
-    nb = np.searchsorted(sb, t, side="left")
-    return (na * t - ca[na]) - (nb * t - cb[nb])
+# By (purpose + 1) * NK + kind (_code_index): the level one (Leaves.level1), and the
+# (level one, kind) code level one * NK + kind.
+_L1 = np.array([p if p >= 0 else int(NATURAL_L1[k])
+                for p in range(-1, len(CAUSAL_CATEGORIES)) for k in range(len(KIND_NAMES))],
+               np.intp)
+_CODE = _L1 * len(KIND_NAMES) + np.tile(np.arange(len(KIND_NAMES)), len(CAUSAL_CATEGORIES) + 1)
+
+
+def _code_index(lv: Leaves) -> np.ndarray:
+    """Per leaf: (purpose + 1) * NK + kind, the index of its level one in _L1 and of its
+    code in _CODE (a look-up instead of Leaves.level1's np.where)."""
+    i = lv.pur.astype(np.intp)
+    i += 1
+    i *= NK
+    i += lv.cat
+    return i
+
+
+_WAIT_L1 = np.ones(NL1, bool)  # by level one: a wait (not on or waiting for a CPU)
+_WAIT_L1[list(_ON_CPU_L1)] = False
+_EXACT = 1 << 53  # float64 holds every integer below this exactly
+
+
+def _isum(idx: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of the non-negative integers w per bin idx (0 <= idx < n): by
+    bincount's float64 when their total is below 2^53 (every partial sum is then an
+    exact integer), else np.add.at."""
+    if len(w) and int(w.sum()) >= _EXACT:
+        out = np.zeros(n, I64)
+        np.add.at(out, idx, w)
+        return out
+    return np.bincount(idx, weights=w, minlength=n).astype(I64)
+
+
+def _group_sums(keys: np.ndarray, w: np.ndarray) -> tuple[list[int], list[int]]:
+    """(the distinct keys ascending, the exact sum of w of each): by a count of the
+    keys when they span at most SYS_BINS values, else np.unique."""
+    if not len(keys):
+        return [], []
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo < SYS_BINS:
+        k = keys.astype(np.intp)
+        k -= lo
+        met = np.flatnonzero(np.bincount(k, minlength=hi - lo + 1))
+        return (met + lo).tolist(), _isum(k, w, hi - lo + 1)[met].tolist()
+    u, inv = np.unique(keys, return_inverse=True)
+    return u.tolist(), _isum(inv.ravel(), w, len(u)).tolist()
+
+
+def _per_interval(a: np.ndarray, b: np.ndarray, weigh: np.ndarray | None, code: np.ndarray,
+                  e: np.ndarray) -> np.ndarray:
+    """Per (code, interval [e[i], e[i + 1])): the time of the intervals [a, b) (those of
+    weigh) inside it, exact, as a flat (code x interval) array. A leaf inside one
+    interval (most: they are shorter than a step) is one count; the others (few: the
+    leaves of one explanation are disjoint, so at most one crosses each edge) are split
+    at the edges they cross."""
+    n = len(e) - 1
+    a = np.clip(a, e[0], e[-1])
+    b = np.clip(b, e[0], e[-1])
+    ln = b - a
+    if weigh is not None:
+        ln *= weigh
+    ia = np.searchsorted(e, a, side="right")
+    ia -= 1
+    ib = np.searchsorted(e, b, side="left")
+    ib -= 1
+    np.clip(ia, 0, n - 1, out=ia)
+    np.clip(ib, 0, n - 1, out=ib)
+    cross = np.flatnonzero((ia != ib) & (ln > 0))
+    bins = code * n
+    bins += ia
+    w = ln
+    if len(cross):
+        w[cross] = 0
+        ca, cb, cia, cib = a[cross], b[cross], ia[cross], ib[cross]
+        cnt = cib - cia + 1
+        k = np.repeat(np.arange(len(cross)), cnt)
+        j = np.repeat(cia, cnt) + (np.arange(len(k)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        part = np.minimum(cb[k], e[j + 1]) - np.maximum(ca[k], e[j])
+        bins = np.concatenate((bins, code[cross][k] * n + j))
+        w = np.concatenate((w, part))
+    return _isum(bins, w, NL1 * NK * n)
