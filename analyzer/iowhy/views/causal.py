@@ -285,17 +285,20 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     level = 0
     while len(act):
         out: list[tuple[np.ndarray, ...]] = []
-        lo, hi = _segment_range(tl, act, qa, qb)
+        # Keyed times of the queries (Timeline.keys): a time t of query q is t + qoff[q].
+        qoff = act * tl.span
+        qoff -= tl.origin
+        lo, hi = _segment_range(tl, qa + qoff, qb + qoff)
         cnt = np.maximum(hi - lo, 0)
         qi = np.repeat(np.arange(len(act)), cnt)
         first = np.cumsum(cnt) - cnt
         si = lo[qi] + (np.arange(len(qi)) - first[qi])
-        pa = np.maximum(qa[qi], tl.starts(si))
-        pb = np.minimum(qb[qi], tl.ends(si))
+        pa, pb = _clipped(tl, si, qi, cnt, first, act, qa, qb, qoff)
+        del lo, hi
         _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner, qpur,
               NO_TASK if level == 0 else NOT_RECORDED,
               _exiting(tl, act, qb) if level else None, act, home)
-        cat = tl.cat[si].astype(np.int8)
+        cat = tl.cat[si]
         arg = tl.arg[si]
         det = np.where(cat == RECURSE, -1, arg)
         ssys = tl.sys[si]
@@ -304,21 +307,48 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         p_in = np.where(blocked_sys, ssys, inner[qi])
         p_pur = np.where(qpur[qi] >= 0, qpur[qi], tl.pur[si]).astype(np.int8)
         if level:
-            cat = _as_other_thread(cat, act[qi] != home[qi])
+            cat = _as_other_thread(cat, (act != home)[qi])
         rec = cat == RECURSE
         if level >= depth:
             cat = np.where(rec, OTHER, cat).astype(np.int8)
             det = np.where(rec, DEPTH, det)
             rec = np.zeros(len(cat), bool)
         leaf = ~rec
-        out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
-                    p_in[leaf], p_pur[leaf], act[qi][leaf]))
+        root_q, act_q = root[qi], act[qi]
+        out.append((root_q[leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
+                    p_in[leaf], p_pur[leaf], act_q[leaf]))
         yield out
         act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
-        root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
+        root, top, inner = root_q[rec], p_top[rec], p_in[rec]
         qpur, home = p_pur[rec], home[qi][rec]
         level += 1
+
+
+def _clipped(tl: Timeline, si: np.ndarray, qi: np.ndarray, cnt: np.ndarray,
+             first: np.ndarray, act: np.ndarray, qa: np.ndarray, qb: np.ndarray,
+             qoff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The start and end of each segment si met by query qi (_segment_range; cnt and
+    first: each query's count and first piece), clipped to the query [qa, qb).
+
+    The segments a query meets are consecutive ones of its actor: each ends where the
+    next starts, so only a query's first start (clipped to qa) and last end are
+    computed; the last is the next segment's start if the actor has one (it starts
+    at or after qb) or the actor's death, so min(qb, death) either way."""
+    n = len(si)
+    ks = tl.kstart[si]
+    kb = np.empty(n, I64)
+    if n:
+        kb[:-1] = ks[1:]
+        has = np.flatnonzero(cnt)
+        f = first[has]
+        ks[f] = np.maximum(ks[f], qa[has] + qoff[has])
+        last = f + cnt[has] - 1
+        kb[last] = np.minimum(qb[has], tl.death[act[has]]) + qoff[has]
+    off = qoff[qi]
+    ks -= off
+    kb -= off
+    return ks, kb
 
 
 def _as_other_thread(kind: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -329,18 +359,17 @@ def _as_other_thread(kind: np.ndarray, other: np.ndarray) -> np.ndarray:
     return out
 
 
-def _segment_range(tl: Timeline, act: np.ndarray, qa: np.ndarray, qb: np.ndarray
+def _segment_range(tl: Timeline, ka: np.ndarray, kb: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """[lo, hi): the segments of each query's actor meeting [qa, qb). The keys are
-    searched in sorted order (numpy's search then narrows each from the one before,
-    and the table is read in order), the results put back in the queries' order."""
-    kq = tl.keys(act, qa)
-    o = np.argsort(kq, kind="stable") if len(kq) > 64 else None
+    """[lo, hi): the segments of each query's actor meeting [ka, kb) (keyed times,
+    Timeline.keys). The keys are searched in sorted order (numpy's search then narrows
+    each from the one before, and the table is read in order), the results put back in
+    the queries' order."""
+    o = np.argsort(ka, kind="stable") if len(ka) > 64 else None
     if o is not None:
-        kq = kq[o]
-    lo = tl.first_segment(kq)
-    kq += (qb - qa) if o is None else (qb - qa)[o]
-    hi = np.searchsorted(tl.key_starts(), kq, side="left")
+        ka, kb = ka[o], kb[o]
+    lo = tl.first_segment(ka)
+    hi = np.searchsorted(tl.key_starts(), kb, side="left")
     if o is None:
         return lo, hi
     lo_, hi_ = np.empty_like(lo), np.empty_like(hi)
@@ -453,7 +482,9 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     qp, qk = _alive_over(pa, pb, tl.birth[:nw], tl.death[:nw], actors[idx])
     below = np.where(slept[idx], _RANK[SLEEP], _RANK.max())
     # Batches of whole pieces by the segments their queries meet (qp is sorted).
-    lo, hi = _segment_range(tl, qk, pa[qp], pb[qp])
+    qoff = tl.keys(qk, np.zeros(len(qk), I64))  # a time t of query k is t + qoff[k]
+    lo, hi = _segment_range(tl, pa[qp] + qoff, pb[qp] + qoff)
+    del qoff
     work = np.cumsum(1 + np.bincount(qp, weights=np.maximum(hi - lo, 1), minlength=len(idx)))
     del lo, hi
     qstart = np.searchsorted(qp, np.arange(len(idx) + 1))  # each piece's first query
