@@ -433,6 +433,8 @@ for _r, _ks in enumerate(((CPU, TCPU), (RUNQ, TRUNQ), (HCPU,), (HRUNQ,), (BARRIE
                           (BARRIER + 1,), (BARRIER + 2,), (BARRIER + 3,), (BARRIER + 4,),
                           (QUEUE,), (DIRTY, BLOCKQ), (EXTERNAL,), (SLEEP,))):
     _RANK[list(_ks)] = _r
+_RANK8 = _RANK.astype(np.int8)  # the ranks as a radix sort takes them
+_NRANKS = int(_RANK.max()) + 1
 
 
 CONTINUE_BATCH = 1 << 16  # segments of the other threads explained over a batch of pieces
@@ -556,36 +558,58 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     check_keyed(n, width)
     base = np.arange(n, dtype=I64) * width
     ln = pb - pa
-    la = base[piece] + np.clip(sub.a - pa[piece], 0, ln[piece])
-    lb = base[piece] + np.clip(sub.b - pa[piece], 0, ln[piece])
-    edges = unique(np.concatenate((base, base + ln, la, lb)))
+    bounds = np.stack((base, base + ln), axis=1).ravel()  # each piece's edges, sorted
+    if not len(sub.a):
+        edges = unique(bounds)
+    else:
+        # The leaves lie inside their pieces (they explain them), keyed by a shift.
+        shift = (base - pa)[piece]
+        la = sub.a + shift
+        lb = sub.b + shift
+        del shift
+        # The leaves by start once (stable: sub's order among equal starts). The edges
+        # are every leaf's start and each piece's: the leaves of one query tile its
+        # piece, so a leaf ends where another of its query starts or at its piece's
+        # end. One stable sort merges the two sorted runs.
+        by_start = np.argsort(la, kind="stable")
+        edges = np.sort(np.concatenate((la[by_start], bounds)), kind="stable")
+        keep = np.empty(len(edges), bool)
+        keep[:1] = True
+        np.not_equal(edges[1:], edges[:-1], out=keep[1:])
+        edges = edges[keep]
+        del keep
     cut_piece = edges // width
     same = cut_piece[1:] == cut_piece[:-1]
     ka, kb = edges[:-1][same], edges[1:][same]
     cp = cut_piece[:-1][same]
     del edges, cut_piece, same
     owner = np.full(len(ka), -1, np.int64)
+    back = (pa - base)[cp]  # a cut's keyed times back to times
     if not len(sub.a):
-        return cp, pa[cp] + (ka - base[cp]), pa[cp] + (kb - base[cp]), owner
-    # The leaves by start once (stable: sub's order among equal starts); each rank's
-    # leaves keep that order. Only the cuts no better rank owns are searched.
-    by_start = np.argsort(la, kind="stable")
-    rank = _RANK[sub.cat.astype(np.int64)][by_start]
-    open_cut = np.flatnonzero(below[cp] > 0)
+        return cp, ka + back, kb + back, owner
+    # Each rank's leaves in start order: one stable (radix) sort of the ranks of the
+    # leaves in start order. Only the cuts no better rank owns are searched.
+    rank = _RANK8[sub.cat.astype(np.intp)][by_start]
+    by_rank = by_start[np.argsort(rank, kind="stable")]
+    at = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=_NRANKS))))
+    del rank, by_start
+    cut_below = below[cp]
+    open_cut = np.flatnonzero(cut_below > 0)
     for r in range(int(below.max()) if n else 0):
-        k = by_start[rank == r]
-        if not len(k) or not len(open_cut):
+        if at[r] == at[r + 1] or not len(open_cut):
             continue
+        k = by_rank[at[r]:at[r + 1]]
         sa, sb = la[k], lb[k]
         cmax = np.maximum.accumulate(sb)
         arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
-        c = open_cut[r < below[cp[open_cut]]]
-        j = np.searchsorted(sa, ka[c], side="right") - 1  # last leaf starting at or before
+        c = open_cut[r < cut_below[open_cut]]
+        kc = ka[c]
+        j = np.searchsorted(sa, kc, side="right") - 1  # last leaf starting at or before
         jj = np.maximum(j, 0)
-        ok = (j >= 0) & (cmax[jj] > ka[c])
+        ok = (j >= 0) & (cmax[jj] > kc)
         owner[c[ok]] = k[arg[jj[ok]]]
         open_cut = open_cut[owner[open_cut] < 0]
-    return cp, pa[cp] + (ka - base[cp]), pa[cp] + (kb - base[cp]), owner
+    return cp, ka + back, kb + back, owner
 
 
 # -- the views ----------------------------------------------------------------------------
@@ -728,7 +752,7 @@ class _Tally:
                 for k, v in zip(*_group_sums(c[sel], ln[sel])):
                     d[k] = d.get(k, 0) + v
         for step, e in self.edges.items():
-            self.spans[step].reshape(-1)[:] += _per_interval(lv.a, lv.b, weigh, code, e)
+            self.spans[step].reshape(-1)[:] += _per_interval(lv.a, lv.b, weigh, code, e, step)
 
     def level1(self) -> dict[str, int]:
         return {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, self.m.sum(axis=1).tolist())}
@@ -861,34 +885,25 @@ def own_state(tl: Timeline, actors: np.ndarray, arch: str | None) -> list[dict[s
     out = []
     first = np.searchsorted(tl.actor, np.asarray(actors, np.int64))
     last = np.searchsorted(tl.actor, np.asarray(actors, np.int64), side="right")
-    for a, b in zip(first.tolist(), last.tolist()):
-        j = np.arange(a, b)
-        ln = tl.ends(j) - tl.starts(j)
-        k = tl.cat[j]
+    for act, a, b in zip(np.asarray(actors).tolist(), first.tolist(), last.tolist()):
+        # An actor's segments are consecutive: each ends where the next starts, the last
+        # at its death.
+        ln = np.diff(tl.kstart[a:b], append=act * tl.span + (int(tl.death[act]) - tl.origin))
+        k = tl.cat[a:b]
         blocked = (k != CPU) & (k != RUNQ)
-        sys_of = tl.sys[j][blocked]
+        sys_of = tl.sys[a:b][blocked]
         by_sys: dict[str, int] = {}
-        for nr, v in zip(*_group_sum(sys_of, ln[blocked])):
+        for nr, v in zip(*_group_sums(sys_of, ln[blocked])):
             nm = name(nr)
             by_sys[nm] = by_sys.get(nm, 0) + v
         rec = k == RECURSE
         waited = [{"tid": int(tl.tids[t]), "ns": v}
-                  for t, v in zip(*_group_sum(tl.arg[j][rec], ln[rec]))]
+                  for t, v in zip(*_group_sums(tl.arg[a:b][rec], ln[rec]))]
         out.append({"on_cpu_ns": int(ln[k == CPU].sum()),
                     "runqueue_ns": int(ln[k == RUNQ].sum()),
                     "blocked_in_ns": dict(sorted(by_sys.items(), key=lambda kv: -kv[1])),
                     "waiting_for": sorted(waited, key=lambda w: -w["ns"])[:3]})
     return out
-
-
-def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[list[int], list[int]]:
-    """(distinct keys ascending, the sum of the values of each)."""
-    if not len(keys):
-        return [], []
-    u, inv = np.unique(keys, return_inverse=True)
-    tot = np.zeros(len(u), I64)
-    np.add.at(tot, inv.ravel(), values)
-    return u.tolist(), tot.tolist()
 
 
 def _take(lv: Leaves, sel: np.ndarray) -> Leaves:
@@ -1028,23 +1043,25 @@ def _group_sums(keys: np.ndarray, w: np.ndarray) -> tuple[list[int], list[int]]:
 
 
 def _per_interval(a: np.ndarray, b: np.ndarray, weigh: np.ndarray | None, code: np.ndarray,
-                  e: np.ndarray) -> np.ndarray:
+                  e: np.ndarray, step: int) -> np.ndarray:
     """Per (code, interval [e[i], e[i + 1])): the time of the intervals [a, b) (those of
-    weigh) inside it, exact, as a flat (code x interval) array. A leaf inside one
-    interval (most: they are shorter than a step) is one count; the others (few: the
-    leaves of one explanation are disjoint, so at most one crosses each edge) are split
-    at the edges they cross."""
+    weigh) inside it, exact, as a flat (code x interval) array; e[i] = e[0] + i * step
+    but the last, which may be closer. A leaf inside one interval (most: they are
+    shorter than a step) is one count; the others (few: the leaves of one explanation
+    are disjoint, so at most one crosses each edge) are split at the edges they cross."""
     n = len(e) - 1
     a = np.clip(a, e[0], e[-1])
     b = np.clip(b, e[0], e[-1])
     ln = b - a
     if weigh is not None:
         ln *= weigh
-    ia = np.searchsorted(e, a, side="right")
-    ia -= 1
-    ib = np.searchsorted(e, b, side="left")
-    ib -= 1
-    np.clip(ia, 0, n - 1, out=ia)
+    # The interval of each start and of each last ns (a division: a search of unsorted
+    # times is several times slower).
+    ia = a - e[0]
+    ia //= step
+    np.minimum(ia, n - 1, out=ia)
+    ib = b - (e[0] + 1)
+    ib //= step
     np.clip(ib, 0, n - 1, out=ib)
     cross = np.flatnonzero((ia != ib) & (ln > 0))
     bins = code * n
