@@ -314,14 +314,20 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
             det = np.where(rec, DEPTH, det)
             rec = np.zeros(len(cat), bool)
         leaf = ~rec
-        root_q, act_q = root[qi], act[qi]
-        out.append((root_q[leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
-                    p_in[leaf], p_pur[leaf], act_q[leaf]))
-        yield out
+        ql = qi[leaf]
+        out.append((root[ql], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
+                    p_in[leaf], p_pur[leaf], act[ql]))
+        del ql, leaf
+        # The next level's queries, then only the leaves are kept while they are used.
+        qr = qi[rec]
         act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
-        root, top, inner = root_q[rec], p_top[rec], p_in[rec]
-        qpur, home = p_pur[rec], home[qi][rec]
+        root, top, inner = root[qr], p_top[rec], p_in[rec]
+        qpur, home = p_pur[rec], home[qr]
+        del qr, qi, si, first, cnt, pa, pb, cat, arg, det, ssys, blocked_sys, p_top, p_in
+        del p_pur, rec, qoff
+        yield out
+        del out
         level += 1
 
 
@@ -672,6 +678,7 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
                     cut = [x[a:a + ELAPSED_BATCH] for x in part]
                     for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch):
                         tally.add_filled(lv, fill)
+            del level, part  # not kept while the next level is made
     name = _sys_name(arch)
 
     def detail(d: int) -> str:
@@ -848,6 +855,7 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
         for level in _levels(tl, acts, tl.birth[start:end], tl.death[start:end], depth):
             for part in level:
                 _sum_filled(batch, det, sys_sum, Leaves(*part[:8]), fill)
+            del level, part  # not kept while the next level is made
         start = end
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
     awake = per.sum(axis=1) - per[:, L_SLEEP]
