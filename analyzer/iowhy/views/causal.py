@@ -107,7 +107,8 @@ def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverag
     for cat in (HCPU, HRUNQ):
         m = np.flatnonzero(hseg & (tl.cat == cat) & (tl.arg != CARRIED))  # not a loop's
         if len(m):
-            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m))), cat))
+            # In (actor, start) order: a sorted run per helper.
+            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m), runs=True)), cat))
     return out
 
 
@@ -142,7 +143,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     ws, we = waits
     cum = []
     for c in covers:
-        s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)))
+        s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)), runs=True)
         cum.append(Coverage(s, e))
     cats = [BARRIER + k for k in range(len(cum))]
     carried_at = -1  # the index in cats of the loop worker's time, if any
@@ -150,7 +151,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         carried_at = len(cats)
         prev = cum[-1] if cum else Coverage(ws, we)
         s, e = union_intervals(np.concatenate((prev.s, carried.s)),
-                               np.concatenate((prev.e, carried.e)))
+                               np.concatenate((prev.e, carried.e)), runs=True)
         cum.append(Coverage(s, e))
         cats.append(HCPU)
     busy_at = len(cats)  # cats from here on: the recorded helpers' own time
@@ -158,7 +159,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         if not len(cov.s):
             continue
         prev = cum[-1] if cum else Coverage(ws, we)
-        s, e = union_intervals(np.concatenate((prev.s, cov.s)), np.concatenate((prev.e, cov.e)))
+        s, e = union_intervals(np.concatenate((prev.s, cov.s)), np.concatenate((prev.e, cov.e)),
+                               runs=True)
         cum.append(Coverage(s, e))
         cats.append(cat)
     none = Coverage(np.zeros(0, I64), np.zeros(0, I64))
@@ -166,7 +168,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     any_busy = none
     if busy:
         any_busy = Coverage(*union_intervals(np.concatenate([c.s for c, _ in busy]),
-                                             np.concatenate([c.e for c, _ in busy])))
+                                             np.concatenate([c.e for c, _ in busy]), runs=True))
 
     def fill(lv: Leaves) -> Leaves:
         return _loop_worker(_fill(lv))
