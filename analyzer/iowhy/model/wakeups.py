@@ -512,15 +512,18 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     h = h[hr]
     put(off[ifirst[h] + h] + 1, h, head_run[h], hcpu[h])
     del h, hr, head, head_run, ifirst
-    # The linked pieces: an interval's are consecutive and in time order in lq, so a
-    # piece's rank in its interval is its distance from the interval's first.
+    # The linked pieces: lq is sorted (by interval, then time), so a piece's rank in its
+    # interval is its distance from the interval's first, which follows the pieces of
+    # every interval before it: at the exclusive count ahead[q].
+    ahead = np.cumsum(nlinked, dtype=I64)
+    ahead -= nlinked
     for a in range(0, len(lq), LAYOUT_CHUNK * 4):
         b = min(len(lq), a + LAYOUT_CHUNK * 4)
         q = lq[a:b]
-        rank = np.arange(a, b) - np.searchsorted(lq, q, side="left")
+        rank = np.arange(a, b) - ahead[q]
         put(off[q + act[q] + 1] + plain[q] + rank, act[q], lpa[a:b], lpc[a:b], ldet[a:b],
             iv.sysnr[q], lpur[a:b])
-    del lq, lpa, lpc, ldet
+    del lq, lpa, lpc, ldet, ahead
     for a in range(0, n, LAYOUT_CHUNK):
         b = min(n, a + LAYOUT_CHUNK)
         i = np.arange(a, b)
