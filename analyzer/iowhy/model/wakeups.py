@@ -52,7 +52,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
-from ..kernels import I64, check_keyed, key_span, small_unique
+from ..kernels import I64, check_keyed, key_span, small_unique, unique
 from ..names import ATTRIBUTION_CATEGORIES
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
@@ -791,8 +791,8 @@ def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
     if not levels:
         z = np.zeros(0, I64)
         return z, z, np.zeros(0, np.int8)
-    edges = np.unique(np.concatenate([np.concatenate((s, e)) for s, e in levels]
-                                     ).astype(I64))
+    edges = unique(np.concatenate([np.concatenate((s, e)) for s, e in levels]
+                                  ).astype(I64))
     if len(edges) < 2:
         z = np.zeros(0, I64)
         return z, z, np.zeros(0, np.int8)
@@ -916,7 +916,7 @@ def _syscalls_in(nr: np.ndarray, names: frozenset[str], arch: str | None) -> np.
             table[i] = syscall_name(i + lo, arch) in names
         return table[k]
     out = np.zeros(len(nr), bool)
-    for v in np.unique(nr).tolist():
+    for v in unique(nr).tolist():
         if syscall_name(int(v), arch) in names:
             out |= nr == v
     return out

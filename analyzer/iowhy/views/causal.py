@@ -469,11 +469,11 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
         return
     name = _sys_name(arch)
     waits = np.zeros(len(lv.a), bool)
-    for nr in np.unique(lv.in_sys).tolist():
+    for nr in unique(lv.in_sys).tolist():
         if name(int(nr)) in WAITS_ON_WORKLOAD:
             waits |= lv.in_sys == nr
     sleeps = np.zeros(len(lv.a), bool)
-    for nr in np.unique(lv.in_sys[lv.cat == SLEEP]).tolist():
+    for nr in unique(lv.in_sys[lv.cat == SLEEP]).tolist():
         if name(int(nr)) in SLEEP_SYSCALLS:
             sleeps |= lv.in_sys == nr
     own = (actors >= 0) & (actors < nw)
