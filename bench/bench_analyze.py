@@ -45,6 +45,10 @@ what woke the off-CPU and helper intervals), then:
     parquet` (the busy trace; --export-all: every one): wall time, records/s, CPU time
     (the child's, from wait4), peak RSS per record (the child's ru_maxrss).
 
+--cpu runs analyze() alone, on one thread (the decoding too), every figure read from that
+thread's CPU clock: per phase the work it does, which the other processes of a shared
+host disturb far less than its wall time; no command is run.
+
 --venv DIR measures another build (default: this tree's .venv): its bin/python runs
 analyze() and its bin/iowhy the commands; recording always uses this tree's build.
 
@@ -277,13 +281,21 @@ def measured(cmd: list[str], timeout: float, stdout: Any = subprocess.PIPE) -> d
             "timed_out": timed_out, "lines": lines, "stderr": "".join(err)}
 
 
-def analyze_child(path: str, threads: int) -> None:
+def analyze_child(path: str, threads: int, cpu: bool = False) -> None:
     """Runs in a fresh process: read_trace and analyze, printing one JSON line as each
     phase starts ({"phase", "t"}: the parent knows where a stopped run was) and the
-    result last."""
+    result last. cpu: everything on this one thread (the decoding too) and every time,
+    the phases' included, read from its CPU clock (--cpu)."""
+    if cpu:
+        # The analysis times its phases with time.perf_counter() (analysis._Clock).
+        time.perf_counter = time.thread_time
+        threads = 1
+    from iowhy import traceformat
     from iowhy.analysis import AnalysisConfig, analyze
     from iowhy.memory import tune_allocator
     from iowhy.traceformat import read_trace
+    if cpu:
+        traceformat.DECODE_THREADS = 1
     tune_allocator()  # as `iowhy report` does
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -346,7 +358,7 @@ def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str
     """analyze_child in a fresh process, under --timeout; prints what it measured."""
     say(f"   analyze() in a fresh process ({loadavg()})")
     r = measured([str(a.venv / "bin" / "python"), __file__, "--child", "analyze", "--threads",
-                  str(a.threads),
+                  str(a.threads), *(["--cpu"] if a.cpu else []),
                   "--trace", str(path)], a.timeout)
     say(f"     ({loadavg()} after)")
     starts = []
@@ -377,10 +389,12 @@ def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str
                cpu_s=done.get("cpu_s", 0.0),
                hwm=hwm, rss_read=done["rss_read"], phases=done["phases"])
     e2e = n / done["seconds"]
+    how = (f" of CPU, one thread: {n / done['seconds'] / 1e6:.3f} M records per CPU second"
+           if a.cpu
+           else f": {rate(n, done['seconds'])} end to end {ratio(e2e, TARGET_RATE)}")
     say(f"     read_trace {done['read_s']:.2f} s + analyze {done['seconds'] - done['read_s']:.2f}"
-        f" s = {done['seconds']:.2f} s: {rate(n, done['seconds'])} end to end"
-        f" {ratio(e2e, TARGET_RATE)}")
-    if done.get("cpu_s"):
+        f" s = {done['seconds']:.2f} s{how}")
+    if done.get("cpu_s") and not a.cpu:
         say(f"     CPU time of read + analyze (all threads) {done['cpu_s']:.2f} s:"
             f" {n / done['cpu_s'] / 1e6:.3f} M records per CPU second")
     base = int(done["rss_base"])
@@ -389,7 +403,8 @@ def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str
         f" {mib(done['rss_read'] - base)} = {(done['rss_read'] - base) / n:,.0f} B/record, the"
         f" analysis's peak above that {mib(hwm - done['rss_read'])} ="
         f" {(hwm - done['rss_read']) / n:,.0f} B/record")
-    say("     per phase (the phases after 'load records' run two at a time: their sum exceeds"
+    say("     per phase, CPU seconds of the one thread:" if a.cpu else
+        "     per phase (the phases after 'load records' run two at a time: their sum exceeds"
         " the elapsed time):")
     say(f"       {'phase':<28}{'seconds':>9}{'M records/s':>13}{'share':>8}")
     phases = {"read trace": done["read_s"], **done["phases"]}
@@ -442,6 +457,9 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
         res["failed"] = True
         return res
     res["analysis"] = run_analysis(path, n, a)
+    res["records"] = n
+    if a.cpu:
+        return res
     with open(tmp / "report.json", "w") as f:
         res["report"] = run_command("iowhy report --json", [iowhy(a), "report", "--json",
                                                             str(path)], n, a, f)
@@ -564,13 +582,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop a measured run after this many seconds (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=2,
                     help="AnalysisConfig.threads of the analyze() run (default: 2, as report)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="analyze() on one thread (the decoding too), every figure in CPU"
+                         " seconds of that thread (per phase: the work each does, whatever"
+                         " else runs on the host); no commands are run")
     ap.add_argument("--venv", type=Path, default=REPO / ".venv",
                     help="the build to measure: its bin/python runs analyze(), its bin/iowhy"
                          " the commands (default: %(default)s)")
     ap.add_argument("--child", choices=("analyze", "mix"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child == "analyze":
-        analyze_child(a.trace[0], a.threads)
+        analyze_child(a.trace[0], a.threads, a.cpu)
         return 0
     if a.child == "mix":
         print(json.dumps(mix_child(a.trace[0])), flush=True)
