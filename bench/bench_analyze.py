@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_analyze.py                    # every trace, as root
     .venv/bin/python bench/bench_analyze.py --only fsync --only synthetic
     .venv/bin/python bench/bench_analyze.py --trace T.iowt     # an existing trace
+    .venv/bin/python bench/bench_analyze.py --venv OTHER/.venv  # another build's figures
 
 Traces (--only, repeatable; default all). The recorded ones are made with the real
 recorder (`.venv/bin/iowhy record`) once and kept in --cache (default
@@ -35,12 +36,21 @@ For each trace it prints the records of every type, the record mix (shares of ea
 what woke the off-CPU and helper intervals), then:
 
   * analyze(): read_trace() and analyze() (no plots, AnalysisConfig(timings=True)) in a
-    fresh process: seconds, records/s end to end (all records / (read + analyze)), peak
+    fresh process: seconds, records/s end to end (all records / (read + analyze)), the
+    CPU time of read + analyze (all threads) and records per CPU second (a figure other
+    processes on the host disturb far less than the wall time), peak
     RSS of that process (VmHWM: interpreter, the decoded trace and the analysis) per
     record, and seconds and records/s per analysis phase;
   * `iowhy report --json TRACE` as a subprocess (every trace) and `iowhy export --format
-    parquet` (the busy trace; --export-all: every one): wall time, records/s, peak RSS per
-    record (the child's ru_maxrss from wait4).
+    parquet` (the busy trace; --export-all: every one): wall time, records/s, CPU time
+    (the child's, from wait4), peak RSS per record (the child's ru_maxrss).
+
+--cpu runs analyze() alone, on one thread (the decoding too), every figure read from that
+thread's CPU clock: per phase the work it does, which the other processes of a shared
+host disturb far less than its wall time; no command is run.
+
+--venv DIR measures another build (default: this tree's .venv): its bin/python runs
+analyze() and its bin/iowhy the commands; recording always uses this tree's build.
 
 A run that exceeds --timeout (default 1200 s) is stopped (SIGTERM, then SIGKILL, by
 PID) and printed as not finished, with the phase it was in. The 1, 5 and 15 min load
@@ -266,19 +276,29 @@ def measured(cmd: list[str], timeout: float, stdout: Any = subprocess.PIPE) -> d
     for th in pumps:
         th.join(timeout=10)
     maxrss = max(hwm, (ru.ru_maxrss * 1024) if ru is not None else 0)
-    return {"rc": p.returncode, "wall_s": wall, "maxrss": maxrss, "timed_out": timed_out,
-            "lines": lines, "stderr": "".join(err)}
+    cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else 0.0
+    return {"rc": p.returncode, "wall_s": wall, "cpu_s": cpu, "maxrss": maxrss,
+            "timed_out": timed_out, "lines": lines, "stderr": "".join(err)}
 
 
-def analyze_child(path: str, threads: int) -> None:
+def analyze_child(path: str, threads: int, cpu: bool = False) -> None:
     """Runs in a fresh process: read_trace and analyze, printing one JSON line as each
     phase starts ({"phase", "t"}: the parent knows where a stopped run was) and the
-    result last."""
+    result last. cpu: everything on this one thread (the decoding too) and every time,
+    the phases' included, read from its CPU clock (--cpu)."""
+    if cpu:
+        # The analysis times its phases with time.perf_counter() (analysis._Clock).
+        time.perf_counter = time.thread_time
+        threads = 1
+    from iowhy import traceformat
     from iowhy.analysis import AnalysisConfig, analyze
     from iowhy.memory import tune_allocator
     from iowhy.traceformat import read_trace
+    if cpu:
+        traceformat.DECODE_THREADS = 1
     tune_allocator()  # as `iowhy report` does
     t0 = time.perf_counter()
+    c0 = time.process_time()
 
     lock = threading.Lock()
 
@@ -295,7 +315,9 @@ def analyze_child(path: str, threads: int) -> None:
     rss_read = _status("VmRSS")
     res = analyze(tr, AnalysisConfig(timings=True, threads=threads, progress=phase))
     t_all = time.perf_counter() - t0
-    print(json.dumps({"done": True, "read_s": t_read, "seconds": t_all, "counts": counts,
+    cpu = time.process_time() - c0
+    print(json.dumps({"done": True, "read_s": t_read, "seconds": t_all, "cpu_s": cpu,
+                      "counts": counts,
                       "phases": res.get("_timings_s", {}), "rss_read": rss_read,
                       "rss_base": rss_base,
                       "hwm": _status("VmHWM")}), flush=True)
@@ -311,6 +333,11 @@ def _status(key: str) -> int:
 
 
 # -- one trace ---------------------------------------------------------------------------
+
+def iowhy(a: argparse.Namespace) -> str:
+    """The iowhy command of the build measured (--venv)."""
+    return str(a.venv / "bin" / "iowhy")
+
 
 def rate(n: int, s: float) -> str:
     return f"{n / s / 1e6:.3f} M records/s" if s > 0 else "-"
@@ -330,7 +357,8 @@ LEGEND = ("[x of the target] is the figure divided by its target: a rate meets i
 def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str, Any]:
     """analyze_child in a fresh process, under --timeout; prints what it measured."""
     say(f"   analyze() in a fresh process ({loadavg()})")
-    r = measured([sys.executable, __file__, "--child", "analyze", "--threads", str(a.threads),
+    r = measured([str(a.venv / "bin" / "python"), __file__, "--child", "analyze", "--threads",
+                  str(a.threads), *(["--cpu"] if a.cpu else []),
                   "--trace", str(path)], a.timeout)
     say(f"     ({loadavg()} after)")
     starts = []
@@ -358,18 +386,25 @@ def run_analysis(path: Path, total_hint: int, a: argparse.Namespace) -> dict[str
     n = sum(done["counts"].values())
     hwm = max(int(done["hwm"]), r["maxrss"])
     out.update(records=n, counts=done["counts"], seconds=done["seconds"], read_s=done["read_s"],
+               cpu_s=done.get("cpu_s", 0.0),
                hwm=hwm, rss_read=done["rss_read"], phases=done["phases"])
     e2e = n / done["seconds"]
+    how = (f" of CPU, one thread: {n / done['seconds'] / 1e6:.3f} M records per CPU second"
+           if a.cpu
+           else f": {rate(n, done['seconds'])} end to end {ratio(e2e, TARGET_RATE)}")
     say(f"     read_trace {done['read_s']:.2f} s + analyze {done['seconds'] - done['read_s']:.2f}"
-        f" s = {done['seconds']:.2f} s: {rate(n, done['seconds'])} end to end"
-        f" {ratio(e2e, TARGET_RATE)}")
+        f" s = {done['seconds']:.2f} s{how}")
+    if done.get("cpu_s") and not a.cpu:
+        say(f"     CPU time of read + analyze (all threads) {done['cpu_s']:.2f} s:"
+            f" {n / done['cpu_s'] / 1e6:.3f} M records per CPU second")
     base = int(done["rss_base"])
     say(f"     peak RSS {mib(hwm)} = {hwm / n:,.0f} B/record {ratio(hwm / n, TARGET_RSS)}; of"
         f" which the interpreter and imports {mib(base)}, the trace read"
         f" {mib(done['rss_read'] - base)} = {(done['rss_read'] - base) / n:,.0f} B/record, the"
         f" analysis's peak above that {mib(hwm - done['rss_read'])} ="
         f" {(hwm - done['rss_read']) / n:,.0f} B/record")
-    say("     per phase (the phases after 'load records' run two at a time: their sum exceeds"
+    say("     per phase, CPU seconds of the one thread:" if a.cpu else
+        "     per phase (the phases after 'load records' run two at a time: their sum exceeds"
         " the elapsed time):")
     say(f"       {'phase':<28}{'seconds':>9}{'M records/s':>13}{'share':>8}")
     phases = {"read trace": done["read_s"], **done["phases"]}
@@ -392,7 +427,8 @@ def run_command(label: str, cmd: list[str], n: int, a: argparse.Namespace,
         say(f"     failed (exit {r['rc']}): {r['stderr'].strip()[-1500:]}")
     else:
         say(f"     {r['wall_s']:.2f} s wall: {rate(n, r['wall_s'])}"
-            f" {ratio(n / r['wall_s'], TARGET_RATE)}; peak RSS {mib(r['maxrss'])} ="
+            f" {ratio(n / r['wall_s'], TARGET_RATE)}; CPU {r['cpu_s']:.2f} s; peak RSS"
+            f" {mib(r['maxrss'])} ="
             f" {r['maxrss'] / n:,.0f} B/record {ratio(r['maxrss'] / n, TARGET_RSS)}")
     return r
 
@@ -407,7 +443,8 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
             f" {', '.join(f'{x:.2f}' for x in d.get('loadavg_before', []))}):"
             f" {shlex.join(d.get('command', []))}")
     res: dict[str, Any] = {"label": label, "path": str(path)}
-    mix = measured([sys.executable, __file__, "--child", "mix", "--trace", str(path)], a.timeout)
+    mix = measured([str(a.venv / "bin" / "python"), __file__, "--child", "mix", "--trace",
+                    str(path)], a.timeout)
     if mix["rc"] == 0 and mix["lines"]:
         m = json.loads(mix["lines"][-1][1])
         res["mix"] = m
@@ -420,8 +457,11 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
         res["failed"] = True
         return res
     res["analysis"] = run_analysis(path, n, a)
+    res["records"] = n
+    if a.cpu:
+        return res
     with open(tmp / "report.json", "w") as f:
-        res["report"] = run_command("iowhy report --json", [str(IOWHY), "report", "--json",
+        res["report"] = run_command("iowhy report --json", [iowhy(a), "report", "--json",
                                                             str(path)], n, a, f)
     if res["report"]["rc"] == 0 and not res["report"]["timed_out"]:
         json.loads((tmp / "report.json").read_text())  # a whole JSON document
@@ -429,7 +469,7 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
     if export:
         out = tmp / "export"
         res["export"] = run_command("iowhy export --format parquet",
-                                    [str(IOWHY), "export", "--format", "parquet", "-o",
+                                    [iowhy(a), "export", "--format", "parquet", "-o",
                                      str(out), str(path)], n, a, subprocess.DEVNULL)
         shutil.rmtree(out, ignore_errors=True)
     res["records"] = n
@@ -442,8 +482,8 @@ def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
     say("\n== summary (targets: >= 2 M records/s end to end, <= 300 B peak RSS per record,"
         " the 60 s busy trace reported in < 60 s)")
     head = (f"{'trace':<26}{'records':>12}{'requests':>11}{'analyze s':>11}{'M rec/s':>9}"
-            f"{'B/rec':>7}{'report s':>10}{'M rec/s':>9}{'B/rec':>7}{'export s':>10}"
-            f"{'B/rec':>7}")
+            f"{'CPU s':>7}{'B/rec':>7}{'report s':>10}{'M rec/s':>9}{'B/rec':>7}"
+            f"{'export s':>10}{'B/rec':>7}")
     say(head)
 
     def secs(r: dict[str, Any] | None, key: str, w: int) -> str:
@@ -472,11 +512,14 @@ def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
             continue
         an, rp, ex = res.get("analysis"), res.get("report"), res.get("export")
         rq = res["mix"]["counts"]["request"]
+        cpu = (f"{an['cpu_s']:>7.2f}" if an is not None and an.get("cpu_s")
+               else f"{'-':>7}")
         say(f"{res['label']:<26}{n:>12,}{rq:>11,}{secs(an, 'seconds', 11)}"
-            f"{rec_s(an, 'seconds', n, 9)}{per_rec(an, n, 7)}{secs(rp, 'wall_s', 10)}"
+            f"{rec_s(an, 'seconds', n, 9)}{cpu}{per_rec(an, n, 7)}{secs(rp, 'wall_s', 10)}"
             f"{rec_s(rp, 'wall_s', n, 9)}{per_rec(rp, n, 7)}{secs(ex, 'wall_s', 10)}"
             f"{per_rec(ex, n, 7)}")
-    say("analyze s: read_trace + analyze() in a fresh process; report/export s: the whole"
+    say("analyze s: read_trace + analyze() in a fresh process; CPU s: its CPU time (all"
+        " threads); report/export s: the whole"
         " command's wall time; M rec/s: all records per second of that time; B/rec: peak"
         f" RSS per record (all record types); >{a.timeout:.0f}: stopped at --timeout (B/rec"
         " then the peak so far)")
@@ -539,17 +582,24 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop a measured run after this many seconds (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=2,
                     help="AnalysisConfig.threads of the analyze() run (default: 2, as report)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="analyze() on one thread (the decoding too), every figure in CPU"
+                         " seconds of that thread (per phase: the work each does, whatever"
+                         " else runs on the host); no commands are run")
+    ap.add_argument("--venv", type=Path, default=REPO / ".venv",
+                    help="the build to measure: its bin/python runs analyze(), its bin/iowhy"
+                         " the commands (default: %(default)s)")
     ap.add_argument("--child", choices=("analyze", "mix"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child == "analyze":
-        analyze_child(a.trace[0], a.threads)
+        analyze_child(a.trace[0], a.threads, a.cpu)
         return 0
     if a.child == "mix":
         print(json.dumps(mix_child(a.trace[0])), flush=True)
         return 0
 
     say(f"command: {shlex.join([sys.executable, *sys.argv])}")
-    ver = subprocess.run([str(IOWHY), "--version"], capture_output=True, text=True).stdout
+    ver = subprocess.run([iowhy(a), "--version"], capture_output=True, text=True).stdout
     say(f"Linux {platform.release()}, {os.cpu_count()} CPUs, {ver.strip()},"
         f" {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {loadavg()}")
     say(LEGEND)

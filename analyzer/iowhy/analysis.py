@@ -17,7 +17,7 @@ import numpy as np
 
 from . import abi, cmdline, memory, names
 from .findings import findings
-from .kernels import I64, Coverage, percentiles, union_intervals
+from .kernels import I64, Coverage, percentiles, union_intervals, unique
 from .model.bios import BIO_FIELDS, append_bios
 from .model.calls import covered_devices, join_requests_to_calls, sync_coverage, sync_pairs
 from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
@@ -258,14 +258,14 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
     rq.extra["seq"] = seq["seq"]
     # The bios of bio-based devices, as requests of their devices (model/bios.py).
     nrq = len(rq)
-    rq = append_bios(rq, bio, meta, np.unique(np.asarray(tasks["tgid"])))
+    rq = append_bios(rq, bio, meta, unique(np.asarray(tasks["tgid"])))
     if len(rq) > nrq:
         more = nrq + submitter_tids(rq.flags[nrq:], rq.tid[nrq:])
         sub_tids = np.concatenate((sub_tids, rq.tid[more].astype(np.int64)))
         sub_comms += [bytes(c) for c in np.asarray(bio["comm"])[more - nrq]]
     # Other user processes' requests are background only where the trace knows the
     # workload (task records; an imported trace may name none).
-    users = (user_submitters(sub_tids, sub_comms, np.unique(np.asarray(helper["tid"])))
+    users = (user_submitters(sub_tids, sub_comms, unique(np.asarray(helper["tid"])))
              if len(tasks["tid"]) else np.zeros(0, I64))
     offcpu = asleep_at_start(off, threads, win, tasks)
     bg = None
@@ -517,7 +517,7 @@ class _Tasks:
         # A loop device's requests are carried by the devices below it when those are
         # recorded (views/stack.py): its time is theirs and its loop worker's.
         carriers = carrier_devices(self.meta, self.rq.devices,
-                                   np.unique(self.rq.dev).tolist())
+                                   unique(self.rq.dev).tolist())
         self.carriers = carriers
 
         def covers_of(devs: Sequence[int]) -> Any:

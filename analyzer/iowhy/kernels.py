@@ -213,14 +213,16 @@ def sort_with_order(x: np.ndarray, runs: bool = False, overwrite: bool = False
 SORT_BLOCK = 1 << 16  # values packed at a time by sort_with_order
 
 
-def union_intervals(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of arbitrary intervals [s, e) (empty ones ignored)."""
+def union_intervals(s: np.ndarray, e: np.ndarray, runs: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Union of arbitrary intervals [s, e) (empty ones ignored). runs=True when they
+    come as a few runs sorted by start (sort_with_order merges them)."""
     keep = e > s
     if not keep.all():
         sel = np.flatnonzero(keep)
         s, e = s[sel], e[sel]
     del keep
-    s, order = sort_with_order(np.asarray(s, dtype=I64))
+    s, order = sort_with_order(np.asarray(s, dtype=I64), runs=runs)
     return union_sorted(s, e[order])
 
 

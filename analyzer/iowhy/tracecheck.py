@@ -345,6 +345,22 @@ def valid_records(name: str, view: np.ndarray) -> np.ndarray | None:
     return None if bad is None else ~bad
 
 
+def time_bounds(name: str, view: np.ndarray) -> tuple[int, int] | None:
+    """(the smallest non-zero time, the largest time) of the records of `view` (2**64
+    and 0 without any), or None for times not held as u64: in_window(name, view, lo, hi)
+    is None whenever lo <= the first and the second <= hi."""
+    least, most = 1 << 64, 0
+    one = np.uint64(1)
+    for f in TIMES[name]:
+        col = view[f]
+        if col.dtype != np.dtype("<u8"):
+            return None
+        if len(col):
+            most = max(most, int(col.max()))
+            least = min(least, int((col - one).min()) + 1)  # a zero wraps to the largest
+    return least, most
+
+
 def in_window(name: str, view: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
     """Mask of the records of `view` whose non-zero times lie in [lo, hi], or None when
     all do. A time far outside the recording is damage; kept, it would stretch every

@@ -116,12 +116,13 @@ _TS = 1  # ts_ns: the second 8-byte word of every record
 
 def _rel(x: np.ndarray, base: np.ndarray) -> np.ndarray:
     """A time relative to the record's ts_ns: ts + 1 - x (mod 2^64), with 0 (unknown) kept 0
-    and ts + 1, which that maps to 0, kept as it is. Its own inverse."""
-    one = np.uint64(1)
-    y = base + one - x
-    y[x == 0] = 0
-    hit = x == base + one
-    y[hit] = x[hit]
+    and ts + 1, which that maps to 0, kept as it is. Its own inverse. (Both exceptions
+    keep x: x == 0, and x == ts + 1, where ts + 1 - x is 0.)"""
+    y = base + np.uint64(1)
+    y -= x
+    keep = x == 0
+    keep |= y == 0
+    np.copyto(y, x, where=keep)
     return y
 
 
@@ -182,28 +183,28 @@ def uncompact(data: bytes | memoryview, ctype: int, rec_size: int, count: int,
     if int(groups.max()) >= count:
         return None
     cols, rows = _layout(spec, rec_size)
-    t = np.empty((rec_size, count), np.uint8)  # the records byte-transposed
+    s = np.empty((count, rec_size), np.uint8)  # the records, in the groups' order
     at = 2 * count
-    for a, b in cols:
-        t[a:b] = buf[at:at + (b - a) * count].reshape(b - a, count)
+    for a, b in cols:  # byte-transposed: each byte's plane into its place in every record
+        s[:, a:b] = buf[at:at + (b - a) * count].reshape(b - a, count).T
         at += (b - a) * count
-    r = buf[at:].reshape(count, -1).T
+    r = buf[at:].reshape(count, -1)
     at = 0
-    for a, b in rows:
-        t[a:b] = r[at:at + b - a]
+    for a, b in rows:  # kept record by record
+        s[:, a:b] = r[:, at:at + b - a]
         at += b - a
-    s = np.ascontiguousarray(t.T)
     w = s.view("<u8")
     for off in spec.prev:
         w[:, off // 8] = np.cumsum(w[:, off // 8], dtype=np.uint64)
     ts = w[:, _TS].copy()
     for off in spec.rel:
         w[:, off // 8] = _rel(w[:, off // 8], ts)
-    # Records moved whole, as rows of 8-byte words (record sizes are multiples of 8).
-    out = (dest.view("<u8").reshape(w.shape) if dest is not None and len(dest) == w.nbytes
-           else np.empty_like(w))
-    out[np.argsort(groups, kind="stable")] = w
-    return out.reshape(-1).view(np.uint8).data
+    # Records moved whole, each as one element of rec_size bytes (a row copy each).
+    out = (dest if dest is not None and len(dest) == w.nbytes
+           else np.empty(w.nbytes, np.uint8))
+    rec = np.dtype((np.void, rec_size))
+    out.view(rec)[np.argsort(groups, kind="stable")] = s.reshape(-1).view(rec)
+    return out.data
 
 
 def _json_chunk(buf: Any, n: int) -> dict[str, Any] | None:

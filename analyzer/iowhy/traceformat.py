@@ -377,9 +377,10 @@ def read_trace(path: str, on_records: Callable[[int], None] | None = None,
                decode_ratio: int | None = None) -> Trace:
     """Open and validate a trace. Raises TraceError for a file that is not one at all.
     on_records: told the number of records of each record chunk as it is read
-    (progress on a terminal). decode_ratio: the compressed chunks may decode to
-    ZSTD_BUDGET_BASE plus this many bytes per byte of the file (default
-    ZSTD_BUDGET_RATIO)."""
+    (progress on a terminal): a compressed chunk's as it is decoded (all its records,
+    before they are checked), any other's once checked (the valid ones). decode_ratio:
+    the compressed chunks may decode to ZSTD_BUDGET_BASE plus this many bytes per byte
+    of the file (default ZSTD_BUDGET_RATIO)."""
     fd = _open(path)
     try:
         return _read(fd, path, on_records, decode_ratio or ZSTD_BUDGET_RATIO)
@@ -482,7 +483,10 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
     # bytes the compressed chunks may become, in all
     budget = ZSTD_BUDGET_BASE + (dmg.decode_ratio or ZSTD_BUDGET_RATIO) * size
     dest = _Dest(valid, sizes)
-    decoded = _decode_ahead(tr, valid, src, dest, seq_max, budget)
+    decoded = _decode_ahead(tr, valid, src, dest, seq_max, budget, sizes, on_records)
+    # Per record type, per view kept: the (non-zero minimum, maximum) of its times, when
+    # known (_check_window).
+    bounds: dict[str, list[tuple[int, int] | None]] = {}
     for off, h in valid:
         ctype, count, plen, dlen, seq = h[1], h[3], h[4], h[5], h[7]
         packed = bool(ctype & abi.CHUNK_ZSTD)
@@ -502,6 +506,8 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                 dmg.chunks_out_of_order += 1
             top = max(top, seq)
         payload = src.payload(off + CHDR_SIZE, plen)
+        pre = None  # the record checks of a chunk decoded ahead (_record_checks)
+        told = False  # its records counted (on_records) as it was decoded ahead
         if packed:
             if tr.version < (_COMPACT_MIN_VERSION if compacted else _ZSTD_MIN_VERSION):
                 dmg.unknown_chunks += 1
@@ -512,7 +518,11 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             if dlen > budget:
                 dmg.over_budget_chunks += 1
                 continue
-            data = decoded.pop(off) if off in decoded else _unpack(payload, h, dest.take(h))
+            if off in decoded:
+                data, pre = decoded.pop(off)
+                told = data is not None and ctype in abi.RECORD_TYPES
+            else:
+                data = _unpack(payload, h, dest.take(h))
             if data is None:
                 dmg.undecodable_chunks += 1
                 continue
@@ -554,28 +564,31 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
             dmg.unknown_chunks += 1
             continue
         view = np.frombuffer(payload, dtype=rdt, count=count)
+        if pre is None or rdt is not dtype:
+            pre = _record_checks(name, ctype, view)
         # The chunk header is outside the CRC: records of another type (a re-typed
         # chunk of the same record size) are caught by their own headers.
-        if count and ((view["type"] != ctype).any() or (view["size_bytes"] != rdt.itemsize)
-                      .any()):
+        if pre[0]:
             dmg.unknown_chunks += 1
             continue
         if rdt is not dtype:
             view = _widen(view, dtype)
+            pre = (False, tracecheck.valid_records(name, view), None)
         per_chunk.append((seq, name, count))
-        ok = tracecheck.valid_records(name, view)
+        ok = pre[1]
         if ok is not None:
             nbad = int(count - ok.sum())
             dmg.invalid_records[name] = dmg.invalid_records.get(name, 0) + nbad
             view = view[ok]
         if len(view):
             tr._views.setdefault(name, []).append(view)
+            bounds.setdefault(name, []).append(pre[2])
             tr._where.setdefault(name, []).append((off, h))
             tr._counts[name] = tr._counts.get(name, 0) + len(view)
-            if on_records is not None:
+            if on_records is not None and not told:
                 on_records(len(view))
     dmg.truncated = tr.trailer is None
-    _check_window(tr)
+    _check_window(tr, bounds)
     if seen:
         dmg.chunks_missing = max(seen) + 1 - len(seen)
     # Records against the counts the recorder wrote: the trailer's (all records), else the
@@ -631,12 +644,19 @@ DECODE_THREADS = 2  # threads decoding compressed chunks (zstd and numpy release
 
 
 def _decode_ahead(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, dest: _Dest,
-                  seq_max: int, budget: int) -> dict[int, bytes | memoryview | None]:
+                  seq_max: int, budget: int, sizes: dict[int, int],
+                  on_records: Callable[[int], None] | None = None
+                  ) -> dict[int, tuple[bytes | memoryview | None, Any]]:
     """The compressed chunks _take_chunks will decode, decoded on DECODE_THREADS threads:
-    {chunk offset: _unpack's result}. The same chunks in the same order as it takes
-    them (duplicates skipped, the version's, within the budget as if every one before
-    decoded: never more work than the budget allows; a chunk the budget admits only
-    because one before failed is decoded by _take_chunks itself)."""
+    {chunk offset: (_unpack's result, its _record_checks or None)}. The same chunks in
+    the same order as it takes them (duplicates skipped, the version's, within the
+    budget as if every one before decoded: never more work than the budget allows; a
+    chunk the budget admits only because one before failed is decoded by _take_chunks
+    itself). A record chunk of this version's layout is checked as it is decoded, while
+    its records are in the cache (each check of a field reads every record's line).
+    on_records is told, in the calling thread and in file order, the records of each
+    record chunk decoded (most of a read's time goes here: a progress line counts them
+    as they come, not at the end); _take_chunks does not tell them again."""
     seen: set[int] = set()
     jobs = []
     for off, h in valid:
@@ -655,14 +675,36 @@ def _decode_ahead(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, dest:
         budget -= h[5]
         jobs.append((off, h, dest.take(h)))
 
-    def one(job: tuple[int, tuple, np.ndarray | None]) -> bytes | memoryview | None:
+    def one(job: tuple[int, tuple, np.ndarray | None]
+            ) -> tuple[bytes | memoryview | None, Any]:
         off, h, d = job
-        return _unpack(src.payload(off + CHDR_SIZE, h[4]), h, d)
+        data = _unpack(src.payload(off + CHDR_SIZE, h[4]), h, d)
+        ctype = h[1] & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT)
+        if (data is None or ctype in abi.JSON_CHUNKS or sizes.get(ctype) != h[2]
+                or ctype in tr._old_dtypes or ctype not in abi.RECORD_TYPES):
+            return data, None
+        name, dtype = abi.RECORD_TYPES[ctype]
+        if h[3] * dtype.itemsize != len(data):
+            return data, None
+        return data, _record_checks(name, ctype, np.frombuffer(data, dtype=dtype, count=h[3]))
+    out: dict[int, tuple[bytes | memoryview | None, Any]] = {}
+
+    def keep(job: tuple[int, tuple, np.ndarray | None],
+             res: tuple[bytes | memoryview | None, Any]) -> None:
+        out[job[0]] = res
+        h = job[1]
+        if (on_records is not None and res[0] is not None
+                and h[1] & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT) in abi.RECORD_TYPES):
+            on_records(h[3])
     if len(jobs) < 8 or DECODE_THREADS < 2:
-        return {job[0]: one(job) for job in jobs}
+        for job in jobs:
+            keep(job, one(job))
+        return out
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=DECODE_THREADS) as pool:
-        return dict(zip((job[0] for job in jobs), pool.map(one, jobs)))
+        for job, res in zip(jobs, pool.map(one, jobs)):  # in order, each as it is done
+            keep(job, res)
+    return out
 
 
 def _unpack(payload: Any, h: tuple, dest: np.ndarray | None = None
@@ -691,6 +733,17 @@ def _unpack(payload: Any, h: tuple, dest: np.ndarray | None = None
     return data
 
 
+def _record_checks(name: str, ctype: int, view: np.ndarray
+                   ) -> tuple[bool, np.ndarray | None, tuple[int, int] | None]:
+    """A record chunk's checks: (whether a record's header names another type or size,
+    tracecheck.valid_records' mask, the (non-zero minimum, maximum) of its times for
+    _check_window)."""
+    if len(view) and ((view["type"] != ctype).any()
+                      or (view["size_bytes"] != view.dtype.itemsize).any()):
+        return True, None, None
+    return False, tracecheck.valid_records(name, view), tracecheck.time_bounds(name, view)
+
+
 def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:
     """The valid records of a record chunk read before (Trace._where), decoded again."""
     payload = tr._src.payload(off + CHDR_SIZE, h[4])
@@ -717,9 +770,11 @@ def _widen(old: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return view
 
 
-def _check_window(tr: Trace) -> None:
+def _check_window(tr: Trace, bounds: dict[str, list[tuple[int, int] | None]]) -> None:
     """Drop the records with a time far outside the recording window (when the trace
-    gives one), counted in invalid_records."""
+    gives one), counted in invalid_records. bounds: per type, per view, the (non-zero
+    minimum, maximum) of its records' times when known: a view inside the window is
+    not read again."""
     start = tr.start_ns
     end = max((int(src["end_ns"]) for src in (tr.trailer, tr.progress)
                if src and src.get("end_ns")), default=0)
@@ -728,7 +783,11 @@ def _check_window(tr: Trace) -> None:
     lo = max(0, start - tracecheck.WINDOW_SLACK_NS)
     hi = end + tracecheck.WINDOW_SLACK_NS
     for name, views in tr._views.items():
+        known = bounds.get(name, [])
         for i, v in enumerate(views):
+            b = known[i] if i < len(known) else None
+            if b is not None and b[0] >= lo and b[1] <= hi:
+                continue
             ok = tracecheck.in_window(name, v, lo, hi)
             if ok is not None:
                 tr.damage.invalid_records[name] = (tr.damage.invalid_records.get(name, 0)

@@ -328,3 +328,28 @@ def test_a_small_file_decodes_in_proportion_to_its_size(tmp_path):
     assert json.loads(r.out)["records"]["request"] == 16 * 3640 and "damage" not in r.out
     r = run_cli(["info", "--decode-ratio", "0", p])
     assert r.rc == 2 and r.err.startswith("iowhy: --decode-ratio 0 is out of range")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_records_are_counted_as_they_are_decoded(tmp_path, monkeypatch, threads):
+    """Progress (read_trace's on_records) counts a compressed chunk's records as it is
+    decoded, where a read spends its time, not all at the end; and each record once."""
+    p = tmp_path / "t.iowt"
+    _write(p, 3, n=12_000)  # twelve compressed record chunks of 1000
+    monkeypatch.setattr(traceformat, "DECODE_THREADS", threads)
+    told: list[int] = []
+    seen_at_decode: list[int] = []  # records told when each record chunk was decoded
+    unpack = traceformat._unpack
+
+    def counting_unpack(payload, h, dest=None):
+        if h[1] & ~(abi.CHUNK_ZSTD | abi.CHUNK_COMPACT) in abi.RECORD_TYPES:
+            seen_at_decode.append(sum(told))
+        return unpack(payload, h, dest)
+    monkeypatch.setattr(traceformat, "_unpack", counting_unpack)
+    tr = read_trace(str(p), on_records=told.append)
+    assert tr.count("request") == 12_000 and sum(told) == 12_000
+    assert told == [1000] * 12
+    if threads == 1:  # one at a time: each chunk's records told before the next decodes
+        assert seen_at_decode == [1000 * k for k in range(12)]
+    else:  # the pool decodes ahead of the telling, but the count grows while it does
+        assert len(seen_at_decode) == 12 and max(seen_at_decode) > 0

@@ -211,7 +211,7 @@ def sync_pairs(rq: Requests, cls: np.ndarray, fs: Mapping[str, np.ndarray], win:
     enter = np.asarray(fs["enter_ns"]).astype(I64)
     exit_ = call_exit(fs, win.end_ns)
     out_r, out_c = [], []
-    for dk in np.unique(cdev).tolist():
+    for dk in unique(cdev).tolist():
         devs = [index[d] for d in coverage["disks"].get(dk, ()) if d in index]
         c = calls[cdev == dk]
         r = np.flatnonzero(cand & np.isin(rq.dev, np.asarray(devs, np.int32)))

@@ -52,7 +52,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
-from ..kernels import I64, check_keyed, key_span, small_unique
+from ..kernels import I64, check_keyed, key_span, small_unique, unique
 from ..names import ATTRIBUTION_CATEGORIES
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
@@ -143,9 +143,21 @@ class Timeline:
     forked: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     def actor_of(self, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(actor index, found) of each tid."""
+        """(actor index, found) of each tid (the index is meaningless where not found).
+        By a table of the actors' tids (thread ids are below 2^23) when it is no larger
+        than a few times the tids looked up: a search of unsorted keys mispredicts its
+        branches."""
         if not len(self.tids):
             return np.zeros(len(tid), np.int64), np.zeros(len(tid), bool)
+        top = int(self.tids.max())
+        if int(self.tids.min()) >= 0 and top < min(1 << 23, 8 * len(tid) + 4096):
+            table = np.full(top + 2, -1, np.int32)  # the last entry: any tid beyond
+            table[self.tids] = np.arange(len(self.tids), dtype=np.int32)
+            t = np.asarray(tid).astype(I64)
+            ai = table[np.where((t >= 0) & (t <= top), t, top + 1)].astype(I64)
+            found = ai >= 0
+            np.maximum(ai, 0, out=ai)
+            return ai, found
         order = np.argsort(self.tids, kind="stable")
         i = np.minimum(np.searchsorted(self.tids, tid, sorter=order), len(order) - 1)
         ai = order[i]
@@ -386,7 +398,7 @@ def _intervals(tl: Timeline, kinds: Sequence[tuple[Mapping[str, np.ndarray],
         e = np.clip(np.where(e > 0, e, hi), lo, hi)
         del lo, hi
         # Stable: equal starts keep the records' order.
-        o = np.argsort(tl.keys(act, s), kind="stable")
+        o = _by_actor_then_time(act, tl.keys(act, s), len(tl.tids))
         rows = o if sel is None else sel[o]
         parts.append((act[o], s[o], e[o], rows))
         del s, e, o
@@ -417,6 +429,21 @@ def _intervals(tl: Timeline, kinds: Sequence[tuple[Mapping[str, np.ndarray],
     # A helper's syscall is none of the workload's: the waiter's own names the wait.
     sysnr = np.where(helper, -3, c.get("syscall_nr")).astype(np.int32)
     return _Intervals(act, s, w, e, woken, helper, sysnr, c)
+
+
+def _by_actor_then_time(act: np.ndarray, key: np.ndarray, nact: int) -> np.ndarray:
+    """np.argsort(key, kind="stable") of keyed times (actor-major): a stable radix sort
+    of the actors first (16 bits), then a stable sort of the keys in that order, which
+    within an actor are records in the order written, nearly sorted already (the sort
+    merges runs): the same order, several times faster than sorting the records in
+    their order (many threads' records interleaved)."""
+    if nact >= 1 << 16 or len(act) < 1024:
+        return np.argsort(key, kind="stable")
+    o = np.argsort(act.astype(np.uint16), kind="stable")
+    k = key[o]
+    if len(k) > 1 and (k[1:] < k[:-1]).any():
+        o = o[np.argsort(k, kind="stable")]
+    return o
 
 
 LAYOUT_CHUNK = 1 << 18  # intervals whose segments are laid out together (temporaries)
@@ -503,15 +530,18 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     h = h[hr]
     put(off[ifirst[h] + h] + 1, h, head_run[h], hcpu[h])
     del h, hr, head, head_run, ifirst
-    # The linked pieces: an interval's are consecutive and in time order in lq, so a
-    # piece's rank in its interval is its distance from the interval's first.
+    # The linked pieces: lq is sorted (by interval, then time), so a piece's rank in its
+    # interval is its distance from the interval's first, which follows the pieces of
+    # every interval before it: at the exclusive count ahead[q].
+    ahead = np.cumsum(nlinked, dtype=I64)
+    ahead -= nlinked
     for a in range(0, len(lq), LAYOUT_CHUNK * 4):
         b = min(len(lq), a + LAYOUT_CHUNK * 4)
         q = lq[a:b]
-        rank = np.arange(a, b) - np.searchsorted(lq, q, side="left")
+        rank = np.arange(a, b) - ahead[q]
         put(off[q + act[q] + 1] + plain[q] + rank, act[q], lpa[a:b], lpc[a:b], ldet[a:b],
             iv.sysnr[q], lpur[a:b])
-    del lq, lpa, lpc, ldet
+    del lq, lpa, lpc, ldet, ahead
     for a in range(0, n, LAYOUT_CHUNK):
         b = min(n, a + LAYOUT_CHUNK)
         i = np.arange(a, b)
@@ -547,7 +577,13 @@ def _gaps_after(tl: Timeline, iv: _Intervals, a: int, b: int
     last[:c - a - 1] = act[1:] != act[:-1]
     nxt_s = np.where(last, tl.death[act[:b - a]], iv.s[a + 1:a + 1 + (b - a)]
                      if c > b else np.append(iv.s[a + 1:c], 0))
-    rt = iv.c.get("run_total_ns", np.arange(a, c))
+    # Only a helper's gap is split (the workload's intervals come first): its CPU
+    # totals are read for the helpers' intervals alone.
+    h0 = max(a, len(iv.c.wo))
+    if h0 >= b:
+        return nxt_s, nxt_s
+    rt = np.zeros(c - a, I64)
+    rt[h0 - a:] = iv.c.get("run_total_ns", np.arange(h0, c))
     rt_next = np.append(rt[1:], 0) if c == b else rt[1:]
     rt = rt[:b - a]
     split = iv.helper[a:b] & ~last & (rt > 0) & (rt_next >= rt)
@@ -748,9 +784,18 @@ class RequestLink:
                            dev=rq.dev[o].astype(np.int32))
 
     def find(self, seq: np.ndarray) -> np.ndarray:
-        """Index of each seq's request, -1 when not among the requests."""
+        """Index of each seq's request, -1 when not among the requests. By a table of the
+        seqs when they are distinct and dense (request numbers: their range is a few
+        times their count), else by a search."""
         if not len(self.seq):
             return np.full(len(seq), -1, np.int64)
+        lo, hi = int(self.seq[0]), int(self.seq[-1])
+        distinct = len(self.seq) < 2 or bool((self.seq[1:] > self.seq[:-1]).all())
+        if hi - lo < 4 * len(self.seq) + 4096 and distinct:
+            table = np.full(hi - lo + 2, -1, np.int64)  # the last entry: any seq outside
+            table[self.seq - lo] = np.arange(len(self.seq))
+            q = np.asarray(seq).astype(I64) - lo
+            return table[np.where((q >= 0) & (q <= hi - lo), q, hi - lo + 1)]
         i = np.minimum(np.searchsorted(self.seq, seq), len(self.seq) - 1)
         return np.where(self.seq[i] == seq, i, -1)
 
@@ -764,8 +809,8 @@ def device_states(levels: list[tuple[np.ndarray, np.ndarray]]
     if not levels:
         z = np.zeros(0, I64)
         return z, z, np.zeros(0, np.int8)
-    edges = np.unique(np.concatenate([np.concatenate((s, e)) for s, e in levels]
-                                     ).astype(I64))
+    edges = unique(np.concatenate([np.concatenate((s, e)) for s, e in levels]
+                                  ).astype(I64))
     if len(edges) < 2:
         z = np.zeros(0, I64)
         return z, z, np.zeros(0, np.int8)
@@ -805,10 +850,7 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     flags = c.get("flags_u16")
     wtid = c.get("waker_tid")
     ctx = c.get("waker_ctx_u16")
-    sleepy = np.zeros(n, bool)
-    for nr in np.unique(sysnr).tolist():
-        if syscall_name(int(nr), arch) in SLEEP_SYSCALLS:
-            sleepy |= sysnr == nr
+    sleepy = _syscalls_in(sysnr, SLEEP_SYSCALLS, arch)
     # 0. a throttled wait (the probes saw the throttle): whatever ended it.
     dirty = (flags & abi.OFF_THROTTLE_DIRTY) != 0
     blockq = ((flags & abi.OFF_THROTTLE_BLOCK) != 0) & ~dirty
@@ -878,6 +920,26 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     return cat, target, detail, pur
 
 
+def _syscalls_in(nr: np.ndarray, names: frozenset[str], arch: str | None) -> np.ndarray:
+    """Per syscall number: whether its name is one of `names`; by a table over the
+    numbers met (a count of each) when they span few values, else per distinct one."""
+    if not len(nr):
+        return np.zeros(0, bool)
+    lo, hi = int(nr.min()), int(nr.max())
+    if hi - lo < (1 << 16):
+        k = nr.astype(np.intp)
+        k -= lo
+        table = np.zeros(hi - lo + 1, bool)
+        for i in np.flatnonzero(np.bincount(k, minlength=hi - lo + 1)).tolist():
+            table[i] = syscall_name(i + lo, arch) in names
+        return table[k]
+    out = np.zeros(len(nr), bool)
+    for v in unique(nr).tolist():
+        if syscall_name(int(v), arch) in names:
+            out |= nr == v
+    return out
+
+
 # The calls that run the filesystem's fsync (vfs_fsync_range): on XFS, a log force.
 _FSYNC_CALLS = (abi.CALL_FSYNC, abi.CALL_FDATASYNC, abi.CALL_MSYNC, abi.CALL_OSYNC_WRITE)
 
@@ -913,11 +975,17 @@ def _in_xfs_fsync(tl: Timeline, iv: _Intervals, k: np.ndarray,
 
 def starts_with(comm: np.ndarray, prefix: bytes) -> np.ndarray:
     """Per name of a fixed-width bytes array: whether it starts with prefix (a compare
-    of the leading bytes, without per-element string calls)."""
+    of the leading bytes, without per-element string calls; for a prefix of at most 8
+    bytes, of the names' first 8 bytes as one little-endian word, masked)."""
     comm = np.ascontiguousarray(comm)
     width = comm.dtype.itemsize
     if len(prefix) > width:
         return np.zeros(len(comm), bool)
+    if len(prefix) <= 8 and width % 8 == 0:
+        word = comm.view(np.uint64).reshape(len(comm), width // 8)[:, 0]
+        mask = np.uint64((1 << (8 * len(prefix))) - 1)
+        want = np.uint64(int.from_bytes(prefix, "little"))
+        return (word & mask) == want
     lead = comm.view(np.uint8).reshape(len(comm), width)[:, :len(prefix)]
     return (lead == np.frombuffer(prefix, np.uint8)).all(axis=1)
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
-from ..kernels import I64
+from ..kernels import I64, unique
 from ..model.requests import Requests
 from ..model.devices import fs_disks
 from .device import relevant_devices
@@ -81,12 +81,12 @@ def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
         o = np.argsort(seq, kind="stable")
         i = np.minimum(np.searchsorted(seq, waker_seqs, sorter=o), len(o) - 1)
         hit = o[i][np.asarray(seq)[o[i]] == waker_seqs]
-        woke = set(np.unique(rq.dev[hit]).tolist()) - mine
+        woke = set(unique(rq.dev[hit]).tolist()) - mine
     if woke:
         mine |= set().union(*device_roles_below(rq, meta, woke))
     if not mine:
         return None
-    used = set(np.unique(rq.dev).tolist())
+    used = set(unique(rq.dev).tolist())
     if used <= mine:
         return None
     return np.array(sorted(mine), dtype=np.int32)
@@ -117,7 +117,7 @@ def set_apart(rq: Requests, scope: np.ndarray, names: Sequence[str]
     keep = np.isin(rq.dev, scope)
     other = ~keep
     bg: list[dict[str, Any]] = []
-    for d in np.unique(rq.dev[other]).tolist():
+    for d in unique(rq.dev[other]).tolist():
         m = other & (rq.dev == d)
         rd = m & (rq.op == abi.OP_READ)
         bg.append({"name": names[d] if d < len(names) else f"{rq.devices[d][0]}:"
@@ -248,7 +248,7 @@ def background_summary(rq: Requests, mask: np.ndarray, names: Sequence[str]
     """Per device with background requests (mask): its name, the requests, read and
     written bytes, most requests first."""
     out = []
-    for d in np.unique(rq.dev[mask]).tolist():
+    for d in unique(rq.dev[mask]).tolist():
         m = mask & (rq.dev == d)
         rd = m & (rq.op == abi.OP_READ)
         out.append({"name": names[d] if d < len(names) else

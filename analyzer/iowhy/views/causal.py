@@ -107,7 +107,8 @@ def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverag
     for cat in (HCPU, HRUNQ):
         m = np.flatnonzero(hseg & (tl.cat == cat) & (tl.arg != CARRIED))  # not a loop's
         if len(m):
-            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m))), cat))
+            # In (actor, start) order: a sorted run per helper.
+            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m), runs=True)), cat))
     return out
 
 
@@ -142,7 +143,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     ws, we = waits
     cum = []
     for c in covers:
-        s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)))
+        s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)), runs=True)
         cum.append(Coverage(s, e))
     cats = [BARRIER + k for k in range(len(cum))]
     carried_at = -1  # the index in cats of the loop worker's time, if any
@@ -150,7 +151,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         carried_at = len(cats)
         prev = cum[-1] if cum else Coverage(ws, we)
         s, e = union_intervals(np.concatenate((prev.s, carried.s)),
-                               np.concatenate((prev.e, carried.e)))
+                               np.concatenate((prev.e, carried.e)), runs=True)
         cum.append(Coverage(s, e))
         cats.append(HCPU)
     busy_at = len(cats)  # cats from here on: the recorded helpers' own time
@@ -158,7 +159,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         if not len(cov.s):
             continue
         prev = cum[-1] if cum else Coverage(ws, we)
-        s, e = union_intervals(np.concatenate((prev.s, cov.s)), np.concatenate((prev.e, cov.e)))
+        s, e = union_intervals(np.concatenate((prev.s, cov.s)), np.concatenate((prev.e, cov.e)),
+                               runs=True)
         cum.append(Coverage(s, e))
         cats.append(cat)
     none = Coverage(np.zeros(0, I64), np.zeros(0, I64))
@@ -166,7 +168,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     any_busy = none
     if busy:
         any_busy = Coverage(*union_intervals(np.concatenate([c.s for c, _ in busy]),
-                                             np.concatenate([c.e for c, _ in busy])))
+                                             np.concatenate([c.e for c, _ in busy]), runs=True))
 
     def fill(lv: Leaves) -> Leaves:
         return _loop_worker(_fill(lv))
@@ -285,17 +287,20 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     level = 0
     while len(act):
         out: list[tuple[np.ndarray, ...]] = []
-        lo, hi = _segment_range(tl, act, qa, qb)
+        # Keyed times of the queries (Timeline.keys): a time t of query q is t + qoff[q].
+        qoff = act * tl.span
+        qoff -= tl.origin
+        lo, hi = _segment_range(tl, qa + qoff, qb + qoff)
         cnt = np.maximum(hi - lo, 0)
         qi = np.repeat(np.arange(len(act)), cnt)
         first = np.cumsum(cnt) - cnt
         si = lo[qi] + (np.arange(len(qi)) - first[qi])
-        pa = np.maximum(qa[qi], tl.starts(si))
-        pb = np.minimum(qb[qi], tl.ends(si))
+        pa, pb = _clipped(tl, si, qi, cnt, first, act, qa, qb, qoff)
+        del lo, hi
         _gaps(out, qi, pa, pb, cnt, first, qa, qb, root, top, inner, qpur,
               NO_TASK if level == 0 else NOT_RECORDED,
               _exiting(tl, act, qb) if level else None, act, home)
-        cat = tl.cat[si].astype(np.int8)
+        cat = tl.cat[si]
         arg = tl.arg[si]
         det = np.where(cat == RECURSE, -1, arg)
         ssys = tl.sys[si]
@@ -304,21 +309,54 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         p_in = np.where(blocked_sys, ssys, inner[qi])
         p_pur = np.where(qpur[qi] >= 0, qpur[qi], tl.pur[si]).astype(np.int8)
         if level:
-            cat = _as_other_thread(cat, act[qi] != home[qi])
+            cat = _as_other_thread(cat, (act != home)[qi])
         rec = cat == RECURSE
         if level >= depth:
             cat = np.where(rec, OTHER, cat).astype(np.int8)
             det = np.where(rec, DEPTH, det)
             rec = np.zeros(len(cat), bool)
         leaf = ~rec
-        out.append((root[qi][leaf], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
-                    p_in[leaf], p_pur[leaf], act[qi][leaf]))
-        yield out
+        ql = qi[leaf]
+        out.append((root[ql], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
+                    p_in[leaf], p_pur[leaf], act[ql]))
+        del ql, leaf
+        # The next level's queries, then only the leaves are kept while they are used.
+        qr = qi[rec]
         act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
-        root, top, inner = root[qi][rec], p_top[rec], p_in[rec]
-        qpur, home = p_pur[rec], home[qi][rec]
+        root, top, inner = root[qr], p_top[rec], p_in[rec]
+        qpur, home = p_pur[rec], home[qr]
+        del qr, qi, si, first, cnt, pa, pb, cat, arg, det, ssys, blocked_sys, p_top, p_in
+        del p_pur, rec, qoff
+        yield out
+        del out
         level += 1
+
+
+def _clipped(tl: Timeline, si: np.ndarray, qi: np.ndarray, cnt: np.ndarray,
+             first: np.ndarray, act: np.ndarray, qa: np.ndarray, qb: np.ndarray,
+             qoff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The start and end of each segment si met by query qi (_segment_range; cnt and
+    first: each query's count and first piece), clipped to the query [qa, qb).
+
+    The segments a query meets are consecutive ones of its actor: each ends where the
+    next starts, so only a query's first start (clipped to qa) and last end are
+    computed; the last is the next segment's start if the actor has one (it starts
+    at or after qb) or the actor's death, so min(qb, death) either way."""
+    n = len(si)
+    ks = tl.kstart[si]
+    kb = np.empty(n, I64)
+    if n:
+        kb[:-1] = ks[1:]
+        has = np.flatnonzero(cnt)
+        f = first[has]
+        ks[f] = np.maximum(ks[f], qa[has] + qoff[has])
+        last = f + cnt[has] - 1
+        kb[last] = np.minimum(qb[has], tl.death[act[has]]) + qoff[has]
+    off = qoff[qi]
+    ks -= off
+    kb -= off
+    return ks, kb
 
 
 def _as_other_thread(kind: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -329,18 +367,17 @@ def _as_other_thread(kind: np.ndarray, other: np.ndarray) -> np.ndarray:
     return out
 
 
-def _segment_range(tl: Timeline, act: np.ndarray, qa: np.ndarray, qb: np.ndarray
+def _segment_range(tl: Timeline, ka: np.ndarray, kb: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """[lo, hi): the segments of each query's actor meeting [qa, qb). The keys are
-    searched in sorted order (numpy's search then narrows each from the one before,
-    and the table is read in order), the results put back in the queries' order."""
-    kq = tl.keys(act, qa)
-    o = np.argsort(kq, kind="stable") if len(kq) > 64 else None
+    """[lo, hi): the segments of each query's actor meeting [ka, kb) (keyed times,
+    Timeline.keys). The keys are searched in sorted order (numpy's search then narrows
+    each from the one before, and the table is read in order), the results put back in
+    the queries' order."""
+    o = np.argsort(ka, kind="stable") if len(ka) > 64 else None
     if o is not None:
-        kq = kq[o]
-    lo = tl.first_segment(kq)
-    kq += (qb - qa) if o is None else (qb - qa)[o]
-    hi = np.searchsorted(tl.key_starts(), kq, side="left")
+        ka, kb = ka[o], kb[o]
+    lo = tl.first_segment(ka)
+    hi = np.searchsorted(tl.key_starts(), kb, side="left")
     if o is None:
         return lo, hi
     lo_, hi_ = np.empty_like(lo), np.empty_like(hi)
@@ -404,6 +441,8 @@ for _r, _ks in enumerate(((CPU, TCPU), (RUNQ, TRUNQ), (HCPU,), (HRUNQ,), (BARRIE
                           (BARRIER + 1,), (BARRIER + 2,), (BARRIER + 3,), (BARRIER + 4,),
                           (QUEUE,), (DIRTY, BLOCKQ), (EXTERNAL,), (SLEEP,))):
     _RANK[list(_ks)] = _r
+_RANK8 = _RANK.astype(np.int8)  # the ranks as a radix sort takes them
+_NRANKS = int(_RANK.max()) + 1
 
 
 CONTINUE_BATCH = 1 << 16  # segments of the other threads explained over a batch of pieces
@@ -430,11 +469,11 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
         return
     name = _sys_name(arch)
     waits = np.zeros(len(lv.a), bool)
-    for nr in np.unique(lv.in_sys).tolist():
+    for nr in unique(lv.in_sys).tolist():
         if name(int(nr)) in WAITS_ON_WORKLOAD:
             waits |= lv.in_sys == nr
     sleeps = np.zeros(len(lv.a), bool)
-    for nr in np.unique(lv.in_sys[lv.cat == SLEEP]).tolist():
+    for nr in unique(lv.in_sys[lv.cat == SLEEP]).tolist():
         if name(int(nr)) in SLEEP_SYSCALLS:
             sleeps |= lv.in_sys == nr
     own = (actors >= 0) & (actors < nw)
@@ -453,7 +492,9 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     qp, qk = _alive_over(pa, pb, tl.birth[:nw], tl.death[:nw], actors[idx])
     below = np.where(slept[idx], _RANK[SLEEP], _RANK.max())
     # Batches of whole pieces by the segments their queries meet (qp is sorted).
-    lo, hi = _segment_range(tl, qk, pa[qp], pb[qp])
+    qoff = tl.keys(qk, np.zeros(len(qk), I64))  # a time t of query k is t + qoff[k]
+    lo, hi = _segment_range(tl, pa[qp] + qoff, pb[qp] + qoff)
+    del qoff
     work = np.cumsum(1 + np.bincount(qp, weights=np.maximum(hi - lo, 1), minlength=len(idx)))
     del lo, hi
     qstart = np.searchsorted(qp, np.arange(len(idx) + 1))  # each piece's first query
@@ -525,36 +566,58 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     check_keyed(n, width)
     base = np.arange(n, dtype=I64) * width
     ln = pb - pa
-    la = base[piece] + np.clip(sub.a - pa[piece], 0, ln[piece])
-    lb = base[piece] + np.clip(sub.b - pa[piece], 0, ln[piece])
-    edges = unique(np.concatenate((base, base + ln, la, lb)))
+    bounds = np.stack((base, base + ln), axis=1).ravel()  # each piece's edges, sorted
+    if not len(sub.a):
+        edges = unique(bounds)
+    else:
+        # The leaves lie inside their pieces (they explain them), keyed by a shift.
+        shift = (base - pa)[piece]
+        la = sub.a + shift
+        lb = sub.b + shift
+        del shift
+        # The leaves by start once (stable: sub's order among equal starts). The edges
+        # are every leaf's start and each piece's: the leaves of one query tile its
+        # piece, so a leaf ends where another of its query starts or at its piece's
+        # end. One stable sort merges the two sorted runs.
+        by_start = np.argsort(la, kind="stable")
+        edges = np.sort(np.concatenate((la[by_start], bounds)), kind="stable")
+        keep = np.empty(len(edges), bool)
+        keep[:1] = True
+        np.not_equal(edges[1:], edges[:-1], out=keep[1:])
+        edges = edges[keep]
+        del keep
     cut_piece = edges // width
     same = cut_piece[1:] == cut_piece[:-1]
     ka, kb = edges[:-1][same], edges[1:][same]
     cp = cut_piece[:-1][same]
     del edges, cut_piece, same
     owner = np.full(len(ka), -1, np.int64)
+    back = (pa - base)[cp]  # a cut's keyed times back to times
     if not len(sub.a):
-        return cp, pa[cp] + (ka - base[cp]), pa[cp] + (kb - base[cp]), owner
-    # The leaves by start once (stable: sub's order among equal starts); each rank's
-    # leaves keep that order. Only the cuts no better rank owns are searched.
-    by_start = np.argsort(la, kind="stable")
-    rank = _RANK[sub.cat.astype(np.int64)][by_start]
-    open_cut = np.flatnonzero(below[cp] > 0)
+        return cp, ka + back, kb + back, owner
+    # Each rank's leaves in start order: one stable (radix) sort of the ranks of the
+    # leaves in start order. Only the cuts no better rank owns are searched.
+    rank = _RANK8[sub.cat.astype(np.intp)][by_start]
+    by_rank = by_start[np.argsort(rank, kind="stable")]
+    at = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=_NRANKS))))
+    del rank, by_start
+    cut_below = below[cp]
+    open_cut = np.flatnonzero(cut_below > 0)
     for r in range(int(below.max()) if n else 0):
-        k = by_start[rank == r]
-        if not len(k) or not len(open_cut):
+        if at[r] == at[r + 1] or not len(open_cut):
             continue
+        k = by_rank[at[r]:at[r + 1]]
         sa, sb = la[k], lb[k]
         cmax = np.maximum.accumulate(sb)
         arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
-        c = open_cut[r < below[cp[open_cut]]]
-        j = np.searchsorted(sa, ka[c], side="right") - 1  # last leaf starting at or before
+        c = open_cut[r < cut_below[open_cut]]
+        kc = ka[c]
+        j = np.searchsorted(sa, kc, side="right") - 1  # last leaf starting at or before
         jj = np.maximum(j, 0)
-        ok = (j >= 0) & (cmax[jj] > ka[c])
+        ok = (j >= 0) & (cmax[jj] > kc)
         owner[c[ok]] = k[arg[jj[ok]]]
         open_cut = open_cut[owner[open_cut] < 0]
-    return cp, pa[cp] + (ka - base[cp]), pa[cp] + (kb - base[cp]), owner
+    return cp, ka + back, kb + back, owner
 
 
 # -- the views ----------------------------------------------------------------------------
@@ -616,7 +679,8 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
                 for a in range(0, len(part[0]), ELAPSED_BATCH):
                     cut = [x[a:a + ELAPSED_BATCH] for x in part]
                     for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch):
-                        tally.add(lv if fill is None else fill_leaves(lv, fill))
+                        tally.add_filled(lv, fill)
+            del level, part  # not kept while the next level is made
     name = _sys_name(arch)
 
     def detail(d: int) -> str:
@@ -655,39 +719,49 @@ class _Tally:
             "wait_other_sys", "wait_other_waker", "external", "sleep", "blocked")}
         self.w0 = w0
         self.edges: dict[int, np.ndarray] = {}
-        self.before: dict[int, np.ndarray] = {}
+        self.spans: dict[int, np.ndarray] = {}  # per step: ns per (code, interval)
         for step in steps:
             if step > 0 and w1 > w0:
                 e = np.append(np.arange(w0, w1, step, dtype=I64), I64(w1))
                 self.edges[step] = e
-                self.before[step] = np.zeros((NL1 * NK, len(e)), I64)
+                self.spans[step] = np.zeros((NL1 * NK, len(e) - 1), I64)
 
-    def add(self, lv: Leaves) -> None:
+    def add_filled(self, lv: Leaves, fill: Fill | None) -> None:
+        """add(fill_leaves(lv, fill)), without making it (the sums are additive): the
+        leaves a fill leaves untouched where they are, the filled ones apart."""
+        cand = _fill_candidates(lv) if fill is not None else None
+        if cand is None or not cand.any():
+            self.add(lv)
+            return
+        assert fill is not None
+        self.add(lv, ~cand)
+        self.add(fill(_take(lv, np.flatnonzero(cand))))
+
+    def add(self, lv: Leaves, weigh: np.ndarray | None = None) -> None:
+        """Add the leaves' time (weigh: only of those leaves)."""
         if not len(lv.a):
             return
         ln = lv.length
-        l1 = lv.level1.astype(np.int64)
-        code = l1 * NK + lv.cat.astype(np.int64)
-        np.add.at(self.m.reshape(-1), code, ln)
+        if weigh is not None:
+            ln *= weigh
+        i = _code_index(lv)
+        l1, code = _L1[i], _CODE[i]
+        del i
+        self.m.reshape(-1)[:] += _isum(code, ln, NL1 * NK)
         wo = l1 == L_OTHER
         ext = l1 == L_EXTERNAL
         slp = l1 == L_SLEEP
-        blocked = (lv.in_sys >= -2) & ~np.isin(l1, _ON_CPU_L1)
+        blocked = (lv.in_sys >= -2) & _WAIT_L1[l1]
         for key, c, sel in (("wait_other_sys", lv.in_sys, wo),
                             ("wait_other_waker", lv.detail, wo),
                             ("external", lv.detail, ext), ("sleep", lv.in_sys, slp),
                             ("blocked", lv.in_sys, blocked)):
             if sel.any():
-                u, inv = np.unique(c[sel], return_inverse=True)
-                tot = np.zeros(len(u), I64)
-                np.add.at(tot, inv.ravel(), ln[sel])
                 d = self.by[key]
-                for k, v in zip(u.tolist(), tot.tolist()):
+                for k, v in zip(*_group_sums(c[sel], ln[sel])):
                     d[k] = d.get(k, 0) + v
         for step, e in self.edges.items():
-            for c in np.unique(code).tolist():
-                m = code == c
-                self.before[step][c] += _time_before(lv.a[m], lv.b[m], e)
+            self.spans[step].reshape(-1)[:] += _per_interval(lv.a, lv.b, weigh, code, e, step)
 
     def level1(self) -> dict[str, int]:
         return {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, self.m.sum(axis=1).tolist())}
@@ -711,7 +785,7 @@ class _Tally:
         if step not in self.edges:
             return []
         e = self.edges[step]
-        d = np.diff(self.before[step], axis=1).reshape(NL1, NK, len(e) - 1)
+        d = self.spans[step].reshape(NL1, NK, len(e) - 1)
         return [{"start_ns": int(e[i] - self.w0), "end_ns": int(e[i + 1] - self.w0),
                  "attribution_ns": {k: int(v) for k, v in
                                     zip(CAUSAL_CATEGORIES, d[:, :, i].sum(axis=1).tolist())},
@@ -779,11 +853,11 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
         end = max(end, int(np.searchsorted(first, limit, side="right")) - 1)
         end = min(end, nw)
         acts = np.arange(start, end)
+        batch = per[start:end]  # a view: the leaves' roots count from `start`
         for level in _levels(tl, acts, tl.birth[start:end], tl.death[start:end], depth):
             for part in level:
-                lv = Leaves(*part[:8])
-                lv.root = lv.root + start
-                _sum_into(per, det, sys_sum, lv if fill is None else fill_leaves(lv, fill))
+                _sum_filled(batch, det, sys_sum, Leaves(*part[:8]), fill)
+            del level, part  # not kept while the next level is made
         start = end
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
     awake = per.sum(axis=1) - per[:, L_SLEEP]
@@ -821,34 +895,25 @@ def own_state(tl: Timeline, actors: np.ndarray, arch: str | None) -> list[dict[s
     out = []
     first = np.searchsorted(tl.actor, np.asarray(actors, np.int64))
     last = np.searchsorted(tl.actor, np.asarray(actors, np.int64), side="right")
-    for a, b in zip(first.tolist(), last.tolist()):
-        j = np.arange(a, b)
-        ln = tl.ends(j) - tl.starts(j)
-        k = tl.cat[j]
+    for act, a, b in zip(np.asarray(actors).tolist(), first.tolist(), last.tolist()):
+        # An actor's segments are consecutive: each ends where the next starts, the last
+        # at its death.
+        ln = np.diff(tl.kstart[a:b], append=act * tl.span + (int(tl.death[act]) - tl.origin))
+        k = tl.cat[a:b]
         blocked = (k != CPU) & (k != RUNQ)
-        sys_of = tl.sys[j][blocked]
+        sys_of = tl.sys[a:b][blocked]
         by_sys: dict[str, int] = {}
-        for nr, v in zip(*_group_sum(sys_of, ln[blocked])):
+        for nr, v in zip(*_group_sums(sys_of, ln[blocked])):
             nm = name(nr)
             by_sys[nm] = by_sys.get(nm, 0) + v
         rec = k == RECURSE
         waited = [{"tid": int(tl.tids[t]), "ns": v}
-                  for t, v in zip(*_group_sum(tl.arg[j][rec], ln[rec]))]
+                  for t, v in zip(*_group_sums(tl.arg[a:b][rec], ln[rec]))]
         out.append({"on_cpu_ns": int(ln[k == CPU].sum()),
                     "runqueue_ns": int(ln[k == RUNQ].sum()),
                     "blocked_in_ns": dict(sorted(by_sys.items(), key=lambda kv: -kv[1])),
                     "waiting_for": sorted(waited, key=lambda w: -w["ns"])[:3]})
     return out
-
-
-def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[list[int], list[int]]:
-    """(distinct keys ascending, the sum of the values of each)."""
-    if not len(keys):
-        return [], []
-    u, inv = np.unique(keys, return_inverse=True)
-    tot = np.zeros(len(u), I64)
-    np.add.at(tot, inv.ravel(), values)
-    return u.tolist(), tot.tolist()
 
 
 def _take(lv: Leaves, sel: np.ndarray) -> Leaves:
@@ -868,42 +933,157 @@ def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
     return Leaves(*(np.concatenate((x[keep], y)) for x, y in zip(_cols(lv), _cols(done))))
 
 
+def _fill_candidates(lv: Leaves) -> np.ndarray:
+    """The leaves a fill can change (fill_leaves): wait-other, the loop worker's
+    helper-cpu."""
+    return (lv.cat == OTHER) | ((lv.cat == HCPU) & (lv.detail == CARRIED))
+
+
+def _sum_filled(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
+                lv: Leaves, fill: Fill | None) -> None:
+    """_sum_into of fill_leaves(lv, fill), without making it: the sums are additive, so
+    the leaves a fill leaves untouched are summed where they are (the others weigh 0)
+    and the filled ones apart. A filled leaf keeps its thread and syscall and its pieces
+    cover it (at least one is not empty), so the syscalls met are the same."""
+    cand = _fill_candidates(lv) if fill is not None else None
+    if cand is None or not cand.any():
+        _sum_into(per, det, sys_sum, lv)
+        return
+    assert fill is not None
+    _sum_into(per, det, sys_sum, lv, ~cand)
+    _sum_into(per, det, sys_sum, fill(_take(lv, np.flatnonzero(cand))))
+
+
+SYS_BINS = 1 << 12  # syscall numbers (+ 2) summed by a direct count below this
+
+
 def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
-              lv: Leaves) -> None:
+              lv: Leaves, weigh: np.ndarray | None = None) -> None:
     """Add the leaves' time to per[root, level one], det[level one, kind] and, for
     leaves in a syscall of their thread's own (top_sys >= -2), to
-    sys_sum[syscall][level one, kind]."""
+    sys_sum[syscall][level one, kind] (a syscall met gets an entry, whatever its time).
+    weigh: the leaves whose time counts (the others are met, with no time)."""
     if not len(lv.a):
         return
     ln = lv.length
-    l1 = lv.level1.astype(np.int64)
+    if weigh is not None:
+        ln *= weigh
+    i = _code_index(lv)
+    code = _CODE[i]
     flat = per.reshape(-1)
     # Integer sums: bincount's float64 is exact below 2^53 ns (104 days) per bin.
-    flat += np.bincount(lv.root * NL1 + l1, weights=ln,
+    flat += np.bincount(lv.root * NL1 + _L1[i], weights=ln,
                         minlength=len(flat)).round().astype(I64)
     d = det.reshape(-1)
-    d += np.bincount(l1 * NK + lv.cat.astype(np.int64), weights=ln,
-                     minlength=len(d)).round().astype(I64)
+    d += np.bincount(code, weights=ln, minlength=len(d)).round().astype(I64)
     blocked = lv.top_sys >= -2
-    if blocked.any():
-        top = lv.top_sys[blocked].astype(np.int64)
-        u, inv = np.unique(top, return_inverse=True)
-        code = (l1 * NK + lv.cat.astype(np.int64))[blocked]
-        s = np.bincount(inv.ravel() * (NL1 * NK) + code, weights=ln[blocked],
-                        minlength=len(u) * NL1 * NK).round().astype(I64).reshape(
-                            len(u), NL1, NK)
-        for nr, m in zip(u.tolist(), s):
-            if nr in sys_sum:
-                sys_sum[nr] += m
-            else:
-                sys_sum[nr] = m
+    if not blocked.any():
+        return
+    top = lv.top_sys[blocked]
+    hi = int(top.max()) + 3
+    if hi <= SYS_BINS:
+        # The syscalls by a count of each (+ 2: from -2), not a sort.
+        t2 = top.astype(np.intp)
+        t2 += 2
+        met = np.flatnonzero(np.bincount(t2, minlength=hi))
+        t2 *= NL1 * NK
+        t2 += code[blocked]
+        s = np.bincount(t2, weights=ln[blocked], minlength=hi * NL1 * NK
+                        ).round().astype(I64).reshape(hi, NL1, NK)
+        rows = zip((met - 2).tolist(), s[met])
+    else:
+        u, inv = np.unique(top.astype(np.int64), return_inverse=True)
+        rows = zip(u.tolist(), np.bincount(
+            inv.ravel() * (NL1 * NK) + code[blocked], weights=ln[blocked],
+            minlength=len(u) * NL1 * NK).round().astype(I64).reshape(len(u), NL1, NK))
+    for nr, m in rows:
+        if nr in sys_sum:
+            sys_sum[nr] += m
+        else:
+            sys_sum[nr] = m
 
 
-def _time_before(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Sum over the intervals [a, b) of their time before each t (exact integers)."""
-    sa, sb = np.sort(a), np.sort(b)
-    ca = np.concatenate(([0], np.cumsum(sa)))
-    cb = np.concatenate(([0], np.cumsum(sb)))
-    na = np.searchsorted(sa, t, side="left")
-    nb = np.searchsorted(sb, t, side="left")
-    return (na * t - ca[na]) - (nb * t - cb[nb])
+# By (purpose + 1) * NK + kind (_code_index): the level one (Leaves.level1), and the
+# (level one, kind) code level one * NK + kind.
+_L1 = np.array([p if p >= 0 else int(NATURAL_L1[k])
+                for p in range(-1, len(CAUSAL_CATEGORIES)) for k in range(len(KIND_NAMES))],
+               np.intp)
+_CODE = _L1 * len(KIND_NAMES) + np.tile(np.arange(len(KIND_NAMES)), len(CAUSAL_CATEGORIES) + 1)
+
+
+def _code_index(lv: Leaves) -> np.ndarray:
+    """Per leaf: (purpose + 1) * NK + kind, the index of its level one in _L1 and of its
+    code in _CODE (a look-up instead of Leaves.level1's np.where)."""
+    i = lv.pur.astype(np.intp)
+    i += 1
+    i *= NK
+    i += lv.cat
+    return i
+
+
+_WAIT_L1 = np.ones(NL1, bool)  # by level one: a wait (not on or waiting for a CPU)
+_WAIT_L1[list(_ON_CPU_L1)] = False
+_EXACT = 1 << 53  # float64 holds every integer below this exactly
+
+
+def _isum(idx: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of the non-negative integers w per bin idx (0 <= idx < n): by
+    bincount's float64 when their total is below 2^53 (every partial sum is then an
+    exact integer), else np.add.at."""
+    if len(w) and int(w.sum()) >= _EXACT:
+        out = np.zeros(n, I64)
+        np.add.at(out, idx, w)
+        return out
+    return np.bincount(idx, weights=w, minlength=n).astype(I64)
+
+
+def _group_sums(keys: np.ndarray, w: np.ndarray) -> tuple[list[int], list[int]]:
+    """(the distinct keys ascending, the exact sum of w of each): by a count of the
+    keys when they span at most SYS_BINS values, else np.unique."""
+    if not len(keys):
+        return [], []
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo < SYS_BINS:
+        k = keys.astype(np.intp)
+        k -= lo
+        met = np.flatnonzero(np.bincount(k, minlength=hi - lo + 1))
+        return (met + lo).tolist(), _isum(k, w, hi - lo + 1)[met].tolist()
+    u, inv = np.unique(keys, return_inverse=True)
+    return u.tolist(), _isum(inv.ravel(), w, len(u)).tolist()
+
+
+def _per_interval(a: np.ndarray, b: np.ndarray, weigh: np.ndarray | None, code: np.ndarray,
+                  e: np.ndarray, step: int) -> np.ndarray:
+    """Per (code, interval [e[i], e[i + 1])): the time of the intervals [a, b) (those of
+    weigh) inside it, exact, as a flat (code x interval) array; e[i] = e[0] + i * step
+    but the last, which may be closer. A leaf inside one interval (most: they are
+    shorter than a step) is one count; the others (few: the leaves of one explanation
+    are disjoint, so at most one crosses each edge) are split at the edges they cross."""
+    n = len(e) - 1
+    a = np.clip(a, e[0], e[-1])
+    b = np.clip(b, e[0], e[-1])
+    ln = b - a
+    if weigh is not None:
+        ln *= weigh
+    # The interval of each start and of each last ns (a division: a search of unsorted
+    # times is several times slower).
+    ia = a - e[0]
+    ia //= step
+    np.minimum(ia, n - 1, out=ia)
+    ib = b - (e[0] + 1)
+    ib //= step
+    np.clip(ib, 0, n - 1, out=ib)
+    cross = np.flatnonzero((ia != ib) & (ln > 0))
+    bins = code * n
+    bins += ia
+    w = ln
+    if len(cross):
+        w[cross] = 0
+        ca, cb, cia, cib = a[cross], b[cross], ia[cross], ib[cross]
+        cnt = cib - cia + 1
+        k = np.repeat(np.arange(len(cross)), cnt)
+        j = np.repeat(cia, cnt) + (np.arange(len(k)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        part = np.minimum(cb[k], e[j + 1]) - np.maximum(ca[k], e[j])
+        bins = np.concatenate((bins, code[cross][k] * n + j))
+        w = np.concatenate((w, part))
+    return _isum(bins, w, NL1 * NK * n)

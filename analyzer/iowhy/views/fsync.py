@@ -11,6 +11,7 @@ import numpy as np
 from .. import abi
 from ..kernels import (
     Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique, union_where,
+    unique,
 )
 from ..model.calls import call_exit, dev_codes, join_calls, seq_key
 from ..model.devices import dev_key
@@ -179,7 +180,7 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
         # The commits of each sync-like call's filesystems that ended in it, per
         # filesystem (-1: every one), those of a filesystem in order of their ends.
         ended = np.flatnonzero(has_end)
-        for dk in np.unique(covered["dev"]).tolist():
+        for dk in unique(covered["dev"]).tolist():
             calls = covered["calls"][covered["dev"] == dk]
             m = ended if dk < 0 else ended[kdev[ended] == dk]
             if not len(m):

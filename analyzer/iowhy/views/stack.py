@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
+from ..kernels import unique
 from ..model.requests import RQ_BIO, Requests
 from ..names import CLASS_NAMES
 from .series import described_devices
@@ -114,7 +115,7 @@ def carrying_edges(meta: Mapping[str, Any], rq: Requests) -> list[tuple[int, int
     device, and every edge from a bio-based device (dm, md: META `bio_based_devices`, or
     a device with bio records) to its slave."""
     bio_names = {n for n in meta.get("bio_based_devices") or [] if isinstance(n, str)}
-    bio_devs = set(np.unique(rq.dev[(rq.flags & RQ_BIO) != 0]).tolist())
+    bio_devs = set(unique(rq.dev[(rq.flags & RQ_BIO) != 0]).tolist())
     index: dict[Any, int] = {tuple(d): k for k, d in enumerate(rq.devices)}
     for d in described_devices(meta):
         k = index.get((d.get("major"), d.get("minor")))
