@@ -116,7 +116,8 @@ def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
         p50 = wfl["device_ns"]["p50"]
         text = (f"{pct['barrier']:.0f}% of elapsed is waiting on cache flushes (barrier): "
                 f"{plural(fc, 'cache flush', 'cache flushes')}, median {_ms(p50)}; ")
-        text += (f"{plural(fsync_n, 'fsync call')} caused them" if fsync_n else
+        calls = ", ".join(sorted(r["fsync"].get("by_call") or {})) or "fsync"
+        text += (f"{plural(fsync_n, 'fsync-family call')} ({calls}) caused them" if fsync_n else
                  "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
                  "caused them")
         mine = set(r["workload"]["devices"])
@@ -153,8 +154,11 @@ def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
             cnt = sum(req[c]["count"] for c in cls_names)
             mib = sum(req[c]["bytes"] for c in cls_names) / 2**20
             p50 = req[cls_names[0]]["device_ns"]["p50"]
+            # the classes by name when both have requests, as the class table shows them
+            by = [f"{req[c]['count']:,} {c}" for c in cls_names if req[c]["count"]]
+            of = f" ({', '.join(by)})" if len(by) > 1 else ""
             add(key, att[key], f"{pct[key]:.0f}% of elapsed is waiting on {what}: "
-                               f"{plural(cnt, 'request')}, {mib:,.1f} MiB, device median "
+                               f"{plural(cnt, 'request')}{of}, {mib:,.1f} MiB, device median "
                                f"{_ms(p50)}",
                 requests=cnt)
     if att.get("throttle"):

@@ -632,7 +632,7 @@ def test_barrier_finding_wording(tmp_path):
     assert f["key"] == "barrier"
     assert f["text"].startswith("90% of elapsed is waiting on cache flushes (barrier): 3 cache "
                                 "flushes, median 30 ns; "
-                                "3 fsync calls caused them")
+                                "3 fsync-family calls (fsync) caused them")
 
 
 def test_hist_text_shape():
