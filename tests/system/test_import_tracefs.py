@@ -17,21 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from conftest import need
+from tracefs_instance import preamble
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.cli import main
 from iowhy.traceformat import read_trace
 
-SCRIPT = r"""
-set -e
-T=/sys/kernel/tracing
-mountpoint -q $T || mount -t tracefs nodev $T
-I=$T/instances/iowhy-test-$$
-mkdir $I
-trap 'echo 0 > $I/tracing_on; rmdir $I' EXIT
-echo 0 > $I/tracing_on
-echo mono > $I/trace_clock
-echo 8192 > $I/buffer_size_kb
+SCRIPT = preamble(8192) + r"""
 echo 1 > $I/events/block/enable
 echo "dev == $DEVT" > $I/events/block/filter
 for e in sched/sched_switch sched/sched_wakeup sched/sched_process_fork \
@@ -145,16 +137,7 @@ def test_perf_script_capture_matches_block_stat(make_loop, tmp_path):
     assert tr.count("offcpu") > 0
 
 
-FSYNC_SCRIPT = r"""
-set -e
-T=/sys/kernel/tracing
-mountpoint -q $T || mount -t tracefs nodev $T
-I=$T/instances/iowhy-test-$$
-mkdir $I
-trap 'echo 0 > $I/tracing_on; echo 0 > $I/events/enable; rmdir $I' EXIT
-echo 0 > $I/tracing_on
-echo mono > $I/trace_clock
-echo 16384 > $I/buffer_size_kb
+FSYNC_SCRIPT = preamble(16384) + r"""
 echo 1 > $I/events/block/enable
 echo "dev == $DEVT" > $I/events/block/filter
 for e in sched/sched_switch sched/sched_wakeup sched/sched_process_fork \

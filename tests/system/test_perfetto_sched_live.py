@@ -11,22 +11,14 @@ import subprocess
 import pytest
 
 from conftest import need
+from tracefs_instance import preamble
 from iowhy import abi
 from iowhy.traceformat import read_trace
 from perfetto_sched import thread_states
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
-SCRIPT = r"""
-set -e
-T=/sys/kernel/tracing
-mountpoint -q $T || mount -t tracefs nodev $T
-I=$T/instances/iowhy-test-$$
-mkdir $I
-trap 'echo 0 > $I/tracing_on; echo 0 > $I/events/enable; rmdir $I' EXIT
-echo 0 > $I/tracing_on
-echo mono > $I/trace_clock
-echo 16384 > $I/buffer_size_kb
+SCRIPT = preamble(16384) + r"""
 echo 1 > $I/events/sched/sched_switch/enable
 echo 1 > $I/tracing_on
 sleep 0.5  # every CPU's buffer recording before the workload's first switch
