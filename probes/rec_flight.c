@@ -349,12 +349,7 @@ static int dump(struct rec *r, __u64 now)
 	f->writing = 1;
 	r->w.seq = 0;
 	r->w.good_off = 0;
-	memcpy(fh.magic, IOWHY_FILE_MAGIC, 8);
-	fh.version = IOWHY_FORMAT_VERSION;
-	fh.hdr_bytes = sizeof(fh);
-	fh.chunk_hdr_bytes = sizeof(struct iowhy_chunk_hdr);
-	fh.endian_tag = 0x01020304;
-	fh.created_realtime_ns = now_ns(CLOCK_REALTIME);
+	fill_file_hdr(&fh);
 	err = put(r->w.fd, &fh, sizeof(fh));
 	r->w.good_off = sizeof(fh);
 	if (!err && f->meta)

@@ -385,6 +385,19 @@ static void json_argv(FILE *f, char **argv, int argc, int *cut_args, int *cut_by
 	}
 }
 
+/* The file header of a trace (trace-format.md, "File header"): this build's version and
+ * sizes, the byte-order tag, the wall-clock time of its making. */
+void fill_file_hdr(struct iowhy_file_hdr *fh)
+{
+	memset(fh, 0, sizeof(*fh));
+	memcpy(fh->magic, IOWHY_FILE_MAGIC, 8);
+	fh->version = IOWHY_FORMAT_VERSION;
+	fh->hdr_bytes = sizeof(*fh);
+	fh->chunk_hdr_bytes = sizeof(struct iowhy_chunk_hdr);
+	fh->endian_tag = 0x01020304;
+	fh->created_realtime_ns = now_ns(CLOCK_REALTIME);
+}
+
 int write_header(struct rec *r)
 {
 	int err;
@@ -392,14 +405,9 @@ int write_header(struct rec *r)
 	/* The file header and the metadata gathered by `iowhy record`; --flight writes the
 	 * header with each dump (rec_flight.c). */
 	if (!r->fl) {
-		struct iowhy_file_hdr fh = {};
+		struct iowhy_file_hdr fh;
 
-		memcpy(fh.magic, IOWHY_FILE_MAGIC, 8);
-		fh.version = IOWHY_FORMAT_VERSION;
-		fh.hdr_bytes = sizeof(fh);
-		fh.chunk_hdr_bytes = sizeof(struct iowhy_chunk_hdr);
-		fh.endian_tag = 0x01020304;
-		fh.created_realtime_ns = now_ns(CLOCK_REALTIME);
+		fill_file_hdr(&fh);
 		if ((err = write_all(r->w.fd, &fh, sizeof(fh)))) {
 			fprintf(stderr, "failed to write %s: %s\n", r->env.output, strerror(-err));
 			return -1;

@@ -245,6 +245,7 @@ void write_counts_json(struct rec *r, FILE *f, int counters_fd);
 void stats_start(struct rec *r);
 void cpu_ns(__u64 *user, __u64 *sys);
 void write_progress(struct rec *r, int counters_fd);
+void fill_file_hdr(struct iowhy_file_hdr *fh);
 void live_progress(struct rec *r, __u64 now);
 void live_clear(void);
 
