@@ -175,7 +175,7 @@ void write_progress(struct rec *r, int counters_fd)
  * map a second. live_clear() erases it before the recorder prints anything else, so
  * the counts at the stop are printed once, in one format.
  */
-static int live_shown;
+static int live_shown, live_on = -1; /* live_on: decided once, at the first call */
 static __u64 live_last_ns, live_last_records;
 
 void live_progress(struct rec *r, __u64 now)
@@ -183,7 +183,9 @@ void live_progress(struct rec *r, __u64 now)
 	__u64 c[IOWHY_C_MAX], lost = 0, records = 0;
 	double dt;
 
-	if (r->env.quiet || !isatty(STDERR_FILENO))
+	if (live_on < 0) /* once, not a syscall per wake-up of the drain loop */
+		live_on = !r->env.quiet && isatty(STDERR_FILENO);
+	if (!live_on)
 		return;
 	if (!live_last_ns) { /* the first line after a second: short runs print none */
 		live_last_ns = now;
