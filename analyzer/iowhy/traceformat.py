@@ -641,6 +641,7 @@ class _Dest:
 
 
 DECODE_THREADS = 2  # threads decoding compressed chunks (zstd and numpy release the GIL)
+DECODE_AHEAD = 2 * DECODE_THREADS  # chunks decoded ahead of the one being told
 
 
 def _decode_ahead(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, dest: _Dest,
@@ -700,10 +701,22 @@ def _decode_ahead(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, dest:
         for job in jobs:
             keep(job, one(job))
         return out
-    from concurrent.futures import ThreadPoolExecutor
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+    # At most DECODE_AHEAD chunks are submitted beyond the last one told: job k is
+    # submitted only after job k - DECODE_AHEAD was kept, so the progress count trails
+    # the decoding by a bounded number of chunks whatever the scheduler does.
     with ThreadPoolExecutor(max_workers=DECODE_THREADS) as pool:
-        for job, res in zip(jobs, pool.map(one, jobs)):  # in order, each as it is done
-            keep(job, res)
+        pending: deque[tuple[tuple[int, tuple, np.ndarray | None],
+                             Future[tuple[bytes | memoryview | None, Any]]]] = deque()
+        for job in jobs:
+            if len(pending) >= DECODE_AHEAD:
+                done, fut = pending.popleft()
+                keep(done, fut.result())
+            pending.append((job, pool.submit(one, job)))
+        while pending:
+            done, fut = pending.popleft()
+            keep(done, fut.result())
     return out
 
 
