@@ -522,7 +522,10 @@ class _Tasks:
 
         def covers_of(devs: Sequence[int]) -> Any:
             return workload_covers(self.rq, r["stages"], r["unions"], r["flush"], devs)
-        covers, waits = covers_of(served_devices(r["counts"][1], carriers))
+        served = served_devices(r["counts"][1], carriers)
+        covers, waits = covers_of(served)
+        log_waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"], served,
+                                    r["classify"])[1]
         link = RequestLink.build(self.rq, self.r["classify"])
         if covers:
             link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
@@ -543,7 +546,8 @@ class _Tasks:
         del link
         fill = helper_timers(device_fill(covers, waits,
                                          [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                         carried, helper_busy(tl, self.foreign_helpers(tl))))
+                                         carried, helper_busy(tl, self.foreign_helpers(tl)),
+                                         log_waits))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         # The HTML's stacked area: about FIGURE_INTERVALS intervals.

@@ -64,6 +64,24 @@ def test_flush_sequenced_request_is_served_by_its_flushes(tmp_path):
     assert det(r, "cpu") == {"cpu": 40}
 
 
+@pytest.mark.parametrize("linked", [True, False])
+def test_a_log_write_waiting_out_its_flush_is_log_either_way(tmp_path, linked):
+    # A journal write with PREFLUSH + FUA emulated: submitted 1010, pre-flush until 1030,
+    # its data [1030, 1050), post-flush until 1070. The thread waits [1010, 1070) on it:
+    # woken by its completion (linked), or from an interrupt with no request link, when
+    # the fill names the wait by what the devices were doing. Either way level one is
+    # log (the wait was for the log write), served by its flushes 40 and its stage 20;
+    # the fill has no stage of its own to name: flush 40, then the log write 20.
+    r0 = req(1030, 1070, submit=1010, data_done=1050, sector=LOG_RANGE[0] + 8, seq=7,
+             flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ,
+             iflags=abi.F_FUA | abi.F_PREFLUSH | abi.F_META | abi.F_SYNC)
+    w = off(100, 1010, 1070, waker=0, ctx=H, rq_seq=7 if linked else 0, flags=abi.OFF_IOWAIT)
+    r = run(write_trace(tmp_path / "t.iowt", requests=[r0], offcpu=[w]))
+    assert_sums(r)
+    assert att(r) == {"cpu": 40, "log": 60}
+    assert det(r, "log") == {"flush": 40, "log": 20}
+
+
 def test_helper_chain_its_cpu_runqueue_and_requests(tmp_path):
     # The workload thread 100 waits [1010, 1090) in fsync and is woken by jbd2 (tid 50).
     # jbd2 over that wait: runnable [1010, 1020), on CPU [1020, 1030), asleep [1030,

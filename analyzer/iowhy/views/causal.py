@@ -50,7 +50,7 @@ from .. import abi
 from ..kernels import I64, Coverage, check_keyed, union_intervals, unique
 from ..model.wakeups import (BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIRTY, EXTERNAL,
                              FIXED_DETAILS, HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ,
-                             KIND_NAMES, L_CPU, L_HCPU, L_HRUNQ, L_OTHER, L_RUNQ, L_SLEEP,
+                             KIND_NAMES, L_CPU, L_HCPU, L_HRUNQ, L_LOG, L_OTHER, L_RUNQ, L_SLEEP,
                              L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
                              QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
                              Timeline)
@@ -114,7 +114,8 @@ def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverag
 
 def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
                 helpers: Sequence[int] = (), carried: Coverage | None = None,
-                busy: Sequence[tuple[Coverage, int]] = ()) -> Fill:
+                busy: Sequence[tuple[Coverage, int]] = (),
+                log_waits: tuple[np.ndarray, np.ndarray] | None = None) -> Fill:
     """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
     woken by a kernel helper with no recorded intervals at all (wait-other by its name;
     `helpers`: those detail codes, unrecorded_helper_details) or a wait in iowait ended
@@ -139,13 +140,24 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     The loop worker's time (helper-cpu "(loop worker)", from the request link of a
     carrier request or from `carried` above) is split the same way: helper-runqueue
     where a recorded helper was waiting for a CPU and none was on one, the rest
-    helper-cpu; on a loaded machine a loop worker mostly waits for a CPU."""
+    helper-cpu; on a loaded machine a loop worker mostly waits for a CPU.
+
+    log_waits (a subset of waits): the flush-wait windows of the log writes (a journal
+    commit block or an XFS iclog write waiting out its pre- or post-flush). Time under
+    one comes first and is a flush serving the log: kind flush, level one log, what a
+    wait linked to that log write is named (model/wakeups.py), so the same wait reads
+    the same whichever way its wakeup was seen."""
     ws, we = waits
     cum = []
+    pur1: list[int] = []  # the level one of each cats entry, -1: the kind's own
+    if log_waits is not None and len(log_waits[0]):
+        cum.append(Coverage(*union_intervals(log_waits[0], log_waits[1], runs=True)))
+        pur1.append(L_LOG)
     for c in covers:
         s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)), runs=True)
         cum.append(Coverage(s, e))
-    cats = [BARRIER + k for k in range(len(cum))]
+    cats = [BARRIER] * len(pur1) + [BARRIER + k for k in range(len(covers))]
+    pur1 += [-1] * len(covers)
     carried_at = -1  # the index in cats of the loop worker's time, if any
     if carried is not None and len(carried.s):
         carried_at = len(cats)
@@ -154,6 +166,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
                                np.concatenate((prev.e, carried.e)), runs=True)
         cum.append(Coverage(s, e))
         cats.append(HCPU)
+        pur1.append(-1)
     busy_at = len(cats)  # cats from here on: the recorded helpers' own time
     for cov, cat in busy:
         if not len(cov.s):
@@ -163,6 +176,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
                                runs=True)
         cum.append(Coverage(s, e))
         cats.append(cat)
+        pur1.append(-1)
     none = Coverage(np.zeros(0, I64), np.zeros(0, I64))
     on_cpu = next((c for c, k in busy if k == HCPU), none)
     any_busy = none
@@ -211,11 +225,13 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
                 excl[k] = np.where(own, 0, excl[k])
         parts = []
         at = a.copy()
-        for n, (k, ln) in enumerate(zip(cats + [OTHER], excl)):
+        for n, (k, ln, p1) in enumerate(zip(cats + [OTHER], excl, pur1 + [-1])):
             det = (lv.detail[i] if k == OTHER else
                    np.full(len(i), CARRIED if n == carried_at else -1))
+            pur = lv.pur[i] if p1 < 0 else np.where(lv.pur[i] >= 0, lv.pur[i],
+                                                    p1).astype(lv.pur.dtype)
             parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),
-                          det.astype(np.int32), lv.top_sys[i], lv.in_sys[i], lv.pur[i]))
+                          det.astype(np.int32), lv.top_sys[i], lv.in_sys[i], pur))
             at = at + ln
         keep = ~m
         cols = [np.concatenate([x[keep]] + [p[j] for p in parts])

@@ -33,6 +33,7 @@ from ..model.classify import CATEGORIES
 from ..model.flush import FlushShare
 from ..model.requests import Requests, Window
 from ..model.stages import Stages
+from ..names import CLASS_NAMES
 from ..syscalls import syscall_name
 
 
@@ -351,16 +352,25 @@ def _put_events(key: np.ndarray, kind: np.ndarray, j: int, t: np.ndarray, k: Any
     return j + len(t)
 
 
-def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: Sequence[int]
+def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: Sequence[int],
+                    cls: np.ndarray | None = None
                     ) -> tuple[list[Coverage], tuple[np.ndarray, np.ndarray]]:
     """Cumulative coverages V_0..V_4 (barrier.. read) of the workload's devices, and the
-    flush-wait windows of flush-sequenced requests on them (see workload_view)."""
+    flush-wait windows of flush-sequenced requests on them (see workload_view); with
+    the requests' classes `cls`, only the windows of those of class log (a journal or
+    log write waiting out its flushes)."""
     span, w0 = st.span, st.origin
     covers = [Coverage(*_unkey(u, span, w0, relevant)) for u in cumul]
     wi = fl.waiter_idx
     a, b = fl.wait_windows
+    ok = None
     if len(wi) and len(relevant) < len(rq.devices):
-        keep = np.flatnonzero(np.isin(rq.dev[wi], np.asarray(list(relevant), dtype=np.int32)))
+        ok = np.isin(rq.dev[wi], np.asarray(list(relevant), dtype=np.int32))
+    if cls is not None and len(wi):
+        log = cls[wi] == CLASS_NAMES.index("log")
+        ok = log if ok is None else ok & log
+    if ok is not None:
+        keep = np.flatnonzero(ok)
         keep = np.concatenate((keep, keep + len(wi)))
         a, b = np.take(a, keep), np.take(b, keep)
     return covers, (a, b)

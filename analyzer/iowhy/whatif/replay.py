@@ -88,6 +88,7 @@ class Result:
     destage_bytes: int = 0
     stuck: int = 0  # actors that never finished (a wait nothing ended)
     forced: int = 0  # waits ended as long as recorded to break a cycle (break_cycle)
+    flush_wait_rq: list[int] = field(default_factory=list)  # the request of each flush_waits
 
 
 class Replay:
@@ -194,6 +195,7 @@ class Replay:
         self.flush_start: list[int] = []
         self.flush_end: list[int] = []
         self.flush_waits: list[tuple[int, int]] = []
+        self.flush_wait_rq: list[int] = []
         self.forced = 0
 
     # -- set up ------------------------------------------------------------------------
@@ -294,7 +296,8 @@ class Replay:
                       np.array(self.svc_a, I64), np.array(self.svc_b, I64),
                       np.array(self.done, I64), self.flush_start, self.flush_end,
                       self.flush_waits, self.res_model, self.path_total,
-                      len(self.flush_start), self.destaged, stuck, self.forced)
+                      len(self.flush_start), self.destaged, stuck, self.forced,
+                      self.flush_wait_rq)
 
     def break_cycle(self) -> bool:
         """When nothing is left to happen but waits are still open (each waits, through
@@ -540,6 +543,7 @@ class Replay:
         t = self.reqs
         for r, stage in batch:
             self.flush_waits.append((self._wait_start.pop((r, stage), time), time))
+            self.flush_wait_rq.append(r)
             for f in self.ff_alias.get((r, stage), ()):
                 self.complete(f, time)
             if stage == PRE and t.kind[r] > 0 and not t.is_ff[r]:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import I64, Coverage, check_keyed, key_span, union_intervals
+from ..names import CLASS_NAMES
 from ..model.wakeups import (BARRIER, FLUSH, HELPER_IRQ, QUEUE, RECURSE, Timeline,
                              cut_ordered)
 from ..views.causal import (device_fill, helper_busy, helper_timers,
@@ -123,9 +124,19 @@ def covers(res: Result, reqs: RequestTable) -> tuple[list[Coverage], Waits]:
     return out, (ws, we)
 
 
+def log_waits(res: Result, reqs: RequestTable) -> Waits:
+    """The flush waits of the replay's log writes (device_fill's log_waits)."""
+    rq = np.asarray(res.flush_wait_rq, np.int64)
+    log = (np.asarray(reqs.cls)[rq] == CLASS_NAMES.index("log")) if len(rq) else \
+        np.zeros(0, bool)
+    ws = np.asarray([a for a, _ in res.flush_waits], I64)[:len(log)]
+    we = np.asarray([b for _, b in res.flush_waits], I64)[:len(log)]
+    return ws[log], we[log]
+
+
 def fill_of(tl: Timeline, res: Result, reqs: RequestTable) -> Any:
     """The replay's fill (analysis.py builds the recorded one the same way)."""
     cv, waits = covers(res, reqs)
     return helper_timers(device_fill(cv, waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                     None, helper_busy(tl)))
+                                     None, helper_busy(tl), log_waits(res, reqs)))
