@@ -201,8 +201,8 @@ def test_2008_xfs_settings_order_is_explained_by_the_attribution(lab_runs):
         assert runs[n]["attribution_ns"]["barrier"] == 0
     # the cause each pair of settings differs by, as a set of level-two parts (what served
     # the waits): a barrier's cost is the flushes' service, whichever level one the wait
-    # had (a wait on a log write waits out its pre-flush: log served by flush; a wait
-    # filled from the devices' state while a flush was in flight: barrier served by flush)
+    # had (a wait on a log write waits out its pre-flush: log served by flush, linked or
+    # filled from the devices' state; a wait on a flush of its own: barrier)
     cause = {("wc-barrier", "wc-nobarrier"): ("flush",),
              ("wc-off", "wc-nobarrier"): ("data", "metadata", "log"),
              ("wc-off", "wc-barrier"): ("data", "metadata", "log")}
