@@ -98,6 +98,7 @@ TRACE_DIR: Path | None = None  # --trace-dir
 NOTES: set[str] = set()  # said once, with the results
 TARGET_UNTAR = 1.02
 TARGET_FSYNC = 1.05
+TARGET_FLIGHT = 1.03  # fsync tasks beside the flight recorder (attach -a --flight)
 TARGET_BYTES_PER_RQ = 48  # trace file bytes per request record (zstd-compressed chunks)
 SECTIONS = ("untar", "fsync", "rate", "startup", "size")
 # Run only when asked (--only floor): it needs the IOWHY_EMPTY_PROBES build.
@@ -319,6 +320,9 @@ def recorder_env(path: str | None) -> Iterator[None]:
             os.environ["IOWHY_RECORDER"] = before
 
 
+KEEP_RECORDERS: set[int] = set()  # the flight recorder a run is measured beside
+
+
 def recorders_running() -> list[int]:
     """PIDs of live iowhy-record processes (read from /proc; never signalled). A zombie
     has closed its descriptors, so its probes are detached: not counted."""
@@ -330,7 +334,8 @@ def recorders_running() -> list[int]:
             except OSError:
                 continue
             comm, _, rest = stat.partition("(")[2].rpartition(")")
-            if comm == "iowhy-record" and rest.split()[:1] != ["Z"]:
+            if comm == "iowhy-record" and rest.split()[:1] != ["Z"] \
+                    and int(d.name) not in KEEP_RECORDERS:
                 pids.append(int(d.name))
     return pids
 
@@ -397,12 +402,59 @@ def ballast(mib: int) -> Iterator[None]:
             p.wait()
 
 
+@contextlib.contextmanager
+def flight_recorder(seconds: float, tmp: Path, tag: str, timeout: float) -> Iterator[dict]:
+    """`iowhy attach -a --flight SECONDS` running from its probes attached until the
+    block ends (then SIGINT, by PID); yields a dict that gets its peak RSS (KiB, the
+    recorder's /proc status VmHWM at the end) and exit status."""
+    out: dict[str, Any] = {}
+    p = subprocess.Popen([str(IOWHY), "attach", "-a", "--flight", f"{seconds:g}", "-o",
+                          str(tmp / f"{tag}.iowt")], stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    try:
+        t_end = time.monotonic() + timeout
+        while True:
+            line = p.stderr.readline()
+            if not line:
+                raise RuntimeError(f"iowhy attach --flight exited {p.wait()} before recording")
+            if "flight: recording" in line:
+                break
+            if time.monotonic() > t_end:
+                raise RuntimeError("iowhy attach --flight: not recording in time")
+        rec = [int(x) for x in run(["pgrep", "-P", str(p.pid)], check=False).stdout.split()]
+        KEEP_RECORDERS.update(rec)
+        yield out
+        KEEP_RECORDERS.difference_update(rec)
+        for pid in rec:
+            try:
+                for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if ln.startswith("VmHWM:"):
+                        out["peak_kib"] = int(ln.split()[1])
+            except OSError:
+                pass
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGINT)
+            try:
+                p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.communicate()
+        out["rc"] = p.returncode
+
+
 def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib: int) -> dict:
     say(f"\n== overhead: {name}: {shlex.join(make_cmd(Path('MNT')))}")
     extra = ("--syscalls", a.syscalls, *a.record_arg)
-    say(f"   traced with `iowhy record {shlex.join(extra)}`" if not a.aa else
-        "   A/A CONTROL (--aa): both runs of every pair untraced; 'traced' is the second"
-        " untraced run, so the ratios show the protocol's own noise and bias")
+    if a.flight:
+        say(f"   FLIGHT RECORDER (--flight {a.flight:g}): the workload runs untraced beside"
+            f" `iowhy attach -a --flight {a.flight:g}` (every process of the machine, the"
+            " window kept in memory, nothing written), started before the run's start"
+            " time and stopped after it; 'traced' is that run")
+    else:
+        say(f"   traced with `iowhy record {shlex.join(extra)}`" if not a.aa else
+            "   A/A CONTROL (--aa): both runs of every pair untraced; 'traced' is the"
+            " second untraced run, so the ratios show the protocol's own noise and bias")
     if a.aa and a.aa_ballast_mib:
         say(f"   --aa-ballast-mib: the 'traced' run holds {a.aa_ballast_mib} MiB of written"
             " anonymous memory from its sync until the workload exits (the recorder's"
@@ -439,21 +491,30 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         for arm in order:
             traced = arm != "u"
             with contextlib.ExitStack() as stack:
+                fl = None
+                if traced and a.flight:  # attached before the run is set up: always on
+                    fl = stack.enter_context(flight_recorder(a.flight, tmp, f"{name}{i}fl",
+                                                             a.timeout))
                 mnt, at = prepare_run(a, fs_mib, stack)
                 if traced and a.aa:
                     stack.enter_context(ballast(a.aa_ballast_mib))
                 if arm in builds:
                     stack.enter_context(recorder_env(vs[int(arm) - 1]))
-                res[arm] = timed_run(make_cmd(mnt), traced and not a.aa, tmp,
-                                     f"{name}{i}{arm if arm in ('u', 't') else 'v' + arm}",
+                res[arm] = timed_run(make_cmd(mnt), traced and not a.aa and not a.flight,
+                                     tmp, f"{name}{i}{arm if arm in ('u', 't') else 'v' + arm}",
                                      a.timeout, extra=extra, start_at_ns=at)
+            if fl is not None:
+                res[arm]["flight"] = fl
             late.append(res[arm]["late_s"])
         u, t = res["u"], res["t"]
         ratio = t["wall_s"] / u["wall_s"]
         first = "".join(order) if vs else order[0]
-        if a.aa:
+        if a.aa or a.flight:
+            fk = t.get("flight", {})
             say(f"   {i + 1:>4} {first:>5} {u['wall_s']:>9.3f}"
-                f" {t['wall_s']:>9.3f} {ratio:>7.3f}")
+                f" {t['wall_s']:>9.3f} {ratio:>7.3f}"
+                + (f"  recorder peak RSS {fk.get('peak_kib', 0) / 1024:.0f} MiB, attach exit"
+                   f" {fk.get('rc')}" if a.flight else ""))
         else:
             nrec = sum(t["records"].values())
             say(f"   {i + 1:>4} {first:>5} {u['wall_s']:>9.3f}"
@@ -499,7 +560,7 @@ def overhead(name: str, make_cmd: Any, a: argparse.Namespace, tmp: Path, fs_mib:
         summary.setdefault("vs", []).append(
             {"recorder": b, "ratio": median(vr), "ratios": vr, "q1": vq1, "q3": vq3,
              "ci": (vlo, vhi), "installed_over": median(tv), "installed_over_ci": (tlo, thi)})
-    if a.aa:
+    if a.aa or a.flight:
         return summary
     lost = [p["t"]["lost"] for p in pairs]
     dropped = [p["t"]["dropped"] for p in pairs]
@@ -865,6 +926,10 @@ def main(argv: list[str] | None = None) -> int:
                    metavar="PATH", help="make every pair a round that also runs the workload"
                    " traced by this iowhy-record build (IOWHY_RECORDER; repeatable): its"
                    " ratio, and the installed build's against it, paired by round")
+    g.add_argument("--flight", type=float, default=0, metavar="SEC",
+                   help="the traced run is the workload beside `iowhy attach -a --flight"
+                   " SEC` (the flight recorder's always-on cost) instead of `iowhy record`"
+                   " (default 0: off)")
     g.add_argument("--record-arg", action="append", default=[], metavar="ARG",
                    help="pass ARG to `iowhy record` in the traced runs (repeatable), e.g."
                    " --record-arg=--ringbuf=8")
@@ -926,14 +991,19 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list = []
     sc = "" if a.syscalls == "sync" else f", --syscalls {a.syscalls}"
-    if a.aa:
+    if a.aa or a.flight:
         for key, label in (("untar", f"(a) untar {a.files} files"),
                            ("fsync", f"(b) fsync-tasks {a.tasks}x{a.k}")):
             if key in res:
                 u = res[key]
-                row(rows, f"{label}: A/A CONTROL, wall untraced/untraced (median of "
-                    f"{a.pairs})", f"{u['ratio']:.3f}", "x", "== 1", None)
-                row(rows, f"{label}: A/A ratio p25 - p75; 90% interval of the median",
+                if a.aa:
+                    row(rows, f"{label}: A/A CONTROL, wall untraced/untraced (median of "
+                        f"{a.pairs})", f"{u['ratio']:.3f}", "x", "== 1", None)
+                else:
+                    row(rows, f"{label}: beside `attach -a --flight {a.flight:g}`, wall /"
+                        f" untraced (median of {a.pairs})", f"{u['ratio']:.3f}", "x",
+                        f"<= {TARGET_FLIGHT}", u["ratio"] <= TARGET_FLIGHT)
+                row(rows, f"{label}: ratio p25 - p75; 90% interval of the median",
                     f"{u['q1']:.3f} - {u['q3']:.3f}; {u['ci'][0]:.3f} - {u['ci'][1]:.3f}",
                     "x", "", None)
         res = {k: v for k, v in res.items() if k not in ("untar", "fsync")}
