@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from .categories import ATTRIBUTION_CATEGORIES
 from .errors import EXIT_FAIL, EXIT_USAGE, UserError, load
 from .names import CLASS_NAMES, METRICS
 from .progress import progress
@@ -35,9 +36,8 @@ def add_analysis_parsers(sub: Any) -> None:
     """Add `report`, `hist` and `compare` to the `iowhy` subparsers."""
     r = sub.add_parser(
         "report", help="where the elapsed time went: terminal report or JSON",
-        description="Attribute the workload's elapsed time by what woke each wait (cpu, "
-                    "runqueue, barrier, log, metadata, data, read, helper-cpu, "
-                    "helper-runqueue, sleep, external, wait-other), the thread time of all "
+        description="Attribute the workload's elapsed time by what woke each wait ("
+                    + ", ".join(ATTRIBUTION_CATEGORIES) + "), the thread time of all "
                     "its threads, per-class request latencies, fsync and commit figures, "
                     "device busy time, metadata placement and findings.")
     r.add_argument("trace", help="trace file (.iowt)")

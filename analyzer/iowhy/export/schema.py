@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..names import ATTRIBUTION_CATEGORIES
+from ..categories import ATTRIBUTION_CATEGORIES, PART_NAMES
 
 SCHEMA_VERSION = 2
 # What each version changed (the page lists them).
@@ -232,10 +232,7 @@ TABLES: tuple[Table, ...] = (
           "(every workload thread's life)"),
         c("category", STRING, "the level one: `barrier`, `log`, ..., as the `runs` "
           "columns (with `-`: `wait-other`)"),
-        c("served_by", STRING, "the level two: `flush`, `log`, `metadata`, `data`, "
-          "`read`, `queue`, `helper-cpu`, `helper-runqueue`, `cpu`, `runqueue`, "
-          "`thread-cpu`, `thread-runqueue`, `dirty-pages`, `block-throttle`, `sleep`, "
-          "`external`, `wait-other`"),
+        c("served_by", STRING, "the level two: " + ", ".join(f"`{k}`" for k in PART_NAMES)),
         c("ns", INT64, "time; a category's rows of one basis sum to its level one "
           "(`runs` for `elapsed`)"),
     ), intro=(

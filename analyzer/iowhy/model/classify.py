@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
+from ..categories import DEVICE_CATEGORIES
 from ..metadata import BTRFS_SUPER_OFFSETS, SECTOR
 from ..names import CLASS_NAMES
 
@@ -47,8 +48,9 @@ FLUSH, LOG, METADATA, DATA, READ, READAHEAD, DISCARD = range(7)
 CLASS_CODES = {n: i for i, n in enumerate(CLASS_NAMES)}
 
 
-# Device categories in priority order (index = priority, 0 highest).
-CATEGORIES: tuple[str, ...] = ("barrier", "log", "metadata", "data", "read")
+# Device categories in priority order (index = priority, 0 highest): the registry's code
+# order (categories.py).
+CATEGORIES: tuple[str, ...] = DEVICE_CATEGORIES
 
 
 CATEGORY_OF_CLASS = np.array([0, 1, 2, 3, 4, 4, 3], dtype=np.int8)
