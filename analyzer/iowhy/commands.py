@@ -15,6 +15,7 @@ from typing import Any
 
 from .categories import ATTRIBUTION_CATEGORIES
 from .errors import EXIT_FAIL, EXIT_USAGE, UserError, load
+from .filesystems import NAMES as FS_NAMES
 from .names import CLASS_NAMES, METRICS
 from .progress import progress
 from .reports.units import DEFAULT_TIME_UNIT, TIME_UNITS
@@ -492,7 +493,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
 # -- iowhy lab ------------------------------------------------------------------------------
 
 LAB_DISKS = ("hdd-7200", "ssd", "ram")
-LAB_FILESYSTEMS = ("ext4", "xfs", "btrfs")
+LAB_FILESYSTEMS = FS_NAMES
 
 
 def add_lab_parser(sub: Any) -> None:
