@@ -76,11 +76,15 @@ def test_every_list_is_the_registry_s():
 
 
 def test_docs_list_the_categories():
-    """docs/report-json.md names level one in code order, and every part of level two."""
+    """docs/report-json.md names level one in code order, and every part of level two;
+    README.md's WHERE THE TIME WENT names every level one."""
     doc = " ".join((REPO / "docs" / "report-json.md").read_text(encoding="utf-8").split())
     assert ", ".join(f"`{k}`" for k in ATTRIBUTION_CATEGORIES) in doc
     two = doc.split("**Level two**", 1)[1].split("How a wait gets its level one", 1)[0]
     assert all(f"`{k}`" in two for k in PART_NAMES)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    where = readme.split("**WHERE THE TIME WENT.**", 1)[1].split("Under each category", 1)[0]
+    assert [k for k in ATTRIBUTION_CATEGORIES if f"`{k}`" not in where] == []
 
 
 @pytest.fixture(scope="module")
