@@ -60,6 +60,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from iowhy import outfile
+from iowhy.filesystems import FILESYSTEMS as FS_TABLE
+from iowhy.filesystems import NAMES as FS_NAMES
 
 from . import emudisk, labstate, validate
 
@@ -69,25 +71,19 @@ WORKLOADS_CAUSAL = LAB_DIR / "workloads_causal.py"
 # workloads.py is standard library only and runs with the system interpreter, as a user
 # would run the commands (the venv's Python is only for iowhy itself).
 SYSTEM_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-FILESYSTEMS = ("ext4", "xfs", "btrfs")
+FILESYSTEMS = FS_NAMES  # iowhy.filesystems: one entry per filesystem
 DISKS = emudisk.PRESETS
 DISK_BYTES = 1 << 30
 DEFAULT_WORKDIR = "/var/tmp/iowhy-lab"
 FUSE_MAX_WRITE_KB = 1024   # emudisk's FUSE max_write
 
-MKFS = {
-    # Inode tables and the journal zeroed by mkfs, so no ext4lazyinit thread writes
-    # into the measured window.
-    "ext4": ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
-    "xfs": ["mkfs.xfs", "-q", "-f"],
-    "btrfs": ["mkfs.btrfs", "-q", "-f"],
-}
+MKFS = {f.name: list(f.mkfs) for f in FS_TABLE}
 
 # How each filesystem is told not to send cache flushes with the disk's cache still on.
 # ext4 and btrfs still have a mount option; XFS removed `nobarrier` in 4.19, so there the
 # loop device is set to "write through": the block layer then strips PREFLUSH/FUA and
 # sends no flush at all to a disk that still caches -- exactly what nobarrier did.
-NOBARRIER_MOUNT = {"ext4": "barrier=0", "btrfs": "nobarrier"}
+NOBARRIER_MOUNT = {f.name: f.nobarrier_option for f in FS_TABLE if f.nobarrier_option}
 
 CACHE_MODES = {
     "on": "volatile write cache on, barriers on (the kernel flushes it: FUA/PREFLUSH)",

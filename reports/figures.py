@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from iowhy.categories import colours, dark, display_order
 from iowhy.findings import plural
 from iowhy.kernels import union_intervals
 from iowhy.names import CLASS_NAMES
@@ -31,15 +32,7 @@ CLASS_COLORS = {
     "flush": "#D55E00", "log": "#CC79A7", "metadata": "#E69F00", "data": "#0072B2",
     "read": "#009E73", "readahead": "#56B4E9", "discard": "#8C6D31",
 }
-CATEGORY_COLORS = {
-    "barrier": "#D55E00", "log": "#CC79A7", "metadata": "#E69F00", "data": "#0072B2",
-    "read": "#009E73", "cpu": "#4D4D4D", "runqueue": "#F0E442", "helper-cpu": "#8E7CC3",
-    "helper-runqueue": "#C5B8E8", "sleep": "#A6CEE3", "external": "#8C564B",
-    "wait-other": "#BDBDBD", "throttle": "#999933",
-}
-# The attribution's categories (level one) in the order of the terminal report.
-CATEGORY_ORDER = ("barrier", "log", "metadata", "data", "read", "throttle", "cpu", "runqueue",
-                  "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
+# The time categories' colours and order: iowhy.categories (colours(), display_order()).
 CALL_COLORS = {
     "fsync": "#0072B2", "fdatasync": "#009E73", "sync": "#D55E00", "syncfs": "#E69F00",
     "sync_file_range": "#CC79A7", "msync": "#8C6D31", "osync_write": "#56B4E9",
@@ -120,7 +113,8 @@ def attribution_figure(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> bytes:
     """
     fig = new_figure(0.9 + 0.65 * len(runs))
     ax = fig.subplots()
-    present = [k for k in CATEGORY_ORDER if any(k in r["attribution_ns"] for _, r in runs)]
+    present = [k for k in display_order() if any(k in r["attribution_ns"] for _, r in runs)]
+    colour, white = colours(), dark()
     for i, (label, r) in enumerate(runs):
         att = r["attribution_ns"]
         el = r["elapsed_ns"] or 1
@@ -129,19 +123,18 @@ def attribution_figure(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> bytes:
             w = att.get(k, 0) / el
             if w <= 0:
                 continue
-            ax.barh(i, w, left=left, height=0.6, color=CATEGORY_COLORS[k],
+            ax.barh(i, w, left=left, height=0.6, color=colour[k],
                     edgecolor="white", linewidth=0.5, label=k if i == 0 else None)
             if w >= 0.035:
-                dark = k in ("cpu", "data", "barrier", "external")
                 text = f"{k}\n{100 * w:.0f}%" if w >= 0.07 else f"{100 * w:.0f}%"
                 ax.text(left + w / 2, i, text, ha="center", va="center",
-                        fontsize=8, color="white" if dark else "black")
+                        fontsize=8, color="white" if k in white else "black")
             left += w
     # Categories that got no time still appear in the legend (so a zero is visible).
     handles = []
     from matplotlib.patches import Patch
     for k in present:
-        handles.append(Patch(facecolor=CATEGORY_COLORS[k], label=k))
+        handles.append(Patch(facecolor=colour[k], label=k))
     ax.legend(handles=handles, ncol=min(len(present), 6), loc="lower center",
               bbox_to_anchor=(0.5, 1.0), fontsize=8, frameon=False)
     ax.set_yticks(range(len(runs)))
@@ -162,11 +155,11 @@ def attribution_area_figure(series: Sequence[Mapping[str, Any]]) -> bytes:
     ax = fig.subplots()
     # Steps: each interval's shares hold from its start to its end.
     x = [i["start_ns"] / 1e9 for i in series] + [series[-1]["end_ns"] / 1e9 if series else 0]
-    present = [k for k in CATEGORY_ORDER if any(i["attribution_ns"].get(k) for i in series)]
+    present = [k for k in display_order() if any(i["attribution_ns"].get(k) for i in series)]
     ys = [[i["attribution_ns"].get(k, 0) / max(1, i["end_ns"] - i["start_ns"])
            for i in series] for k in present]
     ys = [y + y[-1:] for y in ys]
-    ax.stackplot(x, ys, colors=[CATEGORY_COLORS[k] for k in present], labels=present,
+    ax.stackplot(x, ys, colors=[colours()[k] for k in present], labels=present,
                  step="post", linewidth=0)
     ax.set_ylim(0, 1)
     if series:
@@ -457,7 +450,7 @@ def task_summary(tasks: Mapping[int, str], limit: int = 8) -> list[tuple[str, in
 
 
 __all__ = [
-    "CATEGORY_COLORS", "CATEGORY_ORDER", "CLASS_COLORS", "FigureData", "SCATTER_LIMIT",
+    "CLASS_COLORS", "FigureData", "SCATTER_LIMIT",
     "Scatter", "attribution_area_figure", "attribution_figure", "fsync_timeline_figure",
     "latency_figure", "mpl_text",
     "png_bytes", "sector_figure", "seek_figure", "task_summary", "throughput_figure",

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 
 from . import figures as F
 from .escape import neutralise_page
+from iowhy.categories import colours, display_order  # read at each use
 from iowhy.findings import served_text
 
 from .terminal import (_command, _mib, _num, _pct, _short_command, _yes_no, fmt_ns,
@@ -149,11 +150,11 @@ def where_rows(r: Mapping[str, Any]) -> list[list[Any]]:
     detail = r.get("attribution_detail_ns") or {}
     top = max(att.values()) if att else 0
     rows = []
-    for k in F.CATEGORY_ORDER:
+    for k in display_order():
         if k not in att:
             continue
         v = att[k]
-        color = F.CATEGORY_COLORS[k]
+        color = colours()[k]
         rows.append([_label(k, color), fmt_ns(v) if v else "0",
                      f"{100.0 * v / el if el else 0.0:.1f}%",
                      Raw(f"<div class=\"barcell\">{_bar(v / top if top else 0, color)}</div>"),
@@ -218,9 +219,9 @@ def _thread_time_html(tt: Mapping[str, Any]) -> str:
     syscall the threads were in."""
     tot = tt["total_ns"]
     detail = tt.get("attribution_detail_ns") or {}
-    rows = [[_label(k, F.CATEGORY_COLORS[k]), fmt_ns(v), f"{100.0 * v / tot:.1f}%",
+    rows = [[_label(k, colours()[k]), fmt_ns(v), f"{100.0 * v / tot:.1f}%",
              served_text(k, detail.get(k), tot).split(": ", 1)[-1]]
-            for k in F.CATEGORY_ORDER if (v := tt["attribution_ns"].get(k, 0))]
+            for k in display_order() if (v := tt["attribution_ns"].get(k, 0))]
     out = [f"<h3>Thread time</h3><p>All {tt['threads']:,} workload threads together: "
            f"{esc(fmt_ns(tot))} of thread time.</p>",
            table(("category", "time", "% of thread time", "served by (% of thread time)"),
@@ -372,7 +373,7 @@ def section_fsync(r: Mapping[str, Any], figure: str = "") -> str:
 
 def _busy_split(busy_by_category: Mapping[str, int], busy_ns: int) -> Raw:
     """'barrier 21% data 77%' with each category's colour swatch."""
-    parts = [f"<span style=\"white-space:nowrap\">{_swatch(F.CATEGORY_COLORS.get(k, '#999'))}"
+    parts = [f"<span style=\"white-space:nowrap\">{_swatch(colours().get(k, '#999'))}"
              f"{esc(k)} {100 * v / busy_ns:.0f}%</span>"
              for k, v in busy_by_category.items() if v and busy_ns]
     return Raw(" ".join(parts) if parts else "idle")
@@ -638,10 +639,10 @@ def render_html(result: Mapping[str, Any]) -> str:
 def _where_compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """The attribution of A and B side by side, in us (the text's default unit)."""
     rows = []
-    for k in F.CATEGORY_ORDER:
+    for k in display_order():
         va = a["attribution_ns"].get(k, 0)
         vb = b["attribution_ns"].get(k, 0)
-        rows.append([_label(k, F.CATEGORY_COLORS[k]), _us(va), _us(vb),
+        rows.append([_label(k, colours()[k]), _us(va), _us(vb),
                      time_text(vb - va, "us", sign="+")])
     d = b["elapsed_ns"] - a["elapsed_ns"]
     rows.append([Raw("<b>elapsed</b>"), _us(a["elapsed_ns"]), _us(b["elapsed_ns"]),

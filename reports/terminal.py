@@ -9,6 +9,7 @@ import textwrap
 from typing import Any, Mapping, Sequence
 
 from iowhy import cmdline
+from iowhy.categories import display_order  # the categories' order: read at each use
 from iowhy.findings import fmt_ns, served_text  # one format for findings and tables
 
 from .escape import printable
@@ -16,8 +17,6 @@ from .units import DEFAULT_TIME_UNIT, label, time_text
 
 WIDTH = 100
 BAR = 46
-ORDER = ("barrier", "log", "metadata", "data", "read", "throttle", "cpu", "runqueue",
-         "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
 
 
 def _ms(ns: int | None) -> str:
@@ -192,7 +191,7 @@ def _bars(att: Mapping[str, int], whole: int,
     first, in shares of `whole`."""
     lines = []
     top = max(att.values()) if att else 0
-    for k in ORDER:
+    for k in display_order():
         if k not in att:
             continue
         v = att[k]
@@ -257,7 +256,7 @@ def render_intervals(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str
     report and in `unit` (reports.units), each row summing to its interval. Columns that
     do not fit WIDTH go to a further table of the same rows."""
     iv = r.get("intervals") or []
-    cats = [k for k in ORDER if any(i["attribution_ns"].get(k) for i in iv)]
+    cats = [k for k in display_order() if any(i["attribution_ns"].get(k) for i in iv)]
     width = {k: max([len(time_text(i["attribution_ns"].get(k, 0), unit)) for i in iv]
                     + [len(k)]) + 2 for k in cats}
     blocks: list[list[str]] = []

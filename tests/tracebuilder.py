@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from iowhy import abi
+from iowhy.categories import ATTRIBUTION_CATEGORIES, CORRELATIONAL
 from iowhy.analysis import AnalysisConfig, analyze
 from iowhy.traceformat import read_trace
 from iowhy.tracewriter import TraceWriter
@@ -22,10 +23,8 @@ from iowhy.tracewriter import TraceWriter
 DEV = (8, 0)  # whole disk
 PART = (8, 1)  # its partition
 LOG_RANGE = (10_000, 20_000)  # journal, whole-disk sectors
-CATS = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "wait-other")
-CAUSAL_CATS = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "throttle",
-               "helper-cpu",
-               "helper-runqueue", "sleep", "external", "wait-other")
+CATS = CORRELATIONAL  # the correlational attribution's categories
+CAUSAL_CATS = ATTRIBUTION_CATEGORIES  # the causal attribution's
 
 
 def records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:

@@ -104,6 +104,9 @@ JOURNAL_EVENT_NAMES = {
     J_XLOG_DONE: "xlog_iclog_done", J_BTRFS_SYNC: "btrfs_sync_file",
     J_BTRFS_COMMIT: "btrfs_transaction_commit",
 }
+# By name (iowhy.filesystems names the filesystems and their journal events so).
+FS_CODES = {v: k for k, v in FS_NAMES.items() if v}
+JOURNAL_EVENT_CODES = {v: k for k, v in JOURNAL_EVENT_NAMES.items()}
 
 OFF_PREEMPT = 1 << 0
 OFF_IOWAIT = 1 << 1

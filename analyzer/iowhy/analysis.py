@@ -20,7 +20,8 @@ from .findings import findings
 from .kernels import I64, Coverage, percentiles, union_intervals, unique
 from .model.bios import BIO_FIELDS, append_bios
 from .model.calls import covered_devices, join_requests_to_calls, sync_coverage, sync_pairs
-from .model.classify import CLASS_NAMES, DATA, FLUSH, LOG, METADATA, request_classes
+from .model.classify import (CLASS_NAMES, DATA, FLUSH, LOG, METADATA, log_in_calls,
+                             request_classes)
 from .model.flush import flush_generations
 from .model.requests import Requests, Window, gather_columns, load_requests, trace_window
 from .model.stages import device_stages, stage_service
@@ -341,7 +342,7 @@ class _Tasks:
         self.win, self.meta, self.rq, self.fs, self.jr = win, meta, rq, fs, jr
         self.tasks, self.off, self.cfg, self.trace = tasks, off, cfg, trace
         self.fs_type = np.asarray(fs["fs_u16"])
-        self.btrfs = bool((self.fs_type == abi.FS_BTRFS).any())
+        self.btrfs = log_in_calls(self.fs_type)  # btrfs: classes need the call join
         self.r: dict[str, Any] = {}  # results by task key
         self.helper: Mapping[str, np.ndarray] | None = None
         self.background: dict[str, Any] | None = None

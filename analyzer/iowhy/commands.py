@@ -13,7 +13,9 @@ import sys
 import time
 from typing import Any
 
+from .categories import ATTRIBUTION_CATEGORIES
 from .errors import EXIT_FAIL, EXIT_USAGE, UserError, load
+from .filesystems import NAMES as FS_NAMES
 from .names import CLASS_NAMES, METRICS
 from .progress import progress
 from .reports.units import DEFAULT_TIME_UNIT, TIME_UNITS
@@ -35,9 +37,8 @@ def add_analysis_parsers(sub: Any) -> None:
     """Add `report`, `hist` and `compare` to the `iowhy` subparsers."""
     r = sub.add_parser(
         "report", help="where the elapsed time went: terminal report or JSON",
-        description="Attribute the workload's elapsed time by what woke each wait (cpu, "
-                    "runqueue, barrier, log, metadata, data, read, helper-cpu, "
-                    "helper-runqueue, sleep, external, wait-other), the thread time of all "
+        description="Attribute the workload's elapsed time by what woke each wait ("
+                    + ", ".join(ATTRIBUTION_CATEGORIES) + "), the thread time of all "
                     "its threads, per-class request latencies, fsync and commit figures, "
                     "device busy time, metadata placement and findings.")
     r.add_argument("trace", help="trace file (.iowt)")
@@ -492,7 +493,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
 # -- iowhy lab ------------------------------------------------------------------------------
 
 LAB_DISKS = ("hdd-7200", "ssd", "ram")
-LAB_FILESYSTEMS = ("ext4", "xfs", "btrfs")
+LAB_FILESYSTEMS = FS_NAMES
 
 
 def add_lab_parser(sub: Any) -> None:

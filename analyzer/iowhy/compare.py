@@ -37,15 +37,14 @@ import shlex
 from itertools import zip_longest
 from typing import Any, Callable, Mapping, Sequence
 
-from .findings import OWN_PART, PART_WORDS, fmt_ns
+from .categories import OWN_PART, PART_WORDS, display_order  # the order: read at each use
+from .findings import fmt_ns
 from .names import CLASS_NAMES
 
 SCHEMA = "iowhy-compare/1"
 WITHIN = 0.02  # runs whose longer elapsed is at most 2% above the shorter are "within 2%"
 MIN_CATEGORY_SHARE = 0.01  # a category is explained when |delta| >= 1% of the longer elapsed
 BIG_FACTOR = 2.0  # from this factor on, "6.3x slower"; below it, "15% slower"
-ORDER = ("barrier", "log", "metadata", "data", "read", "throttle", "cpu", "runqueue",
-         "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
 SAME_DURATION = 0.05  # runs within 5% of each other's elapsed: a fixed-duration benchmark,
 #                       compared by thread time, unless they did the same work (SAME_WORK)
 SAME_WORK = 0.05  # fsync calls and bytes written within 5%: the same job (a fixed amount of
@@ -271,8 +270,8 @@ def _category_lines(a: Mapping[str, Any], b: Mapping[str, Any],
     ea, eb = int(a["elapsed_ns"]), int(b["elapsed_ns"])
     diff = eb - ea
     floor = MIN_CATEGORY_SHARE * max(ea, eb)
-    cats = [k for k in ORDER if delta.get(k) and abs(delta[k]) >= floor]
-    cats.sort(key=lambda k: -abs(delta[k]))  # stable: ties keep ORDER
+    cats = [k for k in display_order() if delta.get(k) and abs(delta[k]) >= floor]
+    cats.sort(key=lambda k: -abs(delta[k]))  # stable: ties keep the display order
     noun = "added time" if diff > 0 else "time B saves"
     out = []
     for k in cats:
@@ -338,7 +337,7 @@ def _served_shift_lines(a: Mapping[str, Any], b: Mapping[str, Any], basis: str,
         return []
     done = {e.get("category") for e in lines}
     out: list[tuple[float, dict[str, Any]]] = []
-    for cat in ORDER:
+    for cat in display_order():
         if cat in done:
             continue
         pa, pb = da.get(cat) or {}, db.get(cat) or {}
@@ -392,9 +391,9 @@ def _thread_time_lines(a: Mapping[str, Any], b: Mapping[str, Any]
              f"{fmt_ns(tot_a)} in A, {fmt_ns(tot_b)} in B)")
     note = {"text": first, "evidence": {"total_ns": {"a": tot_a, "b": tot_b}}}
     out: list[dict[str, Any]] = []
-    sa = {k: int(ta["attribution_ns"].get(k, 0)) / tot_a for k in ORDER}
-    sb = {k: int(tb["attribution_ns"].get(k, 0)) / tot_b for k in ORDER}
-    cats = [k for k in ORDER if abs(sb[k] - sa[k]) >= MIN_CATEGORY_SHARE]
+    sa = {k: int(ta["attribution_ns"].get(k, 0)) / tot_a for k in display_order()}
+    sb = {k: int(tb["attribution_ns"].get(k, 0)) / tot_b for k in display_order()}
+    cats = [k for k in display_order() if abs(sb[k] - sa[k]) >= MIN_CATEGORY_SHARE]
     cats.sort(key=lambda k: -abs(sb[k] - sa[k]))
     for k in cats:
         d = sb[k] - sa[k]
@@ -558,7 +557,8 @@ def _rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
         return _get(a, *path), _get(b, *path)
 
     add("time", "elapsed_ns", "elapsed", "ns", *both("elapsed_ns"))
-    for k in [k for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]]:
+    for k in [k for k in display_order()
+              if k in a["attribution_ns"] or k in b["attribution_ns"]]:
         add("time", f"attribution_ns.{k}", k, "ns", *both("attribution_ns", k),
             a_pct=_get(a, "attribution_pct", k), b_pct=_get(b, "attribution_pct", k))
 
@@ -637,7 +637,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], meta_a: Mapping[str, Any
         a = {**a, "attribution_ns": {}, "attribution_pct": {}}
         b = {**b, "attribution_ns": {}, "attribution_pct": {}}
     delta = {k: int(b["attribution_ns"].get(k, 0)) - int(a["attribution_ns"].get(k, 0))
-             for k in ORDER if k in a["attribution_ns"] or k in b["attribution_ns"]}
+             for k in display_order() if k in a["attribution_ns"] or k in b["attribution_ns"]}
     if missing:
         basis = "none"
         explanations = [speed, {

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .categories import BY_WHOSE, OWN_PART, PART_WORDS, WHOSE_WORDS
+
 if TYPE_CHECKING:
     from .analysis import AnalysisConfig
 
@@ -41,29 +43,6 @@ def _s(ns: int) -> str:
     return fmt_ns(ns)
 
 
-# Level two of the causal attribution (attribution_detail_ns) in words.
-PART_WORDS = {"cpu": "on CPU", "runqueue": "waiting for a CPU", "flush": "cache flushes",
-              "log": "journal/log writes", "metadata": "metadata I/O", "data": "data I/O",
-              "read": "reads", "helper-cpu": "a kernel helper on CPU",
-              "helper-runqueue": "a kernel helper waiting for a CPU", "sleep": "timers",
-              "external": "other processes", "wait-other": "unexplained",
-              "queue": "queued before issue", "dirty-pages": "dirty-page throttling",
-              "block-throttle": "block-layer throttling",
-              "thread-cpu": "another workload thread on CPU",
-              "thread-runqueue": "another workload thread waiting for a CPU"}
-# The part that is a level one's own: not worth naming when it is the only one.
-OWN_PART = {"barrier": "flush", "log": "log", "metadata": "metadata", "data": "data",
-            "read": "read", "cpu": "cpu", "runqueue": "runqueue", "helper-cpu": "helper-cpu",
-            "helper-runqueue": "helper-runqueue", "sleep": "sleep", "external": "external",
-            "wait-other": "wait-other"}
-
-
-# On CPU or waiting for one: the thread on the critical path (or whose time it is)
-# itself, or the other workload threads it waited for.
-WHOSE_WORDS = {"cpu": "the thread itself", "runqueue": "the thread itself",
-               "thread-cpu": "other workload threads", "thread-runqueue": "other workload threads"}
-
-
 def served_text(cat: str, parts: Mapping[str, int] | None, whole: int, limit: int = 4) -> str:
     """'served by: ...' of one level one's parts (level two) in words, in shares of
     whole, largest first ('by: ...' of whose CPU time it is, for cpu and runqueue); ''
@@ -72,8 +51,7 @@ def served_text(cat: str, parts: Mapping[str, int] | None, whole: int, limit: in
              if whole and v >= 0.005 * whole]
     if not shown or [p for p, _ in shown] == [OWN_PART.get(cat)]:
         return ""
-    words, head = ((WHOSE_WORDS, "by: ") if cat in ("cpu", "runqueue")
-                   else (PART_WORDS, "served by: "))
+    words, head = ((WHOSE_WORDS, "by: ") if cat in BY_WHOSE else (PART_WORDS, "served by: "))
     return head + ", ".join(f"{words.get(p, p)} {100.0 * v / whole:.0f}%"
                             for p, v in shown[:limit])
 

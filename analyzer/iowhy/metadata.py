@@ -26,8 +26,9 @@ from typing import Callable, Iterator, TypeVar
 
 from . import __version__
 from .superblocks import BTRFS_SUPER_OFFSETS  # noqa: F401 (public here, as before)
-from .superblocks import (SECTOR, _btrfs_fsid, _btrfs_info, _ext4_info, _reader_for,
-                          _unknown_log, _xfs_info)
+from .filesystems import BY_NAME as FS_BY_NAME
+from .filesystems import NAMES as LOG_FSTYPES  # the filesystems whose log iowhy places
+from .superblocks import SECTOR, _btrfs_fsid, _reader_for, _unknown_log
 
 log = logging.getLogger("iowhy")
 
@@ -36,7 +37,6 @@ SYS_BLOCK = "/sys/block"
 SYS_DEV_BLOCK = "/sys/dev/block"
 SYS_FS_BTRFS = "/sys/fs/btrfs"
 MOUNTINFO = "/proc/self/mountinfo"
-LOG_FSTYPES = ("ext4", "xfs", "btrfs")
 
 T = TypeVar("T")
 
@@ -546,7 +546,7 @@ def _describe_mount(m: dict, disks: dict[str, dict], done: set[tuple[int, int]])
     """One entry per block device of the mounted filesystem that is on one of `disks`
     and not already described in `done`."""
     fstype = m["fstype"]
-    if fstype == "btrfs":
+    if FS_BY_NAME[fstype].members_by_fsid:
         # mountinfo shows btrfs's anonymous device; the source names a real member.
         first = _blockdev_of_path(m["source"])
         if first is None:
@@ -595,16 +595,17 @@ def _describe_mount(m: dict, disks: dict[str, dict], done: set[tuple[int, int]])
 
 
 def _external_log_device(fstype: str, options: str, nbytes: int) -> dict | None:
-    """Where an external log lives: the `logdev=` mount option (XFS), the log at the
-    start of that device. None when the option is missing or names no block device."""
-    if fstype != "xfs":
+    """Where an external log lives: the mount option that names it (XFS `logdev=`), the
+    log at the start of that device. None when the option is missing or names no block
+    device."""
+    opt = FS_BY_NAME[fstype].external_log_option
+    if opt is None:
         return None
-    path = next((o[len("logdev="):] for o in options.split(",") if o.startswith("logdev=")),
-                None)
+    path = next((o[len(opt):] for o in options.split(",") if o.startswith(opt)), None)
     dev = _blockdev_of_path(path) if path else None
     where = _disk_of(*dev) if dev else None
     if dev is None or where is None:
-        log.warning("XFS external log: cannot find its device (logdev=%s)", path)
+        log.warning("%s external log: cannot find its device (%s%s)", fstype, opt, path)
         return None
     disk, start = where
     disk_dev = _attr(f"{SYS_BLOCK}/{disk}/dev", _parse_devnum, "device number") or (None, None)
@@ -647,12 +648,8 @@ def _read_superblock(fstype: str, node: str | None, major: int, minor: int,
         return {}
     read = _reader_for(node)
     try:
-        if fstype == "ext4":
-            return _ext4_info(read, part_start)
-        if fstype == "xfs":
-            return _xfs_info(read, part_start)
-        if fstype == "btrfs":
-            return _btrfs_info(read, part_start, _device_bytes(major, minor))
+        return FS_BY_NAME[fstype].superblock(read, part_start,
+                                             lambda: _device_bytes(major, minor))
     except PermissionError as e:
         # Common for the root disk of a VM or container: its log is simply not placed.
         log.info("cannot read the %s superblock of %s: %s", fstype, node, e.strerror)

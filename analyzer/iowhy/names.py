@@ -11,12 +11,7 @@ CLASS_NAMES: tuple[str, ...] = ("flush", "log", "metadata", "data", "read", "rea
 # What `iowhy hist --metric` can plot (analysis.metric_values).
 METRICS: tuple[str, ...] = ("device", "queue", "total", "fsync", "commit", "seek")
 
-# The attribution's categories, level one of the causal attribution (model/wakeups.py),
-# in code order; a trace without wakeup links has the first seven and "wait-other" only
-# (views/workload.py).
-ATTRIBUTION_CATEGORIES: tuple[str, ...] = (
-    "cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "throttle", "helper-cpu",
-    "helper-runqueue", "sleep", "external", "wait-other")
+# The attribution's categories: categories.py.
 
 
 def utf8_text(value: object) -> str:

@@ -20,15 +20,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from .categories import TOP_SHORT
 from .errors import EXIT_USAGE, UserError
 
-CAUSES = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "throttle", "sleep",
-          "external", "wait-other")
+# The columns: the level ones with a short heading (categories.py), in code order.
+CAUSES = tuple(TOP_SHORT)
 # blocked: every cause but running and waiting for a CPU
 BLOCKED = tuple(c for c in CAUSES if c not in ("cpu", "runqueue"))
-SHORT = {"cpu": "cpu", "runqueue": "rq", "barrier": "bar", "log": "log", "metadata": "met",
-         "data": "dat", "read": "rea", "throttle": "thr", "sleep": "slp", "external": "ext",
-         "wait-other": "oth"}
+SHORT = TOP_SHORT
 SYS_BLOCK = "/sys/block"
 
 

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from iowhy.categories import ATTRIBUTION_CATEGORIES, DEVICE_CATEGORIES
 from iowhy.lab import emudisk, scenarios, validate
 
-IO = ("barrier", "log", "metadata", "data", "read")
-CATEGORIES = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read", "throttle",
-              "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other")
+IO = DEVICE_CATEGORIES
+CATEGORIES = ATTRIBUTION_CATEGORIES
 SYNC_CALLS = ("fsync", "fdatasync", "sync", "syncfs")
 TOL = 0.05          # of elapsed, as the lab's ground-truth checks (validate.py)
 

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from iowhy.categories import DEVICE_CATEGORIES
 from iowhy.lab import emudisk, scenarios, validate
 
 DISK = "hdd-7200"
-IO_CATEGORIES = ("barrier", "log", "metadata", "data", "read")
+IO_CATEGORIES = DEVICE_CATEGORIES
 
 # Scenarios whose four figures must agree with the truth (validate.TOLERANCE_*): I/O-bound
 # runs (the disk busy most of the window), across the three filesystems. On btrfs, `log`

@@ -12,6 +12,7 @@ import pytest
 
 import golden_traces as gt
 import tracebuilder as tb
+from iowhy.categories import ATTRIBUTION_CATEGORIES
 from iowhy.cli import main
 
 # The big traces take a while to build; their outputs have the same layout.
@@ -23,7 +24,7 @@ HIST_EXTRA = (["-D"], ["--flags"], ["-D", "--metric", "seek"], ["--flags", "--cl
 MEASURE = re.compile(r"\b(p50|p90|p99|max|mean|queue|device|latency|lat|time|seek|positioning|"
                      r"elapsed|duration|bytes|size|written|logged|cpu|cost|total|per run)\b")
 # ... and, in compare's rows, the attribution categories (`barrier (us)`).
-CATEGORY = re.compile(r"^(barrier|log|metadata|data|read|cpu|runqueue|wait-other)$")
+CATEGORY = re.compile("^(" + "|".join(map(re.escape, ATTRIBUTION_CATEGORIES)) + ")$")
 UNIT = re.compile(r" \((ns|us|ms|s|sectors|bytes|KiB|MiB|GiB|%|count)\)")
 BARE_UNITS = {"MiB", "KiB", "GiB", "bytes", "sectors", "usecs", "nsecs", "msecs"}
 

@@ -15,8 +15,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..names import ATTRIBUTION_CATEGORIES
+from ..categories import ATTRIBUTION_CATEGORIES, PART_NAMES
+from ..filesystems import FILESYSTEMS
 
+_FS = ", ".join(f"`{f.name}`" for f in FILESYSTEMS)  # the filesystems iowhy knows
 SCHEMA_VERSION = 2
 # What each version changed (the page lists them).
 CHANGES = (
@@ -80,8 +82,7 @@ TABLES: tuple[Table, ...] = (
         c("devices", STRINGS, "disks described by the trace, named as in the report"),
         c("workload_devices", STRINGS, "the workload's devices (`workload.devices` of "
           "`report --json`)"),
-        c("filesystems", STRINGS, "filesystem types mounted on them (`ext4`, `xfs`, "
-          "`btrfs`)"),
+        c("filesystems", STRINGS, f"filesystem types mounted on them ({_FS})"),
         c("start_ns, end_ns", INT64, "the recording window"),
         c("elapsed_ns", INT64, "`end_ns - start_ns`, the time the attribution divides"),
         c("realtime_minus_monotonic_ns", INT64, "add to a monotonic time for wall-clock "
@@ -173,7 +174,7 @@ TABLES: tuple[Table, ...] = (
                 "`requests.call_id` refers to"),
               c("call", STRING, "`fsync`, `fdatasync`, `sync`, `syncfs`, "
                 "`sync_file_range`, `msync`, `osync_write`"),
-              c("fs", STRING, "`ext4`, `xfs`, `btrfs`; NULL if unknown"),
+              c("fs", STRING, f"{_FS}; NULL if unknown"),
               c("dev_major, dev_minor", INT64, "the filesystem's device (NULL if "
                 "unknown)"),
               c("tid, tgid", INT64, "the calling thread"),
@@ -203,10 +204,8 @@ TABLES: tuple[Table, ...] = (
     Table("journal", "journal/log event (jbd2, ext4 fast commit, XFS log, btrfs)", (
         RUN_UUID,
         c("ts_ns", INT64, "event time"),
-        c("event", STRING, "`jbd2_start`, `jbd2_locking`, `jbd2_flushing`, "
-          "`jbd2_logging`, `jbd2_end`, `jbd2_stats`, `ext4_fc_start`, `ext4_fc_stop`, "
-          "`xfs_log_force`, `xlog_iclog_sync`, `xlog_iclog_write`, `xlog_iclog_done`, "
-          "`btrfs_sync_file`, `btrfs_transaction_commit`"),
+        c("event", STRING, ", ".join(f"`{ev}`" for f in FILESYSTEMS
+                                     for _, ev in f.journal_tracepoints)),
         c("fs", STRING, "filesystem type (NULL if unknown)"),
         c("dev_major, dev_minor", INT64, "the filesystem's device"),
         c("seq", INT64, "transaction id / LSN / transid"),
@@ -232,10 +231,7 @@ TABLES: tuple[Table, ...] = (
           "(every workload thread's life)"),
         c("category", STRING, "the level one: `barrier`, `log`, ..., as the `runs` "
           "columns (with `-`: `wait-other`)"),
-        c("served_by", STRING, "the level two: `flush`, `log`, `metadata`, `data`, "
-          "`read`, `queue`, `helper-cpu`, `helper-runqueue`, `cpu`, `runqueue`, "
-          "`thread-cpu`, `thread-runqueue`, `dirty-pages`, `block-throttle`, `sleep`, "
-          "`external`, `wait-other`"),
+        c("served_by", STRING, "the level two: " + ", ".join(f"`{k}`" for k in PART_NAMES)),
         c("ns", INT64, "time; a category's rows of one basis sum to its level one "
           "(`runs` for `elapsed`)"),
     ), intro=(

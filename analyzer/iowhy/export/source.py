@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from .. import abi
-from ..names import ATTRIBUTION_CATEGORIES, CLASS_NAMES, utf8_text
+from ..categories import ATTRIBUTION_CATEGORIES
+from ..names import CLASS_NAMES, utf8_text
 
 I64 = np.int64
 # The attribution categories (a trace without wakeup links has no value for some).

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import abi
+from ..filesystems import FILESYSTEMS
 from ..progress import count, phase
 from .common import (ImportError_, ImportStats, RequestMatcher, check_comms, open_input,
                      parse_rwbs, request_devices, request_records, write_imported)
@@ -56,6 +57,11 @@ JBD2 = {"jbd2_start_commit": abi.J_JBD2_START, "jbd2_commit_locking": abi.J_JBD2
         "jbd2_end_commit": abi.J_JBD2_END}
 XLOG = {"xfs_log_force": abi.J_XFS_FORCE, "xlog_iclog_sync": abi.J_XLOG_SYNC,
         "xlog_iclog_write": abi.J_XLOG_WRITE, "xlog_iclog_sync_done": abi.J_XLOG_DONE}
+# The filesystem (abi.FS_*) of each journal tracepoint and of each fsync's entry event
+# (iowhy.filesystems).
+FS_OF_EVENT = {tp: abi.FS_CODES[f.name] for f in FILESYSTEMS
+               for tp in (f.fsync_entry, *(t for t, _ in f.journal_tracepoints))}
+FSYNC_ENTRY = frozenset(f.fsync_entry for f in FILESYSTEMS)
 USED_ELSEWHERE = {"block_rq_merge", "block_split", "block_plug", "block_unplug",
                   "block_bio_remap", "block_rq_remap", "block_bio_complete",
                   "block_dirty_buffer", "block_touch_buffer", "block_bio_bounce",
@@ -212,11 +218,11 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
         seq: int | None = None
         if ev in JBD2:
             g = st.scan.search(DEV_SEQ, rest)
-            fs, code = abi.FS_EXT4, JBD2[ev]
+            fs, code = FS_OF_EVENT[ev], JBD2[ev]
             seq = number(g["seq"]) if g else None
         else:
             g = st.scan.search(XFS_DEV, rest)
-            fs, code = abi.FS_XFS, XLOG[ev]
+            fs, code = FS_OF_EVENT[ev], XLOG[ev]
             lsn = st.scan.search(XFS_LSN, rest[g.end():]) if g else None
             seq = number(lsn["lsn"], 16) if lsn else None
         dev = _dev(g) if g else None
@@ -257,12 +263,12 @@ def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
         if name not in CALLS:
             stats.ignored[ev] += 1
         return
-    if ev in ("ext4_sync_file_enter", "xfs_file_fsync", "btrfs_sync_file"):
+    if ev in FSYNC_ENTRY:
         if not st.is_workload(pid, comm, t):
             return
         st.calls_seen = True
         g = st.scan.search(FSYNC_EV, rest)
-        fs = {"e": abi.FS_EXT4, "x": abi.FS_XFS, "b": abi.FS_BTRFS}[ev[0]]
+        fs = FS_OF_EVENT[ev]
         c = st.calls_open.get(pid)
         if c is None:  # no syscall events: the call is the filesystem's fsync
             c = _call_open(st, pid, t, abi.CALL_FSYNC, opened_by_fs=True)

@@ -37,7 +37,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
-from ..metadata import BTRFS_SUPER_OFFSETS, SECTOR
+from ..categories import DEVICE_CATEGORIES
+from ..filesystems import FILESYSTEMS
 from ..names import CLASS_NAMES
 
 
@@ -47,15 +48,20 @@ FLUSH, LOG, METADATA, DATA, READ, READAHEAD, DISCARD = range(7)
 CLASS_CODES = {n: i for i, n in enumerate(CLASS_NAMES)}
 
 
-# Device categories in priority order (index = priority, 0 highest).
-CATEGORIES: tuple[str, ...] = ("barrier", "log", "metadata", "data", "read")
+# Device categories in priority order (index = priority, 0 highest): the registry's code
+# order (categories.py).
+CATEGORIES: tuple[str, ...] = DEVICE_CATEGORIES
 
 
 CATEGORY_OF_CLASS = np.array([0, 1, 2, 3, 4, 4, 3], dtype=np.int8)
 
 
-# Partition sectors of the btrfs superblock copies (128, 131072, 536870912).
-BTRFS_SUPER_SECTORS = tuple(off // SECTOR for off in BTRFS_SUPER_OFFSETS)
+# The filesystems whose log writes are the REQ_META writes their fsync calls submit
+# (abi.FS_*), and the partition sectors a write to is always their log's (btrfs: its
+# superblock copies, 128, 131072, 536870912); iowhy.filesystems.
+LOG_IN_CALLS = np.array([abi.FS_CODES[f.name] for f in FILESYSTEMS if f.log_in_fsync],
+                        dtype=np.int64)
+LOG_SECTORS = {f.name: f.log_sectors for f in FILESYSTEMS if f.log_in_fsync}
 
 
 CLASSIFY_BLOCK = 1 << 16  # requests classified at a time
@@ -89,17 +95,19 @@ def log_ranges(meta: Mapping[str, Any]) -> dict[tuple[int, int], list[tuple[int,
     return out
 
 
-def btrfs_disks(meta: Mapping[str, Any]) -> dict[tuple[int, int], list[int]]:
-    """Disks holding a btrfs filesystem -> whole-disk sectors of its superblock copies."""
+def log_in_calls_disks(meta: Mapping[str, Any]) -> dict[tuple[int, int], list[int]]:
+    """Disks holding a filesystem whose log writes are made in its fsync calls (btrfs)
+    -> whole-disk sectors always written by its log (LOG_SECTORS)."""
     out: dict[tuple[int, int], list[int]] = {}
     for fs in meta.get("filesystems", []) or []:
-        if fs.get("fstype") != "btrfs":
+        fstype = fs.get("fstype")
+        if not isinstance(fstype, str) or fstype not in LOG_SECTORS:
             continue
         key = _disk_key(fs)
         if key is None:
             continue
         base = int(fs.get("part_start_sector") or 0)
-        out.setdefault(key, []).extend(base + s for s in BTRFS_SUPER_SECTORS)
+        out.setdefault(key, []).extend(base + s for s in LOG_SECTORS[fstype])
     return out
 
 
@@ -122,13 +130,13 @@ def _device_masks(requests: Any, devices: Sequence[tuple[int, int]] | None):
     return on_disk
 
 
-def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | None = None,
+def classify(requests: Any, meta: Mapping[str, Any], in_sync_call: np.ndarray | None = None,
              devices: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
     """Class code (int8, index into CLASS_NAMES) of every request.
 
     `requests`: a request record array, or any mapping of its fields (op, iflags,
     len_bytes, start_sector and dev_major/dev_minor; or a `model.requests.Requests` with its dense
-    `dev` index and `devices`). `btrfs_sync`: bool per request, True when it was
+    `dev` index and `devices`). `in_sync_call`: bool per request, True when it was
     submitted by a task inside its own btrfs fsync call (model.calls.join_calls).
     """
     if devices is None and hasattr(requests, "devices"):
@@ -145,8 +153,8 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
             b = min(a + CLASSIFY_BLOCK, n)
             part = {f: c[a:b] for f, c in cols.items()}
             part["dev"] = dev[a:b]
-            out[a:b] = classify(part, meta, None if btrfs_sync is None else
-                                np.asarray(btrfs_sync)[a:b], devices)
+            out[a:b] = classify(part, meta, None if in_sync_call is None else
+                                np.asarray(in_sync_call)[a:b], devices)
         return out
     iflags = np.asarray(requests["iflags"])
     nbytes = np.asarray(requests["len_bytes"])
@@ -163,7 +171,7 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
         inr &= m
         logm |= inr
         del inr, m
-    bdisks = btrfs_disks(meta)
+    bdisks = log_in_calls_disks(meta)
     if bdisks:
         supers = np.zeros(n, dtype=bool)
         bdisk = np.zeros(n, dtype=bool)
@@ -174,11 +182,18 @@ def classify(requests: Any, meta: Mapping[str, Any], btrfs_sync: np.ndarray | No
             bdisk |= m
             supers |= m & np.isin(sector, np.asarray(secs, dtype=sector.dtype))
         logm |= supers
-        if btrfs_sync is not None:
-            logm |= bdisk & ((iflags & abi.F_META) != 0) & np.asarray(btrfs_sync, dtype=bool)
-    elif btrfs_sync is not None:
-        logm |= ((iflags & abi.F_META) != 0) & np.asarray(btrfs_sync, dtype=bool)
+        if in_sync_call is not None:
+            logm |= bdisk & ((iflags & abi.F_META) != 0) & np.asarray(in_sync_call, dtype=bool)
+    elif in_sync_call is not None:
+        logm |= ((iflags & abi.F_META) != 0) & np.asarray(in_sync_call, dtype=bool)
     return _class_lookup(op, iflags, nbytes, logm)
+
+
+def log_in_calls(fs_type: np.ndarray) -> bool:
+    """Whether a call (of `fs_type`, abi.FS_* per fsync-family call) is on a filesystem
+    whose log writes are made in its fsync calls: then a request's class needs the call
+    it was submitted in."""
+    return bool(np.isin(np.asarray(fs_type), LOG_IN_CALLS).any())
 
 
 def request_classes(rq: Any, meta: Mapping[str, Any], fs_type: np.ndarray,
@@ -188,13 +203,13 @@ def request_classes(rq: Any, meta: Mapping[str, Any], fs_type: np.ndarray,
     fsync-family call; call_of_req: the call each request was submitted in
     (model.calls.join_requests_to_calls, -1 for none), needed only when a call is on
     btrfs (its log writes are the REQ_META writes submitted inside its fsync calls)."""
-    btrfs_sync = None
-    if (np.asarray(fs_type) == abi.FS_BTRFS).any():
+    in_sync_call = None
+    if log_in_calls(fs_type):
         assert call_of_req is not None, "btrfs calls: the classes need the call join"
-        btrfs_sync = np.zeros(len(rq), bool)
+        in_sync_call = np.zeros(len(rq), bool)
         inc = call_of_req >= 0
-        btrfs_sync[inc] = np.asarray(fs_type)[call_of_req[inc]] == abi.FS_BTRFS
-    return classify(rq, meta, btrfs_sync=btrfs_sync, devices=rq.devices)
+        in_sync_call[inc] = np.isin(np.asarray(fs_type)[call_of_req[inc]], LOG_IN_CALLS)
+    return classify(rq, meta, in_sync_call=in_sync_call, devices=rq.devices)
 
 
 def _in_range(x: np.ndarray, lo: int, hi: int) -> np.ndarray:

@@ -53,7 +53,7 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, check_keyed, key_span, small_unique, unique
-from ..names import ATTRIBUTION_CATEGORIES
+from ..categories import ATTRIBUTION_CATEGORIES
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
 from .requests import Window

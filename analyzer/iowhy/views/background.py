@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
+from ..filesystems import FILESYSTEMS
 from ..kernels import I64, unique
 from ..model.requests import Requests
 from ..model.devices import fs_disks
@@ -152,12 +153,15 @@ def bio_based_warnings(meta: Mapping[str, Any], seen: set[tuple[int, int]]) -> l
 # Kernel threads by the name their task has (a request's submitter comm): block I/O a
 # kernel thread submits is a filesystem's or a device stack's work (a journal commit,
 # writeback, a loop worker, a log push), not another user process's. The probes record
-# names, not the PF_KTHREAD flag, so this is a list of the names kernel threads take.
-KERNEL_THREAD_NAME = re.compile(
-    rb"(kworker/|jbd2/|xfsaild/|xfs-|xfs_|kswapd|kcompactd|khugepaged|ksoftirqd/|"
-    rb"kthreadd|kblockd|loop\d|btrfs-|md\d+_|dm[-_]|kdmflush|kcryptd|dmcrypt|irq/|"
-    rb"swapper/|writeback|ext4-|z_|zram|kintegrityd|f2fs_|kverityd|scsi_eh_|napi/|"
-    rb"nvme|blkcg_|kjournald|flush-)")
+# names, not the PF_KTHREAD flag, so this is a list of the names kernel threads take:
+# those of the filesystems iowhy knows (iowhy.filesystems), then the others'.
+KERNEL_THREAD_NAME = re.compile(b"(" + b"|".join([
+    *(t for f in FILESYSTEMS for t in f.kernel_threads),
+    rb"kworker/", rb"kswapd", rb"kcompactd", rb"khugepaged", rb"ksoftirqd/", rb"kthreadd",
+    rb"kblockd", rb"loop\d", rb"md\d+_", rb"dm[-_]", rb"kdmflush", rb"kcryptd", rb"dmcrypt",
+    rb"irq/", rb"swapper/", rb"writeback", rb"z_", rb"zram", rb"kintegrityd", rb"f2fs_",
+    rb"kverityd", rb"scsi_eh_", rb"napi/", rb"nvme", rb"blkcg_", rb"kjournald",
+    rb"flush-"]) + b")")
 
 
 def user_submitters(tids: np.ndarray, comms: Sequence[bytes],

@@ -13,6 +13,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
+from ..filesystems import BY_NAME as FS_BY_NAME
+from ..filesystems import FILESYSTEMS
 from ..kernels import log2_hist
 from ..model.calls import call_exit
 from ..model.classify import log_ranges
@@ -26,13 +28,8 @@ SCATTER_SEED = 0
 THROUGHPUT_BUCKETS = 150
 MAX_SCATTER_DEVICES = 3
 # Commit-side events drawn as marks under the fsync calls: (label, journal event).
-COMMIT_MARKS = (
-    ("jbd2 commit end", abi.J_JBD2_END),
-    ("ext4 fast commit", abi.J_EXT4_FC_STOP),
-    ("xfs log force", abi.J_XFS_FORCE),
-    ("xfs iclog done", abi.J_XLOG_DONE),
-    ("btrfs txn commit", abi.J_BTRFS_COMMIT),
-)
+COMMIT_MARKS = tuple((label, abi.JOURNAL_EVENT_CODES[ev]) for f in FILESYSTEMS
+                     for label, ev in f.commit_marks)
 
 
 @dataclass
@@ -134,7 +131,8 @@ def _log_labels(meta: Mapping[str, Any]) -> dict[tuple[int, int], str]:
             continue
         lg = f.get("log") or {}
         kind = lg.get("kind") if isinstance(lg, Mapping) else None
-        what = "journal" if f.get("fstype") == "ext4" else "log"
+        known = FS_BY_NAME.get(f["fstype"]) if isinstance(f.get("fstype"), str) else None
+        what = known.log_word if known else "log"
         out[(int(f["disk_major"]), int(f["disk_minor"]))] = \
             f"{f.get('fstype') or kind or 'fs'} {what}"
     return out

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import abi
+from ..categories import CORRELATIONAL
 from ..kernels import Coverage, I64, select, small_unique, sort_with_order, union_intervals, unique
 from ..model.classify import CATEGORIES
 from ..model.flush import FlushShare
@@ -37,8 +38,7 @@ from ..names import CLASS_NAMES
 from ..syscalls import syscall_name
 
 
-WORKLOAD_CATEGORIES = ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read",
-                       "wait-other")
+WORKLOAD_CATEGORIES = CORRELATIONAL
 
 
 NO_TASK = "(no task)"

@@ -24,8 +24,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..analysis import AnalysisConfig, analyze
+from ..categories import ATTRIBUTION_CATEGORIES
 from ..findings import fmt_ns
-from ..names import ATTRIBUTION_CATEGORIES, CLASS_NAMES
+from ..names import CLASS_NAMES
 from ..views.causal import elapsed_view
 from . import disk, fit, program, replay
 from . import requests as wreq

@@ -6,7 +6,7 @@ import textwrap
 from typing import Any, Mapping
 
 from ..findings import fmt_ns
-from ..names import ATTRIBUTION_CATEGORIES
+from ..categories import ATTRIBUTION_CATEGORIES
 
 WIDTH = 100
 

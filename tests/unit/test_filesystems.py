@@ -1,0 +1,98 @@
+"""The filesystem table (iowhy/filesystems.py) is what the probes, the record format,
+the metadata, the importer and the analysis agree on: a filesystem is one entry there
+(plus its superblock parser)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from pathlib import Path
+
+from iowhy import abi, metadata
+from iowhy.filesystems import BY_NAME, FILESYSTEMS, NAMES
+from iowhy.importers import ftrace
+from iowhy.lab import scenarios
+from iowhy.model import classify, wakeups
+from iowhy.views import background, series
+
+REPO = Path(__file__).resolve().parents[2]
+# The probes' tracepoints that are not a filesystem's.
+NOT_FS = ("block_", "sched_", "sys_", "cgroup_", "balance_dirty_pages")
+
+
+def test_the_record_format_names_the_same_filesystems():
+    assert set(NAMES) == {v for v in abi.FS_NAMES.values() if v}
+    events = {ev for f in FILESYSTEMS for _, ev in f.journal_tracepoints}
+    assert events == set(abi.JOURNAL_EVENT_NAMES.values())  # every journal event has its fs
+    assert all(ev in events for f in FILESYSTEMS for _, ev in f.commit_marks)
+    assert all(f.fsync_entry in f.fsync_tracepoints for f in FILESYSTEMS)
+
+
+def test_the_probes_attach_the_table_s_tracepoints():
+    """Every filesystem tracepoint the probes attach (IOWHY_TP in probes/iowhy.bpf.c) is
+    in the table, and every one in the table is attached."""
+    src = (REPO / "probes" / "iowhy.bpf.c").read_text()
+    probes = set(re.findall(r"^IOWHY_TP\((\w+),", src, re.MULTILINE))
+    assert len(probes) > 20  # the regex found them
+    fs_probes = {p for p in probes if not p.startswith(NOT_FS)}
+    table = {t for f in FILESYSTEMS
+             for t in (*f.fsync_tracepoints, *(tp for tp, _ in f.journal_tracepoints))}
+    assert fs_probes == table
+
+
+def test_readers_follow_the_table():
+    assert metadata.LOG_FSTYPES == NAMES
+    assert scenarios.FILESYSTEMS == NAMES and set(scenarios.MKFS) == set(NAMES)
+    assert [c for _, c in series.COMMIT_MARKS] == [
+        abi.JOURNAL_EVENT_CODES[ev] for f in FILESYSTEMS for _, ev in f.commit_marks]
+    assert classify.LOG_IN_CALLS.tolist() == [abi.FS_BTRFS]
+    for f in FILESYSTEMS:  # its kernel threads are not user submitters
+        for t in f.journal_threads:
+            assert background.KERNEL_THREAD_NAME.match(t + b"sdb-8")
+    # The causal engine's helper threads (written by hand in model/wakeups.py) include
+    # every journal thread of the table.
+    assert all(any(t.startswith(h) for h in wakeups.HELPER_PREFIXES)
+               for f in FILESYSTEMS for t in f.journal_threads)
+
+
+def test_the_ftrace_importer_reads_the_table_s_events():
+    """The text importer's journal events are the table's tracepoints, recording the
+    same journal events, with the filesystem the table gives."""
+    by_tp = {tp: (f.name, ev) for f in FILESYSTEMS for tp, ev in f.journal_tracepoints}
+    for tp, code in {**ftrace.JBD2, **ftrace.XLOG}.items():
+        name, ev = by_tp[tp]
+        assert abi.JOURNAL_EVENT_NAMES[code] == ev
+        assert abi.FS_NAMES[ftrace.FS_OF_EVENT[tp]] == name
+    assert ftrace.FSYNC_ENTRY == {f.fsync_entry for f in FILESYSTEMS}
+
+
+def test_each_superblock_parser_is_reached(tmp_path, caplog):
+    """metadata reads a mounted filesystem's superblock with its entry's parser: on a
+    device of zeros each says its own magic is missing; on an XFS superblock the XFS
+    one places the log."""
+    zeros = tmp_path / "zeros"
+    zeros.write_bytes(bytes(70 << 10))
+    words = {"ext4": "ext4 superblock magic", "xfs": "XFS superblock magic",
+             "btrfs": "btrfs superblock magic"}
+    assert set(words) == set(NAMES)
+    for name in NAMES:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="iowhy"):
+            assert metadata._read_superblock(name, str(zeros), 7, 0, 0) == {}
+        assert words[name] in caplog.text, (name, caplog.text)
+    sb = bytearray(512)
+    sb[:4] = b"XFSB"
+    struct.pack_into(">I", sb, 4, 4096)  # block size
+    struct.pack_into(">Q", sb, 48, (1 << 10) | 5)  # log start: AG 1, block 5
+    struct.pack_into(">I", sb, 84, 1000)  # blocks per AG
+    struct.pack_into(">I", sb, 96, 64)  # log blocks
+    sb[124] = 10  # log2 of the AG size, rounded up
+    xfs = tmp_path / "xfs"
+    xfs.write_bytes(bytes(sb))
+    info = metadata._read_superblock("xfs", str(xfs), 7, 0, 2048)
+    # AG 1 block 5: fs block 1005, 8 sectors each, after the partition's 2048
+    start = 2048 + 1005 * 8
+    assert info["log"] == {"kind": "xfs", "ranges": [[start, start + 64 * 8]],
+                           "fc_ranges": [], "bytes": 64 * 4096}
+    assert BY_NAME["xfs"].superblock is not BY_NAME["ext4"].superblock
