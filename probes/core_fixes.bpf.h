@@ -260,15 +260,37 @@ struct sched_entity___grp {
 	struct cfs_rq *cfs_rq;
 } __attribute__((preserve_access_index));
 
+/*
+ * The address found, per CPU (0: not yet): it is fixed for the CPU's life, and the
+ * probes that read the count (every recorded waking, every request completion) then pay
+ * one per-CPU slot and one load instead of the walk from the current task (three
+ * dependent loads and a check of the runqueue's CPU).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} pc_addr SEC(".maps");
+
 static __always_inline int get_preempt_count(int btf, __u32 *pc)
 {
 	struct sched_entity___grp *se;
 	struct task_struct *t;
 	struct rq *rq;
+	__u32 zero = 0;
+	__u64 *cached = NULL;
 
 	if (!pc_from_rq || !bpf_core_field_exists(((struct sched_entity___grp *)0)->cfs_rq) ||
 	    !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 		return -1;
+	if (HAVE_RDONLY_CAST(btf)) {
+		cached = bpf_map_lookup_elem(&pc_addr, &zero);
+		if (cached && *cached) {
+			*pc = kernel_u32(btf, (void *)*cached);
+			return 0;
+		}
+	}
 	if (btf) {
 		t = bpf_get_current_task_btf();
 		se = (void *)&t->se;
@@ -283,6 +305,8 @@ static __always_inline int get_preempt_count(int btf, __u32 *pc)
 			return -1;
 	}
 	if (HAVE_RDONLY_CAST(btf)) {
+		if (cached)
+			*cached = (__u64)(void *)rq + pc_from_rq;
 		*pc = kernel_u32(btf, (void *)rq + pc_from_rq);
 		return 0;
 	}
