@@ -97,6 +97,7 @@ static void emit_process_threads(struct rec *r, pid_t tgid, pid_t skip_tid, __u6
 			t.tgid = tgid;
 			t.tid = tid;
 			t.event_u16 = IOWHY_TASK_JOIN;
+			t.cgroup_id = cgroup_of_thread(r, tgid, tid);
 			read_comm(tgid, tid, t.comm);
 			add_record(r, IOWHY_REC_TASK, &t);
 		}
@@ -171,4 +172,217 @@ void cgroup_task_seen(struct rec *r, const struct iowhy_task *t)
 {
 	if (t->event_u16 == IOWHY_TASK_JOIN)
 		emit_process_threads(r, (pid_t)t->tgid, (pid_t)t->tid, t->hdr.ts_ns);
+}
+
+/* ------------------------------------------------------ the tasks' cgroups --- */
+
+/*
+ * Every task record carries the cgroup v2 id of its task: the probes read it, and the
+ * recorder reads /proc/TGID/task/TID/cgroup for the tasks it names itself. TRAILER
+ * `cgroups` (and PROGRESS, the ones new since the last) maps each id to its path below
+ * the cgroup2 mount, as /proc/PID/cgroup shows it. An id the probes bring is looked up
+ * once, when first seen, by the id itself: it is the cgroup's file handle on the cgroup2
+ * mount (open_by_handle_at, then the path of what that opened). A cgroup removed before
+ * then has no path (null): the report counts its tasks as in an unknown cgroup.
+ */
+#ifndef FILEID_KERNFS
+#define FILEID_KERNFS 0xfe /* include/linux/exportfs.h: kernfs's handles, 8 bytes (the id) */
+#endif
+#define CGROUPS_MAX 65536 /* entries of TRAILER `cgroups` (a format list's limit) */
+
+/* mountinfo's octal escapes (\040 for a space) undone in place */
+static void unescape_octal(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* The first cgroup2 mount, opened (the handles' mount), and its mount point. */
+static void cg_init(struct rec *r)
+{
+	struct cgtable *c = &r->cg;
+	char line[2 * PATH_MAX], mnt[PATH_MAX], fstype[64];
+	FILE *f;
+
+	c->init = 1;
+	c->mount_fd = -1;
+	f = fopen("/proc/self/mountinfo", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(sep + 3, "%63s", fstype) != 1 || strcmp(fstype, "cgroup2") ||
+		    sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		unescape_octal(mnt);
+		c->mount_fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (c->mount_fd >= 0) {
+			snprintf(c->mount, sizeof(c->mount), "%s", mnt);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+static struct cgpath *cg_find(struct cgtable *c, __u64 id)
+{
+	if (c->last < c->n && c->v[c->last].id == id)
+		return &c->v[c->last];
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->v[i].id == id) {
+			c->last = i;
+			return &c->v[i];
+		}
+	}
+	return NULL;
+}
+
+/* Past CGROUPS_MAX, or out of memory, an id is not named: its tasks count as unknown. */
+static void cg_add(struct cgtable *c, __u64 id, const char *path)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 16;
+		struct cgpath *v = c->n < CGROUPS_MAX ? realloc(c->v, cap * sizeof(*v)) : NULL;
+
+		if (!v)
+			return;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n].id = id;
+	c->v[c->n].path = path ? strdup(path) : NULL;
+	c->last = c->n++;
+}
+
+/* `abs` (a path under the mount point) as the hierarchy names it ("/" for its root), or
+ * NULL when it is not under it or the directory is gone. */
+static const char *below_mount(struct cgtable *c, const char *abs)
+{
+	size_t m = strlen(c->mount), n = strlen(abs);
+	static const char gone[] = " (deleted)";
+
+	if (n >= sizeof(gone) - 1 && !strcmp(abs + n - (sizeof(gone) - 1), gone))
+		return NULL;
+	if (m == 1) /* mounted at "/" */
+		return abs;
+	if (strncmp(abs, c->mount, m) || (abs[m] && abs[m] != '/'))
+		return NULL;
+	return abs[m] ? abs + m : "/";
+}
+
+/* A cgroup id first seen: its path, from the id (open_by_handle_at). */
+static void cg_lookup(struct rec *r, __u64 id)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char id[8];
+	} h = { .fh = { .handle_bytes = 8, .handle_type = FILEID_KERNFS } };
+	char link[64], buf[PATH_MAX];
+	const char *path = NULL;
+	ssize_t n;
+	int fd = -1;
+
+	memcpy(h.fh.f_handle, &id, 8);
+	if (r->cg.mount_fd >= 0)
+		fd = open_by_handle_at(r->cg.mount_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			path = below_mount(&r->cg, buf);
+		}
+	}
+	cg_add(&r->cg, id, path);
+}
+
+/* A task record's cgroup id: named in the table if it is new. */
+void cgroup_seen(struct rec *r, __u64 id)
+{
+	if (!r->cg.init)
+		cg_init(r);
+	if (id && !cg_find(&r->cg, id))
+		cg_lookup(r, id);
+}
+
+/* The cgroup v2 id of a thread, from /proc (0: unknown), named in the table. */
+__u64 cgroup_of_thread(struct rec *r, pid_t tgid, pid_t tid)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char id[8];
+	} h = { .fh = { .handle_bytes = 8 } };
+	char path[64], line[PATH_MAX + 8];
+	int mount_id;
+	__u64 id = 0;
+	FILE *f;
+
+	if (!r->cg.init)
+		cg_init(r);
+	if (r->cg.mount_fd < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/cgroup", tgid, tid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *rel = line + 3;
+
+		if (strncmp(line, "0::/", 4))
+			continue;
+		rel[strcspn(rel, "\n")] = 0;
+		if (!name_to_handle_at(r->cg.mount_fd, rel[1] ? rel + 1 : "", &h.fh, &mount_id,
+				       rel[1] ? 0 : AT_EMPTY_PATH) && h.fh.handle_bytes == 8) {
+			memcpy(&id, h.fh.f_handle, 8);
+			if (!cg_find(&r->cg, id))
+				cg_add(&r->cg, id, rel);
+		}
+		break;
+	}
+	if (f)
+		fclose(f);
+	return id;
+}
+
+/* `, "cgroups": [{"id": N, "path": P}, ...]` (all, or those new since the last call
+ * with since_last); nothing when there are none. */
+void cgroups_json(struct rec *r, FILE *f, int since_last)
+{
+	struct cgtable *c = &r->cg;
+	size_t from = since_last ? c->reported : 0;
+
+	if (since_last)
+		c->reported = c->n;
+	if (from >= c->n)
+		return;
+	fprintf(f, ", \"cgroups\": [");
+	for (size_t i = from; i < c->n; i++) {
+		fprintf(f, "%s{\"id\": %llu, \"path\": ", i > from ? ", " : "",
+			(unsigned long long)c->v[i].id);
+		if (c->v[i].path)
+			json_str(f, c->v[i].path);
+		else
+			fprintf(f, "null");
+		fprintf(f, "}");
+	}
+	fprintf(f, "]");
+}
+
+void cgroups_free(struct rec *r)
+{
+	for (size_t i = 0; i < r->cg.n; i++)
+		free(r->cg.v[i].path);
+	free(r->cg.v);
+	if (r->cg.init && r->cg.mount_fd >= 0)
+		close(r->cg.mount_fd);
+	memset(&r->cg, 0, sizeof(r->cg));
 }

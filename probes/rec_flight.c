@@ -382,11 +382,13 @@ static int dump(struct rec *r, __u64 now)
 		fprintf(s.f, "}, \"flight\": {\"window_ns\": %llu, \"after_ns\": %llu, "
 			     "\"trigger\": \"%s\", \"trigger_ns\": %llu, \"dump\": %d, "
 			     "\"bound_bytes\": %llu, \"dropped_chunks\": %llu, \"dropped_bytes\": %llu, "
-			     "\"aged_chunks\": %llu, \"triggers_during\": %llu}}",
+			     "\"aged_chunks\": %llu, \"triggers_during\": %llu}",
 			(unsigned long long)w, (unsigned long long)(r->env.after_s * 1e9), f->trig,
 			(unsigned long long)f->trig_ns, f->dumps + 1, (unsigned long long)f->bound,
 			(unsigned long long)f->dropped_chunks, (unsigned long long)f->dropped_bytes,
 			(unsigned long long)f->aged_chunks, (unsigned long long)f->ignored);
+		cgroups_json(r, s.f, 0);
+		fprintf(s.f, "}");
 		sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
 	}
 	ok = !err && !r->w.failed;
