@@ -273,6 +273,7 @@ def commands(path: str, other: str) -> Iterator[list[str]]:
     yield ["info", "--json", path]
     yield ["report", path]
     yield ["report", "--json", path]
+    yield ["report", "--by", "cgroup", path]
     yield ["hist", path]
     yield ["hist", "--metric", "fsync", path]
     yield ["compare", other, path]
