@@ -230,6 +230,7 @@ int main(int argc, char **argv)
 		return cleanup(r);
 	}
 	if (r->fl) {
+		flight_stop(r);
 		flight_finish(r);
 		return cleanup(r);
 	}

@@ -130,6 +130,7 @@ struct rec {
 		double flight_s;    /* --flight: the window kept, seconds (0: not a flight recorder) */
 		double after_s;     /* --after: recorded past a trigger before the dump */
 		int max_dumps;      /* --max-dumps */
+		int dump_on_exit;   /* --dump-on-exit: the window is written at stop too */
 		struct flight_trigger triggers[FLIGHT_MAX_TRIGGERS];
 		int ntriggers;
 		const char *cgroup; /* --cgroup: the cgroup v2 directory followed */
@@ -300,6 +301,7 @@ int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out,
 		size_t pad, __u16 type, const void *data, __u16 rec_size, __u32 count);
 void flight_event(struct rec *r, const struct iowhy_rec_hdr *h);
 void flight_tick(struct rec *r, __u64 now);
+void flight_stop(struct rec *r);
 void flight_finish(struct rec *r);
 
 /* rec_top.c: --top */

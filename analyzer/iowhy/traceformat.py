@@ -270,6 +270,10 @@ class Trace:
         why = (f"; it starts after them ({int(f.get('dropped_bytes') or 0):,} bytes, dropped "
                f"oldest first to stay within {int(f.get('bound_bytes') or 0) >> 20} MiB)"
                if dropped else "")
+        if str(f["trigger"]).startswith("stop"):  # --dump-on-exit: the window up to the stop
+            return (f"flight recorder dump {f.get('dump', '?')}, {dropped} chunks of its "
+                    f"window dropped: written at {f['trigger']}, it holds up to "
+                    f"{f['window_ns'] / 1e9:g} s before it{why}")
         return (f"flight recorder dump {f.get('dump', '?')}, {dropped} chunks of its window "
                 f"dropped: {f['trigger']} fired {when}, which holds up to "
                 f"{f['window_ns'] / 1e9:g} s before it and "
