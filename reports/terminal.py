@@ -278,6 +278,8 @@ def _by_cgroup(r: Mapping[str, Any], unit: str) -> list[str]:
         lines.append(row)
         life = g.get("thread_ns") or 0
         parts = []
+        if life and g.get("runqueue_ns", 0) >= 0.01 * life:
+            parts.append(f"runnable {100.0 * g['runqueue_ns'] / life:.0f}%")
         if life:
             bl = [f"{printable(k)} {100.0 * v / life:.0f}%"
                   for k, v in (g.get("blocked_in_ns") or {}).items() if v >= 0.01 * life]

@@ -29,7 +29,8 @@ def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION) -> str:
     """db (tid 100, /shop/db): 4 ms blocked in fsync, two fsyncs; web (tgid 200,
     /shop/web): 3 ms blocked in fsync, and a thread it forks (201) that sleeps 3 ms and
     has moved to /other by its exit; 300: no cgroup recorded; 400: a cgroup removed
-    before it was named."""
+    before it was named; 600: an fsync, no task record (as a thread older than a flight
+    dump's window)."""
     cg = (lambda c: c) if version is not None and version >= abi.CGROUP_VERSION else (lambda c: 0)
     tasks = [_task(100, 100, START, cg(501)), _task(200, 200, START, cg(502)),
              _task(201, 200, 4_000_000, cg(502), abi.TASK_FORK),
@@ -39,7 +40,8 @@ def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION) -> str:
     offcpu = [off(100, 2_000_000, 6_000_000), off(200, 3_000_000, 6_000_000),
               {**off(201, 5_000_000, 8_000_000, syscall=NANOSLEEP), "tgid": 200}]
     fsyncs = [fsync(100, 1_900_000, 6_100_000), fsync(100, 7_000_000, 7_500_000),
-              fsync(200, 2_900_000, 6_050_000), fsync(300, 8_000_000, 8_200_000)]
+              fsync(200, 2_900_000, 6_050_000), fsync(300, 8_000_000, 8_200_000),
+              fsync(600, 9_000_000, 9_100_000)]  # 600: no task record
     extra = {"cgroups": [{"id": k, "path": v} for k, v in PATHS.items()]} \
         if version is not None and version >= abi.CGROUP_VERSION else {}
     return write_trace(tmp_path / "cg.iowt", start=START, end=END, tasks=tasks,
@@ -60,14 +62,14 @@ def test_threads_are_grouped_by_their_first_cgroup(tmp_path):
     g = _by_id(cg)
     assert set(g) == {501, 502, 504, 0}  # 201 stays in its first cgroup, not /other
     assert [g[i]["cgroup"] for i in (501, 502, 504, 0)] == ["/shop/db", "/shop/web", None, None]
-    assert (g[501]["pids"], g[502]["pids"], g[0]["pids"]) == ([100], [200], [300])
+    assert (g[501]["pids"], g[502]["pids"], g[0]["pids"]) == ([100], [200], [300, 600])
     assert (g[501]["threads"], g[502]["threads"], g[0]["threads"]) == (1, 2, 1)
     # the calls, as written
     assert g[501]["calls"]["fsync"] == {"count": 2, "total_ns": 4_700_000,
                                         "p99_ns": 4_200_000, "max_ns": 4_200_000}
     assert g[502]["calls"]["fsync"]["count"] == 1
     assert g[502]["calls"]["fsync"]["total_ns"] == 3_150_000
-    assert g[0]["calls"]["fsync"]["count"] == 1 and not g[504]["calls"]
+    assert g[0]["calls"]["fsync"]["count"] == 2 and not g[504]["calls"]
     # the threads' own blocked time, by the syscall they were in
     assert g[501]["blocked_in_ns"] == {"fsync": 4_000_000}
     assert g[502]["blocked_in_ns"] == {"fsync": 3_000_000, "nanosleep": 3_000_000}

@@ -131,8 +131,11 @@ def cgroup_view(groups: Mapping[str, Any], paths: Mapping[int, str | None],
         explained = np.concatenate((explained, np.zeros((ng - len(explained),
                                                          explained.shape[1]), I64)))
     nthreads = np.bincount(grp, minlength=ng)
-    tgid = np.asarray(tasks["tgid"]).astype(I64)
-    tg_grp = groups["lookup"](np.asarray(tasks["tid"]))
+    fg = groups["lookup"](np.asarray(fs["tid"]))
+    # the processes of its threads' task records and calls (a flight dump's threads older
+    # than its window have calls but no task record)
+    tgid = np.concatenate((np.asarray(tasks["tgid"]), np.asarray(fs["tgid"]))).astype(I64)
+    tg_grp = np.concatenate((groups["lookup"](np.asarray(tasks["tid"])), fg))
     pids: list[list[int]] = [sorted(set(tgid[tg_grp == g].tolist())) for g in range(ng)]
     own, blocked_in = (None, None)
     life = None
@@ -144,7 +147,6 @@ def cgroup_view(groups: Mapping[str, Any], paths: Mapping[int, str | None],
     calls = np.asarray(fs["call_u16"]).astype(I64)
     took = (np.asarray(fs["exit_ns"]).astype(I64) - np.asarray(fs["enter_ns"]).astype(I64))
     took = np.maximum(took, 0)
-    fg = groups["lookup"](np.asarray(fs["tid"]))
     rows = []
     for g in range(ng):
         cid = int(ids[g])
