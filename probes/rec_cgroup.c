@@ -377,11 +377,120 @@ void cgroups_json(struct rec *r, FILE *f, int since_last)
 	fprintf(f, "]");
 }
 
+/*
+ * --flight: the cgroup of every live tracked thread as its first task record named it,
+ * so that a dump names the cgroup of a thread whose task records are older than its
+ * window (TRAILER `thread_cgroups`). A thread's entry goes at its DEAD record. At most
+ * THREADS_MAX threads (2 MiB); past them a thread is not kept (counted), and a dump
+ * leaves it to its own records.
+ */
+#define THREADS_MAX 65536
+
+static size_t th_home(const struct cgtable *c, __u32 tid)
+{
+	return (size_t)(tid * 2654435761u) & (c->th_cap - 1);
+}
+
+static size_t th_slot(const struct cgtable *c, __u32 tid)
+{
+	size_t i = th_home(c, tid);
+
+	while (c->th[i].used && c->th[i].tid != tid)
+		i = (i + 1) & (c->th_cap - 1);
+	return i;
+}
+
+static int th_grow(struct cgtable *c)
+{
+	size_t cap = c->th_cap ? 2 * c->th_cap : 1024, ocap = c->th_cap;
+	struct thread_cg *old = c->th, *nw = calloc(cap, sizeof(*nw));
+
+	if (!nw)
+		return -1;
+	c->th = nw;
+	c->th_cap = cap;
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].used)
+			c->th[th_slot(c, old[i].tid)] = old[i];
+	free(old);
+	return 0;
+}
+
+/* Linear probing's deletion: the entries after it move back where a lookup finds them. */
+static void th_del(struct cgtable *c, size_t i)
+{
+	size_t mask = c->th_cap - 1, j = i;
+
+	c->th[i].used = 0;
+	c->th_n--;
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & mask;
+		if (!c->th[j].used)
+			return;
+		k = th_home(c, c->th[j].tid);
+		/* j stays unless its home is cyclically outside (i, j] */
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			c->th[i] = c->th[j];
+			c->th[j].used = 0;
+			i = j;
+		}
+	}
+}
+
+void cgroup_thread_seen(struct rec *r, const struct iowhy_task *t)
+{
+	struct cgtable *c = &r->cg;
+	size_t i;
+
+	if (c->th_cap) {
+		i = th_slot(c, t->tid);
+		if (c->th[i].used) {
+			if (t->event_u16 == IOWHY_TASK_DEAD)
+				th_del(c, i);
+			else if (t->event_u16 == IOWHY_TASK_FORK || t->event_u16 == IOWHY_TASK_ROOT ||
+				 t->event_u16 == IOWHY_TASK_JOIN || !c->th[i].id)
+				c->th[i].id = t->cgroup_id; /* a new life (a tid reused), or the
+							     * first record that names one */
+			return;
+		}
+	}
+	if (t->event_u16 == IOWHY_TASK_DEAD)
+		return;
+	if (c->th_n >= THREADS_MAX || ((c->th_n + 1) * 2 > c->th_cap && th_grow(c))) {
+		c->th_full++;
+		return;
+	}
+	i = th_slot(c, t->tid);
+	c->th[i] = (struct thread_cg){ .tid = t->tid, .used = 1, .id = t->cgroup_id };
+	c->th_n++;
+}
+
+/* `, "thread_cgroups": {"threads": [[tid, id], ...], "not_kept": N}`: the live threads
+ * that have one, and those the table had no room for. */
+void thread_cgroups_json(struct rec *r, FILE *f)
+{
+	const struct cgtable *c = &r->cg;
+	int first = 1;
+
+	fprintf(f, ", \"thread_cgroups\": {\"threads\": [");
+	for (size_t i = 0; i < c->th_cap; i++) {
+		if (!c->th[i].used || !c->th[i].id)
+			continue;
+		fprintf(f, "%s[%u, %llu]", first ? "" : ", ", c->th[i].tid,
+			(unsigned long long)c->th[i].id);
+		first = 0;
+	}
+	fprintf(f, "], \"not_kept\": %llu}", (unsigned long long)c->th_full);
+}
+
 void cgroups_free(struct rec *r)
 {
 	for (size_t i = 0; i < r->cg.n; i++)
 		free(r->cg.v[i].path);
 	free(r->cg.v);
+	free(r->cg.th);
 	if (r->cg.init && r->cg.mount_fd >= 0)
 		close(r->cg.mount_fd);
 	memset(&r->cg, 0, sizeof(r->cg));

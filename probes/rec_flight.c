@@ -391,6 +391,7 @@ static int dump(struct rec *r, __u64 now)
 			(unsigned long long)f->dropped_chunks, (unsigned long long)f->dropped_bytes,
 			(unsigned long long)f->aged_chunks, (unsigned long long)f->ignored);
 		cgroups_json(r, s.f, 0);
+		thread_cgroups_json(r, s.f);
 		fprintf(s.f, "}");
 		sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
 	}

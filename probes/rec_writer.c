@@ -302,6 +302,8 @@ void add_record(struct rec *r, int t, const void *data)
 	b->len += rec_sizes[t];
 	b->count++;
 	b->total++;
+	if (t == IOWHY_REC_TASK && r->fl) /* --flight: each live thread's first cgroup */
+		cgroup_thread_seen(r, data);
 }
 
 void sb_open(struct sbuf *s)

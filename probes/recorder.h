@@ -77,6 +77,13 @@ struct cgpath {
 	char *path;
 };
 
+/* --flight: a live thread's cgroup when first seen (rec_cgroup.c, thread_cgroups). */
+struct thread_cg {
+	__u32 tid;
+	__u32 used;
+	__u64 id;
+};
+
 extern volatile sig_atomic_t exiting;     /* set by the signal handler */
 extern volatile sig_atomic_t stop_signal;
 
@@ -208,6 +215,9 @@ struct rec {
 		size_t n, cap;
 		size_t reported;  /* entries the last PROGRESS had written */
 		size_t last;      /* the entry found last (task records come in runs) */
+		struct thread_cg *th; /* --flight: open addressing by tid */
+		size_t th_n, th_cap;
+		__u64 th_full;    /* threads not kept: the table was full */
 	} cg;
 	struct flight *fl; /* --flight (rec_flight.c) */
 	struct top *top;   /* --top (rec_top.c) */
@@ -292,6 +302,8 @@ void cgroup_task_seen(struct rec *r, const struct iowhy_task *t);
 __u64 cgroup_of_thread(struct rec *r, pid_t tgid, pid_t tid);
 void cgroup_seen(struct rec *r, __u64 id);
 void cgroups_json(struct rec *r, FILE *f, int since_last);
+void cgroup_thread_seen(struct rec *r, const struct iowhy_task *t);
+void thread_cgroups_json(struct rec *r, FILE *f);
 void cgroups_free(struct rec *r);
 
 /* rec_flight.c: --flight */

@@ -294,9 +294,8 @@ def _by_cgroup(r: Mapping[str, Any], unit: str) -> list[str]:
     if len(groups) > CGROUP_ROWS:
         lines.append(f"  ... {len(groups) - CGROUP_ROWS} more cgroups (--json lists all)")
     if cg.get("unknown_threads"):
-        lines += _wrap(f"{cg['unknown_threads']} threads under (unknown): no task record "
-                       "names their cgroup (in a flight recorder's dump, those older than "
-                       "its window)", "  ", "    ")
+        lines += _wrap(f"{cg['unknown_threads']} threads under (unknown): no record names "
+                       "their cgroup", "  ", "    ")
     if cg.get("unnamed_cgroups"):
         lines += _wrap(f"{cg['unnamed_cgroups']} cgroups were removed before the recorder "
                        "named them: shown by id", "  ", "    ")

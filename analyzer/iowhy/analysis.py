@@ -572,8 +572,9 @@ class _Tasks:
         if self.groups is None:
             wt = (tl.tids[:int((~tl.helper).sum())] if tl is not None
                   else np.unique(np.asarray(self.tasks["tid"])))
+            tc = (getattr(self.trace, "trailer", None) or {}).get("thread_cgroups") or {}
             self.groups = workload_groups(self.tasks, np.asarray(wt),
-                                          np.asarray(self.fs["tid"]))
+                                          np.asarray(self.fs["tid"]), tc.get("threads") or ())
         return self.groups
 
     def cgroups_recorded(self) -> bool:

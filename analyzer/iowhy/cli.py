@@ -567,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stay attached until Ctrl-C (or --duration) keeping only the records "
                         "of the last SECONDS in memory, at most "
                         f"{FLIGHT_MAX_MIB} MiB of compressed chunks (beyond it the oldest are "
-                        "dropped and counted on the first line of every output of the dump); "
+                        "dropped and counted on the first line of every output of the dump), "
+                        "and 2 MiB naming the cgroup of each live thread; "
                         "on SIGUSR1 or a --trigger, write them and --after seconds more to "
                         "OUTPUT, then OUTPUT.1.iowt, OUTPUT.2.iowt, ...; each dump is a trace "
                         "that says it is a flight window and what fired when")

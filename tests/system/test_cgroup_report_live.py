@@ -177,3 +177,62 @@ def test_report_by_cgroup_puts_each_loop_under_its_cgroup(bpf, cgroups, make_fs,
     for name in LOOPS:
         row = next(line for line in text.splitlines() if want[name][-27:] in line)
         assert row.split()[-2] == str(LOOPS[name][0]), row
+
+
+# Appends 4 KiB and fsyncs 10 ms apart until STOP exists.
+LOOP = r"""
+import os, sys, time
+path, stop = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+while not os.path.exists(stop):
+    os.write(fd, b"x" * 4096)
+    os.fsync(fd)
+    time.sleep(0.01)
+"""
+
+
+def test_a_flight_dump_names_the_cgroup_of_a_thread_seen_before_its_window(
+        bpf, cgroups, make_fs, tmp_path, iowhy_bin, request):
+    """`attach --cgroup PARENT --flight 3 --dump-on-exit`: a loop in a cgroup below it
+    since before the recording; after 7 s its task records are all older than the
+    3 s window, and the dump still puts it under its cgroup (TRAILER thread_cgroups)."""
+    base, parent, kids = cgroups
+    _, mnt = make_fs("ext4", 256)
+    stop = tmp_path / "stop"
+
+    def join() -> None:
+        (kids["fast"] / "cgroup.procs").write_text(str(os.getpid()))
+    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop)], preexec_fn=join)
+    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
+    out = tmp_path / "fl.iowt"
+    rec = subprocess.Popen([*iowhy_bin, "attach", "--cgroup", str(parent), "-o", str(out),
+                            "--flight", "3", "--dump-on-exit"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=60)))
+    deadline = time.monotonic() + 60
+    for line in rec.stderr:  # the recorder's line once every probe is attached
+        if "flight: recording" in line:
+            break
+        assert time.monotonic() < deadline, line
+    time.sleep(7)
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 128 + signal.SIGINT, err
+    stop.touch()
+    assert w.wait(timeout=60) == 0
+
+    tr = read_trace(str(out))
+    assert tr.trailer["flight"]["trigger"] == "stop (SIGINT)"
+    tk = tr.records("task")
+    assert not len(tk[tk["tid"] == w.pid]), tk  # its ROOT record is older than the window
+    ino = os.stat(kids["fast"]).st_ino
+    assert [w.pid, ino] in tr.trailer["thread_cgroups"]["threads"]
+    assert tr.trailer["thread_cgroups"]["not_kept"] == 0
+    doc = json.loads(run([*iowhy_bin, "report", "--by", "cgroup", "--json", str(out)]).stdout)
+    cg = doc["cgroups"]
+    assert cg["unknown_threads"] == 0, cg
+    g, = cg["groups"]
+    assert g["cgroup"] == "/" + str(kids["fast"].relative_to(base)) and g["pids"] == [w.pid]
+    fs = tr.records("fsync")
+    assert g["calls"]["fsync"]["count"] == int((fs["tid"] == w.pid).sum()) >= 100

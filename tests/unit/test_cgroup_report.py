@@ -25,7 +25,7 @@ def _task(tid: int, tgid: int, ts: int, cg: int, event: int = abi.TASK_ROOT) -> 
     return {**task(tid, ts, event), "tgid": tgid, "cgroup_id": cg}
 
 
-def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION) -> str:
+def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION, **trailer) -> str:
     """db (tid 100, /shop/db): 4 ms blocked in fsync, two fsyncs; web (tgid 200,
     /shop/web): 3 ms blocked in fsync, and a thread it forks (201) that sleeps 3 ms and
     has moved to /other by its exit; 300: no cgroup recorded; 400: a cgroup removed
@@ -42,7 +42,7 @@ def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION) -> str:
     fsyncs = [fsync(100, 1_900_000, 6_100_000), fsync(100, 7_000_000, 7_500_000),
               fsync(200, 2_900_000, 6_050_000), fsync(300, 8_000_000, 8_200_000),
               fsync(600, 9_000_000, 9_100_000)]  # 600: no task record
-    extra = {"cgroups": [{"id": k, "path": v} for k, v in PATHS.items()]} \
+    extra = {"cgroups": [{"id": k, "path": v} for k, v in PATHS.items()], **trailer} \
         if version is not None and version >= abi.CGROUP_VERSION else {}
     return write_trace(tmp_path / "cg.iowt", start=START, end=END, tasks=tasks,
                        offcpu=offcpu, fsyncs=fsyncs, version=version,
@@ -154,9 +154,28 @@ def test_cgroup_names_of_a_truncated_trace_come_from_its_progress_chunks(tmp_pat
 
 def test_thread_cgroups_takes_the_earliest_named():
     from iowhy.views.cgroups import thread_cgroups
-    tids, ids, moved = thread_cgroups({
-        "tid": np.array([5, 5, 5, 9, 3]), "ts_ns": np.array([30, 10, 20, 5, 1]),
-        "cgroup_id": np.array([7, 0, 6, 0, 4], np.uint64)})
+    tasks = {"tid": np.array([5, 5, 5, 9, 3]), "ts_ns": np.array([30, 10, 20, 5, 1]),
+             "cgroup_id": np.array([7, 0, 6, 0, 4], np.uint64)}
+    tids, ids, moved = thread_cgroups(tasks)
     assert tids.tolist() == [3, 5, 9]
     assert ids.tolist() == [4, 6, 0]  # 5: its record at 10 names none, at 20 names 6
     assert moved.tolist() == [False, True, False]
+    # a flight dump's kept cgroups come before every record
+    tids, ids, moved = thread_cgroups(tasks, [[9, 8], [5, 6], [11, 2]])
+    assert (tids.tolist(), ids.tolist()) == ([3, 5, 9, 11], [4, 6, 8, 2])
+    assert moved.tolist() == [False, True, False, False]
+
+
+def test_a_flight_dump_places_threads_by_the_cgroups_it_kept(tmp_path):
+    """TRAILER thread_cgroups: 300, whose only task record names no cgroup (as a thread
+    whose first records are older than the window), is in the cgroup the recorder kept;
+    a malformed pair is dropped and counted."""
+    path = _trace(tmp_path, thread_cgroups={"threads": [[300, 503], [7, "x"]],
+                                            "not_kept": 0})
+    tr = read_trace(path)
+    assert "trailer.thread_cgroups.threads[1]" in tr.damage.invalid_fields
+    cg = run(path, by_cgroup=True)["cgroups"]
+    g = _by_id(cg)
+    assert cg["unknown_threads"] == 0 and g[503]["cgroup"] == "/other"
+    assert g[503]["pids"] == [300] and g[503]["threads"] == 1
+    assert g[0]["pids"] == [600] and g[0]["threads"] == 0  # a call, no thread

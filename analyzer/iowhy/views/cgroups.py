@@ -5,15 +5,16 @@ state, and what explains it, as the thread time does), their fsync-family calls 
 syscalls they were blocked in (docs/report-json.md, `cgroups`).
 
 A thread is in the cgroup of its earliest task record that names one (the cgroup it was
-in when the recording first saw it): a thread moved to another cgroup while recording
-stays in its first, and is counted (`moved_threads`). A thread with no task record
-naming a cgroup (in a flight recorder's dump, one whose records are older than the
-window) is in the group of id 0, `cgroup` null, counted (`unknown_threads`).
+in when the recording first saw it; in a flight recorder's dump, whose window may start
+after a thread's first records, the cgroup the recorder kept for it, TRAILER
+`thread_cgroups`): a thread moved to another cgroup while recording stays in its first,
+and is counted (`moved_threads`). A thread no record names a cgroup of is in the group
+of id 0, `cgroup` null, counted (`unknown_threads`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -33,14 +34,21 @@ def not_recorded(version: int) -> dict[str, Any]:
                    f"{abi.CGROUP_VERSION} does)"}
 
 
-def thread_cgroups(tasks: Mapping[str, np.ndarray]
+def thread_cgroups(tasks: Mapping[str, np.ndarray], known: Sequence[Sequence[int]] = ()
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the tids of the task records ascending, each one's cgroup id: that of its
-    earliest task record naming one, 0 when none does; whether its records name more
-    than one cgroup)."""
+    """(the tids of the task records and of `known` ascending, each one's cgroup id: that
+    of its earliest task record naming one, 0 when none does; whether its records name
+    more than one cgroup). known: [tid, cgroup id] pairs that come before every record
+    (a flight dump's TRAILER `thread_cgroups`: each live thread's cgroup when first
+    seen, before the window)."""
     tid = np.asarray(tasks["tid"]).astype(I64)
     ts = np.asarray(tasks["ts_ns"]).astype(I64)
     cg = np.asarray(tasks.get("cgroup_id", np.zeros(len(tid), np.uint64))).astype(np.uint64)
+    if len(known):
+        k = np.asarray(known, dtype=np.int64).reshape(-1, 2)
+        tid = np.concatenate((k[:, 0], tid))
+        ts = np.concatenate((np.full(len(k), -1, I64), ts))
+        cg = np.concatenate((k[:, 1].astype(np.uint64), cg))
     tids = np.unique(tid)
     named = cg != 0
     t, c, s = tid[named], cg[named], ts[named]
@@ -68,12 +76,13 @@ def _lookup(keys: np.ndarray, values: np.ndarray, q: np.ndarray, default: Any = 
 
 
 def workload_groups(tasks: Mapping[str, np.ndarray], workload_tids: np.ndarray,
-                    other_tids: np.ndarray) -> dict[str, Any]:
+                    other_tids: np.ndarray, known: Sequence[Sequence[int]] = ()
+                    ) -> dict[str, Any]:
     """The groups: `ids` (the cgroup ids, ascending; 0 for unknown), `of_workload` (the
     group of each workload thread), `moved` (per workload thread), and `lookup` (a
     function: tids -> group index) for the records of other tables (other_tids: all
-    the tids they name, so that every group is listed)."""
-    tids, ids, moved = thread_cgroups(tasks)
+    the tids they name, so that every group is listed); known: as thread_cgroups."""
+    tids, ids, moved = thread_cgroups(tasks, known)
     wid = _lookup(tids, ids, workload_tids)
     oid = _lookup(tids, ids, other_tids)
     keys = np.unique(np.concatenate((wid, oid)))
