@@ -179,3 +179,17 @@ def test_a_flight_dump_places_threads_by_the_cgroups_it_kept(tmp_path):
     assert cg["unknown_threads"] == 0 and g[503]["cgroup"] == "/other"
     assert g[503]["pids"] == [300] and g[503]["threads"] == 1
     assert g[0]["pids"] == [600] and g[0]["threads"] == 0  # a call, no thread
+
+
+def test_the_html_report_has_the_cgroups(tmp_path):
+    from htmlcheck import assert_complete, assert_self_contained, render
+    text = render(_trace(tmp_path), tmp_path / "r.html", "--by", "cgroup")
+    assert_self_contained(text)
+    assert_complete(text)
+    assert 'id="table-by-cgroup"' in text
+    table = text[text.index('id="table-by-cgroup"'):]
+    table = table[:table.index("</table>")]
+    assert table.index("/shop/web") < table.index("/shop/db") < table.index("(unknown)")
+    assert "(removed, id 504)" in table and "fsync 40%" in table
+    assert "1 threads moved to another cgroup" in text
+    assert "table-by-cgroup" not in render(_trace(tmp_path), tmp_path / "s.html")
