@@ -1076,8 +1076,17 @@ static __always_inline struct task_state *current_state(__u32 tid, int create)
 	return task_state_of(use_task_storage ? bpf_get_current_task_btf() : NULL, tid, create);
 }
 
+/* The cgroup v2 a task is in: its default hierarchy's cgroup (0: none, or unreadable). */
+static __always_inline __u64 task_cgroup_id(struct task_struct *t)
+{
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+
+	return cg ? cgroup_id_of(cg) : 0;
+}
+
+/* cgid: the cgroup the task is in at the event (task_cgroup_id, or the one it moved to) */
 static __always_inline void emit_task_at(struct task_struct *t, __u16 event, __u32 parent_tgid,
-					 __s32 code, __u64 ts)
+					 __s32 code, __u64 ts, __u64 cgid)
 {
 	struct iowhy_task *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 
@@ -1092,6 +1101,7 @@ static __always_inline void emit_task_at(struct task_struct *t, __u16 event, __u
 	e->parent_tgid = parent_tgid;
 	e->exit_code = code;
 	e->event_u16 = event;
+	e->cgroup_id = cgid;
 	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
 	bpf_ringbuf_submit(e, wakeup_flag());
 }
@@ -1099,7 +1109,7 @@ static __always_inline void emit_task_at(struct task_struct *t, __u16 event, __u
 static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 parent_tgid,
 				      __s32 code)
 {
-	emit_task_at(t, event, parent_tgid, code, bpf_ktime_get_ns());
+	emit_task_at(t, event, parent_tgid, code, bpf_ktime_get_ns(), task_cgroup_id(t));
 }
 
 /* ------------------------------------------------------------ --cgroup --- */
@@ -1138,8 +1148,10 @@ static __always_inline int cgroup_followed(struct cgroup *cg)
 	return 0;
 }
 
-/* The process of `t` joined the followed cgroup now: track it, say so. */
-static __always_inline void join_followed(struct task_struct *t, __u32 tgid, __u32 parent_tgid)
+/* The process of `t` joined the followed cgroup now (moved to, or forked into, `dst`):
+ * track it, say so. */
+static __always_inline void join_followed(struct task_struct *t, __u32 tgid, __u32 parent_tgid,
+					  struct cgroup *dst)
 {
 	__u64 now = bpf_ktime_get_ns();
 
@@ -1148,7 +1160,7 @@ static __always_inline void join_followed(struct task_struct *t, __u32 tgid, __u
 		return;
 	}
 	/* at the time open_from_start opens its threads' waits from */
-	emit_task_at(t, IOWHY_TASK_JOIN, parent_tgid, 0, now);
+	emit_task_at(t, IOWHY_TASK_JOIN, parent_tgid, 0, now, cgroup_id_of(dst));
 }
 
 /* cgroup_attach_task: `task` (a thread, or a leader with its whole group) was moved to dst. */
@@ -1160,15 +1172,19 @@ static __always_inline void on_cgroup_attach(struct cgroup *dst, struct task_str
 		return;
 	tgid = BPF_CORE_READ(task, tgid);
 	if (!is_tracked(tgid) && cgroup_followed(dst))
-		join_followed(task, tgid, 0);
+		join_followed(task, tgid, 0, dst);
 }
 
 /* A fork by an untracked parent straight into the followed cgroup (CLONE_INTO_CGROUP). */
 static __always_inline void fork_into_followed(struct task_struct *child, __u32 ptgid, __u32 ctgid)
 {
-	if (follow_cgroup_id && ctgid != ptgid &&
-	    cgroup_followed(BPF_CORE_READ(child, cgroups, dfl_cgrp)))
-		join_followed(child, ctgid, ptgid);
+	struct cgroup *cg;
+
+	if (!follow_cgroup_id || ctgid == ptgid)
+		return;
+	cg = BPF_CORE_READ(child, cgroups, dfl_cgrp);
+	if (cgroup_followed(cg))
+		join_followed(child, ctgid, ptgid, cg);
 }
 
 /* When the process joined (0: it did not, it was tracked from the start or forked). */

@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 8
+#define IOWHY_FORMAT_VERSION 9
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -290,6 +290,7 @@ struct iowhy_task {
 	__u16 pad0;
 	__u32 pad1;
 	char comm[IOWHY_COMM_LEN];
+	__u64 cgroup_id;          /* version 9: the task's cgroup v2 at the event (0: unknown) */
 };
 
 struct iowhy_syscall {

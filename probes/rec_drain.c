@@ -118,8 +118,11 @@ static int handle_event(void *ctx, void *data, size_t size)
 			if (r->stop_q.late)
 				note_late(r, h);
 			add_record(r, h->type, h);
-			if (h->type == IOWHY_REC_TASK && r->env.cgroup)
-				cgroup_task_seen(r, (const struct iowhy_task *)h);
+			if (h->type == IOWHY_REC_TASK) {
+				cgroup_seen(r, ((const struct iowhy_task *)h)->cgroup_id);
+				if (r->env.cgroup)
+					cgroup_task_seen(r, (const struct iowhy_task *)h);
+			}
 			if (r->env.ntriggers)
 				flight_event(r, h);
 		}

@@ -10,7 +10,9 @@
  * ... before its .iowt, at most --max-dumps; then it keeps recording (after the last one,
  * it stops). Triggers are evaluated as the records arrive from the probes (blocked: a
  * workload thread's uninterruptible sleep, to its wakeup); one that fires
- * while a dump is pending is part of that dump, not a new one.
+ * while a dump is pending is part of that dump, not a new one. At stop, a pending dump
+ * is written (its --after cut short), and with --dump-on-exit the window up to the stop
+ * is written when none is (flight_stop).
  *
  * A dump is an ordinary trace: the file header, META as it was collected, a RECORDER whose
  * start_ns is the window's start, the kept chunks (renumbered), and a TRAILER with the
@@ -46,6 +48,7 @@ struct flight {
 	__u64 trig_ns, due_ns;
 	char trig[48];
 	int dumps;
+	int stop_failed;            /* the dump at stop could not be written */
 	__u64 aged_chunks;          /* older than every window, dropped as meant */
 	__u64 dropped_chunks, dropped_bytes; /* dropped for the bound since the last dump */
 	__u64 lost_until_ns;        /* the newest record of a chunk dropped for the bound */
@@ -382,11 +385,14 @@ static int dump(struct rec *r, __u64 now)
 		fprintf(s.f, "}, \"flight\": {\"window_ns\": %llu, \"after_ns\": %llu, "
 			     "\"trigger\": \"%s\", \"trigger_ns\": %llu, \"dump\": %d, "
 			     "\"bound_bytes\": %llu, \"dropped_chunks\": %llu, \"dropped_bytes\": %llu, "
-			     "\"aged_chunks\": %llu, \"triggers_during\": %llu}}",
+			     "\"aged_chunks\": %llu, \"triggers_during\": %llu}",
 			(unsigned long long)w, (unsigned long long)(r->env.after_s * 1e9), f->trig,
 			(unsigned long long)f->trig_ns, f->dumps + 1, (unsigned long long)f->bound,
 			(unsigned long long)f->dropped_chunks, (unsigned long long)f->dropped_bytes,
 			(unsigned long long)f->aged_chunks, (unsigned long long)f->ignored);
+		cgroups_json(r, s.f, 0);
+		thread_cgroups_json(r, s.f);
+		fprintf(s.f, "}");
 		sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
 	}
 	ok = !err && !r->w.failed;
@@ -440,6 +446,34 @@ void flight_tick(struct rec *r, __u64 now)
 	}
 }
 
+/*
+ * At stop (a signal, --duration, the target's exit; not --max-dumps): a dump a trigger
+ * made pending is written now, its --after cut short, and with --dump-on-exit the window
+ * up to the stop is written when none is pending, its trigger "stop (SIGINT)" (or
+ * SIGTERM, or the stop reason). The probes' last records are drained first, and what is
+ * still in flight written, as at the end of a trace.
+ */
+void flight_stop(struct rec *r)
+{
+	struct flight *f = r->fl;
+
+	if (!f || !strcmp(r->stop_reason, "max-dumps") || (!f->pending && !r->env.dump_on_exit))
+		return;
+	drain_at_stop(r);
+	if (!f->pending) {
+		f->pending = 1;
+		f->trig_ns = f->due_ns = r->end_ns;
+		snprintf(f->trig, sizeof(f->trig), "stop (%s)",
+			 stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" :
+			 r->stop_reason);
+	} else if (!r->env.quiet) {
+		fprintf(stderr, "iowhy-record: flight: stopped %.1f s before the dump of %s was "
+				"due: writing it now\n", (f->due_ns - r->end_ns) / 1e9, f->trig);
+	}
+	if (dump(r, r->end_ns))
+		f->stop_failed = 1;
+}
+
 /* At stop: what was written; the memory goes. */
 void flight_finish(struct rec *r)
 {
@@ -449,12 +483,14 @@ void flight_finish(struct rec *r)
 		return;
 	if (!r->env.quiet)
 		fprintf(stderr, "iowhy-record: flight: %d dump(s) written, %llu trigger(s) fired; "
-				"stopped (%s)\n", f->dumps, (unsigned long long)f->fired,
-			stop_signal ? "signal" : r->stop_reason);
+				"stopped (%s)%s\n", f->dumps, (unsigned long long)f->fired,
+			stop_signal ? "signal" : r->stop_reason,
+			f->dumps || r->env.dump_on_exit ? "" :
+			" (--dump-on-exit writes the window at stop)");
+	r->ret = f->stop_failed ? 1 : stop_signal ? 128 + stop_signal : 0;
 	while (f->head)
 		drop_head(f);
 	free(f->meta);
 	free(f);
 	r->fl = NULL;
-	r->ret = stop_signal ? 128 + stop_signal : 0;
 }

@@ -18,13 +18,17 @@ static void usage(FILE *f)
 		   "            SIGINT/SIGTERM, --duration or the cgroup's removal)\n"
 		   "  --flight SEC  a flight recorder (attach only): keep the records of the last\n"
 		   "            SEC seconds in memory, at most %d MiB of compressed chunks (the\n"
-		   "            oldest dropped first beyond it, counted in each dump), until\n"
+		   "            oldest dropped first beyond it, counted in each dump; and 2 MiB\n"
+		   "            naming the cgroup of each live thread), until\n"
 		   "            SIGINT/SIGTERM or --duration; on SIGUSR1 or a --trigger, write them\n"
 		   "            and --after seconds more to OUT, then OUT.1.iowt, OUT.2.iowt, ...\n"
 		   "  --trigger KIND>TIME  fsync, request, flush or blocked (a workload thread in\n"
 		   "            D state) longer than TIME (ns, us, ms, s; default ms); repeatable\n"
 		   "  --after SEC  recorded past a trigger before the dump (default 1)\n"
 		   "  --max-dumps N  stop after N dumps (default 10)\n"
+		   "  --dump-on-exit  also write the window when recording stops (SIGINT,\n"
+		   "            SIGTERM, --duration, the target's exit); a dump a trigger made\n"
+		   "            pending is written at stop in any case\n"
 		   "  --top MS  no trace: fold the records into per-process totals and print\n"
 		   "            one JSON line every MS ms (for `iowhy top`; attach only)\n"
 		   "  --force   attach to PID 1 or a kernel thread, or follow the root cgroup\n"
@@ -114,6 +118,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 		{ "trigger", required_argument, NULL, 'T' },
 		{ "after", required_argument, NULL, 'A' },
 		{ "max-dumps", required_argument, NULL, 'N' },
+		{ "dump-on-exit", no_argument, NULL, 'E' },
 		{},
 	};
 	int opt;
@@ -236,6 +241,7 @@ int parse_args(struct rec *r, int argc, char **argv)
 		case 'n': r->env.dry_run = 1; break;
 		case 'q': r->env.quiet = 1; break;
 		case 'P': r->env.probe_stats = 1; break;
+		case 'E': r->env.dump_on_exit = 1; break;
 		case 'W': r->env.eager_writes = 1; break;
 		case 'v': r->env.verbose = libbpf_verbose = 1; break;
 		case 'R': r->env.raw_tp = 1; break;
@@ -293,8 +299,9 @@ int parse_args(struct rec *r, int argc, char **argv)
 		return 2;
 	}
 	if (!(r->env.flight_s > 0) && (r->env.ntriggers || r->env.after_s >= 0 ||
-				       r->env.max_dumps)) {
-		fprintf(stderr, "iowhy-record: --trigger, --after and --max-dumps need --flight SEC\n");
+				       r->env.max_dumps || r->env.dump_on_exit)) {
+		fprintf(stderr, "iowhy-record: --trigger, --after, --max-dumps and --dump-on-exit "
+				"need --flight SEC\n");
 		return 2;
 	}
 	if (r->env.after_s < 0)

@@ -164,6 +164,7 @@ void write_progress(struct rec *r, int counters_fd)
 	sb_open(&s);
 	fprintf(s.f, "{\"end_ns\": %llu, ", (unsigned long long)now_ns(CLOCK_MONOTONIC));
 	write_counts_json(r, s.f, counters_fd);
+	cgroups_json(r, s.f, 1);
 	fprintf(s.f, "}");
 	sb_close_write(r, &s, IOWHY_CHUNK_PROGRESS);
 }

@@ -105,6 +105,7 @@ void emit_root_task(struct rec *r, pid_t tgid, pid_t tid)
 	t.tgid = tgid;
 	t.tid = tid;
 	t.event_u16 = IOWHY_TASK_ROOT;
+	t.cgroup_id = cgroup_of_thread(r, tgid, tid);
 	add_record(r, IOWHY_REC_TASK, &t);
 	emit_thread_state(r, tgid, tid);
 }

@@ -302,6 +302,8 @@ void add_record(struct rec *r, int t, const void *data)
 	b->len += rec_sizes[t];
 	b->count++;
 	b->total++;
+	if (t == IOWHY_REC_TASK && r->fl) /* --flight: each live thread's first cgroup */
+		cgroup_thread_seen(r, data);
 }
 
 void sb_open(struct sbuf *s)
@@ -318,7 +320,7 @@ void sb_close_write(struct rec *r, struct sbuf *s, __u16 type)
 	free(s->p);
 }
 
-static void json_str(FILE *f, const char *s)
+void json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
@@ -544,6 +546,7 @@ void write_trailer(struct rec *r)
 		(unsigned long long)r->w.zstd_cpu_ns);
 	stats_write(r, s.f);
 	write_counts_json(r, s.f, r->counters_fd);
+	cgroups_json(r, s.f, 0);
 	fprintf(s.f, "}");
 	sb_close_write(r, &s, IOWHY_CHUNK_TRAILER);
 	if (r->w.failed) {

@@ -168,6 +168,7 @@ int cleanup(struct rec *r)
 	for (int t = 1; t <= IOWHY_REC_MAX; t++)
 		free(r->w.bufs[t].data);
 	writer_free(r);
+	cgroups_free(r);
 	if (r->nlinks && !r->env.dry_run)
 		detach_in_background(r);
 	destroy_links(r);
@@ -229,6 +230,7 @@ int main(int argc, char **argv)
 		return cleanup(r);
 	}
 	if (r->fl) {
+		flight_stop(r);
 		flight_finish(r);
 		return cleanup(r);
 	}

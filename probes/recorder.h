@@ -70,6 +70,20 @@ struct flight_trigger {
 struct flight;
 struct top;
 
+/* A cgroup v2 a task record named (rec_cgroup.c): its id and its path below the cgroup2
+ * mount ("/" for the root), or no path when it was gone before it could be looked up. */
+struct cgpath {
+	__u64 id;
+	char *path;
+};
+
+/* --flight: a live thread's cgroup when first seen (rec_cgroup.c, thread_cgroups). */
+struct thread_cg {
+	__u32 tid;
+	__u32 used;
+	__u64 id;
+};
+
 extern volatile sig_atomic_t exiting;     /* set by the signal handler */
 extern volatile sig_atomic_t stop_signal;
 
@@ -123,6 +137,7 @@ struct rec {
 		double flight_s;    /* --flight: the window kept, seconds (0: not a flight recorder) */
 		double after_s;     /* --after: recorded past a trigger before the dump */
 		int max_dumps;      /* --max-dumps */
+		int dump_on_exit;   /* --dump-on-exit: the window is written at stop too */
 		struct flight_trigger triggers[FLIGHT_MAX_TRIGGERS];
 		int ntriggers;
 		const char *cgroup; /* --cgroup: the cgroup v2 directory followed */
@@ -191,6 +206,19 @@ struct rec {
 	pid_t child;      /* run: the workload */
 	int child_status, child_done;
 	int ret; /* the exit status */
+	/* the cgroups of the task records, id -> path (rec_cgroup.c, TRAILER `cgroups`) */
+	struct cgtable {
+		int init;         /* the mount looked for */
+		int mount_fd;     /* the cgroup2 mount (-1: none) */
+		char mount[PATH_MAX];
+		struct cgpath *v;
+		size_t n, cap;
+		size_t reported;  /* entries the last PROGRESS had written */
+		size_t last;      /* the entry found last (task records come in runs) */
+		struct thread_cg *th; /* --flight: open addressing by tid */
+		size_t th_n, th_cap;
+		__u64 th_full;    /* threads not kept: the table was full */
+	} cg;
 	struct flight *fl; /* --flight (rec_flight.c) */
 	struct top *top;   /* --top (rec_top.c) */
 };
@@ -224,6 +252,7 @@ void flush_all(struct rec *r);
 void add_record(struct rec *r, int t, const void *data);
 void sb_open(struct sbuf *s);
 void sb_close_write(struct rec *r, struct sbuf *s, __u16 type);
+void json_str(FILE *f, const char *s);
 int write_header(struct rec *r);
 int writer_init(struct rec *r);
 void writer_free(struct rec *r);
@@ -270,6 +299,12 @@ int start_workload(struct rec *r);
 int cgroup_check(const char *path, __u64 *id);
 void track_cgroup(struct rec *r);
 void cgroup_task_seen(struct rec *r, const struct iowhy_task *t);
+__u64 cgroup_of_thread(struct rec *r, pid_t tgid, pid_t tid);
+void cgroup_seen(struct rec *r, __u64 id);
+void cgroups_json(struct rec *r, FILE *f, int since_last);
+void cgroup_thread_seen(struct rec *r, const struct iowhy_task *t);
+void thread_cgroups_json(struct rec *r, FILE *f);
+void cgroups_free(struct rec *r);
 
 /* rec_flight.c: --flight */
 int flight_parse_trigger(const char *s, struct flight_trigger *t);
@@ -278,6 +313,7 @@ int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out,
 		size_t pad, __u16 type, const void *data, __u16 rec_size, __u32 count);
 void flight_event(struct rec *r, const struct iowhy_rec_hdr *h);
 void flight_tick(struct rec *r, __u64 now);
+void flight_stop(struct rec *r);
 void flight_finish(struct rec *r);
 
 /* rec_top.c: --top */

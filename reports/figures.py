@@ -22,6 +22,8 @@ from iowhy.kernels import union_intervals
 from iowhy.names import CLASS_NAMES
 from iowhy.views.series import SCATTER_LIMIT, FigureData, Scatter
 
+from .escape import printable_lines
+
 MAX_TIMELINE_THREADS = 30  # fsync timeline rows; the threads with the most call time
 DPI = 110
 WIDTH_IN = 11.0
@@ -40,8 +42,10 @@ CALL_COLORS = {
 
 
 def mpl_text(s: Any) -> str:
-    """Text from the trace made literal for matplotlib (a `$` would start math mode)."""
-    return str(s).replace("\\", "\\\\").replace("$", r"\$")
+    """Text from the trace made literal for matplotlib (a `$` would start math mode), each
+    line printable (a name's control characters and lone surrogates escaped: matplotlib
+    cannot draw a surrogate)."""
+    return printable_lines(str(s)).replace("\\", "\\\\").replace("$", r"\$")
 
 
 def new_figure(height_in: float, width_in: float = WIDTH_IN) -> Any:

@@ -33,8 +33,8 @@ from .escape import neutralise_page
 from iowhy.categories import colours, display_order  # read at each use
 from iowhy.findings import served_text
 
-from .terminal import (_command, _mib, _num, _pct, _short_command, _yes_no, fmt_ns,
-                       lower_devices, root_wait_note, thread_line, title)
+from .terminal import (_cgroup_name, _command, _mib, _num, _pct, _short_command, _yes_no,
+                       fmt_ns, lower_devices, root_wait_note, thread_line, title)
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -205,6 +205,8 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
     tt = r.get("thread_time")
     if tt and tt.get("total_ns"):
         parts.append(_thread_time_html(tt))
+    if r.get("cgroups"):  # --by cgroup
+        parts.append(_by_cgroup_html(r["cgroups"]))
     bl = r.get("blocked_by_syscall_ns") or {}
     if bl:
         parts.append("<p class=\"muted\">all blocked time by syscall: " + esc(", ".join(
@@ -236,6 +238,48 @@ def _thread_time_html(tt: Mapping[str, Any]) -> str:
         out += [f"<p>{esc(thread_line(t))}</p>" for t in (tt.get("by_thread") or [])[:5]
                 if t["total_ns"]]
     return "".join(out)
+
+
+def _by_cgroup_html(cg: Mapping[str, Any]) -> str:
+    """--by cgroup: the terminal's BY CGROUP as a table, every cgroup, the most blocked
+    first."""
+    if not cg.get("recorded"):
+        return (f"<h3>By cgroup</h3><p>cgroup: not recorded "
+                f"({esc(cg.get('why', ''))})</p>")
+    rows = []
+    for g in cg["groups"]:
+        calls = g.get("calls") or {}
+        life = g.get("thread_ns") or 0
+
+        def share(items: Any) -> str:
+            return ", ".join(f"{k} {100.0 * v / life:.0f}%" for k, v in items
+                             if v >= 0.01 * life) if life else ""
+        timed = "thread_ns" in g
+        rows.append([_cgroup_name(g, 80), f"{g['processes']:,}", f"{g['threads']:,}",
+                     *((fmt_ns(g[k]) if timed else "-") for k in
+                       ("thread_ns", "on_cpu_ns", "runqueue_ns", "blocked_ns")),
+                     f"{sum(c['count'] for c in calls.values()):,}",
+                     fmt_ns(sum(c["total_ns"] for c in calls.values())),
+                     share(list((g.get("blocked_in_ns") or {}).items())[:3]),
+                     share(sorted((g.get("attribution_ns") or {}).items(),
+                                  key=lambda kv: -kv[1])[:4])])
+    notes = []
+    if cg.get("unknown_threads"):
+        notes.append(f"{cg['unknown_threads']:,} threads under (unknown): no record names "
+                     "their cgroup")
+    if cg.get("unnamed_cgroups"):
+        notes.append(f"{cg['unnamed_cgroups']:,} cgroups removed before the recorder named "
+                     "them: shown by id")
+    if cg.get("moved_threads"):
+        notes.append(f"{cg['moved_threads']:,} threads moved to another cgroup while "
+                     "recording: counted in the one they were first seen in")
+    return ("<h3>By cgroup</h3><p>The workload's threads per cgroup v2, each in the cgroup "
+            "it was first seen in; the most blocked first.</p>"
+            + table(("cgroup", "processes", "threads", "thread time", "on CPU", "runnable",
+                     "blocked", "sync calls", "sync time", "blocked in (% of thread time)",
+                     "explained (% of thread time)"), rows, numeric=range(1, 9),
+                    table_id="table-by-cgroup")
+            + "".join(f"<p class=\"muted\">{esc(n)}</p>" for n in notes))
 
 
 def section_findings(r: Mapping[str, Any]) -> str:

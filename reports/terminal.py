@@ -232,6 +232,78 @@ def _thread_time(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+CGROUP_ROWS = 10  # cgroups shown, the most blocked first (--json lists all)
+
+
+def _cgroup_name(g: Mapping[str, Any], width: int) -> str:
+    """A cgroup's path, its tail when too long; `(unknown)` for the threads whose
+    cgroup no record names, `(removed, id N)` for one gone before it was named."""
+    name = (printable(g["cgroup"]) if g.get("cgroup") is not None  # measured as shown
+            else "(unknown)" if not g.get("id") else f"(removed, id {g['id']})")
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def _by_cgroup(r: Mapping[str, Any], unit: str) -> list[str]:
+    """--by cgroup: one row per cgroup v2, the most blocked first, its threads' own
+    time and its fsync-family calls; then what its threads were blocked in and what
+    explains their time."""
+    cg = r.get("cgroups")
+    if not cg:
+        return []
+    if not cg.get("recorded"):
+        return ["BY CGROUP", f"  cgroup: not recorded ({cg.get('why', '')})"]
+    groups = cg["groups"]
+    nthreads = sum(g["threads"] for g in groups)
+    lines = [f"BY CGROUP ({len(groups)} cgroup{'s' if len(groups) != 1 else ''}, "
+             f"{nthreads} thread{'s' if nthreads != 1 else ''}; each thread in the cgroup it "
+             "was first seen in)"]
+    timed = any("thread_ns" in g for g in groups)
+    head = f"  {'cgroup':<28}{'procs':>6}{'thr':>5}"
+    if timed:
+        head += (f"{label('thread', unit):>13}{label('on CPU', unit):>13}"
+                 f"{label('blocked', unit):>14}")
+    head += f"{'syncs':>7}{label('sync', unit):>12}"
+    lines.append(head)
+    for g in groups[:CGROUP_ROWS]:
+        calls = g.get("calls") or {}
+        n = sum(c["count"] for c in calls.values())
+        t = sum(c["total_ns"] for c in calls.values())
+        row = f"  {_cgroup_name(g, 27):<28}{g['processes']:>6}{g['threads']:>5}"
+        if timed:
+            row += (f"{time_text(g.get('thread_ns'), unit):>13}"
+                    f"{time_text(g.get('on_cpu_ns'), unit):>13}"
+                    f"{time_text(g.get('blocked_ns'), unit):>14}")
+        row += f"{n:>7,}{time_text(t, unit):>12}"
+        lines.append(row)
+        life = g.get("thread_ns") or 0
+        parts = []
+        if life and g.get("runqueue_ns", 0) >= 0.01 * life:
+            parts.append(f"runnable {100.0 * g['runqueue_ns'] / life:.0f}%")
+        if life:
+            bl = [f"{printable(k)} {100.0 * v / life:.0f}%"
+                  for k, v in (g.get("blocked_in_ns") or {}).items() if v >= 0.01 * life]
+            if bl:
+                parts.append("blocked in " + ", ".join(bl[:3]))
+            ex = sorted((g.get("attribution_ns") or {}).items(), key=lambda kv: -kv[1])[:4]
+            if ex:
+                parts.append("explained: " + ", ".join(f"{k} {100.0 * v / life:.0f}%"
+                                                       for k, v in ex))
+        if parts:
+            lines += _wrap("; ".join(parts), "      ", "        ")
+    if len(groups) > CGROUP_ROWS:
+        lines.append(f"  ... {len(groups) - CGROUP_ROWS} more cgroups (--json lists all)")
+    if cg.get("unknown_threads"):
+        lines += _wrap(f"{cg['unknown_threads']} threads under (unknown): no record names "
+                       "their cgroup", "  ", "    ")
+    if cg.get("unnamed_cgroups"):
+        lines += _wrap(f"{cg['unnamed_cgroups']} cgroups were removed before the recorder "
+                       "named them: shown by id", "  ", "    ")
+    if cg.get("moved_threads"):
+        lines += _wrap(f"{cg['moved_threads']} threads moved to another cgroup while "
+                       "recording: counted in the one they were first seen in", "  ", "    ")
+    return lines
+
+
 def thread_line(t: Mapping[str, Any]) -> str:
     """A thread's own state, then what explains its time: 'thread 812 python3 (2.5 s): on
     CPU 2%, blocked in futex 97%; waiting for thread 813; explained: log 74%, data 7%'."""
@@ -465,7 +537,8 @@ def render_report(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
     # the answer first: what was lost, then where the time went, then what was recorded
     head = _title(r)
     sections: Sequence[list[str]] = (
-        _where(r), _recorded(r), _thread_time(r), _classes(r, unit), _fsync(r), _devices(r),
+        _where(r), _recorded(r), _thread_time(r), _by_cgroup(r, unit), _classes(r, unit),
+        _fsync(r), _devices(r),
         _placement(r, unit), _findings(r))
     out = [_fit(printable(line).rstrip()) for line in head]
     for s in sections:

@@ -108,8 +108,11 @@ def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) ->
 def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(), journal=(),
                 offcpu=(), tasks=None, meta_obj=None, counters=None, trailer: bool = True,
                 command=("star", "-x"), pid: int = 100, helpers=(), threads=(),
-                recorder=None, bios=()) -> str:
-    w = TraceWriter(str(path))
+                recorder=None, bios=(), version: int | None = None,
+                trailer_extra: dict[str, Any] | None = None) -> str:
+    """version: the file's format version (TraceWriter's default: 5); trailer_extra:
+    more TRAILER keys."""
+    w = TraceWriter(str(path), version=version)
     w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
     w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid,
                                       **(recorder or {})})
@@ -123,7 +126,8 @@ def write_trace(path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs
             w.write_records(records(dtype, list(rows)))
     tr: dict[str, Any] | None = None
     if trailer:
-        tr = {"end_ns": end, "stop_reason": "workload exited", "exit_status": 0}
+        tr = {"end_ns": end, "stop_reason": "workload exited", "exit_status": 0,
+              **(trailer_extra or {})}
         if counters:
             c = {n: 0 for n in abi.COUNTER_NAMES}
             c.update(counters)

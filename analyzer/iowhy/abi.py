@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 # Older versions the reader still takes (their records are widened to this version's).
-READ_VERSIONS = (3, 4, 5, 6, 7, 8)
+READ_VERSIONS = (3, 4, 5, 6, 7, 8, 9)
+# The first version whose task records carry the task's cgroup (TASK_DTYPE cgroup_id).
+CGROUP_VERSION = 9
 # The version of a file without compacted chunks (what TraceWriter writes unless asked to
 # compact): the lowest that holds it, so that readers of version 5 read it.
 BASE_VERSION = 5
@@ -195,10 +197,15 @@ OFFCPU_V3_DTYPE = np.dtype(_HDR + [
     ("flags_u16", "<u2"), ("pad0", "<u2"), ("pad1", "<u4"), ("waker_comm", "S16"),
 ])
 
-TASK_DTYPE = np.dtype(_HDR + [
+_TASK_FIELDS = _HDR + [
     ("tgid", "<u4"), ("tid", "<u4"), ("parent_tgid", "<u4"), ("exit_code", "<i4"),
     ("event_u16", "<u2"), ("pad0", "<u2"), ("pad1", "<u4"), _COMM,
-])
+]
+# cgroup_id (version 9): the task's cgroup v2 at the event, 0 when unknown.
+TASK_DTYPE = np.dtype(_TASK_FIELDS + [("cgroup_id", "<u8")])
+# Versions 3 to 8's task record (56 bytes): no cgroup. The reader widens it to TASK_DTYPE
+# (cgroup_id 0), and TraceWriter writes it in a file of an older version.
+TASK_V8_DTYPE = np.dtype(_TASK_FIELDS)
 
 SYSCALL_DTYPE = np.dtype(_HDR + [
     ("count", "<u8"), ("total_ns", "<u8"), ("syscall_nr", "<u4"), ("pad0", "<u4"),
@@ -239,7 +246,10 @@ RECORD_TYPES: dict[int, tuple[str, np.dtype]] = {
     REC_HELPER: ("helper", HELPER_DTYPE),
 }
 # Record layouts of older versions: {version: {record type: dtype}}, for those that differ.
-OLD_RECORD_DTYPES: dict[int, dict[int, np.dtype]] = {3: {REC_OFFCPU: OFFCPU_V3_DTYPE}}
+OLD_RECORD_DTYPES: dict[int, dict[int, np.dtype]] = {
+    3: {REC_OFFCPU: OFFCPU_V3_DTYPE, REC_TASK: TASK_V8_DTYPE},
+    **{v: {REC_TASK: TASK_V8_DTYPE} for v in range(4, CGROUP_VERSION)},
+}
 RECORD_NAMES = {name: code for code, (name, _) in RECORD_TYPES.items()}
 
 # C struct name for each dtype, for the ABI test.

@@ -44,6 +44,7 @@ from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers
                            root_actor, root_event_wait, thread_time_view,
                            unrecorded_helper_details)
 from .views.workload import workload_covers, workload_view
+from .views.cgroups import cgroup_view, not_recorded, workload_groups
 
 
 SCHEMA = "iowhy-report/1"
@@ -53,7 +54,7 @@ FSYNC_FIELDS = ("enter_ns", "exit_ns", "tid", "tgid", "call_u16", "fs_u16", "fla
                 "dev_major", "dev_minor", "commit_seq", "seq_span_u16", "ret", "ino")
 JOURNAL_FIELDS = ("ts_ns", "seq", "aux0", "aux1", "aux2", "dev_major", "dev_minor", "tid",
                   "event_u16", "fs_u16")
-TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16")
+TASK_FIELDS = ("ts_ns", "tid", "tgid", "event_u16", "cgroup_id")
 OFFCPU_FIELDS = WAKE_FIELDS
 THREAD_FIELDS = ("tid", "tgid", "state_u8", "syscall_nr")
 # Record types analyze() reads once, whose decoded records it then releases: all of them
@@ -89,6 +90,8 @@ class AnalysisConfig:
     #                         columns): result["_requests"] (request_roles)
     keep_causal: bool = False  # keep the causal timeline and the request classes in
     #                            result["_causal"] (CausalModel; `iowhy whatif`)
+    by_cgroup: bool = False  # the workload's threads per cgroup v2: result["cgroups"]
+    #                          (views/cgroups.py; `iowhy report --by cgroup`)
 
 
 class _Clock:
@@ -350,6 +353,8 @@ class _Tasks:
         self.causal = causal_trace(trace, off)
         self.rows = len(rq)  # the requests before any device was set apart
         self.carriers: dict[int, list[int]] = {}  # the timeline's (views/stack.py)
+        self.groups: dict[str, Any] | None = None  # --by cgroup (cgroup_groups)
+        self.explained: np.ndarray | None = None  # its thread time per group
 
     def graph(self) -> list[Task]:
         """(name, result key, dependencies, function) in priority order: a free thread
@@ -385,6 +390,9 @@ class _Tasks:
             ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                         "queue depth"), self.devview),
         ]
+        if cfg.by_cgroup:  # with the timeline (dropped after it and the workload view)
+            graph.append(("per cgroup", "cgroups", ("thread time",) if self.causal else (),
+                          self.cgroup_section))
         if cfg.values or cfg.figures:
             # Before the per-class figures, which drop the seeks once read.
             graph.append(("values", "values", ("stages", "classify", "once"), self.values))
@@ -561,10 +569,42 @@ class _Tasks:
         steps = [s for s in (cfg.interval_ns, fig_step) if s > 0]
         return elapsed_view(tl, root, cfg.causal_depth, self.meta.get("machine"), fill, steps)
 
+    def cgroup_groups(self, tl: Any) -> dict[str, Any] | None:
+        """--by cgroup: the groups of the workload's threads (views/cgroups.py), made
+        once (the thread time sums its time per group with them)."""
+        if not self.cfg.by_cgroup or not self.cgroups_recorded():
+            return None
+        if self.groups is None:
+            wt = (tl.tids[:int((~tl.helper).sum())] if tl is not None
+                  else np.unique(np.asarray(self.tasks["tid"])))
+            tc = (getattr(self.trace, "trailer", None) or {}).get("thread_cgroups") or {}
+            self.groups = workload_groups(self.tasks, np.asarray(wt),
+                                          np.asarray(self.fs["tid"]), tc.get("threads") or ())
+        return self.groups
+
+    def cgroups_recorded(self) -> bool:
+        """Whether the task records name their tasks' cgroups (format 9 on)."""
+        version = int(getattr(self.trace, "version", abi.FORMAT_VERSION))
+        return version >= abi.CGROUP_VERSION and "cgroup_id" in self.tasks
+
     def thread_time(self) -> Any:
         tl, fill, _, _, comms = self.r["timeline"]
-        return thread_time_view(tl, self.cfg.causal_depth, self.meta.get("machine"), fill,
-                                comms)
+        groups = self.cgroup_groups(tl)
+        out = thread_time_view(tl, self.cfg.causal_depth, self.meta.get("machine"), fill,
+                               comms, None if groups is None else groups["of_workload"])
+        self.explained = out.pop("_by_group", None)
+        return out
+
+    def cgroup_section(self) -> dict[str, Any]:
+        """result["cgroups"] (--by cgroup): per cgroup, the threads' time and calls."""
+        if not self.cgroups_recorded():
+            return not_recorded(int(getattr(self.trace, "version", 0)))
+        timeline = self.r.get("timeline") if self.causal else None
+        tl = timeline[0] if timeline else None
+        groups = self.cgroup_groups(tl)
+        assert groups is not None
+        return cgroup_view(groups, getattr(self.trace, "cgroup_paths", {}) or {}, self.tasks,
+                           self.fs, tl, self.explained, self.meta.get("machine"))
 
     def causal_views(self) -> dict[str, Any]:
         """The elapsed time along the critical path, the thread time and, when asked,
@@ -675,8 +715,9 @@ class _Tasks:
         def drop_timeline() -> None:
             r["timeline"] = None
 
+        tl_users = ("workload", "cgroups") if self.cfg.by_cgroup else ("workload",)
         causal = [((("timeline",), drop_intervals)),
-                  *([] if self.cfg.keep_causal else [(("workload",), drop_timeline)])] \
+                  *([] if self.cfg.keep_causal else [(tl_users, drop_timeline)])] \
             if self.causal else []
         return [*causal, (("unions", "queue depth"), drop_stage_times),
                 (("unions", "locality"), drop_stage_order),
@@ -763,6 +804,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
             res.pop(k, None)
         res["wait_other_by_syscall_ns"] = res["wait_other_by_waker_ns"] = {}
         res["blocked_by_syscall_ns"] = {}
+    if cfg.by_cgroup:
+        res["cgroups"] = r["cgroups"]
     if r["once"][1] is not None:
         res["stack_carried"] = r["once"][1]
     # Background: other devices set apart (causal traces) and other processes' requests

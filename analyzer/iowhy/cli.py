@@ -206,6 +206,8 @@ def _run_recorder(args: argparse.Namespace, target: list[str]) -> int:
             cmd += ["--after", repr(args.after)]
         if args.max_dumps is not None:
             cmd += ["--max-dumps", str(args.max_dumps)]
+        if args.dump_on_exit:
+            cmd.append("--dump-on-exit")
     if args.quiet:
         cmd.append("-q")
     cmd += ["--syscalls", args.syscalls]
@@ -345,8 +347,10 @@ TRIGGER_RE = re.compile(r"(fsync|request|flush|blocked)>([0-9]+(?:\.[0-9]+)?)(ns
 def _check_flight(args: argparse.Namespace) -> None:
     """--flight and its options, as the recorder takes them (one line otherwise)."""
     if args.flight is None:
-        if args.trigger or args.after is not None or args.max_dumps is not None:
-            raise UserError("--trigger, --after and --max-dumps need --flight SECONDS",
+        if (args.trigger or args.after is not None or args.max_dumps is not None
+                or args.dump_on_exit):
+            raise UserError("--trigger, --after, --max-dumps and --dump-on-exit need "
+                            "--flight SECONDS",
                             "e.g. iowhy attach -p PID --flight 30 --trigger fsync>200ms",
                             EXIT_USAGE)
         return
@@ -563,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stay attached until Ctrl-C (or --duration) keeping only the records "
                         "of the last SECONDS in memory, at most "
                         f"{FLIGHT_MAX_MIB} MiB of compressed chunks (beyond it the oldest are "
-                        "dropped and counted on the first line of every output of the dump); "
+                        "dropped and counted on the first line of every output of the dump), "
+                        "and 2 MiB naming the cgroup of each live thread; "
                         "on SIGUSR1 or a --trigger, write them and --after seconds more to "
                         "OUTPUT, then OUTPUT.1.iowt, OUTPUT.2.iowt, ...; each dump is a trace "
                         "that says it is a flight window and what fired when")
@@ -579,6 +584,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: 1)")
     f.add_argument("--max-dumps", type=int, metavar="N",
                    help="stop after N dumps (default: 10)")
+    f.add_argument("--dump-on-exit", action="store_true",
+                   help="also write the window when the recording stops (Ctrl-C, SIGTERM, "
+                        "--duration, the target's exit), its trigger `stop (SIGINT)`... "
+                        "(default: only SIGUSR1 and the triggers write; a dump a trigger made "
+                        "pending is written at the stop in any case)")
     a.set_defaults(func=cmd_attach)
 
     i = sub.add_parser("info", help="what a trace holds: records, losses, devices",

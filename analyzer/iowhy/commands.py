@@ -66,6 +66,11 @@ def add_analysis_parsers(sub: Any) -> None:
                     help="at most N findings (default: %(default)s)")
     an.add_argument("--no-placement", action="store_true",
                     help="skip seek histograms, positioning cost and time locality (faster)")
+    an.add_argument("--by", choices=("cgroup",),
+                    help="also group the workload's threads: `cgroup`, per cgroup v2 (as each "
+                         "task was first seen; traces of format 9 on), with their time, the "
+                         "syscalls they were blocked in and their fsync-family calls (with "
+                         "--json: the key `cgroups`)")
     r.set_defaults(func=cmd_report)
 
     h = sub.add_parser(
@@ -199,7 +204,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                          queue_depth_buckets=args.depth_buckets, max_findings=args.findings,
                          placement=not args.no_placement, locality=not args.no_placement,
                          figures=bool(args.html), keep_causal=bool(args.html),
-                         interval_ns=int(round(interval * 1e9)) if interval else 0)
+                         interval_ns=int(round(interval * 1e9)) if interval else 0,
+                         by_cgroup=getattr(args, "by", None) == "cgroup")
     # Before the trace is read: its decoded records are the first large allocations,
     # and freed memory must stay in the heap for the analysis (and before the reader's
     # decoding threads start).

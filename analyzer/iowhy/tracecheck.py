@@ -236,7 +236,23 @@ RECORDER = obj({
 COUNTERS = map_of(COUNT)
 RECORDS = map_of(COUNT)
 
-PROGRESS = obj({"end_ns": NS, "counters": COUNTERS, "records": RECORDS})
+# version 9: the cgroups the task records name, id -> path below the cgroup2 mount (null:
+# removed before the recorder looked it up); an entry without its id is dropped
+CGROUPS = list_of(obj({"id": U64, "path": NSTR}, required=("id",)), drop_bad=True)
+
+
+def _tid_cgroup(v: Any, path: str, bad: list[str]) -> tuple[bool, Any]:
+    """[tid, cgroup id] (TRAILER `thread_cgroups.threads`)."""
+    ok = (isinstance(v, list) and len(v) == 2
+          and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+          and 0 < v[0] < 1 << 31 and 0 < v[1] <= I64_MAX)
+    return ok, v
+
+
+# a flight dump: the cgroup of each live thread when first seen
+THREAD_CGROUPS = obj({"threads": list_of(_tid_cgroup, drop_bad=True), "not_kept": COUNT})
+
+PROGRESS = obj({"end_ns": NS, "counters": COUNTERS, "records": RECORDS, "cgroups": CGROUPS})
 
 TRAILER = obj({
     "end_ns": NS, "records": RECORDS, "counters": COUNTERS, "stop_reason": NSTR,
@@ -251,6 +267,7 @@ TRAILER = obj({
                    "dump": SMALL, "bound_bytes": U64, "dropped_chunks": COUNT,
                    "dropped_bytes": U64, "aged_chunks": COUNT, "triggers_during": COUNT},
                   required=("window_ns", "trigger", "trigger_ns")),
+    "cgroups": CGROUPS, "thread_cgroups": THREAD_CGROUPS,
 })
 
 SCHEMAS = {"meta": META, "recorder": RECORDER, "progress": PROGRESS, "trailer": TRAILER}
@@ -267,11 +284,12 @@ OWN_KEYS: dict[str, frozenset[str]] = {
     "recorder": frozenset({"pid", "recorder_pid", "mode", "start_ns", "startup_ns",
                            "attach_mode", "task_state", "syscalls", "write_probes",
                            "ringbuf_bytes", "devices_filter", "probes", "imported"}),
-    "progress": frozenset({"end_ns", "counters", "records"}),
+    "progress": frozenset({"end_ns", "counters", "records", "cgroups"}),
     "trailer": frozenset({"end_ns", "counters", "records", "stop_reason", "exit_status",
                           "write_probes_ns", "rq_seq_stride", "in_flight_at_stop",
                           "calls_open_at_stop", "recursion_misses", "recorder_cpu_ns",
-                          "chunk_zstd", "probe_stats", "flight"}),
+                          "chunk_zstd", "probe_stats", "flight", "cgroups",
+                          "thread_cgroups"}),
 }
 
 

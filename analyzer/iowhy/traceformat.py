@@ -143,6 +143,9 @@ class Trace:
     recorder: dict[str, Any] = field(default_factory=dict)
     trailer: dict[str, Any] | None = None
     progress: dict[str, Any] | None = None
+    # version 9: cgroup id -> its path below the cgroup2 mount (None: removed before the
+    # recorder looked it up), from every PROGRESS and the TRAILER `cgroups`
+    cgroup_paths: dict[int, str | None] = field(default_factory=dict)
     damage: Damage = field(default_factory=Damage)
     chunk_count: int = 0
     _views: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
@@ -267,6 +270,10 @@ class Trace:
         why = (f"; it starts after them ({int(f.get('dropped_bytes') or 0):,} bytes, dropped "
                f"oldest first to stay within {int(f.get('bound_bytes') or 0) >> 20} MiB)"
                if dropped else "")
+        if str(f["trigger"]).startswith("stop"):  # --dump-on-exit: the window up to the stop
+            return (f"flight recorder dump {f.get('dump', '?')}, {dropped} chunks of its "
+                    f"window dropped: written at {f['trigger']}, it holds up to "
+                    f"{f['window_ns'] / 1e9:g} s before it{why}")
         return (f"flight recorder dump {f.get('dump', '?')}, {dropped} chunks of its window "
                 f"dropped: {f['trigger']} fired {when}, which holds up to "
                 f"{f['window_ns'] / 1e9:g} s before it and "
@@ -554,6 +561,9 @@ def _take_chunks(tr: Trace, valid: list[tuple[int, tuple]], src: _Source, size: 
                     continue
                 tr.trailer = obj
                 trailer_seq = seq
+            for c in obj.get("cgroups") or ():  # PROGRESS: the new ones; TRAILER: all
+                if c.get("path") is not None or c["id"] not in tr.cgroup_paths:
+                    tr.cgroup_paths[int(c["id"])] = c.get("path")
             continue
         if ctype not in sizes or h[2] != sizes[ctype]:
             dmg.unknown_chunks += 1

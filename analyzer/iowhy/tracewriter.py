@@ -23,11 +23,15 @@ class TraceWriter:
     zstd_level: 0 writes plain chunks; a zstd level (1-22) compresses each chunk, as the
     recorder does, kept plain when compressing does not make it smaller. compact (with a
     zstd level): the record types that have a compacted form are compacted before they are
-    compressed, as the recorder does, and the file is version 6; otherwise the file is
-    version 5, the lowest that holds what is written (a reader of version 5 reads it)."""
+    compressed, as the recorder does, and the file is of this format version; otherwise
+    the file is version 5, the lowest that holds what is written (a reader of version 5
+    reads it). `version` says which instead: a file of version 9 or later holds the
+    tasks' cgroups (64-byte task records), one of an older version 56-byte task records
+    (a task with a cgroup id is refused there)."""
 
     def __init__(self, path: str, created_realtime_ns: int = 0, zstd_level: int = 0,
-                 compact: bool = False, fileobj: IO[Any] | None = None) -> None:
+                 compact: bool = False, fileobj: IO[Any] | None = None,
+                 version: int | None = None) -> None:
         """fileobj: write there (a file the caller opened, and commits) instead of
         creating PATH; close() then leaves it open."""
         self.own = fileobj is None
@@ -43,7 +47,13 @@ class TraceWriter:
         self.counts: dict[str, int] = {}
         hdr = np.zeros(1, dtype=abi.FILE_HDR_DTYPE)
         hdr["magic"] = abi.FILE_MAGIC
-        hdr["version"] = abi.FORMAT_VERSION if self.compact else abi.BASE_VERSION
+        if version is None:
+            version = abi.FORMAT_VERSION if self.compact else abi.BASE_VERSION
+        if version not in abi.READ_VERSIONS or version < abi.BASE_VERSION or (
+                self.compact and version < 6):
+            raise ValueError(f"TraceWriter cannot write format version {version}")
+        self.version = version
+        hdr["version"] = version
         hdr["hdr_bytes"] = HDR_SIZE
         hdr["chunk_hdr_bytes"] = CHDR_SIZE
         hdr["endian_tag"] = 0x01020304
@@ -98,6 +108,15 @@ class TraceWriter:
         code = found[0]
         name, dtype = abi.RECORD_TYPES[code]
         a = np.ascontiguousarray(arr)
+        old = abi.OLD_RECORD_DTYPES.get(self.version, {}).get(code)
+        if old is not None:  # an older version's layout: the fields it has
+            if code == abi.REC_TASK and a["cgroup_id"].any():
+                raise ValueError(f"task cgroups need format version {abi.CGROUP_VERSION}; "
+                                 f"this file is version {self.version}")
+            narrow = np.zeros(len(a), dtype=old)
+            for f in old.names or ():
+                narrow[f] = a[f]
+            a, dtype = narrow, old
         if "type" in (dtype.names or ()):
             a = a.copy()
             a["type"] = code

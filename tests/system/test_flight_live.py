@@ -67,7 +67,8 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
 
 
 def _stop(rec, stopfile: Path, worker) -> str:
-    """Ctrl-C to the flight recorder (it writes nothing more), then the workload ends."""
+    """Ctrl-C to the flight recorder (it writes nothing more, unless a dump is pending or
+    --dump-on-exit), then the workload ends."""
     rec.send_signal(signal.SIGINT)
     _, err = rec.communicate(timeout=60)
     assert rec.returncode == 128 + signal.SIGINT, err
@@ -131,6 +132,70 @@ def test_sigusr1_writes_the_last_seconds(bpf, make_fs, tmp_path, iowhy_bin, requ
     _reads(iowhy_bin, out, tmp_path)
     info = json.loads(run([*iowhy_bin, "info", "--json", str(out)]).stdout)
     assert info["flight"] == fl and info["stop_reason"] == "flight-dump"
+
+
+def test_sigint_with_dump_on_exit_writes_the_last_seconds(bpf, make_fs, tmp_path, iowhy_bin,
+                                                          request):
+    """--dump-on-exit: Ctrl-C writes the window up to the stop (SECONDS +-10%, ending
+    within 1 s of the signal) with every fsync the workload made in it, then exits."""
+    _, mnt = make_fs("ext4", 256)
+    stop, log = tmp_path / "stop", tmp_path / "calls"
+    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
+    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
+    out = tmp_path / "ex.iowt"
+    rec = _attach_flight(iowhy_bin, request, w.pid, out, "--flight", str(WINDOW_S),
+                         "--dump-on-exit")
+    time.sleep(WINDOW_S + 2)
+    assert not out.exists()  # nothing fired
+    t_sig = time.monotonic_ns()
+    err = _stop(rec, stop, w)
+    assert "flight: wrote" in err and "1 dump(s) written, 0 trigger(s) fired" in err, err
+    assert not (tmp_path / "ex.1.iowt").exists(), err
+
+    tr = read_trace(str(out))
+    assert not tr.damage.damaged, tr.damage.summary()
+    fl = tr.trailer["flight"]
+    assert fl["trigger"] == "stop (SIGINT)" and fl["dump"] == 1, fl
+    assert 0 <= fl["trigger_ns"] - t_sig < 10**9
+    assert abs(tr.end_ns - tr.start_ns - WINDOW_S * 10**9) <= WINDOW_S * 10**8  # +-10%
+    assert 0 <= tr.end_ns - t_sig <= 10**9, tr.end_ns - t_sig
+    # every fsync the workload made in the window, up to the signal, is in it
+    calls = _calls(log)
+    inside = calls[(calls[:, 0] >= tr.start_ns) & (calls[:, 1] <= t_sig)]
+    assert len(inside) >= 50, len(inside)
+    fs = tr.records("fsync")
+    fs = fs[(fs["tgid"] == w.pid) & (fs["call_u16"] == abi.CALL_FSYNC)]
+    enter, exit_ = fs["enter_ns"].astype(np.int64), fs["exit_ns"].astype(np.int64)
+    missing = [(a, b) for a, b in inside
+               if not np.any((enter >= a) & (enter <= b) & (exit_ <= b) & (exit_ >= enter))]
+    assert not missing, f"{len(missing)} of {len(inside)} fsyncs not in the window"
+    _reads(iowhy_bin, out, tmp_path)
+
+
+def test_a_dump_pending_at_stop_is_written(bpf, make_fs, tmp_path, iowhy_bin, request):
+    """SIGUSR1 with --after 30, then Ctrl-C a second later: the dump is written at the
+    stop (its --after cut short), not lost; without --dump-on-exit, nothing more."""
+    _, mnt = make_fs("ext4", 256)
+    stop, log = tmp_path / "stop", tmp_path / "calls"
+    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
+    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
+    out = tmp_path / "pe.iowt"
+    rec = _attach_flight(iowhy_bin, request, w.pid, out, "--flight", "3", "--after", "30")
+    time.sleep(4)
+    t_usr1 = time.monotonic_ns()
+    rec.send_signal(signal.SIGUSR1)
+    time.sleep(1)
+    assert not out.exists()
+    t_sig = time.monotonic_ns()
+    err = _stop(rec, stop, w)
+    assert "writing it now" in err and "1 dump(s) written" in err, err
+    assert not (tmp_path / "pe.1.iowt").exists(), err
+    tr = read_trace(str(out))
+    assert not tr.damage.damaged, tr.damage.summary()
+    fl = tr.trailer["flight"]
+    assert fl["trigger"] == "SIGUSR1" and 0 <= fl["trigger_ns"] - t_usr1 < 10**9, fl
+    assert 0 <= tr.end_ns - t_sig <= 10**9, tr.end_ns - t_sig
+    assert int(tr.records("fsync")["exit_ns"].max()) > fl["trigger_ns"]  # the second after
 
 
 @pytest.mark.lab

@@ -112,15 +112,18 @@ def base_records(n: int = 40) -> dict[str, np.ndarray]:
                     "waker_tgid": 50, "waker_comm": b"jbd2/sdz1-8"})
         t += 1200
     tasks = [{"ts_ns": START, "tid": 100, "tgid": 100, "event_u16": abi.TASK_ROOT,
-              "comm": b"fsync-loop"},
+              "comm": b"fsync-loop", "cgroup_id": CGROUP[0]},
              {"ts_ns": t, "tid": 100, "tgid": 100, "event_u16": abi.TASK_EXIT,
-              "comm": b"fsync-loop"}]
+              "comm": b"fsync-loop", "cgroup_id": CGROUP[0]}]
     sc = [{"ts_ns": t, "syscall_nr": 74, "count": n, "total_ns": 1000 * n},
           {"ts_ns": t, "syscall_nr": 1, "count": 3, "total_ns": 300}]
     return {"request": _records(abi.REQUEST_DTYPE, rq), "fsync": _records(abi.FSYNC_DTYPE, fs),
             "journal": _records(abi.JOURNAL_DTYPE, jr),
             "offcpu": _records(abi.OFFCPU_DTYPE, off), "task": _records(abi.TASK_DTYPE, tasks),
             "syscall": _records(abi.SYSCALL_DTYPE, sc)}
+
+
+CGROUP = (4242, "/system.slice/db.service")  # the task's cgroup id and path
 
 
 def end_ns(n: int = 40) -> int:
@@ -132,9 +135,10 @@ def write_base(path: Path | str, *, n: int = 40, chunk_records: int = 16,
                trailer: bool = True, zstd_level: int = 0, compact: bool = False) -> str:
     """The base trace: META, RECORDER, record chunks of `chunk_records`, a PROGRESS
     halfway, TRAILER (chunks compressed at zstd_level, plain if 0; compacted first with
-    `compact`, version 6)."""
+    `compact`); this format version (its task records name their cgroup)."""
     recs = base_records(n)
-    w = TraceWriter(str(path), zstd_level=zstd_level, compact=compact)
+    w = TraceWriter(str(path), zstd_level=zstd_level, compact=compact,
+                    version=abi.FORMAT_VERSION)
     w.write_json(abi.CHUNK_META, meta or meta_obj())
     w.write_json(abi.CHUNK_RECORDER, recorder or recorder_obj())
     names = list(recs)
@@ -143,9 +147,11 @@ def write_base(path: Path | str, *, n: int = 40, chunk_records: int = 16,
         if i == 1:
             w.write_json(abi.CHUNK_PROGRESS, {
                 "end_ns": START + 500, "counters": {c: 0 for c in abi.COUNTER_NAMES},
-                "records": {k: w.counts.get(k, 0) for k in abi.RECORD_NAMES}})
+                "records": {k: w.counts.get(k, 0) for k in abi.RECORD_NAMES},
+                "cgroups": [{"id": CGROUP[0], "path": CGROUP[1]}]})
     w.close({"end_ns": end_ns(n), "stop_reason": "workload-exit", "exit_status": 0,
-             "recorder_cpu_ns": {"user": 1000, "system": 2000}} if trailer else None)
+             "recorder_cpu_ns": {"user": 1000, "system": 2000},
+             "cgroups": [{"id": CGROUP[0], "path": CGROUP[1]}]} if trailer else None)
     return str(path)
 
 
@@ -267,6 +273,7 @@ def commands(path: str, other: str) -> Iterator[list[str]]:
     yield ["info", "--json", path]
     yield ["report", path]
     yield ["report", "--json", path]
+    yield ["report", "--by", "cgroup", path]
     yield ["hist", path]
     yield ["hist", "--metric", "fsync", path]
     yield ["compare", other, path]
@@ -320,12 +327,14 @@ def hostile_names_trace(path: Path | str) -> str:
     for name, field in (("request", "comm"), ("fsync", "comm"), ("journal", "comm"),
                         ("offcpu", "waker_comm"), ("task", "comm")):
         recs[name][field] = COMM
-    w = TraceWriter(str(path))
+    w = TraceWriter(str(path), version=abi.FORMAT_VERSION)
     w.write_json(abi.CHUNK_META, m)
     w.write_json(abi.CHUNK_RECORDER, recorder_obj(["/bin/echo", ARG]))
     for arr in recs.values():
         w.write_records(arr)
-    w.close({"end_ns": end_ns(8), "stop_reason": "workload-exit", "exit_status": 0})
+    # a cgroup's path is a name too: bytes, here with an ESC sequence and a non-UTF-8 byte
+    w.close({"end_ns": end_ns(8), "stop_reason": "workload-exit", "exit_status": 0,
+             "cgroups": [{"id": CGROUP[0], "path": "/x\x1b]0;pwned\x07/\udcff"}]})
     return str(path)
 
 

@@ -22,6 +22,7 @@ FLIGHT = {"window_ns": 30_000_000_000, "after_ns": 1_000_000_000, "trigger": "fs
 @pytest.mark.parametrize("argv,words", [
     (["--trigger", "fsync>200ms"], "need --flight SECONDS"),
     (["--after", "2"], "need --flight SECONDS"),
+    (["--dump-on-exit"], "need --flight SECONDS"),
     (["--flight", "0.5"], "--flight 0.5 is not a number of seconds from 1"),
     (["--flight", "nan"], "--flight nan"),
     (["--flight", "10", "--after", "-1"], "--after -1.0"),
@@ -80,6 +81,14 @@ def test_a_dump_says_what_it_is_first(tmp_path, capsys):
     assert cli.main(["info", "--json", path]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["flight"] == FLIGHT and d["stop_reason"] == "flight-dump"
+
+
+def test_a_dump_written_at_stop_says_so(tmp_path):
+    """--dump-on-exit: the window up to the stop, nothing after it."""
+    tr = read_trace(_dump(tmp_path / "d.iowt", {**FLIGHT, "trigger": "stop (SIGINT)",
+                                                "trigger_ns": 30_000_002_000}))
+    assert tr.flight_line() == ("flight recorder dump 2, 0 chunks of its window dropped: "
+                                "written at stop (SIGINT), it holds up to 30 s before it")
 
 
 def test_dropped_chunks_are_on_the_first_line(tmp_path, capsys):

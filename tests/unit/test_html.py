@@ -190,3 +190,14 @@ def test_chromium_escaped_page(tmp_path):
     out = tmp_path / "evil.html"
     render(p, out)
     assert_renders(out, tmp_path)
+
+
+def test_hostile_names_are_drawn_and_escaped(tmp_path):
+    """A device name that is not UTF-8 (a lone surrogate once read) is drawn in the
+    figures' legends (matplotlib cannot draw a surrogate) and a cgroup path with an ESC
+    sequence is shown escaped in the page (`--by cgroup`)."""
+    from damaged_traces import hostile_names_trace
+    from htmlcheck import render
+    text = render(hostile_names_trace(tmp_path / "t.iowt"), tmp_path / "t.html",
+                  "--by", "cgroup")
+    assert "\x1b" not in text and "/x^[]0;pwned^G/\\xff" in text

@@ -849,14 +849,19 @@ THREAD_BATCH = 1 << 16  # segments of the threads explained together by thread_t
 
 def thread_time_view(tl: Timeline, depth: int, arch: str | None,
                      fill: Fill | None = None,
-                     comms: Mapping[int, str] | None = None) -> dict[str, Any]:
+                     comms: Mapping[int, str] | None = None,
+                     groups: np.ndarray | None = None) -> dict[str, Any]:
     """The same categories summed over every workload thread's life, per syscall the
     thread was in (its own syscall, not its waker's) and per thread (at most
     BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name), with each
     thread's own state beside what explains it (own_state).
 
     The leaves are summed as each level of the recursion gives them, for THREAD_BATCH
-    segments' worth of threads at a time, and never kept: memory is one level's."""
+    segments' worth of threads at a time, and never kept: memory is one level's.
+
+    groups: a group number per workload thread (views/cgroups.py); the level ones are
+    then also summed per group, in `_by_group` (groups x level one), for the caller
+    to take out."""
     nw = int((~tl.helper).sum())
     per = np.zeros((nw, NL1), I64)
     det = np.zeros((NL1, NK), I64)
@@ -896,10 +901,16 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
         by_sys[nm] = {"total_ns": int(m.sum()), "attribution_ns": att,
                       "attribution_detail_ns": {c: p for c, p in detail_dict(m).items() if p}}
     sums = per.sum(axis=0)
-    return {"threads": nw, "total_ns": total,
-            "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, sums.tolist())},
-            "attribution_detail_ns": detail_dict(det),
-            "by_syscall": by_sys, "by_thread": by_thread}
+    out = {"threads": nw, "total_ns": total,
+           "attribution_ns": {k: int(v) for k, v in zip(CAUSAL_CATEGORIES, sums.tolist())},
+           "attribution_detail_ns": detail_dict(det),
+           "by_syscall": by_sys, "by_thread": by_thread}
+    if groups is not None:
+        g = np.asarray(groups, I64)
+        by_group = np.zeros((int(g.max()) + 1 if len(g) else 0, NL1), I64)
+        np.add.at(by_group, g, per)
+        out["_by_group"] = by_group
+    return out
 
 
 def own_state(tl: Timeline, actors: np.ndarray, arch: str | None) -> list[dict[str, Any]]:
