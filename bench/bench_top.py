@@ -26,7 +26,8 @@ probes, the recorder and the Python process, with the probes' run time per fsync
 the load average at the start of each pair; --programs adds each program's runs per
 fsync and time per run. The loop's fsync rate with top over its rate alone (paired) is
 printed too. --workdir /dev/shm puts the loop device's file in memory: the loop then
-runs several times faster. Prints figures; asserts nothing.
+runs several times faster; --rate N paces it to at most N fsyncs a second, so that runs
+compare at one rate. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 IOWHY = [str(REPO / ".venv" / "bin" / "iowhy")]
 LOOP = r"""
 import os, sys, time
-path, seconds = sys.argv[1], float(sys.argv[2])
+path, seconds, rate = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 n, end = 0, time.monotonic() + seconds
 t0 = time.monotonic()
@@ -54,6 +55,10 @@ while time.monotonic() < end:
     os.write(fd, b"x" * 4096)
     os.fsync(fd)
     n += 1
+    if rate:  # at most `rate` fsyncs a second: sleep once 1 ms ahead
+        ahead = t0 + n / rate - time.monotonic()
+        if ahead > 0.001:
+            time.sleep(ahead)
 print(n, time.monotonic() - t0)
 """
 
@@ -140,7 +145,8 @@ def vm_kib(pid: int, key: str) -> int:
     return 0
 
 
-def one(workdir: Path, seconds: float, with_top: bool, flight: float = 0) -> dict:
+def one(workdir: Path, seconds: float, with_top: bool, flight: float = 0,
+        rate: float = 0) -> dict:
     """The loop alone, or beside top (or, with `flight`, beside `iowhy attach --flight`):
     it is started first on a process that then runs the loop (a shell that waits for a go
     file), and measured once it is ready (its first snapshot; the flight recorder's line
@@ -154,7 +160,7 @@ def one(workdir: Path, seconds: float, with_top: bool, flight: float = 0) -> dic
         # the shell outlives the loop, so that what follows it is still attached when the
         # loop ends and is measured then
         loop = subprocess.Popen(["sh", "-c", f'while [ ! -e "{go}" ]; do sleep 0.05; done; '
-                                 f'{sys.executable} -c \'{LOOP}\' {fs.mnt / "f"} {seconds} '
+                                 f'{sys.executable} -c \'{LOOP}\' {fs.mnt / "f"} {seconds} {rate} '
                                  f'> {result}; touch {done}; exec sleep 600'])
         out: dict = {}
         if with_top and flight:
@@ -210,6 +216,8 @@ def main() -> int:
     ap.add_argument("--workdir", default="/var/tmp")
     ap.add_argument("--flight", type=float, default=0, metavar="SEC",
                     help="measure `iowhy attach --flight SEC` instead of top")
+    ap.add_argument("--rate", type=float, default=0, metavar="N",
+                    help="pace the loop to at most N fsyncs a second (0: as fast as it goes)")
     ap.add_argument("--programs", action="store_true",
                     help="print each BPF program's runs per fsync and time per run")
     args = ap.parse_args()
@@ -227,7 +235,8 @@ def main() -> int:
             order = [False, True]
             rng.shuffle(order)
             load = Path("/proc/loadavg").read_text().split()[0]
-            res = {w: one(Path(args.workdir), args.seconds, w, args.flight) for w in order}
+            res = {w: one(Path(args.workdir), args.seconds, w, args.flight, args.rate)
+                   for w in order}
             alone, top = res[False], res[True]
             wall = top["wall_s"]
             share = (top["top_cpu_s"] + top["bpf_s"]) / wall
