@@ -937,13 +937,17 @@ static __always_inline __u32 done_link(int btf, __u32 pc, __u64 now, __u64 *seq,
 
 /*
  * top_mode: the class of a request at its final completion (IOWHY_RQC_*), for the thread
- * its completion wakes (on_waking): `iowhy top` names that wait by it.
+ * its completion wakes (on_waking): `iowhy top` names that wait by it. A flush is what
+ * the analysis calls one (model/classify.py): REQ_OP_FLUSH, or an empty PREFLUSH write
+ * (an fsync's blkdev_issue_flush(), completed when the flush it waited for is done).
  */
 static __always_inline __u32 rq_class(struct iowhy_request *r, __u32 cmd)
 {
 	__u32 op = cmd & 0xff;
 
-	if (op == req_op_flush())
+	if (op == req_op_flush() ||
+	    (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE) && !r->len_bytes &&
+	     ((cmd | r->bio_flags) & REQ_BIT(__REQ_PREFLUSH))))
 		return IOWHY_RQC_BARRIER;
 	if ((*(__u64 *)r->comm & 0xffffffffffULL) == 0x2f3264626aULL) /* "jbd2/" */
 		return IOWHY_RQC_LOG;
