@@ -202,7 +202,8 @@ static int sleep_cause(const struct iowhy_offcpu *e)
 void top_event(struct rec *r, const struct iowhy_rec_hdr *h)
 {
 	struct top *t = r->top;
-	__u64 lo = t->t0, hi = ~0ULL;
+	/* the first interval starts with the recording (records can come before its first tick) */
+	__u64 lo = t->t0 ? t->t0 : r->start_ns, hi = ~0ULL;
 	struct tproc *p;
 
 	if (h->type == IOWHY_REC_REQUEST) {
