@@ -44,6 +44,13 @@ const volatile __s32 nr_fsync = -1, nr_fdatasync = -1, nr_sync = -1, nr_syncfs =
  * Spares every other write(2) of the workload the two tracepoint programs.
  */
 const volatile __u8 lazy_writes = 0;
+/*
+ * 1: `iowhy top` (the recorder's --top). It folds only the off-CPU, fsync-family and
+ * request records of tracked tasks into its totals, so the probes follow no helper
+ * thread and write no task record; the verifier drops that code. (The recorder does not
+ * load the journal, filesystem and write-family programs either: rec_probes.c.)
+ */
+const volatile __u8 top_mode = 0;
 const volatile __s32 nr_write = -1, nr_pwrite64 = -1, nr_writev = -1, nr_pwritev = -1,
 		     nr_pwritev2 = -1;
 __u32 write_probes_wanted = 0;
@@ -648,6 +655,12 @@ static __always_inline void rq_emit(struct iowhy_request *r, __u64 key, __u64 no
 	r->pad0 = 0;
 	if (!(r->flags_u16 & IOWHY_RQ_ORIGIN) && r->nr_bios)
 		count(IOWHY_C_NO_ORIGIN);
+	/* top reads the requests of tracked tasks only (a waking takes its request's class
+	 * from the completion stack) */
+	if (top_mode && !(r->flags_u16 & IOWHY_RQ_TRACKED)) {
+		rq_release(r, key);
+		return;
+	}
 	fill_hdr(&r->hdr, IOWHY_REC_REQUEST, sizeof(*r), now);
 	e = stage_begin(&sb, sizeof(*r));
 	if (e) {
@@ -818,7 +831,7 @@ struct done_ent {
 	__u32 ctx_pc; /* preempt count & IOWHY_PC_CTX_MASK at the push */
 	__u32 pid;    /* current task at the push (0: idle) */
 	__u32 by_hctx; /* never started (state MQ_RQ_IDLE at the push): alive while mq_hctx is set */
-	__u32 pad;
+	__u32 cls;     /* top_mode: its IOWHY_RQC_* (0: unknown) */
 };
 
 struct done_stack {
@@ -853,7 +866,8 @@ static __always_inline int done_rq_live(int btf, struct done_ent *e)
 	return BPF_CORE_READ(rq, state) != 0;
 }
 
-static __always_inline void done_push(int btf, struct request *req, __u64 seq, __u64 now)
+static __always_inline void done_push(int btf, struct request *req, __u64 seq, __u32 cls,
+				      __u64 now)
 {
 	__u64 rq = (__u64)req;
 	__u32 zero = 0, n, pc;
@@ -883,6 +897,7 @@ static __always_inline void done_push(int btf, struct request *req, __u64 seq, _
 	e->ctx_pc = get_preempt_count(btf, &pc) ? DONE_CTX_UNKNOWN : pc & IOWHY_PC_CTX_MASK;
 	e->pid = (__u32)bpf_get_current_pid_tgid();
 	e->by_hctx = RD(btf, req, state) == 0;
+	e->cls = cls;
 	d->n = n + 1;
 }
 
@@ -891,7 +906,7 @@ static __always_inline void done_push(int btf, struct request *req, __u64 seq, _
  * the innermost matching entry. `pc` is the context (preempt count & IOWHY_PC_CTX_MASK,
  * or DONE_CTX_UNKNOWN). Returns its depth (1 = outermost), 0 if none.
  */
-static __always_inline __u32 done_link(int btf, __u32 pc, __u64 now, __u64 *seq)
+static __always_inline __u32 done_link(int btf, __u32 pc, __u64 now, __u64 *seq, __u32 *cls)
 {
 	__u32 zero = 0, n, pid = (__u32)bpf_get_current_pid_tgid();
 	struct done_stack *d = bpf_map_lookup_elem(&done_stk, &zero);
@@ -912,11 +927,35 @@ static __always_inline __u32 done_link(int btf, __u32 pc, __u64 now, __u64 *seq)
 			if (e->seq == DONE_SEQ_NONE)
 				return 0;
 			*seq = e->seq;
+			*cls = e->cls;
 			return n;
 		}
 		n--;
 	}
 	return 0;
+}
+
+/*
+ * top_mode: the class of a request at its final completion (IOWHY_RQC_*), for the thread
+ * its completion wakes (on_waking): `iowhy top` names that wait by it. A flush is what
+ * the analysis calls one (model/classify.py): REQ_OP_FLUSH, or an empty PREFLUSH write
+ * (an fsync's blkdev_issue_flush(), completed when the flush it waited for is done).
+ */
+static __always_inline __u32 rq_class(struct iowhy_request *r, __u32 cmd)
+{
+	__u32 op = cmd & 0xff;
+
+	if (op == req_op_flush() ||
+	    (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE) && !r->len_bytes &&
+	     ((cmd | r->bio_flags) & REQ_BIT(__REQ_PREFLUSH))))
+		return IOWHY_RQC_BARRIER;
+	if ((*(__u64 *)r->comm & 0xffffffffffULL) == 0x2f3264626aULL) /* "jbd2/" */
+		return IOWHY_RQC_LOG;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_READ))
+		return IOWHY_RQC_READ;
+	if ((cmd | r->bio_flags) & REQ_BIT(__REQ_META))
+		return IOWHY_RQC_META;
+	return IOWHY_RQC_DATA;
 }
 
 /*
@@ -954,7 +993,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 			r = rq_create(btf, rq, key);
 		if (!r) {
 			if (!(rqf & rqf_flush_seq()) || is_flush)
-				done_push(btf, rq, DONE_SEQ_NONE, now);
+				done_push(btf, rq, DONE_SEQ_NONE, 0, now);
 			return;
 		}
 		r->cmd_flags = cmd;
@@ -987,7 +1026,7 @@ static __always_inline void on_rq_complete(int btf, struct request *rq, int erro
 		r->flags_u16 |= IOWHY_RQ_FLUSH_SEQ;
 		return;
 	}
-	done_push(btf, rq, r->seq, now);
+	done_push(btf, rq, r->seq, top_mode ? rq_class(r, cmd) : 0, now);
 	r->done_ns = now;
 	r->error = error;
 	rq_emit(r, key, now);
@@ -1088,8 +1127,11 @@ static __always_inline __u64 task_cgroup_id(struct task_struct *t)
 static __always_inline void emit_task_at(struct task_struct *t, __u16 event, __u32 parent_tgid,
 					 __s32 code, __u64 ts, __u64 cgid)
 {
-	struct iowhy_task *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+	struct iowhy_task *e;
 
+	if (top_mode)
+		return;
+	e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
 	if (!e) {
 		count(IOWHY_C_RB_TASK);
 		return;
@@ -1402,6 +1444,8 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 				e->flags_u16 |= IOWHY_OFF_WAKER_RQ;
 				e->waker_rq_seq = st->waker_rq_seq;
 				e->waker_rq_depth = st->waker_rq_depth;
+				if (top_mode)
+					e->pad0 = st->waker_rq_class;
 			}
 		}
 		stage_end(sb, e, type, sizeof(*e));
@@ -1880,7 +1924,8 @@ static __always_inline void on_switch(int btf, int preempt, struct task_struct *
 				__sync_fetch_and_add(&blocked_tracked, 1);
 			}
 		}
-	} else if (is_kthread(btf, prev) && helper_pid(tid = RD(btf, prev, pid)) && blocked_tracked) {
+	} else if (!top_mode && is_kthread(btf, prev) && helper_pid(tid = RD(btf, prev, pid)) &&
+		   blocked_tracked) {
 		st = task_state_of(prev, tid, 0);
 		if (st && !st->off_ns && st->helper_until_ns > (now = bpf_ktime_get_ns())) {
 			__u32 state = get_task_state(btf, prev);
@@ -1904,7 +1949,7 @@ next_task:
 			return;
 		emit_offcpu(st, tgid, tid, now ? now : bpf_ktime_get_ns(), 0);
 		throttle_resume(st);
-	} else if (is_kthread(btf, next) && helper_pid(tid = RD(btf, next, pid))) {
+	} else if (!top_mode && is_kthread(btf, next) && helper_pid(tid = RD(btf, next, pid))) {
 		st = task_state_of(next, tid, 0);
 		if (!st || !st->off_ns || !(st->off_flags & IOWHY_OFF_HELPER))
 			return;
@@ -1929,7 +1974,7 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 	int tracked = is_tracked(RD(btf, p, tgid));
 
 	/* Most wakings on a busy machine are of other tasks: they end here. */
-	if (!tracked && !is_kthread(btf, p))
+	if (!tracked && (top_mode || !is_kthread(btf, p)))
 		return;
 	cur = btf ? bpf_get_current_task_btf() : (struct task_struct *)bpf_get_current_task();
 	pt = bpf_get_current_pid_tgid();
@@ -1989,9 +2034,9 @@ static __always_inline void on_waking(int btf, struct task_struct *p)
 				: IOWHY_WCTX_TASK;
 		pc &= IOWHY_PC_CTX_MASK;
 	}
-	st->waker_rq_depth = done_link(btf, pc, now, &st->waker_rq_seq);
+	st->waker_rq_depth = done_link(btf, pc, now, &st->waker_rq_seq, &st->waker_rq_class);
 	/* a kernel thread ending a tracked thread's wait from task context has worked for it */
-	if (st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER) &&
+	if (!top_mode && st->waker_ctx == IOWHY_WCTX_TASK && !(st->off_flags & IOWHY_OFF_HELPER) &&
 	    is_kthread(btf, cur))
 		mark_helper(btf, cur, cur_tid, now);
 }

@@ -245,10 +245,22 @@ struct iowhy_offcpu {
 	__u32 waker_rq_depth;      /* requests being completed on the CPU at the waking, the linked
 				      one included (2: a loop request inside its backing device's
 				      completion); 0 without IOWHY_OFF_WAKER_RQ */
-	__u32 pad0;
+	__u32 pad0;                /* zero in the file; under the recorder's --top (which writes
+				      no file) the class of request waker_rq_seq (IOWHY_RQC_*) */
 	__u64 run_total_ns;        /* the thread's total on-CPU time at the switch-out
 				      (se.sum_exec_runtime); 0 with FROM_START */
 };
+
+/*
+ * The class of a request as `iowhy top` names what its completion ended (rec_top.c),
+ * decided by the probes at the completion under --top only: a flush, a request a
+ * journal thread (jbd2) submitted, a read, a metadata write, any other write.
+ */
+#define IOWHY_RQC_BARRIER 1
+#define IOWHY_RQC_LOG 2
+#define IOWHY_RQC_READ 3
+#define IOWHY_RQC_META 4
+#define IOWHY_RQC_DATA 5
 
 /* iowhy_thread.flags_u16 */
 #define IOWHY_THR_ON_CPU (1 << 0)   /* /proc/TID/syscall said "running": on a CPU when read */
@@ -388,7 +400,7 @@ struct task_state {
 	__u16 waker_ctx;
 	__u16 counted;  /* 1: counted in the probes' blocked_tracked while asleep */
 	__u32 waker_preempt_count;
-	__u32 pad2;
+	__u32 waker_rq_class; /* --top: IOWHY_RQC_* of request waker_rq_seq (0 otherwise) */
 	__u64 run_ns;   /* se.sum_exec_runtime at the switch-out */
 	__u64 helper_until_ns; /* a kernel thread: its intervals are recorded until then */
 	/*

@@ -434,7 +434,8 @@ void poll_until_stop(struct rec *r)
 			stop_sent = 1;
 			kill_at = now_ns(CLOCK_MONOTONIC) + STOP_GRACE_NS;
 		}
-		err = wait_ring(r, 100);
+		/* --top sleeps until its interval ends (or the ring fills, or the target exits) */
+		err = wait_ring(r, r->top ? top_wait_ms(r, now_ns(CLOCK_MONOTONIC)) : 100);
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "failed to poll ring buffer: %s\n", strerror(-err));
 			r->stop_reason = "error";
@@ -460,14 +461,19 @@ void poll_until_stop(struct rec *r)
 			r->stop_reason = "duration";
 			break;
 		}
-		if (now - r->stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
+		if (r->top) {
+			/* the stages and the ring once per interval, right before its line */
+			if (!top_wait_ms(r, now)) {
+				drain_stages(r, 0);
+				ring_buffer__consume(r->rb);
+				top_tick(r, now_ns(CLOCK_MONOTONIC));
+			}
+		} else if (now - r->stages.last_ns >= IOWHY_STAGE_DRAIN_NS) {
 			drain_stages(r, 0);
 			r->stages.last_ns = now;
 		}
 		if (r->fl)
 			flight_tick(r, now);
-		if (r->top)
-			top_tick(r, now);
 		if (now - last_flush >= FLUSH_INTERVAL_NS && !r->top) {
 			flush_all(r);
 			write_progress(r, r->counters_fd);

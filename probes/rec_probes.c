@@ -35,6 +35,22 @@ static int btf_enum_has(const struct btf *btf, const char *type, const char *nam
 	return 0;
 }
 
+/*
+ * --top: tracepoints whose records `iowhy top` does not read (rec_top.c folds off-CPU,
+ * fsync-family and request records only): the journal and filesystem events, bio-based
+ * completions and exec. Not loaded, so their events cost nothing.
+ */
+static int top_unread(const char *tp)
+{
+	static const char *const prefixes[] = { "jbd2_", "ext4_", "xfs_", "xlog_", "btrfs_",
+						"block_bio_complete", "sched_process_exec" };
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(tp, prefixes[i], strlen(prefixes[i])))
+			return 1;
+	return 0;
+}
+
 static const char *tp_of(const char *prog_name, int *is_btf)
 {
 	if (!strncmp(prog_name, "tpb_", 4)) {
@@ -159,8 +175,9 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	/* The probes find an untraced write by its saved syscall number: tp_btf and
 	 * bpf_task_pt_regs() only (core_fixes.bpf.h, task_syscall_nr). */
 	r->lazy_writes = r->env.sync_syscalls && !r->env.eager_writes && !r->env.dry_run && use_btf &&
-		      btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
+		      !r->env.top_ms && btf_enum_has(vmlinux, "bpf_func_id", "BPF_FUNC_task_pt_regs");
 	skel->rodata->lazy_writes = r->lazy_writes;
+	skel->rodata->top_mode = r->env.top_ms > 0;
 	skel->rodata->pc_from_rq = preempt_count_from_rq(vmlinux);
 	skel->rodata->bdp_pause_arg = bdp_pause_arg_of(vmlinux);
 	if (bpf_map__set_max_entries(skel->maps.rb, (__u32)r->env.ringbuf_mib << 20))
@@ -176,7 +193,7 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 	bpf_object__for_each_program(prog, skel->obj) {
 		int is_btf;
 		const char *tp = tp_of(bpf_program__name(prog), &is_btf);
-		int present, unknown, nocg;
+		int present, unknown, nocg, untop;
 
 		if (!tp) {
 			/*
@@ -184,7 +201,9 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 			 * dry-run loads both flavours of syscall probes: it checks them all.
 			 */
 			int sc = !strncmp(bpf_program__name(prog), "sce_", 4);
-			int want = r->env.sync_syscalls || r->env.dry_run;
+			/* --top counts fsync-family calls only: an O_SYNC write is no record */
+			int want = (r->env.sync_syscalls || r->env.dry_run) &&
+				   !(r->env.top_ms && is_write_prog(bpf_program__name(prog)));
 
 			bpf_program__set_autoload(prog, want);
 			if (sc && want && r->nprobes < 64) {
@@ -207,10 +226,13 @@ static int configure(struct rec *r, struct iowhy_bpf *skel, struct btf *vmlinux,
 			  !skel->rodata->bdp_pause_arg;
 		/* every cgroup migration formats its path while this one is attached */
 		nocg = !strcmp(tp, "cgroup_attach_task") && !r->env.cgroup && !r->env.dry_run;
-		bpf_program__set_autoload(prog, present && !unknown && !nocg && is_btf == use_btf);
+		untop = r->env.top_ms && top_unread(tp);
+		bpf_program__set_autoload(prog, present && !unknown && !nocg && !untop &&
+						is_btf == use_btf);
 		if (is_btf && r->nprobes < 64) {
 			snprintf(r->probes[r->nprobes].tp, sizeof(r->probes[r->nprobes].tp), "%s", tp);
 			r->probes[r->nprobes].how = nocg ? "skipped: no --cgroup"
+				: untop ? "skipped: --top does not read it"
 				: unknown ? "skipped: unknown argument layout"
 				: present ? (use_btf ? "tp_btf" : "raw_tp")
 				: (r->env.sync_syscalls && !r->env.dry_run && !strncmp(tp, "sys_e", 5))

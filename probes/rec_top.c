@@ -2,7 +2,11 @@
 /*
  * iowhy-record, --top MS: for `iowhy top`. No trace is written and no record is kept:
  * each record from the probes is folded, as it arrives, into per-process totals of the
- * current interval, and every MS milliseconds one JSON line goes to stdout:
+ * current interval, and every MS milliseconds one JSON line goes to stdout. The probes
+ * run in top mode (iowhy.bpf.c, top_mode): they write only what is folded here (off-CPU
+ * intervals and fsync-family calls of tracked threads, requests tracked threads
+ * submitted), the class of the request whose completion ended a wait comes with the
+ * off-CPU record, and the journal, filesystem and write-family programs are not loaded.
  *
  *   {"start_ns": .., "end_ns": .., "interval_ns": .., "counters": {lost..: n},
  *    "processes": [{"pid": .., "attribution_ns": {cause: ns}, "fsync": {"count", "p99_ns",
@@ -12,9 +16,9 @@
  * and without the critical path: a thread's on-CPU time (the growth of its
  * sum_exec_runtime between switch-outs) is `cpu`; a preemption, and the time from a
  * wakeup to the switch-in, `runqueue`; a sleep goes by what ended it: a throttling pause
- * `throttle`; the completion of a request of the workload's own (WAKER_RQ) `barrier`
- * (a flush), `read`, `metadata` or `data` by that request's class (`log` when a journal
- * thread submitted it); a journal thread (jbd2) or, for an uninterruptible sleep not on
+ * `throttle`; the completion of a request (WAKER_RQ) `barrier` (a flush), `read`,
+ * `metadata` or `data` by that request's class (`log` when a journal thread submitted
+ * it); a journal thread (jbd2) or, for an uninterruptible sleep not on
  * its own I/O, a kernel thread: `log`; another thread of the process `wait-other`;
  * another process `external`; an interrupt without a request (a timer) `sleep`. Only
  * the part of a wait inside the interval counts, when it ends: a wait still running at
@@ -32,7 +36,6 @@ static const char *const cause_names[C_N] = { "cpu", "runqueue", "barrier", "log
 
 #define TOP_PROCS 1024     /* table slots; 3/4 of them processes per interval (more: counted) */
 #define TOP_THREADS 65536  /* threads whose last sum_exec_runtime is kept (a hash) */
-#define TOP_RQ_CLASSES 65536 /* recent requests' classes, by seq (direct-mapped) */
 #define HBUCKETS 256 /* up to 2^33 ns, 8.6 s; longer in the last (its max is exact) */
 
 struct hist {
@@ -51,7 +54,6 @@ struct top {
 	struct tproc *procs; /* open addressing by tgid */
 	__u32 nprocs, dropped;
 	struct { __u32 tid; __u64 run; } *threads;
-	struct { __u64 seq; __u8 cause; } *rqc;
 	__u64 t0, last_counters[IOWHY_C_MAX];
 };
 
@@ -107,14 +109,12 @@ int top_init(struct rec *r)
 	if (t) {
 		t->procs = calloc(TOP_PROCS, sizeof(*t->procs));
 		t->threads = calloc(TOP_THREADS, sizeof(*t->threads));
-		t->rqc = calloc(TOP_RQ_CLASSES, sizeof(*t->rqc));
 	}
-	if (!t || !t->procs || !t->threads || !t->rqc) {
+	if (!t || !t->procs || !t->threads) {
 		fprintf(stderr, "failed to allocate the top tables: %s\n", strerror(ENOMEM));
 		if (t) {
 			free(t->procs);
 			free(t->threads);
-			free(t->rqc);
 		}
 		free(t);
 		return -1;
@@ -159,18 +159,10 @@ static __u64 swap_run(struct top *t, __u32 tid, __u64 run)
 	return 0;
 }
 
-static int rq_cause(const struct iowhy_request *e)
-{
-	if (e->op == IOWHY_OP_FLUSH)
-		return C_BARRIER;
-	if (!strncmp(e->comm, "jbd2/", 5))
-		return C_LOG;
-	if (e->op == IOWHY_OP_READ)
-		return C_READ;
-	if (e->iflags & IOWHY_F_META)
-		return C_META;
-	return C_DATA;
-}
+/* The cause of a request's class (IOWHY_RQC_*, which the probes decide under --top). */
+static const int rqc_cause[] = { [IOWHY_RQC_BARRIER] = C_BARRIER, [IOWHY_RQC_LOG] = C_LOG,
+				 [IOWHY_RQC_READ] = C_READ, [IOWHY_RQC_META] = C_META,
+				 [IOWHY_RQC_DATA] = C_DATA };
 
 /* ns of [a, b) inside [lo, hi) */
 static __u64 inside(__u64 a, __u64 b, __u64 lo, __u64 hi)
@@ -180,15 +172,14 @@ static __u64 inside(__u64 a, __u64 b, __u64 lo, __u64 hi)
 	return b > a ? b - a : 0;
 }
 
-static int sleep_cause(struct top *t, const struct iowhy_offcpu *e)
+static int sleep_cause(const struct iowhy_offcpu *e)
 {
 	if (e->flags_u16 & (IOWHY_OFF_THROTTLE_DIRTY | IOWHY_OFF_THROTTLE_BLOCK))
 		return C_THROTTLE;
 	if (e->flags_u16 & IOWHY_OFF_WAKER_RQ) {
-		__u32 slot = (__u32)(e->waker_rq_seq % TOP_RQ_CLASSES);
-
-		if (t->rqc[slot].seq == e->waker_rq_seq && t->rqc[slot].cause)
-			return t->rqc[slot].cause;
+		/* the class the probes gave the request at its completion (pad0 under --top) */
+		if (e->pad0 >= IOWHY_RQC_BARRIER && e->pad0 <= IOWHY_RQC_DATA)
+			return rqc_cause[e->pad0];
 		return (e->flags_u16 & IOWHY_OFF_IOWAIT) ? C_DATA : C_OTHER;
 	}
 	if (!strncmp(e->waker_comm, "jbd2/", 5))
@@ -211,16 +202,14 @@ static int sleep_cause(struct top *t, const struct iowhy_offcpu *e)
 void top_event(struct rec *r, const struct iowhy_rec_hdr *h)
 {
 	struct top *t = r->top;
-	__u64 lo = t->t0, hi = ~0ULL;
+	/* the first interval starts with the recording (records can come before its first tick) */
+	__u64 lo = t->t0 ? t->t0 : r->start_ns, hi = ~0ULL;
 	struct tproc *p;
 
 	if (h->type == IOWHY_REC_REQUEST) {
 		const struct iowhy_request *e = (const void *)h;
 		__u64 from = e->submit_ns ? e->submit_ns : e->issue_ns;
-		__u32 slot = (__u32)(e->seq % TOP_RQ_CLASSES);
 
-		t->rqc[slot].seq = e->seq;
-		t->rqc[slot].cause = (__u8)rq_cause(e);
 		if (!(e->flags_u16 & IOWHY_RQ_TRACKED) || !from || e->done_ns <= from)
 			return;
 		p = proc_of(t, e->tgid);
@@ -248,7 +237,7 @@ void top_event(struct rec *r, const struct iowhy_rec_hdr *h)
 			p->ns[C_RUNQ] += inside(e->start_ns, e->end_ns, lo, hi);
 			return;
 		}
-		p->ns[sleep_cause(t, e)] += inside(e->start_ns, woke, lo, hi);
+		p->ns[sleep_cause(e)] += inside(e->start_ns, woke, lo, hi);
 		p->ns[C_RUNQ] += inside(woke, e->end_ns, lo, hi);
 	}
 }
@@ -268,6 +257,14 @@ static void hist_json(FILE *f, const char *name, const struct hist *h)
 		first = 0;
 	}
 	fprintf(f, "]}");
+}
+
+/* ms until the current interval ends (0: it has): how long the poll loop may sleep. */
+int top_wait_ms(struct rec *r, __u64 now)
+{
+	__u64 end = (r->top->t0 ? r->top->t0 : r->start_ns) + r->env.top_ms * 1000000ULL;
+
+	return end > now ? (int)((end - now + 999999) / 1000000) : 0;
 }
 
 /* The poll loop's hook: one JSON line per interval, then a new interval. */
@@ -320,7 +317,6 @@ void top_finish(struct rec *r)
 		return;
 	free(r->top->procs);
 	free(r->top->threads);
-	free(r->top->rqc);
 	free(r->top);
 	r->top = NULL;
 	r->ret = stop_signal ? 128 + stop_signal : 0;

@@ -74,6 +74,49 @@ def test_top_names_an_fsync_loop_with_io_causes(bpf, make_fs, tmp_path, iowhy_bi
     assert own > 20 and abs(counted - own) <= 3, (counted, own)
 
 
+# Overwrite one committed 4 KiB block and fdatasync it until STOP: the data is written,
+# no journal commit is needed, so each call ends with an empty PREFLUSH write (ext4's
+# blkdev_issue_flush) and the caller waits for that flush (docs: KERNEL-NOTES).
+OVERWRITE = r"""
+import os, sys
+path, stop = sys.argv[1:3]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, b"x" * 4096)
+os.fsync(fd)
+while not os.path.exists(stop):
+    os.pwrite(fd, b"y" * 4096, 0)
+    os.fdatasync(fd)
+"""
+
+
+def test_top_names_a_wait_for_a_flush_barrier(bpf, make_fs, tmp_path, iowhy_bin, request):
+    lp, mnt = make_fs("ext4", 256)
+    stop = tmp_path / "stop"
+    w = subprocess.Popen([PY, "-c", OVERWRITE, str(mnt / "f"), str(stop)])
+    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
+    p = run([*iowhy_bin, "top", "-p", str(w.pid), "-n", "3", "-i", "1", "--json",
+             "-d", lp.dev], timeout=120)
+    stop.touch()
+    assert w.wait(timeout=60) == 0
+    snaps = [json.loads(line) for line in p.stdout.splitlines()]
+    assert len(snaps) == 3, p.stdout
+    a = {c: 0 for c in ("barrier", "log", "metadata", "data")}
+    calls = flushes = blocked = 0
+    for s in snaps:
+        top = s["processes"][0]
+        assert top["pid"] == w.pid, top
+        for c in a:
+            a[c] += top["attribution_ns"][c]
+        blocked += top["blocked_ns"]
+        calls += top["fsync"]["count"]
+        flushes += sum(d["flushes_per_s"] * s["interval_ns"] / 1e9 for d in s["devices"])
+    # the kernel's own count (/sys/block/DEV/stat): a flush per call, so the calls were
+    # what this test means them to be
+    assert calls > 20 and flushes >= 0.8 * calls, (calls, flushes)
+    # and the loop's waits went by the flush its completion ended
+    assert max(a, key=lambda c: a[c]) == "barrier" and a["barrier"] > 0.5 * blocked, (a, blocked)
+
+
 def test_top_batch_text_and_bad_targets(bpf, tmp_path, iowhy_bin, request):
     w = subprocess.Popen(["sleep", "60"])
     request.addfinalizer(lambda: (w.kill(), w.wait()))
