@@ -539,11 +539,13 @@ class _Tasks:
                 carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
                                                     np.concatenate((cc[-1].e, cw[1]))))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
-                            devices=described_names(self.meta), calls=self.fs)
+                            devices=described_names(self.meta), calls=self.fs,
+                            threads=cfg.threads)
         del link
+        busy = helper_busy(tl, self.foreign_helpers(tl), cfg.threads)
         fill = helper_timers(device_fill(covers, waits,
                                          [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                         carried, helper_busy(tl, self.foreign_helpers(tl))))
+                                         carried, busy))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         # The HTML's stacked area: about FIGURE_INTERVALS intervals.

@@ -54,7 +54,7 @@ from ..model.wakeups import (BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIR
                              L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
                              QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
                              Timeline)
-from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER
+from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER, chunk_map
 from ..syscalls import syscall_name
 
 
@@ -95,21 +95,24 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     return fill(lv) if fill is not None else lv
 
 
-def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverage, int]]:
+def helper_busy(tl: Timeline, foreign: Sequence[int] = (), threads: int = 1
+                ) -> list[tuple[Coverage, int]]:
     """When some recorded helper thread was on a CPU (helper-cpu) and, apart from that,
     when one was waiting for a CPU (helper-runqueue): the last resort of device_fill.
     A helper's wait on a carrier request (helper-cpu "(loop worker)") is not its own
     CPU time and is left out, and so are the helpers of `foreign` (tids: another
-    filesystem's journal threads, model/wakeups.py foreign_jbd2)."""
-    out = []
+    filesystem's journal threads, model/wakeups.py foreign_jbd2). threads: the two
+    made side by side when 2 or more."""
     ok = tl.helper & ~np.isin(tl.tids, np.asarray(foreign, np.int64))
     hseg = ok[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
-    for cat in (HCPU, HRUNQ):
+
+    def busy(cat: int) -> tuple[Coverage, int] | None:
         m = np.flatnonzero(hseg & (tl.cat == cat) & (tl.arg != CARRIED))  # not a loop's
-        if len(m):
-            # In (actor, start) order: a sorted run per helper.
-            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m), runs=True)), cat))
-    return out
+        if not len(m):
+            return None
+        # In (actor, start) order: a sorted run per helper.
+        return Coverage(*union_intervals(tl.starts(m), tl.ends(m), runs=True)), cat
+    return [x for x in chunk_map(busy, (HCPU, HRUNQ), threads) if x is not None]
 
 
 def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
