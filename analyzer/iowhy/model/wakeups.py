@@ -895,11 +895,14 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     done = unseen | thr
     cat[unseen & sleepy] = SLEEP
     detail[unseen & sleepy] = -1
-    # 1. request link.
-    ri = link.find(c.get("waker_rq_seq"))
-    m = ~done & ((flags & abi.OFF_WAKER_RQ) != 0) & (ri >= 0)
-    cat[m], target[m], detail[m] = -2, ri[m], -1
-    done |= m
+    # 1. request link: the request numbers read and looked up only where one is named.
+    m = np.flatnonzero(~done & ((flags & abi.OFF_WAKER_RQ) != 0))
+    ri = link.find(c.get("waker_rq_seq", m))
+    found = ri >= 0
+    m, ri = m[found], ri[found]
+    cat[m], target[m], detail[m] = -2, ri, -1
+    done[m] = True
+    del found, ri
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
     m = ~done & (irq | (wtid == 0) | (wtid == tl.tids[iv.act]))
