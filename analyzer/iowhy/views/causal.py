@@ -553,6 +553,9 @@ def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
     return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys, lv.pur)
 
 
+DENSE_CUTS = 32  # _best_of counts per edge when more than 1 / DENSE_CUTS of its edges are open
+
+
 def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
              below: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each piece [pa, pb) cut at every boundary of its leaves in sub (piece: the piece
@@ -583,16 +586,30 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         # piece, so a leaf ends where another of its query starts or at its piece's
         # end. One stable sort merges the two sorted runs.
         by_start = np.argsort(la, kind="stable")
-        edges = np.sort(np.concatenate((la[by_start], bounds)), kind="stable")
+        ls = la[by_start]
+        edges = np.sort(np.concatenate((ls, bounds)), kind="stable")
         keep = np.empty(len(edges), bool)
         keep[:1] = True
         np.not_equal(edges[1:], edges[:-1], out=keep[1:])
         edges = edges[keep]
-        del keep
+        # The edge (an index into edges) of each leaf's start, in start order: its place
+        # in the merge of the two sorted runs, after the bounds below it (a bound is
+        # below the leaves from the first one above it on: a count of those firsts),
+        # less the repeats before it.
+        below_ls = np.bincount(np.searchsorted(ls, bounds, side="right"),
+                               minlength=len(ls) + 1)[:len(ls)]
+        np.cumsum(below_ls, out=below_ls)
+        below_ls += np.arange(len(ls))
+        at_edge = np.cumsum(keep)
+        at_edge -= 1
+        start_edge = at_edge[below_ls]
+        del keep, at_edge, ls, below_ls
     cut_piece = edges // width
     same = cut_piece[1:] == cut_piece[:-1]
-    ka, kb = edges[:-1][same], edges[1:][same]
-    cp = cut_piece[:-1][same]
+    nedges = len(edges)
+    cut_edge = np.flatnonzero(same)  # each cut's start, an index into edges
+    ka, kb = edges[cut_edge], edges[cut_edge + 1]
+    cp = cut_piece[cut_edge]
     del edges, cut_piece, same
     owner = np.full(len(ka), -1, np.int64)
     back = (pa - base)[cp]  # a cut's keyed times back to times
@@ -601,9 +618,11 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     # Each rank's leaves in start order: one stable (radix) sort of the ranks of the
     # leaves in start order. Only the cuts no better rank owns are searched.
     rank = _RANK8[sub.cat.astype(np.intp)][by_start]
-    by_rank = by_start[np.argsort(rank, kind="stable")]
+    rank_order = np.argsort(rank, kind="stable")  # positions in start order, by rank
+    by_rank = by_start[rank_order]
+    edge_by_rank = start_edge[rank_order]
     at = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=_NRANKS))))
-    del rank, by_start
+    del rank, by_start, rank_order, start_edge
     cut_below = below[cp]
     open_cut = np.flatnonzero(cut_below > 0)
     for r in range(int(below.max()) if n else 0):
@@ -615,7 +634,15 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
         c = open_cut[r < cut_below[open_cut]]
         kc = ka[c]
-        j = np.searchsorted(sa, kc, side="right") - 1  # last leaf starting at or before
+        # The last leaf starting at or before each cut: a search per cut when few are
+        # open, else a count of the leaves starting at each edge (every leaf starts at
+        # an edge and edges ascend strictly: the same index either way).
+        if len(c) * DENSE_CUTS < nedges:
+            j = np.searchsorted(sa, kc, side="right")
+        else:
+            j = np.cumsum(np.bincount(edge_by_rank[at[r]:at[r + 1]], minlength=nedges))
+            j = j[cut_edge[c]]
+        j -= 1
         jj = np.maximum(j, 0)
         ok = (j >= 0) & (cmax[jj] > kc)
         owner[c[ok]] = k[arg[jj[ok]]]
