@@ -556,7 +556,8 @@ class _Tasks:
         cfg = self.cfg
         tl, fill, root, fig_step, _ = self.r["timeline"]
         steps = [s for s in (cfg.interval_ns, fig_step) if s > 0]
-        return elapsed_view(tl, root, cfg.causal_depth, self.meta.get("machine"), fill, steps)
+        return elapsed_view(tl, root, cfg.causal_depth, self.meta.get("machine"), fill, steps,
+                            cfg.threads)
 
     def thread_time(self) -> Any:
         tl, fill, _, _, comms = self.r["timeline"]

@@ -46,9 +46,10 @@ interval.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -338,6 +339,25 @@ def chunk_map(fn: Callable[[_T], _R], items: Iterable[_T], threads: int) -> list
         return [fn(x) for x in todo]
     with ThreadPoolExecutor(max_workers=min(threads, len(todo))) as pool:
         return list(pool.map(fn, todo))
+
+
+def ordered_map(fn: Callable[[_T], _R], items: Iterable[_T], threads: int) -> Iterator[_R]:
+    """fn(x) of each item, yielded in the items' order, computed on `threads` threads
+    when more than one: at most `threads` results wait beyond the one yielded (their
+    memory is bounded as the items' is), so that the caller's use of each (a sum)
+    overlaps the work of the next."""
+    if threads <= 1:
+        for x in items:
+            yield fn(x)
+        return
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque[Future[_R]] = deque()
+        for x in items:
+            if len(pending) >= threads:
+                yield pending.popleft().result()
+            pending.append(pool.submit(fn, x))
+        while pending:
+            yield pending.popleft().result()
 
 
 def _forked(tasks: Mapping[str, np.ndarray], tids: np.ndarray, birth: np.ndarray,

@@ -54,7 +54,7 @@ from ..model.wakeups import (BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIR
                              L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
                              QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
                              Timeline)
-from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER, chunk_map
+from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER, chunk_map, ordered_map
 from ..syscalls import syscall_name
 
 
@@ -452,7 +452,7 @@ CONTINUE_BATCH = 1 << 16  # segments of the other threads explained over a batch
 
 
 def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
-                     arch: str | None) -> Iterator[Leaves]:
+                     arch: str | None, threads: int = 1) -> Iterator[Leaves]:
     """Replace each piece of a workload thread's wait whose waker was not seen
     (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) or of its sleep in a
     sleeping syscall (SLEEP_SYSCALLS) ended by its timer (TIMER), by the best-explained
@@ -465,7 +465,8 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     Work: one explain() of every (piece, other thread alive over it) pair of a batch at
     once, and one pass per rank over the leaves it gives (_best_of): linear in those
     leaves. A batch of pieces meets about CONTINUE_BATCH segments of the other threads
-    (a piece is never split: one meeting more is a batch of its own)."""
+    (a piece is never split: one meeting more is a batch of its own); the batches are
+    worked on `threads` at a time (ordered_map), yielded in order."""
     nw = int((~tl.helper).sum())
     if depth <= 0 or nw < 2 or not len(lv.a):
         yield lv
@@ -501,32 +502,35 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     work = np.cumsum(1 + np.bincount(qp, weights=np.maximum(hi - lo, 1), minlength=len(idx)))
     del lo, hi
     qstart = np.searchsorted(qp, np.arange(len(idx) + 1))  # each piece's first query
+    batches = []
     start = 0
     while start < len(idx):
         limit = (work[start - 1] if start else 0) + CONTINUE_BATCH
         end = max(start + 1, int(np.searchsorted(work, limit, side="right")))
+        batches.append((start, end))
+        start = end
+
+    def batch(se: tuple[int, int]) -> Leaves:
+        start, end = se
         q = slice(int(qstart[start]), int(qstart[end]))
         bp, bk = qp[q] - start, qk[q]
         pcs = slice(start, end)
         sub = _explain(tl, bk, pa[pcs][bp], pb[pcs][bp], depth - 1)[0]
         if not len(sub.a):  # no other thread alive over these pieces: they stay
-            yield _take(lv, idx[pcs])
-            start = end
-            continue
+            return _take(lv, idx[pcs])
         cp, ea, eb, owner = _best_of(sub, bp[sub.root], pa[pcs], pb[pcs], below[pcs])
         mine = owner < 0
         oc = np.maximum(owner, 0)
         src = idx[cp + start]
         # An owner's CPU or runnable time is another workload thread's.
         theirs = _as_other_thread(sub.cat[oc].astype(np.int8), np.ones(len(oc), bool))
-        yield Leaves(lv.root[src], ea, eb,
-                     np.where(mine, lv.cat[src], theirs).astype(lv.cat.dtype),
-                     np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
-                     lv.top_sys[src],
-                     np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype),
-                     np.where(mine, lv.pur[src], sub.pur[oc]).astype(np.int8))
-        del sub, cp, ea, eb, owner, mine, oc, src
-        start = end
+        return Leaves(lv.root[src], ea, eb,
+                      np.where(mine, lv.cat[src], theirs).astype(lv.cat.dtype),
+                      np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
+                      lv.top_sys[src],
+                      np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype),
+                      np.where(mine, lv.pur[src], sub.pur[oc]).astype(np.int8))
+    yield from ordered_map(batch, batches, threads)
 
 
 def _alive_over(pa: np.ndarray, pb: np.ndarray, birth: np.ndarray, death: np.ndarray,
@@ -688,14 +692,15 @@ ELAPSED_BATCH = 1 << 16  # leaves of the root's explanation continued and filled
 
 
 def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
-                 fill: Fill | None = None, steps: Sequence[int] = ()
+                 fill: Fill | None = None, steps: Sequence[int] = (), threads: int = 1
                  ) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]:
     """The elapsed time along the critical path: attribution_ns (level one) and
     attribution_detail_ns (level two), their breakdowns, and per step of `steps` (ns)
     the attribution per interval of that length.
 
-    The leaves are continued (_continue_unseen), filled and summed a batch at a time as
-    the recursion gives them (at most ELAPSED_BATCH at once), never kept."""
+    The leaves are continued (_continue_unseen, its batches `threads` at a time),
+    filled and summed a batch at a time as the recursion gives them (at most
+    ELAPSED_BATCH at once), never kept."""
     w0, w1 = tl.origin, tl.origin + tl.span - 2
     tally = _Tally(w0, w1, steps)
     if root < 0:
@@ -708,7 +713,8 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
             for part in level:
                 for a in range(0, len(part[0]), ELAPSED_BATCH):
                     cut = [x[a:a + ELAPSED_BATCH] for x in part]
-                    for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch):
+                    for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch,
+                                               threads):
                         tally.add_filled(lv, fill)
             del level, part  # not kept while the next level is made
     name = _sys_name(arch)
