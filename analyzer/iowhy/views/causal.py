@@ -600,11 +600,13 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         # in the merge of the two sorted runs, after the bounds below it (a bound is
         # below the leaves from the first one above it on: a count of those firsts),
         # less the repeats before it.
+        # Edge indices are below len(edges): int32 when that is (always, in practice).
+        ei = np.dtype(np.int32 if len(keep) < 1 << 31 else np.int64)
         below_ls = np.bincount(np.searchsorted(ls, bounds, side="right"),
                                minlength=len(ls) + 1)[:len(ls)]
         np.cumsum(below_ls, out=below_ls)
         below_ls += np.arange(len(ls))
-        at_edge = np.cumsum(keep)
+        at_edge: np.ndarray = np.cumsum(keep, dtype=ei)
         at_edge -= 1
         start_edge = at_edge[below_ls]
         del keep, at_edge, ls, below_ls
@@ -644,8 +646,10 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         if len(c) * DENSE_CUTS < nedges:
             j = np.searchsorted(sa, kc, side="right")
         else:
-            j = np.cumsum(np.bincount(edge_by_rank[at[r]:at[r + 1]], minlength=nedges))
-            j = j[cut_edge[c]]
+            cnt = np.bincount(edge_by_rank[at[r]:at[r + 1]], minlength=nedges)
+            np.cumsum(cnt, out=cnt)
+            j = cnt[cut_edge[c]]
+            del cnt
         j -= 1
         jj = np.maximum(j, 0)
         ok = (j >= 0) & (cmax[jj] > kc)
