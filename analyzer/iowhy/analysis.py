@@ -551,12 +551,13 @@ class _Tasks:
                 carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
                                                     np.concatenate((cc[-1].e, cw[1]))))
         tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
-                            devices=described_names(self.meta), calls=self.fs)
+                            devices=described_names(self.meta), calls=self.fs,
+                            threads=cfg.threads)
         del link
+        busy = helper_busy(tl, self.foreign_helpers(tl), cfg.threads)
         fill = helper_timers(device_fill(covers, waits,
                                          [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                         carried, helper_busy(tl, self.foreign_helpers(tl)),
-                                         log_waits))
+                                         carried, busy, log_waits))
         rec = getattr(self.trace, "recorder", None) or {}
         root = root_actor(tl, self.tasks, rec.get("pid"))
         # The HTML's stacked area: about FIGURE_INTERVALS intervals.
@@ -567,7 +568,8 @@ class _Tasks:
         cfg = self.cfg
         tl, fill, root, fig_step, _ = self.r["timeline"]
         steps = [s for s in (cfg.interval_ns, fig_step) if s > 0]
-        return elapsed_view(tl, root, cfg.causal_depth, self.meta.get("machine"), fill, steps)
+        return elapsed_view(tl, root, cfg.causal_depth, self.meta.get("machine"), fill, steps,
+                            cfg.threads)
 
     def cgroup_groups(self, tl: Any) -> dict[str, Any] | None:
         """--by cgroup: the groups of the workload's threads (views/cgroups.py), made

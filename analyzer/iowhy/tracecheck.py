@@ -379,6 +379,38 @@ def time_bounds(name: str, view: np.ndarray) -> tuple[int, int] | None:
     return least, most
 
 
+def checks(name: str, view: np.ndarray
+           ) -> tuple[np.ndarray | None, tuple[int, int] | None]:
+    """(valid_records(name, view), time_bounds(name, view)), reading each u64 time once
+    for both: a time field whose maximum is at most 2**63 - 1 holds no value out of
+    range, and its range check is then that maximum's."""
+    least, most = 1 << 64, 0
+    one = np.uint64(1)
+    known = True  # every time field held as u64 (time_bounds: None otherwise)
+    top: dict[str, int] = {}  # the maximum of each u64 time field read
+    for f in TIMES[name]:
+        col = view[f]
+        if col.dtype != np.dtype("<u8"):
+            known = False
+            continue
+        if len(col):
+            top[f] = int(col.max())
+            most = max(most, top[f])
+            least = min(least, int((col - one).min()) + 1)  # a zero wraps to the largest
+    bad: np.ndarray | None = None
+    for f, hi in RECORD_LIMITS[name]:
+        if hi == I64_MAX and top.get(f, I64_MAX + 1) <= I64_MAX:
+            continue  # its maximum is in range: every value is
+        col = view[f]
+        if col.dtype.itemsize == 8 and col.dtype.kind == "u" and hi == I64_MAX:
+            over = col.view(np.int64) < 0
+        else:
+            over = col > hi
+        if over.any():
+            bad = over if bad is None else (bad | over)
+    return None if bad is None else ~bad, (least, most) if known else None
+
+
 def in_window(name: str, view: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
     """Mask of the records of `view` whose non-zero times lie in [lo, hi], or None when
     all do. A time far outside the recording is damage; kept, it would stretch every

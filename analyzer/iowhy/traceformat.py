@@ -764,7 +764,7 @@ def _record_checks(name: str, ctype: int, view: np.ndarray
     if len(view) and ((view["type"] != ctype).any()
                       or (view["size_bytes"] != view.dtype.itemsize).any()):
         return True, None, None
-    return False, tracecheck.valid_records(name, view), tracecheck.time_bounds(name, view)
+    return (False, *tracecheck.checks(name, view))
 
 
 def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:

@@ -446,3 +446,30 @@ def test_sigint_before_the_recorder_starts_says_so(tmp_path, monkeypatch):
                                      "metadata: nothing was recorded and the workload "
                                      "was not started\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", sorted(abi.RECORD_NAMES))
+def test_record_checks_in_one_pass_equal_the_separate_checks(name):
+    """tracecheck.checks() reads each time once for both checks: the same mask and bounds
+    as valid_records() and time_bounds(), with values out of range or not."""
+    import numpy as np
+    from iowhy import tracecheck
+    dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+    rng = np.random.default_rng(7)
+    for n, bad in ((0, 0), (1, 0), (300, 0), (300, 5)):
+        view = np.frombuffer(rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8)
+                             .tobytes(), dtype=dtype).copy()
+        for f in tracecheck.TIMES[name]:  # in range, some zero, unless made bad below
+            view[f] = rng.integers(0, 1 << 40, n) * (rng.random(n) < 0.9)
+        for f, hi in tracecheck.RECORD_LIMITS[name]:
+            if f not in tracecheck.TIMES[name]:
+                view[f] = np.minimum(view[f], hi)
+        for f in tracecheck.TIMES[name][:bad and 2]:
+            view[f][rng.integers(0, n, bad)] = np.uint64(1 << 63) + np.uint64(3)
+        mask, bounds = tracecheck.checks(name, view)
+        want = tracecheck.valid_records(name, view)
+        assert (mask is None) == (want is None)
+        assert (want is not None) == bool(bad)  # the bad values are out of range
+        if want is not None:
+            assert (mask == want).all() and not want.all()
+        assert bounds == tracecheck.time_bounds(name, view)

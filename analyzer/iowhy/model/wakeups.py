@@ -46,8 +46,10 @@ interval.
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -271,7 +273,8 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
                    off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray] | None,
                    rq_link: "RequestLink", arch: str | None = None,
                    devices: Sequence[str] = (),
-                   calls: Mapping[str, np.ndarray] | None = None) -> Timeline:
+                   calls: Mapping[str, np.ndarray] | None = None,
+                   threads: int = 1) -> Timeline:
     """The timelines of the workload's threads (off: their offcpu columns, tasks: their
     task events) and of the helpers (helper records), with each blocked segment's cause.
     devices: the names of the devices (and partitions) the trace describes (a jbd2
@@ -280,7 +283,9 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     Work: one stable sort of each kind's intervals by (actor, start); every segment is
     then written straight to its place (_lay_out), so the segments come out sorted.
     Memory: the record columns are read a field at a time in that order (_Cols), never
-    copied whole."""
+    copied whole. threads: the chunks of the lay-out are taken this many at a time
+    (chunk_map; numpy releases the GIL), each written to its own places: the same
+    timeline whatever the number."""
     from ..views.workload import task_lifetimes
     helper = helper if helper is not None and len(helper.get("tid", ())) else _empty_cols()
     w0, w1 = window.start_ns, window.end_ns
@@ -315,9 +320,44 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     del wact, hact, hsel
     names = _Names()
     cat, target, detail, pur = _causes(tl, iv, rq_link, names, arch, calls)
-    _lay_out(tl, iv, cat, target, detail, pur, rq_link)
+    _lay_out(tl, iv, cat, target, detail, pur, rq_link, threads)
     tl.details = names.names
     return tl
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def chunk_map(fn: Callable[[_T], _R], items: Iterable[_T], threads: int) -> list[_R]:
+    """[fn(x) for x in items], on `threads` threads when more than one item: the results
+    in the items' order. For chunks of work that write disjoint parts of shared arrays or
+    return their part (numpy releases the GIL in its loops, so two chunks progress side
+    by side); at most `threads` chunks' temporaries exist at once."""
+    todo = list(items)
+    if threads <= 1 or len(todo) < 2:
+        return [fn(x) for x in todo]
+    with ThreadPoolExecutor(max_workers=min(threads, len(todo))) as pool:
+        return list(pool.map(fn, todo))
+
+
+def ordered_map(fn: Callable[[_T], _R], items: Iterable[_T], threads: int) -> Iterator[_R]:
+    """fn(x) of each item, yielded in the items' order, computed on `threads` threads
+    when more than one: at most `threads` results wait beyond the one yielded (their
+    memory is bounded as the items' is), so that the caller's use of each (a sum)
+    overlaps the work of the next."""
+    if threads <= 1:
+        for x in items:
+            yield fn(x)
+        return
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque[Future[_R]] = deque()
+        for x in items:
+            if len(pending) >= threads:
+                yield pending.popleft().result()
+            pending.append(pool.submit(fn, x))
+        while pending:
+            yield pending.popleft().result()
 
 
 def _forked(tasks: Mapping[str, np.ndarray], tids: np.ndarray, birth: np.ndarray,
@@ -450,7 +490,8 @@ LAYOUT_CHUNK = 1 << 18  # intervals whose segments are laid out together (tempor
 
 
 def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
-             detail: np.ndarray, pur: np.ndarray, link: "RequestLink") -> None:
+             detail: np.ndarray, pur: np.ndarray, link: "RequestLink",
+             threads: int = 1) -> None:
     """Store in tl the segments of every actor, in (actor, start) order: a head (on CPU
     from its birth to its first interval, or to its death; for a thread forked in the
     window, runnable up to its first run, then on CPU), then per interval its
@@ -459,7 +500,9 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     a stretch not recorded) or to the actor's death. Each segment is written to its
     place, found by a cumulative count: no sort. Empty segments are left out. The
     intervals are taken LAYOUT_CHUNK at a time, twice (count, then write): the
-    temporaries are the chunk's, the output the only array of the segments' size."""
+    temporaries are the chunk's, the output the only array of the segments' size; the
+    chunks of each pass are taken `threads` at a time (chunk_map), each writing its own
+    places."""
     act, s, w, e = iv.act, iv.s, iv.w, iv.e
     n = len(act)
     nact = len(tl.tids)
@@ -472,7 +515,7 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     del wk, un
     # Request links: the wait cut around the request's device stage (_linked_pieces).
     rl = cat == -2
-    lq, lpa, lpc, ldet, lpur = _linked_pieces(s, w, target, rl & blocked, link)
+    lq, lpa, lpc, ldet, lpur = _linked_pieces(s, w, target, rl & blocked, link, threads)
     nlinked = np.bincount(lq, minlength=n).astype(np.int32)
     plain = blocked & ~rl
     del blocked, rl
@@ -496,11 +539,13 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     ifirst = np.searchsorted(act, np.arange(nact))  # each actor's first interval
     off = np.zeros(n + nact, I64)
     off[ifirst + np.arange(nact)] = head + (head & (head_run > 0))
-    for a in range(0, n, LAYOUT_CHUNK):
+
+    def count(a: int) -> None:
         b = min(n, a + LAYOUT_CHUNK)
         g = _gaps_after(tl, iv, a, b)
         off[np.arange(a, b) + act[a:b] + 1] = (plain[a:b] + nlinked[a:b] + (e[a:b] > w[a:b])
                                                + (g[1] > e[a:b]) + (g[0] > g[1]))
+    chunk_map(count, range(0, n, LAYOUT_CHUNK), threads)
     total = int(off.sum())
     off[1:] = np.cumsum(off[:-1])
     off[:1] = 0
@@ -535,14 +580,20 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     # every interval before it: at the exclusive count ahead[q].
     ahead = np.cumsum(nlinked, dtype=I64)
     ahead -= nlinked
-    for a in range(0, len(lq), LAYOUT_CHUNK * 4):
+
+    def put_linked(a: int, p: tuple[np.ndarray, ...] = (lq, lpa, lpc, ldet, lpur, ahead)
+                   ) -> None:
+        lq, lpa, lpc, ldet, lpur, ahead = p
         b = min(len(lq), a + LAYOUT_CHUNK * 4)
         q = lq[a:b]
         rank = np.arange(a, b) - ahead[q]
         put(off[q + act[q] + 1] + plain[q] + rank, act[q], lpa[a:b], lpc[a:b], ldet[a:b],
             iv.sysnr[q], lpur[a:b])
-    del lq, lpa, lpc, ldet, ahead
-    for a in range(0, n, LAYOUT_CHUNK):
+    chunk_map(put_linked, range(0, len(lq), LAYOUT_CHUNK * 4), threads)
+    # The pieces' columns are not kept while the rest is written.
+    del put_linked, lq, lpa, lpc, ldet, lpur, ahead
+
+    def put_rest(a: int) -> None:
         b = min(n, a + LAYOUT_CHUNK)
         i = np.arange(a, b)
         base = off[i + act[a:b] + 1]
@@ -562,6 +613,7 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
         base += m
         m = nxt_s > cpu_end
         put(base[m], ca[m], cpu_end[m], OTHER, NOT_RECORDED)
+    chunk_map(put_rest, range(0, n, LAYOUT_CHUNK), threads)
     tl.actor, tl.kstart, tl.cat, tl.arg, tl.sys, tl.pur = oa, ok, ocat, oarg, osys, opur
 
 
@@ -596,7 +648,7 @@ LINK_CHUNK = 1 << 18  # waits cut around their request at a time (temporaries)
 
 
 def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray,
-                   link: "RequestLink"
+                   link: "RequestLink", threads: int = 1
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of the waits [s, w) ended by a request's completion (sel; rq: the
     request's index in link), as (interval, start, kind, detail, purpose), sorted by
@@ -607,10 +659,11 @@ def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray
     (helper-cpu, CARRIED); for any other, its pre-flush and post-flush (outside the
     request's device stage, a flush-sequenced request's: flush), the time before its
     issue (queue), its stage (its class), each cut where a flush was in flight
-    (link.flushing: flush, it waited behind it). LINK_CHUNK waits at a time."""
+    (link.flushing: flush, it waited behind it). LINK_CHUNK waits at a time, `threads`
+    chunks at once (chunk_map)."""
     k_all = np.flatnonzero(sel)
-    parts = [_linked_chunk(s, w, rq, k_all[a:a + LINK_CHUNK], link)
-             for a in range(0, len(k_all), LINK_CHUNK)]
+    parts = chunk_map(lambda a: _linked_chunk(s, w, rq, k_all[a:a + LINK_CHUNK], link),
+                      range(0, len(k_all), LINK_CHUNK), threads)
     if not parts:
         z = np.zeros(0, I64)
         return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int8)
@@ -862,11 +915,14 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     done = unseen | thr
     cat[unseen & sleepy] = SLEEP
     detail[unseen & sleepy] = -1
-    # 1. request link.
-    ri = link.find(c.get("waker_rq_seq"))
-    m = ~done & ((flags & abi.OFF_WAKER_RQ) != 0) & (ri >= 0)
-    cat[m], target[m], detail[m] = -2, ri[m], -1
-    done |= m
+    # 1. request link: the request numbers read and looked up only where one is named.
+    m = np.flatnonzero(~done & ((flags & abi.OFF_WAKER_RQ) != 0))
+    ri = link.find(c.get("waker_rq_seq", m))
+    found = ri >= 0
+    m, ri = m[found], ri[found]
+    cat[m], target[m], detail[m] = -2, ri, -1
+    done[m] = True
+    del found, ri
     # 2. interrupts, the idle task, the thread itself.
     irq = (ctx == abi.WCTX_HARDIRQ) | (ctx == abi.WCTX_SOFTIRQ) | (ctx == abi.WCTX_NMI)
     m = ~done & (irq | (wtid == 0) | (wtid == tl.tids[iv.act]))

@@ -54,7 +54,7 @@ from ..model.wakeups import (BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIR
                              L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
                              QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
                              Timeline)
-from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER
+from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER, chunk_map, ordered_map
 from ..syscalls import syscall_name
 
 
@@ -95,21 +95,24 @@ def explain(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
     return fill(lv) if fill is not None else lv
 
 
-def helper_busy(tl: Timeline, foreign: Sequence[int] = ()) -> list[tuple[Coverage, int]]:
+def helper_busy(tl: Timeline, foreign: Sequence[int] = (), threads: int = 1
+                ) -> list[tuple[Coverage, int]]:
     """When some recorded helper thread was on a CPU (helper-cpu) and, apart from that,
     when one was waiting for a CPU (helper-runqueue): the last resort of device_fill.
     A helper's wait on a carrier request (helper-cpu "(loop worker)") is not its own
     CPU time and is left out, and so are the helpers of `foreign` (tids: another
-    filesystem's journal threads, model/wakeups.py foreign_jbd2)."""
-    out = []
+    filesystem's journal threads, model/wakeups.py foreign_jbd2). threads: the two
+    made side by side when 2 or more."""
     ok = tl.helper & ~np.isin(tl.tids, np.asarray(foreign, np.int64))
     hseg = ok[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
-    for cat in (HCPU, HRUNQ):
+
+    def busy(cat: int) -> tuple[Coverage, int] | None:
         m = np.flatnonzero(hseg & (tl.cat == cat) & (tl.arg != CARRIED))  # not a loop's
-        if len(m):
-            # In (actor, start) order: a sorted run per helper.
-            out.append((Coverage(*union_intervals(tl.starts(m), tl.ends(m), runs=True)), cat))
-    return out
+        if not len(m):
+            return None
+        # In (actor, start) order: a sorted run per helper.
+        return Coverage(*union_intervals(tl.starts(m), tl.ends(m), runs=True)), cat
+    return [x for x in chunk_map(busy, (HCPU, HRUNQ), threads) if x is not None]
 
 
 def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
@@ -465,7 +468,7 @@ CONTINUE_BATCH = 1 << 16  # segments of the other threads explained over a batch
 
 
 def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
-                     arch: str | None) -> Iterator[Leaves]:
+                     arch: str | None, threads: int = 1) -> Iterator[Leaves]:
     """Replace each piece of a workload thread's wait whose waker was not seen
     (wait-other "(not seen)", in a syscall of WAITS_ON_WORKLOAD) or of its sleep in a
     sleeping syscall (SLEEP_SYSCALLS) ended by its timer (TIMER), by the best-explained
@@ -478,7 +481,8 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     Work: one explain() of every (piece, other thread alive over it) pair of a batch at
     once, and one pass per rank over the leaves it gives (_best_of): linear in those
     leaves. A batch of pieces meets about CONTINUE_BATCH segments of the other threads
-    (a piece is never split: one meeting more is a batch of its own)."""
+    (a piece is never split: one meeting more is a batch of its own); the batches are
+    worked on `threads` at a time (ordered_map), yielded in order."""
     nw = int((~tl.helper).sum())
     if depth <= 0 or nw < 2 or not len(lv.a):
         yield lv
@@ -514,32 +518,35 @@ def _continue_unseen(tl: Timeline, lv: Leaves, actors: np.ndarray, depth: int,
     work = np.cumsum(1 + np.bincount(qp, weights=np.maximum(hi - lo, 1), minlength=len(idx)))
     del lo, hi
     qstart = np.searchsorted(qp, np.arange(len(idx) + 1))  # each piece's first query
+    batches = []
     start = 0
     while start < len(idx):
         limit = (work[start - 1] if start else 0) + CONTINUE_BATCH
         end = max(start + 1, int(np.searchsorted(work, limit, side="right")))
+        batches.append((start, end))
+        start = end
+
+    def batch(se: tuple[int, int]) -> Leaves:
+        start, end = se
         q = slice(int(qstart[start]), int(qstart[end]))
         bp, bk = qp[q] - start, qk[q]
         pcs = slice(start, end)
         sub = _explain(tl, bk, pa[pcs][bp], pb[pcs][bp], depth - 1)[0]
         if not len(sub.a):  # no other thread alive over these pieces: they stay
-            yield _take(lv, idx[pcs])
-            start = end
-            continue
+            return _take(lv, idx[pcs])
         cp, ea, eb, owner = _best_of(sub, bp[sub.root], pa[pcs], pb[pcs], below[pcs])
         mine = owner < 0
         oc = np.maximum(owner, 0)
         src = idx[cp + start]
         # An owner's CPU or runnable time is another workload thread's.
         theirs = _as_other_thread(sub.cat[oc].astype(np.int8), np.ones(len(oc), bool))
-        yield Leaves(lv.root[src], ea, eb,
-                     np.where(mine, lv.cat[src], theirs).astype(lv.cat.dtype),
-                     np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
-                     lv.top_sys[src],
-                     np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype),
-                     np.where(mine, lv.pur[src], sub.pur[oc]).astype(np.int8))
-        del sub, cp, ea, eb, owner, mine, oc, src
-        start = end
+        return Leaves(lv.root[src], ea, eb,
+                      np.where(mine, lv.cat[src], theirs).astype(lv.cat.dtype),
+                      np.where(mine, lv.detail[src], sub.detail[oc]).astype(lv.detail.dtype),
+                      lv.top_sys[src],
+                      np.where(mine, lv.in_sys[src], sub.in_sys[oc]).astype(lv.in_sys.dtype),
+                      np.where(mine, lv.pur[src], sub.pur[oc]).astype(np.int8))
+    yield from ordered_map(batch, batches, threads)
 
 
 def _alive_over(pa: np.ndarray, pb: np.ndarray, birth: np.ndarray, death: np.ndarray,
@@ -564,6 +571,9 @@ def _alive_over(pa: np.ndarray, pb: np.ndarray, birth: np.ndarray, death: np.nda
 
 def _cols(lv: Leaves) -> tuple[np.ndarray, ...]:
     return (lv.root, lv.a, lv.b, lv.cat, lv.detail, lv.top_sys, lv.in_sys, lv.pur)
+
+
+DENSE_CUTS = 32  # _best_of counts per edge when more than 1 / DENSE_CUTS of its edges are open
 
 
 def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
@@ -596,16 +606,32 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         # piece, so a leaf ends where another of its query starts or at its piece's
         # end. One stable sort merges the two sorted runs.
         by_start = np.argsort(la, kind="stable")
-        edges = np.sort(np.concatenate((la[by_start], bounds)), kind="stable")
+        ls = la[by_start]
+        edges = np.sort(np.concatenate((ls, bounds)), kind="stable")
         keep = np.empty(len(edges), bool)
         keep[:1] = True
         np.not_equal(edges[1:], edges[:-1], out=keep[1:])
         edges = edges[keep]
-        del keep
+        # The edge (an index into edges) of each leaf's start, in start order: its place
+        # in the merge of the two sorted runs, after the bounds below it (a bound is
+        # below the leaves from the first one above it on: a count of those firsts),
+        # less the repeats before it.
+        # Edge indices are below len(edges): int32 when that is (always, in practice).
+        ei = np.dtype(np.int32 if len(keep) < 1 << 31 else np.int64)
+        below_ls = np.bincount(np.searchsorted(ls, bounds, side="right"),
+                               minlength=len(ls) + 1)[:len(ls)]
+        np.cumsum(below_ls, out=below_ls)
+        below_ls += np.arange(len(ls))
+        at_edge: np.ndarray = np.cumsum(keep, dtype=ei)
+        at_edge -= 1
+        start_edge = at_edge[below_ls]
+        del keep, at_edge, ls, below_ls
     cut_piece = edges // width
     same = cut_piece[1:] == cut_piece[:-1]
-    ka, kb = edges[:-1][same], edges[1:][same]
-    cp = cut_piece[:-1][same]
+    nedges = len(edges)
+    cut_edge = np.flatnonzero(same)  # each cut's start, an index into edges
+    ka, kb = edges[cut_edge], edges[cut_edge + 1]
+    cp = cut_piece[cut_edge]
     del edges, cut_piece, same
     owner = np.full(len(ka), -1, np.int64)
     back = (pa - base)[cp]  # a cut's keyed times back to times
@@ -614,9 +640,11 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     # Each rank's leaves in start order: one stable (radix) sort of the ranks of the
     # leaves in start order. Only the cuts no better rank owns are searched.
     rank = _RANK8[sub.cat.astype(np.intp)][by_start]
-    by_rank = by_start[np.argsort(rank, kind="stable")]
+    rank_order = np.argsort(rank, kind="stable")  # positions in start order, by rank
+    by_rank = by_start[rank_order]
+    edge_by_rank = start_edge[rank_order]
     at = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=_NRANKS))))
-    del rank, by_start
+    del rank, by_start, rank_order, start_edge
     cut_below = below[cp]
     open_cut = np.flatnonzero(cut_below > 0)
     for r in range(int(below.max()) if n else 0):
@@ -628,7 +656,17 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
         c = open_cut[r < cut_below[open_cut]]
         kc = ka[c]
-        j = np.searchsorted(sa, kc, side="right") - 1  # last leaf starting at or before
+        # The last leaf starting at or before each cut: a search per cut when few are
+        # open, else a count of the leaves starting at each edge (every leaf starts at
+        # an edge and edges ascend strictly: the same index either way).
+        if len(c) * DENSE_CUTS < nedges:
+            j = np.searchsorted(sa, kc, side="right")
+        else:
+            cnt = np.bincount(edge_by_rank[at[r]:at[r + 1]], minlength=nedges)
+            np.cumsum(cnt, out=cnt)
+            j = cnt[cut_edge[c]]
+            del cnt
+        j -= 1
         jj = np.maximum(j, 0)
         ok = (j >= 0) & (cmax[jj] > kc)
         owner[c[ok]] = k[arg[jj[ok]]]
@@ -674,14 +712,15 @@ ELAPSED_BATCH = 1 << 16  # leaves of the root's explanation continued and filled
 
 
 def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
-                 fill: Fill | None = None, steps: Sequence[int] = ()
+                 fill: Fill | None = None, steps: Sequence[int] = (), threads: int = 1
                  ) -> tuple[dict[str, Any], dict[int, list[dict[str, Any]]]]:
     """The elapsed time along the critical path: attribution_ns (level one) and
     attribution_detail_ns (level two), their breakdowns, and per step of `steps` (ns)
     the attribution per interval of that length.
 
-    The leaves are continued (_continue_unseen), filled and summed a batch at a time as
-    the recursion gives them (at most ELAPSED_BATCH at once), never kept."""
+    The leaves are continued (_continue_unseen, its batches `threads` at a time),
+    filled and summed a batch at a time as the recursion gives them (at most
+    ELAPSED_BATCH at once), never kept."""
     w0, w1 = tl.origin, tl.origin + tl.span - 2
     tally = _Tally(w0, w1, steps)
     if root < 0:
@@ -694,7 +733,8 @@ def elapsed_view(tl: Timeline, root: int, depth: int, arch: str | None,
             for part in level:
                 for a in range(0, len(part[0]), ELAPSED_BATCH):
                     cut = [x[a:a + ELAPSED_BATCH] for x in part]
-                    for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch):
+                    for lv in _continue_unseen(tl, Leaves(*cut[:8]), cut[8], depth, arch,
+                                               threads):
                         tally.add_filled(lv, fill)
             del level, part  # not kept while the next level is made
     name = _sys_name(arch)
