@@ -459,17 +459,21 @@ void flight_stop(struct rec *r)
 
 	if (!f || !strcmp(r->stop_reason, "max-dumps") || (!f->pending && !r->env.dump_on_exit))
 		return;
-	drain_at_stop(r);
-	if (!f->pending) {
+	/* Pending before the last records are drained: the chunks they make then age by
+	 * the window's start (horizon), not by the clock, which has moved past the stop. */
+	if (f->pending) {
+		if (!r->env.quiet)
+			fprintf(stderr, "iowhy-record: flight: stopped %.1f s before the dump of %s "
+					"was due: writing it now\n", (f->due_ns - r->end_ns) / 1e9,
+				f->trig);
+	} else {
 		f->pending = 1;
 		f->trig_ns = f->due_ns = r->end_ns;
 		snprintf(f->trig, sizeof(f->trig), "stop (%s)",
 			 stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" :
 			 r->stop_reason);
-	} else if (!r->env.quiet) {
-		fprintf(stderr, "iowhy-record: flight: stopped %.1f s before the dump of %s was "
-				"due: writing it now\n", (f->due_ns - r->end_ns) / 1e9, f->trig);
 	}
+	drain_at_stop(r);
 	if (dump(r, r->end_ns))
 		f->stop_failed = 1;
 }

@@ -168,7 +168,9 @@ def test_sigint_with_dump_on_exit_writes_the_last_seconds(bpf, make_fs, tmp_path
     enter, exit_ = fs["enter_ns"].astype(np.int64), fs["exit_ns"].astype(np.int64)
     missing = [(a, b) for a, b in inside
                if not np.any((enter >= a) & (enter <= b) & (exit_ <= b) & (exit_ >= enter))]
-    assert not missing, f"{len(missing)} of {len(inside)} fsyncs not in the window"
+    assert not missing, (f"{len(missing)} of {len(inside)} fsyncs not in the window: "
+                         f"(from its start, before the signal) ns "
+                         f"{[(int(a - tr.start_ns), int(t_sig - b)) for a, b in missing]}")
     _reads(iowhy_bin, out, tmp_path)
 
 
