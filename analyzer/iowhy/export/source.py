@@ -55,6 +55,13 @@ class RequestModel:
     device: list[str] = field(default_factory=list)  # the report's name of its device
 
 
+def no_requests() -> RequestModel:
+    """The model of no request."""
+    z = np.zeros(0, I64)
+    return RequestModel(cls=np.zeros(0, np.int8), queue_ns=z, device_ns=z, total_ns=z,
+                        seek_sectors=z, has_seek=np.zeros(0, bool), call_index=z)
+
+
 @dataclass
 class RunModel:
     uuid: str
