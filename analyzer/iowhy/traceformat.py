@@ -154,6 +154,8 @@ class Trace:
     _src: Any = field(default=None, repr=False)
     _old_dtypes: dict[int, np.dtype] = field(default_factory=dict, repr=False)
     _released: set[str] = field(default_factory=set, repr=False)
+    # The times a record may have (_check_window), for the chunks decoded again.
+    _window: tuple[int, int] | None = field(default=None, repr=False)
 
     # The damage counts under their former names.
     @property
@@ -769,7 +771,13 @@ def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:
     if rdt is not dtype:
         view = _widen(view, dtype)
     ok = tracecheck.valid_records(name, view)
-    return view if ok is None else view[ok]
+    if ok is not None:
+        view = view[ok]
+    if tr._window is not None:  # as the window check dropped them when read
+        ok = tracecheck.in_window(name, view, *tr._window)
+        if ok is not None:
+            view = view[ok]
+    return view
 
 
 def _widen(old: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -795,6 +803,7 @@ def _check_window(tr: Trace, bounds: dict[str, list[tuple[int, int] | None]]) ->
         return
     lo = max(0, start - tracecheck.WINDOW_SLACK_NS)
     hi = end + tracecheck.WINDOW_SLACK_NS
+    tr._window = (lo, hi)
     for name, views in tr._views.items():
         known = bounds.get(name, [])
         for i, v in enumerate(views):
@@ -803,6 +812,8 @@ def _check_window(tr: Trace, bounds: dict[str, list[tuple[int, int] | None]]) ->
                 continue
             ok = tracecheck.in_window(name, v, lo, hi)
             if ok is not None:
+                dropped = int(len(v) - ok.sum())
                 tr.damage.invalid_records[name] = (tr.damage.invalid_records.get(name, 0)
-                                                   + int(len(v) - ok.sum()))
+                                                   + dropped)
+                tr._counts[name] -= dropped  # what a released type's count() says
                 views[i] = v[ok]
