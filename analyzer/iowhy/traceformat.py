@@ -18,7 +18,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -196,8 +196,11 @@ class Trace:
     def records(self, name: str) -> np.ndarray:
         """All records of one type as one structured array (copied once, then cached)."""
         if name not in self._cache:
-            views = self.chunks(name)
             dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+            if name in self._released:
+                self._cache[name] = self._redecoded(name, dtype)
+                return self._cache[name]
+            views = self.chunks(name)
             if not views:
                 self._cache[name] = np.zeros(0, dtype=dtype)
             elif len(views) == 1:
@@ -205,6 +208,39 @@ class Trace:
             else:
                 self._cache[name] = np.concatenate(views)
         return self._cache[name]
+
+    def iter_chunks(self, name: str) -> Iterator[np.ndarray]:
+        """chunks(), a chunk at a time: a released type's chunks are decoded as they are
+        taken, one alive at a time unless the caller keeps them."""
+        if name not in self._released:
+            yield from self._views.get(name, [])
+            return
+        first, read = -1, 0  # the file's bytes read since they were last dropped
+        for o, h in self._where.get(name, []):
+            v = _decoded(self, o, h)
+            if len(v):
+                yield v
+            first = o if first < 0 else first
+            read += h[4]
+            if read >= FORGET_BYTES:
+                _forget(self._src, first, o + CHDR_SIZE + h[4])
+                first, read = -1, 0
+        if first >= 0:
+            _forget(self._src, first, len(self._src.mm) if self._src.mm else 0)
+
+    def _redecoded(self, name: str, dtype: np.dtype) -> np.ndarray:
+        """A released type's records decoded again into one array, a chunk at a time: one
+        decoded chunk at most beside the array (chunks() decodes them all at once)."""
+        out = np.empty(self._counts.get(name, 0), dtype=dtype)  # as many as when read
+        at = 0
+        rest: list[np.ndarray] = []  # past that count (none: decoding is deterministic)
+        for v in self.iter_chunks(name):
+            if rest or at + len(v) > len(out):
+                rest.append(v)
+            else:
+                out[at:at + len(v)] = v
+                at += len(v)
+        return np.concatenate([out[:at], *rest]) if rest else out[:at]
 
     def column(self, name: str, fieldname: str) -> np.ndarray:
         """One field of one record type across all chunks, without copying whole records."""
@@ -757,6 +793,22 @@ def _record_checks(name: str, ctype: int, view: np.ndarray
                       or (view["size_bytes"] != view.dtype.itemsize).any()):
         return True, None, None
     return False, tracecheck.valid_records(name, view), tracecheck.time_bounds(name, view)
+
+
+# Bytes of the file read again (a released type) before their pages are dropped.
+FORGET_BYTES = 16 << 20
+
+
+def _forget(src: Any, lo: int, hi: int) -> None:
+    """Drop the pages of the file's bytes [lo, hi) from the resident set, as read_trace
+    does once the trace is read: a file mapping, read back when touched again."""
+    if src is None or src.mm is None or hi <= lo:
+        return
+    a = lo - lo % mmap.PAGESIZE
+    try:
+        src.mm.madvise(mmap.MADV_DONTNEED, a, hi - a)
+    except (OSError, AttributeError, ValueError):
+        pass
 
 
 def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:

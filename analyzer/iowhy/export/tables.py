@@ -22,6 +22,14 @@ from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, no_requ
                      syscall_name)
 
 TABLES = TABLE_NAMES
+# The fields of the requests table (a request record's and a bio record's).
+REQUEST_FIELDS = ("seq", "flags_u16", "iflags", "tid", "tgid", "comm", "done_ns", "dev_major",
+                  "dev_minor", "op", "start_sector", "len_bytes", "done_bytes", "submit_ns",
+                  "insert_ns", "issue_ns", "data_done_ns", "error", "requeues", "nr_bios")
+BIO_FIELDS = ("iflags", "tid", "tgid", "comm", "ts_ns", "dev_major", "dev_minor", "op",
+              "sector", "len_bytes")
+OFFCPU_FIELDS = ("tid", "tgid", "start_ns", "waking_ns", "end_ns", "flags_u16", "syscall_nr",
+                 "waker_tid", "waker_tgid", "waker_comm")
 # The record types each table reads (Trace.records), released once it is built.
 RECORDS = {"requests": ("request", "bio"), "calls": ("fsync",), "offcpu": ("offcpu",),
            "journal": ("journal",), "tasks": ("task",)}
@@ -67,16 +75,17 @@ def _fs_names(pa: Any, codes: np.ndarray) -> Any:
 
 def _time(pa: Any, x: np.ndarray) -> Any:
     """A time column: 0 means unknown in the trace, NULL here."""
-    x = np.asarray(x).astype(I64)
+    x = np.asarray(x).astype(I64, copy=False)
     return pa.array(x, type=pa.int64(), mask=(x == 0))
 
 
 def _maybe(pa: Any, x: np.ndarray, valid: np.ndarray) -> Any:
-    return pa.array(np.asarray(x).astype(I64), type=pa.int64(), mask=~np.asarray(valid, bool))
+    return pa.array(np.asarray(x).astype(I64, copy=False), type=pa.int64(),
+                    mask=~np.asarray(valid, bool))
 
 
 def _int(pa: Any, x: np.ndarray) -> Any:
-    return pa.array(np.asarray(x).astype(I64), pa.int64())
+    return pa.array(np.asarray(x).astype(I64, copy=False), pa.int64())
 
 
 def _bit(x: np.ndarray, b: int) -> np.ndarray:
@@ -97,7 +106,31 @@ def _table(pa: Any, name: str, cols: dict[str, Any]) -> Any:
 
 
 def _concat(a: Any, b: Any, dtype: Any = I64) -> np.ndarray:
+    if not len(b):  # no bio: a itself when it has the type already
+        return np.asarray(a).astype(dtype, copy=False)
     return np.concatenate((np.asarray(a).astype(dtype), np.asarray(b).astype(dtype)))
+
+
+def _fields(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarray]:
+    """Some fields of every record of one type (in file order), gathered a chunk at a
+    time: never the whole records (144 bytes a request) at once. Numbers come as int64
+    (the tables' type: not copied again), the other fields in their records' type."""
+    dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+    if not hasattr(trace, "iter_chunks"):
+        recs = trace.records(name)
+        return {f: recs[f] for f in fields}
+    n = trace.count(name)
+    out = {f: np.empty(n, dtype=I64 if dtype[f].kind in "iu" else dtype[f]) for f in fields}
+    at = 0
+    for v in trace.iter_chunks(name):
+        if at + len(v) > n:
+            raise RuntimeError(f"{name} records: more than the {n} counted")
+        for f in fields:
+            out[f][at:at + len(v)] = v[f]
+        at += len(v)
+    if at != n:
+        raise RuntimeError(f"{name} records: {at}, not the {n} counted")
+    return out
 
 
 def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
@@ -208,9 +241,9 @@ def _calls(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
 
 
 def _offcpu(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
-    off = trace.records("offcpu")
-    n = len(off)
-    s, w, e = (off[k].astype(I64) for k in ("start_ns", "waking_ns", "end_ns"))
+    off = _fields(trace, "offcpu", OFFCPU_FIELDS)
+    n = len(off["tid"])
+    s, w, e = (off[k].astype(I64, copy=False) for k in ("start_ns", "waking_ns", "end_ns"))
     woke = w > 0
     return _table(pa, "offcpu", {
         "run_uuid": uuids(n),
@@ -261,9 +294,10 @@ def _tasks(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
 def _requests(pa: Any, trace: Any, m: RunModel, uuids: Callable[[int], Any]) -> Any:
     """The requests table: a row per request record, then a row per bio of a bio-based
     device (the requests the analysis counts, in its order: source.model_requests)."""
-    rq, bo = trace.records("request"), trace.records("bio")
+    rq = _fields(trace, "request", REQUEST_FIELDS)
+    bo = _fields(trace, "bio", BIO_FIELDS)
     rm = m.requests
-    nr, nb = len(rq), len(bo)
+    nr, nb = len(rq["seq"]), len(bo["tid"])
     n = nr + nb
     if len(rm.cls) != n:  # the model has other requests than the records: a bug
         raise RuntimeError(f"the model has {len(rm.cls)} requests, the trace {n}")
