@@ -50,6 +50,9 @@ def arrow_on_heap() -> bool:
     from ..memory import heap_kept
     if not heap_kept():
         return False
+    # Arrow's C++ code (the Parquet writer's buffers) takes its own default pool, which
+    # it chooses from this variable when first asked, after pyarrow is imported.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
         pa = importlib.import_module("pyarrow")
     except ImportError:
