@@ -41,9 +41,10 @@ what woke the off-CPU and helper intervals), then:
     processes on the host disturb far less than the wall time), peak
     RSS of that process (VmHWM: interpreter, the decoded trace and the analysis) per
     record, and seconds and records/s per analysis phase;
-  * `iowhy report --json TRACE` as a subprocess (every trace) and `iowhy export --format
-    parquet` (the busy trace; --export-all: every one): wall time, records/s, CPU time
-    (the child's, from wait4), peak RSS per record (the child's ru_maxrss).
+  * `iowhy report --json TRACE` as a subprocess (every trace), `iowhy export --format
+    parquet` and `iowhy query 'SELECT count(*) FROM requests' TRACE` (the busy trace;
+    --export-all: every one): wall time, records/s, CPU time (the child's, from wait4),
+    peak RSS per record (the child's ru_maxrss).
 
 --cpu runs analyze() alone, on one thread (the decoding too), every figure read from that
 thread's CPU clock: per phase the work it does, which the other processes of a shared
@@ -91,6 +92,7 @@ CACHE = Path(os.environ.get("IOWHY_CACHE", "/var/cache/iowhy")) / "bench-analyze
 TARGET_RATE = 2_000_000  # records/s end to end
 TARGET_RSS = 300  # peak RSS bytes per record (all record types)
 TARGET_BUSY_S = 60.0  # `report --json` of the 60 s busy trace, s
+QUERY = "SELECT count(*) FROM requests"  # `iowhy query` on a trace: its tables in memory
 KINDS = ("busy", "fio", "fsync", "untar", "synthetic")
 RECORDED = ("busy", "fio", "fsync", "untar")
 
@@ -472,6 +474,9 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
                                     [iowhy(a), "export", "--format", "parquet", "-o",
                                      str(out), str(path)], n, a, subprocess.DEVNULL)
         shutil.rmtree(out, ignore_errors=True)
+        # the .iowt's tables in memory, all at once (a query may read any of them)
+        res["query"] = run_command("iowhy query", [iowhy(a), "query", QUERY, str(path)],
+                                   n, a, subprocess.DEVNULL)
     res["records"] = n
     return res
 
@@ -483,7 +488,7 @@ def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
         " the 60 s busy trace reported in < 60 s)")
     head = (f"{'trace':<26}{'records':>12}{'requests':>11}{'analyze s':>11}{'M rec/s':>9}"
             f"{'CPU s':>7}{'B/rec':>7}{'report s':>10}{'M rec/s':>9}{'B/rec':>7}"
-            f"{'export s':>10}{'B/rec':>7}")
+            f"{'export s':>10}{'B/rec':>7}{'query s':>9}{'B/rec':>7}")
     say(head)
 
     def secs(r: dict[str, Any] | None, key: str, w: int) -> str:
@@ -510,16 +515,16 @@ def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
         n = res.get("records", 0)
         if not n:
             continue
-        an, rp, ex = res.get("analysis"), res.get("report"), res.get("export")
+        an, rp, ex, qu = (res.get(k) for k in ("analysis", "report", "export", "query"))
         rq = res["mix"]["counts"]["request"]
         cpu = (f"{an['cpu_s']:>7.2f}" if an is not None and an.get("cpu_s")
                else f"{'-':>7}")
         say(f"{res['label']:<26}{n:>12,}{rq:>11,}{secs(an, 'seconds', 11)}"
             f"{rec_s(an, 'seconds', n, 9)}{cpu}{per_rec(an, n, 7)}{secs(rp, 'wall_s', 10)}"
             f"{rec_s(rp, 'wall_s', n, 9)}{per_rec(rp, n, 7)}{secs(ex, 'wall_s', 10)}"
-            f"{per_rec(ex, n, 7)}")
+            f"{per_rec(ex, n, 7)}{secs(qu, 'wall_s', 9)}{per_rec(qu, n, 7)}")
     say("analyze s: read_trace + analyze() in a fresh process; CPU s: its CPU time (all"
-        " threads); report/export s: the whole"
+        " threads); report/export/query s: the whole"
         " command's wall time; M rec/s: all records per second of that time; B/rec: peak"
         f" RSS per record (all record types); >{a.timeout:.0f}: stopped at --timeout (B/rec"
         " then the peak so far)")
@@ -577,7 +582,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="records (mix) or requests (requests) of the synthetic trace")
     ap.add_argument("--keep", metavar="PATH", help="write the synthetic trace here and keep it")
     ap.add_argument("--export-all", action="store_true",
-                    help="time `iowhy export --format parquet` on every trace (default: busy)")
+                    help="time `iowhy export --format parquet` and `iowhy query` on every"
+                         " trace (default: busy)")
     ap.add_argument("--timeout", type=float, default=1200.0,
                     help="stop a measured run after this many seconds (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=2,
@@ -641,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     # a run stopped at --timeout is a figure; one that failed is a failure
     failed = [r["label"] for r in results if r.get("failed") or any(
         r.get(k) and not r[k].get("timed_out") and (r[k].get("rc") or r[k].get("failed"))
-        for k in ("analysis", "report", "export"))]
+        for k in ("analysis", "report", "export", "query"))]
     if failed:
         say(f"failed: {', '.join(failed)}")
     return 1 if failed else 0

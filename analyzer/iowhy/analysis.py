@@ -29,7 +29,7 @@ from .views.classes import per_class, request_counts
 from .views.commits import commits_view, journal_of, workload_filesystems
 from .views.device import device_unions, device_view, relevant_devices
 from .views.fsync import fsync_values, fsync_view
-from .views.latency import latency_figures, latency_split, values_by_class
+from .views.latency import latency_figures, latency_split, latency_values, values_by_class
 from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
@@ -403,6 +403,10 @@ class _Tasks:
             graph.append(("request seeks", "seeks", ("stages",), self.seeks))
             i = [g[1] for g in graph].index("per class")
             graph[i] = (*graph[i][:2], (*graph[i][2], "seeks"), graph[i][3])
+            # Each request's call, before the fsync view drops the join.
+            graph.append(("request calls", "calls", ("join",), self.calls))
+            i = [g[1] for g in graph].index("fsync")
+            graph[i] = (*graph[i][:2], (*graph[i][2], "calls"), graph[i][3])
         if cfg.split:
             # Before the per-class figures too (the seeks).
             graph.append(("split values", "split", ("stages", "classify"), self.split))
@@ -463,6 +467,16 @@ class _Tasks:
         st = self.r["stages"]
         return (np.asarray(st.seek_idx).astype(I64, copy=True),
                 np.asarray(st.seek).astype(I64, copy=True))
+
+    def calls(self) -> np.ndarray:
+        """Each request's fsync-family call (index into the fsync records, -1 for none):
+        the join's (request, call) pairs spread out (on btrfs the join is that already)."""
+        j = self.r["join"]
+        if not isinstance(j, tuple):
+            return np.asarray(j).astype(I64)
+        out = np.full(len(self.rq), -1, I64)
+        out[j[0]] = j[1]
+        return out
 
     def service(self) -> Any:
         stage_service(self.r["stages"])
@@ -876,6 +890,12 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
       and the attribution's), -1 for one on a device set apart (not analyzed);
     * `seek`, `has_seek`: its seek distance in sectors from the device stages
       (model/stages.py), where it has one;
+    * `call`: its fsync-family call (model/calls.py, an index into the fsync records),
+      -1 for none or not analyzed;
+    * `device_ns`, `queue_ns`, `total_ns`: its times (views/latency.py,
+      latency_values), -1 where not observed or not analyzed;
+    * `dev`: its device (an index into `device_names`), -1 when not analyzed; `flags`:
+      its RQ_* flags (0 when not analyzed);
     * `device_names`: the report's name of each device (views/series.py)."""
     r, rq, n = t.r, t.rq, t.rows
     row = rq.extra.get("row")
@@ -906,8 +926,21 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
     si, sv = r["seeks"]
     seek[row[si]] = sv
     has_seek[row[si]] = True
+    call = np.full(n, -1, I64)
+    call[row] = r["calls"]
+    times = {}
+    for m, k in enumerate(("device_ns", "queue_ns", "total_ns")):
+        grp, v = latency_values(rq, r["classify"], m)
+        times[k] = np.full(n, -1, I64)
+        times[k][row] = np.where(grp < len(CLASS_NAMES), v, -1)
+        del grp, v
+    dev = np.full(n, -1, np.int32)
+    dev[row] = rq.dev
+    flags = np.zeros(n, rq.flags.dtype)
+    flags[row] = rq.flags
     return {"background": background, "counted": counted, "carried_for": carried_for,
             "carrier": carrier, "cls": cls, "seek": seek, "has_seek": has_seek,
+            "call": call, **times, "dev": dev, "flags": flags,
             "device_names": device_names(t.meta, rq.devices)}
 
 

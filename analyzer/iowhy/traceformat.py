@@ -18,7 +18,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -157,6 +157,8 @@ class Trace:
     _src: Any = field(default=None, repr=False)
     _old_dtypes: dict[int, np.dtype] = field(default_factory=dict, repr=False)
     _released: set[str] = field(default_factory=set, repr=False)
+    # The times a record may have (_check_window), for the chunks decoded again.
+    _window: tuple[int, int] | None = field(default=None, repr=False)
 
     # The damage counts under their former names.
     @property
@@ -197,8 +199,11 @@ class Trace:
     def records(self, name: str) -> np.ndarray:
         """All records of one type as one structured array (copied once, then cached)."""
         if name not in self._cache:
-            views = self.chunks(name)
             dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+            if name in self._released:
+                self._cache[name] = self._redecoded(name, dtype)
+                return self._cache[name]
+            views = self.chunks(name)
             if not views:
                 self._cache[name] = np.zeros(0, dtype=dtype)
             elif len(views) == 1:
@@ -206,6 +211,39 @@ class Trace:
             else:
                 self._cache[name] = np.concatenate(views)
         return self._cache[name]
+
+    def iter_chunks(self, name: str) -> Iterator[np.ndarray]:
+        """chunks(), a chunk at a time: a released type's chunks are decoded as they are
+        taken, one alive at a time unless the caller keeps them."""
+        if name not in self._released:
+            yield from self._views.get(name, [])
+            return
+        first, read = -1, 0  # the file's bytes read since they were last dropped
+        for o, h in self._where.get(name, []):
+            v = _decoded(self, o, h)
+            if len(v):
+                yield v
+            first = o if first < 0 else first
+            read += h[4]
+            if read >= FORGET_BYTES:
+                _forget(self._src, first, o + CHDR_SIZE + h[4])
+                first, read = -1, 0
+        if first >= 0:
+            _forget(self._src, first, len(self._src.mm) if self._src.mm else 0)
+
+    def _redecoded(self, name: str, dtype: np.dtype) -> np.ndarray:
+        """A released type's records decoded again into one array, a chunk at a time: one
+        decoded chunk at most beside the array (chunks() decodes them all at once)."""
+        out = np.empty(self._counts.get(name, 0), dtype=dtype)  # as many as when read
+        at = 0
+        rest: list[np.ndarray] = []  # past that count (none: decoding is deterministic)
+        for v in self.iter_chunks(name):
+            if rest or at + len(v) > len(out):
+                rest.append(v)
+            else:
+                out[at:at + len(v)] = v
+                at += len(v)
+        return np.concatenate([out[:at], *rest]) if rest else out[:at]
 
     def column(self, name: str, fieldname: str) -> np.ndarray:
         """One field of one record type across all chunks, without copying whole records."""
@@ -767,6 +805,22 @@ def _record_checks(name: str, ctype: int, view: np.ndarray
     return (False, *tracecheck.checks(name, view))
 
 
+# Bytes of the file read again (a released type) before their pages are dropped.
+FORGET_BYTES = 16 << 20
+
+
+def _forget(src: Any, lo: int, hi: int) -> None:
+    """Drop the pages of the file's bytes [lo, hi) from the resident set, as read_trace
+    does once the trace is read: a file mapping, read back when touched again."""
+    if src is None or src.mm is None or hi <= lo:
+        return
+    a = lo - lo % mmap.PAGESIZE
+    try:
+        src.mm.madvise(mmap.MADV_DONTNEED, a, hi - a)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
 def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:
     """The valid records of a record chunk read before (Trace._where), decoded again."""
     payload = tr._src.payload(off + CHDR_SIZE, h[4])
@@ -779,7 +833,13 @@ def _decoded(tr: Trace, off: int, h: tuple) -> np.ndarray:
     if rdt is not dtype:
         view = _widen(view, dtype)
     ok = tracecheck.valid_records(name, view)
-    return view if ok is None else view[ok]
+    if ok is not None:
+        view = view[ok]
+    if tr._window is not None:  # as the window check dropped them when read
+        ok = tracecheck.in_window(name, view, *tr._window)
+        if ok is not None:
+            view = view[ok]
+    return view
 
 
 def _widen(old: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -805,6 +865,7 @@ def _check_window(tr: Trace, bounds: dict[str, list[tuple[int, int] | None]]) ->
         return
     lo = max(0, start - tracecheck.WINDOW_SLACK_NS)
     hi = end + tracecheck.WINDOW_SLACK_NS
+    tr._window = (lo, hi)
     for name, views in tr._views.items():
         known = bounds.get(name, [])
         for i, v in enumerate(views):
@@ -813,6 +874,8 @@ def _check_window(tr: Trace, bounds: dict[str, list[tuple[int, int] | None]]) ->
                 continue
             ok = tracecheck.in_window(name, v, lo, hi)
             if ok is not None:
+                dropped = int(len(v) - ok.sum())
                 tr.damage.invalid_records[name] = (tr.damage.invalid_records.get(name, 0)
-                                                   + int(len(v) - ok.sum()))
+                                                   + dropped)
+                tr._counts[name] -= dropped  # what a released type's count() says
                 views[i] = v[ok]

@@ -151,3 +151,30 @@ def test_missing_duckdb_or_perfetto_is_one_line(tmp_path, capsys, monkeypatch, m
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"pip install {module}" in err
     assert not (tmp_path / "o.pftrace").exists()
+
+
+def test_records_far_outside_the_window_are_left_out_as_the_analysis_does(tmp_path, capsys):
+    # A record with a time far outside the recording is dropped when the trace is read
+    # (damage); the export decodes the records again after the analysis released them,
+    # and must drop it too, or its tables would not be the analysis' requests.
+    from golden_traces import write_trace
+    from iowhy.tracecheck import WINDOW_SLACK_NS
+    from tracebuilder import off, req, task
+    t0, far = 10**12, 10**12 + 2 * WINDOW_SLACK_NS
+    p = tmp_path / "far.iowt"
+    write_trace(p, start=t0, end=t0 + 100_000, tasks=[task(100, t0)],
+                requests=[req(t0 + 20_000, t0 + 60_000, sector=50_000),
+                          req(far + 30_000, far + 50_000, sector=60_000)],
+                offcpu=[off(100, t0 + 10_000, t0 + 90_000, waking=t0 + 85_000),
+                        off(100, far, far + 10_000)])
+    tr = read_trace(str(p))
+    kept = {n: (tr.count(n), tr.records(n).copy()) for n in ("request", "offcpu")}
+    assert kept["request"][0] == 1 and kept["offcpu"][0] == 1
+    tr.release("request", "offcpu")
+    for n, (count, recs) in kept.items():  # decoded again: the same records
+        assert tr.count(n) == count and (tr.records(n) == recs).all()
+    out = tmp_path / "pq"
+    assert main(["export", str(p), "--format", "parquet", "-o", str(out)]) == 0
+    assert "1 request records with out-of-range values dropped" in capsys.readouterr().err
+    assert pq.read_table(out / "requests.parquet").column("start_sector").to_pylist() == [50_000]
+    assert pq.read_table(out / "offcpu.parquet").num_rows == 1

@@ -39,3 +39,23 @@ def need(module: str) -> Any:
                 f"pip install 'iowhy[export]' (or pip install {pkg})")
         raise UserError(f"this needs the Python package {pkg}, which is not installed",
                         hint) from None
+
+
+def arrow_on_heap() -> bool:
+    """Arrow's buffers from malloc (pyarrow's system pool), not from its own allocator:
+    after memory.tune_allocator() glibc keeps the memory the analysis freed, and the
+    tables are then carved from it instead of from new pages beside it. For the CLI
+    (a process that exits after the export), before any Arrow buffer is made; False
+    when pyarrow is not installed or glibc does not keep freed memory."""
+    from ..memory import heap_kept
+    if not heap_kept():
+        return False
+    # Arrow's C++ code (the Parquet writer's buffers) takes its own default pool, which
+    # it chooses from this variable when first asked, after pyarrow is imported.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    try:
+        pa = importlib.import_module("pyarrow")
+    except ImportError:
+        return False
+    pa.set_memory_pool(pa.system_memory_pool())
+    return True

@@ -114,6 +114,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         check_target(args.output)
     tune_allocator()  # before the trace is read: the analysis reuses its freed memory
+    if args.format == "parquet":
+        from . import arrow_on_heap
+        arrow_on_heap()  # the tables reuse it too
     try:
         with progress(f"exporting {args.trace}") as step:
             step("read trace")
@@ -159,6 +162,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     fmt = "csv" if args.csv else "json" if args.json else "table"
     runs = args.runs[0] if len(args.runs) == 1 else f"{len(args.runs)} runs"
     tune_allocator()  # before any trace is read and analyzed
+    from . import arrow_on_heap
+    arrow_on_heap()  # a trace's tables reuse the memory its analysis freed
     try:
         with contextlib.ExitStack() as stack:
             damaged: list[str] = []

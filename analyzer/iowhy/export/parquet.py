@@ -11,7 +11,8 @@ from typing import Any
 
 from . import need
 from .files import output_dir
-from .tables import TABLES, run_tables
+from .source import no_requests
+from .tables import TABLES, iter_tables
 
 # Hive's name for a partition whose value is NULL (pyarrow, Spark and Trino read it so).
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -30,15 +31,26 @@ def write_parquet(trace: Any, out_dir: str) -> dict[str, int]:
     """Write runs.parquet, requests.parquet, ... into out_dir (made mode 0700 if missing;
     files mode 0600, never through a symlink, all appearing together once written).
     Returns rows per table."""
-    pq = need("pyarrow.parquet")
-    from ..progress import phase
-    tables = run_tables(trace)
-    phase("writing parquet")
+    from .source import load_run
+    model = load_run(trace)  # before the directory is made: the analysis may fail
     with output_dir(out_dir, [f"{name}.parquet" for name in TABLES]) as files:
-        for name, f in zip(TABLES, files):
-            pq.write_table(tables[name], f, compression="zstd",
-                           **one_row_group(tables[name]))
-    return {name: tables[name].num_rows for name in TABLES}
+        return write_tables(trace, model, files)
+
+
+def write_tables(trace: Any, model: Any, files: list[Any]) -> dict[str, int]:
+    """Each table of the run into its file (TABLES' order), one table built at a time
+    and dropped once written (the model's requests with the requests table); rows per
+    table."""
+    pq = need("pyarrow.parquet")
+    rows: dict[str, int] = {}
+    out = iter(files)  # (zip would keep the last table until the next is built)
+    for name, table in iter_tables(trace, model):
+        pq.write_table(table, next(out), compression="zstd", **one_row_group(table))
+        rows[name] = table.num_rows
+        del table  # before the next is built
+        if name == "requests":  # read by no other table
+            model.requests = no_requests()
+    return rows
 
 
 def partition_value(value: str | None) -> str:
@@ -108,11 +120,9 @@ def write_dataset(trace: Any, root: str) -> tuple[dict[str, int], str]:
     table (dataset_files), all appearing together once written, mode 0600, never
     through a symlink. Other runs' files are never opened for writing; a run already
     in the dataset is refused. (rows per table, the run's partition)."""
-    pq = need("pyarrow.parquet")
     from ..outfile import OutputError, make_output_dir, open_outputs
-    from ..progress import phase
     from .files import check_dir
-    from .source import run_info, run_uuid
+    from .source import load_run, run_info, run_uuid
     info = run_info(trace)
     uuid = run_uuid(trace)
     paths: list[str | os.PathLike[str]] = list(
@@ -122,8 +132,7 @@ def write_dataset(trace: Any, root: str) -> tuple[dict[str, int], str]:
             raise OutputError(f"run {uuid} is already in {root} ({os.path.relpath(p, root)})",
                               "each run is added once; remove its files first to add it "
                               "again")
-    tables = run_tables(trace)
-    phase("writing parquet")
+    model = load_run(trace)
     check_dir(root)
     made: list[str] = []  # the directories made here, removed again if the run fails
     try:
@@ -134,13 +143,11 @@ def write_dataset(trace: Any, root: str) -> tuple[dict[str, int], str]:
         for p in paths:
             _make_dirs(root, os.path.relpath(os.path.dirname(p), root), made)
         with open_outputs(paths, root) as files:
-            for name, f in zip(TABLES, files):
-                pq.write_table(tables[name], f, compression="zstd",
-                               **one_row_group(tables[name]))
+            rows = write_tables(trace, model, files)
     except BaseException:
         for d in reversed(made):  # empty unless another run wrote there meanwhile
             with contextlib.suppress(OSError):
                 os.rmdir(d)
         raise
     part = os.path.relpath(os.path.dirname(paths[0]), os.path.join(root, TABLES[0]))
-    return {name: tables[name].num_rows for name in TABLES}, part
+    return rows, part

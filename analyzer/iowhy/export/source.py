@@ -56,6 +56,13 @@ class RequestModel:
     device: list[str] = field(default_factory=list)  # the report's name of its device
 
 
+def no_requests() -> RequestModel:
+    """The model of no request."""
+    z = np.zeros(0, I64)
+    return RequestModel(cls=np.zeros(0, np.int8), queue_ns=z, device_ns=z, total_ns=z,
+                        seek_sectors=z, has_seek=np.zeros(0, bool), call_index=z)
+
+
 @dataclass
 class RunModel:
     uuid: str
@@ -119,10 +126,11 @@ def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestMod
     and what it made of each request, the model's one definition (the same the
     report's tables use) giving only those of a device the analysis set apart."""
     from ..model.calls import join_requests_to_calls
-    from ..model.classify import CATEGORY_OF_CLASS, request_classes
+    from ..model.classify import request_classes
     from ..model.stages import device_stages
-    from ..model.wakeups import DEVICE_CAT0, KIND_NAMES
     from ..views.latency import latency_values
+    if roles is not None and "call" in roles and (roles["cls"] >= 0).all():
+        return _analyzed_model(trace, roles)  # every request analyzed: nothing to load
     win, rq = model_requests(trace)
     n = len(rq)
     fs = trace.records("fsync")
@@ -160,23 +168,45 @@ def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestMod
     out = RequestModel(cls=cls, queue_ns=parts[1], device_ns=parts[0], total_ns=parts[2],
                        seek_sectors=seek, has_seek=has, call_index=call,
                        n_requests=trace.count("request"), flags=np.asarray(rq.flags))
-    cat = CATEGORY_OF_CLASS[cls.astype(I64)] if n else np.zeros(0, np.int8)
-    out.category = [ATTRIBUTION_CATEGORIES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
-    kinds = [KIND_NAMES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
     if roles is None:
         from ..views.series import device_names as names_of
         names = [utf8_text(x) for x in names_of(trace.meta or {}, rq.devices)]
-        out.device = [names[d] for d in rq.dev.tolist()]
-        out.served_by = list(kinds)
+        _named(out, cls, None, rq.dev, names)
         return out
-    names = [utf8_text(x) for x in roles["device_names"]]
-    out.device = [names[d] for d in rq.dev.tolist()]
+    _named(out, cls, roles, rq.dev, [utf8_text(x) for x in roles["device_names"]])
+    return out
+
+
+def _analyzed_model(trace: Any, roles: dict[str, Any]) -> RequestModel:
+    """request_model() when the analysis analyzed every request: its figures of each
+    (request_roles), the same the model computes, without loading the requests again."""
+    cls = roles["cls"].astype(np.int8)
+    out = RequestModel(cls=cls, queue_ns=roles["queue_ns"], device_ns=roles["device_ns"],
+                       total_ns=roles["total_ns"], seek_sectors=roles["seek"],
+                       has_seek=roles["has_seek"], call_index=roles["call"],
+                       n_requests=trace.count("request"), flags=roles["flags"])
+    _named(out, cls, roles, roles["dev"], [utf8_text(x) for x in roles["device_names"]])
+    return out
+
+
+def _named(out: RequestModel, cls: np.ndarray, roles: dict[str, Any] | None,
+           dev: np.ndarray, names: list[str]) -> None:
+    """The model's names of each request: category, served by, device and (with
+    `roles`) carried for, counted and background."""
+    from ..model.classify import CATEGORY_OF_CLASS
+    from ..model.wakeups import DEVICE_CAT0, KIND_NAMES
+    cat = CATEGORY_OF_CLASS[cls.astype(I64)] if len(cls) else np.zeros(0, np.int8)
+    out.category = [ATTRIBUTION_CATEGORIES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
+    kinds = [KIND_NAMES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
+    out.device = [names[d] for d in dev.tolist()]
+    if roles is None:
+        out.served_by = list(kinds)
+        return
     out.counted, out.background = roles["counted"], roles["background"]
     out.carried_for = [names[d] if d >= 0 else None for d in roles["carried_for"].tolist()]
     # No level two for a carrier device's request, nor for one the analysis set apart.
-    none = roles["carrier"] | ~analyzed
+    none = roles["carrier"] | (roles["cls"] < 0)
     out.served_by = [None if c else k for k, c in zip(kinds, none.tolist())]
-    return out
 
 
 def analysis_figures(trace: Any, depth_buckets: int = 200) -> dict[str, Any]:

@@ -10,7 +10,7 @@ the trace, and unknown values are NULL (never 0, -1 or '').
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -18,11 +18,23 @@ from .. import abi
 from ..names import comm_text
 from . import need
 from .schema import SCHEMA_VERSION, TABLE_NAMES, arrow_schema
-from .source import CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, syscall_name
+from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, no_requests,
+                     syscall_name)
 
 TABLES = TABLE_NAMES
+# The fields of the requests table (a request record's and a bio record's).
+REQUEST_FIELDS = ("seq", "flags_u16", "iflags", "tid", "tgid", "comm", "done_ns", "dev_major",
+                  "dev_minor", "op", "start_sector", "len_bytes", "done_bytes", "submit_ns",
+                  "insert_ns", "issue_ns", "data_done_ns", "error", "requeues", "nr_bios")
+BIO_FIELDS = ("iflags", "tid", "tgid", "comm", "ts_ns", "dev_major", "dev_minor", "op",
+              "sector", "len_bytes")
+OFFCPU_FIELDS = ("tid", "tgid", "start_ns", "waking_ns", "end_ns", "flags_u16", "syscall_nr",
+                 "waker_tid", "waker_tgid", "waker_comm")
+# The record types each table reads (Trace.records), released once it is built.
+RECORDS = {"requests": ("request", "bio"), "calls": ("fsync",), "offcpu": ("offcpu",),
+           "journal": ("journal",), "tasks": ("task",)}
 I64 = np.int64
-__all__ = ["SCHEMA_VERSION", "TABLES", "run_tables"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "iter_tables", "run_tables"]
 
 
 def _strings(pa: Any, values: np.ndarray, name: Callable[[Any], str | None]) -> Any:
@@ -63,16 +75,17 @@ def _fs_names(pa: Any, codes: np.ndarray) -> Any:
 
 def _time(pa: Any, x: np.ndarray) -> Any:
     """A time column: 0 means unknown in the trace, NULL here."""
-    x = np.asarray(x).astype(I64)
+    x = np.asarray(x).astype(I64, copy=False)
     return pa.array(x, type=pa.int64(), mask=(x == 0))
 
 
 def _maybe(pa: Any, x: np.ndarray, valid: np.ndarray) -> Any:
-    return pa.array(np.asarray(x).astype(I64), type=pa.int64(), mask=~np.asarray(valid, bool))
+    return pa.array(np.asarray(x).astype(I64, copy=False), type=pa.int64(),
+                    mask=~np.asarray(valid, bool))
 
 
 def _int(pa: Any, x: np.ndarray) -> Any:
-    return pa.array(np.asarray(x).astype(I64), pa.int64())
+    return pa.array(np.asarray(x).astype(I64, copy=False), pa.int64())
 
 
 def _bit(x: np.ndarray, b: int) -> np.ndarray:
@@ -93,22 +106,77 @@ def _table(pa: Any, name: str, cols: dict[str, Any]) -> Any:
 
 
 def _concat(a: Any, b: Any, dtype: Any = I64) -> np.ndarray:
+    if not len(b):  # no bio: a itself when it has the type already
+        return np.asarray(a).astype(dtype, copy=False)
     return np.concatenate((np.asarray(a).astype(dtype), np.asarray(b).astype(dtype)))
+
+
+def _fields(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarray]:
+    """Some fields of every record of one type (in file order), gathered a chunk at a
+    time: never the whole records (144 bytes a request) at once. Numbers come as int64
+    (the tables' type: not copied again), the other fields in their records' type."""
+    dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+    if not hasattr(trace, "iter_chunks"):
+        recs = trace.records(name)
+        return {f: recs[f] for f in fields}
+    n = trace.count(name)
+    out = {f: np.empty(n, dtype=I64 if dtype[f].kind in "iu" else dtype[f]) for f in fields}
+    at = 0
+    for v in trace.iter_chunks(name):
+        if at + len(v) > n:
+            raise RuntimeError(f"{name} records: more than the {n} counted")
+        for f in fields:
+            out[f][at:at + len(v)] = v[f]
+        at += len(v)
+    if at != n:
+        raise RuntimeError(f"{name} records: {at}, not the {n} counted")
+    return out
 
 
 def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     """The seven tables of one trace (pyarrow.Table each, its schema.py schema)."""
+    return dict(iter_tables(trace, model))
+
+
+def iter_tables(trace: Any, model: RunModel | None = None) -> Iterator[tuple[str, Any]]:
+    """(name, table) of the seven tables of one trace in TABLES' order, each built when
+    it is asked for: a writer that drops a table before asking for the next holds one
+    at a time."""
     from ..progress import phase
     pa = need("pyarrow")
     m = model or load_run(trace)
-    phase("tables")
     u = m.uuid
 
     def uuids(n: int) -> Any:
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
                                               pa.array([u])).cast(pa.string())
 
-    out: dict[str, Any] = {}
+    def requests() -> Any:
+        t = _requests(pa, trace, m, uuids)
+        if model is None:  # the model is ours: no other table reads its requests
+            m.requests = no_requests()
+        return t
+
+    build: dict[str, Callable[[], Any]] = {
+        "runs": lambda: _runs(pa, m),
+        "attribution": lambda: _attribution(pa, m, uuids),
+        "requests": requests,
+        "calls": lambda: _calls(pa, trace, uuids),
+        "offcpu": lambda: _offcpu(pa, trace, uuids),
+        "journal": lambda: _journal(pa, trace, uuids),
+        "tasks": lambda: _tasks(pa, trace, uuids),
+    }
+    meta = {b"iowhy.schema": str(SCHEMA_VERSION).encode(), b"iowhy.run_uuid": u.encode()}
+    for name in TABLES:
+        phase(f"{name} table")
+        # no reference kept here: the caller's is the table's last
+        yield name, build.pop(name)().replace_schema_metadata(meta)
+        if hasattr(trace, "release"):  # decoded again by a later reader
+            trace.release(*RECORDS.get(name, ()))
+
+
+def _runs(pa: Any, m: RunModel) -> Any:
+    u = m.uuid
     info = m.info
     argv = info["argv"]
     run: dict[str, Any] = {
@@ -130,16 +198,20 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     for cat in CATEGORIES:
         v = None if m.attribution_ns is None else m.attribution_ns.get(cat)
         run[f"{cat.replace('-', '_')}_ns"] = [v]
-    out["runs"] = _table(pa, "runs", run)
-    # Level two, long: one row per (basis, level one, what served it).
+    return _table(pa, "runs", run)
+
+
+def _attribution(pa: Any, m: RunModel, uuids: Callable[[int], Any]) -> Any:
+    """Level two, long: one row per (basis, level one, what served it)."""
     rows = [(basis, cat, part, int(ns)) for basis, d in m.detail.items()
             for cat, parts in d.items() for part, ns in parts.items() if ns]
-    out["attribution"] = _table(pa, "attribution", {
+    return _table(pa, "attribution", {
         "run_uuid": uuids(len(rows)),
         "basis": [r[0] for r in rows], "category": [r[1] for r in rows],
         "served_by": [r[2] for r in rows], "ns": [r[3] for r in rows]})
-    out["requests"] = _requests(pa, trace, m, uuids)
 
+
+def _calls(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
     fs = trace.records("fsync")
     n = len(fs)
     ffl = fs["flags_u16"]
@@ -147,7 +219,7 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
     partial = abi.FS_F_INCOMPLETE | abi.FS_F_LATE_ENTER | abi.FS_F_EXIT_UNSEEN
     seen = (exit_ > 0) & ((ffl & partial) == 0)
     fdev = (fs["dev_major"] != 0) | (fs["dev_minor"] != 0)
-    out["calls"] = _table(pa, "calls", {
+    return _table(pa, "calls", {
         "run_uuid": uuids(n),
         "call_id": np.arange(n, dtype=I64),
         "call": _names(pa, fs["call_u16"], abi.CALL_NAMES, "call"),
@@ -167,11 +239,13 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "exit_unseen": _bit(ffl, abi.FS_F_EXIT_UNSEEN),
     })
 
-    off = trace.records("offcpu")
-    n = len(off)
-    s, w, e = (off[k].astype(I64) for k in ("start_ns", "waking_ns", "end_ns"))
+
+def _offcpu(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
+    off = _fields(trace, "offcpu", OFFCPU_FIELDS)
+    n = len(off["tid"])
+    s, w, e = (off[k].astype(I64, copy=False) for k in ("start_ns", "waking_ns", "end_ns"))
     woke = w > 0
-    out["offcpu"] = _table(pa, "offcpu", {
+    return _table(pa, "offcpu", {
         "run_uuid": uuids(n),
         "tid": _int(pa, off["tid"]), "tgid": _int(pa, off["tgid"]),
         "start_ns": _time(pa, s), "waking_ns": _time(pa, w), "end_ns": _time(pa, e),
@@ -186,9 +260,11 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "waker_comm": _comm(pa, off["waker_comm"]),
     })
 
+
+def _journal(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
     jr = trace.records("journal")
     n = len(jr)
-    out["journal"] = _table(pa, "journal", {
+    return _table(pa, "journal", {
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, jr["ts_ns"]),
         "event": _names(pa, jr["event_u16"], abi.JOURNAL_EVENT_NAMES, "event"),
@@ -198,11 +274,13 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "comm": _comm(pa, jr["comm"]),
     })
 
+
+def _tasks(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
     tk = trace.records("task")
     n = len(tk)
     events = {abi.TASK_ROOT: "root", abi.TASK_FORK: "fork", abi.TASK_EXEC: "exec",
               abi.TASK_EXIT: "exit", abi.TASK_DEAD: "dead", abi.TASK_JOIN: "join"}
-    out["tasks"] = _table(pa, "tasks", {
+    return _table(pa, "tasks", {
         "run_uuid": uuids(n),
         "ts_ns": _time(pa, tk["ts_ns"]),
         "event": _names(pa, tk["event_u16"], events, "event"),
@@ -211,16 +289,15 @@ def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
         "exit_code": _maybe(pa, tk["exit_code"], tk["event_u16"] == abi.TASK_EXIT),
         "comm": _comm(pa, tk["comm"]),
     })
-    meta = {b"iowhy.schema": str(SCHEMA_VERSION).encode(), b"iowhy.run_uuid": u.encode()}
-    return {k: t.replace_schema_metadata(meta) for k, t in out.items()}
 
 
 def _requests(pa: Any, trace: Any, m: RunModel, uuids: Callable[[int], Any]) -> Any:
     """The requests table: a row per request record, then a row per bio of a bio-based
     device (the requests the analysis counts, in its order: source.model_requests)."""
-    rq, bo = trace.records("request"), trace.records("bio")
+    rq = _fields(trace, "request", REQUEST_FIELDS)
+    bo = _fields(trace, "bio", BIO_FIELDS)
     rm = m.requests
-    nr, nb = len(rq), len(bo)
+    nr, nb = len(rq["seq"]), len(bo["tid"])
     n = nr + nb
     if len(rm.cls) != n:  # the model has other requests than the records: a bug
         raise RuntimeError(f"the model has {len(rm.cls)} requests, the trace {n}")
