@@ -44,6 +44,9 @@ KNOWN_MISS = {
                       "behind the hdd's flushes land on the replay's critical path)",
     ("nobarrier", "btrfs"): "wc-barrier on btrfs predicted --nobarrier: -28 to -30% at "
                             "load 1.4, +23% at load 11",
+    ("ssd", "xfs"): "fsync-tar on xfs predicted on the ssd: +26 to +31% in 3 attempts at "
+                    "load 1.5-1.8 (640-648 ms predicted, 489-532 ms real), -15% at "
+                    "higher loads",
     ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: -68 to -69% "
                            "or +7% by recording (2 of 3 recordings at load 1.5 put the "
                            "data writeback off the critical path the replay follows)",

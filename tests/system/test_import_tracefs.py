@@ -176,7 +176,9 @@ def test_ext4_fsync_loop_flush_sequenced_writes(make_fs, tmp_path):
     need(shutil.which("unshare") is not None, "needs unshare(1)")
     need(Path("/sys/kernel/tracing").is_dir(), "kernel without tracefs")
     lp, mnt = make_fs("ext4", 256, mkfs_args=("-E", "lazy_itable_init=0,lazy_journal_init=0"))
-    n = 60
+    # Enough fsyncs that the device is busy far longer than the few jiffies (4 ms at
+    # HZ=250) io_ticks can be off by: 60 gave 21-28 ms busy against io_ticks of 12-32 ms.
+    n = 240
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NAME": lp.name, "MNT": str(mnt),
            "DEVT": str((lp.major << 20) | lp.minor), "OUT": str(tmp_path), "N": str(n)}
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
