@@ -43,7 +43,7 @@ from .views.stack import carrier_devices, carrying_edges, served_devices
 from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers,
                            root_actor, root_event_wait, thread_time_view,
                            unrecorded_helper_details)
-from .views.workload import workload_covers, workload_view
+from .views.workload import flush_waits, workload_covers, workload_view
 from .views.cgroups import cgroup_view, not_recorded, workload_groups
 
 
@@ -547,8 +547,7 @@ class _Tasks:
             return workload_covers(self.rq, r["stages"], r["unions"], r["flush"], devs)
         served = served_devices(r["counts"][1], carriers)
         covers, waits = covers_of(served)
-        log_waits = workload_covers(self.rq, r["stages"], r["unions"], r["flush"], served,
-                                    r["classify"])[1]
+        log_waits = flush_waits(self.rq, r["flush"], served, r["classify"])
         link = RequestLink.build(self.rq, self.r["classify"])
         if covers:
             link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),

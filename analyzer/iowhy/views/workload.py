@@ -352,15 +352,19 @@ def _put_events(key: np.ndarray, kind: np.ndarray, j: int, t: np.ndarray, k: Any
     return j + len(t)
 
 
-def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: Sequence[int],
-                    cls: np.ndarray | None = None
+def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: Sequence[int]
                     ) -> tuple[list[Coverage], tuple[np.ndarray, np.ndarray]]:
     """Cumulative coverages V_0..V_4 (barrier.. read) of the workload's devices, and the
-    flush-wait windows of flush-sequenced requests on them (see workload_view); with
-    the requests' classes `cls`, only the windows of those of class log (a journal or
-    log write waiting out its flushes)."""
-    span, w0 = st.span, st.origin
-    covers = [Coverage(*_unkey(u, span, w0, relevant)) for u in cumul]
+    flush-wait windows of flush-sequenced requests on them (see workload_view)."""
+    covers = [Coverage(*_unkey(u, st.span, st.origin, relevant)) for u in cumul]
+    return covers, flush_waits(rq, fl, relevant)
+
+
+def flush_waits(rq: Requests, fl: FlushShare, relevant: Sequence[int],
+                cls: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The flush-wait windows (starts, ends) of the flush-sequenced requests on the
+    devices `relevant`; with the requests' classes `cls`, only those of class log (a
+    journal or log write waiting out its flushes)."""
     wi = fl.waiter_idx
     a, b = fl.wait_windows
     ok = None
@@ -373,4 +377,4 @@ def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: S
         keep = np.flatnonzero(ok)
         keep = np.concatenate((keep, keep + len(wi)))
         a, b = np.take(a, keep), np.take(b, keep)
-    return covers, (a, b)
+    return a, b

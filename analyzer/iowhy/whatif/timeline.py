@@ -124,14 +124,12 @@ def covers(res: Result, reqs: RequestTable) -> tuple[list[Coverage], Waits]:
     return out, (ws, we)
 
 
-def log_waits(res: Result, reqs: RequestTable) -> Waits:
-    """The flush waits of the replay's log writes (device_fill's log_waits)."""
+def log_waits(res: Result, reqs: RequestTable, waits: Waits) -> Waits:
+    """Of the replay's flush waits (covers()), those of its log writes (device_fill's
+    log_waits)."""
     rq = np.asarray(res.flush_wait_rq, np.int64)
-    log = (np.asarray(reqs.cls)[rq] == CLASS_NAMES.index("log")) if len(rq) else \
-        np.zeros(0, bool)
-    ws = np.asarray([a for a, _ in res.flush_waits], I64)[:len(log)]
-    we = np.asarray([b for _, b in res.flush_waits], I64)[:len(log)]
-    return ws[log], we[log]
+    log = np.asarray(reqs.cls)[rq] == CLASS_NAMES.index("log")
+    return waits[0][log], waits[1][log]
 
 
 def fill_of(tl: Timeline, res: Result, reqs: RequestTable) -> Any:
@@ -139,4 +137,4 @@ def fill_of(tl: Timeline, res: Result, reqs: RequestTable) -> Any:
     cv, waits = covers(res, reqs)
     return helper_timers(device_fill(cv, waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                     None, helper_busy(tl), log_waits(res, reqs)))
+                                     None, helper_busy(tl), log_waits(res, reqs, waits)))
