@@ -1151,6 +1151,8 @@ static __always_inline void emit_task_at(struct task_struct *t, __u16 event, __u
 static __always_inline void emit_task(struct task_struct *t, __u16 event, __u32 parent_tgid,
 				      __s32 code)
 {
+	if (top_mode) /* before the reads of the arguments below: top keeps no task record */
+		return;
 	emit_task_at(t, event, parent_tgid, code, bpf_ktime_get_ns(), task_cgroup_id(t));
 }
 

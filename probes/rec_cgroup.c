@@ -254,8 +254,10 @@ static void cg_add(struct cgtable *c, __u64 id, const char *path)
 		size_t cap = c->cap ? 2 * c->cap : 16;
 		struct cgpath *v = c->n < CGROUPS_MAX ? realloc(c->v, cap * sizeof(*v)) : NULL;
 
-		if (!v)
+		if (!v) {
+			c->full = 1;
 			return;
+		}
 		c->v = v;
 		c->cap = cap;
 	}
@@ -307,12 +309,13 @@ static void cg_lookup(struct rec *r, __u64 id)
 	cg_add(&r->cg, id, path);
 }
 
-/* A task record's cgroup id: named in the table if it is new. */
+/* A task record's cgroup id: named in the table if it is new (once the table is full, a
+ * new id costs no lookup: it stays unnamed, as cg_add says). */
 void cgroup_seen(struct rec *r, __u64 id)
 {
 	if (!r->cg.init)
 		cg_init(r);
-	if (id && !cg_find(&r->cg, id))
+	if (id && !r->cg.full && !cg_find(&r->cg, id))
 		cg_lookup(r, id);
 }
 

@@ -464,8 +464,8 @@ void flight_stop(struct rec *r)
 	if (f->pending) {
 		if (!r->env.quiet)
 			fprintf(stderr, "iowhy-record: flight: stopped %.1f s before the dump of %s "
-					"was due: writing it now\n", (f->due_ns - r->end_ns) / 1e9,
-				f->trig);
+					"was due: writing it now\n",
+				f->due_ns > r->end_ns ? (f->due_ns - r->end_ns) / 1e9 : 0.0, f->trig);
 	} else {
 		f->pending = 1;
 		f->trig_ns = f->due_ns = r->end_ns;

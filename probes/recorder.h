@@ -213,6 +213,7 @@ struct rec {
 		char mount[PATH_MAX];
 		struct cgpath *v;
 		size_t n, cap;
+		int full;         /* an id could not be added: later new ids are not looked up */
 		size_t reported;  /* entries the last PROGRESS had written */
 		size_t last;      /* the entry found last (task records come in runs) */
 		struct thread_cg *th; /* --flight: open addressing by tid */
