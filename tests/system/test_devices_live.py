@@ -201,7 +201,9 @@ def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin
     that process's requests (bpftrace counts them at block_getrq, in its own context)
     are background, none in the class tables, and the class tables' data requests are
     exactly what the workload submitted (the upper device's stat)."""
-    lower, lmnt = make_fs("ext4", size_mib=256, mount_opts="lazytime")
+    # Inode tables and journal zeroed by mkfs, not by ext4lazyinit during the run.
+    lower, lmnt = make_fs("ext4", size_mib=256, mount_opts="lazytime",
+                          mkfs_args=("-E", "lazy_itable_init=0,lazy_journal_init=0"))
     img, other = lmnt / "upper.img", lmnt / "other.img"
     # Both files written in full first: no block allocation (no journal) later.
     run(["dd", "if=/dev/zero", f"of={img}", "bs=1M", "count=64", "status=none"])
@@ -217,8 +219,12 @@ def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin
     request.addfinalizer(lambda: (writer.poll() is None and writer.kill(), writer.wait()))
     wpid = int(writer.stdout.readline())
     devt = lower.major << 20 | lower.minor
-    bt = _bpftrace(request, f"tracepoint:block:block_getrq /pid == {wpid}/ "
-                            f"{{ @other = count(); }}")
+    # Every request on the lower disk, by who asked: the writer, kernel workers (the
+    # upper loop device's worker among them) and any other task (jbd2, ...).
+    bt = _bpftrace(request, f"tracepoint:block:block_getrq /args->dev == {devt}/ {{ "
+                            f"if (pid == {wpid}) {{ @other = count(); }} "
+                            f"else if (strncmp(comm, \"kworker\", 7) == 0) "
+                            f"{{ @kworker = count(); }} else {{ @rest = count(); }} }}")
     u0 = stat(uname)
     out = tmp_path / "s.iowt"
     workload = (f"touch {go}; dd if=/dev/zero of={upper} bs=64k count=400 oflag=direct "
@@ -234,12 +240,16 @@ def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin
     assert m, bt_out
     theirs = int(m.group(1))
     assert theirs >= n_other, theirs  # one request per O_DIRECT write at least
-    del devt
+    counts = {k: int(v) for k, v in re.findall(r"@(kworker|rest): (\d+)", bt_out)}
+    # Requests on the lower disk that were neither the writer's nor the upper loop's
+    # (bpftrace's window is a little wider than the recording's).
+    others = counts.get("rest", 0) + max(0, counts.get("kworker", 0) - upper_requests)
     tr = read_trace(str(out))
     res = analyze(tr)
     bg = {d["name"]: d for d in res["background"]["devices"]}
     assert lower.name in bg, res["background"]
-    assert bg[lower.name]["requests"] == theirs, (bg[lower.name], theirs)
+    why = (bg[lower.name], theirs, counts, upper_requests)
+    assert theirs <= bg[lower.name]["requests"] <= theirs + others, why
     assert bg[lower.name]["set_apart"] is False
     # The class tables: the workload's own requests, each counted once, at the top
     # (the loop worker's carried writes are left out, and so are the other writer's
