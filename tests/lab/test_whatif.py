@@ -46,7 +46,9 @@ KNOWN_MISS = {
                             "load 1.4, +23% at load 11",
     ("ssd", "ext4"): "fsync-tar on ext4 predicted on the ssd: +27 to +30% in 3 attempts at "
                      "load 2-3 (712-739 ms predicted, 554-568 ms real), -3 to +5% at "
-                     "higher loads: the ssd model's quiet-machine error, as on xfs",
+                     "higher loads: the replay keeps the hdd's CPU bursts, slowed by "
+                     "the long waits before them (cpu 144 ms recorded, 73 ms in a real "
+                     "ssd run; docs/whatif.md)",
     ("ssd", "xfs"): "fsync-tar on xfs predicted on the ssd: +26 to +31% in 3 attempts at "
                     "load 1.5-1.8 (640-648 ms predicted, 489-532 ms real), -15% at "
                     "higher loads",
