@@ -34,7 +34,8 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .views.series import described_names, device_names, figure_data, task_comms
+from .model.devices import described_names, device_names
+from .views.series import figure_data, task_comms
 from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_start,
                             build_timeline, device_states, foreign_jbd2, has_wakers)
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
@@ -334,6 +335,14 @@ def analyze_columns(win: Window, meta: Mapping[str, Any], rq: Requests,
 Task = tuple[str, str, tuple[str, ...], Callable[[], Any]]
 
 
+def _needs(graph: list[Task], key: str, *deps: str) -> None:
+    """Task `key` of graph waits for deps too (an optional task that must run before a
+    task drops the data it reads)."""
+    i = [g[1] for g in graph].index(key)
+    name, k, before, fn = graph[i]
+    graph[i] = (name, k, (*before, *deps), fn)
+
+
 class _Tasks:
     """The tasks of one analysis, each a method whose result run_graph stores in r under
     its key, and the data each drops once its last reader is done."""
@@ -396,27 +405,23 @@ class _Tasks:
         if cfg.values or cfg.figures:
             # Before the per-class figures, which drop the seeks once read.
             graph.append(("values", "values", ("stages", "classify", "once"), self.values))
-            i = [g[1] for g in graph].index("per class")
-            graph[i] = (*graph[i][:2], (*graph[i][2], "values"), graph[i][3])
+            _needs(graph, "per class", "values")
         if cfg.requests:
             # Each request's seek (request_roles), before the per-class figures drop them.
             graph.append(("request seeks", "seeks", ("stages",), self.seeks))
-            i = [g[1] for g in graph].index("per class")
-            graph[i] = (*graph[i][:2], (*graph[i][2], "seeks"), graph[i][3])
+            _needs(graph, "per class", "seeks")
             # Each request's call, before the fsync view drops the join.
             graph.append(("request calls", "calls", ("join",), self.calls))
-            i = [g[1] for g in graph].index("fsync")
-            graph[i] = (*graph[i][:2], (*graph[i][2], "calls"), graph[i][3])
+            _needs(graph, "fsync", "calls")
         if cfg.split:
             # Before the per-class figures too (the seeks).
             graph.append(("split values", "split", ("stages", "classify"), self.split))
-            i = [g[1] for g in graph].index("per class")
-            graph[i] = (*graph[i][:2], (*graph[i][2], "split"), graph[i][3])
+            _needs(graph, "per class", "split")
         if cfg.figures:
             graph.append(("figure data", "figures",
                           ("classify", "counts", "values", "per class"), self.figure_data))
-        if btrfs:  # the join first: classify waits for it
-            graph.insert(0, graph.pop(5))
+        if btrfs:  # the join first: classify, first of the chain, waits for it
+            graph.sort(key=lambda g: g[1] != "join")  # stable: the rest keep their order
         return graph
 
     # -- the tasks
@@ -845,7 +850,7 @@ def _result(t: _Tasks) -> dict[str, Any]:
             f"trace format version {trace.version} records no wakeups: the attribution is "
             "correlational (the best state among the threads; blocked time charged to what "
             "the workload's devices were doing)")]
-    res["findings"] = findings(res, cfg)
+    res["findings"] = findings(res, cfg.max_findings, cfg.min_finding_share)
     if trace is not None and getattr(trace, "damage", None) and trace.damage.damaged:
         res["damage"] = trace.damage.as_dict()  # only then: a sound trace's output is as before
     if trace is None:

@@ -4,12 +4,9 @@ and the duration format shared by the findings and the reports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from .categories import BY_WHOSE, OWN_PART, PART_WORDS, WHOSE_WORDS
-
-if TYPE_CHECKING:
-    from .analysis import AnalysisConfig
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -56,9 +53,11 @@ def served_text(cat: str, parts: Mapping[str, int] | None, whole: int, limit: in
                             for p, v in shown[:limit])
 
 
-def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
+def findings(r: Mapping[str, Any], max_findings: int, min_share: float
+             ) -> list[dict[str, Any]]:
     """A few statements in plain words, largest first, each with its evidence; each
-    causal one names what served it (level two) when that is not its own kind."""
+    causal one names what served it (level two) when that is not its own kind. At most
+    max_findings, none below min_share of the elapsed time."""
     el = r["elapsed_ns"]
     att = r["attribution_ns"]
     pct = r["attribution_pct"]
@@ -75,10 +74,10 @@ def findings(r: Mapping[str, Any], cfg: AnalysisConfig) -> list[dict[str, Any]]:
     if att is not None:  # None: the trace holds no off-CPU data (attribution_unavailable)
         _attribution_findings(r, att, pct, add)
     _placement_findings(r, add)
-    floor = cfg.min_finding_share * el
+    floor = min_share * el
     out = [f for f in out if f["weight_ns"] >= floor and f["weight_ns"] > 0]
     out.sort(key=lambda f: -f["weight_ns"])
-    return out[: cfg.max_findings]
+    return out[:max_findings]
 
 
 def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
