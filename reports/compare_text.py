@@ -14,7 +14,8 @@ from typing import Any, Mapping
 from iowhy import cmdline
 
 from .escape import printable
-from .terminal import _fit, _num, _wrap, damage_first
+from .fmt import fit_line, fmt_count, wrap_text
+from .terminal import damage_first
 from .units import DEFAULT_TIME_UNIT, time_text
 
 LABEL = 34  # row label column (after a 2-column indent)
@@ -70,7 +71,7 @@ def _cells(row: Mapping[str, Any], tunit: str = DEFAULT_TIME_UNIT,
     def num(v: Any, sign: bool = False) -> str:
         if v is None:
             return "-"
-        s = _num(int(v)) if unit == "sectors" else f"{int(v):,}"
+        s = fmt_count(int(v)) if unit == "sectors" else f"{int(v):,}"
         return ("+" + s) if sign and v > 0 else s
     label = f"{row['label']} (sectors)" if unit == "sectors" else row["label"]
     return label, num(a), num(b), num(d, True)
@@ -130,7 +131,7 @@ def _title(c: Mapping[str, Any]) -> list[str]:
     lines = first + [f"iowhy compare  A: {_name(c['a'])}", f"               B: {_name(c['b'])}"]
     for p in c.get("problems") or []:
         if p not in shown:  # the damage is already the first line
-            lines += _wrap(p, "! ", "  ")
+            lines += wrap_text(p, "! ", "  ")
     return lines
 
 
@@ -141,7 +142,7 @@ def _runs(c: Mapping[str, Any]) -> list[str]:
         s = c[who]
         cmd = s.get("command_short") or cmdline.full_command(s.get("command"))
         lines.append(f"  {who.upper()}  {s.get('path') or '(no path)'}")
-        lines += _wrap(f"workload {cmd or '(unknown)'}", "     ", "       ")[:2]
+        lines += wrap_text(f"workload {cmd or '(unknown)'}", "     ", "       ")[:2]
     return lines
 
 
@@ -152,7 +153,7 @@ _KEEP_UNIT = re.compile(r"(?<=\d) (?=(?:ns|us|ms|s|KiB|MiB|GiB|sectors)\b)")
 
 def _wrap_kept(text: str, first: str, rest: str) -> list[str]:
     kept = _KEEP_UNIT.sub("\u00a0", text.replace(" -> ", "\u00a0->\u00a0"))
-    return [line.replace("\u00a0", " ") for line in _wrap(kept, first, rest)]
+    return [line.replace("\u00a0", " ") for line in wrap_text(kept, first, rest)]
 
 
 def _explained(c: Mapping[str, Any]) -> list[str]:
@@ -176,7 +177,7 @@ def _lines(*sections: list[str]) -> str:
     for s in sections:
         if out:
             out.append("")
-        out += [_fit(printable(line).rstrip()) for line in s]
+        out += [fit_line(printable(line).rstrip()) for line in s]
     return "\n".join(out)
 
 

@@ -33,8 +33,9 @@ from .escape import neutralise_page
 from iowhy.categories import colours, display_order  # read at each use
 from iowhy.findings import served_text
 
-from .terminal import (_cgroup_name, _command, _mib, _num, _pct, _short_command, _yes_no,
-                       fmt_ns, lower_devices, root_wait_note, thread_line, title)
+from .fmt import (cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct, short_command,
+                  yes_no)
+from .terminal import fmt_ns, lower_devices, root_wait_note, thread_line, title
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -114,7 +115,7 @@ def header_pairs(r: Mapping[str, Any],
     for i, d in enumerate(x for x in r["devices"] if x["name"] in names):
         pairs.append(("device" if i == 0 else "",
                       f"{d['name']}: write cache {d.get('write_cache') or 'unknown'}, "
-                      f"FUA {_yes_no(d.get('fua'))}, rotational {_yes_no(d.get('rotational'))}"))
+                      f"FUA {yes_no(d.get('fua'))}, rotational {yes_no(d.get('rotational'))}"))
     stop = tr.get("stop_reason")
     who = f"pid {tr['pid']}, " if tr.get("pid") else ""
     pairs.append(("duration", f"{fmt_ns(r['elapsed_ns'])}" + (f" ({stop})" if stop else "")
@@ -128,7 +129,7 @@ def header_pairs(r: Mapping[str, Any],
 def command_cell(r: Mapping[str, Any]) -> Any:
     """The workload's command: the short form, the exact one folded under it when they
     differ (iowhy.cmdline)."""
-    full, short = _command(r), _short_command(r)
+    full, short = command_text(r), short_command(r)
     if short == full:
         return full
     return Raw(f"<details class=\"meta\"><summary><code>{esc(short)}</code></summary>"
@@ -255,7 +256,7 @@ def _by_cgroup_html(cg: Mapping[str, Any]) -> str:
             return ", ".join(f"{k} {100.0 * v / life:.0f}%" for k, v in items
                              if v >= 0.01 * life) if life else ""
         timed = "thread_ns" in g
-        rows.append([_cgroup_name(g, 80), f"{g['processes']:,}", f"{g['threads']:,}",
+        rows.append([cgroup_name(g, 80), f"{g['processes']:,}", f"{g['threads']:,}",
                      *((fmt_ns(g[k]) if timed else "-") for k in
                        ("thread_ns", "on_cpu_ns", "runqueue_ns", "blocked_ns")),
                      f"{sum(c['count'] for c in calls.values()):,}",
@@ -304,10 +305,10 @@ def class_rows(r: Mapping[str, Any]) -> list[list[Any]]:
             continue
         dn = c["device_ns"]
         seq = (pl.get(name) or {}).get("sequential_share")
-        rows.append([_label(name, F.CLASS_COLORS.get(name)), f"{c['count']:,}", _mib(c["bytes"]),
+        rows.append([_label(name, F.CLASS_COLORS.get(name)), f"{c['count']:,}", fmt_mib(c["bytes"]),
                      _us(dn["p50"]), _us(dn["p90"]), _us(dn["p99"]), _us(dn["max"]),
                      _us(c["queue_ns"]["p50"]), _us(c["total_ns"]["p99"]),
-                     _num(c["seek_sectors"]["p50"]), _pct(seq), f"{c['fua']:,}",
+                     fmt_count(c["seek_sectors"]["p50"]), fmt_pct(seq), f"{c['fua']:,}",
                      f"{c['preflush']:,}",
                      fmt_ns(c["flush_wait_ns"]) if c.get("flush_wait_ns") else "0"])
     return rows
@@ -328,7 +329,7 @@ def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
     for e in r.get("stack_carried") or []:
         if e["requests"]:
             parts.append(f"<p class=\"muted\">counted once per stack: {e['requests']:,} "
-                         f"requests ({_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
+                         f"requests ({fmt_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
                          f"{esc(e['lower'])} only carried {esc(e['upper'])}'s I/O and are "
                          f"counted at {esc(e['upper'])} only.</p>")
     for d in r.get("devices") or []:
@@ -339,7 +340,7 @@ def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
     for d in (r.get("background") or {}).get("devices") or []:
         if not d.get("set_apart", True):
             parts.append(f"<p class=\"muted\">background: {d['requests']:,} requests "
-                         f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB) of "
+                         f"({fmt_mib(d['read_bytes'] + d['write_bytes'])} MiB) of "
                          f"{esc(d['name'])} were other processes' I/O and are not in this "
                          "table.</p>")
     parts.append("<p class=\"muted\">device = issue to final completion, queue = insert to "
@@ -381,7 +382,7 @@ def commit_pairs(r: Mapping[str, Any]) -> list[tuple[str, Any]]:
     if fc:
         st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
         out.append(("ext4 fast commits", f"{fc['count']:,} ({st})"))
-    out.append(("log written", f"{_mib(com.get('log_bytes') or 0)} MiB"))
+    out.append(("log written", f"{fmt_mib(com.get('log_bytes') or 0)} MiB"))
     return out
 
 
@@ -445,10 +446,10 @@ def device_rows(r: Mapping[str, Any]) -> list[list[Any]]:
                      Raw(f"bio-based: {d['bios']:,} bios, completion times only")
                      if bio else _busy_split(d["busy_by_category_ns"], d["busy_ns"]),
                      f"{q['mean']:.2f}", f"{q['mean_busy']:.2f}", f"{q['max']:,}",
-                     f"{d['requests']:,}", _mib(d["read_bytes"]), _mib(d["write_bytes"]),
+                     f"{d['requests']:,}", fmt_mib(d["read_bytes"]), fmt_mib(d["write_bytes"]),
                      f"{fl['count']:,}", fmt_ns(fl["total_ns"]) if fl["count"] else "-",
                      f"{fl['waiters']:,}",
-                     f"{d.get('write_cache') or 'unknown'}, FUA {_yes_no(d.get('fua'))}"])
+                     f"{d.get('write_cache') or 'unknown'}, FUA {yes_no(d.get('fua'))}"])
     return rows
 
 
@@ -476,9 +477,9 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
     md = r.get("metadata_data") or {}
     ratio = r.get("metadata_data_ratio")
     parts = [f"<p>metadata:data <b>{'-' if ratio is None else f'{ratio:.2f}'}</b> by bytes "
-             f"written ({esc(_mib(md.get('metadata_bytes', 0)))} MiB metadata, "
-             f"{esc(_mib(md.get('data_bytes', 0)))} MiB data, "
-             f"{esc(_mib(md.get('log_bytes', 0)))} MiB log).</p>"]
+             f"written ({esc(fmt_mib(md.get('metadata_bytes', 0)))} MiB metadata, "
+             f"{esc(fmt_mib(md.get('data_bytes', 0)))} MiB data, "
+             f"{esc(fmt_mib(md.get('log_bytes', 0)))} MiB log).</p>"]
     if pl:
         rows = []
         for name, p in pl.items():
@@ -486,11 +487,11 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
             share = p["positioning_ns"] / p["device_ns"] if p["device_ns"] and base else None
             sk = p["seek_sectors"]
             rows.append([_label(name, F.CLASS_COLORS.get(name)),
-                         f"{p['requests_with_seek']:,}", _pct(p["sequential_share"]),
-                         _num(sk["p50"]), _num(sk["p90"]), _num(sk["max"]),
+                         f"{p['requests_with_seek']:,}", fmt_pct(p["sequential_share"]),
+                         fmt_count(sk["p50"]), fmt_count(sk["p90"]), fmt_count(sk["max"]),
                          (("≥ " if p.get("baseline") == "fastest decile" else "")
                           + _us(p["positioning_ns"])) if base else "-",
-                         _us(p["device_ns"]), _pct(share)])
+                         _us(p["device_ns"]), fmt_pct(share)])
         head = ("class", "with a seek", "sequential", "seek p50 (sectors)", "p90 (sectors)",
                 "max (sectors)", "positioning (us)", "device time (us)", "share")
         parts.append(table(head, rows, numeric=range(1, len(head)), table_id="table-placement"))
@@ -506,7 +507,7 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
     if loc:
         if loc["adjacent_pairs"]:
             parts.append(f"<p>adjacent write pairs issued &gt; {loc['gap_ns'] / 1e6:g} ms apart: "
-                         f"<b>{esc(_pct(loc['late_share']))}</b> ({loc['late_pairs']:,} of "
+                         f"<b>{esc(fmt_pct(loc['late_share']))}</b> ({loc['late_pairs']:,} of "
                          f"{loc['adjacent_pairs']:,}): too far apart to merge.</p>")
         else:
             parts.append("<p>no write pairs adjacent on disk.</p>")
@@ -610,7 +611,7 @@ def _heading_name(r: Mapping[str, Any], width: int = 110) -> Raw:
     """The workload's name in a heading, elided; its short command whole on hover (the
     exact one is in the metadata block, which alone names the recording machine's
     paths)."""
-    return Raw(f"<span class=\"cmd\" title=\"{esc(_short_command(r))}\">"
+    return Raw(f"<span class=\"cmd\" title=\"{esc(short_command(r))}\">"
                f"{esc(_short(title(r), width))}</span>")
 
 
@@ -730,7 +731,7 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any],
                        "longer bar; compare segment widths category by category.",
                        png=F.attribution_figure([("A", a), ("B", b)]))
     in_runs = ("command", "path", "filesystems")    # shown in the runs' metadata blocks
-    short = {"a": _short_command(a), "b": _short_command(b)}
+    short = {"a": short_command(a), "b": short_command(b)}
 
     def outside_runs(val: Any) -> Any:
         """The figure without what the runs' metadata blocks hold: a difference in

@@ -5,7 +5,6 @@ Renders the dict of iowhy.analysis.analyze(); computes nothing new.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any, Mapping, Sequence
 
 from iowhy import cmdline
@@ -13,9 +12,10 @@ from iowhy.categories import display_order  # the categories' order: read at eac
 from iowhy.findings import fmt_ns, served_text  # one format for findings and tables
 
 from .escape import printable
+from .fmt import (WIDTH, cgroup_name, fit_line, fmt_count, fmt_mib, fmt_pct, short_command,
+                  wrap_text, yes_no)
 from .units import DEFAULT_TIME_UNIT, label, time_text
 
-WIDTH = 100
 BAR = 46
 
 
@@ -23,59 +23,9 @@ def _ms(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.3f}"
 
 
-def _mib(b: int) -> str:
-    return f"{b / 2**20:,.1f}"
-
-
-def _num(x: int | None) -> str:
-    """Counts that fit a 10-column cell: 99,999 then 123.4k, 422.6M, 1.2G."""
-    if x is None:
-        return "-"
-    if abs(x) < 100_000:
-        return f"{x:,}"
-    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.1f}{suffix}"
-    return str(x)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _fit(line: str) -> str:
-    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
-
-
-def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest,
-                         break_on_hyphens=False) or [first.rstrip()]
-
-
-def _command(r: Mapping[str, Any]) -> str:
-    """The command as recorded, whole (the metadata block of a page)."""
-    tr = r.get("trace") or {}
-    cmd = cmdline.full_command(tr.get("command"))
-    return cmd if cmd else "(attached process)" if tr.get("pid") else "(unknown)"
-
-
-def _short_command(r: Mapping[str, Any]) -> str:
-    """The command in its short form (iowhy.cmdline), as the analysis gave it."""
-    tr = r.get("trace") or {}
-    return str(tr.get("command_short") or _command(r))
-
-
 def title(r: Mapping[str, Any]) -> str:
     """The workload's name in headings: its label, else its short command."""
     return cmdline.title(r.get("trace") or {})
-
-
-def _yes_no(v: Any) -> str:
-    if v is None:
-        return "unknown"
-    if isinstance(v, (bool, int)):
-        return "yes" if v else "no"
-    return str(v)
 
 
 def damage_first(damage: Any, who: str = "") -> list[str]:
@@ -83,14 +33,14 @@ def damage_first(damage: Any, who: str = "") -> list[str]:
     Damage.as_dict(), in results as "damage"); [] for a sound trace."""
     if not isinstance(damage, Mapping) or not damage.get("damaged"):
         return []
-    return _wrap(printable(f"{who}{damage.get('summary') or 'trace is damaged'}"),
-                 "WARNING: ", "         ")
+    return wrap_text(printable(f"{who}{damage.get('summary') or 'trace is damaged'}"),
+                     "WARNING: ", "         ")
 
 
 def flight_first(line: str | None, who: str = "") -> list[str]:
     """A flight recorder dump's line (Trace.flight_line()), first in the outputs that do
     not list a trace's problems; [] for any other trace."""
-    return _wrap(printable(f"{who}{line}"), "NOTE: ", "      ") if line else []
+    return wrap_text(printable(f"{who}{line}"), "NOTE: ", "      ") if line else []
 
 
 def _title(r: Mapping[str, Any]) -> list[str]:
@@ -101,7 +51,7 @@ def _title(r: Mapping[str, Any]) -> list[str]:
     for p in r.get("problems") or []:
         if lines[0:1] and p == dmg.get("summary"):
             continue  # already the first line
-        lines += _wrap(p, "! ", "  ")
+        lines += wrap_text(p, "! ", "  ")
     return lines
 
 
@@ -112,7 +62,7 @@ def _recorded(r: Mapping[str, Any]) -> list[str]:
     lines = ["RECORDED", f"  trace       {tr.get('path') or '-'}"]
     if tr.get("label"):
         lines.append(f"  label       {tr['label']}")
-    lines += _wrap(_short_command(r), "  workload    ", "              ")[:3]
+    lines += wrap_text(short_command(r), "  workload    ", "              ")[:3]
     names = set(r["workload"].get("devices") or [])
     fss = [f for f in r.get("filesystems") or [] if not names or f.get("disk") in names]
     for i, f in enumerate(fss[:3]):
@@ -124,8 +74,8 @@ def _recorded(r: Mapping[str, Any]) -> list[str]:
         lines.append(f"              and {len(fss) - 3} more")
     for i, d in enumerate(x for x in r["devices"] if x["name"] in names):
         wc = d.get("write_cache") or "unknown"
-        fua = _yes_no(d.get("fua"))
-        rot = _yes_no(d.get("rotational"))
+        fua = yes_no(d.get("fua"))
+        rot = yes_no(d.get("rotational"))
         lines.append(("  device      " if i == 0 else "              ")
                      + f"{d['name']}: write cache {wc}, FUA {fua}, rotational {rot}")
     stop = tr.get("stop_reason")
@@ -152,8 +102,8 @@ def _where(r: Mapping[str, Any]) -> list[str]:
     el = r["elapsed_ns"]
     if r.get("attribution_ns") is None:
         return [f"{'WHERE THE TIME WENT: not available':<60}{'elapsed ' + fmt_ns(el):>40}",
-                *_wrap(str(r.get("attribution_unavailable") or "no off-CPU data"),
-                       "  ", "  ")]
+                *wrap_text(str(r.get("attribution_unavailable") or "no off-CPU data"),
+                           "  ", "  ")]
     att = r["attribution_ns"]
     how = ("along the critical path" if r["workload"].get("attribution") == "causal"
            else "")
@@ -166,21 +116,21 @@ def _where(r: Mapping[str, Any]) -> list[str]:
         wo = r.get(key) or {}
         if wo:
             parts = ", ".join(f"{printable(k)} {fmt_ns(v)}" for k, v in list(wo.items())[:6])
-            lines += _wrap(f"{what}: {parts}", "  ", "    ")
+            lines += wrap_text(f"{what}: {parts}", "  ", "    ")
     bg = [d for d in (r.get("background") or {}).get("devices") or []
           if d.get("set_apart", True)]
     if bg:
         parts = ", ".join(f"{printable(d['name'])} {d['requests']:,} requests "
-                          f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
-        lines += _wrap(f"background I/O, not waited on: {parts}", "  ", "    ")
+                          f"({fmt_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
+        lines += wrap_text(f"background I/O, not waited on: {parts}", "  ", "    ")
     note = root_wait_note(r)
     if note:
-        lines += _wrap(f"note: {note}", "  ", "    ")
+        lines += wrap_text(f"note: {note}", "  ", "    ")
     un = r.get("unseen_wakers") or {}
     if un.get("count"):
-        lines += _wrap(f"waker not seen: {un['count']:,} waits, {fmt_ns(un['blocked_ns'])} "
-                       "blocked (still blocked at the stop, or the wakeup was not recorded)",
-                       "  ", "    ")
+        lines += wrap_text(f"waker not seen: {un['count']:,} waits, {fmt_ns(un['blocked_ns'])} "
+                           "blocked (still blocked at the stop, or the wakeup was not recorded)",
+                           "  ", "    ")
     return lines
 
 
@@ -202,7 +152,7 @@ def _bars(att: Mapping[str, int], whole: int,
         lines.append(f"  {k:<16}{fmt_ns(v) if v else '0':>10}{pct:>7.1f}%  {bar}")
         line = served_text(k, (detail or {}).get(k), whole)
         if line:
-            lines += _wrap(line, "      ", "        ")
+            lines += wrap_text(line, "      ", "        ")
     return lines
 
 
@@ -221,26 +171,18 @@ def _thread_time(r: Mapping[str, Any]) -> list[str]:
                     if x[1]["total_ns"] >= 0.01 * tot][:4]:
         parts = ", ".join(f"{k} {100.0 * v / tot:.0f}%" for k, v in
                           sorted(c["attribution_ns"].items(), key=lambda kv: -kv[1])[:4])
-        lines += _wrap(f"{100.0 * c['total_ns'] / tot:.0f}% of thread time in "
-                       f"{printable(name)}: {parts}", "  ", "    ")
+        lines += wrap_text(f"{100.0 * c['total_ns'] / tot:.0f}% of thread time in "
+                           f"{printable(name)}: {parts}", "  ", "    ")
     if tt["threads"] > 1:
         for t in (tt.get("by_thread") or [])[:3]:
             life = t["total_ns"]
             if not life:
                 continue
-            lines += _wrap(thread_line(t), "  ", "    ")
+            lines += wrap_text(thread_line(t), "  ", "    ")
     return lines
 
 
 CGROUP_ROWS = 10  # cgroups shown, the most blocked first (--json lists all)
-
-
-def _cgroup_name(g: Mapping[str, Any], width: int) -> str:
-    """A cgroup's path, its tail when too long; `(unknown)` for the threads whose
-    cgroup no record names, `(removed, id N)` for one gone before it was named."""
-    name = (printable(g["cgroup"]) if g.get("cgroup") is not None  # measured as shown
-            else "(unknown)" if not g.get("id") else f"(removed, id {g['id']})")
-    return name if len(name) <= width else "..." + name[-(width - 3):]
 
 
 def _by_cgroup(r: Mapping[str, Any], unit: str) -> list[str]:
@@ -268,7 +210,7 @@ def _by_cgroup(r: Mapping[str, Any], unit: str) -> list[str]:
         calls = g.get("calls") or {}
         n = sum(c["count"] for c in calls.values())
         t = sum(c["total_ns"] for c in calls.values())
-        row = f"  {_cgroup_name(g, 27):<28}{g['processes']:>6}{g['threads']:>5}"
+        row = f"  {cgroup_name(g, 27):<28}{g['processes']:>6}{g['threads']:>5}"
         if timed:
             row += (f"{time_text(g.get('thread_ns'), unit):>13}"
                     f"{time_text(g.get('on_cpu_ns'), unit):>13}"
@@ -289,18 +231,18 @@ def _by_cgroup(r: Mapping[str, Any], unit: str) -> list[str]:
                 parts.append("explained: " + ", ".join(f"{k} {100.0 * v / life:.0f}%"
                                                        for k, v in ex))
         if parts:
-            lines += _wrap("; ".join(parts), "      ", "        ")
+            lines += wrap_text("; ".join(parts), "      ", "        ")
     if len(groups) > CGROUP_ROWS:
         lines.append(f"  ... {len(groups) - CGROUP_ROWS} more cgroups (--json lists all)")
     if cg.get("unknown_threads"):
-        lines += _wrap(f"{cg['unknown_threads']} threads under (unknown): no record names "
-                       "their cgroup", "  ", "    ")
+        lines += wrap_text(f"{cg['unknown_threads']} threads under (unknown): no record names "
+                           "their cgroup", "  ", "    ")
     if cg.get("unnamed_cgroups"):
-        lines += _wrap(f"{cg['unnamed_cgroups']} cgroups were removed before the recorder "
-                       "named them: shown by id", "  ", "    ")
+        lines += wrap_text(f"{cg['unnamed_cgroups']} cgroups were removed before the recorder "
+                           "named them: shown by id", "  ", "    ")
     if cg.get("moved_threads"):
-        lines += _wrap(f"{cg['moved_threads']} threads moved to another cgroup while "
-                       "recording: counted in the one they were first seen in", "  ", "    ")
+        lines += wrap_text(f"{cg['moved_threads']} threads moved to another cgroup while "
+                           "recording: counted in the one they were first seen in", "  ", "    ")
     return lines
 
 
@@ -347,7 +289,7 @@ def render_intervals(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str
             lines.append(f"{i['start_ns'] / 1e9:>9.3f}{i['end_ns'] / 1e9:>9.3f}"
                          + "".join(f"{time_text(a.get(k, 0), unit):>{width[k]}}"
                                    for k in block))
-    return "\n".join(_fit(printable(x)) for x in lines) + "\n"
+    return "\n".join(fit_line(printable(x)) for x in lines) + "\n"
 
 
 def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
@@ -363,33 +305,33 @@ def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
         seek = c["seek_sectors"]["p50"]
         seq = (pl.get(name) or {}).get("sequential_share")
         mib = c["bytes"] / 2**20
-        size = _mib(c["bytes"]) if mib < 1000 else f"{mib:,.0f}"  # fits 7 columns to 9 TiB
-        lines.append(f"  {name:<10}{_num(c['count']):>6}{size:>8}"
+        size = fmt_mib(c["bytes"]) if mib < 1000 else f"{mib:,.0f}"  # fits 7 columns to 9 TiB
+        lines.append(f"  {name:<10}{fmt_count(c['count']):>6}{size:>8}"
                      f"{time_text(dn['p50'], unit):>11}{time_text(dn['p99'], unit):>11}"
                      f"{time_text(dn['max'], unit):>11}"
                      f"{time_text(c['queue_ns']['p50'], unit):>15}"
-                     f"{_num(seek):>19}{_pct(seq):>7}")
+                     f"{fmt_count(seek):>19}{fmt_pct(seq):>7}")
     ff = r.get("flushes") or {}
     if ff.get("empty_preflush"):
         lines.append(f"  flush includes {ff['empty_preflush']:,} empty PREFLUSH requests "
                      "(never issued: they wait for an FF flush)")
     for e in r.get("stack_carried") or []:
         if e["requests"]:
-            lines += _wrap(f"counted once per stack: {e['requests']:,} requests "
-                           f"({_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
-                           f"{printable(e['lower'])} only carried "
-                           f"{printable(e['upper'])}'s I/O and are counted at "
-                           f"{printable(e['upper'])} only", "  ", "    ")
+            lines += wrap_text(f"counted once per stack: {e['requests']:,} requests "
+                               f"({fmt_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
+                               f"{printable(e['lower'])} only carried "
+                               f"{printable(e['upper'])}'s I/O and are counted at "
+                               f"{printable(e['upper'])} only", "  ", "    ")
     for d in r.get("devices") or []:
         if d.get("bios"):
-            lines += _wrap(f"includes {d['bios']:,} bios of {printable(d['name'])} (bio-based: "
-                           "counted at their end, no latency)", "  ", "    ")
+            lines += wrap_text(f"includes {d['bios']:,} bios of {printable(d['name'])} (bio-based: "
+                               "counted at their end, no latency)", "  ", "    ")
     for d in (r.get("background") or {}).get("devices") or []:
         if not d.get("set_apart", True):
-            lines += _wrap(f"background: {d['requests']:,} requests "
-                           f"({_mib(d['read_bytes'] + d['write_bytes'])} MiB) of "
-                           f"{printable(d['name'])} were other processes' I/O and are not "
-                           "in this table", "  ", "    ")
+            lines += wrap_text(f"background: {d['requests']:,} requests "
+                               f"({fmt_mib(d['read_bytes'] + d['write_bytes'])} MiB) of "
+                               f"{printable(d['name'])} were other processes' I/O and are not "
+                               "in this table", "  ", "    ")
     return lines
 
 
@@ -415,7 +357,7 @@ def _fsync(r: Mapping[str, Any]) -> list[str]:
             parts.append(f"{com['fsyncs_per_commit']:.2f} fsync calls per commit")
         if com.get("bytes_logged_per_commit") is not None:
             parts.append(f"{com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit")
-        lines += _wrap(", ".join(parts), f"  {'commits':<12}", " " * 14)
+        lines += wrap_text(", ".join(parts), f"  {'commits':<12}", " " * 14)
         j = com.get("jbd2")
         if j:
             ph = j["phases_ns"]
@@ -464,20 +406,20 @@ def _devices(r: Mapping[str, Any]) -> list[str]:
             if d["name"] in below else " (not the workload's)")
         if d.get("bios") and d["bios"] == d["requests"]:
             # A bio-based device: its bios have an end, no start (no busy time).
-            lines += _wrap(f"{d['name']}{tag}  bio-based: {d['bios']:,} bios, "
-                           f"{_mib(d['read_bytes'])} MiB read, {_mib(d['write_bytes'])} "
-                           "MiB written (completion times only: busy time and queue depth "
-                           "not measured)", "  ", "      ")
+            lines += wrap_text(f"{d['name']}{tag}  bio-based: {d['bios']:,} bios, "
+                               f"{fmt_mib(d['read_bytes'])} MiB read, {fmt_mib(d['write_bytes'])} "
+                               "MiB written (completion times only: busy time and queue depth "
+                               "not measured)", "  ", "      ")
             continue
-        lines += _wrap(f"{d['name']}{tag}  busy {100 * d['utilisation']:.1f}% "
-                       f"({fmt_ns(d['busy_ns'])}): {cats or 'idle'}", "  ", "      ")
+        lines += wrap_text(f"{d['name']}{tag}  busy {100 * d['utilisation']:.1f}% "
+                           f"({fmt_ns(d['busy_ns'])}): {cats or 'idle'}", "  ", "      ")
         q = d["queue_depth"]
         fl = d["flush"]
         extra = f"queue depth mean {q['mean']:.2f} (busy {q['mean_busy']:.2f}) max {q['max']}"
         if fl["count"]:
             extra += (f"; {fl['count']:,} flushes ({fmt_ns(fl['total_ns'])}) waited on by "
                       f"{fl['waiters']:,} requests")
-        lines += _wrap(extra, "      ", "      ")
+        lines += wrap_text(extra, "      ", "      ")
     return lines
 
 
@@ -488,8 +430,8 @@ def _placement(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]
     lines = ["PLACEMENT AND LOCALITY"]
     ratio = r.get("metadata_data_ratio")
     lines.append(f"  metadata:data {'-' if ratio is None else f'{ratio:.2f}'} by bytes written "
-                 f"({_mib(md.get('metadata_bytes', 0))} MiB metadata, "
-                 f"{_mib(md.get('data_bytes', 0))} MiB data, {_mib(md.get('log_bytes', 0))} "
+                 f"({fmt_mib(md.get('metadata_bytes', 0))} MiB metadata, "
+                 f"{fmt_mib(md.get('data_bytes', 0))} MiB data, {fmt_mib(md.get('log_bytes', 0))} "
                  "MiB log)")
     if pl:
         lines.append(f"  {'class':<10}{'sequential':>10}{'seek p50 (sectors)':>19}"
@@ -502,9 +444,9 @@ def _placement(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]
             posn = time_text(p["positioning_ns"], unit) if base else "-"
             if base and p.get("baseline") == "fastest decile":
                 posn = ">= " + posn  # no contiguous request to compare with: a lower bound
-            lines.append(f"  {name:<10}{_pct(p['sequential_share']):>10}"
-                         f"{_num(sk['p50']):>19}{_num(sk['p90']):>19}"
-                         f"{posn:>17}{time_text(p['device_ns'], unit):>14}{_pct(share):>7}")
+            lines.append(f"  {name:<10}{fmt_pct(p['sequential_share']):>10}"
+                         f"{fmt_count(sk['p50']):>19}{fmt_count(sk['p90']):>19}"
+                         f"{posn:>17}{time_text(p['device_ns'], unit):>14}{fmt_pct(share):>7}")
         if any(p["positioning_basis"] > 0 and p.get("baseline") == "fastest decile"
                for p in pl.values()):
             lines.append("  >= : lower bound: no contiguous request on the device to take the "
@@ -512,7 +454,7 @@ def _placement(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]
     if loc:
         if loc["adjacent_pairs"]:
             lines.append(f"  adjacent write pairs issued > {loc['gap_ns'] / 1e6:g} ms apart: "
-                         f"{_pct(loc['late_share'])} ({loc['late_pairs']:,} of "
+                         f"{fmt_pct(loc['late_share'])} ({loc['late_pairs']:,} of "
                          f"{loc['adjacent_pairs']:,})")
         else:
             lines.append("  no write pairs adjacent on disk")
@@ -527,7 +469,7 @@ def _findings(r: Mapping[str, Any]) -> list[str]:
     if not fs:
         lines.append("  nothing stands out")
     for i, f in enumerate(fs, 1):
-        lines += _wrap(f["text"], f"  {i}. ", "     ")
+        lines += wrap_text(f["text"], f"  {i}. ", "     ")
     return lines
 
 
@@ -540,20 +482,20 @@ def render_report(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> str:
         _where(r), _recorded(r), _thread_time(r), _by_cgroup(r, unit), _classes(r, unit),
         _fsync(r), _devices(r),
         _placement(r, unit), _findings(r))
-    out = [_fit(printable(line).rstrip()) for line in head]
+    out = [fit_line(printable(line).rstrip()) for line in head]
     for s in sections:
         if not s:
             continue
         out.append("")
-        out += [_fit(printable(line).rstrip()) for line in s]
+        out += [fit_line(printable(line).rstrip()) for line in s]
     return "\n".join(out)
 
 
 def render_where(r: Mapping[str, Any]) -> str:
     """The short "where the time went" printed when a recording stops."""
-    lines = [_fit(printable(p)) for p in (r.get("problems") or [])[:3]]
-    lines += [_fit(line.rstrip()) for line in _where(r)]
+    lines = [fit_line(printable(p)) for p in (r.get("problems") or [])[:3]]
+    lines += [fit_line(line.rstrip()) for line in _where(r)]
     fs = r.get("findings") or []
     if fs:
-        lines += [printable(line) for line in _wrap(fs[0]["text"], "  -> ", "     ")]
+        lines += [printable(line) for line in wrap_text(fs[0]["text"], "  -> ", "     ")]
     return "\n".join(lines)

@@ -59,11 +59,11 @@ def test_real_trace(real_trace, real_html):
         assert "No events lost, trace complete." in probs
     r = analyze(tr)
     import html
-    from iowhy.reports.terminal import _command, _short_command
+    from iowhy.reports.fmt import command_text, short_command
     # the workload row: its short form in view, the command as recorded folded inside
     row = text.split("<th>workload</th><td>", 1)[1].split("</td>", 1)[0]
-    assert f"<summary><code>{html.escape(_short_command(r))}</code></summary>" in row
-    assert f"<code>{html.escape(_command(r))}</code>" in row
+    assert f"<summary><code>{html.escape(short_command(r))}</code></summary>" in row
+    assert f"<code>{html.escape(command_text(r))}</code>" in row
     for dev in r["workload"]["devices"]:
         assert f"<td>{html.escape(dev)}</td>" in text  # a row of the device table
 
