@@ -15,7 +15,7 @@ from iowhy.cgroups import cgroup_target
 from iowhy.errors import EXIT_USAGE, UserError
 from iowhy.model.wakeups import asleep_at_start
 from iowhy.traceformat import read_trace
-from iowhy.views.workload import task_lifetimes
+from iowhy.model.tasks import task_lifetimes
 from iowhy.model.requests import Window
 from tracebuilder import meta, records, task, write_trace
 

@@ -189,7 +189,7 @@ def test_record_dev_also_records_the_devices_below(stack):
     disk under loop1's backing file, vda: not its partition, requests carry the disk),
     and the report names them from `lower_devices`."""
     from iowhy.cli import _devices_below
-    from iowhy.views.series import device_names
+    from iowhy.model.devices import device_names
     fs, host, mountinfo = stack
     m = metadata.collect(devices=[(253, 0)], sys_root=str(fs.root), mountinfo=str(mountinfo))
     below = _devices_below(m, [(253, 0)])

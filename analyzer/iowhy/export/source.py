@@ -169,7 +169,7 @@ def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestMod
                        seek_sectors=seek, has_seek=has, call_index=call,
                        n_requests=trace.count("request"), flags=np.asarray(rq.flags))
     if roles is None:
-        from ..views.series import device_names as names_of
+        from ..model.devices import device_names as names_of
         names = [utf8_text(x) for x in names_of(trace.meta or {}, rq.devices)]
         _named(out, cls, None, rq.dev, names)
         return out
@@ -249,7 +249,7 @@ def _text(v: Any) -> str | None:
 def device_names(meta: Any) -> dict[tuple[int, int], str]:
     """(major, minor) -> the device's name from META (utf8_text), as the report names
     it: the recorded devices and those below them (views/series.py)."""
-    from ..views.series import described_devices
+    from ..model.devices import described_devices
     out: dict[tuple[int, int], str] = {}
     for d in described_devices(meta or {}):
         if isinstance(d, dict) and isinstance(d.get("major"), int) \

@@ -1,9 +1,10 @@
 """Device numbers: one encoding of (major, minor) as one integer key, the kernel's dev_t
-(MKDEV: major << 20 | minor), for Python ints and numpy arrays alike."""
+(MKDEV: major << 20 | minor), for Python ints and numpy arrays alike; and the devices'
+names as the trace's metadata gives them."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -36,3 +37,32 @@ def fs_disks(fs: Mapping[str, Any]) -> list[tuple[int, int]]:
         if d.get("disk_major") is not None and d.get("disk_minor") is not None:
             out.append((int(d["disk_major"]), int(d["disk_minor"])))
     return out
+
+
+def described_devices(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every device the metadata describes: the recorded ones (META `devices`), then
+    those below them in the device stack (`lower_devices`)."""
+    return [d for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]
+            if isinstance(d, Mapping)]
+
+
+def described_names(meta: Mapping[str, Any]) -> list[str]:
+    """The kernel names of the devices the metadata describes, their partitions and the
+    devices of its filesystems (the names a jbd2 thread's comm carries)."""
+    out: set[str] = set()
+    for d in described_devices(meta):
+        out.add(str(d.get("name") or ""))
+        for p in d.get("partitions") or []:
+            out.add(str((p.get("name") if isinstance(p, Mapping) else p) or ""))
+    for f in meta.get("filesystems") or []:
+        if isinstance(f, Mapping):
+            out.add(str(f.get("disk") or ""))
+            out.add(str(f.get("source") or "").rsplit("/", 1)[-1])
+    out.discard("")
+    return sorted(out)
+
+
+def device_names(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]) -> list[str]:
+    """The name of each device (the metadata's, else "major:minor")."""
+    by_mm = {(d.get("major"), d.get("minor")): d.get("name") for d in described_devices(meta)}
+    return [str(by_mm.get(d) or f"{d[0]}:{d[1]}") for d in devices]

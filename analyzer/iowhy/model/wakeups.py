@@ -59,6 +59,7 @@ from ..categories import ATTRIBUTION_CATEGORIES
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
 from .requests import Window
+from .tasks import task_lifetimes
 
 
 # Two levels (docs/design.md, "The two levels of the causal attribution"). A segment or
@@ -286,7 +287,6 @@ def build_timeline(window: Window, tasks: Mapping[str, np.ndarray],
     copied whole. threads: the chunks of the lay-out are taken this many at a time
     (chunk_map; numpy releases the GIL), each written to its own places: the same
     timeline whatever the number."""
-    from ..views.workload import task_lifetimes
     helper = helper if helper is not None and len(helper.get("tid", ())) else _empty_cols()
     w0, w1 = window.start_ns, window.end_ns
     wtids, wbirth, wdeath = task_lifetimes(tasks, off, window)

@@ -17,7 +17,7 @@ from ..model.requests import Requests
 from ..model.devices import fs_disks
 from .device import relevant_devices
 from .classes import request_counts
-from .series import described_devices, device_names
+from ..model.devices import described_devices, device_names
 from .stack import (carried_owner, carried_summary, stack_edges, submitted_during, tids_in,
                     without)
 

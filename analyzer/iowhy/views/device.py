@@ -18,7 +18,7 @@ from ..model.stages import Stages
 from ..names import CLASS_NAMES
 from .classes import RequestCounts, request_counts
 from .queue import queue_depth
-from .series import described_devices
+from ..model.devices import described_devices
 
 
 def device_unions(rq: Requests, st: Stages, cls: np.ndarray):

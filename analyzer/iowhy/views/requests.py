@@ -21,7 +21,7 @@ from ..model.calls import join_requests_to_calls
 from ..model.classify import request_classes
 from ..model.requests import Requests, load_requests, trace_window
 from ..names import CLASS_NAMES, comm_text
-from .series import device_names
+from ..model.devices import device_names
 from .latency import latency_values
 
 # blk_fill_rwbs's letters: preflush first, then the operation, then the modifiers.

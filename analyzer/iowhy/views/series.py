@@ -18,6 +18,7 @@ from ..filesystems import FILESYSTEMS
 from ..kernels import log2_hist
 from ..model.calls import call_exit
 from ..model.classify import log_ranges
+from ..model.devices import device_names
 from ..model.requests import Requests, Window
 from ..names import CLASS_NAMES
 from .placement import seek_slots
@@ -92,35 +93,6 @@ def task_comms(trace: Any) -> dict[int, str]:
         for t, c in zip(u.tolist(), comm[len(tid) - 1 - first].tolist()):
             out[int(t)] = _comm(c)
     return out
-
-
-def described_devices(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every device the metadata describes: the recorded ones (META `devices`), then
-    those below them in the device stack (`lower_devices`)."""
-    return [d for d in [*(meta.get("devices") or []), *(meta.get("lower_devices") or [])]
-            if isinstance(d, Mapping)]
-
-
-def described_names(meta: Mapping[str, Any]) -> list[str]:
-    """The kernel names of the devices the metadata describes, their partitions and the
-    devices of its filesystems (the names a jbd2 thread's comm carries)."""
-    out: set[str] = set()
-    for d in described_devices(meta):
-        out.add(str(d.get("name") or ""))
-        for p in d.get("partitions") or []:
-            out.add(str((p.get("name") if isinstance(p, Mapping) else p) or ""))
-    for f in meta.get("filesystems") or []:
-        if isinstance(f, Mapping):
-            out.add(str(f.get("disk") or ""))
-            out.add(str(f.get("source") or "").rsplit("/", 1)[-1])
-    out.discard("")
-    return sorted(out)
-
-
-def device_names(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]) -> list[str]:
-    """The name of each device (the metadata's, else "major:minor")."""
-    by_mm = {(d.get("major"), d.get("minor")): d.get("name") for d in described_devices(meta)}
-    return [str(by_mm.get(d) or f"{d[0]}:{d[1]}") for d in devices]
 
 
 def _log_labels(meta: Mapping[str, Any]) -> dict[tuple[int, int], str]:

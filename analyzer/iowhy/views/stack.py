@@ -33,7 +33,7 @@ from .. import abi
 from ..kernels import unique
 from ..model.requests import RQ_BIO, Requests
 from ..names import CLASS_NAMES
-from .series import described_devices
+from ..model.devices import described_devices
 
 CARRIED_CLASSES = tuple(CLASS_NAMES.index(c) for c in ("data", "read", "readahead"))
 # A slave's own requests: its flushes and discards (they move no file bytes).
