@@ -17,7 +17,7 @@ import numpy as np
 
 from . import abi, cmdline, memory, names
 from .findings import findings
-from .kernels import I64, Coverage, percentiles, union_intervals, unique
+from .kernels import I64, percentiles, unique
 from .model.bios import BIO_FIELDS, append_bios
 from .model.calls import covered_devices, join_requests_to_calls, sync_coverage, sync_pairs
 from .model.classify import (CLASS_NAMES, DATA, FLUSH, LOG, METADATA, log_in_calls,
@@ -34,17 +34,15 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .model.devices import described_names, device_names
+from .model.devices import device_names
 from .views.series import figure_data, task_comms
-from .model.wakeups import (HELPER_IRQ, WAKE_FIELDS, RequestLink, asleep_at_start,
-                            build_timeline, device_states, foreign_jbd2, has_wakers)
+from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
                                table_requests, user_submitters, workload_scope)
-from .views.stack import carrier_devices, carrying_edges, served_devices
-from .views.causal import (device_fill, elapsed_view, helper_busy, helper_timers,
-                           root_actor, root_event_wait, thread_time_view,
-                           unrecorded_helper_details)
-from .views.workload import flush_waits, workload_covers, workload_view
+from .views.stack import carrying_edges
+from .views.causal import elapsed_view, root_event_wait, thread_time_view
+from .views.causal_inputs import causal_inputs
+from .views.workload import workload_covers, workload_view
 from .views.cgroups import cgroup_view, not_recorded, workload_groups
 
 
@@ -524,60 +522,14 @@ class _Tasks:
         wv["wait_other_by_waker_ns"] = {}
         return wv
 
-    def foreign_helpers(self, tl: Any) -> list[int]:
-        """The tids of recorded helpers that are another filesystem's journal thread
-        (foreign_jbd2), named by the records where they woke a thread."""
-        tids, comms = [], []
-        for cols in (self.off, self.helper):
-            if cols and len(cols.get("waker_tid", ())):
-                tids.append(np.asarray(cols["waker_tid"]).astype(np.int64))
-                comms.append(np.asarray(cols["waker_comm"]))
-        if not tids:
-            return []
-        t, c = np.concatenate(tids), np.concatenate(comms)
-        bad = foreign_jbd2(c, tl.devices)
-        return sorted(set(t[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
-
     def timeline(self) -> Any:
-        """The causal timeline (model/wakeups.py), its fill and root (views/causal.py)."""
+        """The causal timeline, its fill and root (views/causal_inputs.py)."""
         cfg, win, r = self.cfg, self.win, self.r
-        arch = self.meta.get("machine")
-        # A loop device's requests are carried by the devices below it when those are
-        # recorded (views/stack.py): its time is theirs and its loop worker's.
-        carriers = carrier_devices(self.meta, self.rq.devices,
-                                   unique(self.rq.dev).tolist())
-        self.carriers = carriers
-
-        def covers_of(devs: Sequence[int]) -> Any:
-            return workload_covers(self.rq, r["stages"], r["unions"], r["flush"], devs)
-        served = served_devices(r["counts"][1], carriers)
-        covers, waits = covers_of(served)
-        log_waits = flush_waits(self.rq, r["flush"], served, r["classify"])
-        link = RequestLink.build(self.rq, self.r["classify"])
-        if covers:
-            link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
-                                            np.concatenate((covers[0].e, waits[1])))
-        carried = None
-        for up, low in carriers.items():
-            lc, lw = covers_of(low)
-            link.below[up] = device_states([union_intervals(np.concatenate((c.s, lw[0])),
-                                                            np.concatenate((c.e, lw[1])))
-                                            for c in lc])
-        if carriers:
-            cc, cw = covers_of(sorted(carriers))
-            if cc:
-                carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
-                                                    np.concatenate((cc[-1].e, cw[1]))))
-        tl = build_timeline(win, self.tasks, self.off, self.helper, link, arch,
-                            devices=described_names(self.meta), calls=self.fs,
-                            threads=cfg.threads)
-        del link
-        busy = helper_busy(tl, self.foreign_helpers(tl), cfg.threads)
-        fill = helper_timers(device_fill(covers, waits,
-                                         [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                         carried, busy, log_waits))
         rec = getattr(self.trace, "recorder", None) or {}
-        root = root_actor(tl, self.tasks, rec.get("pid"))
+        tl, fill, root, self.carriers = causal_inputs(
+            win, self.meta, self.rq, r["stages"], r["unions"], r["flush"], r["counts"][1],
+            r["classify"], self.tasks, self.off, self.helper, self.fs, rec.get("pid"),
+            cfg.threads)
         # The HTML's stacked area: about FIGURE_INTERVALS intervals.
         fig_step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS)) if cfg.figures else 0
         return tl, fill, root, fig_step, task_comms(self.trace)

@@ -1,0 +1,87 @@
+"""What the causal engine (views/causal.py) walks, built from the model: the causal
+timeline of the workload's threads and helpers (model/wakeups.py), the fill that names
+a blocked instant by what the workload's devices were doing, and the root thread.
+
+A loop device's requests are carried by the devices below it when those are recorded
+(views/stack.py): a wait on it is theirs and its loop worker's, so the fill of a
+carrying device covers its carried requests too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..kernels import Coverage, union_intervals, unique
+from ..model.devices import described_names
+from ..model.requests import Requests, Window
+from ..model.wakeups import (HELPER_IRQ, RequestLink, Timeline, build_timeline,
+                             device_states, foreign_jbd2)
+from .causal import (device_fill, helper_busy, helper_timers, root_actor,
+                     unrecorded_helper_details)
+from .stack import carrier_devices, served_devices
+from .workload import flush_waits, workload_covers
+
+
+def foreign_helpers(tl: Timeline, off: Mapping[str, np.ndarray],
+                    helper: Mapping[str, np.ndarray] | None) -> list[int]:
+    """The tids of recorded helpers that are another filesystem's journal thread
+    (foreign_jbd2), named by the records where they woke a thread."""
+    tids, comms = [], []
+    for cols in (off, helper):
+        if cols and len(cols.get("waker_tid", ())):
+            tids.append(np.asarray(cols["waker_tid"]).astype(np.int64))
+            comms.append(np.asarray(cols["waker_comm"]))
+    if not tids:
+        return []
+    t, c = np.concatenate(tids), np.concatenate(comms)
+    bad = foreign_jbd2(c, tl.devices)
+    return sorted(set(t[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
+
+
+def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: Any,
+                  unions: Any, flush: Any, relevant: Sequence[int], classes: np.ndarray,
+                  tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
+                  helper: Mapping[str, np.ndarray] | None, calls: Mapping[str, np.ndarray],
+                  recorder_pid: int | None, threads: int
+                  ) -> tuple[Timeline, Any, int, dict[int, list[int]]]:
+    """(timeline, fill, root, carriers): the causal timeline, the fill of its blocked
+    instants (views/causal.py device_fill), the root actor and the carrying devices
+    (upper device -> the devices below it that carry its requests).
+
+    relevant: the devices the workload's requests count on (views/device.py
+    relevant_devices); stages, unions, flush: the model's (model/stages.py,
+    views/device.py device_unions, model/flush.py)."""
+    arch = meta.get("machine")
+    carriers = carrier_devices(meta, rq.devices, unique(rq.dev).tolist())
+
+    def covers_of(devs: Sequence[int]) -> Any:
+        return workload_covers(rq, stages, unions, flush, devs)
+    served = served_devices(relevant, carriers)
+    covers, waits = covers_of(served)
+    log_waits = flush_waits(rq, flush, served, classes)
+    link = RequestLink.build(rq, classes)
+    if covers:
+        link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
+                                        np.concatenate((covers[0].e, waits[1])))
+    carried = None
+    for up, low in carriers.items():
+        lc, lw = covers_of(low)
+        link.below[up] = device_states([union_intervals(np.concatenate((c.s, lw[0])),
+                                                        np.concatenate((c.e, lw[1])))
+                                        for c in lc])
+    if carriers:
+        cc, cw = covers_of(sorted(carriers))
+        if cc:
+            carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
+                                                np.concatenate((cc[-1].e, cw[1]))))
+    tl = build_timeline(win, tasks, off, helper, link, arch, devices=described_names(meta),
+                        calls=calls, threads=threads)
+    del link
+    busy = helper_busy(tl, foreign_helpers(tl, off, helper), threads)
+    fill = helper_timers(device_fill(covers, waits,
+                                     [*unrecorded_helper_details(tl), HELPER_IRQ],
+                                     carried, busy, log_waits))
+    root = root_actor(tl, tasks, recorder_pid)
+    return tl, fill, root, carriers
