@@ -1464,7 +1464,7 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 				e->waker_rq_seq = st->waker_rq_seq;
 				e->waker_rq_depth = st->waker_rq_depth;
 				if (top_mode)
-					e->pad0 = st->waker_rq_class;
+					e->waker_rq_class = st->waker_rq_class;
 			}
 		}
 		stage_end(sb, e, type, sizeof(*e));

@@ -177,9 +177,9 @@ static int sleep_cause(const struct iowhy_offcpu *e)
 	if (e->flags_u16 & (IOWHY_OFF_THROTTLE_DIRTY | IOWHY_OFF_THROTTLE_BLOCK))
 		return C_THROTTLE;
 	if (e->flags_u16 & IOWHY_OFF_WAKER_RQ) {
-		/* the class the probes gave the request at its completion (pad0 under --top) */
-		if (e->pad0 >= IOWHY_RQC_BARRIER && e->pad0 <= IOWHY_RQC_DATA)
-			return rqc_cause[e->pad0];
+		/* the class the probes gave the request at its completion */
+		if (e->waker_rq_class >= IOWHY_RQC_BARRIER && e->waker_rq_class <= IOWHY_RQC_DATA)
+			return rqc_cause[e->waker_rq_class];
 		return (e->flags_u16 & IOWHY_OFF_IOWAIT) ? C_DATA : C_OTHER;
 	}
 	if (!strncmp(e->waker_comm, "jbd2/", 5))
