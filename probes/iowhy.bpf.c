@@ -423,23 +423,31 @@ static __always_inline int dev_wanted(__u32 devt)
 	return 0;
 }
 
-/* Normalize op and REQ_* bits, whose numbering changes across kernels. */
-static __always_inline void normalize(struct iowhy_request *r)
+/* IOWHY_OP_* and IOWHY_F_* of a request's raw flags (normalize) */
+struct norm {
+	__u8 op;
+	__u16 iflags;
+};
+
+/* Normalize op and REQ_* bits, whose numbering changes across kernels: those of
+ * cmd_flags (rq->cmd_flags) and bio_flags (the OR of its bios' bi_opf). */
+static __always_inline struct norm normalized(__u32 cmd_flags, __u32 bio_flags)
 {
-	__u32 all = r->cmd_flags | r->bio_flags;
-	__u32 op = r->cmd_flags & 0xff;
+	__u32 all = cmd_flags | bio_flags;
+	__u32 op = cmd_flags & 0xff;
+	struct norm n = {};
 	__u16 f = 0;
 
 	if (op == bpf_core_enum_value(enum req_op, REQ_OP_READ))
-		r->op = IOWHY_OP_READ;
+		n.op = IOWHY_OP_READ;
 	else if (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE))
-		r->op = IOWHY_OP_WRITE;
+		n.op = IOWHY_OP_WRITE;
 	else if (op == req_op_flush())
-		r->op = IOWHY_OP_FLUSH;
+		n.op = IOWHY_OP_FLUSH;
 	else if (op == bpf_core_enum_value(enum req_op, REQ_OP_DISCARD))
-		r->op = IOWHY_OP_DISCARD;
+		n.op = IOWHY_OP_DISCARD;
 	else
-		r->op = IOWHY_OP_OTHER;
+		n.op = IOWHY_OP_OTHER;
 	if (all & REQ_BIT(__REQ_SYNC))
 		f |= IOWHY_F_SYNC;
 	if (all & REQ_BIT(__REQ_META))
@@ -454,7 +462,17 @@ static __always_inline void normalize(struct iowhy_request *r)
 		f |= IOWHY_F_PRIO;
 	if (all & REQ_BIT(__REQ_IDLE))
 		f |= IOWHY_F_IDLE;
-	r->iflags = f;
+	n.iflags = f;
+	return n;
+}
+
+/* The request's op and iflags from its raw flags (what the record holds). */
+static __always_inline void normalize(struct iowhy_request *r)
+{
+	struct norm n = normalized(r->cmd_flags, r->bio_flags);
+
+	r->op = n.op;
+	r->iflags = n.iflags;
 }
 
 /*
@@ -943,17 +961,16 @@ static __always_inline __u32 done_link(int btf, __u32 pc, __u64 now, __u64 *seq,
  */
 static __always_inline __u32 rq_class(struct iowhy_request *r, __u32 cmd)
 {
-	__u32 op = cmd & 0xff;
+	struct norm n = normalized(cmd, r->bio_flags); /* cmd: its cmd_flags at completion */
 
-	if (op == req_op_flush() ||
-	    (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE) && !r->len_bytes &&
-	     ((cmd | r->bio_flags) & REQ_BIT(__REQ_PREFLUSH))))
+	if (n.op == IOWHY_OP_FLUSH ||
+	    (n.op == IOWHY_OP_WRITE && !r->len_bytes && (n.iflags & IOWHY_F_PREFLUSH)))
 		return IOWHY_RQC_BARRIER;
 	if ((*(__u64 *)r->comm & 0xffffffffffULL) == 0x2f3264626aULL) /* "jbd2/" */
 		return IOWHY_RQC_LOG;
-	if (op == bpf_core_enum_value(enum req_op, REQ_OP_READ))
+	if (n.op == IOWHY_OP_READ)
 		return IOWHY_RQC_READ;
-	if ((cmd | r->bio_flags) & REQ_BIT(__REQ_META))
+	if (n.iflags & IOWHY_F_META)
 		return IOWHY_RQC_META;
 	return IOWHY_RQC_DATA;
 }
@@ -1447,7 +1464,7 @@ static __always_inline void emit_offcpu(struct task_state *st, __u32 tgid, __u32
 				e->waker_rq_seq = st->waker_rq_seq;
 				e->waker_rq_depth = st->waker_rq_depth;
 				if (top_mode)
-					e->pad0 = st->waker_rq_class;
+					e->waker_rq_class = st->waker_rq_class;
 			}
 		}
 		stage_end(sb, e, type, sizeof(*e));

@@ -245,8 +245,9 @@ struct iowhy_offcpu {
 	__u32 waker_rq_depth;      /* requests being completed on the CPU at the waking, the linked
 				      one included (2: a loop request inside its backing device's
 				      completion); 0 without IOWHY_OFF_WAKER_RQ */
-	__u32 pad0;                /* zero in the file; under the recorder's --top (which writes
-				      no file) the class of request waker_rq_seq (IOWHY_RQC_*) */
+	__u32 waker_rq_class;      /* top mode only (the recorder's --top, which writes no
+				      file): the class of request waker_rq_seq (IOWHY_RQC_*);
+				      0 otherwise, so always 0 in a trace file */
 	__u64 run_total_ns;        /* the thread's total on-CPU time at the switch-out
 				      (se.sum_exec_runtime); 0 with FROM_START */
 };

@@ -17,19 +17,36 @@
 #endif
 #define CGROUP_WALK_DEPTH 64 /* the probes look as far up (IOWHY_CGROUP_DEPTH) */
 
+/* A cgroup's file handle: kernfs's, 8 bytes, the kernel's cgroup id. */
+struct cg_handle {
+	struct file_handle fh;
+	unsigned char id[8];
+};
+
+/*
+ * The cgroup id of the cgroup v2 directory `path` (as name_to_handle_at() takes it,
+ * relative to dirfd, with its AT_* flags): 0 and the id, or -1 (a handle of another
+ * size, or errno).
+ */
+static int cgroup_id_at(int dirfd, const char *path, int flags, __u64 *id)
+{
+	struct cg_handle h = { .fh = { .handle_bytes = 8 } };
+	int mount_id;
+
+	if (name_to_handle_at(dirfd, path, &h.fh, &mount_id, flags) || h.fh.handle_bytes != 8)
+		return -1;
+	memcpy(id, h.fh.f_handle, 8);
+	return 0;
+}
+
 /*
  * PATH must be a directory of a cgroup v2 hierarchy: 0 and its id (the kernel's cgroup
  * id, as name_to_handle_at() gives it and the probes read it), or one line and -1.
  */
 int cgroup_check(const char *path, __u64 *id)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char id[8];
-	} h = { .fh = { .handle_bytes = 8 } };
 	struct statfs sf;
 	struct stat st;
-	int mount_id;
 
 	if (statfs(path, &sf) || stat(path, &st)) {
 		fprintf(stderr, "iowhy-record: --cgroup %s: %s (give a cgroup v2 directory, e.g. "
@@ -47,12 +64,11 @@ int cgroup_check(const char *path, __u64 *id)
 				"under the cgroup2 mount, see `mount -t cgroup2`)\n", path);
 		return -1;
 	}
-	if (name_to_handle_at(AT_FDCWD, path, &h.fh, &mount_id, 0) || h.fh.handle_bytes != 8) {
+	if (cgroup_id_at(AT_FDCWD, path, 0, id)) {
 		fprintf(stderr, "iowhy-record: --cgroup %s: cannot read its cgroup id: %s\n", path,
 			strerror(errno));
 		return -1;
 	}
-	memcpy(id, h.fh.f_handle, 8);
 	return 0;
 }
 
@@ -207,13 +223,16 @@ static void unescape_octal(char *s)
 	*o = 0;
 }
 
-/* The first cgroup2 mount, opened (the handles' mount), and its mount point. */
+/* The first cgroup2 mount, opened (the handles' mount), and its mount point: looked up
+ * at the table's first use. */
 static void cg_init(struct rec *r)
 {
 	struct cgtable *c = &r->cg;
 	char line[2 * PATH_MAX], mnt[PATH_MAX], fstype[64];
 	FILE *f;
 
+	if (c->init)
+		return;
 	c->init = 1;
 	c->mount_fd = -1;
 	f = fopen("/proc/self/mountinfo", "re");
@@ -285,10 +304,7 @@ static const char *below_mount(struct cgtable *c, const char *abs)
 /* A cgroup id first seen: its path, from the id (open_by_handle_at). */
 static void cg_lookup(struct rec *r, __u64 id)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char id[8];
-	} h = { .fh = { .handle_bytes = 8, .handle_type = FILEID_KERNFS } };
+	struct cg_handle h = { .fh = { .handle_bytes = 8, .handle_type = FILEID_KERNFS } };
 	char link[64], buf[PATH_MAX];
 	const char *path = NULL;
 	ssize_t n;
@@ -313,8 +329,7 @@ static void cg_lookup(struct rec *r, __u64 id)
  * new id costs no lookup: it stays unnamed, as cg_add says). */
 void cgroup_seen(struct rec *r, __u64 id)
 {
-	if (!r->cg.init)
-		cg_init(r);
+	cg_init(r);
 	if (id && !r->cg.full && !cg_find(&r->cg, id))
 		cg_lookup(r, id);
 }
@@ -322,17 +337,11 @@ void cgroup_seen(struct rec *r, __u64 id)
 /* The cgroup v2 id of a thread, from /proc (0: unknown), named in the table. */
 __u64 cgroup_of_thread(struct rec *r, pid_t tgid, pid_t tid)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char id[8];
-	} h = { .fh = { .handle_bytes = 8 } };
 	char path[64], line[PATH_MAX + 8];
-	int mount_id;
 	__u64 id = 0;
 	FILE *f;
 
-	if (!r->cg.init)
-		cg_init(r);
+	cg_init(r);
 	if (r->cg.mount_fd < 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/cgroup", tgid, tid);
@@ -343,12 +352,9 @@ __u64 cgroup_of_thread(struct rec *r, pid_t tgid, pid_t tid)
 		if (strncmp(line, "0::/", 4))
 			continue;
 		rel[strcspn(rel, "\n")] = 0;
-		if (!name_to_handle_at(r->cg.mount_fd, rel[1] ? rel + 1 : "", &h.fh, &mount_id,
-				       rel[1] ? 0 : AT_EMPTY_PATH) && h.fh.handle_bytes == 8) {
-			memcpy(&id, h.fh.f_handle, 8);
-			if (!cg_find(&r->cg, id))
-				cg_add(&r->cg, id, rel);
-		}
+		if (!cgroup_id_at(r->cg.mount_fd, rel[1] ? rel + 1 : "", rel[1] ? 0 : AT_EMPTY_PATH,
+				  &id) && !cg_find(&r->cg, id))
+			cg_add(&r->cg, id, rel);
 		break;
 	}
 	if (f)

@@ -177,9 +177,9 @@ static int sleep_cause(const struct iowhy_offcpu *e)
 	if (e->flags_u16 & (IOWHY_OFF_THROTTLE_DIRTY | IOWHY_OFF_THROTTLE_BLOCK))
 		return C_THROTTLE;
 	if (e->flags_u16 & IOWHY_OFF_WAKER_RQ) {
-		/* the class the probes gave the request at its completion (pad0 under --top) */
-		if (e->pad0 >= IOWHY_RQC_BARRIER && e->pad0 <= IOWHY_RQC_DATA)
-			return rqc_cause[e->pad0];
+		/* the class the probes gave the request at its completion */
+		if (e->waker_rq_class >= IOWHY_RQC_BARRIER && e->waker_rq_class <= IOWHY_RQC_DATA)
+			return rqc_cause[e->waker_rq_class];
 		return (e->flags_u16 & IOWHY_OFF_IOWAIT) ? C_DATA : C_OTHER;
 	}
 	if (!strncmp(e->waker_comm, "jbd2/", 5))
@@ -198,12 +198,20 @@ static int sleep_cause(const struct iowhy_offcpu *e)
 	return C_OTHER;
 }
 
-/* A record from the probes, folded into the interval that began at t->t0. */
+/*
+ * The start of the current interval: t0, set at each tick; the first interval starts
+ * with the recording (records can come before its first tick).
+ */
+static __u64 interval_start(const struct rec *r)
+{
+	return r->top->t0 ? r->top->t0 : r->start_ns;
+}
+
+/* A record from the probes, folded into the current interval. */
 void top_event(struct rec *r, const struct iowhy_rec_hdr *h)
 {
 	struct top *t = r->top;
-	/* the first interval starts with the recording (records can come before its first tick) */
-	__u64 lo = t->t0 ? t->t0 : r->start_ns, hi = ~0ULL;
+	__u64 lo = interval_start(r), hi = ~0ULL;
 	struct tproc *p;
 
 	if (h->type == IOWHY_REC_REQUEST) {
@@ -262,7 +270,7 @@ static void hist_json(FILE *f, const char *name, const struct hist *h)
 /* ms until the current interval ends (0: it has): how long the poll loop may sleep. */
 int top_wait_ms(struct rec *r, __u64 now)
 {
-	__u64 end = (r->top->t0 ? r->top->t0 : r->start_ns) + r->env.top_ms * 1000000ULL;
+	__u64 end = interval_start(r) + r->env.top_ms * 1000000ULL;
 
 	return end > now ? (int)((end - now + 999999) / 1000000) : 0;
 }
@@ -274,8 +282,7 @@ void top_tick(struct rec *r, __u64 now)
 	__u64 c[IOWHY_C_MAX];
 	int first = 1;
 
-	if (!t->t0)
-		t->t0 = r->start_ns;
+	t->t0 = interval_start(r);
 	if (now - t->t0 < r->env.top_ms * 1000000ULL)
 		return;
 	counters_sum(r->counters_fd, c);

@@ -182,7 +182,10 @@ _OFFCPU_FIELDS = _HDR + [
     ("start_ns", "<u8"), ("waking_ns", "<u8"), ("end_ns", "<u8"), ("tgid", "<u4"), ("tid", "<u4"),
     ("state", "<u4"), ("syscall_nr", "<i4"), ("waker_tgid", "<u4"), ("waker_tid", "<u4"),
     ("flags_u16", "<u2"), ("waker_ctx_u16", "<u2"), ("waker_preempt_count", "<u4"),
-    ("waker_comm", "S16"), ("waker_rq_seq", "<u8"), ("waker_rq_depth", "<u4"), ("pad0", "<u4"),
+    ("waker_comm", "S16"), ("waker_rq_seq", "<u8"), ("waker_rq_depth", "<u4"),
+    # top mode only (the recorder's --top, which writes no file): the class of request
+    # waker_rq_seq (IOWHY_RQC_*); 0 otherwise, so always 0 in a trace file
+    ("waker_rq_class", "<u4"),
     ("run_total_ns", "<u8"),
 ]
 OFFCPU_DTYPE = np.dtype(_OFFCPU_FIELDS)

@@ -44,6 +44,7 @@ from .views.causal import elapsed_view, root_event_wait, thread_time_view
 from .views.causal_inputs import causal_inputs
 from .views.workload import workload_covers, workload_view
 from .views.cgroups import cgroup_view, not_recorded, workload_groups
+from .views.cgroups import recorded as cgroups_recorded
 
 
 SCHEMA = "iowhy-report/1"
@@ -556,8 +557,8 @@ class _Tasks:
 
     def cgroups_recorded(self) -> bool:
         """Whether the task records name their tasks' cgroups (format 9 on)."""
-        version = int(getattr(self.trace, "version", abi.FORMAT_VERSION))
-        return version >= abi.CGROUP_VERSION and "cgroup_id" in self.tasks
+        return cgroups_recorded(int(getattr(self.trace, "version", abi.FORMAT_VERSION)),
+                                self.tasks)
 
     def thread_time(self) -> Any:
         tl, fill, _, _, comms = self.r["timeline"]

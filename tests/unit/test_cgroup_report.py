@@ -2,7 +2,8 @@
 first task record names (format 9), the threads' own time, what explains it and their
 fsync-family calls summed per cgroup; the threads of no named cgroup, the cgroups
 removed before they were named and the threads that moved, each counted; a trace of an
-older format says the cgroups were not recorded."""
+older format says the cgroups were not recorded. The Parquet `tasks` table and `iowhy
+query` name each task record's cgroup as the report does."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def _task(tid: int, tgid: int, ts: int, cg: int, event: int = abi.TASK_ROOT) -> 
     return {**task(tid, ts, event), "tgid": tgid, "cgroup_id": cg}
 
 
-def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION, **trailer) -> str:
+def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION, pid: int = 100,
+           **trailer) -> str:
     """db (tid 100, /shop/db): 4 ms blocked in fsync, two fsyncs; web (tgid 200,
     /shop/web): 3 ms blocked in fsync, and a thread it forks (201) that sleeps 3 ms and
     has moved to /other by its exit; 300: no cgroup recorded; 400: a cgroup removed
@@ -45,7 +47,7 @@ def _trace(tmp_path, version: int | None = abi.FORMAT_VERSION, **trailer) -> str
     extra = {"cgroups": [{"id": k, "path": v} for k, v in PATHS.items()], **trailer} \
         if version is not None and version >= abi.CGROUP_VERSION else {}
     return write_trace(tmp_path / "cg.iowt", start=START, end=END, tasks=tasks,
-                       offcpu=offcpu, fsyncs=fsyncs, version=version,
+                       offcpu=offcpu, fsyncs=fsyncs, version=version, pid=pid,
                        recorder={"attach_mode": "tp_btf", "mode": "attach"},
                        meta_obj={**meta(), "machine": "x86_64"}, trailer_extra=extra)
 
@@ -193,3 +195,76 @@ def test_the_html_report_has_the_cgroups(tmp_path):
     assert "(removed, id 504)" in table and "fsync 40%" in table
     assert "1 threads moved to another cgroup" in text
     assert "table-by-cgroup" not in render(_trace(tmp_path), tmp_path / "s.html")
+
+
+def _export_tasks(path: str, out) -> list[dict]:
+    """The rows of the tasks table `iowhy export --format parquet` writes for path."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert cli.main(["export", path, "--format", "parquet", "-o", str(out)]) == 0
+    t = pq.read_table(out / "tasks.parquet")
+    assert str(t.schema.field("cgroup_id").type) == "uint64"
+    assert str(t.schema.field("cgroup").type) == "string"
+    return t.to_pylist()
+
+
+def test_the_tasks_table_names_each_records_cgroup(tmp_path):
+    """Each row has its task record's cgroup id (NULL for 0: unknown) and the path the
+    report names it by (NULL for a cgroup removed before it was named)."""
+    path = _trace(tmp_path)
+    rows = _export_tasks(path, tmp_path / "pq")
+    recs = read_trace(path).records("task")
+    assert [r["tid"] for r in rows] == recs["tid"].tolist()
+    assert [r["cgroup_id"] for r in rows] == [int(c) or None for c in recs["cgroup_id"]]
+    assert [r["cgroup_id"] for r in rows] == [501, 502, 502, 503, 503, None, 504]
+    assert [r["cgroup"] for r in rows] == ["/shop/db", "/shop/web", "/shop/web", "/other",
+                                           "/other", None, None]
+    # the report's name of each thread's group is the cgroup of the thread's first row
+    groups = _by_id(run(path, by_cgroup=True)["cgroups"])
+    first: dict[int, dict] = {}
+    for r in sorted(rows, key=lambda r: r["ts_ns"]):
+        first.setdefault(r["tid"], r)
+    assert set(first) == {100, 200, 201, 300, 400}
+    for r in first.values():
+        assert groups[r["cgroup_id"] or 0]["cgroup"] == r["cgroup"], r
+
+
+@pytest.mark.parametrize("version", [None, 8])  # TraceWriter's default (5), and 8
+def test_the_tasks_table_of_an_older_format_has_no_cgroup(tmp_path, version):
+    path = _trace(tmp_path, version=version)
+    rows = _export_tasks(path, tmp_path / "pq")
+    assert read_trace(path).version < abi.CGROUP_VERSION
+    assert len(rows) == 7
+    assert {(r["cgroup_id"], r["cgroup"]) for r in rows} == {(None, None)}
+
+
+def test_query_has_the_cgroup_columns_also_over_an_older_export(tmp_path, capsys):
+    """`iowhy query` over a trace, and over an export of an older iowhy whose tasks
+    table lacks the columns: they are there, NULL for the older export's rows."""
+    pytest.importorskip("duckdb")
+    pq = pytest.importorskip("pyarrow.parquet")
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old").mkdir()
+    path = _trace(tmp_path / "new")
+    old = tmp_path / "old.export"
+    _export_tasks(_trace(tmp_path / "old", pid=200), old)  # another run: another pid
+    t = pq.read_table(old / "tasks.parquet")
+    t = t.drop_columns(["cgroup_id", "cgroup"]).replace_schema_metadata(
+        {**t.schema.metadata, b"iowhy.schema": b"2"})
+    pq.write_table(t, old / "tasks.parquet")
+
+    def query(sql: str, *runs: str) -> list[dict]:
+        capsys.readouterr()
+        assert cli.main(["query", sql, *runs, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+    got = query("SELECT tid, cgroup_id, cgroup FROM tasks ORDER BY ts_ns, tid, cgroup_id",
+                path)
+    assert [(r["tid"], r["cgroup_id"], r["cgroup"]) for r in got] == [
+        (100, 501, "/shop/db"), (200, 502, "/shop/web"), (300, None, None),
+        (400, 504, None), (201, 502, "/shop/web"), (201, 503, "/other"),
+        (201, 503, "/other")]
+    assert query("SELECT count(*) AS n, count(cgroup_id) AS ids, count(cgroup) AS names, "
+                 "typeof(any_value(cgroup_id)) AS t FROM tasks", str(old)) == [
+        {"n": 7, "ids": 0, "names": 0, "t": "UBIGINT"}]
+    both = query("SELECT count(DISTINCT run_uuid) AS runs, count(*) AS n, "
+                 "count(cgroup_id) AS ids FROM tasks", path, str(old))
+    assert both == [{"runs": 2, "n": 14, "ids": 6}]

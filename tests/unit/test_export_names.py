@@ -57,6 +57,9 @@ def test_every_writer_encodes_hostile_names(tmp_path):
     con = duckdb.connect()
     got = con.execute(f"SELECT DISTINCT waker_comm FROM read_parquet('{d}/offcpu.parquet')")
     assert got.fetchall() == [(comm,)]
+    # a cgroup's path (TRAILER `cgroups`), ESC kept, the byte that is not UTF-8 escaped
+    got = con.execute(f"SELECT DISTINCT cgroup FROM read_parquet('{d}/tasks.parquet')")
+    assert got.fetchall() == [("/x\x1b]0;pwned\x07/\\xff",)]
 
     # the SQL views over the trace itself, as JSON and CSV
     rows = json.loads(cli("query", "SELECT command, host FROM runs", t, "--json"))

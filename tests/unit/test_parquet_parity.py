@@ -175,8 +175,8 @@ def test_schema_doc_is_generated_from_the_schema():
     for t in schema.TABLE_NAMES:
         section = doc.split(f"\n## {t}\n", 1)[1].split("\n## ", 1)[0]
         for f in schema.arrow_schema(pa, t):
-            words = {pa.string(): "string", pa.int64(): "int64", pa.bool_(): "bool",
-                     pa.list_(pa.string()): "list of string"}[f.type]
+            words = {pa.string(): "string", pa.int64(): "int64", pa.uint64(): "uint64",
+                     pa.bool_(): "bool", pa.list_(pa.string()): "list of string"}[f.type]
             assert any(f"`{f.name}`" in line and f"| {words} |" in line
                        for line in section.splitlines()), (t, f.name)
 

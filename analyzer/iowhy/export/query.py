@@ -25,6 +25,7 @@ from typing import IO, Any, Iterator, Sequence
 from ..names import utf8_text
 from ..progress import phase
 from . import need
+from .schema import BOOL, INT64, STRING, STRINGS, UINT64, column_types
 from .tables import TABLES
 
 # Tables an export of an older iowhy lacks: queried as empty, with their columns.
@@ -32,7 +33,20 @@ OPTIONAL_TABLES = {"attribution": "SELECT NULL::VARCHAR AS run_uuid, NULL::VARCH
                                   "NULL::VARCHAR AS category, NULL::VARCHAR AS served_by, "
                                   "NULL::BIGINT AS ns WHERE false"}
 
+# DuckDB's name of each column type (schema.py), for the NULL columns of an older export.
+SQL_TYPES = {STRING: "VARCHAR", INT64: "BIGINT", UINT64: "UBIGINT", BOOL: "BOOLEAN",
+             STRINGS: "VARCHAR[]"}
+
 log = logging.getLogger("iowhy")
+
+
+def _select_all(name: str, table: Any, t: str) -> str:
+    """The SELECT of a registered table `name` (table t of one run), with the columns an
+    export of an older iowhy lacks (schema.py CHANGES) as NULL of their type."""
+    have = set(table.schema.names)
+    extra = "".join(f", NULL::{SQL_TYPES[ty]} AS {col}" for col, ty in column_types(t)
+                    if col not in have)
+    return f"SELECT *{extra} FROM {name}"
 
 
 class QueryError(Exception):
@@ -151,7 +165,7 @@ def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
         for t, table in tables.items():
             name = f"_run{i}_{t}"
             con.register(name, table)
-            parts[t].append(f"SELECT * FROM {name}")
+            parts[t].append(_select_all(name, table, t))
     pa = need("pyarrow")
     for t, paths in in_datasets.items():
         if paths:  # every dataset's files of the table as one scan, in the schema's columns

@@ -19,7 +19,7 @@ from ..categories import ATTRIBUTION_CATEGORIES, PART_NAMES
 from ..filesystems import FILESYSTEMS
 
 _FS = ", ".join(f"`{f.name}`" for f in FILESYSTEMS)  # the filesystems iowhy knows
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # What each version changed (the page lists them).
 CHANGES = (
     (1, "the first tables: runs, requests, calls, offcpu, journal, tasks, attribution"),
@@ -32,10 +32,14 @@ CHANGES = (
         "`calls.ino`, `calls.dev_major`/`dev_minor` and `tasks.exit_code` NULL where "
         "unknown; every file has the explicit schema below (never inferred: "
         "`source_limits` is a list of strings even when empty)"),
+    (3, "`tasks`: `cgroup_id` and `cgroup`, the task's cgroup v2 at the event (trace "
+        "format 9; NULL in older traces); `iowhy query` reads an older export's tables "
+        "with the columns they lack as NULL"),
 )
 
-STRING, INT64, BOOL, STRINGS = "string", "int64", "bool", "list<string>"
-TYPE_WORDS = {STRING: "string", INT64: "int64", BOOL: "bool", STRINGS: "list of string"}
+STRING, INT64, UINT64, BOOL, STRINGS = "string", "int64", "uint64", "bool", "list<string>"
+TYPE_WORDS = {STRING: "string", INT64: "int64", UINT64: "uint64", BOOL: "bool",
+              STRINGS: "list of string"}
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,14 @@ TABLES: tuple[Table, ...] = (
         c("exit_code", INT64, "exit status, `wait(2)` encoding (`exit` events; NULL for "
           "the others)"),
         c("comm", STRING, "task name (NULL if unknown)"),
+        c("cgroup_id", UINT64, "the task's cgroup v2 at the event: the kernel's cgroup id "
+          "(the inode number of its directory). NULL if unknown: a trace of a format "
+          "before 9 records none, and the recorder writes 0 for a task whose cgroup it "
+          "could not read"),
+        c("cgroup", STRING, "that cgroup's path below the cgroup2 mount, as `report --by "
+          "cgroup` names it (the trace's TRAILER and PROGRESS `cgroups`); NULL when "
+          "`cgroup_id` is, or the cgroup was removed before the recorder named it. The "
+          "report puts a thread in the cgroup of its earliest row naming one"),
     )),
     Table("attribution", "(basis, level one, what served it) of the run's attribution", (
         RUN_UUID,
@@ -249,8 +261,13 @@ def column_names(table: str) -> list[str]:
     return [n for cols in _BY_NAME[table].columns for n in cols.names]
 
 
+def column_types(table: str) -> list[tuple[str, str]]:
+    """(name, type) of every column of `table`, in order (type: STRING, INT64, ...)."""
+    return [(n, cols.type) for cols in _BY_NAME[table].columns for n in cols.names]
+
+
 def arrow_type(pa: Any, type_: str) -> Any:
-    return {STRING: pa.string(), INT64: pa.int64(), BOOL: pa.bool_(),
+    return {STRING: pa.string(), INT64: pa.int64(), UINT64: pa.uint64(), BOOL: pa.bool_(),
             STRINGS: pa.list_(pa.string())}[type_]
 
 
@@ -292,8 +309,8 @@ Conventions:
   Each file's schema metadata has `iowhy.schema` (the version below) and
   `iowhy.run_uuid`. A file holds one run in one row group.
 * Enumerations are strings (`class`, `op`, `call`, `fs`, `event`, `syscall`).
-* Names (`argv`, `host`, `device`, `comm`, `submitter_comm`, `waker_comm`, ...) are
-  valid UTF-8: a byte of the recorded name that is not is written as `\\xNN`
+* Names (`argv`, `host`, `device`, `comm`, `submitter_comm`, `waker_comm`, `cgroup`,
+  ...) are valid UTF-8: a byte of the recorded name that is not is written as `\\xNN`
   (docs/export.md, "Names are bytes").
 """
 

@@ -15,7 +15,9 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .. import abi
-from ..names import comm_text
+from ..names import comm_text, utf8_text
+from ..views.cgroups import cgroup_path
+from ..views.cgroups import recorded as cgroups_recorded
 from . import need
 from .schema import SCHEMA_VERSION, TABLE_NAMES, arrow_schema
 from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, no_requests,
@@ -54,6 +56,12 @@ def _text_list(pa: Any, values: Sequence[str | None]) -> Any:
     idx = np.fromiter((codes.setdefault(v, len(codes)) for v in values), np.int64,
                       len(values))
     return _strings(pa, idx, list(codes).__getitem__)
+
+
+def _text_or_null(name: str | None) -> str | None:
+    """A name given as text (bytes that are not UTF-8 as surrogates) as every writer
+    writes it (names.utf8_text)."""
+    return None if name is None else utf8_text(name)
 
 
 def _comm_or_null(raw: Any) -> str | None:
@@ -278,6 +286,13 @@ def _journal(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
 def _tasks(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
     tk = trace.records("task")
     n = len(tk)
+    # The task's cgroup at the event, named as `report --by cgroup` names it; NULL
+    # where the format records none (before 9) or the recorder could not tell (id 0).
+    if cgroups_recorded(int(getattr(trace, "version", abi.FORMAT_VERSION)), tk):
+        cg = np.asarray(tk["cgroup_id"]).astype(np.uint64)
+    else:
+        cg = np.zeros(n, np.uint64)
+    paths = getattr(trace, "cgroup_paths", None) or {}
     events = {abi.TASK_ROOT: "root", abi.TASK_FORK: "fork", abi.TASK_EXEC: "exec",
               abi.TASK_EXIT: "exit", abi.TASK_DEAD: "dead", abi.TASK_JOIN: "join"}
     return _table(pa, "tasks", {
@@ -288,6 +303,8 @@ def _tasks(pa: Any, trace: Any, uuids: Callable[[int], Any]) -> Any:
         "parent_tgid": _maybe(pa, tk["parent_tgid"], tk["parent_tgid"] != 0),
         "exit_code": _maybe(pa, tk["exit_code"], tk["event_u16"] == abi.TASK_EXIT),
         "comm": _comm(pa, tk["comm"]),
+        "cgroup_id": pa.array(cg, type=pa.uint64(), mask=(cg == 0)),
+        "cgroup": _strings(pa, cg, lambda i: _text_or_null(cgroup_path(paths, int(i)))),
     })
 
 

@@ -27,6 +27,19 @@ BLOCKED_IN_MAX = 5  # syscalls listed per cgroup in blocked_in_ns, the longest f
 PIDS_MAX = 20  # process ids listed per cgroup
 
 
+def recorded(version: int, tasks: Mapping[str, Any] | np.ndarray) -> bool:
+    """Whether the task records name their tasks' cgroups (format 9 on; an older
+    format's records are widened with cgroup id 0)."""
+    names = (tasks.dtype.names or ()) if isinstance(tasks, np.ndarray) else tasks
+    return version >= abi.CGROUP_VERSION and "cgroup_id" in names
+
+
+def cgroup_path(paths: Mapping[int, str | None], cgroup_id: int) -> str | None:
+    """The name of a cgroup id: its path as the trace names it (paths: Trace.cgroup_paths);
+    None for id 0 (unknown) and for a cgroup removed before the recorder named it."""
+    return paths.get(cgroup_id) if cgroup_id else None
+
+
 def not_recorded(version: int) -> dict[str, Any]:
     """The section of a trace whose task records name no cgroup (format before 9)."""
     return {"recorded": False,
@@ -168,7 +181,7 @@ def cgroup_view(groups: Mapping[str, Any], paths: Mapping[int, str | None],
                 "count": int(len(v)), "total_ns": int(v.sum()), "p99_ns": pct["p99"],
                 "max_ns": pct["max"]}
         row: dict[str, Any] = {
-            "cgroup": paths.get(cid) if cid else None, "id": cid,
+            "cgroup": cgroup_path(paths, cid), "id": cid,
             "processes": len(pids[g]), "pids": pids[g][:PIDS_MAX],
             "threads": int(nthreads[g]), "calls": by_call,
         }
@@ -185,5 +198,6 @@ def cgroup_view(groups: Mapping[str, Any], paths: Mapping[int, str | None],
     moved = np.asarray(groups["moved"])
     unknown = int(nthreads[ids == 0].sum()) if len(ids) else 0
     return {"recorded": True, "groups": rows, "unknown_threads": unknown,
-            "unnamed_cgroups": int(sum(1 for i in ids.tolist() if i and paths.get(i) is None)),
+            "unnamed_cgroups": int(sum(1 for i in ids.tolist()
+                                       if i and cgroup_path(paths, i) is None)),
             "moved_threads": int(moved.sum())}
