@@ -158,6 +158,8 @@ def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int,
 
 
 def build(trace: Any, model: RunModel | None = None) -> Timeline:
+    """The run's timeline (module doc): tracks, slices and flows added in a fixed order
+    (devices, threads, calls, wakeups, journal, counters), so track ids are stable."""
     from ..progress import phase
     m = model or load_run(trace)
     phase("timeline")
@@ -166,9 +168,30 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     tl.start_ns, tl.end_ns = w0, max(w1, w0)
     meta = trace.meta or {}
     devname = device_names(meta)
+    req_slice = _device_slices(tl, trace.records("request"), m, devname)
 
-    # -- devices -------------------------------------------------------------------
-    rq = trace.records("request")
+    tasks = trace.records("task")
+    off = trace.records("offcpu")
+    fs = trace.records("fsync")
+    life = _lifetimes(tasks, w0, tl.end_ns)
+    tids = sorted(set(life) | {int(x) for x in off["tid"]} | {int(x) for x in fs["tid"]})
+    procs, thread_track, state_track = _thread_tracks(tl, tids, life, off, fs, w0)
+    o_order = np.lexsort((off["start_ns"], off["tid"]))
+    _native_sched(tl, off, o_order, life)
+    _sched_states(tl, off, o_order, life, state_track, tids, w0)
+    call_slice = _call_slices(tl, fs, thread_track)
+    _call_flows(tl, m.requests.call_index, call_slice, req_slice)
+    _wakeup_flows(tl, trace, off, o_order, thread_track, procs, req_slice, life)
+    _journal(tl, trace.records("journal"), devname, meta)
+    _counters(tl, m, trace.counters, w0)
+    return tl
+
+
+def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
+                   devname: dict[tuple[int, int], str]) -> dict[int, Slice]:
+    """Every request with a start as a slice on its device's lanes, from its start
+    (issue, else insert, else submit) to its completion (the end if incomplete), in
+    (device, start) order; returns request index -> slice."""
     rm = m.requests
     issue = rq["issue_ns"].astype(I64)
     done = rq["done_ns"].astype(I64)
@@ -199,43 +222,53 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
                              name, lane_parent=devices_track, group="devices",
                              merge_key=name, same_name=True)
         s, e = int(start[i]), int(max(end[i], start[i]))
-        r = rq[i]
-        ifl = int(r["iflags"])
-        flags = [n for b, n in ((abi.F_SYNC, "sync"), (abi.F_META, "meta"),
-                                (abi.F_FUA, "fua"), (abi.F_PREFLUSH, "preflush"),
-                                (abi.F_RAHEAD, "readahead")) if ifl & b]
-        args: dict[str, Any] = {"class": m.class_names[int(rm.cls[i])]}
-        # the level two a workload wait on it counts as, and the device above whose I/O
-        # it carried (the Parquet `requests` columns of the same names)
-        for arg, col in (("served_by", rm.served_by), ("carried_for", rm.carried_for)):
-            if i < len(col) and col[i] is not None:
-                args[arg] = col[i]
-        args |= {
-            "sector": int(r["start_sector"]), "bytes": int(r["len_bytes"]),
-            "op": OP_NAMES.get(int(r["op"]), str(int(r["op"]))), "flags": ",".join(flags),
-            "submitter": f"{_comm(r['comm']) or '?'}/{int(r['tid'])}",
-            "workload": bool(int(r["flags_u16"]) & abi.RQ_TRACKED),
-        }
-        if rm.queue_ns[i] >= 0:
-            args["queue_ns"] = int(rm.queue_ns[i])
-        if rm.device_ns[i] >= 0:
-            args["device_ns"] = int(rm.device_ns[i])
-        if rm.has_seek[i]:
-            args["seek_sectors"] = int(rm.seek_sectors[i])
-        if incomplete[i]:
-            args["incomplete"] = True
-        if issue[i] <= 0:
-            args["issued"] = False  # e.g. an empty PREFLUSH write waiting for its flush
+        args = _request_args(rq[i], i, m, bool(incomplete[i]), int(issue[i]))
         req_slice[i] = Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
                              "request", args)
         tl.slices.append(req_slice[i])
+    return req_slice
 
-    # -- threads -----------------------------------------------------------------
-    tasks = trace.records("task")
-    off = trace.records("offcpu")
-    fs = trace.records("fsync")
-    life = _lifetimes(tasks, w0, tl.end_ns)
-    tids = sorted(set(life) | {int(x) for x in off["tid"]} | {int(x) for x in fs["tid"]})
+
+def _request_args(r: Any, i: int, m: RunModel, incomplete: bool, issue: int
+                  ) -> dict[str, Any]:
+    """A request slice's arguments (record r, index i): class, level two, the device
+    above, sector, bytes, op, flags, submitter, and the times and seek it has."""
+    rm = m.requests
+    ifl = int(r["iflags"])
+    flags = [n for b, n in ((abi.F_SYNC, "sync"), (abi.F_META, "meta"),
+                            (abi.F_FUA, "fua"), (abi.F_PREFLUSH, "preflush"),
+                            (abi.F_RAHEAD, "readahead")) if ifl & b]
+    args: dict[str, Any] = {"class": m.class_names[int(rm.cls[i])]}
+    # the level two a workload wait on it counts as, and the device above whose I/O
+    # it carried (the Parquet `requests` columns of the same names)
+    for arg, col in (("served_by", rm.served_by), ("carried_for", rm.carried_for)):
+        if i < len(col) and col[i] is not None:
+            args[arg] = col[i]
+    args |= {
+        "sector": int(r["start_sector"]), "bytes": int(r["len_bytes"]),
+        "op": OP_NAMES.get(int(r["op"]), str(int(r["op"]))), "flags": ",".join(flags),
+        "submitter": f"{_comm(r['comm']) or '?'}/{int(r['tid'])}",
+        "workload": bool(int(r["flags_u16"]) & abi.RQ_TRACKED),
+    }
+    if rm.queue_ns[i] >= 0:
+        args["queue_ns"] = int(rm.queue_ns[i])
+    if rm.device_ns[i] >= 0:
+        args["device_ns"] = int(rm.device_ns[i])
+    if rm.has_seek[i]:
+        args["seek_sectors"] = int(rm.seek_sectors[i])
+    if incomplete:
+        args["incomplete"] = True
+    if issue <= 0:
+        args["issued"] = False  # e.g. an empty PREFLUSH write waiting for its flush
+    return args
+
+
+def _thread_tracks(tl: Timeline, tids: list[int],
+                   life: dict[int, tuple[int, int, int, str]], off: np.ndarray,
+                   fs: np.ndarray, w0: int
+                   ) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """A process track per process and, under it, a track and a state track per thread
+    (in tid order); returns (tgid -> track, tid -> track, tid -> state track)."""
     procs: dict[int, int] = {}
     thread_track: dict[int, int] = {}
     state_track: dict[int, int] = {}
@@ -259,9 +292,15 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         state_track[tid] = tl.track(f"{name} state", procs[tg], group="threads", state=True)
         if c:
             tl.comms[tid] = c
-    # Scheduling state: off-CPU intervals and the running time between them.
-    o_order = np.lexsort((off["start_ns"], off["tid"]))
-    _native_sched(tl, off, o_order, life)
+    return procs, thread_track, state_track
+
+
+def _sched_states(tl: Timeline, off: np.ndarray, o_order: np.ndarray,
+                  life: dict[int, tuple[int, int, int, str]], state_track: dict[int, int],
+                  tids: list[int], w0: int) -> None:
+    """Scheduling state slices: each off-CPU interval (blocked then runnable, or
+    runnable if preempted) and the running time between them within the thread's life;
+    a record overlapping the one before it on its thread is left out."""
     cur_tid, last = -1, 0
     for i in o_order.tolist():
         r = off[i]
@@ -280,21 +319,7 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         if s < last:  # overlapping records of one thread: keep the first
             continue
         _running(tl, state_track[tid], last, s)
-        fl = int(r["flags_u16"])
-        sysname = syscall_name(int(r["syscall_nr"]))
-        waker = {"waker": f"{_comm(r['waker_comm']) or '?'}/{int(r['waker_tid'])}"} \
-            if int(r["waker_tid"]) else {}
-        preempt = bool(fl & abi.OFF_PREEMPT) or not wk
-        if preempt:
-            tl.slices.append(Slice(state_track[tid], s, e, "runnable (preempted)", "sched",
-                                   {"syscall": sysname}))
-        else:
-            wk = min(max(wk, s), e)
-            tl.slices.append(Slice(state_track[tid], s, wk, f"blocked: {sysname}", "sched",
-                                   {"syscall": sysname, "iowait": bool(fl & abi.OFF_IOWAIT),
-                                    "uninterruptible": bool(fl & abi.OFF_D), **waker}))
-            if e > wk:
-                tl.slices.append(Slice(state_track[tid], wk, e, "runnable", "sched", waker))
+        _off_cpu_slices(tl, r, state_track[tid], s, wk, e)
         last = e
     if cur_tid >= 0:
         _running(tl, state_track[cur_tid], last, life.get(cur_tid, (0, 0, tl.end_ns, ""))[2])
@@ -303,7 +328,33 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         if tid not in with_off:
             _, b, d, _ = life.get(tid, (0, w0, tl.end_ns, ""))
             _running(tl, state_track[tid], b, d)
-    # fsync-family calls on the thread's track (lanes in case records overlap).
+
+
+def _off_cpu_slices(tl: Timeline, r: Any, track: int, s: int, wk: int, e: int) -> None:
+    """One off-CPU record r over [s, e]: runnable if preempted (or never woken), else
+    blocked in its syscall until its wakeup wk (clamped into [s, e]), then runnable."""
+    fl = int(r["flags_u16"])
+    sysname = syscall_name(int(r["syscall_nr"]))
+    waker = {"waker": f"{_comm(r['waker_comm']) or '?'}/{int(r['waker_tid'])}"} \
+        if int(r["waker_tid"]) else {}
+    preempt = bool(fl & abi.OFF_PREEMPT) or not wk
+    if preempt:
+        tl.slices.append(Slice(track, s, e, "runnable (preempted)", "sched",
+                               {"syscall": sysname}))
+    else:
+        wk = min(max(wk, s), e)
+        tl.slices.append(Slice(track, s, wk, f"blocked: {sysname}", "sched",
+                               {"syscall": sysname, "iowait": bool(fl & abi.OFF_IOWAIT),
+                                "uninterruptible": bool(fl & abi.OFF_D), **waker}))
+        if e > wk:
+            tl.slices.append(Slice(track, wk, e, "runnable", "sched", waker))
+
+
+def _call_slices(tl: Timeline, fs: np.ndarray, thread_track: dict[int, int]
+                 ) -> dict[int, Slice]:
+    """fsync-family calls on their thread's track (lanes in case records overlap), in
+    (thread, entry) order; an incomplete one runs to the end. Returns call index ->
+    slice."""
     call_lanes: dict[int, Lanes] = {}
     call_slice: dict[int, Slice] = {}
     f_order = np.lexsort((fs["enter_ns"], fs["tid"]))
@@ -326,20 +377,25 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
         call_slice[i] = Slice(call_lanes[tid].place(s, e), s, e,
                               abi.CALL_NAMES.get(int(r["call_u16"]), "call"), "fsync", args)
         tl.slices.append(call_slice[i])
-    # A flow from each call to every request its thread submitted inside it.
-    for j in np.flatnonzero(rm.call_index >= 0).tolist():
-        ci = int(rm.call_index[j])
+    return call_slice
+
+
+def _call_flows(tl: Timeline, call_index: np.ndarray, call_slice: dict[int, Slice],
+                req_slice: dict[int, Slice]) -> None:
+    """A flow from each call to every request its thread submitted inside it (both
+    drawn), in request order."""
+    for j in np.flatnonzero(call_index >= 0).tolist():
+        ci = int(call_index[j])
         if ci in call_slice and j in req_slice:
             tl.flows += 1
             call_slice[ci].flows_out.append(tl.flows)
             req_slice[j].flows_in.append(tl.flows)
 
-    _wakeup_flows(tl, trace, off, o_order, thread_track, procs, req_slice, life)
 
-    # -- journal -----------------------------------------------------------------
-    _journal(tl, trace.records("journal"), devname, meta)
-
-    # -- counters ----------------------------------------------------------------
+def _counters(tl: Timeline, m: RunModel, counters: dict[str, int], w0: int) -> None:
+    """Counter tracks: the attribution categories and their level two (cumulative ns:
+    0 at the start, the total at the end), each device's mean queue depth per step,
+    and the loss counters."""
     if m.attribution_ns is not None:
         parts = (m.detail.get("elapsed") or {})
         for cat in CATEGORIES:
@@ -355,11 +411,11 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
                      group="counters")
         for k, v in enumerate(series):
             tl.counters.append((t, w0 + k * step, float(v)))
-    for k, v in sorted(trace.counters.items()):
-        if k.startswith("lost_") or k in ("unmatched_completion", "request_without_origin"):
-            t = tl.track(f"{k} (events)", counter_unit="count", group="counters")
-            tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(v))]
-    return tl
+    for key, count in sorted(counters.items()):
+        if key.startswith("lost_") or key in ("unmatched_completion",
+                                              "request_without_origin"):
+            t = tl.track(f"{key} (events)", counter_unit="count", group="counters")
+            tl.counters += [(t, w0, 0.0), (t, tl.end_ns, float(count))]
 
 
 # prev_state values of the kernel's sched_switch (TASK_REPORT bits; preempted:

@@ -195,162 +195,212 @@ RAW_SYS = re.compile(r"NR (?P<nr>-?\d+)(?: \((?P<args>[^)]*)\)| = (?P<ret>-?\d+)
 
 def _line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str, cpu: int,
           nrs: dict[str, int]) -> None:
-    stats = st.stats
+    """One event line to the records it feeds, by event name; any other is counted as
+    ignored, any line of a known event not understood as unmatched."""
     if ev in ("sys_enter", "sys_exit"):  # raw_syscalls: x86-64 numbers
-        g = st.scan.match(RAW_SYS, rest)
-        names = st.nr_names
-        nr = number(g["nr"]) if g else None
-        if g is None or nr is None or nr not in names:
-            stats.ignored[ev] += 1
+        named = _raw_syscall(st, ev, rest)
+        if named is None:
             return
-        name = names[nr]
-        if ev == "sys_enter":
-            first = (g["args"] or "")[:64].split(",")[0].strip()
-            fd = number(first or "0", 16)
-            ev, rest = f"sys_enter_{name}", f"fd: 0x{fd if fd is not None else 0:x}"
-        else:
-            ev, rest = f"sys_exit_{name}", g["ret"] or "0"
+        ev, rest = named
     if ev.startswith("block_") and ev not in USED_ELSEWHERE:
         _block(st, ev, rest, t, pid, comm, cpu)
+    elif ev in JBD2 or ev in XLOG:
+        _journal_line(st, ev, rest, t, pid, comm)
+    elif ev.startswith("sys_enter_") or ev.startswith("sys_exit_"):
+        _syscall(st, ev, rest, t, pid, comm, nrs)
+    elif ev in FSYNC_ENTRY:
+        _fsync_event(st, ev, rest, t, pid, comm)
+    elif ev == "ext4_sync_file_exit":
+        _ext4_sync_file_exit(st, rest, t, pid)
+    elif ev == "sched_switch":
+        _sched_switch(st, rest, t, cpu, nrs)
+    elif ev in ("sched_wakeup", "sched_waking", "sched_wakeup_new"):
+        _wakeup(st, rest, t, pid, comm)
+    elif ev == "sched_process_fork":
+        _fork(st, rest, t)
+    elif ev == "sched_process_exit":
+        _process_exit(st, rest, t)
+    else:
+        st.stats.ignored[ev] += 1
+
+
+def _raw_syscall(st: _State, ev: str, rest: str) -> tuple[str, str] | None:
+    """A raw_syscalls line as the named syscall event's (event, text); None (counted as
+    ignored) when its number is not a known x86-64 syscall."""
+    g = st.scan.match(RAW_SYS, rest)
+    names = st.nr_names
+    nr = number(g["nr"]) if g else None
+    if g is None or nr is None or nr not in names:
+        st.stats.ignored[ev] += 1
+        return None
+    name = names[nr]
+    if ev == "sys_enter":
+        first = (g["args"] or "")[:64].split(",")[0].strip()
+        fd = number(first or "0", 16)
+        return f"sys_enter_{name}", f"fd: 0x{fd if fd is not None else 0:x}"
+    return f"sys_exit_{name}", g["ret"] or "0"
+
+
+def _journal_line(st: _State, ev: str, rest: str, t: int, pid: int, comm: str) -> None:
+    """A jbd2 or xlog event to a journal record: its device and sequence (the jbd2
+    transaction, the xfs lsn) must both parse, the sequence below 2^63."""
+    st.journal_seen = True
+    seq: int | None = None
+    if ev in JBD2:
+        g = st.scan.search(DEV_SEQ, rest)
+        fs, code = FS_OF_EVENT[ev], JBD2[ev]
+        seq = number(g["seq"]) if g else None
+    else:
+        g = st.scan.search(XFS_DEV, rest)
+        fs, code = FS_OF_EVENT[ev], XLOG[ev]
+        lsn = st.scan.search(XFS_LSN, rest[g.end():]) if g else None
+        seq = number(lsn["lsn"], 16) if lsn else None
+    dev = _dev(g) if g else None
+    if dev is None or seq is None or seq >> 63:
+        st.stats.unmatched[f"{ev} lines not understood"] += 1
         return
-    if ev in JBD2 or ev in XLOG:
-        st.journal_seen = True
-        seq: int | None = None
-        if ev in JBD2:
-            g = st.scan.search(DEV_SEQ, rest)
-            fs, code = FS_OF_EVENT[ev], JBD2[ev]
-            seq = number(g["seq"]) if g else None
-        else:
-            g = st.scan.search(XFS_DEV, rest)
-            fs, code = FS_OF_EVENT[ev], XLOG[ev]
-            lsn = st.scan.search(XFS_LSN, rest[g.end():]) if g else None
-            seq = number(lsn["lsn"], 16) if lsn else None
-        dev = _dev(g) if g else None
-        if dev is None or seq is None or seq >> 63:
-            stats.unmatched[f"{ev} lines not understood"] += 1
-            return
-        st.journal.append({"event_u16": code, "ts_ns": t, "seq": seq, "tid": pid, "tgid": pid,
-                           "dev_major": dev[0], "dev_minor": dev[1],
-                           "fs_u16": fs, "comm": _name(comm)})
-        return
-    if ev.startswith("sys_enter_") or ev.startswith("sys_exit_"):
-        enter = ev.startswith("sys_enter_")
-        name = ev[10:] if enter else ev[9:]
-        if name in CALLS and st.is_workload(pid, comm, t):
-            st.calls_seen = True
-            if enter:
-                if pid in st.calls_open:
-                    stats.unmatched["fsync-family entry with no exit"] += 1
-                    st.calls_open.pop(pid)
-                g = st.scan.search(FD, rest)
-                fd = number(g.group(1), 0) if g else None
-                _call_open(st, pid, t, CALLS[name],
-                           fd=fd if fd is not None and fd < 1 << 31 else -1,
-                           syscall_nr=nrs.get(name, 0))
-            elif pid in st.calls_open:
-                text = rest.strip()
-                ret = number(text.lstrip("-"), 0) or 0
-                if text.startswith("-"):
-                    ret = -ret
-                ret %= 1 << 64  # the kernel's unsigned long: -errno as 2**64 - errno
-                _call_close(st, pid, t, ret - (1 << 64) if ret >= 1 << 63 else ret)
-            else:
-                stats.unmatched["fsync-family exit with no entry"] += 1
-        if enter:
-            st.syscall_of[pid] = name
-        else:
-            st.syscall_of.pop(pid, None)
-        if name not in CALLS:
-            stats.ignored[ev] += 1
-        return
-    if ev in FSYNC_ENTRY:
-        if not st.is_workload(pid, comm, t):
-            return
+    st.journal.append({"event_u16": code, "ts_ns": t, "seq": seq, "tid": pid, "tgid": pid,
+                       "dev_major": dev[0], "dev_minor": dev[1],
+                       "fs_u16": fs, "comm": _name(comm)})
+
+
+def _syscall(st: _State, ev: str, rest: str, t: int, pid: int, comm: str,
+             nrs: dict[str, int]) -> None:
+    """A syscall entry or exit: opens or closes a workload thread's fsync-family call
+    (one open per thread), and tracks the syscall each thread is in (off-CPU records)."""
+    stats = st.stats
+    enter = ev.startswith("sys_enter_")
+    name = ev[10:] if enter else ev[9:]
+    if name in CALLS and st.is_workload(pid, comm, t):
         st.calls_seen = True
-        g = st.scan.search(FSYNC_EV, rest)
-        fs = FS_OF_EVENT[ev]
-        c = st.calls_open.get(pid)
-        if c is None:  # no syscall events: the call is the filesystem's fsync
-            c = _call_open(st, pid, t, abi.CALL_FSYNC, opened_by_fs=True)
-        c["fs_u16"] = fs
-        c["flags_u16"] |= abi.FS_F_FSEVENT
-        dev = _dev(g) if g else None
-        ino = (number(g["ino"], 0) if g["ino"].startswith("0x") else number(g["ino"])) \
-            if g else None
-        if dev is not None and ino is not None and not ino >> 64:
-            c["dev_major"], c["dev_minor"] = dev
-            c["ino"] = ino
-        st.scan.work += 2 * len(rest)
-        if "datasync 1" in rest or "datasync=1" in rest:
-            c["flags_u16"] |= abi.FS_F_DATASYNC
+        if enter:
+            if pid in st.calls_open:
+                stats.unmatched["fsync-family entry with no exit"] += 1
+                st.calls_open.pop(pid)
+            g = st.scan.search(FD, rest)
+            fd = number(g.group(1), 0) if g else None
+            _call_open(st, pid, t, CALLS[name],
+                       fd=fd if fd is not None and fd < 1 << 31 else -1,
+                       syscall_nr=nrs.get(name, 0))
+        elif pid in st.calls_open:
+            text = rest.strip()
+            ret = number(text.lstrip("-"), 0) or 0
+            if text.startswith("-"):
+                ret = -ret
+            ret %= 1 << 64  # the kernel's unsigned long: -errno as 2**64 - errno
+            _call_close(st, pid, t, ret - (1 << 64) if ret >= 1 << 63 else ret)
+        else:
+            stats.unmatched["fsync-family exit with no entry"] += 1
+    if enter:
+        st.syscall_of[pid] = name
+    else:
+        st.syscall_of.pop(pid, None)
+    if name not in CALLS:
+        stats.ignored[ev] += 1
+
+
+def _fsync_event(st: _State, ev: str, rest: str, t: int, pid: int, comm: str) -> None:
+    """A filesystem's fsync entry event of a workload thread: its filesystem, file
+    (device, inode) and datasync flag onto the open call (opened here if none is)."""
+    if not st.is_workload(pid, comm, t):
         return
-    if ev == "ext4_sync_file_exit":
-        c = st.calls_open.get(pid)
-        if c is not None and c.get("opened_by_fs"):
-            m = st.scan.search(RET, rest)
-            v = number(m.group(1).lstrip("-")) if m else None
-            ret = 0 if m is None or v is None or v >> 62 else (
-                -v if m.group(1)[0] == "-" else v)
-            _call_close(st, pid, t, ret)
+    st.calls_seen = True
+    g = st.scan.search(FSYNC_EV, rest)
+    fs = FS_OF_EVENT[ev]
+    c = st.calls_open.get(pid)
+    if c is None:  # no syscall events: the call is the filesystem's fsync
+        c = _call_open(st, pid, t, abi.CALL_FSYNC, opened_by_fs=True)
+    c["fs_u16"] = fs
+    c["flags_u16"] |= abi.FS_F_FSEVENT
+    dev = _dev(g) if g else None
+    ino = (number(g["ino"], 0) if g["ino"].startswith("0x") else number(g["ino"])) \
+        if g else None
+    if dev is not None and ino is not None and not ino >> 64:
+        c["dev_major"], c["dev_minor"] = dev
+        c["ino"] = ino
+    st.scan.work += 2 * len(rest)
+    if "datasync 1" in rest or "datasync=1" in rest:
+        c["flags_u16"] |= abi.FS_F_DATASYNC
+
+
+def _ext4_sync_file_exit(st: _State, rest: str, t: int, pid: int) -> None:
+    """ext4_sync_file_exit: closes the call only if the fsync entry event opened it (no
+    syscall events), with its return value (0 if unreadable)."""
+    c = st.calls_open.get(pid)
+    if c is not None and c.get("opened_by_fs"):
+        m = st.scan.search(RET, rest)
+        v = number(m.group(1).lstrip("-")) if m else None
+        ret = 0 if m is None or v is None or v >> 62 else (
+            -v if m.group(1)[0] == "-" else v)
+        _call_close(st, pid, t, ret)
+
+
+def _sched_switch(st: _State, rest: str, t: int, cpu: int, nrs: dict[str, int]) -> None:
+    """sched_switch: a workload thread switched out opens an off-CPU record (or, dead,
+    gets its exit task record, once); the thread switched in closes its open one."""
+    st.sched_seen = True
+    sw = st.scan.sched_switch(rest)
+    if not sw or sw[1] > PID_MAX or sw[4] > PID_MAX:
+        st.stats.unmatched["sched_switch lines not understood"] += 1
         return
-    if ev == "sched_switch":
-        st.sched_seen = True
-        sw = st.scan.sched_switch(rest)
-        if not sw or sw[1] > PID_MAX or sw[4] > PID_MAX:
-            stats.unmatched["sched_switch lines not understood"] += 1
-            return
-        pc, prev, ps, _, nxt = sw
-        if st.is_workload(prev, pc, t) and ps.rstrip("+") in ("X", "Z", "X|Z", "Z|X"):
-            # the thread's last switch-out: it exited (no sched_process_exit needed)
-            if not any(x["tid"] == prev and x["event_u16"] == abi.TASK_EXIT for x in st.tasks):
-                st.tasks.append({"tid": prev, "tgid": prev, "ts_ns": t,
-                                 "event_u16": abi.TASK_EXIT, "comm": _name(pc)})
-        elif st.is_workload(prev, pc, t):
-            state = ps
-            flags = abi.OFF_PREEMPT if state.startswith("R") else 0
-            if "D" in state:
-                flags |= abi.OFF_D
-            sysname = st.syscall_of.get(prev)
-            st.off_open[prev] = {"tid": prev, "tgid": prev, "start_ns": t, "waking_ns": 0,
-                                 "end_ns": 0, "flags_u16": flags,
-                                 "syscall_nr": nrs.get(sysname, -1) if sysname else -1}
-        if nxt in st.off_open:
-            o = st.off_open.pop(nxt)
-            o["end_ns"] = o["ts_ns"] = t
-            o["cpu"] = cpu  # as a recording's: the CPU it is switched in on
-            if o["flags_u16"] & abi.OFF_PREEMPT:
-                o["waking_ns"] = 0
-            elif not o["waking_ns"]:
-                o["waking_ns"] = t
-            st.offcpu.append(o)
-        return
-    if ev in ("sched_wakeup", "sched_waking", "sched_wakeup_new"):
-        w = st.scan.name_then_number(rest, "comm=", PID_AFTER)
-        if w and w[1] in st.off_open:
-            o = st.off_open[w[1]]
-            if not o["waking_ns"] and not o["flags_u16"] & abi.OFF_PREEMPT:
-                o["waking_ns"] = t
-                o["waker_tid"] = o["waker_tgid"] = pid
-                o["waker_comm"] = _name(comm)
-        return
-    if ev == "sched_process_fork":
-        parent = st.scan.name_then_number(rest, "comm=", PID_AFTER)
-        child = None
-        if parent and rest.startswith(" child_comm=", parent[2]):
-            child = st.scan.name_then_number(rest, " child_comm=", CHILD_PID_AFTER, parent[2])
-        if parent and child and parent[1] in st.workload and child[1] <= PID_MAX:
-            st.workload.add(child[1])
-            st.tasks.append({"tid": child[1], "tgid": child[1], "parent_tgid": parent[1],
-                             "ts_ns": t, "event_u16": abi.TASK_FORK,
-                             "comm": _name(child[0])})
-        return
-    if ev == "sched_process_exit":
-        w = st.scan.name_then_number(rest, "comm=", PID_AFTER)
-        if w and w[1] in st.workload:
-            st.tasks.append({"tid": w[1], "tgid": w[1], "ts_ns": t,
-                             "event_u16": abi.TASK_EXIT, "comm": _name(w[0])})
-        return
-    stats.ignored[ev] += 1
+    pc, prev, ps, _, nxt = sw
+    if st.is_workload(prev, pc, t) and ps.rstrip("+") in ("X", "Z", "X|Z", "Z|X"):
+        # the thread's last switch-out: it exited (no sched_process_exit needed)
+        if not any(x["tid"] == prev and x["event_u16"] == abi.TASK_EXIT for x in st.tasks):
+            st.tasks.append({"tid": prev, "tgid": prev, "ts_ns": t,
+                             "event_u16": abi.TASK_EXIT, "comm": _name(pc)})
+    elif st.is_workload(prev, pc, t):
+        state = ps
+        flags = abi.OFF_PREEMPT if state.startswith("R") else 0
+        if "D" in state:
+            flags |= abi.OFF_D
+        sysname = st.syscall_of.get(prev)
+        st.off_open[prev] = {"tid": prev, "tgid": prev, "start_ns": t, "waking_ns": 0,
+                             "end_ns": 0, "flags_u16": flags,
+                             "syscall_nr": nrs.get(sysname, -1) if sysname else -1}
+    if nxt in st.off_open:
+        o = st.off_open.pop(nxt)
+        o["end_ns"] = o["ts_ns"] = t
+        o["cpu"] = cpu  # as a recording's: the CPU it is switched in on
+        if o["flags_u16"] & abi.OFF_PREEMPT:
+            o["waking_ns"] = 0
+        elif not o["waking_ns"]:
+            o["waking_ns"] = t
+        st.offcpu.append(o)
+
+
+def _wakeup(st: _State, rest: str, t: int, pid: int, comm: str) -> None:
+    """A wakeup of a thread with an open off-CPU record not preempted: its first one
+    sets the waking time and the waker (the line's task)."""
+    w = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+    if w and w[1] in st.off_open:
+        o = st.off_open[w[1]]
+        if not o["waking_ns"] and not o["flags_u16"] & abi.OFF_PREEMPT:
+            o["waking_ns"] = t
+            o["waker_tid"] = o["waker_tgid"] = pid
+            o["waker_comm"] = _name(comm)
+
+
+def _fork(st: _State, rest: str, t: int) -> None:
+    """sched_process_fork: a workload parent's child joins the workload (a fork task
+    record); both names and pids must parse."""
+    parent = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+    child = None
+    if parent and rest.startswith(" child_comm=", parent[2]):
+        child = st.scan.name_then_number(rest, " child_comm=", CHILD_PID_AFTER, parent[2])
+    if parent and child and parent[1] in st.workload and child[1] <= PID_MAX:
+        st.workload.add(child[1])
+        st.tasks.append({"tid": child[1], "tgid": child[1], "parent_tgid": parent[1],
+                         "ts_ns": t, "event_u16": abi.TASK_FORK,
+                         "comm": _name(child[0])})
+
+
+def _process_exit(st: _State, rest: str, t: int) -> None:
+    """sched_process_exit of a workload thread: its exit task record."""
+    w = st.scan.name_then_number(rest, "comm=", PID_AFTER)
+    if w and w[1] in st.workload:
+        st.tasks.append({"tid": w[1], "tgid": w[1], "ts_ns": t,
+                         "event_u16": abi.TASK_EXIT, "comm": _name(w[0])})
 
 
 def _records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:

@@ -68,10 +68,10 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
     locality and per-class figures would gather again: Stages.stage_cat, loc_writes,
     seek_cls.
 
-    Why one long function: it is one pass over the requests in issue order, block by
-    block, whose per-device state (the previous request's end sector, the seeks and
-    stage positions written so far) runs from block to block; split, that state would
-    be passed in and out of every part for every block."""
+    One pass over the stages in (device, start) order, block by block (STAGE_BLOCK):
+    each block's keyed ends, classes and seeks are made while in cache; what runs from
+    block to block (the outputs written so far) is a _StagePass, and the end sector of
+    the device's previous data-bearing request is handed from one block to the next."""
     w0, w1 = window.start_ns, window.end_ns
     span = window.span
     ndev = len(rq.devices)
@@ -79,179 +79,267 @@ def device_stages(rq: Requests, window: Window, service: bool = True,
     n = len(rq)
     ibits = max(1, (n - 1).bit_length())
     packed = bool(n) and (ndev * span).bit_length() + ibits <= 64
+    key: np.ndarray | None = None
     if packed:
         # (keyed start, request index) packed in one uint64: a value sort orders by
         # start, ties by index (as a stable argsort would), and is several times
         # faster than an argsort. Split into start and index block by block below.
         key, in_window = _stage_keys(rq, w0, w1, span, ibits)
         idx: np.ndarray = np.empty(len(key), np.int32 if ibits <= 31 else I64)
-        ks = key.view(I64)
-        shift, mask = np.uint64(ibits), np.uint64((1 << ibits) - 1)
+        ks = key.view(I64)  # the keyed starts once _block_indices has split each block
     else:
-        issue = rq.issue
-        in_window = not len(issue) or (int(issue.max()) <= w1 and int(
-            np.min(issue, where=issue > 0, initial=w0)) >= w0)
-        has = issue > 0
-        unmatched = (rq.flags & abi.RQ_UNMATCHED) != 0
-        has |= unmatched
-        sel = np.flatnonzero(has)
-        del has
-        ks = np.clip(issue[sel], w0, w1)
-        ks -= w0
-        ks *= ~(unmatched[sel] & (issue[sel] == 0))  # first seen at completion: the start
-        del unmatched
-        if ndev > 1:
-            ks += rq.dev[sel].astype(I64) * span
-        order = np.argsort(ks, kind="stable")
-        idx = sel[order].astype(np.int32) if n < (1 << 31) else sel[order]
-        ks = ks[order]
-        del sel, order
+        idx, ks, in_window = _stage_starts(rq, w0, w1, span)
     any_unmatched = bool(np.bitwise_and(rq.flags, abi.RQ_UNMATCHED).any())
-    ns = len(idx)
-    # Stages are grouped by device: bounds[g] is the first stage of device g.
-    if ndev == 1:
-        bounds = [0, ns]
-    elif packed:
-        bounds = np.searchsorted(key, np.arange(ndev + 1, dtype=np.uint64)
-                                 * np.uint64(span) << shift).tolist()
-    else:
-        bounds = np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span).tolist()
-    ke = np.empty(ns, I64)
-    # Seeks: data-bearing reads/writes, in issue order per device. Per device, block by
-    # block: the keyed ends, then the seek of each data-bearing request from the end
-    # of the previous one on the device (the first of a device has none).
-    seek_pos = np.empty(ns, idx.dtype)  # stage positions of the requests with a seek
-    seek_idx = np.empty(ns, idx.dtype)
-    seek_nb = np.empty(ns, rq.nbytes.dtype)  # and their sizes
-    seek: np.ndarray = np.empty(ns, np.int32)
-    if cls is not None:
-        stage_cat = np.empty(ns, np.int8)  # category of each stage's class
-        loc_w = np.empty(ns, bool)  # a locality write (locality)
-        seek_cls = np.empty(ns, np.int8)  # class of each request with a seek
-        tmp8 = np.empty(min(ns, STAGE_BLOCK), np.uint8)  # scratch of a block
-    # The keys service_times sorts to order the ends, made (and sorted block by block)
-    # while the ends are in cache.
-    ebits = max(1, (ns - 1).bit_length())
-    ekey = np.empty(ns, np.uint64) if packed else None
-    in_order = True  # the ends so far in stage order, none empty
-    last_e = -1  # the previous block's last end
-    ne_buf = np.empty(min(ns, STAGE_BLOCK), bool)
-    ms = 0  # seeks so far
-    n_empty = 0  # empty stages
-    per_dev = np.zeros(ndev, I64)  # data-bearing requests per device
-    sector, nbytes, op_all = rq.sector, rq.nbytes, rq.op
+    bounds = _device_bounds(key, ks, ndev, span, ibits)
+    ps = _StagePass.start(len(idx), idx.dtype, rq.nbytes.dtype, ndev, cls is not None,
+                          packed)
     for g in range(ndev):
         last_end = None  # end sector of the device's previous data-bearing request
         base = g * span - w0
         for a in range(bounds[g], bounds[g + 1], STAGE_BLOCK):
             b = min(a + STAGE_BLOCK, bounds[g + 1])
-            if packed:
-                kk = key[a:b]
-                ib = np.bitwise_and(kk, mask).view(I64)  # int64 indices: faster gathers
-                idx[a:b] = ib
-                kk >>= shift
-            else:
-                ib = idx[a:b].astype(I64)
-            op = np.take(op_all, ib)
-            # Keyed end: the first completion (the final one for an FF), clipped.
-            kb = ke[a:b]
-            np.take(rq.data_done, ib, out=kb, mode="clip")
-            ff = np.flatnonzero(op == abi.OP_FLUSH)
-            if len(ff):
-                kb[ff] = np.take(rq.done, np.take(ib, ff))
-            np.clip(kb, w0, w1, out=kb)
-            kb += base
-            ne = np.greater(kb, ks[a:b], out=ne_buf[:b - a])
-            kept_b = int(np.count_nonzero(ne))
-            if ekey is not None and kept_b:
-                first = a - n_empty
-                ordered = _end_keys(ekey[first:b], kb, ne, kept_b, first, ebits)
-                in_order = in_order and ordered and int(kb[0]) >= last_e
-                last_e = int(kb[-1])
-            n_empty += b - a - kept_b
-            sk = op <= abi.OP_WRITE
-            nb = np.take(nbytes, ib)
-            sk &= nb > 0
-            if any_unmatched:
-                sk &= np.take(rq.issue, ib) > 0
-            if cls is not None:
-                cb = np.take(cls, ib).view(np.uint8)
-                cat = stage_cat[a:b].view(np.uint8)
-                cat[...] = cb
-                t8 = tmp8[:b - a]
-                for c, w in _CATEGORY_STEPS:
-                    np.greater_equal(cb, c, out=t8.view(bool))
-                    if w != 1:
-                        t8 *= np.uint8(w & 0xFF)
-                    cat -= t8
-                lw = loc_w[a:b]
-                np.right_shift(_LOCALITY_MASK, cb, out=t8)
-                t8 &= np.uint8(1)
-                np.logical_and(t8.view(bool), sk, out=lw)
-                lw &= op == abi.OP_WRITE
-            p = np.flatnonzero(sk)
-            if not len(p):
-                continue
-            per_dev[g] += len(p)
-            if last_end is None:  # the device's first: no seek, only its end
-                f = np.take(ib, p[:1])
-                e = np.take(nbytes, f) + np.uint32(511)
-                e >>= np.uint32(9)
-                last_end = int(e[0]) + int(sector[f[0]])
-                p = p[1:]
-                if not len(p):
-                    continue
-            # Written straight into the outputs where the types allow.
-            k = len(p)
-            out = slice(ms, ms + k)
-            si = np.take(ib, p)
-            sec = np.take(sector, si)
-            nbp = seek_nb[out]
-            np.take(nb, p, out=nbp, mode="clip")
-            end = nbp + np.uint32(511)
-            end >>= np.uint32(9)
-            end = end + sec  # int64: end sector of each
-            d = np.empty(k, I64)
-            d[0] = int(sec[0]) - last_end
-            np.subtract(sec[1:], end[:-1], out=d[1:])
-            last_end = int(end[-1])
-            if seek.dtype == np.int32 and not (
-                    -(1 << 31) < int(d.min()) and int(d.max()) < (1 << 31)):
-                seek = seek.astype(I64)  # a seek beyond 32 bits: int64 for all
-            seek[out] = d
-            seek_idx[out] = si
-            if cls is not None:
-                np.take(cb, p, out=seek_cls[out].view(np.uint8), mode="clip")
-            np.add(p, a, out=seek_pos[out], casting="unsafe")
-            ms += k
-    seek = seek[:ms]
-    seek_idx = seek_idx[:ms]
-    seek_pos = seek_pos[:ms]
-    seek_nb = seek_nb[:ms]
+            ib = _block_indices(key, idx, a, b, ibits)
+            op = np.take(rq.op, ib)
+            _block_ends(ps, rq, ib, op, ks[a:b], a, w0, w1, base)
+            sk, nb = _seekable(rq, ib, op, any_unmatched)
+            cb = None if cls is None else _block_classes(ps, cls, ib, op, sk, a)
+            last_end = _block_seeks(ps, rq, ib, sk, nb, cb, a, g, last_end)
+    st = _stages_of(ps, idx, ks, span, w0, bounds, in_window)
+    if service:
+        stage_service(st)
+    return st
+
+
+@dataclass
+class _StagePass:
+    """device_stages' outputs written block by block, in stage order (ke, stage_cat,
+    loc_w) or in the order of the requests with a seek (the seek_ columns, first ms),
+    and what runs from block to block."""
+
+    ke: np.ndarray  # keyed end of each stage
+    seek_pos: np.ndarray  # stage positions of the requests with a seek
+    seek_idx: np.ndarray  # their request indices
+    seek_nb: np.ndarray  # and their sizes
+    seek: np.ndarray  # their seeks: int32 until one needs more (then int64 for all)
+    ekey: np.ndarray | None  # the end keys (_end_keys) of the non-empty stages, if packed
+    ebits: int  # bits of a stage position in an end key
+    ne_buf: np.ndarray  # scratch of a block: which stages are not empty
+    per_dev: np.ndarray  # data-bearing requests per device
+    stage_cat: np.ndarray | None = None  # category of each stage's class (with classes)
+    loc_w: np.ndarray | None = None  # whether each stage is a locality write
+    seek_cls: np.ndarray | None = None  # class of each request with a seek
+    tmp8: np.ndarray | None = None  # scratch of a block (with classes)
+    in_order: bool = True  # the ends so far in stage order, none empty
+    last_e: int = -1  # the previous block's last end
+    ms: int = 0  # seeks so far
+    n_empty: int = 0  # empty stages so far
+
+    @classmethod
+    def start(cls, ns: int, idx_type: np.dtype, nb_type: np.dtype, ndev: int,
+              classes: bool, packed: bool) -> _StagePass:
+        """Empty outputs for ns stages (end keys only when packed)."""
+        ps = cls(ke=np.empty(ns, I64), seek_pos=np.empty(ns, idx_type),
+                 seek_idx=np.empty(ns, idx_type), seek_nb=np.empty(ns, nb_type),
+                 seek=np.empty(ns, np.int32),
+                 # The keys service_times sorts to order the ends, made (and sorted
+                 # block by block) while the ends are in cache.
+                 ekey=np.empty(ns, np.uint64) if packed else None,
+                 ebits=max(1, (ns - 1).bit_length()),
+                 ne_buf=np.empty(min(ns, STAGE_BLOCK), bool), per_dev=np.zeros(ndev, I64))
+        if classes:
+            ps.stage_cat = np.empty(ns, np.int8)
+            ps.loc_w = np.empty(ns, bool)
+            ps.seek_cls = np.empty(ns, np.int8)
+            ps.tmp8 = np.empty(min(ns, STAGE_BLOCK), np.uint8)
+        return ps
+
+
+def _stage_starts(rq: Requests, w0: int, w1: int, span: int
+                  ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(request index, keyed start) of every request with a stage in (device, start)
+    order, ties by index, by a stable argsort (when a start and an index do not fit one
+    uint64 key); and whether every known issue time is inside the window."""
+    n = len(rq)
+    ndev = len(rq.devices)
+    issue = rq.issue
+    in_window = not len(issue) or (int(issue.max()) <= w1 and int(
+        np.min(issue, where=issue > 0, initial=w0)) >= w0)
+    has = issue > 0
+    unmatched = (rq.flags & abi.RQ_UNMATCHED) != 0
+    has |= unmatched
+    sel = np.flatnonzero(has)
+    del has
+    ks = np.clip(issue[sel], w0, w1)
+    ks -= w0
+    ks *= ~(unmatched[sel] & (issue[sel] == 0))  # first seen at completion: the start
+    del unmatched
+    if ndev > 1:
+        ks += rq.dev[sel].astype(I64) * span
+    order = np.argsort(ks, kind="stable")
+    idx = sel[order].astype(np.int32) if n < (1 << 31) else sel[order]
+    ks = ks[order]
+    return idx, ks, in_window
+
+
+def _device_bounds(key: np.ndarray | None, ks: np.ndarray, ndev: int, span: int,
+                   ibits: int) -> list[int]:
+    """Stages are grouped by device: bounds[g] is the first stage of device g (g < ndev),
+    bounds[ndev] their number; from the packed keys (key) if any, else the keyed starts."""
+    if ndev == 1:
+        return [0, len(ks)]
+    if key is not None:
+        return np.searchsorted(key, np.arange(ndev + 1, dtype=np.uint64)
+                               * np.uint64(span) << np.uint64(ibits)).tolist()
+    return np.searchsorted(ks, np.arange(ndev + 1, dtype=I64) * span).tolist()
+
+
+def _block_indices(key: np.ndarray | None, idx: np.ndarray, a: int, b: int, ibits: int
+                   ) -> np.ndarray:
+    """The request indices (int64: faster gathers) of stages [a, b). Packed keys are
+    split here: the indices into idx[a:b], the key left as the keyed start."""
+    if key is None:
+        return idx[a:b].astype(I64)
+    kk = key[a:b]
+    ib = np.bitwise_and(kk, np.uint64((1 << ibits) - 1)).view(I64)
+    idx[a:b] = ib
+    kk >>= np.uint64(ibits)
+    return ib
+
+
+def _block_ends(ps: _StagePass, rq: Requests, ib: np.ndarray, op: np.ndarray,
+                ksb: np.ndarray, a: int, w0: int, w1: int, base: int) -> None:
+    """Keyed ends of stages [a, a + len(ib)) (ksb: their keyed starts) into ps.ke: the
+    first completion (the final one for an FF), clipped to the window; with their end
+    keys (ps.ekey) and the count of empty stages (end not after start)."""
+    b = a + len(ib)
+    kb = ps.ke[a:b]
+    np.take(rq.data_done, ib, out=kb, mode="clip")
+    ff = np.flatnonzero(op == abi.OP_FLUSH)
+    if len(ff):
+        kb[ff] = np.take(rq.done, np.take(ib, ff))
+    np.clip(kb, w0, w1, out=kb)
+    kb += base
+    ne = np.greater(kb, ksb, out=ps.ne_buf[:b - a])
+    kept_b = int(np.count_nonzero(ne))
+    if ps.ekey is not None and kept_b:
+        first = a - ps.n_empty
+        ordered = _end_keys(ps.ekey[first:b], kb, ne, kept_b, first, ps.ebits)
+        ps.in_order = ps.in_order and ordered and int(kb[0]) >= ps.last_e
+        ps.last_e = int(kb[-1])
+    ps.n_empty += b - a - kept_b
+
+
+def _seekable(rq: Requests, ib: np.ndarray, op: np.ndarray, any_unmatched: bool
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(which requests ib have a seek: data-bearing reads and writes, issued if any
+    completion was unmatched; their sizes in bytes)."""
+    sk = op <= abi.OP_WRITE
+    nb = np.take(rq.nbytes, ib)
+    sk &= nb > 0
+    if any_unmatched:
+        sk &= np.take(rq.issue, ib) > 0
+    return sk, nb
+
+
+def _block_classes(ps: _StagePass, cls: np.ndarray, ib: np.ndarray, op: np.ndarray,
+                   sk: np.ndarray, a: int) -> np.ndarray:
+    """Category (ps.stage_cat) and locality write flag (ps.loc_w) of stages
+    [a, a + len(ib)) by byte operations on their classes; returns the classes (bytes)."""
+    assert ps.stage_cat is not None and ps.loc_w is not None and ps.tmp8 is not None
+    b = a + len(ib)
+    cb = np.take(cls, ib).view(np.uint8)
+    cat = ps.stage_cat[a:b].view(np.uint8)
+    cat[...] = cb
+    t8 = ps.tmp8[:b - a]
+    for c, w in _CATEGORY_STEPS:
+        np.greater_equal(cb, c, out=t8.view(bool))
+        if w != 1:
+            t8 *= np.uint8(w & 0xFF)
+        cat -= t8
+    lw = ps.loc_w[a:b]
+    np.right_shift(_LOCALITY_MASK, cb, out=t8)
+    t8 &= np.uint8(1)
+    np.logical_and(t8.view(bool), sk, out=lw)
+    lw &= op == abi.OP_WRITE
+    return cb
+
+
+def _block_seeks(ps: _StagePass, rq: Requests, ib: np.ndarray, sk: np.ndarray,
+                 nb: np.ndarray, cb: np.ndarray | None, a: int, g: int,
+                 last_end: int | None) -> int | None:
+    """Seek of each request of stages [a, a + len(ib)) that has one (sk; nb: sizes, cb:
+    classes or None) from the end sector of the device's previous one (last_end; None:
+    the device's first, which has none), appended to the ps.seek_ columns. Returns the
+    end sector of the block's last such request (last_end if none)."""
+    p = np.flatnonzero(sk)
+    if not len(p):
+        return last_end
+    ps.per_dev[g] += len(p)
+    sector, nbytes = rq.sector, rq.nbytes
+    if last_end is None:  # the device's first: no seek, only its end
+        f = np.take(ib, p[:1])
+        e = np.take(nbytes, f) + np.uint32(511)
+        e >>= np.uint32(9)
+        last_end = int(e[0]) + int(sector[f[0]])
+        p = p[1:]
+        if not len(p):
+            return last_end
+    # Written straight into the outputs where the types allow.
+    k = len(p)
+    out = slice(ps.ms, ps.ms + k)
+    si = np.take(ib, p)
+    sec = np.take(sector, si)
+    nbp = ps.seek_nb[out]
+    np.take(nb, p, out=nbp, mode="clip")
+    end = nbp + np.uint32(511)
+    end >>= np.uint32(9)
+    end = end + sec  # int64: end sector of each
+    d = np.empty(k, I64)
+    d[0] = int(sec[0]) - last_end
+    np.subtract(sec[1:], end[:-1], out=d[1:])
+    if ps.seek.dtype == np.int32 and not (
+            -(1 << 31) < int(d.min()) and int(d.max()) < (1 << 31)):
+        ps.seek = ps.seek.astype(I64)  # a seek beyond 32 bits: int64 for all
+    ps.seek[out] = d
+    ps.seek_idx[out] = si
+    if cb is not None:
+        assert ps.seek_cls is not None
+        np.take(cb, p, out=ps.seek_cls[out].view(np.uint8), mode="clip")
+    np.add(p, a, out=ps.seek_pos[out], casting="unsafe")
+    ps.ms += k
+    return int(end[-1])
+
+
+def _stages_of(ps: _StagePass, idx: np.ndarray, ks: np.ndarray, span: int, w0: int,
+               bounds: list[int], in_window: bool) -> Stages:
+    """The Stages of a finished pass: the seek columns cut to their length, the empty
+    stages dropped from idx, ks, ke (and stage_cat; all_idx keeps them), and what
+    stage_service needs."""
+    ms, ns, n_empty = ps.ms, len(idx), ps.n_empty
+    seek, seek_idx = ps.seek[:ms], ps.seek_idx[:ms]
     if ms == 0:
         seek_idx, seek = np.zeros(0, I64), np.zeros(0, I64)
-    seek_bounds = np.zeros(ndev + 1, I64)
-    np.cumsum(np.maximum(per_dev - 1, 0), out=seek_bounds[1:])
+    seek_bounds = np.zeros(len(ps.per_dev) + 1, I64)
+    np.cumsum(np.maximum(ps.per_dev - 1, 0), out=seek_bounds[1:])
     all_idx = None
     kept = None
+    ke, stage_cat = ps.ke, ps.stage_cat
     if n_empty:
         all_idx = idx
         kept = np.flatnonzero(ke > ks)
         idx, ks, ke = np.take(idx, kept), np.take(ks, kept), np.take(ke, kept)
-        if cls is not None:
+        if stage_cat is not None:
             stage_cat = np.take(stage_cat, kept)
     st = Stages(span=span, origin=w0, idx=idx, ks=ks, ke=ke, seek_idx=seek_idx, seek=seek,
-                seek_nbytes=seek_nb,
+                seek_nbytes=ps.seek_nb[:ms],
                 all_idx=all_idx, seek_bounds=seek_bounds, order_bounds=bounds,
                 issue_in_window=in_window)
     ends = None
-    if ekey is not None:
-        ends = (None if in_order and not n_empty else ekey[:ns - n_empty], ebits)
-    st._service = (seek_pos, kept, ns, ends)
-    if cls is not None:
-        st.stage_cat, st.loc_writes, st.seek_cls = stage_cat, loc_w, seek_cls[:ms]
-    if service:
-        stage_service(st)
+    if ps.ekey is not None:
+        ends = (None if ps.in_order and not n_empty else ps.ekey[:ns - n_empty], ps.ebits)
+    st._service = (ps.seek_pos[:ms], kept, ns, ends)
+    if ps.seek_cls is not None:
+        st.stage_cat, st.loc_writes, st.seek_cls = stage_cat, ps.loc_w, ps.seek_cls[:ms]
     return st
 
 

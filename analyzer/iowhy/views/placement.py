@@ -5,7 +5,7 @@ class (per_class in views/classes.py states the baselines).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -152,26 +152,96 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     device, size bucket) and keeps the fully observed zero-seek ones, which give the
     baselines; a second pass sums the excess over them by bucket and picks out the seeks
     of the bins that hold each class's seek percentiles, ranked then within those bins
-    only. release=True drops the seek columns of `st` once read (per_class).
-
-    Why one long function: both passes go over the same blocks of the seek columns and
-    share their per-bucket state (codes, baselines, thresholds, counts); the per-class
-    figures at the end read all of it."""
+    only. release=True drops the seek columns of `st` once read (per_class)."""
     ncls = len(CLASS_NAMES)
     ndev = max(len(rq.devices), 1)
+    service = st.seek_service if st.seek_service is not None else np.zeros(len(st.seek), I64)
+    counted = _count_seeks(rq, st, cls, with_placement, ndev)
+    limits = _bucket_limits(rq, st, counted, service, ndev) if with_placement else None
+    # The bins that hold each class's seek percentiles (p50, p90 with placement) and max.
+    qs = (50, 90) if with_placement else (50,)
+    counts = counted.hist.reshape(ncls, SEEK_BINS)
+    nk = counts.sum(axis=1)
+    cum = np.cumsum(counts, axis=1)
+    ranks, want = _percentile_bins(nk, cum, qs)
+    picked, excess = _excess_and_picks(rq, st, counted, limits, want, service,
+                                       ncls * (ndev << SIZE_BITS))
+    if release:
+        st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
+        st.seek_nbytes = st.seek_cls = None
+    pk, pv = _sorted_picks(picked, ncls)
+    place: dict[str, Any] = {}
+    for k, rk in ranks.items():
+        name = CLASS_NAMES[k]
+        # rank r of the class is rank r - (seeks in the bins below) of its bin's picks
+        vals = [int(pv[int(np.searchsorted(pk, k * SEEK_BINS + bn)) + r - int(cum[k, bn - 1])])
+                if bn else 0 for r, bn in rk]
+        seek_p: dict[str, int | None] = {f"p{q}": v for q, v in zip(qs, vals)}
+        seek_p["max"] = vals[-1]
+        if limits is None:
+            reqs[name]["seek_sectors"] = seek_p
+            continue
+        reqs[name]["seek_sectors"] = {"p50": seek_p["p50"], "max": seek_p["max"]}
+        place[name] = _class_placement(k, counts[k], int(nk[k]), seek_p, counted, limits,
+                                       excess, ndev << SIZE_BITS)
+    return place
+
+
+class _Counted(NamedTuple):
+    """_placement's first pass, over the requests with a seek in stage order."""
+
+    skey: np.ndarray  # class << 11 | seek bin of each
+    hist: np.ndarray  # requests per (class, seek bin)
+    code: np.ndarray  # bucket of each (with placement; else empty)
+    ok_all: np.ndarray | None  # whether each is fully observed (None: all are)
+    per_b: np.ndarray  # fully observed requests per bucket
+    zi: np.ndarray  # positions of the fully observed zero-seek ones (with placement)
+
+
+class _Limits(NamedTuple):
+    """Per bucket: the baseline kind (BASELINES index), value, noise threshold and the
+    requests measured against it (_baselines); the device fits; which buckets use a
+    device fit (None: no measured one does); the bucket's least baseline plus its
+    threshold; the device of each bucket."""
+
+    kind: np.ndarray
+    base: np.ndarray
+    thr: np.ndarray
+    measured: np.ndarray
+    fit: DeviceFit
+    fit_kind: np.ndarray | None
+    lim: np.ndarray
+    dev_of: np.ndarray
+
+
+class _Excess(NamedTuple):
+    """Per bucket: the positioning (excess over the baselines, ns), the requests that
+    count as positioned (hits) and the service time (ns)."""
+
+    pos: np.ndarray
+    hits: np.ndarray
+    dns: np.ndarray
+
+
+def _of_request(st: Stages, col: np.ndarray | None, arr: np.ndarray, a: int, b: int
+                ) -> np.ndarray:
+    """A seek column's block [a, b), else `arr` of the block's requests."""
+    return col[a:b] if col is not None else gather(arr, st.seek_idx[a:b])
+
+
+def _count_seeks(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool,
+                 ndev: int) -> _Counted:
+    """First pass, block by block: each seek's (class, bin) key and their histogram;
+    with placement, each one's bucket (class, device, size bucket floor(log2(bytes))),
+    the fully observed requests per bucket and the fully observed zero-seek ones."""
+    ncls = len(CLASS_NAMES)
     ng = ndev << SIZE_BITS
     nbk = ncls * ng
     n = len(st.seek)
     # All fully observed (the usual case): no per-request check needed.
     all_ok = not np.bitwise_and(rq.flags, UNOBSERVED).any()
-    service = st.seek_service if st.seek_service is not None else np.zeros(n, I64)
     # The device of each seek follows from its position when the bounds are known.
     bounds = st.seek_bounds.tolist() if st.seek_bounds is not None and ndev > 1 else None
-
-    def of_request(col: np.ndarray | None, arr: np.ndarray, a: int, b: int) -> np.ndarray:
-        """A seek column's block, else `arr` of the block's requests."""
-        return col[a:b] if col is not None else gather(arr, st.seek_idx[a:b])
-
     skey = np.empty(n, np.int16)  # class << 11 | seek bin
     hist = np.zeros(ncls * SEEK_BINS, I64)
     code = np.empty(n if with_placement else 0, np.int16 if nbk < (1 << 15) else np.int32)
@@ -180,7 +250,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     zparts = []
     for a in range(0, n, PLACEMENT_BLOCK):
         b = min(a + PLACEMENT_BLOCK, n)
-        c = of_request(st.seek_cls, cls, a, b).astype(I64)
+        c = _of_request(st, st.seek_cls, cls, a, b).astype(I64)
         seek = st.seek[a:b]
         bins = seek_bins(np.abs(seek))
         bins += c * SEEK_BINS
@@ -189,7 +259,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
         if not with_placement:
             continue
         # Bucket: size bucket floor(log2(bytes)), plus device << 6, plus class * ng.
-        bk = floor_log2(np.maximum(of_request(st.seek_nbytes, rq.nbytes, a, b), 1))
+        bk = floor_log2(np.maximum(_of_request(st, st.seek_nbytes, rq.nbytes, a, b), 1))
         if bounds is not None:
             for g in range(1, ndev):
                 lo, hi = max(bounds[g], a), min(bounds[g + 1], b)
@@ -208,87 +278,116 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
             bk = bk[ok]
         per_b += np.bincount(bk, minlength=nbk)
         zparts.append(np.flatnonzero(z) + a)
-    if with_placement:
-        zi = np.concatenate(zparts) if zparts else np.zeros(0, I64)
-        zcode = np.take(code, zi).astype(I64)
-        zsv = np.take(service, zi)
-        dev_b = zcode % ng
-        znb = (np.take(st.seek_nbytes, zi) if st.seek_nbytes is not None else
-               gather(rq.nbytes, np.take(st.seek_idx, zi)))
-        del zi
-        fit = device_fits(zsv if st.seek_service is not None else None, znb, dev_b, ndev)
-        del znb, dev_b
-        kind, base, thr, measured = _baselines(zcode, zsv, per_b, fit, ng, code, service,
-                                               ok_all)
-        del zcode, zsv
-        dev_of = (np.arange(nbk) % ng) >> SIZE_BITS
-        fit_kind = (kind == 1) if ((measured > 0) & (kind == 1)).any() else None
-        # The least baseline of each bucket plus its threshold: a request at or below it
-        # cannot count. A device fit's baseline grows with the size, so its least in a
-        # bucket is that of the bucket's least size, 2^(size bucket). Requests are below
-        # 4 GiB (a u32 length): buckets from 32 up hold none, and a least size capped at
-        # 2^32 keeps the baseline of a slow device's fit far from the int64 limit.
-        lim = base + thr
-        if fit_kind is not None:
-            fb = np.flatnonzero(fit_kind)
-            least = np.left_shift(1, np.minimum(fb & ((1 << SIZE_BITS) - 1), 32), dtype=I64)
-            lim[fb] = fit.baseline(dev_of[fb], least) + thr[fb]
-    # The bins that hold each class's seek percentiles (p50, p90 with placement) and max.
-    qs = (50, 90) if with_placement else (50,)
-    counts = hist.reshape(ncls, SEEK_BINS)
-    nk = counts.sum(axis=1)
-    cum = np.cumsum(counts, axis=1)
-    want = np.zeros(ncls * SEEK_BINS, bool)
+    zi = np.concatenate(zparts) if zparts else np.zeros(0, I64)
+    return _Counted(skey, hist, code, ok_all, per_b, zi)
+
+
+def _bucket_limits(rq: Requests, st: Stages, counted: _Counted, service: np.ndarray,
+                   ndev: int) -> _Limits:
+    """The baselines of the buckets from the zero-seek requests (device fits, then
+    _baselines), and each bucket's least baseline plus threshold: a request at or below
+    it cannot count."""
+    ng = ndev << SIZE_BITS
+    nbk = len(counted.per_b)
+    zi = counted.zi
+    zcode = np.take(counted.code, zi).astype(I64)
+    zsv = np.take(service, zi)
+    dev_b = zcode % ng
+    znb = (np.take(st.seek_nbytes, zi) if st.seek_nbytes is not None else
+           gather(rq.nbytes, np.take(st.seek_idx, zi)))
+    del zi
+    fit = device_fits(zsv if st.seek_service is not None else None, znb, dev_b, ndev)
+    del znb, dev_b
+    kind, base, thr, measured = _baselines(zcode, zsv, counted.per_b, fit, ng, counted.code,
+                                           service, counted.ok_all)
+    del zcode, zsv
+    dev_of = (np.arange(nbk) % ng) >> SIZE_BITS
+    fit_kind = (kind == 1) if ((measured > 0) & (kind == 1)).any() else None
+    # A device fit's baseline grows with the size, so its least in a bucket is that of
+    # the bucket's least size, 2^(size bucket). Requests are below 4 GiB (a u32
+    # length): buckets from 32 up hold none, and a least size capped at 2^32 keeps the
+    # baseline of a slow device's fit far from the int64 limit.
+    lim = base + thr
+    if fit_kind is not None:
+        fb = np.flatnonzero(fit_kind)
+        least = np.left_shift(1, np.minimum(fb & ((1 << SIZE_BITS) - 1), 32), dtype=I64)
+        lim[fb] = fit.baseline(dev_of[fb], least) + thr[fb]
+    return _Limits(kind, base, thr, measured, fit, fit_kind, lim, dev_of)
+
+
+def _percentile_bins(nk: np.ndarray, cum: np.ndarray, qs: tuple[int, ...]
+                     ) -> tuple[dict[int, list[tuple[int, int]]], np.ndarray]:
+    """From the requests per class (nk) and their cumulative counts by bin (cum): per
+    class with seeks, the (rank, bin) of each percentile of qs and of the max; and
+    which (class, bin) hold one (bin 0 never: it holds only zeros)."""
+    want = np.zeros(cum.size, bool)
     ranks: dict[int, list[tuple[int, int]]] = {}  # class: [(rank, bin)]
     for cl in np.flatnonzero(nk).tolist():
         rs = [nearest_rank(int(nk[cl]), q) for q in qs] + [int(nk[cl]) - 1]
         ranks[cl] = [(r, int(np.searchsorted(cum[cl], r, side="right"))) for r in rs]
         for _, bn in ranks[cl]:
             want[cl * SEEK_BINS + bn] = bn > 0  # bin 0 holds only zeros
-    pos = np.zeros(nbk, I64)  # excess over the baselines (the positioning) per bucket
-    hits = np.zeros(nbk, I64)
-    dns = np.zeros(nbk, I64)  # service time per bucket
+    return ranks, want
+
+
+def _excess_and_picks(rq: Requests, st: Stages, counted: _Counted, limits: _Limits | None,
+                      want: np.ndarray, service: np.ndarray, nbk: int
+                      ) -> tuple[list[tuple[np.ndarray, np.ndarray]], _Excess]:
+    """Second pass, block by block: the (key, |seek|) of the seeks in the wanted bins;
+    with placement (limits), the excess, hits and service time per bucket."""
+    n = len(st.seek)
+    excess = _Excess(np.zeros(nbk, I64), np.zeros(nbk, I64), np.zeros(nbk, I64))
     picked = []
     for a in range(0, n, PLACEMENT_BLOCK):
         b = min(a + PLACEMENT_BLOCK, n)
-        kb = skey[a:b].astype(np.intp)
+        kb = counted.skey[a:b].astype(np.intp)
         w = np.flatnonzero(np.take(want, kb))
         if len(w):
             picked.append((np.take(kb, w), np.abs(np.take(st.seek[a:b], w)).astype(I64)))
-        if not with_placement:
-            continue
-        cc = code[a:b].astype(np.intp)
-        sv = service[a:b]
-        # The candidates: above their bucket's least baseline plus threshold (the hits,
-        # about a tenth of the requests, and in device fit buckets a few more). Their
-        # excess over the baseline, then the hits among them; the zero-seek requests
-        # (and any not fully observed) add 0: they are never hits.
-        ci = np.flatnonzero(sv > np.take(lim, cc))
-        ch = np.take(cc, ci)
-        svc = np.take(sv, ci)
-        ex = np.take(base, ch)
-        np.subtract(svc, ex, out=ex)
-        if fit_kind is not None:
-            fi = np.flatnonzero(np.take(fit_kind, ch))
-            if len(fi):
-                nb = of_request(st.seek_nbytes, rq.nbytes, a, b)
-                ex[fi] = svc[fi] - fit.baseline(np.take(dev_of, ch[fi]),
-                                                nb[ci[fi]].astype(I64))
-        hit = ex > np.take(thr, ch)
-        hit &= np.take(st.seek[a:b], ci) != 0
-        if ok_all is not None:
-            hit &= np.take(ok_all[a:b], ci)
-            sv = sv * ok_all[a:b]
-        hi = np.flatnonzero(hit)
-        ch = np.take(ch, hi)
-        hits += np.bincount(ch, minlength=nbk)
-        np.add.at(pos, ch, np.take(ex, hi))
-        np.add.at(dns, cc, sv)
-    if release:
-        st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
-        st.seek_nbytes = st.seek_cls = None
-    # The seeks picked, sorted by (class, bin, value): (class << 11 | bin) << vbits | value
-    # in one int64 when it fits (a value sort), else a lexsort.
+        if limits is not None:
+            _block_excess(rq, st, counted, limits, service, a, b, excess)
+    return picked, excess
+
+
+def _block_excess(rq: Requests, st: Stages, counted: _Counted, limits: _Limits,
+                  service: np.ndarray, a: int, b: int, excess: _Excess) -> None:
+    """Adds the seeks [a, b) to `excess`: each hit's excess over its baseline and the
+    hits by bucket, and every fully observed one's service time."""
+    base, thr, fit, fit_kind = limits.base, limits.thr, limits.fit, limits.fit_kind
+    ok_all = counted.ok_all
+    cc = counted.code[a:b].astype(np.intp)
+    sv = service[a:b]
+    # The candidates: above their bucket's least baseline plus threshold (the hits,
+    # about a tenth of the requests, and in device fit buckets a few more). Their
+    # excess over the baseline, then the hits among them; the zero-seek requests
+    # (and any not fully observed) add 0: they are never hits.
+    ci = np.flatnonzero(sv > np.take(limits.lim, cc))
+    ch = np.take(cc, ci)
+    svc = np.take(sv, ci)
+    ex = np.take(base, ch)
+    np.subtract(svc, ex, out=ex)
+    if fit_kind is not None:
+        fi = np.flatnonzero(np.take(fit_kind, ch))
+        if len(fi):
+            nb = _of_request(st, st.seek_nbytes, rq.nbytes, a, b)
+            ex[fi] = svc[fi] - fit.baseline(np.take(limits.dev_of, ch[fi]),
+                                            nb[ci[fi]].astype(I64))
+    hit = ex > np.take(thr, ch)
+    hit &= np.take(st.seek[a:b], ci) != 0
+    if ok_all is not None:
+        hit &= np.take(ok_all[a:b], ci)
+        sv = sv * ok_all[a:b]
+    hi = np.flatnonzero(hit)
+    ch = np.take(ch, hi)
+    excess.hits[...] += np.bincount(ch, minlength=len(excess.hits))
+    np.add.at(excess.pos, ch, np.take(ex, hi))
+    np.add.at(excess.dns, cc, sv)
+
+
+def _sorted_picks(picked: list[tuple[np.ndarray, np.ndarray]], ncls: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The seeks picked, sorted by (class, bin, value): (class << 11 | bin) << vbits |
+    value in one int64 when it fits (a value sort), else a lexsort."""
     pk = np.concatenate([p[0] for p in picked]) if picked else np.zeros(0, np.intp)
     pv = np.concatenate([p[1] for p in picked]) if picked else np.zeros(0, I64)
     del picked
@@ -302,40 +401,31 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     else:
         o = np.lexsort((pv, pk))
         pk, pv = pk[o], pv[o]
-    place: dict[str, Any] = {}
-    for k, rk in ranks.items():
-        name = CLASS_NAMES[k]
-        vals = []
-        for r, bn in rk:
-            if not bn:
-                vals.append(0)
-                continue
-            below = int(cum[k, bn - 1])
-            first = int(np.searchsorted(pk, k * SEEK_BINS + bn))
-            vals.append(int(pv[first + r - below]))
-        seek_p: dict[str, int | None] = {f"p{q}": v for q, v in zip(qs, vals)}
-        seek_p["max"] = vals[-1]
-        if not with_placement:
-            reqs[name]["seek_sectors"] = seek_p
-            continue
-        reqs[name]["seek_sectors"] = {"p50": seek_p["p50"], "max": seek_p["max"]}
-        slots = counts[k].reshape(-1, 1 << SEEK_SUB).sum(axis=1)
-        hist_k = slots[:int(np.flatnonzero(slots)[-1]) + 1]
-        sl = slice(k * ng, (k + 1) * ng)
-        by = np.bincount(kind[sl], weights=measured[sl], minlength=len(BASELINES)).astype(I64)
-        place[name] = {
-            "requests_with_seek": int(nk[k]),
-            "sequential_share": round(float(hist_k[0]) / int(nk[k]), 6),
-            "seek_sectors": seek_p,
-            "seek_hist_log2": hist_k.tolist(),
-            "positioning_ns": int(pos[sl].sum()),
-            "positioning_basis": int(per_b[sl].sum()),
-            "positioned_requests": int(hits[sl].sum()),
-            "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
-            "baseline_requests": {bname: int(by[i]) for i, bname in enumerate(BASELINES)},
-            "device_ns": int(dns[sl].sum()),
-        }
-    return place
+    return pk, pv
+
+
+def _class_placement(k: int, counts_k: np.ndarray, nk: int, seek_p: dict[str, int | None],
+                     counted: _Counted, limits: _Limits, excess: _Excess, ng: int
+                     ) -> dict[str, Any]:
+    """Class k's placement figures: from its seek bins (counts_k: requests per bin, nk
+    in all), its seek percentiles and the sums over its buckets."""
+    slots = counts_k.reshape(-1, 1 << SEEK_SUB).sum(axis=1)
+    hist_k = slots[:int(np.flatnonzero(slots)[-1]) + 1]
+    sl = slice(k * ng, (k + 1) * ng)
+    by = np.bincount(limits.kind[sl], weights=limits.measured[sl],
+                     minlength=len(BASELINES)).astype(I64)
+    return {
+        "requests_with_seek": nk,
+        "sequential_share": round(float(hist_k[0]) / nk, 6),
+        "seek_sectors": seek_p,
+        "seek_hist_log2": hist_k.tolist(),
+        "positioning_ns": int(excess.pos[sl].sum()),
+        "positioning_basis": int(counted.per_b[sl].sum()),
+        "positioned_requests": int(excess.hits[sl].sum()),
+        "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
+        "baseline_requests": {bname: int(by[i]) for i, bname in enumerate(BASELINES)},
+        "device_ns": int(excess.dns[sl].sum()),
+    }
 
 
 def seek_values_by_class(st: Stages, cls: np.ndarray) -> dict[str, np.ndarray]:
