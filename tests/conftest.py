@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from iowhy.filesystems import FILESYSTEMS
+
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE_BPF = os.environ.get("IOWHY_REQUIRE_BPF") == "1"
 
@@ -126,11 +128,9 @@ def make_loop(root, tmp_path, request):
     return _make
 
 
-MKFS = {
-    "ext4": ["mkfs.ext4", "-q", "-F"],
-    "xfs": ["mkfs.xfs", "-q", "-f"],
-    "btrfs": ["mkfs.btrfs", "-q", "-f"],
-}
+# The lab's mkfs commands (iowhy.filesystems): one definition, and no background writer
+# (ext4lazyinit) left on a fresh filesystem to add requests to a test's counts.
+MKFS = {f.name: list(f.mkfs) for f in FILESYSTEMS}
 
 
 @pytest.fixture

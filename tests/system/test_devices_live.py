@@ -201,9 +201,8 @@ def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin
     that process's requests (bpftrace counts them at block_getrq, in its own context)
     are background, none in the class tables, and the class tables' data requests are
     exactly what the workload submitted (the upper device's stat)."""
-    # Inode tables and journal zeroed by mkfs, not by ext4lazyinit during the run.
-    lower, lmnt = make_fs("ext4", size_mib=256, mount_opts="lazytime",
-                          mkfs_args=("-E", "lazy_itable_init=0,lazy_journal_init=0"))
+    # (tests/conftest.py's mkfs zeroes the inode tables: no ext4lazyinit writes.)
+    lower, lmnt = make_fs("ext4", size_mib=256, mount_opts="lazytime")
     img, other = lmnt / "upper.img", lmnt / "other.img"
     # Both files written in full first: no block allocation (no journal) later.
     run(["dd", "if=/dev/zero", f"of={img}", "bs=1M", "count=64", "status=none"])

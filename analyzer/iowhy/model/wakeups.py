@@ -55,7 +55,7 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, check_keyed, key_span, small_unique, unique
-from ..categories import ATTRIBUTION_CATEGORIES
+from ..categories import ATTRIBUTION_CATEGORIES, PART_NAMES, level_two
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
 from .requests import Window
@@ -69,22 +69,29 @@ from .tasks import task_lifetimes
 # a wait on a journal thread, throttle for a throttled wait), else its kind's own
 # (NATURAL_L1).
 CAUSAL_CATEGORIES = ATTRIBUTION_CATEGORIES
-CPU, RUNQ, BARRIER, LOG, METADATA, DATA, READ, HCPU, HRUNQ, SLEEP, EXTERNAL, OTHER = range(12)
+KIND_NAMES = PART_NAMES  # the registry's level two, in code order
+_KIND = {n: k for k, n in enumerate(KIND_NAMES)}
+_L1 = {n: k for k, n in enumerate(ATTRIBUTION_CATEGORIES)}
+CPU, RUNQ, BARRIER, LOG, METADATA, DATA, READ, HCPU, HRUNQ, SLEEP, EXTERNAL, OTHER = (
+    _KIND[n] for n in ("cpu", "runqueue", "flush", "log", "metadata", "data", "read",
+                       "helper-cpu", "helper-runqueue", "sleep", "external", "wait-other"))
 # More kinds: a request waited for before its issue; a throttled wait (dirty pages, the
 # block layer's throttles and tags); another workload thread on a CPU or waiting for one.
-QUEUE, DIRTY, BLOCKQ, TCPU, TRUNQ = range(12, 17)
-KIND_NAMES = ("cpu", "runqueue", "flush", "log", "metadata", "data", "read", "helper-cpu",
-              "helper-runqueue", "sleep", "external", "wait-other", "queue", "dirty-pages",
-              "block-throttle", "thread-cpu", "thread-runqueue")
+QUEUE, DIRTY, BLOCKQ, TCPU, TRUNQ = (
+    _KIND[n] for n in ("queue", "dirty-pages", "block-throttle", "thread-cpu",
+                       "thread-runqueue"))
 FLUSH = BARRIER  # the kind of a cache flush in service; its natural level one is barrier
 RECURSE = -1  # a segment explained by another thread's timeline (its `target`)
 DEVICE_CAT0 = BARRIER  # device kinds are BARRIER + classify.CATEGORY_OF_CLASS
-# Level-one indices (ATTRIBUTION_CATEGORIES); the device ones equal the device kinds.
+# Level-one indices (ATTRIBUTION_CATEGORIES); the device ones equal the device kinds
+# (tests/unit/test_categories.py checks the registry keeps them so).
 (L_CPU, L_RUNQ, L_BARRIER, L_LOG, L_METADATA, L_DATA, L_READ, L_THROTTLE, L_HCPU, L_HRUNQ,
- L_SLEEP, L_EXTERNAL, L_OTHER) = range(13)
-NATURAL_L1 = np.array([L_CPU, L_RUNQ, L_BARRIER, L_LOG, L_METADATA, L_DATA, L_READ, L_HCPU,
-                       L_HRUNQ, L_SLEEP, L_EXTERNAL, L_OTHER, L_OTHER, L_THROTTLE, L_THROTTLE,
-                       L_CPU, L_RUNQ], np.int8)
+ L_SLEEP, L_EXTERNAL, L_OTHER) = (
+    _L1[n] for n in ("cpu", "runqueue", "barrier", "log", "metadata", "data", "read",
+                     "throttle", "helper-cpu", "helper-runqueue", "sleep", "external",
+                     "wait-other"))
+# Each kind's own level one: its registry parent.
+NATURAL_L1 = np.array([_L1[str(c.parent)] for c in level_two()], np.int8)
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
 NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER, CARRIED = \
