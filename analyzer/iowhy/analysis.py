@@ -853,7 +853,7 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
       latency_values), -1 where not observed or not analyzed;
     * `dev`: its device (an index into `device_names`), -1 when not analyzed; `flags`:
       its RQ_* flags (0 when not analyzed);
-    * `device_names`: the report's name of each device (views/series.py)."""
+    * `device_names`: the report's name of each device (model/devices.py)."""
     r, rq, n = t.r, t.rq, t.rows
     row = rq.extra.get("row")
     if row is None:

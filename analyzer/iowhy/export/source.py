@@ -248,7 +248,7 @@ def _text(v: Any) -> str | None:
 
 def device_names(meta: Any) -> dict[tuple[int, int], str]:
     """(major, minor) -> the device's name from META (utf8_text), as the report names
-    it: the recorded devices and those below them (views/series.py)."""
+    it: the recorded devices and those below them (model/devices.py)."""
     from ..model.devices import described_devices
     out: dict[tuple[int, int], str] = {}
     for d in described_devices(meta or {}):
