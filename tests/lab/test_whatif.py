@@ -52,9 +52,6 @@ KNOWN_MISS = {
     ("ssd", "xfs"): "fsync-tar on xfs predicted on the ssd: +26 to +31% in 3 attempts at "
                     "load 1.5-1.8 (640-648 ms predicted, 489-532 ms real), -15% at "
                     "higher loads",
-    ("nobarrier", "ext4"): "wc-barrier on ext4 predicted --nobarrier: -25.1 to -28.5% in 3 "
-                           "attempts at load 2-3 (228-249 ms predicted, 309-319 ms real), "
-                           "-6.6% in earlier runs",
     ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: -68 to -69% "
                            "or +7% by recording (2 of 3 recordings at load 1.5 put the "
                            "data writeback off the critical path the replay follows)",

@@ -16,7 +16,7 @@ import pytest
 
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from iowhy.whatif import disk, predict, replay
+from iowhy.whatif import disk, predict, program, replay
 from tracebuilder import off, req, task, write_trace
 
 T, H = abi.WCTX_TASK, abi.WCTX_HARDIRQ
@@ -153,6 +153,64 @@ def test_a_wait_on_a_helper_follows_the_helpers_request(tmp_path):
     # the other process's job [20, 100) is none of the workload's: idle in the replay
     st = prep.progs
     assert st.kept_episodes < st.episodes
+
+
+def handover_trace(tmp_path) -> str:
+    """syncfs's shape: thread 100 runs [0, 1000), wakes kworker 50 at 1000 (handing it
+    the writeback) and waits [1005, 2115) for it. The kworker was asleep and not followed
+    before: its helper record opens at the waking (start = waking = 1000, the recorder's
+    way), so the record's wait is empty. It waits for a CPU [1000, 1010), runs [1010,
+    1050) (submits a data write at 1040, device [1040, 2040)), waits [1050, 2050) for
+    it, runs [2050, 2110) and wakes the thread at 2110; the thread runs [2115, 2215)
+    and exits."""
+    t = T0
+    reqs = [req(t + 1040, t + 2040, submit=t + 1040, sector=8, seq=1, flags=abi.RQ_ORIGIN,
+                tid=50)]
+    helpers = [off(50, t + 1000, t + 1010, waking=t + 1000, waker=100, ctx=T, comm="sync"),
+               off(50, t + 1050, t + 2050, waking=t + 2040, ctx=H, rq_seq=1),
+               off(50, t + 2111, t + 2215, waking=t + 2214, waker=777, ctx=T,
+                   comm="other")]
+    for h in helpers:
+        h["flags_u16"] |= abi.OFF_HELPER
+    offs = [off(100, t + 1005, t + 2115, waking=t + 2110, waker=50, ctx=T,
+                comm="kworker/u8:7", syscall=306)]
+    return write_trace(tmp_path / "handover.iowt", start=t, end=t + 2215, requests=reqs,
+                       offcpu=offs, helpers=helpers,
+                       tasks=[task(100, t), task(100, t + 2215, abi.TASK_EXIT)])
+
+
+def test_a_helper_starts_the_work_when_it_is_handed_over(tmp_path):
+    """A helper stretch opened at its waking (an empty wait: no timeline segment) waits,
+    in the replay, for its waker to reach that waking: the writeback a syncfs hands a
+    kworker does not run before the syncfs, and stays on the syncfs's critical path
+    (helper-cpu, helper-runqueue, data) when the device changes."""
+    p = handover_trace(tmp_path)
+    el_rec, res, prep = replay_of(p, [spec()], service="recorded")
+    assert el_rec == 2215
+    # the write takes 200 ns on the test device instead of 1,000: the kworker wakes the
+    # thread 800 ns sooner, at 1,310, and no sooner
+    el, res, _ = replay_of(p, [spec()])
+    assert el == 2215 - 800
+    kw = int(np.flatnonzero(prep.cm.timeline.tids == 50)[0])
+    st = prep.progs
+    a, b = int(st.first[kw]), int(st.first[kw + 1])
+    assert st.gate is not None and st.gate[a:b].sum() == 1
+    g = a + int(np.flatnonzero(st.gate[a:b])[0])
+    assert st.kind[g] == program.WAIT_ACTOR and st.dep[g] == prep.cm.root
+    assert st.ra[g] == st.rb[g] == T0 + 1000
+    assert res.step_end[g] == T0 + 1000  # the kworker's job starts at the hand-over
+    tr = read_trace(p)
+    prep = predict.prepare(tr)
+    prep.fits[0] = {"disk": DEV.as_dict(), "path_ns": {"read": 0, "write": 0, "flush": 0},
+                    "queue_depth": 1, "measured": list(predict.fit.COLS), "assumed": []}
+    r = predict.predict(tr, predict.Scenario(nobarrier=True), prep)
+    assert r["predicted_elapsed_ns"] == 2215 - 800
+    # the thread: on CPU [0, 1005) and [1315, 1415), waiting for one [1310, 1315); its
+    # wait [1005, 1310) is the kworker's: waiting for a CPU [1005, 1010) and [1240, 1250),
+    # on one [1010, 1050) and [1250, 1310), its write [1050, 1240)
+    pa = r["predicted_attribution_ns"]
+    assert {k: v for k, v in pa.items() if v} == {
+        "cpu": 1105, "runqueue": 5, "helper-runqueue": 15, "helper-cpu": 100, "data": 190}
 
 
 def fork_trace(tmp_path) -> str:

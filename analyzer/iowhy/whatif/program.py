@@ -14,6 +14,12 @@ segments in order, each one a step:
   completion: an off-CPU or helper record with WAKER_RQ) ends when the replayed device
   completes that request.
 
+A helper's stretch opened at its waking (docs/trace-format.md, helper: a helper asleep
+with no interval open when a tracked thread wakes it gets one opened at that waking)
+has an empty wait, which the timeline leaves out; its program gets a wait on the waker
+of no recorded length there (a *gate*: _stretch_gates), so that the work the waker handed
+it starts, in the replay, when the waker hands it over.
+
 Requests are anchored the same way: a request submitted by an actor arrives when that
 actor reaches its recorded submission; a workload thread starts when the thread that
 forked it reaches the fork.
@@ -58,6 +64,8 @@ class Programs:
     runq: np.ndarray | None = None  # bool per step: a wait for a CPU (fixed)
     helper_step: np.ndarray | None = None  # bool per step: a helper's
     blocked: np.ndarray | None = None  # bool per step: a fixed step off a CPU
+    gate: np.ndarray | None = None  # bool per step: a helper's stretch opened at its
+    #                                 waking waits there for its waker (_stretch_gates)
     episodes: int = 0  # helper jobs (_helper_episodes)
     kept_episodes: int = 0  # ... the replay keeps
 
@@ -135,10 +143,27 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
     per = np.bincount(tl.actor[tsleep].astype(I64), minlength=len(tl.tids))
     kind[tsleep & (per[tl.actor.astype(I64)] >= POLL_MIN)] = POLL
     keep = np.flatnonzero(~absorbed)
-    first = np.searchsorted(tl.actor[keep], np.arange(len(tl.tids) + 1), side="left")
-    p = Programs(first=first.astype(I64), kind=kind[keep], ra=starts[keep], rb=rb[keep],
-                 dep=dep[keep], seg=keep.astype(I64), linked_waits=len(act),
-                 linked_unplaced=len(act) - placed, guessed=guessed)
+    kind, ra, rb, dep, seg = kind[keep], starts[keep], rb[keep], dep[keep], keep.astype(I64)
+    gate = np.zeros(len(keep), bool)
+    ga, gt, gw = _stretch_gates(trace, tl)
+    if len(ga):
+        # each gate goes before the step its stretch starts with (the wait for a CPU at
+        # the waking); it takes that step's segment (the helper's, for its syscall and
+        # purpose). A gate of a job the workload does not need becomes IDLE like any
+        # other wait of it (_helper_episodes); the wait for a CPU after a kept one keeps
+        # its recorded length (a helper's moves only after a shorter sleep: replay.py)
+        gk = tl.keys(ga, gt)
+        pos = np.searchsorted(tl.kstart[keep], gk, side="left")
+        gseg = np.maximum(np.searchsorted(tl.kstart, gk, side="right") - 1, 0)
+        kind = np.insert(kind, pos, WAIT_ACTOR)
+        ra, rb = np.insert(ra, pos, gt), np.insert(rb, pos, gt)
+        dep, seg = np.insert(dep, pos, gw), np.insert(seg, pos, gseg)
+        gate = np.insert(gate, pos, True)
+    owner = tl.actor[seg].astype(I64)
+    first = np.searchsorted(owner, np.arange(len(tl.tids) + 1), side="left")
+    p = Programs(first=first.astype(I64), kind=kind, ra=ra, rb=rb, dep=dep, seg=seg,
+                 linked_waits=len(act), linked_unplaced=len(act) - placed, guessed=guessed,
+                 gate=gate)
     aa, at = anchors(reqs, tl)
     _helper_episodes(p, tl, aa[aa >= 0], at[aa >= 0])
     p.wake = wake_latency(trace)
@@ -149,6 +174,34 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
     p.helper_step = tl.helper[tl.actor[p.seg].astype(I64)]
     p.blocked = (p.kind == FIXED) & ~np.isin(cat, (RUNQ, HRUNQ, HCPU, CPU))
     return p
+
+
+def _stretch_gates(trace: Any, tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(helper actor, waking, waker actor) of every helper record whose interval was
+    opened at its waking by another actor of the replay, from task context: the
+    recorder follows a helper from when a tracked thread (or a helper, handing work on)
+    wakes it, so the record's wait is empty and the timeline has no segment of it; but
+    the helper had nothing of the workload's to do before that wakeup: the work starts
+    there. Sorted by (actor, waking)."""
+    r = trace.records("helper")
+    z = np.zeros(0, I64)
+    if not len(r):
+        return z, z, z
+    wk = r["waking_ns"].astype(I64)
+    m = (wk > 0) & (r["start_ns"].astype(I64) == wk) & \
+        ((r["flags_u16"] & abi.OFF_PREEMPT) == 0) & (r["waker_ctx_u16"] == abi.WCTX_TASK) & \
+        (r["waker_tid"] > 0)
+    if not m.any():
+        return z, z, z
+    act, found = tl.actor_of(r["tid"][m].astype(I64))
+    wa, wf = tl.actor_of(r["waker_tid"][m].astype(I64))
+    ok = found & wf
+    act, wa, t = act[ok], wa[ok], wk[m][ok]
+    ok = tl.helper[act] & (wa != act)
+    act, wa, t = act[ok], wa[ok], t[ok]
+    t = np.clip(t, tl.birth[act], tl.death[act])
+    o = np.lexsort((t, act))
+    return act[o].astype(I64), t[o], wa[o].astype(I64)
 
 
 def _helper_episodes(p: Programs, tl: Timeline, pt_actor: np.ndarray, pt_t: np.ndarray
