@@ -184,6 +184,14 @@ def test_write_cache_off_sends_no_flushes_and_barrier_is_zero(lab_runs, name, fs
         # the same fsyncs now wait for writes that go to the media: log and data
         on = lab_runs("fsync-tar", fs)
         assert att(r, "log", "data", "metadata") >= 0.5 * r["elapsed_ns"]
+        # one file at a time: the thread waits for its data write, then for the commit's
+        # log write, each served by the media alone; level one splits the two as the
+        # disk did (an XFS append's data wait ends in a kworker's xfs_end_io: data, not
+        # the log force)
+        el, t = r["elapsed_ns"], r["truth"]
+        assert abs(att(r, "log") - t["log"]) <= 0.05 * el, (r["attribution_ns"], t)
+        assert abs(att(r, "data", "metadata") - (t["device_busy"] - t["log"])) <= 0.05 * el, \
+            (r["attribution_ns"], t)
         # with the cache on they waited as long for the same commits, served by flushes
         flushes = sum(int(p.get("flush") or 0) for p in on["attribution_detail_ns"].values())
         assert flushes >= 0.5 * on["elapsed_ns"]

@@ -64,3 +64,36 @@ def test_a_kworker_inside_an_ext4_fsync_is_its_own_time(tmp_path):
     r = _kworker_wait(tmp_path, abi.FS_EXT4)
     att = {k: v for k, v in r["attribution_ns"].items() if v}
     assert att == {"cpu": 60, "helper-runqueue": 10, "helper-cpu": 30}, att
+
+
+def _end_io_wait(tmp_path, preempted: bool):
+    # The root (100) in fdatasync of an XFS file [1008, 1052), asleep [1010, 1050), woken
+    # by a kworker (300) from task context. The kworker was asleep [1000, 1030) until the
+    # completion of the root's data write [1012, 1030) (seq 1, from a softirq) handed it
+    # its work (xfs_end_io's size update of an append); runnable [1030, 1035), on CPU
+    # [1035, 1050) but for a preemption [1040, 1045) when `preempted`. It served the data
+    # write, not the log force: level one data over the whole wait, 40.
+    tasks = [tb.task(100, 1000)]
+    offs = [tb.off(100, 1010, 1050, waker=300, ctx=T, comm="kworker/1:2", syscall=FSYNC)]
+    helpers = [tb.off(300, 1000, 1035, waking=1030, ctx=K, rq_seq=1)]
+    if preempted:
+        helpers.append(tb.off(300, 1040, 1045, preempt=True))
+    helpers.append(tb.off(300, 1050, 1060, waker=0, ctx=abi.WCTX_HARDIRQ))
+    for h in helpers:
+        h["flags_u16"] |= abi.OFF_HELPER
+    reqs = [tb.req(1012, 1030, seq=1)]
+    calls = [tb.fsync(100, 1008, 1052, fs=abi.FS_XFS, call=abi.CALL_FDATASYNC)]
+    return tb.run(tb.write_trace(tmp_path / f"e{int(preempted)}.iowt", requests=reqs,
+                                 offcpu=offs, tasks=tasks, helpers=helpers, fsyncs=calls))
+
+
+def test_a_kworker_a_data_write_handed_its_work_serves_the_data(tmp_path):
+    for preempted in (False, True):
+        r = _end_io_wait(tmp_path, preempted)
+        tb.assert_sums(r)
+        att = {k: v for k, v in r["attribution_ns"].items() if v}
+        assert att == {"cpu": 60, "data": 40}, (preempted, att)
+        # [1010, 1012) the write not yet issued (queued), [1012, 1030) in service; then
+        # the kworker: runnable 5, on CPU 15 (10 and a preemption's 5 when preempted).
+        detail = r["attribution_detail_ns"]["data"]
+        assert sum(v for k, v in detail.items() if k.startswith("helper-")) == 20, detail

@@ -956,10 +956,14 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     pur[m[h & starts_with(comm, b"jbd2/")]] = L_LOG
     pur[m[h & starts_with(comm, b"xfsaild")]] = L_METADATA
     # A kworker serves many things, but inside an fsync of an XFS file it serves the log
-    # force: the CIL push and the iclog completion are kworkers' work.
+    # force (the CIL push and the iclog completion are kworkers' work), unless a data
+    # write's completion handed it its work: then it ends the data write (xfs_end_io's
+    # size update of an append), and the thread waited for its data.
     kw = m[h & starts_with(comm, b"kworker/") & ~iv.helper[m]]
     if len(kw) and calls is not None:
-        pur[kw[_in_xfs_fsync(tl, iv, kw, calls)]] = L_LOG
+        kw = kw[_in_xfs_fsync(tl, iv, kw, calls)]
+        handed = _handed_by(tl, iv, cat, target, link, ti[kw], iv.w[kw])
+        pur[kw] = np.where(handed == L_DATA, L_DATA, L_LOG)
     done[m] = True
     # 5. a task outside the workload.
     rest = np.flatnonzero(~done)
@@ -981,6 +985,29 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
         tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
         cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
     return cat, target, detail, pur
+
+
+def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
+               link: RequestLink, actor: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per (helper actor, time t): the category (CAUSAL_CATEGORIES index) of the request
+    whose completion woke the helper last before t (its latest wakeup before t, a
+    preemption skipped: the helper went on with the work it was handed, has a request
+    link: cat -2, target the link's index), else -1. cat and target: _causes' columns,
+    request links already set."""
+    out = np.full(len(actor), -1, np.int8)
+    hi = np.flatnonzero(iv.helper & iv.woken)
+    if not len(hi) or not len(actor):
+        return out
+    # Keyed by waking (in start order: intervals of one actor never overlap); the
+    # latest woken strictly before t (at t the helper may already sleep again).
+    key = tl.keys(iv.act[hi], iv.w[hi])
+    o = np.argsort(key, kind="stable")
+    hi, key = hi[o], key[o]
+    j = np.searchsorted(key, tl.keys(actor, t), side="left") - 1
+    jj = hi[np.maximum(j, 0)]
+    ok = (j >= 0) & (iv.act[jj] == actor) & (cat[jj] == -2)
+    out[ok] = link.cat[target[jj[ok]]]
+    return out
 
 
 def _syscalls_in(nr: np.ndarray, names: frozenset[str], arch: str | None) -> np.ndarray:
