@@ -97,3 +97,40 @@ def test_a_kworker_a_data_write_handed_its_work_serves_the_data(tmp_path):
         # the kworker: runnable 5, on CPU 15 (10 and a preemption's 5 when preempted).
         detail = r["attribution_detail_ns"]["data"]
         assert sum(v for k, v in detail.items() if k.startswith("helper-")) == 20, detail
+
+
+def _shell_jobs(tmp_path, born_between: bool):
+    # `sh -c 'busy & dd ...; wait'`: the shell (100) forks 101 (a CPU loop, on CPU until
+    # it exits at 1040) and 102 (its writes wait on the disk [1020, 1090), then it exits
+    # at 1095). The shell waits in wait4 [1005, 1040), woken by 101's exit; it reaps 101
+    # [1040, 1042) and waits again [1042, 1096), woken by 102's exit. It needed 102, not
+    # 101: the whole wait is 102's (cpu [1005, 1020) and [1090, 1096) 21, data 68: its
+    # write [1020, 1090) less the shell's own 2 on CPU).
+    # With a thread born while it ran between the two waits (a new job started), the
+    # first wait stays 101's (cpu by another thread 35).
+    tasks = [tb.task(100, 1000), tb.task(101, 1001, abi.TASK_FORK),
+             tb.task(102, 1002, abi.TASK_FORK), tb.task(101, 1040, abi.TASK_DEAD),
+             tb.task(102, 1096, abi.TASK_DEAD)]
+    if born_between:
+        tasks.append(tb.task(103, 1041, abi.TASK_FORK))
+        tasks.append(tb.task(103, 1043, abi.TASK_DEAD))
+    wait4 = 61  # x86-64
+    offs = [tb.off(100, 1005, 1040, waker=101, ctx=T, comm="busy", syscall=wait4),
+            tb.off(100, 1042, 1096, waker=102, ctx=T, comm="dd", syscall=wait4),
+            tb.off(102, 1020, 1090, rq_seq=1, ctx=K, syscall=1)]
+    reqs = [tb.req(1020, 1090, seq=1, tid=102)]
+    return tb.run(tb.write_trace(tmp_path / f"sh{int(born_between)}.iowt", requests=reqs,
+                                 offcpu=offs, tasks=tasks))
+
+
+def test_a_child_reaped_on_the_way_is_not_what_the_shell_waited_for(tmp_path):
+    r = _shell_jobs(tmp_path, False)
+    tb.assert_sums(r)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    # [1000, 1005) and [1040, 1042) and [1096, 1100) the shell on CPU 11; over its waits
+    # 102: on CPU [1005, 1020) 15 and [1090, 1096) 6, its write the rest (data).
+    assert att == {"cpu": 32, "data": 68}, att
+    r = _shell_jobs(tmp_path, True)
+    tb.assert_sums(r)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    assert att["cpu"] >= 11 + 35, att  # the first wait is 101's CPU loop

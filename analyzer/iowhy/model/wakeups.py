@@ -965,6 +965,7 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
         handed = _handed_by(tl, iv, cat, target, link, ti[kw], iv.w[kw])
         pur[kw] = np.where(handed == L_DATA, L_DATA, L_LOG)
     done[m] = True
+    _reaped_then_waited(tl, iv, cat, target, sysnr, arch)
     # 5. a task outside the workload.
     rest = np.flatnonzero(~done)
     if len(rest):
@@ -985,6 +986,44 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
         tio = io[rest] & (ctx[rest] == abi.WCTX_TASK)
         cat[rest[tio]], detail[rest[tio]] = OTHER, TASK_IO
     return cat, target, detail, pur
+
+
+WAIT_CHILD = frozenset({"wait4", "waitid", "waitpid"})  # a wait for any child's exit
+
+
+def _reaped_then_waited(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
+                        sysnr: np.ndarray, arch: str | None) -> None:
+    """A wait for a child (WAIT_CHILD) that one child's exit ended, after which the
+    thread only reaped it and waited for a child again (the waker gone by then, no
+    thread of the workload born in between): the waiter needed the child that ended
+    its later wait, not the one that happened to exit first (a shell's `a & b; wait`
+    reaps a before it waits on for b). Such a wait takes, in place, the target of the
+    first wait after it that is no such wait (a run of them, one per reaped child),
+    when that thread was alive over it. cat, target: _causes' columns, workload
+    threads' recursions (RECURSE) already set."""
+    n = len(cat)
+    if n < 2:
+        return
+    wc = (cat == RECURSE) & ~iv.helper & _syscalls_in(sysnr, WAIT_CHILD, arch)
+    k = np.flatnonzero(wc[:-1] & wc[1:] & (iv.act[:-1] == iv.act[1:]))
+    if not len(k):
+        return
+    nxt = k + 1
+    births = np.sort(tl.birth[~tl.helper])
+    quiet = (np.searchsorted(births, iv.e[k], side="left")
+             == np.searchsorted(births, iv.s[nxt], side="right"))
+    ok = (tl.death[target[k]] <= iv.s[nxt]) & quiet & (target[k] != target[nxt])
+    q = np.zeros(n, bool)
+    q[k[ok]] = True
+    if not q.any():
+        return
+    # Each q interval's next is its actor's: the first non-q one after it is too.
+    idx = np.where(q, n, np.arange(n))
+    last = np.minimum.accumulate(idx[::-1])[::-1]
+    qi = np.flatnonzero(q)
+    tgt = target[last[qi]]
+    alive = tl.birth[tgt] <= iv.s[qi]
+    target[qi[alive]] = tgt[alive]
 
 
 def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
