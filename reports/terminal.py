@@ -258,6 +258,8 @@ def thread_line(t: Mapping[str, Any]) -> str:
     wf = t.get("waiting_for") or []
     if wf and wf[0]["ns"] >= 0.05 * life:
         text += f"; waiting for thread {wf[0]['tid']}"
+        if wf[0].get("comm"):
+            text += f" {printable(wf[0]['comm'])}"
     ex = sorted((t.get("explained_ns") or {}).items(), key=lambda kv: -kv[1])[:4]
     if ex:
         text += "; explained: " + ", ".join(f"{k} {100.0 * v / life:.0f}%" for k, v in ex)

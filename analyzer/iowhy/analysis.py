@@ -41,7 +41,7 @@ from .views.background import (bio_based_warnings, comms_at, set_apart, submitte
                                table_requests, user_submitters, workload_scope)
 from .views.stack import carrying_edges
 from .views.causal import elapsed_view, root_event_wait, thread_time_view
-from .views.causal_inputs import causal_inputs
+from .views.causal_inputs import causal_inputs, helper_names
 from .views.workload import workload_covers, workload_view
 from .views.cgroups import cgroup_view, not_recorded, workload_groups
 from .views.cgroups import recorded as cgroups_recorded
@@ -533,7 +533,10 @@ class _Tasks:
             cfg.threads)
         # The HTML's stacked area: about FIGURE_INTERVALS intervals.
         fig_step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS)) if cfg.figures else 0
-        return tl, fill, root, fig_step, task_comms(self.trace)
+        comms = task_comms(self.trace)
+        for tid, name in helper_names(tl, self.off, self.helper).items():
+            comms.setdefault(tid, name)
+        return tl, fill, root, fig_step, comms
 
     def elapsed(self) -> Any:
         cfg = self.cfg

@@ -926,6 +926,8 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     own = own_state(tl, order, arch)
     by_thread = []
     for k, st in zip(order.tolist(), own):
+        for w in st["waiting_for"]:
+            w["comm"] = (comms or {}).get(w["tid"], "")
         split = {c: int(v) for c, v in zip(CAUSAL_CATEGORIES, per[k].tolist()) if v}
         by_thread.append({"tid": int(tl.tids[k]), "comm": (comms or {}).get(int(tl.tids[k]), ""),
                           "total_ns": int(tl.death[k] - tl.birth[k]), **st,

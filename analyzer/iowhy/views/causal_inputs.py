@@ -20,6 +20,7 @@ from ..model.wakeups import (HELPER_IRQ, RequestLink, Timeline, build_timeline,
                              device_states, foreign_jbd2)
 from .causal import (device_fill, helper_busy, helper_timers, root_actor,
                      unrecorded_helper_details)
+from .series import comm_text
 from .stack import carrier_devices, served_devices
 from .workload import flush_waits, workload_covers
 
@@ -38,6 +39,29 @@ def foreign_helpers(tl: Timeline, off: Mapping[str, np.ndarray],
     t, c = np.concatenate(tids), np.concatenate(comms)
     bad = foreign_jbd2(c, tl.devices)
     return sorted(set(t[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
+
+
+def helper_names(tl: Timeline, off: Mapping[str, np.ndarray],
+                 helper: Mapping[str, np.ndarray] | None) -> dict[int, str]:
+    """tid -> name of each helper of the timeline that woke a recorded thread (kernel
+    threads have no task record: their name is the one their wakeups carry), as
+    views/series.py task_comms decodes names."""
+    want = np.asarray(tl.tids[tl.helper], np.int64)
+    out: dict[int, str] = {}
+    if not len(want):
+        return out
+    for cols in (off, helper):
+        if not cols or not len(cols.get("waker_tid", ())):
+            continue
+        wt = np.asarray(cols["waker_tid"]).astype(np.int64)
+        hit = np.flatnonzero(np.isin(wt, want))
+        if not len(hit):
+            continue
+        u, first = np.unique(wt[hit], return_index=True)
+        comm = np.asarray(cols["waker_comm"])[hit[first]]
+        for t, c in zip(u.tolist(), comm.tolist()):
+            out.setdefault(int(t), comm_text(c))
+    return out
 
 
 def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: Any,

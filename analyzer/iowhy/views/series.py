@@ -69,7 +69,8 @@ class FigureData:
     attribution_series: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _comm(raw: Any) -> str:
+def comm_text(raw: Any) -> str:
+    """A task name as recorded (bytes up to the first NUL) as text."""
     if isinstance(raw, (bytes, np.bytes_)):
         return bytes(raw).split(b"\0", 1)[0].decode("utf-8", errors="replace")
     return str(raw)
@@ -91,7 +92,7 @@ def task_comms(trace: Any) -> dict[int, str]:
         # The last record of each thread.
         u, first = np.unique(tid[::-1], return_index=True)
         for t, c in zip(u.tolist(), comm[len(tid) - 1 - first].tolist()):
-            out[int(t)] = _comm(c)
+            out[int(t)] = comm_text(c)
     return out
 
 
