@@ -713,8 +713,9 @@ def _result(t: _Tasks) -> dict[str, Any]:
     fsv, commits = r["fsync"]
     commit_durations = commits.pop("_durations")
     rc, relevant = r["counts"]
-    # Empty PREFLUSHes: class flush without being an FF.
-    fl_ops = rc.n[:, FLUSH].sum(axis=(0, 2))
+    # Empty PREFLUSHes: class flush without being an FF, among the class tables' requests
+    # (the flush row counts them).
+    fl_ops = r["once"][0].n[:, FLUSH].sum(axis=(0, 2))
     empty_pf = int(fl_ops.sum() - fl_ops[abi.OP_FLUSH])
     att = wv["attribution_ns"]
     for k, w in zip(CLASS_NAMES, flush_wait_by_class(r["classify"], fl).tolist()):

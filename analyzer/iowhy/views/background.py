@@ -223,7 +223,10 @@ def background_requests(rq: Requests, meta: Mapping[str, Any],
       because of `--dev`), every request but those that served the devices above: the
       carried ones (`carried`: views/stack.py), and those of a kernel thread or of an
       unknown submitter (the lower filesystem's journal, the flushes a loop worker's
-      fsync sends) submitted while a request of a device above was in flight.
+      fsync sends) submitted while a request of a device above was in flight;
+    * on a device that is not the workload's at all (neither direct nor below, when it
+      has a direct one: another process's loop device), every request: its flushes and
+      kernel threads' writes are that device's users', as its other requests are.
 
     The workload's own requests (RQ_TRACKED) are never background. counts:
     request_counts() of rq, if computed."""
@@ -235,6 +238,10 @@ def background_requests(rq: Requests, meta: Mapping[str, Any],
     user = known & tids_in(rq.tid, users) if len(users) else np.zeros(n, bool)
     out = user & ~mine
     direct, below = device_roles(rq, fsync_devs, meta, counts)
+    if direct:
+        others = np.setdiff1d(unique(rq.dev), np.array(sorted(direct | below), np.int64))
+        if len(others):
+            out |= np.isin(rq.dev, others) & ~mine
     if below:
         edges = stack_edges(meta, rq.devices)
         for d in sorted(below):
