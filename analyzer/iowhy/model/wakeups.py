@@ -24,9 +24,13 @@ applies:
    is ``sleep`` (helper_timers: a worker polling on a timer, as btrfs's space reclaim
    does, with no I/O in flight);
 3. woken by another workload thread -> *recurse*: that thread's own timeline over the
-   wait (the recursion is views/causal.py's);
+   wait (the recursion is views/causal.py's); but a wait for a child (wait4, waitid)
+   that a child's exit ended, after which the thread only reaped it and waited again,
+   recurses into the child that ended the later wait (_reaped_then_waited);
 4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
-   on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``; but a jbd2
+   on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``, with its purpose
+   when it has one (jbd2: log; xfsaild: metadata; a kworker inside an XFS fsync: log,
+   or data when a data write's completion handed it its work, _handed_by); but a jbd2
    thread of a device the trace does not describe works for another filesystem
    (foreign_jbd2): rule 5;
 5. woken by another task: a kernel helper not recorded -> ``wait-other`` by its name;
