@@ -29,8 +29,8 @@ applies:
    recurses into the child that ended the later wait (_reaped_then_waited);
 4. woken by a helper thread with recorded intervals -> *recurse* into the helper, whose
    on-CPU and runnable time are ``helper-cpu`` and ``helper-runqueue``, with its purpose
-   when it has one (jbd2: log; xfsaild: metadata; a kworker inside an XFS fsync: log,
-   or data when a data write's completion handed it its work, _handed_by); but a jbd2
+   when it has one (jbd2: log; xfsaild: metadata; a kworker a data write's completion
+   handed its work: data, _handed_by; else a kworker inside an XFS fsync: log); but a jbd2
    thread of a device the trace does not describe works for another filesystem
    (foreign_jbd2): rule 5;
 5. woken by another task: a kernel helper not recorded -> ``wait-other`` by its name;
@@ -959,15 +959,19 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     h = tl.helper[ti[m]]
     pur[m[h & starts_with(comm, b"jbd2/")]] = L_LOG
     pur[m[h & starts_with(comm, b"xfsaild")]] = L_METADATA
-    # A kworker serves many things, but inside an fsync of an XFS file it serves the log
-    # force (the CIL push and the iclog completion are kworkers' work), unless a data
-    # write's completion handed it its work: then it ends the data write (xfs_end_io's
-    # size update of an append), and the thread waited for its data.
+    # A kworker serves many things. One that a data write's completion handed its work
+    # (end-I/O work: an append's size update, an unwritten extent's conversion, the
+    # page writeback's end) serves the data write: the thread waited for it. (Only a
+    # data write's: a kworker a log write's completion woke may go on to other work,
+    # as ext4's do.) Inside an fsync of an XFS file a kworker otherwise serves the log
+    # force (the CIL push and the iclog completion are kworkers' work).
     kw = m[h & starts_with(comm, b"kworker/") & ~iv.helper[m]]
-    if len(kw) and calls is not None:
-        kw = kw[_in_xfs_fsync(tl, iv, kw, calls)]
+    if len(kw):
         handed = _handed_by(tl, iv, cat, target, link, ti[kw], iv.w[kw])
-        pur[kw] = np.where(handed == L_DATA, L_DATA, L_LOG)
+        pur[kw[handed == L_DATA]] = L_DATA
+        if calls is not None:
+            x = _in_xfs_fsync(tl, iv, kw, calls)
+            pur[kw[x]] = np.where(handed[x] == L_DATA, L_DATA, L_LOG)
     done[m] = True
     _reaped_then_waited(tl, iv, cat, target, sysnr, arch)
     # 5. a task outside the workload.
