@@ -26,6 +26,7 @@ import numpy as np
 from ..analysis import AnalysisConfig, analyze
 from ..categories import ATTRIBUTION_CATEGORIES
 from ..findings import fmt_ns
+from ..model.classify import DATA
 from ..names import CLASS_NAMES
 from ..views.causal import elapsed_view
 from . import disk, fit, program, replay
@@ -457,10 +458,13 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> li
 
 def _delalloc_ext4_on_write_back(prep: Prepared) -> list[str]:
     """The replayed devices, recorded with their write cache on, that carry an ext4
-    mounted with delayed allocation (its default): there the data's place on the disk is
-    decided at writeback, by the CPU the writeback runs on (mballoc's per-CPU locality
-    groups for small files)."""
-    wb = {d["name"] for d in prep.reqs.devices if d.get("write_cache") == "write back"}
+    mounted with delayed allocation (its default) and that were written data: there the
+    data's place on the disk is decided at writeback, by the CPU the writeback runs on
+    (mballoc's per-CPU locality groups for small files)."""
+    t = prep.reqs
+    wrote = (t.cls == DATA) & (t.kind == disk.WRITE)
+    wb = {t.devices[d]["name"] for d in np.unique(t.dev[wrote]).tolist()
+          if t.devices[d].get("write_cache") == "write back"}
     out = []
     for f in prep.result.get("filesystems") or []:
         if not isinstance(f, Mapping) or f.get("fstype") != "ext4":
