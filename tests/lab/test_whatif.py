@@ -52,9 +52,12 @@ KNOWN_MISS = {
     ("ssd", "xfs"): "fsync-tar on xfs predicted on the ssd: +26 to +31% in 3 attempts at "
                     "load 1.5-1.8 (640-648 ms predicted, 489-532 ms real), -15% at "
                     "higher loads",
-    ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: -68 to -69% "
-                           "or +7% by recording (2 of 3 recordings at load 1.5 put the "
-                           "data writeback off the critical path the replay follows)",
+    ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: 0.71-0.79 s "
+                           "predicted, 0.84 and 0.96 s real in 2 runs, 2.8-3.5 s in 4 at "
+                           "load 0.7-2: ext4 places small files by the CPU its writeback runs "
+                           "on, and with the cache off the writeback sleeps ~750 times "
+                           "and may wake on the other CPU, a seek at each move; the "
+                           "recording cannot tell how often (docs/whatif.md)",
 }
 ATTEMPTS = 3
 # The elapsed times compared here move with the machine's load (the recorded CPU bursts

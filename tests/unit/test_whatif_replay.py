@@ -7,6 +7,7 @@ over the interface, a flush 1,000 ns plus what it destages, no path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
@@ -16,8 +17,9 @@ import pytest
 
 from iowhy import abi
 from iowhy.traceformat import read_trace
+from iowhy.model import classify
 from iowhy.whatif import disk, predict, program, replay
-from tracebuilder import off, req, task, write_trace
+from tracebuilder import LOG_RANGE, meta, off, req, task, write_trace
 
 T, H = abi.WCTX_TASK, abi.WCTX_HARDIRQ
 FSYNC = 74
@@ -44,23 +46,25 @@ def replay_of(path, specs, service: str = "model") -> Replayed:
     return end - prep.cm.window.start_ns, res, prep
 
 
-def fsync_trace(tmp_path) -> str:
+def fsync_trace(tmp_path, meta_obj=None, sectors=(8, 16)) -> str:
     """Thread 100, window [0, 3100): on CPU [0, 110), submits data write 1 at 100 and
     waits [110, 300) for it (device [100, 300)); on CPU [300, 410), submits write 2 with
     PREFLUSH|FUA at 400 and waits [410, 2600) for it: pre-flush FF [400, 1400), its data
     [1400, 1600), post-flush FF [1600, 2600); on CPU [2600, 3100), exits."""
     fl = abi.RQ_TRACKED | abi.RQ_ORIGIN
     t = T0
-    reqs = [req(t + 100, t + 300, submit=t + 100, sector=8, seq=1, flags=fl),
+    reqs = [req(t + 100, t + 300, submit=t + 100, sector=sectors[0], seq=1, flags=fl),
             req(t + 400, t + 1400, op=abi.OP_FLUSH, seq=2, flags=abi.RQ_FLUSH_SEQ, tid=0),
-            req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=16, seq=3,
+            req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=sectors[1],
+                seq=3,
                 iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_SYNC,
                 flags=fl | abi.RQ_FLUSH_SEQ),
             req(t + 1600, t + 2600, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)]
     offs = [off(100, t + 110, t + 300, waker=0, ctx=H, rq_seq=1, syscall=1),
             off(100, t + 410, t + 2600, waker=0, ctx=H, rq_seq=3, syscall=FSYNC)]
     return write_trace(tmp_path / "fsync.iowt", start=t, end=t + 3100, requests=reqs,
-                       offcpu=offs, tasks=[task(100, t), task(100, t + 3100, abi.TASK_EXIT)])
+                       offcpu=offs, tasks=[task(100, t), task(100, t + 3100, abi.TASK_EXIT)],
+                       meta_obj=meta_obj)
 
 
 def test_identity_replay_gives_back_the_recording(tmp_path):
@@ -115,6 +119,45 @@ def test_write_cache_off_sends_no_flush_and_writes_go_to_the_media(tmp_path):
     assert r["devices"][0]["disk"]["write_cache"] == "off"
     assert r["replay"]["flushes"] == 0
     assert r["predicted_elapsed_ns"] == 1100
+
+
+SEEKS = dataclasses.replace(DEV, t2t_ns=1000, full_stroke_ns=2000)
+
+
+OFF = predict.Scenario(write_cache="off")
+IN_LOG = (LOG_RANGE[0] + 8, LOG_RANGE[0] + 16)  # no data written: journal writes only
+
+
+@pytest.mark.parametrize("fstype,options,scenario,dev,sectors,said", [
+    ("ext4", "rw,relatime", OFF, SEEKS, (8, 16), True),
+    ("ext4", "rw,relatime", predict.Scenario(nobarrier=True), SEEKS, (8, 16), False),
+    ("ext4", "rw,relatime", OFF, DEV, (8, 16), False),
+    ("ext4", "rw,relatime", OFF, SEEKS, IN_LOG, False),
+    ("ext4", "rw,nodelalloc", OFF, SEEKS, (8, 16), False),
+    ("xfs", "rw,relatime", OFF, SEEKS, (8, 16), False)])
+def test_write_cache_off_on_ext4_says_the_placement_is_kept(tmp_path, fstype, options,
+                                                            scenario, dev, sectors, said):
+    """ext4 places small files' data at writeback by the CPU the writeback runs on; a
+    write-through disk makes the writeback wait and move between CPUs, which the
+    recording cannot show. The prediction says so for --write-cache off, of an ext4
+    with delayed allocation, on a device recorded with its write cache on that was
+    written data and that seeks; not where no data was written or a move costs no
+    positioning."""
+    m = meta(fstype)
+    m["filesystems"][0]["options"] = options
+    tr = read_trace(fsync_trace(tmp_path, m, sectors))
+    prep = predict.prepare(tr)
+    assert set(prep.reqs.cls[prep.reqs.kind == disk.WRITE].tolist()) == (
+        {classify.LOG} if sectors == IN_LOG else {classify.DATA})
+    prep.fits[0] = {"disk": dev.with_cache(True).as_dict(),
+                    "path_ns": {"read": 0, "write": 0, "flush": 0}, "queue_depth": 1,
+                    "measured": list(predict.fit.COLS), "assumed": []}
+    r = predict.predict(tr, scenario, prep)
+    lines = [c for c in r["cannot_tell"] if c.startswith("where ext4 would place")]
+    assert len(lines) == int(said), r["cannot_tell"]
+    if said:
+        assert "on sdz:" in lines[0] and "a seek per move" in lines[0]
+        assert r["cannot_tell"].index(lines[0]) == 1  # beside "other requests"
 
 
 def helper_trace(tmp_path, dev_ns: int = 1000) -> str:

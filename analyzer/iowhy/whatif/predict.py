@@ -26,6 +26,7 @@ import numpy as np
 from ..analysis import AnalysisConfig, analyze
 from ..categories import ATTRIBUTION_CATEGORIES
 from ..findings import fmt_ns
+from ..model.classify import DATA
 from ..names import CLASS_NAMES
 from ..views.causal import elapsed_view
 from . import disk, fit, program, replay
@@ -455,6 +456,27 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> li
     return out
 
 
+def _delalloc_ext4_on_write_back(prep: Prepared) -> list[str]:
+    """The replayed devices, recorded with their write cache on, that carry an ext4
+    mounted with delayed allocation (its default) and that were written data: there the
+    data's place on the disk is decided at writeback, by the CPU the writeback runs on
+    (mballoc's per-CPU locality groups for small files)."""
+    t = prep.reqs
+    wrote = (t.cls == DATA) & (t.kind == disk.WRITE)
+    wb = {t.devices[d]["name"] for d in np.unique(t.dev[wrote]).tolist()
+          if t.devices[d].get("write_cache") == "write back"}
+    out = []
+    for f in prep.result.get("filesystems") or []:
+        if not isinstance(f, Mapping) or f.get("fstype") != "ext4":
+            continue
+        if "nodelalloc" in str(f.get("options") or "").split(","):
+            continue
+        d = f.get("disk")
+        if d in wb and d not in out:
+            out.append(str(d))
+    return out
+
+
 def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[str]:
     """What the trace cannot tell about this prediction."""
     lines = []
@@ -464,6 +486,19 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
                      "much, and writeback batches as it did; the replay sends the recorded "
                      "requests (faster commits can group fewer fsyncs each, slower ones "
                      "more)")
+    if sc.write_cache == "off":
+        seeks = {i["device"] for i in out.get("devices") or []
+                 if i["disk"].get("t2t_ns") or i["disk"].get("full_stroke_ns")
+                 or i["disk"].get("rpm")}
+        ext4 = [d for d in _delalloc_ext4_on_write_back(prep) if d in seeks]
+        if ext4:
+            lines.append(
+                f"where ext4 would place the data on {', '.join(ext4)}: it allocates small "
+                "files' blocks at writeback, in a group per CPU; on a write-through disk "
+                "the writeback waits for its earlier writes to complete and may resume "
+                "on another CPU, and the files it writes next then land elsewhere, a "
+                "seek apart. The replay keeps the recorded placement, so the prediction "
+                "can be short by a seek per move")
     lines.append("CPU bursts keep their recorded length: a thread that waits less wakes "
                  "on a warmer CPU and often runs faster than recorded (a shorter "
                  "prediction would then still be long)")
