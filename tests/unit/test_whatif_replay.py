@@ -250,10 +250,14 @@ def test_a_helper_starts_the_work_when_it_is_handed_over(tmp_path):
     assert r["predicted_elapsed_ns"] == 2215 - 800
     # the thread: on CPU [0, 1005) and [1315, 1415), waiting for one [1310, 1315); its
     # wait [1005, 1310) is the kworker's: waiting for a CPU [1005, 1010) and [1240, 1250),
-    # on one [1010, 1050) and [1250, 1310), its write [1050, 1240)
+    # on one [1010, 1050) and [1250, 1310), its write [1050, 1240): all of it level one
+    # data (the write's completion handed the kworker the work that woke the thread),
+    # the kworker's own time its level two
     pa = r["predicted_attribution_ns"]
-    assert {k: v for k, v in pa.items() if v} == {
-        "cpu": 1105, "runqueue": 5, "helper-runqueue": 15, "helper-cpu": 100, "data": 190}
+    assert {k: v for k, v in pa.items() if v} == {"cpu": 1105, "runqueue": 5, "data": 305}
+    detail = r["predicted_attribution_detail_ns"]["data"]
+    assert {k: v for k, v in detail.items() if v} == {
+        "helper-runqueue": 15, "helper-cpu": 100, "data": 190}, detail
 
 
 def fork_trace(tmp_path) -> str:
