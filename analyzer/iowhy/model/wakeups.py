@@ -1012,7 +1012,9 @@ def _reaped_then_waited(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: n
     n = len(cat)
     if n < 2:
         return
-    wc = (cat == RECURSE) & ~iv.helper & _syscalls_in(sysnr, WAIT_CHILD, arch)
+    wc = (cat == RECURSE) & ~iv.helper
+    cand = np.flatnonzero(wc)
+    wc[cand] = _syscalls_in(sysnr[cand], WAIT_CHILD, arch)
     k = np.flatnonzero(wc[:-1] & wc[1:] & (iv.act[:-1] == iv.act[1:]))
     if not len(k):
         return
@@ -1045,11 +1047,10 @@ def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray
     hi = np.flatnonzero(iv.helper & iv.woken)
     if not len(hi) or not len(actor):
         return out
-    # Keyed by waking (in start order: intervals of one actor never overlap); the
-    # latest woken strictly before t (at t the helper may already sleep again).
+    # Keyed by waking: already sorted (iv is by (actor, start), an actor's intervals
+    # never overlap and each waking lies inside its interval); the latest woken
+    # strictly before t (at t the helper may already sleep again).
     key = tl.keys(iv.act[hi], iv.w[hi])
-    o = np.argsort(key, kind="stable")
-    hi, key = hi[o], key[o]
     j = np.searchsorted(key, tl.keys(actor, t), side="left") - 1
     jj = hi[np.maximum(j, 0)]
     ok = (j >= 0) & (iv.act[jj] == actor) & (cat[jj] == -2)
