@@ -457,7 +457,7 @@ def section_devices(r: Mapping[str, Any], figure: str = "") -> str:
     """Per disk: busy time by category, queue depth, bytes, flushes, cache settings."""
     head = ("device", "busy", "busy time", "busy time by category", "depth mean",
             "depth mean busy", "depth max", "requests", "read MiB", "write MiB", "flushes",
-            "flush time", "flush waiters", "write cache")
+            "flush time", "flush-sequenced waiters", "write cache")
     rows = device_rows(r)
     parts = [table(head, rows, numeric=(1, 2, *range(4, len(head) - 1)),
                    table_id="table-devices")

@@ -419,8 +419,9 @@ def _devices(r: Mapping[str, Any]) -> list[str]:
         fl = d["flush"]
         extra = f"queue depth mean {q['mean']:.2f} (busy {q['mean_busy']:.2f}) max {q['max']}"
         if fl["count"]:
-            extra += (f"; {fl['count']:,} flushes ({fmt_ns(fl['total_ns'])}) waited on by "
-                      f"{fl['waiters']:,} requests")
+            extra += f"; {fl['count']:,} flushes ({fmt_ns(fl['total_ns'])})"
+            if fl["waiters"]:  # a flush-sequenced request waits on them; an fsync's own
+                extra += f" waited on by {fl['waiters']:,} flush-sequenced requests"
         lines += wrap_text(extra, "      ", "      ")
     return lines
 
