@@ -84,7 +84,10 @@ class AnalysisConfig:
     split_class: str | None = None  # ... of the requests of this class only
     progress: Callable[[str], None] | None = None  # told the name of each task as it
     #                                                starts (progress.progress's line)
-    causal_depth: int = 6  # wakeup chains followed at most this many threads deep
+    # Wakeup chains followed at most this many threads deep: a lock handed along a convoy
+    # of tens of threads (32 fsync tasks' openat in one directory) is as deep as it is
+    # long; each level costs only the pieces still recursing.
+    causal_depth: int = 64
     interval_ns: int = 0  # > 0: the elapsed attribution per interval of this length
     requests: bool = False  # what the analysis made of each request (the export's
     #                         columns): result["_requests"] (request_roles)

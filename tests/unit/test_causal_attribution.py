@@ -245,7 +245,7 @@ _REF_RANK = ("cpu", "runqueue", "barrier", "data", "read", "external")  # better
 _REF_CLASS_KIND = {"data": "data", "read": "read", "barrier": "flush"}
 
 
-def _reference(offs, reqs_cls, w0, w1, root, lives, depth=6, flushes=()):
+def _reference(offs, reqs_cls, w0, w1, root, lives, depth=64, flushes=()):
     """Per-nanosecond reference of the elapsed attribution, both levels: follow the
     root's state at each ns, recursing into the waker over a wait (same rules, one ns
     at a time). A wait on a request is the request's class (level one), served by a
