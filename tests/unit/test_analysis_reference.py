@@ -213,11 +213,7 @@ def test_random_traces_match_reference(tmp_path, seed):
         assert d["busy_ns"] == sum(c.values())
         assert d["queue_depth"]["max"] == depth[dev], (seed, dev)
         assert d["queue_depth"]["mean"] == round(area[dev] / (W1 - W0), 4)
-    # The class tables count the workload's devices' requests: a disk none of its
-    # requests went to is another's, background (when it has a disk at all).
-    mine = {d for q, _, d in reqs if q["flags_u16"] & abi.RQ_TRACKED}
-    table = [(q, c) for q, c, d in reqs if not mine or d in mine]
-    counts = Counter(c for _, c in table)
+    counts = Counter(c for _, c, _ in reqs)
     assert {k: v["count"] for k, v in r["requests"].items() if v["count"]} == dict(counts)
-    lost = Counter(c for q, c in table if q["flags_u16"] & abi.RQ_LOST_DONE)
+    lost = Counter(c for q, c, _ in reqs if q["flags_u16"] & abi.RQ_LOST_DONE)
     assert {k: v["lost"] for k, v in r["requests"].items() if v["lost"]} == dict(lost)

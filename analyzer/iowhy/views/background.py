@@ -13,6 +13,7 @@ import numpy as np
 from .. import abi
 from ..filesystems import FILESYSTEMS
 from ..kernels import I64, unique
+from ..model.classify import FLUSH
 from ..model.requests import Requests
 from ..model.devices import fs_disks
 from .device import relevant_devices
@@ -211,7 +212,8 @@ def comms_at(views: Sequence[np.ndarray], idx: np.ndarray) -> list[bytes]:
 
 def background_requests(rq: Requests, meta: Mapping[str, Any],
                         fsync_devs: Sequence[tuple[int, int]], carried: np.ndarray | None,
-                        users: np.ndarray, counts: Any = None) -> np.ndarray:
+                        users: np.ndarray, counts: Any = None,
+                        cls: np.ndarray | None = None) -> np.ndarray:
     """The requests of the workload's devices that are not the workload's (a mask over
     rq), left out of its class tables (docs/report-json.md, `background`):
 
@@ -224,12 +226,15 @@ def background_requests(rq: Requests, meta: Mapping[str, Any],
       carried ones (`carried`: views/stack.py), and those of a kernel thread or of an
       unknown submitter (the lower filesystem's journal, the flushes a loop worker's
       fsync sends) submitted while a request of a device above was in flight;
-    * on a device that is not the workload's at all (neither direct nor below, when it
-      has a direct one: another process's loop device), every request: its flushes and
-      kernel threads' writes are that device's users', as its other requests are.
+    * on a device that is neither direct nor below and that another user process wrote
+      to or read from (its requests above: another process's loop device), the flushes
+      that are not the workload's own: that process's fsyncs sent them. (Its kernel
+      threads' writes stay: on a device the workload never submitted to, writeback and
+      the journal may be the workload's own buffered writes.)
 
     The workload's own requests (RQ_TRACKED) are never background. counts:
-    request_counts() of rq, if computed."""
+    request_counts() of rq, if computed; cls: each request's class (model/classify.py),
+    for the flushes."""
     n = len(rq)
     mine = (rq.flags & abi.RQ_TRACKED) != 0
     if carried is not None:
@@ -238,10 +243,11 @@ def background_requests(rq: Requests, meta: Mapping[str, Any],
     user = known & tids_in(rq.tid, users) if len(users) else np.zeros(n, bool)
     out = user & ~mine
     direct, below = device_roles(rq, fsync_devs, meta, counts)
-    if direct:
-        others = np.setdiff1d(unique(rq.dev), np.array(sorted(direct | below), np.int64))
-        if len(others):
-            out |= np.isin(rq.dev, others) & ~mine
+    if direct and out.any():
+        used = np.setdiff1d(unique(rq.dev[out]), np.array(sorted(direct | below), np.int64))
+        if len(used):
+            flush = np.zeros(n, bool) if cls is None else cls == FLUSH
+            out |= np.isin(rq.dev, used) & flush & ~mine
     if below:
         edges = stack_edges(meta, rq.devices)
         for d in sorted(below):
@@ -287,7 +293,7 @@ def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
     owner = carried_owner(rq, cls, meta, users)
     carried = None if owner is None else owner >= 0
     summary = None if owner is None else carried_summary(rq, owner, meta, names)
-    bg = background_requests(rq, meta, fsync_devs, carried, users, counts)
+    bg = background_requests(rq, meta, fsync_devs, carried, users, counts, cls)
     drop = bg if carried is None else bg | carried
     bgs = background_summary(rq, bg, names)
     if not drop.any():
