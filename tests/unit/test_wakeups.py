@@ -136,3 +136,26 @@ def test_a_child_reaped_on_the_way_is_not_what_the_shell_waited_for(tmp_path):
     tb.assert_sums(r)
     att = {k: v for k, v in r["attribution_ns"].items() if v}
     assert att["cpu"] >= 11 + 35, att  # the first wait is 101's CPU loop
+
+
+def test_a_child_waiting_on_its_parent_is_not_followed_back(tmp_path):
+    # A jobserver: the parent (100) forks 101 (a CPU loop until its exit at 1040) and 102
+    # (blocked reading a pipe [1010, 1041) that the parent writes after it reaps 101).
+    # The parent: wait4 [1005, 1040) woken by 101's exit, on CPU [1040, 1042) (reaps it,
+    # writes the pipe at 1041), wait4 again [1042, 1096) woken by 102's exit. 102 was
+    # waiting for the parent over the first wait: that wait stays 101's CPU loop (35),
+    # not 102's time, which would lead back to the parent (a cycle, "(depth limit)").
+    tasks = [tb.task(100, 1000), tb.task(101, 1001, abi.TASK_FORK),
+             tb.task(102, 1002, abi.TASK_FORK), tb.task(101, 1040, abi.TASK_DEAD),
+             tb.task(102, 1096, abi.TASK_DEAD)]
+    wait4, read = 61, 0
+    offs = [tb.off(100, 1005, 1040, waker=101, ctx=T, comm="busy", syscall=wait4),
+            tb.off(100, 1042, 1096, waker=102, ctx=T, comm="job", syscall=wait4),
+            tb.off(102, 1010, 1041, waker=100, ctx=T, comm="make", syscall=read),
+            tb.off(102, 1060, 1090, rq_seq=1, ctx=K, syscall=1)]
+    reqs = [tb.req(1060, 1090, seq=1, tid=102)]
+    r = tb.run(tb.write_trace(tmp_path / "js.iowt", requests=reqs, offcpu=offs,
+                              tasks=tasks))
+    tb.assert_sums(r)
+    att = {k: v for k, v in r["attribution_ns"].items() if v}
+    assert att == {"cpu": 70, "data": 30}, att

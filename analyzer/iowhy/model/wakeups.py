@@ -1032,8 +1032,51 @@ def _reaped_then_waited(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: n
     last = np.minimum.accumulate(idx[::-1])[::-1]
     qi = np.flatnonzero(q)
     tgt = target[last[qi]]
-    alive = tl.birth[tgt] <= iv.s[qi]
-    target[qi[alive]] = tgt[alive]
+    back = _waits_back(tl, iv, cat, target, tgt, iv.act[qi], iv.s[qi], iv.w[qi])
+    ok = (tl.birth[tgt] <= iv.s[qi]) & ~back
+    target[qi[ok]] = tgt[ok]
+
+
+def _waits_back(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
+                a: np.ndarray, b: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per (thread a, thread b, [s, w)): whether a waited on b (one of a's workload waits
+    recursing into b) over part of [s, w): then a's time there is no explanation of b's
+    own wait (a jobserver's child waiting for the token its parent writes between two
+    waits), and following it would go round."""
+    out = np.zeros(len(a), bool)
+    r = np.flatnonzero((cat == RECURSE) & ~iv.helper)
+    if not len(r) or not len(a):
+        return out
+    n = np.int64(len(tl.tids))
+    pairs, code = np.unique(iv.act[r].astype(I64) * n + target[r], return_inverse=True)
+    want = a.astype(I64) * n + b
+    i = np.minimum(np.searchsorted(pairs, want), len(pairs) - 1)
+    has = pairs[i] == want
+    if not has.any():
+        return out
+    try:
+        check_keyed(len(pairs), tl.span)
+    except OverflowError:  # cannot tell: take it as a wait back (no retarget)
+        return has
+    # Keyed by pair, then start: one pair's waits never overlap (one thread's), so the
+    # last one starting before w is the only one that can reach past s.
+    key = code.astype(I64) * tl.span + (iv.s[r] - tl.origin)
+    o = np.argsort(key, kind="stable")
+    key, r = key[o], r[o]
+    j = np.searchsorted(key, i * tl.span + (w - tl.origin), side="left") - 1
+    jj = r[np.maximum(j, 0)]
+    out = has & (j >= 0) & (code[o][np.maximum(j, 0)] == i) & (iv.w[jj] > s)
+    return out
+    n = np.int64(len(tl.tids))
+    pair = iv.act[r].astype(I64) * n + target[r]
+    o = np.lexsort((iv.s[r], pair))  # by pair, then start: one pair's never overlap
+    r, pair = r[o], pair[o]
+    want = a.astype(I64) * n + b
+    # The last wait of the pair starting before w; an earlier one ends before it starts.
+    lo = np.searchsorted(pair, want, side="left")
+    hi = np.searchsorted(pair, want, side="right")
+    j = np.minimum(np.searchsorted(iv.s[r][lo.min():hi.max()] if False else iv.s[r], w), 0)
+    return out
 
 
 def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
@@ -1044,8 +1087,13 @@ def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray
     link: cat -2, target the link's index), else -1. cat and target: _causes' columns,
     request links already set."""
     out = np.full(len(actor), -1, np.int8)
-    hi = np.flatnonzero(iv.helper & iv.woken)
+    hi = np.flatnonzero(iv.helper)
     if not len(hi) or not len(actor):
+        return out
+    # Only a preemption is skipped: a wait whose waking was not seen (or a stretch
+    # not woken in the window) ends the search with nothing known.
+    hi = hi[(iv.c.get("flags_u16", hi) & abi.OFF_PREEMPT) == 0]
+    if not len(hi):
         return out
     # Keyed by waking: already sorted (iv is by (actor, start), an actor's intervals
     # never overlap and each waking lies inside its interval); the latest woken
