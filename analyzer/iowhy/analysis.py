@@ -41,7 +41,7 @@ from .views.background import (bio_based_warnings, comms_at, set_apart, submitte
                                table_requests, user_submitters, workload_scope)
 from .views.stack import carrying_edges
 from .views.causal import elapsed_view, root_event_wait, thread_time_view
-from .views.causal_inputs import causal_inputs, helper_names
+from .views.causal_inputs import causal_inputs
 from .views.workload import workload_covers, workload_view
 from .views.cgroups import cgroup_view, not_recorded, workload_groups
 from .views.cgroups import recorded as cgroups_recorded
@@ -530,14 +530,14 @@ class _Tasks:
         """The causal timeline, its fill and root (views/causal_inputs.py)."""
         cfg, win, r = self.cfg, self.win, self.r
         rec = getattr(self.trace, "recorder", None) or {}
-        tl, fill, root, self.carriers = causal_inputs(
+        tl, fill, root, self.carriers, names = causal_inputs(
             win, self.meta, self.rq, r["stages"], r["unions"], r["flush"], r["counts"][1],
             r["classify"], self.tasks, self.off, self.helper, self.fs, rec.get("pid"),
             cfg.threads)
         # The HTML's stacked area: about FIGURE_INTERVALS intervals.
         fig_step = max(1, -(-win.elapsed_ns // FIGURE_INTERVALS)) if cfg.figures else 0
         comms = task_comms(self.trace)
-        for tid, name in helper_names(tl, self.off, self.helper).items():
+        for tid, name in names.items():
             comms.setdefault(tid, name)
         return tl, fill, root, fig_step, comms
 

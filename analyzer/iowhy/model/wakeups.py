@@ -1065,18 +1065,7 @@ def _waits_back(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarra
     key, r = key[o], r[o]
     j = np.searchsorted(key, i * tl.span + (w - tl.origin), side="left") - 1
     jj = r[np.maximum(j, 0)]
-    out = has & (j >= 0) & (code[o][np.maximum(j, 0)] == i) & (iv.w[jj] > s)
-    return out
-    n = np.int64(len(tl.tids))
-    pair = iv.act[r].astype(I64) * n + target[r]
-    o = np.lexsort((iv.s[r], pair))  # by pair, then start: one pair's never overlap
-    r, pair = r[o], pair[o]
-    want = a.astype(I64) * n + b
-    # The last wait of the pair starting before w; an earlier one ends before it starts.
-    lo = np.searchsorted(pair, want, side="left")
-    hi = np.searchsorted(pair, want, side="right")
-    j = np.minimum(np.searchsorted(iv.s[r][lo.min():hi.max()] if False else iv.s[r], w), 0)
-    return out
+    return has & (j >= 0) & (code[o][np.maximum(j, 0)] == i) & (iv.w[jj] > s)
 
 
 def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,

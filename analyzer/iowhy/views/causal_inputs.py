@@ -25,43 +25,32 @@ from .stack import carrier_devices, served_devices
 from .workload import flush_waits, workload_covers
 
 
-def foreign_helpers(tl: Timeline, off: Mapping[str, np.ndarray],
-                    helper: Mapping[str, np.ndarray] | None) -> list[int]:
+def _wakers(off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray] | None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(tid, comm) of every waker the off-CPU and helper records name."""
+    cols = [c for c in (off, helper) if c and len(c.get("waker_tid", ()))]
+    if not cols:
+        return np.zeros(0, np.int64), np.zeros(0, "S16")
+    return (np.concatenate([np.asarray(c["waker_tid"]).astype(np.int64) for c in cols]),
+            np.concatenate([np.asarray(c["waker_comm"]) for c in cols]))
+
+
+def foreign_helpers(tl: Timeline, tid: np.ndarray, comm: np.ndarray) -> list[int]:
     """The tids of recorded helpers that are another filesystem's journal thread
-    (foreign_jbd2), named by the records where they woke a thread."""
-    tids, comms = [], []
-    for cols in (off, helper):
-        if cols and len(cols.get("waker_tid", ())):
-            tids.append(np.asarray(cols["waker_tid"]).astype(np.int64))
-            comms.append(np.asarray(cols["waker_comm"]))
-    if not tids:
+    (foreign_jbd2), named by the records where they woke a thread (_wakers)."""
+    if not len(tid):
         return []
-    t, c = np.concatenate(tids), np.concatenate(comms)
-    bad = foreign_jbd2(c, tl.devices)
-    return sorted(set(t[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
+    bad = foreign_jbd2(comm, tl.devices)
+    return sorted(set(tid[bad].tolist()) & set(tl.tids[tl.helper].tolist()))
 
 
-def helper_names(tl: Timeline, off: Mapping[str, np.ndarray],
-                 helper: Mapping[str, np.ndarray] | None) -> dict[int, str]:
+def helper_names(tl: Timeline, tid: np.ndarray, comm: np.ndarray) -> dict[int, str]:
     """tid -> name of each helper of the timeline that woke a recorded thread (kernel
-    threads have no task record: their name is the one their wakeups carry), as
-    views/series.py task_comms decodes names."""
-    want = np.asarray(tl.tids[tl.helper], np.int64)
-    out: dict[int, str] = {}
-    if not len(want):
-        return out
-    for cols in (off, helper):
-        if not cols or not len(cols.get("waker_tid", ())):
-            continue
-        wt = np.asarray(cols["waker_tid"]).astype(np.int64)
-        hit = np.flatnonzero(np.isin(wt, want))
-        if not len(hit):
-            continue
-        u, first = np.unique(wt[hit], return_index=True)
-        comm = np.asarray(cols["waker_comm"])[hit[first]]
-        for t, c in zip(u.tolist(), comm.tolist()):
-            out.setdefault(int(t), comm_text(c))
-    return out
+    threads have no task record: their name is the one their wakeups carry, _wakers),
+    as views/series.py task_comms decodes names."""
+    hit = np.flatnonzero(np.isin(tid, np.asarray(tl.tids[tl.helper], np.int64)))
+    u, first = np.unique(tid[hit], return_index=True)
+    return {int(t): comm_text(c) for t, c in zip(u.tolist(), comm[hit[first]].tolist())}
 
 
 def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: Any,
@@ -69,10 +58,11 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
                   tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                   helper: Mapping[str, np.ndarray] | None, calls: Mapping[str, np.ndarray],
                   recorder_pid: int | None, threads: int
-                  ) -> tuple[Timeline, Any, int, dict[int, list[int]]]:
-    """(timeline, fill, root, carriers): the causal timeline, the fill of its blocked
-    instants (views/causal.py device_fill), the root actor and the carrying devices
-    (upper device -> the devices below it that carry its requests).
+                  ) -> tuple[Timeline, Any, int, dict[int, list[int]], dict[int, str]]:
+    """(timeline, fill, root, carriers, helper names): the causal timeline, the fill of
+    its blocked instants (views/causal.py device_fill), the root actor, the carrying
+    devices (upper device -> the devices below it that carry its requests) and the
+    helpers' names (helper_names).
 
     relevant: the devices the workload's requests count on (views/device.py
     relevant_devices); stages, unions, flush: the model's (model/stages.py,
@@ -103,9 +93,10 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
     tl = build_timeline(win, tasks, off, helper, link, arch, devices=described_names(meta),
                         calls=calls, threads=threads)
     del link
-    busy = helper_busy(tl, foreign_helpers(tl, off, helper), threads)
+    wtid, wcomm = _wakers(off, helper)
+    busy = helper_busy(tl, foreign_helpers(tl, wtid, wcomm), threads)
     fill = helper_timers(device_fill(covers, waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
                                      carried, busy, log_waits))
     root = root_actor(tl, tasks, recorder_pid)
-    return tl, fill, root, carriers
+    return tl, fill, root, carriers, helper_names(tl, wtid, wcomm)
