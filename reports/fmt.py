@@ -10,6 +10,8 @@ import textwrap
 from typing import Any, Mapping
 
 from iowhy import cmdline
+from iowhy.categories import PART_WORDS
+from iowhy.findings import fmt_ns
 
 from .escape import printable
 
@@ -72,3 +74,28 @@ def cgroup_name(g: Mapping[str, Any], width: int) -> str:
     name = (printable(g["cgroup"]) if g.get("cgroup") is not None  # measured as shown
             else "(unknown)" if not g.get("id") else f"(removed, id {g['id']})")
     return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+# What the devices below a loop device did while it served a request (`stack_service`).
+BELOW_WORDS = {**PART_WORDS, "idle below": "idle"}
+SERVED_BELOW_NOTE = ("idle: nothing in flight there; the loop worker or the lower journal "
+                     "thread on a CPU or waiting for one")
+
+
+def served_below(r: Mapping[str, Any], name: str) -> tuple[list[str], list[str]] | None:
+    """How the devices below loop device `name` served its busy time (`stack_service`):
+    (the devices below, one text per category of its own with at least 1% of its busy
+    time: "barrier 91.3 ms: idle 41%, metadata I/O 41%, ..."), None if none did."""
+    for e in r.get("stack_service") or []:
+        if e["upper"] != name:
+            continue
+        texts = []
+        for cat, below in e["by_category_ns"].items():
+            tot = sum(below.values())
+            if tot and tot >= e["busy_ns"] / 100:
+                how = ", ".join(f"{BELOW_WORDS.get(k, k)} {100 * v / tot:.0f}%"
+                                for k, v in sorted(below.items(), key=lambda kv: -kv[1])
+                                if v >= tot / 100)
+                texts.append(f"{cat} {fmt_ns(tot)}: {how}")
+        return [printable(x) for x in e["lower"]], texts
+    return None

@@ -33,8 +33,8 @@ from .escape import neutralise_page
 from iowhy.categories import colours, display_order  # read at each use
 from iowhy.findings import served_text
 
-from .fmt import (cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct, short_command,
-                  yes_no)
+from .fmt import (SERVED_BELOW_NOTE, cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct,
+                  served_below, short_command, yes_no)
 from .terminal import fmt_ns, lower_devices, root_wait_note, thread_line, title
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
@@ -465,6 +465,12 @@ def section_devices(r: Mapping[str, Any], figure: str = "") -> str:
     parts.append("<p class=\"muted\">busy = time at least one request was on the device "
                  "(each instant counted once, for the highest-priority category in flight); "
                  "depth = requests on the device, time-weighted.</p>")
+    for e in r.get("stack_service") or []:
+        sb = served_below(r, e["upper"])
+        if sb and sb[1]:
+            parts.append(f"<p>{esc(e['upper'])}'s busy time as {esc(', '.join(sb[0]))} served "
+                         f"it below ({esc(SERVED_BELOW_NOTE)}): "
+                         + "; ".join(esc(t) for t in sb[1]) + ".</p>")
     if figure:
         parts.append(figure)
     return section("devices", "Devices", *parts)

@@ -12,8 +12,8 @@ from iowhy.categories import display_order  # the categories' order: read at eac
 from iowhy.findings import fmt_ns, served_text  # one format for findings and tables
 
 from .escape import printable
-from .fmt import (WIDTH, cgroup_name, fit_line, fmt_count, fmt_mib, fmt_pct, short_command,
-                  wrap_text, yes_no)
+from .fmt import (SERVED_BELOW_NOTE, WIDTH, cgroup_name, fit_line, fmt_count, fmt_mib,
+                  fmt_pct, served_below, short_command, wrap_text, yes_no)
 from .units import DEFAULT_TIME_UNIT, label, time_text
 
 BAR = 46
@@ -423,6 +423,19 @@ def _devices(r: Mapping[str, Any]) -> list[str]:
             if fl["waiters"]:  # a flush-sequenced request waits on them; an fsync's own
                 extra += f" waited on by {fl['waiters']:,} flush-sequenced requests"
         lines += wrap_text(extra, "      ", "      ")
+        lines += _served_below(r, d["name"])
+    return lines
+
+
+def _served_below(r: Mapping[str, Any], name: str) -> list[str]:
+    """How the devices below a loop device served its busy time (`stack_service`)."""
+    sb = served_below(r, name)
+    if sb is None:
+        return []
+    lines = wrap_text(f"served below by {', '.join(sb[0])} ({SERVED_BELOW_NOTE}):",
+                      "      ", "        ")
+    for t in sb[1]:
+        lines += wrap_text(t, "        ", "          ")
     return lines
 
 

@@ -39,7 +39,7 @@ from .views.series import figure_data, task_comms
 from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
                                table_requests, user_submitters, workload_scope)
-from .views.stack import carrying_edges
+from .views.stack import carried_service, carrying_edges
 from .views.causal import elapsed_view, root_event_wait, thread_time_view
 from .views.causal_inputs import causal_inputs
 from .views.workload import workload_covers, workload_view
@@ -363,7 +363,6 @@ class _Tasks:
         self.users = np.zeros(0, I64)
         self.causal = causal_trace(trace, off)
         self.rows = len(rq)  # the requests before any device was set apart
-        self.carriers: dict[int, list[int]] = {}  # the timeline's (views/stack.py)
         self.groups: dict[str, Any] | None = None  # --by cgroup (cgroup_groups)
         self.explained: np.ndarray | None = None  # its thread time per group
 
@@ -400,6 +399,8 @@ class _Tasks:
              else ("stages", "unions", "flush", "counts", "classify"), self.workload),
             ("device view", "devices", ("stages", "classify", "flush", "unions", "counts",
                                         "queue depth"), self.devview),
+            ("service below loop devices", "stack service", ("stages", "unions", "flush"),
+             self.stack_service),
         ]
         if cfg.by_cgroup:  # with the timeline (dropped after it and the workload view)
             graph.append(("per cgroup", "cgroups", ("thread time",) if self.causal else (),
@@ -513,6 +514,10 @@ class _Tasks:
                            self.meta, r["unions"], self.cfg.queue_depth_buckets,
                            r["counts"][0], qd=r["queue depth"])
 
+    def stack_service(self) -> Any:
+        r = self.r
+        return carried_service(self.rq, r["stages"], r["unions"], r["flush"], self.meta)
+
     def workload(self) -> Any:
         r = self.r
         arch = self.meta.get("machine")
@@ -530,7 +535,7 @@ class _Tasks:
         """The causal timeline, its fill and root (views/causal_inputs.py)."""
         cfg, win, r = self.cfg, self.win, self.r
         rec = getattr(self.trace, "recorder", None) or {}
-        tl, fill, root, self.carriers, names = causal_inputs(
+        tl, fill, root, names = causal_inputs(
             win, self.meta, self.rq, r["stages"], r["unions"], r["flush"], r["counts"][1],
             r["classify"], self.tasks, self.off, self.helper, self.fs, rec.get("pid"),
             cfg.threads)
@@ -788,6 +793,8 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["cgroups"] = r["cgroups"]
     if r["once"][1] is not None:
         res["stack_carried"] = r["once"][1]
+    if r["stack service"]:
+        res["stack_service"] = r["stack service"]
     # Background: other devices set apart (causal traces) and other processes' requests
     # on the workload's devices, left out of the class tables.
     bgr = r["once"][3]
@@ -847,9 +854,6 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
       not carried (views/stack.py: counted once per stack, at its top device);
     * `carried_for`: the upper device (an index into `device_names`) whose I/O the
       request carried, -1 for none;
-    * `carrier`: a request of a device whose requests the devices below it serve in the
-      causal attribution (views/stack.py, carrier_devices): a wait on it is what those
-      did (level two), not its own device stage;
     * `cls`: the analysis' class of each request (model/classify.py, the class tables'
       and the attribution's), -1 for one on a device set apart (not analyzed);
     * `seek`, `has_seek`: its seek distance in sectors from the device stages
@@ -880,9 +884,6 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
         upper = np.array([e[0] for e in edges] + [-1], np.int32)
         m = owner >= 0
         carried_for[row[m]] = upper[owner[m]]
-    carrier = np.zeros(n, bool)
-    if t.carriers:
-        carrier[row[np.isin(rq.dev, np.array(sorted(t.carriers), np.int32))]] = True
     cls = np.full(n, -1, np.int8)
     cls[row] = r["classify"]
     seek = np.zeros(n, I64)
@@ -903,7 +904,7 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
     flags = np.zeros(n, rq.flags.dtype)
     flags[row] = rq.flags
     return {"background": background, "counted": counted, "carried_for": carried_for,
-            "carrier": carrier, "cls": cls, "seek": seek, "has_seek": has_seek,
+            "cls": cls, "seek": seek, "has_seek": has_seek,
             "call": call, **times, "dev": dev, "flags": flags,
             "device_names": device_names(t.meta, rq.devices)}
 

@@ -2,9 +2,10 @@
 lives on the filesystem of disk sdz, both recorded. A request of the loop device is only
 carried by its loop worker, which serves it with I/O of the backing file on sdz (an upper
 flush: the lower filesystem's fsync of the file, i.e. its data writes, journal writes and
-cache flushes). A wait on it is explained by what sdz did over the wait, and sdz's idle
-time in it by the loop worker's CPU; an upper flush in flight is no flush of sdz.
-Window [1000, 1200); the expected figures are worked out in the comments."""
+cache flushes). A wait on it is named by the loop device's own service (its flushes, its
+stage: the service, not the server); how sdz served the loop device is `stack_service`.
+An upper flush in flight is no flush of sdz. Window [1000, 1200); the expected figures
+are worked out in the comments."""
 
 from __future__ import annotations
 
@@ -85,17 +86,16 @@ def stack_trace(path, helpers=()) -> str:
                           fsyncs=fsyncs, meta_obj=stack_meta(), helpers=helpers)
 
 
-def test_a_wait_on_a_loop_device_is_what_the_device_below_did(tmp_path):
+def test_a_wait_on_a_loop_device_is_its_own_service(tmp_path):
     r = tb.run(stack_trace(tmp_path / "s.iowt"))
     tb.assert_sums(r)
     assert r["workload"]["attribution"] == "causal"
     att = {k: v for k, v in r["attribution_ns"].items() if v}
     # A [1010, 1090): a wait on the upper commit block (class log) -> level one log 80,
-    # served by what sdz did over it: its flushes 24 + 15 -> flush 39; its journal
-    # writes 8 + 4 -> log 12; its data write 10 -> data; its idle time [1010, 1015)
-    # [1025, 1027) [1035, 1036) [1060, 1062) [1066, 1070) [1085, 1090), the loop
-    # worker's -> helper-cpu 19 (not flush 75 + log 5 for the upper commit's own
-    # flushes: the loop device only carries them).
+    # served by the upper device's own service: its pre-flush [1010, 1040) and
+    # post-flush [1045, 1090) -> flush 75, its stage [1040, 1045) -> log 5 (not what sdz
+    # did meanwhile: its flushes, journal and data writes and the loop worker's CPU are
+    # how the loop device served its flushes, stack_service below).
     # B [1100, 1120): the write on sdz -> data 20, served by sdz writing it (the upper
     # flush in flight is not one of sdz's: not a flush).
     # C [1130, 1150), an interrupt with no request, filled from the devices (no purpose:
@@ -105,7 +105,7 @@ def test_a_wait_on_a_loop_device_is_what_the_device_below_did(tmp_path):
     # cpu: [1000, 1010) [1090, 1100) [1120, 1130) [1150, 1200) = 80.
     assert att == {"cpu": 80, "log": 80 + 8, "data": 20, "helper-cpu": 10, "wait-other": 2}
     det = r["attribution_detail_ns"]
-    assert det["log"] == {"flush": 39, "log": 12 + 8, "data": 10, "helper-cpu": 19}
+    assert det["log"] == {"flush": 75, "log": 5 + 8}
     assert det["data"] == {"data": 20}
     assert det["helper-cpu"] == {"helper-cpu": 10}
     assert r["wait_other_by_waker_ns"] == {"(irq, no request)": 2}
@@ -113,9 +113,36 @@ def test_a_wait_on_a_loop_device_is_what_the_device_below_did(tmp_path):
     assert r["thread_time"]["attribution_detail_ns"] == det
 
 
+def test_how_the_device_below_served_the_loop_device(tmp_path):
+    # loop1's busy time by its own best category in flight, split by what sdz did then.
+    # barrier: its flushes [1012, 1040) [1046, 1089) [1095, 1125) = 101; over them sdz
+    # flushed [1036, 1040) [1046, 1060) [1070, 1085) = 33, wrote its journal [1027, 1035)
+    # [1062, 1066) = 12, data [1015, 1025) [1100, 1120) = 30 (the second is the
+    # workload's own write: what sdz was doing), and was idle 3 + 2 + 1 + 2 + 4 + 4 + 10
+    # = 26. log: the commit block's device stage [1040, 1045): sdz flushing 5. data: the
+    # upper write [1128, 1145): sdz's journal write [1140, 1145) 5, idle 12.
+    r = tb.run(stack_trace(tmp_path / "s.iowt"))
+    (e,) = r["stack_service"]
+    assert (e["upper"], e["lower"]) == ("loop1", ["sdz"])
+    assert e["by_category_ns"] == {
+        "barrier": {"flush": 33, "log": 12, "data": 30, "idle below": 26},
+        "log": {"flush": 5},
+        "data": {"log": 5, "idle below": 12}}
+    assert e["busy_ns"] == 101 + 5 + 17
+    loop1 = next(d for d in r["devices"] if d["name"] == "loop1")
+    assert {k: v for k, v in loop1["busy_by_category_ns"].items() if v} == {
+        k: sum(v.values()) for k, v in e["by_category_ns"].items()}
+    from iowhy.reports.terminal import render_report
+    text = render_report(r)
+    assert "served below by sdz" in text
+    assert "barrier 101 ns: data I/O 30%, cache flushes 33%" not in text  # largest first
+    assert "barrier 101 ns: cache flushes 33%, data I/O 30%, idle 26%, journal/log writes 12%" \
+        in text
+
+
 def test_the_pieces_of_a_carried_wait_are_placed_where_they_happened(tmp_path):
-    # The interval view of A: its first 20 ns [1010, 1030) are sdz idle [1010, 1015),
-    # its data write [1015, 1025), idle [1025, 1027), its journal write [1027, 1030).
+    # The interval view of A: its pre-flush [1010, 1040), its stage [1040, 1045), its
+    # post-flush [1045, 1090).
     r = tb.run(stack_trace(tmp_path / "s.iowt"), interval_ns=10)
     iv = r["intervals"]
     by_start = {i["start_ns"]: {k: v for k, v in i["attribution_ns"].items() if v}
@@ -124,9 +151,8 @@ def test_the_pieces_of_a_carried_wait_are_placed_where_they_happened(tmp_path):
     assert by_start[10] == by_start[20] == by_start[40] == {"log": 10}
     parts = {i["start_ns"]: {k: v for k, v in i["attribution_detail_ns"]["log"].items()}
              for i in iv}
-    assert parts[10] == {"helper-cpu": 5, "data": 5}
-    assert parts[20] == {"data": 5, "helper-cpu": 2, "log": 3}
-    assert parts[40] == {"flush": 10}
+    assert parts[10] == parts[20] == parts[50] == {"flush": 10}
+    assert parts[40] == {"log": 5, "flush": 5}
     for i in iv:
         assert sum(i["attribution_ns"].values()) == i["end_ns"] - i["start_ns"]
 
@@ -166,12 +192,14 @@ def test_carrier_devices_follow_loop_edges_to_the_bottom():
 
 def test_the_loop_workers_time_is_split_by_what_the_recorded_helpers_did(tmp_path):
     # As the first test, with two helpers recorded: 300 (the loop worker) waiting for a
-    # CPU [1058, 1065) (asleep [1050, 1058) before), and 301 (the upper jbd2) asleep on
-    # the upper commit [1011, 1090) itself. Of A's 19 ns with sdz idle, [1060, 1062) is
-    # the loop worker waiting for a CPU -> helper-runqueue 2; the rest stays helper-cpu
-    # 17, all of it serving the commit (level one log). 301's wait on the loop device is
-    # not its own CPU time: it does not make that piece helper-cpu.
-    hel = [tb.off(300, 1050, 1065, waking=1058, ctx=H),
+    # CPU [1140, 1144) (asleep [1134, 1140) before), and 301 (the upper jbd2) asleep on
+    # the upper commit [1011, 1090) itself. C's fill puts its parts in their order of
+    # priority: sdz's journal write first [1130, 1138), then the 10 ns of the upper
+    # write in flight with sdz idle [1138, 1148), of which [1140, 1144) is the loop
+    # worker waiting for a CPU -> helper-runqueue 4; the rest stays helper-cpu 6. A (a
+    # wait on the loop device's own request) is the loop device's service, whatever its
+    # worker did: log 80.
+    hel = [tb.off(300, 1134, 1144, waking=1140, ctx=H),
            tb.off(301, 1011, 1090, ctx=K, rq_seq=2)]
     for h in hel:
         h["flags_u16"] |= abi.OFF_HELPER
@@ -179,6 +207,6 @@ def test_the_loop_workers_time_is_split_by_what_the_recorded_helpers_did(tmp_pat
     r = tb.run(p)
     tb.assert_sums(r)
     att = {k: v for k, v in r["attribution_ns"].items() if v}
-    assert att == {"cpu": 80, "log": 88, "data": 20, "helper-cpu": 10, "wait-other": 2}
-    assert r["attribution_detail_ns"]["log"] == {
-        "flush": 39, "log": 20, "data": 10, "helper-cpu": 17, "helper-runqueue": 2}
+    assert att == {"cpu": 80, "log": 88, "data": 20, "helper-cpu": 6, "helper-runqueue": 4,
+                   "wait-other": 2}
+    assert r["attribution_detail_ns"]["log"] == {"flush": 75, "log": 13}

@@ -150,10 +150,10 @@ TABLES: tuple[Table, ...] = (
           "(`barrier`, `log`, `metadata`, `data`, `read`: its class's category)"),
         c("served_by", STRING, "the level two its device stage is in the attribution "
           "(`flush`, `log`, `metadata`, `data`, `read`; the `attribution` table's "
-          "`served_by`). NULL for a request of a loop device whose disk below is "
-          "recorded: a wait on it is what that disk did over it (its requests have "
-          "`carried_for` = this device) and its loop worker's CPU; NULL too on a "
-          "device the analysis set apart (no workload wait reached it: `background`)"),
+          "`served_by`), a loop device's request too (a wait on it is named by its "
+          "own service, whether or not the disk below is recorded; how that disk "
+          "served it is the report's `stack_service`). NULL on a device the analysis "
+          "set apart (no workload wait reached it: `background`)"),
         c("call_id", INT64, "`calls.call_id` of the fsync-family call the submitter was "
           "inside (same run), NULL if none"),
         c("error", INT64, "completion status (negative errno; NULL for a bio)"),

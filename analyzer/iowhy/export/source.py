@@ -47,7 +47,7 @@ class RequestModel:
     flags: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint16))  # RQ_*
     # What the analysis made of each (analysis.request_roles): in the class tables'
     # counts; not the workload's; the device name whose I/O it carried (None: none);
-    # its level one and level two (None: a carrier device's request) by name.
+    # its level one and level two (None: on a device set apart) by name.
     counted: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     background: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     carried_for: list[str | None] = field(default_factory=list)
@@ -204,8 +204,8 @@ def _named(out: RequestModel, cls: np.ndarray, roles: dict[str, Any] | None,
         return
     out.counted, out.background = roles["counted"], roles["background"]
     out.carried_for = [names[d] if d >= 0 else None for d in roles["carried_for"].tolist()]
-    # No level two for a carrier device's request, nor for one the analysis set apart.
-    none = roles["carrier"] | (roles["cls"] < 0)
+    # No level two for a request the analysis set apart.
+    none = roles["cls"] < 0
     out.served_by = [None if c else k for k, c in zip(kinds, none.tolist())]
 
 

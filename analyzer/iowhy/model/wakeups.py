@@ -10,11 +10,11 @@ applies:
    the request's category (barrier, log, metadata, data, read); for a flush-sequenced
    request, the part of the wait outside the request's own device stage is ``barrier``
    (its pre/post flushes), and so is the part during which a flush was in flight on the
-   workload's devices (the request waited behind it: _behind_flushes); a request of a
+   workload's devices (the request waited behind it: _linked_pieces); a request of a
    carrier device (a loop device whose lower device is recorded: views/stack.py,
-   carrier_devices) -> what the devices below did over the wait (RequestLink.below:
-   their flushes barrier, log writes log, ...) and, where they were idle, its loop
-   worker's CPU (helper-cpu); a carrier's flushes are none of the workload's flushes;
+   carrier_devices) the same, as that device shows it (its flushes, its stage): what
+   served the wait is the service, a cache flush, not its server, the loop worker's
+   fsync of its backing file (views/stack.py carried_service says how that went);
 2. woken in interrupt context (hardirq, softirq, NMI) with no request, by the idle task
    or by the thread itself -> ``sleep`` (a timer: detail TIMER), or ``wait-other``
    "(irq, no request)"
@@ -665,12 +665,14 @@ def _linked_pieces(s: np.ndarray, w: np.ndarray, rq: np.ndarray, sel: np.ndarray
     request's index in link), as (interval, start, kind, detail, purpose), sorted by
     interval then time (each piece ends where the next starts, the last at w). The
     purpose of every piece is the request's class (level one: what was waited for);
-    the kinds say what served it: for a request of a carrier device, what the devices
-    below did over the wait (link.below) and its loop worker where they were idle
-    (helper-cpu, CARRIED); for any other, its pre-flush and post-flush (outside the
-    request's device stage, a flush-sequenced request's: flush), the time before its
-    issue (queue), its stage (its class), each cut where a flush was in flight
-    (link.flushing: flush, it waited behind it). LINK_CHUNK waits at a time, `threads`
+    the kinds say what served it, as the request's own device shows it: its pre-flush
+    and post-flush (outside the request's device stage, a flush-sequenced request's:
+    flush), the time before its issue (queue), its stage (its class), each cut where a
+    flush was in flight (link.flushing, or link.flushing_carried for a request of a
+    carrier device: flush, it waited behind it). A carrier device's request is named by
+    its own service too, not by its loop worker's (the server): a loop device's flush is
+    a cache flush however the file below implements it; what the devices below did for
+    it is views/stack.py's carried_service. LINK_CHUNK waits at a time, `threads`
     chunks at once (chunk_map)."""
     k_all = np.flatnonzero(sel)
     parts = chunk_map(lambda a: _linked_chunk(s, w, rq, k_all[a:a + LINK_CHUNK], link),
@@ -689,38 +691,13 @@ def _linked_chunk(s: np.ndarray, w: np.ndarray, rq: np.ndarray, k: np.ndarray,
     """_linked_pieces of the waits k (ascending)."""
     r = rq[k]
     out = []
-    carried = np.zeros(len(k), bool)
-    for d, (ss, se, sc) in link.below.items():
-        m = link.dev[r] == d
-        if not m.any():
-            continue
-        carried |= m
-        km = k[m]
-        qi, pa, _, pc = cut_ordered(s[km], w[km], ss, se, sc, np.full(len(km), HCPU, np.int8))
-        out.append((km[qi], pa, pc, np.where(pc == HCPU, CARRIED, -1).astype(np.int32),
-                    link.cat[r[m][qi]]))
-    k, r = k[~carried], r[~carried]
-    if len(k):
-        rc = link.cat[r]
-        pre_b = np.clip(link.stage_a[r], s[k], w[k])
-        post_a = np.clip(link.stage_b[r], pre_b, w[k])
-        fseq = link.flush_seq[r]
-        # Before its device stage a flush-sequenced request waits for its pre-flush, any
-        # other for its issue; after it, the post-flush or the wakeup (its class's).
-        pre = np.where(fseq, FLUSH, QUEUE).astype(np.int8)
-        post = np.where(fseq, FLUSH, rc).astype(np.int8)
-        # Three parts per wait, interleaved so that one ordered cut keeps them in order;
-        # the empty ones left out (most waits have no pre-flush part).
-        qa = np.stack((s[k], pre_b, post_a), axis=1).ravel()
-        qb = np.stack((pre_b, post_a, w[k]), axis=1).ravel()
-        del pre_b, post_a
-        keep = np.flatnonzero(qb > qa)
-        qa, qb = qa[keep], qb[keep]
-        gc = np.stack((pre, rc, post), axis=1).ravel()[keep]
-        fs, fe = link.flushing
-        qi, pa, _, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), FLUSH, np.int8), gc)
-        kq = keep[qi] // 3
-        out.append((k[kq], pa, pc, np.full(len(qi), -1, np.int32), rc[kq]))
+    carried = np.isin(link.dev[r], link.carriers) if len(link.carriers) else None
+    if carried is None:
+        out.append(_own_pieces(s, w, k, r, link, link.flushing))
+    else:
+        for m, fl in ((~carried, link.flushing), (carried, link.flushing_carried)):
+            if m.any():
+                out.append(_own_pieces(s, w, k[m], r[m], link, fl))
     if not out:
         z = np.zeros(0, I64)
         return z, z, np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int8)
@@ -730,6 +707,33 @@ def _linked_chunk(s: np.ndarray, w: np.ndarray, rq: np.ndarray, k: np.ndarray,
         cols = [x[o] for x in cols]
     return (cols[0], cols[1], cols[2].astype(np.int8), cols[3].astype(np.int32),
             cols[4].astype(np.int8))
+
+
+def _own_pieces(s: np.ndarray, w: np.ndarray, k: np.ndarray, r: np.ndarray,
+                link: "RequestLink", flushing: tuple[np.ndarray, np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """_linked_chunk's pieces of the waits k on the requests r, as the requests' own
+    device shows them; flushing: when a flush was in flight there."""
+    rc = link.cat[r]
+    pre_b = np.clip(link.stage_a[r], s[k], w[k])
+    post_a = np.clip(link.stage_b[r], pre_b, w[k])
+    fseq = link.flush_seq[r]
+    # Before its device stage a flush-sequenced request waits for its pre-flush, any
+    # other for its issue; after it, the post-flush or the wakeup (its class's).
+    pre = np.where(fseq, FLUSH, QUEUE).astype(np.int8)
+    post = np.where(fseq, FLUSH, rc).astype(np.int8)
+    # Three parts per wait, interleaved so that one ordered cut keeps them in order;
+    # the empty ones left out (most waits have no pre-flush part).
+    qa = np.stack((s[k], pre_b, post_a), axis=1).ravel()
+    qb = np.stack((pre_b, post_a, w[k]), axis=1).ravel()
+    del pre_b, post_a
+    keep = np.flatnonzero(qb > qa)
+    qa, qb = qa[keep], qb[keep]
+    gc = np.stack((pre, rc, post), axis=1).ravel()[keep]
+    fs, fe = flushing
+    qi, pa, _, pc = cut_ordered(qa, qb, fs, fe, np.full(len(fs), FLUSH, np.int8), gc)
+    kq = keep[qi] // 3
+    return k[kq], pa, pc, np.full(len(qi), -1, np.int32), rc[kq]
 
 
 def cut_ordered(a: np.ndarray, b: np.ndarray, ss: np.ndarray, se: np.ndarray,
@@ -827,10 +831,12 @@ class RequestLink:
     # devices' below it); empty: not known.
     flushing: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     dev: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # device index
-    # Per carrier device (views/stack.py, carrier_devices: a loop device whose requests
-    # the devices below serve), what those devices were doing (device_states): a wait
-    # on one of its requests is that, and the loop worker's CPU in between.
-    below: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # The carrier devices (views/stack.py, carrier_devices: a loop device whose requests
+    # the devices below serve) and when a flush of theirs was in flight (as `flushing`):
+    # a wait on a carrier's request is named by the carrier's own service.
+    carriers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    flushing_carried: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64),
+                                                       np.zeros(0, np.int64))
 
     @staticmethod
     def build(rq: Any, cls: np.ndarray | None) -> "RequestLink":

@@ -3,8 +3,8 @@ timeline of the workload's threads and helpers (model/wakeups.py), the fill that
 a blocked instant by what the workload's devices were doing, and the root thread.
 
 A loop device's requests are carried by the devices below it when those are recorded
-(views/stack.py): a wait on it is theirs and its loop worker's, so the fill of a
-carrying device covers its carried requests too.
+(views/stack.py): a wait on one is named by the loop device's own service (its flush,
+its stage), and the fill of a carrying device covers its carried requests too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..kernels import Coverage, union_intervals, unique
 from ..model.devices import described_names
 from ..model.requests import Requests, Window
 from ..model.wakeups import (HELPER_IRQ, RequestLink, Timeline, build_timeline,
-                             device_states, foreign_jbd2)
+                             foreign_jbd2)
 from .causal import (device_fill, helper_busy, helper_timers, root_actor,
                      unrecorded_helper_details)
 from .series import comm_text
@@ -58,11 +58,10 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
                   tasks: Mapping[str, np.ndarray], off: Mapping[str, np.ndarray],
                   helper: Mapping[str, np.ndarray] | None, calls: Mapping[str, np.ndarray],
                   recorder_pid: int | None, threads: int
-                  ) -> tuple[Timeline, Any, int, dict[int, list[int]], dict[int, str]]:
-    """(timeline, fill, root, carriers, helper names): the causal timeline, the fill of
-    its blocked instants (views/causal.py device_fill), the root actor, the carrying
-    devices (upper device -> the devices below it that carry its requests) and the
-    helpers' names (helper_names).
+                  ) -> tuple[Timeline, Any, int, dict[int, str]]:
+    """(timeline, fill, root, helper names): the causal timeline, the fill of its
+    blocked instants (views/causal.py device_fill), the root actor and the helpers'
+    names (helper_names).
 
     relevant: the devices the workload's requests count on (views/device.py
     relevant_devices); stages, unions, flush: the model's (model/stages.py,
@@ -74,29 +73,31 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
         return workload_covers(rq, stages, unions, flush, devs)
     served = served_devices(relevant, carriers)
     covers, waits = covers_of(served)
-    log_waits = flush_waits(rq, flush, served, classes)
+    # The fill's flush waits are a carrier's too: a wait on one is its own service's, a
+    # flush, as a wait linked to its request (model/wakeups.py); the log writes' come
+    # first (a subset of them: the fill's coverages nest).
+    both = sorted(set(served) | set(carriers))
+    fill_waits, log_waits = flush_waits(rq, flush, both), flush_waits(rq, flush, both, classes)
     link = RequestLink.build(rq, classes)
     if covers:
         link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
                                         np.concatenate((covers[0].e, waits[1])))
     carried = None
-    for up, low in carriers.items():
-        lc, lw = covers_of(low)
-        link.below[up] = device_states([union_intervals(np.concatenate((c.s, lw[0])),
-                                                        np.concatenate((c.e, lw[1])))
-                                        for c in lc])
     if carriers:
         cc, cw = covers_of(sorted(carriers))
+        link.carriers = np.asarray(sorted(carriers), np.int32)
         if cc:
             carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
                                                 np.concatenate((cc[-1].e, cw[1]))))
+            link.flushing_carried = union_intervals(np.concatenate((cc[0].s, cw[0])),
+                                                    np.concatenate((cc[0].e, cw[1])))
     tl = build_timeline(win, tasks, off, helper, link, arch, devices=described_names(meta),
                         calls=calls, threads=threads)
     del link
     wtid, wcomm = _wakers(off, helper)
     busy = helper_busy(tl, foreign_helpers(tl, wtid, wcomm), threads)
-    fill = helper_timers(device_fill(covers, waits,
+    fill = helper_timers(device_fill(covers, fill_waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
                                      carried, busy, log_waits))
     root = root_actor(tl, tasks, recorder_pid)
-    return tl, fill, root, carriers, helper_names(tl, wtid, wcomm)
+    return tl, fill, root, helper_names(tl, wtid, wcomm)

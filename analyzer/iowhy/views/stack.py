@@ -31,9 +31,10 @@ import numpy as np
 
 from .. import abi
 from ..kernels import unique
+from ..model.classify import CATEGORIES
 from ..model.requests import RQ_BIO, Requests
 from ..names import CLASS_NAMES
-from ..model.devices import described_devices
+from ..model.devices import described_devices, device_names
 
 CARRIED_CLASSES = tuple(CLASS_NAMES.index(c) for c in ("data", "read", "readahead"))
 # A slave's own requests: its flushes and discards (they move no file bytes).
@@ -206,8 +207,9 @@ def carrier_devices(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]],
     has requests (`used`: indices of the devices with requests), the devices at the
     bottom of its stack that serve it (following further loop edges down to devices that
     carry nothing themselves), sorted. A loop device's request is served by its loop
-    worker, and with the devices below it recorded, what it waited on is theirs: its
-    flushes, journal and data writes, reads, and the worker's CPU in between."""
+    worker with I/O of the devices below it: a wait on it is named by the loop device's
+    own service (its flush, its stage), and how the devices below served that is
+    carried_service's."""
     used_set = {int(u) for u in used}
     down: dict[int, list[int]] = {}
     for up, lo in loop_edges(meta, devices):
@@ -238,3 +240,62 @@ def served_devices(relevant: Sequence[int], carriers: Mapping[int, Sequence[int]
     for d in relevant:
         out |= set(carriers.get(d, (d,)))
     return sorted(out)
+
+
+# What served a carrier device's time in service below it: the devices below's
+# categories (level two's device parts), or nothing in flight there ("idle below": the
+# loop worker, or the lower filesystem's journal thread, on a CPU or waiting for one).
+BELOW_PARTS = ("flush", "log", "metadata", "data", "read", "idle below")
+
+
+def carried_service(rq: Requests, stages: Any, unions: Any, flush: Any,
+                    meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per carrier device (carrier_devices), how the devices below it served its time in
+    service (docs/report-json.md, `stack_service`): its busy time by its own best
+    category in flight (a flush first, as the device view's busy_by_category_ns ranks
+    it: the same totals), each split by what the
+    devices below were doing over it (BELOW_PARTS). A loop device's flush is its
+    worker's fsync of the backing file: this says whether that was the disk's flush,
+    the lower filesystem's journal, or the worker itself. stages, unions, flush: the
+    model's (model/stages.py, views/device.py device_unions, model/flush.py)."""
+    from ..model.wakeups import BARRIER, device_states
+    from .workload import workload_covers
+    carriers = carrier_devices(meta, rq.devices, unique(rq.dev).tolist())
+    names = device_names(meta, rq.devices)
+
+    def states(devs: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # As the device view ranks a device's busy time (busy_by_category_ns): the
+        # best category in flight.
+        covers = workload_covers(rq, stages, unions, flush, devs)[0]
+        return device_states([(c.s, c.e) for c in covers])
+
+    out = []
+    idle = len(BELOW_PARTS) - 1
+    for up, low in sorted(carriers.items()):
+        us, ue, uc = states([up])
+        if not len(us):
+            continue
+        ls, le, lc = states(low)
+        edges = unique(np.concatenate((us, ue, ls, le)).astype(np.int64))
+        if len(edges) < 2:
+            continue
+        a, ln = edges[:-1], np.diff(edges)
+        j = np.searchsorted(us, a, side="right") - 1
+        inside = (j >= 0) & (ue[np.maximum(j, 0)] > a)
+        a, ln, j = a[inside], ln[inside], j[inside]
+        ucat = uc[j].astype(np.int64) - BARRIER
+        i = np.searchsorted(ls, a, side="right") - 1
+        if len(ls):
+            below = (i >= 0) & (le[np.maximum(i, 0)] > a)
+            lcat = np.where(below, lc[np.maximum(i, 0)].astype(np.int64) - BARRIER, idle)
+        else:
+            lcat = np.full(len(a), idle, np.int64)
+        n = len(BELOW_PARTS)
+        m = np.bincount(ucat * n + lcat, weights=ln, minlength=(n - 1) * n)
+        m = np.rint(m).astype(np.int64).reshape(n - 1, n)
+        out.append({"upper": names[up], "lower": [names[g] for g in low],
+                    "busy_ns": int(m.sum()),
+                    "by_category_ns": {CATEGORIES[u]: {BELOW_PARTS[k]: int(m[u, k])
+                                                       for k in range(n) if m[u, k]}
+                                       for u in range(n - 1) if m[u].any()}})
+    return out
