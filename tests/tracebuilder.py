@@ -32,6 +32,8 @@ from iowhy.tracewriter import TraceWriter
 DEV = (8, 0)  # whole disk
 PART = (8, 1)  # its partition
 LOG_RANGE = (10_000, 20_000)  # journal, whole-disk sectors
+UPPER = (7, 1)  # loop1 of loop_stack_meta, over a file of PART's filesystem
+UPPER_LOG = (500_000, 600_000)  # the journal of loop1's own ext4, loop1 sectors
 CATS = CORRELATIONAL  # the correlational attribution's categories
 CAUSAL_CATS = ATTRIBUTION_CATEGORIES  # the causal attribution's
 DTYPES = {name: dt for _, (name, dt) in abi.RECORD_TYPES.items()}  # record name -> dtype
@@ -156,6 +158,30 @@ def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0,
     """META of one disk (DEV, "sdz") with a `fstype` mounted on its partition PART."""
     return {"devices": [disk(write_cache=write_cache, fua=fua)],
             "filesystems": [fs_entry(fstype)], **more}
+
+
+def loop_disk(name: str = "loop1", dev: tuple[int, int] = UPPER, *,
+              backing_file: str = "/mnt/t/img", **more: Any) -> Row:
+    """A loop device whose backing file lives on the filesystem of PART (disk sdz)."""
+    return disk(name, dev, size_bytes=1 << 28, rotational=0, kind="loop",
+                loop={"backing_file": backing_file, "offset_bytes": 0, "sizelimit_bytes": 0,
+                      "dio": 0, "backing_dev_major": PART[0], "backing_dev_minor": PART[1],
+                      "backing_ino": 12, "backing_disk": "sdz",
+                      "backing_part_start_sector": 2048}, **more)
+
+
+def loop_stack_meta(stack: bool = True) -> Row:
+    """meta(), and loop1 (UPPER, loop_disk) with an ext4 of its own whose journal is
+    UPPER_LOG; `stack`: META's stack says loop1 lies over sdz."""
+    m = meta()
+    m["devices"].append(loop_disk())
+    m["filesystems"].append(fs_entry("ext4", UPPER, UPPER, "loop1", "/mnt/up",
+                                     source="/dev/loop1", part_start_sector=0,
+                                     log={"kind": "jbd2", "ranges": [list(UPPER_LOG)],
+                                          "fc_ranges": []}))
+    m["stack"] = [{"upper": "loop1", "lower": "sdz", "via": "loop",
+                   "lower_dev_major": PART[0], "lower_dev_minor": PART[1]}] if stack else []
+    return m
 
 
 # -- files ----------------------------------------------------------------------------------

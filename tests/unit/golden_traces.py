@@ -17,8 +17,8 @@ import numpy as np
 
 from iowhy import abi
 import synthtrace
-from tracebuilder import (DEV, LOG_RANGE, PART, Trace, fs_entry, fsync, jev, meta, off, req, task,
-                          trailer, write_trace)
+from tracebuilder import (DEV, LOG_RANGE, UPPER, Trace, fs_entry, fsync, jev, loop_stack_meta,
+                          meta, off, req, task, trailer, write_trace)
 
 BIG_REQUESTS = 200_000
 
@@ -290,28 +290,6 @@ US = 1_000
 H, K, T = abi.WCTX_HARDIRQ, abi.WCTX_SOFTIRQ, abi.WCTX_TASK
 _SYS = {"fsync": 74, "pwrite": 18, "read": 0, "futex": 202, "wait4": 61,
         "clock_nanosleep": 230, "poll": 7, "fdatasync": 75}
-UPPER = (7, 1)
-
-
-def _stack_meta() -> dict[str, Any]:
-    m = meta()
-    m["devices"].append({"name": "loop1", "major": UPPER[0], "minor": UPPER[1],
-                         "size_bytes": 1 << 28, "rotational": 0, "write_cache": "write back",
-                         "fua": 0, "kind": "loop",
-                         "loop": {"backing_file": "/mnt/t/img", "offset_bytes": 0,
-                                  "sizelimit_bytes": 0, "dio": 0, "backing_dev_major": PART[0],
-                                  "backing_dev_minor": PART[1], "backing_ino": 12,
-                                  "backing_disk": "sdz", "backing_part_start_sector": 2048}})
-    up = dict(m["filesystems"][0])
-    up.update({"source": "/dev/loop1", "mountpoint": "/mnt/up", "dev_major": UPPER[0],
-               "dev_minor": UPPER[1], "st_dev_major": UPPER[0], "st_dev_minor": UPPER[1],
-               "disk": "loop1", "disk_major": UPPER[0], "disk_minor": UPPER[1],
-               "part_start_sector": 0,
-               "log": {"kind": "jbd2", "ranges": [[500_000, 600_000]], "fc_ranges": []}})
-    m["filesystems"].append(up)
-    m["stack"] = [{"upper": "loop1", "lower": "sdz", "via": "loop",
-                   "lower_dev_major": PART[0], "lower_dev_minor": PART[1]}]
-    return m
 
 
 def _causal(p: Path, seed: int, nthreads: int, nhelpers: int, span_us: int,
@@ -451,7 +429,8 @@ def _causal(p: Path, seed: int, nthreads: int, nhelpers: int, span_us: int,
     helpers.sort(key=lambda o: (o["ts_ns"], o["tid"]))
     write_trace(p, start=C0, end=end, requests=requests, offcpu=offs, tasks=tasks,
                 helpers=helpers, threads=threads, pid=wt[0],
-                meta_obj=_stack_meta() if stack else meta(), recorder={"attach_mode": "command"})
+                meta_obj=loop_stack_meta() if stack else meta(),
+                recorder={"attach_mode": "command"})
 
 
 def causal_mix(p: Path) -> None:
