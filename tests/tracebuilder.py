@@ -5,8 +5,9 @@
   `thread`; keywords they do not name set a field of the record as is (`comm=b"x"`).
   `records(dtype, rows)` makes the array, every field not given zero.
 * Metadata: `disk`, `fs_entry`, `meta` (one disk DEV with its partition PART, a
-  filesystem on it whose journal is LOG_RANGE, whole-disk sectors); keywords they do not
-  name are added as is.
+  filesystem on it whose journal is LOG_RANGE, whole-disk sectors), `loop_disk`,
+  `loop_stack_meta` (loop1 over a file of that filesystem); keywords they do not name
+  are added as is.
 * Files: `Trace(path, meta, recorder, **writer options)` writes META and RECORDER, then
   `.add(name, rows or array)` a record chunk per call, `.json(type, obj)` any other
   chunk, `.close(trailer(end, ...))`. `write_trace(path, requests=..., offcpu=...)` is

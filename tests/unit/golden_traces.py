@@ -4,8 +4,8 @@ Each builder writes one trace deterministically (same bytes on every run): the
 hand-computed shapes of the analysis tests, the fsync-view shape of the ext4 calls that
 needed no commit while another filesystem logs, a few thousand requests of every kind,
 and about 200k requests from synthtrace.synth (tests/synthtrace.py) with a fixed seed.
-The record builders are tracebuilder's: a change of their defaults shows here as a
-golden difference, on purpose.
+Records, metadata and files are tracebuilder's: a change of their defaults shows here
+as a golden difference, on purpose.
 """
 
 from __future__ import annotations
