@@ -215,7 +215,7 @@ $(ZSH_COMPLETION): tools/clidoc.py $(VENV)/.installed
 
 # Syscall names of x86-64 and arm64 from the kernel's UAPI headers (linux-libc-dev). The
 # module is committed (so `pip install .` needs no headers) and regenerated when the
-# headers change; tests/unit/test_syscall_names.py checks that it matches them.
+# headers change; tests/unit/test_syscalls.py checks that it matches them.
 SYSCALL_HEADERS := $(wildcard /usr/include/x86_64-linux-gnu/asm/unistd_64.h \
 	/usr/include/asm-generic/unistd.h /usr/include/linux/version.h)
 analyzer/iowhy/syscall_table.py: tools/gen_syscall_table.py $(SYSCALL_HEADERS)
@@ -224,7 +224,7 @@ syscall-table:
 	CC="$(CC)" $(PYTHON) tools/gen_syscall_table.py -o analyzer/iowhy/syscall_table.py
 
 # docs/parquet-schema.md is generated from the export's schema (analyzer/iowhy/export/
-# schema.py); tests/unit/test_parquet_parity.py checks that the committed page is current.
+# schema.py); tests/unit/test_export_parquet_parity.py checks that the committed page is current.
 parquet-schema: $(VENV)/.installed-py
 	$(VENV)/bin/python -m iowhy.export.schema -o docs/parquet-schema.md
 

@@ -1,12 +1,13 @@
-"""Synthetic traces for tests and benchmarks, built with numpy (no per-record loop) and
-written with TraceWriter. Importable from every test tier and from bench/ (setup.cfg puts
-tests/ on the path; bench/bench_analyze.py adds it): nothing here imports bench/.
+"""Seeded synthetic traces for tests and benchmarks, built with numpy (no per-record loop)
+and written through the tests' builder (tracebuilder.py). Importable from every test
+tier and from bench/ (setup.cfg puts tests/ on the path; bench/bench_analyze.py adds
+it): nothing here imports bench/.
 
 * `synth(n, seed)`: an fsync-heavy ext4-like workload on two disks, n requests with
   fsync, journal, off-CPU and task records but no wakeup links, helper or thread
   records (the golden traces `busy`, `big` and `big_blocked` are made from it: its
   output for a given (n, seed) must not change);
-  `write_synth(path, n)` writes it with the benchmark's metadata.
+  `write_synth(path, n)` writes it with the benchmark's metadata (`synth_meta`).
 * `recorded_mix(n, seed, mix)`: about n records in the record mix of a recorded trace
   (BUSY_MIX, measured on the busy recording of bench/bench_analyze.py): off-CPU and
   helper intervals with their wakers and request links, requests, fsync calls, the XFS
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from iowhy import abi
-from iowhy.tracewriter import TraceWriter
+from tracebuilder import Trace, disk, fs_entry, trailer
 
 NTID = 8
 DEV_A, DEV_B, PART_A = (8, 0), (8, 16), (8, 1)
@@ -147,30 +148,25 @@ def synth(n: int, seed: int = 1) -> dict[str, np.ndarray]:
             "start_ns": np.int64(w0), "end_ns": np.int64(end)}
 
 
+def synth_meta() -> dict[str, Any]:
+    """META of synth's traces: two disks (sdb, rotational, write back; sdc, write through
+    with FUA) and an ext4 on the first, its journal LOG."""
+    return {"devices": [disk("sdb", DEV_A, size_bytes=1 << 40),
+                        disk("sdc", DEV_B, size_bytes=1 << 40, rotational=0,
+                             write_cache="write through", fua=1)],
+            "filesystems": [fs_entry("ext4", DEV_A, PART_A, "sdb", "/mnt/bench",
+                                     log={"kind": "jbd2", "ranges": [list(LOG)],
+                                          "fc_ranges": []})]}
+
+
 def write_synth(path: str, n: int) -> None:
-    """synth(n) in a trace file, with two disks and an ext4 on the first."""
+    """synth(n) in a trace file, with synth_meta."""
     d = synth(n)
-    meta = {
-        "devices": [{"name": "sdb", "major": DEV_A[0], "minor": DEV_A[1], "rotational": 1,
-                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
-                    {"name": "sdc", "major": DEV_B[0], "minor": DEV_B[1], "rotational": 0,
-                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
-        "filesystems": [{"fstype": "ext4", "source": "/dev/sdb1", "mountpoint": "/mnt/bench",
-                         "dev_major": PART_A[0], "dev_minor": PART_A[1],
-                         "st_dev_major": PART_A[0], "st_dev_minor": PART_A[1], "disk": "sdb",
-                         "disk_major": DEV_A[0], "disk_minor": DEV_A[1],
-                         "part_start_sector": 2048,
-                         "log": {"kind": "jbd2", "ranges": [list(LOG)], "fc_ranges": []}}],
-    }
-    w = TraceWriter(path)
-    w.write_json(abi.CHUNK_META, meta)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
-                                      "command": ["synthetic", str(n)], "pid": 1000})
+    t = Trace(path, synth_meta(), {"start_ns": int(d["start_ns"]),
+                                   "command": ["synthetic", str(n)], "pid": 1000})
     for name in ("task", "fsync", "journal", "offcpu", "request"):
-        arr = d.pop(name)
-        w.write_records(arr)
-        del arr
-    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "synthetic"})
+        t.add(name, d.pop(name))
+    t.close(trailer(int(d["end_ns"]), stop_reason="synthetic", exit_status=None))
 
 
 # -- the record mix of a trace -------------------------------------------------------------
@@ -292,17 +288,12 @@ MIN_SLEEP_NS = 2_000  # a wait woken by a request, at least (submission to compl
 
 def mix_meta() -> dict[str, Any]:
     """META of recorded_mix's traces: the two loop devices and the XFS."""
-    def dev(name: str, mm: tuple[int, int]) -> dict[str, Any]:
-        return {"name": name, "major": mm[0], "minor": mm[1], "size_bytes": 1 << 30,
-                "rotational": 0, "write_cache": "write back", "fua": 0, "kind": "loop"}
-    return {"devices": [dev("loop0", LOOP_RAW), dev("loop1", LOOP_FS)],
-            "filesystems": [{"fstype": "xfs", "source": "/dev/loop1", "mountpoint": "/mnt/b",
-                             "dev_major": LOOP_FS[0], "dev_minor": LOOP_FS[1],
-                             "st_dev_major": LOOP_FS[0], "st_dev_minor": LOOP_FS[1],
-                             "disk": "loop1", "disk_major": LOOP_FS[0],
-                             "disk_minor": LOOP_FS[1], "part_start_sector": 0,
-                             "log": {"kind": "xfs", "ranges": [list(XFS_LOG)],
-                                     "fc_ranges": []}}]}
+    return {"devices": [disk("loop0", LOOP_RAW, rotational=0, kind="loop"),
+                        disk("loop1", LOOP_FS, rotational=0, kind="loop")],
+            "filesystems": [fs_entry("xfs", LOOP_FS, LOOP_FS, "loop1", "/mnt/b",
+                                     source="/dev/loop1", part_start_sector=0,
+                                     log={"kind": "xfs", "ranges": [list(XFS_LOG)],
+                                          "fc_ranges": []})]}
 
 
 def _timelines(rng: np.random.Generator, counts: np.ndarray, span: int, w0: int,
@@ -579,15 +570,12 @@ def write_recorded_mix(path: str, n: int, seed: int = 1, mix: Mix | None = None)
     recorder writes it, with RECORDER attach_mode set (a recording that names its
     wakers)."""
     d = recorded_mix(n, seed, mix)
-    w = TraceWriter(path, zstd_level=3, compact=True)
-    w.write_json(abi.CHUNK_META, mix_meta())
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": d["start_ns"], "pid": d["pid"],
-                                      "command": ["synthetic", "recorded-mix", str(n)],
-                                      "attach_mode": "record"})
+    t = Trace(path, mix_meta(), {"start_ns": d["start_ns"], "pid": d["pid"],
+                                 "command": ["synthetic", "recorded-mix", str(n)],
+                                 "attach_mode": "record"}, zstd_level=3, compact=True)
     for name in ("thread", "task", "fsync", "journal", "offcpu", "helper", "request"):
-        w.write_records(d.pop(name), chunk_records=8192)
-    w.close({"end_ns": d["end_ns"], "stop_reason": "workload-exit", "exit_status": 0})
-    return path
+        t.add(name, d.pop(name), chunk_records=8192)
+    return t.close(trailer(d["end_ns"], stop_reason="workload-exit"))
 
 
 def causal_mix(path: str, n: int = 50_000, seed: int = 1) -> str:

@@ -100,7 +100,7 @@ def test_man_page_renders(dest):
 def test_report_with_the_installed_python_packages(dest, tmp_path):
     """The analysis (numpy) and a PNG (matplotlib) from the install, not the checkout."""
     sys.path.insert(0, str(REPO / "tests" / "unit"))
-    from test_syscall_names import _trace
+    from test_syscalls import _trace
     trace = _trace(tmp_path / "t.iowt", "x86_64")
     p = run(["iowhy", "info", "--json", trace], dest)
     assert p.returncode == 0, p.stderr

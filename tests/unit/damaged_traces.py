@@ -1,5 +1,6 @@
 """Synthetic traces and the ways to damage them, for the damage, hostile-input and fuzz
-tests: a base trace written with TraceWriter, its chunks taken apart and put back
+tests: a base trace written with the tests' builder (tracebuilder.py), its chunks taken
+apart and put back
 together (CRC recomputed, so that the damage is "clean"), and a runner of the CLI
 in-process that reports exit status, stdout and stderr.
 """
@@ -17,12 +18,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
+import tracebuilder as tb
 from iowhy import abi, cli
-from iowhy.tracewriter import TraceWriter
+from tracebuilder import LOG_RANGE, PART, records
 
-DEV = (8, 0)
-PART = (8, 1)
-LOG_RANGE = (10_000, 20_000)
 START = 1_000_000
 MOUNT = "/mnt/t"
 CHDR = struct.Struct("<4sHHIIIIQ")  # struct iowhy_chunk_hdr
@@ -30,24 +29,19 @@ FHDR_BYTES = 64
 
 
 def meta_obj(mountpoint: str = MOUNT) -> dict[str, Any]:
+    """META as the recorder writes it: one disk with its partition, an ext4 on it."""
     return {
         "host": "h", "kernel": "6.18.0", "machine": "x86_64", "iowhy_version": "0",
         "command": ["fsync-loop", "-n", "40"], "created_realtime_ns": 1,
         "clock": {"realtime_minus_monotonic_ns": 5}, "page_size_bytes": 4096, "ncpus": 2,
-        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 30,
-                     "rotational": 1, "write_cache": "write back", "fua": 0,
-                     "logical_block_bytes": 512, "physical_block_bytes": 4096,
-                     "scheduler": "mq-deadline", "backing_file": None, "model": "disk",
-                     "partitions": [{"name": "sdz1", "major": PART[0], "minor": PART[1],
-                                     "start_sector": 2048, "size_bytes": 1 << 29}]}],
-        "filesystems": [{"fstype": "ext4", "source": "/dev/sdz1", "mountpoint": mountpoint,
-                         "options": "rw,relatime", "dev_major": PART[0],
-                         "dev_minor": PART[1], "st_dev_major": PART[0],
-                         "st_dev_minor": PART[1], "disk": "sdz", "disk_major": DEV[0],
-                         "disk_minor": DEV[1], "part_start_sector": 2048, "uuid": None,
-                         "btrfs_fsid": None, "block_bytes": 4096,
-                         "log": {"kind": "jbd2", "ranges": [list(LOG_RANGE)],
-                                 "fc_ranges": [], "bytes": 10_000 * 512}}],
+        "devices": [tb.disk(logical_block_bytes=512, physical_block_bytes=4096,
+                            scheduler="mq-deadline", backing_file=None, model="disk",
+                            partitions=[{"name": "sdz1", "major": PART[0], "minor": PART[1],
+                                         "start_sector": 2048, "size_bytes": 1 << 29}])],
+        "filesystems": [tb.fs_entry("ext4", mountpoint=mountpoint, options="rw,relatime",
+                                    uuid=None, btrfs_fsid=None, block_bytes=4096,
+                                    log={"kind": "jbd2", "ranges": [list(LOG_RANGE)],
+                                         "fc_ranges": [], "bytes": 10_000 * 512})],
     }
 
 
@@ -59,68 +53,41 @@ def recorder_obj(command: list[str] | None = None) -> dict[str, Any]:
             "clock": {"realtime_minus_monotonic_ns": 5}}
 
 
-def _records(dtype: np.dtype, rows: list[dict[str, Any]]) -> np.ndarray:
-    arr = np.zeros(len(rows), dtype=dtype)
-    for i, row in enumerate(rows):
-        for k, v in row.items():
-            arr[k][i] = v
-    return arr
-
-
 def base_records(n: int = 40) -> dict[str, np.ndarray]:
     """A fsync loop: per call a data write, a journal write, a flush; off-CPU in the call;
     jbd2 commits; one task; a few syscall totals. Times in ns from START."""
     rq, fs, jr, off = [], [], [], []
     t = START + 1000
+    jbd2 = b"jbd2/sdz1-8"
     for i in range(n):
         enter, data, log, flush, exit_ = t, t + 100, t + 400, t + 700, t + 1000
-        rq.append({"ts_ns": data + 200, "issue_ns": data, "submit_ns": data - 10,
-                   "insert_ns": data - 5, "data_done_ns": data + 200, "done_ns": data + 200,
-                   "op": abi.OP_WRITE, "start_sector": 100_000 + 8 * i, "len_bytes": 4096,
-                   "done_bytes": 4096, "dev_major": DEV[0], "dev_minor": DEV[1],
-                   "flags_u16": abi.RQ_TRACKED | abi.RQ_ORIGIN, "tid": 100, "tgid": 100,
-                   "seq": 3 * i, "comm": b"fsync-loop", "nr_bios": 1})
-        rq.append({"ts_ns": log + 200, "issue_ns": log, "submit_ns": log - 10,
-                   "insert_ns": log - 5, "data_done_ns": log + 200, "done_ns": log + 200,
-                   "op": abi.OP_WRITE, "start_sector": LOG_RANGE[0] + 8 * i,
-                   "len_bytes": 8192, "done_bytes": 8192, "dev_major": DEV[0],
-                   "dev_minor": DEV[1], "iflags": abi.F_SYNC | abi.F_PREFLUSH | abi.F_FUA,
-                   "flags_u16": abi.RQ_ORIGIN, "tid": 50, "tgid": 50, "seq": 3 * i + 1,
-                   "comm": b"jbd2/sdz1-8", "nr_bios": 2})
-        rq.append({"ts_ns": flush + 200, "issue_ns": flush, "submit_ns": flush - 10,
-                   "insert_ns": flush - 5, "data_done_ns": flush + 200,
-                   "done_ns": flush + 200, "op": abi.OP_FLUSH, "dev_major": DEV[0],
-                   "dev_minor": DEV[1], "flags_u16": abi.RQ_FLUSH_SEQ, "tid": 50,
-                   "tgid": 50, "seq": 3 * i + 2, "comm": b"jbd2/sdz1-8"})
-        fs.append({"ts_ns": exit_, "enter_ns": enter, "exit_ns": exit_, "tid": 100,
-                   "tgid": 100, "call_u16": abi.CALL_FSYNC, "fs_u16": abi.FS_EXT4,
-                   "flags_u16": abi.FS_F_FSEVENT | abi.FS_F_SEQ, "commit_seq": 10 + i,
-                   "dev_major": PART[0], "dev_minor": PART[1], "fd": 3, "syscall_nr": 74,
-                   "ino": 12, "comm": b"fsync-loop"})
+        rq.append(tb.req(data, data + 200, submit=data - 10, insert=data - 5,
+                         sector=100_000 + 8 * i, flags=abi.RQ_TRACKED | abi.RQ_ORIGIN,
+                         seq=3 * i, comm=b"fsync-loop", nr_bios=1))
+        rq.append(tb.req(log, log + 200, submit=log - 10, insert=log - 5,
+                         sector=LOG_RANGE[0] + 8 * i, nbytes=8192,
+                         iflags=abi.F_SYNC | abi.F_PREFLUSH | abi.F_FUA, flags=abi.RQ_ORIGIN,
+                         tid=50, seq=3 * i + 1, comm=jbd2, nr_bios=2))
+        rq.append(tb.req(flush, flush + 200, submit=flush - 10, insert=flush - 5,
+                         op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ, tid=50, seq=3 * i + 2,
+                         comm=jbd2))
+        fs.append(tb.fsync(100, enter, exit_, seq=10 + i, ino=12, comm=b"fsync-loop"))
         for ev, dt in ((abi.J_JBD2_START, 350), (abi.J_JBD2_LOCKING, 360),
                        (abi.J_JBD2_FLUSHING, 370), (abi.J_JBD2_LOGGING, 380),
                        (abi.J_JBD2_END, 950)):
-            jr.append({"ts_ns": t + dt, "event_u16": ev, "seq": 10 + i, "tid": 50,
-                       "tgid": 50, "dev_major": PART[0], "dev_minor": PART[1],
-                       "fs_u16": abi.FS_EXT4, "comm": b"jbd2/sdz1-8"})
-        jr.append({"ts_ns": t + 951, "event_u16": abi.J_JBD2_STATS, "seq": 10 + i,
-                   "aux0": 2, "aux1": 3, "aux2": 2, "tid": 50, "tgid": 50,
-                   "dev_major": PART[0], "dev_minor": PART[1], "fs_u16": abi.FS_EXT4})
-        off.append({"ts_ns": exit_ - 10, "start_ns": enter + 50, "waking_ns": exit_ - 20,
-                    "end_ns": exit_ - 10, "tid": 100, "tgid": 100, "syscall_nr": 74,
-                    "flags_u16": abi.OFF_D | abi.OFF_IOWAIT, "waker_tid": 50,
-                    "waker_tgid": 50, "waker_comm": b"jbd2/sdz1-8"})
+            jr.append(tb.jev(ev, t + dt, 10 + i, comm=jbd2))
+        jr.append(tb.jev(abi.J_JBD2_STATS, t + 951, 10 + i, aux0=2, aux1=3, aux2=2))
+        off.append(tb.off(100, enter + 50, exit_ - 10, exit_ - 20, flags=abi.OFF_IOWAIT,
+                          waker=50, comm="jbd2/sdz1-8"))
         t += 1200
-    tasks = [{"ts_ns": START, "tid": 100, "tgid": 100, "event_u16": abi.TASK_ROOT,
-              "comm": b"fsync-loop", "cgroup_id": CGROUP[0]},
-             {"ts_ns": t, "tid": 100, "tgid": 100, "event_u16": abi.TASK_EXIT,
-              "comm": b"fsync-loop", "cgroup_id": CGROUP[0]}]
+    tasks = [tb.task(100, START, comm=b"fsync-loop", cgroup_id=CGROUP[0]),
+             tb.task(100, t, abi.TASK_EXIT, comm=b"fsync-loop", cgroup_id=CGROUP[0])]
     sc = [{"ts_ns": t, "syscall_nr": 74, "count": n, "total_ns": 1000 * n},
           {"ts_ns": t, "syscall_nr": 1, "count": 3, "total_ns": 300}]
-    return {"request": _records(abi.REQUEST_DTYPE, rq), "fsync": _records(abi.FSYNC_DTYPE, fs),
-            "journal": _records(abi.JOURNAL_DTYPE, jr),
-            "offcpu": _records(abi.OFFCPU_DTYPE, off), "task": _records(abi.TASK_DTYPE, tasks),
-            "syscall": _records(abi.SYSCALL_DTYPE, sc)}
+    return {"request": records(abi.REQUEST_DTYPE, rq), "fsync": records(abi.FSYNC_DTYPE, fs),
+            "journal": records(abi.JOURNAL_DTYPE, jr),
+            "offcpu": records(abi.OFFCPU_DTYPE, off), "task": records(abi.TASK_DTYPE, tasks),
+            "syscall": records(abi.SYSCALL_DTYPE, sc)}
 
 
 CGROUP = (4242, "/system.slice/db.service")  # the task's cgroup id and path
@@ -136,23 +103,19 @@ def write_base(path: Path | str, *, n: int = 40, chunk_records: int = 16,
     """The base trace: META, RECORDER, record chunks of `chunk_records`, a PROGRESS
     halfway, TRAILER (chunks compressed at zstd_level, plain if 0; compacted first with
     `compact`); this format version (its task records name their cgroup)."""
-    recs = base_records(n)
-    w = TraceWriter(str(path), zstd_level=zstd_level, compact=compact,
-                    version=abi.FORMAT_VERSION)
-    w.write_json(abi.CHUNK_META, meta or meta_obj())
-    w.write_json(abi.CHUNK_RECORDER, recorder or recorder_obj())
-    names = list(recs)
-    for i, name in enumerate(names):
-        w.write_records(recs[name], chunk_records=chunk_records)
+    t = tb.Trace(path, meta or meta_obj(), recorder or recorder_obj(), zstd_level=zstd_level,
+                 compact=compact, version=abi.FORMAT_VERSION)
+    for i, (name, arr) in enumerate(base_records(n).items()):
+        t.add(name, arr, chunk_records=chunk_records)
         if i == 1:
-            w.write_json(abi.CHUNK_PROGRESS, {
+            t.json(abi.CHUNK_PROGRESS, {
                 "end_ns": START + 500, "counters": {c: 0 for c in abi.COUNTER_NAMES},
-                "records": {k: w.counts.get(k, 0) for k in abi.RECORD_NAMES},
+                "records": {k: t.counts.get(k, 0) for k in abi.RECORD_NAMES},
                 "cgroups": [{"id": CGROUP[0], "path": CGROUP[1]}]})
-    w.close({"end_ns": end_ns(n), "stop_reason": "workload-exit", "exit_status": 0,
-             "recorder_cpu_ns": {"user": 1000, "system": 2000},
-             "cgroups": [{"id": CGROUP[0], "path": CGROUP[1]}]} if trailer else None)
-    return str(path)
+    return t.close(tb.trailer(end_ns(n), stop_reason="workload-exit",
+                              recorder_cpu_ns={"user": 1000, "system": 2000},
+                              cgroups=[{"id": CGROUP[0], "path": CGROUP[1]}])
+                   if trailer else None)
 
 
 # -- taking a trace apart ------------------------------------------------------------------------
@@ -288,23 +251,16 @@ def decode_bomb(path: Path | str, chunks: int = 16, per_chunk: int = 3640,
     of identical requests: `chunks` x `per_chunk` requests (512 KiB each chunk) once
     decoded. With `overlap`, every request is in flight for the whole window (one queue
     depth per request: a lane each in a timeline)."""
-    rows = [{"ts_ns": START + 900, "issue_ns": START + 10, "submit_ns": START + 5,
-             "insert_ns": START + 6, "data_done_ns": START + 900, "done_ns": START + 900,
-             "op": abi.OP_WRITE, "start_sector": 1 << 20, "len_bytes": 4096,
-             "done_bytes": 4096, "dev_major": DEV[0], "dev_minor": DEV[1],
-             "flags_u16": abi.RQ_TRACKED | abi.RQ_ORIGIN, "tid": 100, "tgid": 100,
-             "comm": b"bomb", "nr_bios": 1}]
-    one = _records(abi.REQUEST_DTYPE, rows)
+    one = records(abi.REQUEST_DTYPE, [
+        tb.req(START + 10, START + 900, submit=START + 5, insert=START + 6, sector=1 << 20,
+               flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, comm=b"bomb", nr_bios=1)])
     if not overlap:
         one["issue_ns"] = one["done_ns"] = one["ts_ns"]
     arr = np.repeat(one, per_chunk)
-    w = TraceWriter(str(path), zstd_level=19)
-    w.write_json(abi.CHUNK_META, meta_obj())
-    w.write_json(abi.CHUNK_RECORDER, recorder_obj())
+    t = tb.Trace(path, meta_obj(), recorder_obj(), zstd_level=19)
     for _ in range(chunks):
-        w.write_records(arr)
-    w.close({"end_ns": START + 1000, "stop_reason": "workload-exit", "exit_status": 0})
-    return str(path)
+        t.add("request", arr)
+    return t.close(tb.trailer(START + 1000, stop_reason="workload-exit"))
 
 
 # -- the reproducers of hostile input, each a sound or a damaged file ---------------------------
@@ -327,15 +283,12 @@ def hostile_names_trace(path: Path | str) -> str:
     for name, field in (("request", "comm"), ("fsync", "comm"), ("journal", "comm"),
                         ("offcpu", "waker_comm"), ("task", "comm")):
         recs[name][field] = COMM
-    w = TraceWriter(str(path), version=abi.FORMAT_VERSION)
-    w.write_json(abi.CHUNK_META, m)
-    w.write_json(abi.CHUNK_RECORDER, recorder_obj(["/bin/echo", ARG]))
-    for arr in recs.values():
-        w.write_records(arr)
+    t = tb.Trace(path, m, recorder_obj(["/bin/echo", ARG]), version=abi.FORMAT_VERSION)
+    for name, arr in recs.items():
+        t.add(name, arr)
     # a cgroup's path is a name too: bytes, here with an ESC sequence and a non-UTF-8 byte
-    w.close({"end_ns": end_ns(8), "stop_reason": "workload-exit", "exit_status": 0,
-             "cgroups": [{"id": CGROUP[0], "path": "/x\x1b]0;pwned\x07/\udcff"}]})
-    return str(path)
+    return t.close(tb.trailer(end_ns(8), stop_reason="workload-exit",
+                              cgroups=[{"id": CGROUP[0], "path": "/x\x1b]0;pwned\x07/\udcff"}]))
 
 
 def _meta_with(**kw: Any) -> dict[str, Any]:

@@ -4,8 +4,8 @@ Each builder writes one trace deterministically (same bytes on every run): the
 hand-computed shapes of the analysis tests, the fsync-view shape of the ext4 calls that
 needed no commit while another filesystem logs, a few thousand requests of every kind,
 and about 200k requests from synthtrace.synth (tests/synthtrace.py) with a fixed seed.
-The record builders are tracebuilder's: a change of their defaults shows here as a
-golden difference, on purpose.
+Records, metadata and files are tracebuilder's: a change of their defaults shows here
+as a golden difference, on purpose.
 """
 
 from __future__ import annotations
@@ -16,61 +16,11 @@ from typing import Any, Callable
 import numpy as np
 
 from iowhy import abi
-from iowhy.tracewriter import TraceWriter
 import synthtrace
-from tracebuilder import fsync, jev, off, records, req, task
+from tracebuilder import (DEV, LOG_RANGE, UPPER, Trace, fs_entry, fsync, jev, loop_stack_meta,
+                          meta, off, req, task, trailer, write_trace)
 
-REPO = Path(__file__).resolve().parents[2]
-DEV = (8, 0)
-PART = (8, 1)
-LOG_RANGE = (10_000, 20_000)
 BIG_REQUESTS = 200_000
-
-
-def fs_entry(fstype: str, dev: tuple[int, int], part: tuple[int, int], name: str,
-             mountpoint: str) -> dict[str, Any]:
-    log = None
-    if fstype != "btrfs":
-        log = {"kind": "jbd2" if fstype == "ext4" else "xlog", "ranges": [list(LOG_RANGE)],
-               "fc_ranges": []}
-    return {"fstype": fstype, "source": f"/dev/{name}1", "mountpoint": mountpoint,
-            "dev_major": part[0], "dev_minor": part[1], "st_dev_major": part[0],
-            "st_dev_minor": part[1], "disk": name, "disk_major": dev[0],
-            "disk_minor": dev[1], "part_start_sector": 2048, "log": log}
-
-
-def meta(fstype: str = "ext4", write_cache: str = "write back", fua: int = 0) -> dict[str, Any]:
-    return {
-        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 30,
-                     "rotational": 1, "write_cache": write_cache, "fua": fua}],
-        "filesystems": [fs_entry(fstype, DEV, PART, "sdz", "/mnt/t")],
-    }
-
-
-def write_trace(path: Path, *, start: int = 1000, end: int = 1100, requests=(), fsyncs=(),
-                journal=(), offcpu=(), tasks=None, meta_obj=None, counters=None,
-                trailer: bool = True, command=("star", "-x"), pid: int = 100, helpers=(),
-                threads=(), recorder=None) -> None:
-    w = TraceWriter(str(path))
-    w.write_json(abi.CHUNK_META, meta() if meta_obj is None else meta_obj)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": list(command), "pid": pid,
-                                      **(recorder or {})})
-    if tasks is None:
-        tasks = [task(pid, start)]
-    for dtype, rows in ((abi.REQUEST_DTYPE, requests), (abi.FSYNC_DTYPE, fsyncs),
-                        (abi.JOURNAL_DTYPE, journal), (abi.OFFCPU_DTYPE, offcpu),
-                        (abi.TASK_DTYPE, tasks), (abi.HELPER_DTYPE, helpers),
-                        (abi.THREAD_DTYPE, threads)):
-        if rows:
-            w.write_records(records(dtype, list(rows)))
-    tr: dict[str, Any] | None = None
-    if trailer:
-        tr = {"end_ns": end, "stop_reason": "workload exited", "exit_status": 0}
-        if counters:
-            c = {n: 0 for n in abi.COUNTER_NAMES}
-            c.update(counters)
-            tr["counters"] = c
-    w.close(tr)
 
 
 # -- the traces ----------------------------------------------------------------------------
@@ -254,14 +204,16 @@ def _synth(p: Path, n: int, seed: int, meta_obj: dict[str, Any] | None) -> None:
     sel = (o["flags_u16"] == 0) & (np.arange(len(o)) % 2 == 0)
     o["flags_u16"][sel] = abi.OFF_D
     o["tgid"] = 1000  # left 0 by the generator: not the workload's
-    w = TraceWriter(str(p))
-    w.write_json(abi.CHUNK_META, meta_obj)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
-                                      "command": ["star", "-x", "-f", "linux-6.1.tar"],
-                                      "pid": 1000})
+    _write(p, d, meta_obj, ["star", "-x", "-f", "linux-6.1.tar"])
+
+
+def _write(p: Path, d: dict[str, Any], meta_obj: dict[str, Any] | None,
+           command: list[str]) -> None:
+    """synthtrace.synth's arrays `d` in a trace, in the order the generator's writer used."""
+    t = Trace(p, meta_obj, {"start_ns": int(d["start_ns"]), "command": command, "pid": 1000})
     for name in ("task", "fsync", "journal", "offcpu", "request"):
-        w.write_records(d[name])
-    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "workload exited"})
+        t.add(name, d[name])
+    t.close(trailer(int(d["end_ns"]), exit_status=None))
 
 
 def busy(p: Path) -> None:
@@ -271,16 +223,7 @@ def busy(p: Path) -> None:
 
 def big(p: Path) -> None:
     """About 200k requests on two disks, with the benchmark's metadata."""
-    m = {
-        "devices": [{"name": "sdb", "major": 8, "minor": 0, "rotational": 1,
-                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
-                    {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
-                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
-        "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
-                         "log": {"kind": "jbd2", "ranges": [list(synthtrace.LOG)],
-                                 "fc_ranges": []}}],
-    }
-    _synth(p, BIG_REQUESTS, 1, m)
+    _synth(p, BIG_REQUESTS, 1, synthtrace.synth_meta())
 
 
 def big_blocked(p: Path) -> None:
@@ -304,22 +247,7 @@ def big_blocked(p: Path) -> None:
     o = o[np.argsort(o["end_ns"], kind="stable")]
     o["ts_ns"] = o["end_ns"]
     d["offcpu"] = o
-    m = {
-        "devices": [{"name": "sdb", "major": 8, "minor": 0, "rotational": 1,
-                     "write_cache": "write back", "fua": 0, "size_bytes": 1 << 40},
-                    {"name": "sdc", "major": 8, "minor": 16, "rotational": 0,
-                     "write_cache": "write through", "fua": 1, "size_bytes": 1 << 40}],
-        "filesystems": [{**fs_entry("ext4", (8, 0), (8, 1), "sdb", "/mnt/bench"),
-                         "log": {"kind": "jbd2", "ranges": [list(synthtrace.LOG)],
-                                 "fc_ranges": []}}],
-    }
-    w = TraceWriter(str(p))
-    w.write_json(abi.CHUNK_META, m)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]),
-                                      "command": ["fsync-bench"], "pid": 1000})
-    for name in ("task", "fsync", "journal", "offcpu", "request"):
-        w.write_records(d[name])
-    w.close({"end_ns": int(d["end_ns"]), "stop_reason": "workload exited"})
+    _write(p, d, synthtrace.synth_meta(), ["fsync-bench"])
 
 
 def pair_a(p: Path) -> None:
@@ -362,28 +290,6 @@ US = 1_000
 H, K, T = abi.WCTX_HARDIRQ, abi.WCTX_SOFTIRQ, abi.WCTX_TASK
 _SYS = {"fsync": 74, "pwrite": 18, "read": 0, "futex": 202, "wait4": 61,
         "clock_nanosleep": 230, "poll": 7, "fdatasync": 75}
-UPPER = (7, 1)
-
-
-def _stack_meta() -> dict[str, Any]:
-    m = meta()
-    m["devices"].append({"name": "loop1", "major": UPPER[0], "minor": UPPER[1],
-                         "size_bytes": 1 << 28, "rotational": 0, "write_cache": "write back",
-                         "fua": 0, "kind": "loop",
-                         "loop": {"backing_file": "/mnt/t/img", "offset_bytes": 0,
-                                  "sizelimit_bytes": 0, "dio": 0, "backing_dev_major": PART[0],
-                                  "backing_dev_minor": PART[1], "backing_ino": 12,
-                                  "backing_disk": "sdz", "backing_part_start_sector": 2048}})
-    up = dict(m["filesystems"][0])
-    up.update({"source": "/dev/loop1", "mountpoint": "/mnt/up", "dev_major": UPPER[0],
-               "dev_minor": UPPER[1], "st_dev_major": UPPER[0], "st_dev_minor": UPPER[1],
-               "disk": "loop1", "disk_major": UPPER[0], "disk_minor": UPPER[1],
-               "part_start_sector": 0,
-               "log": {"kind": "jbd2", "ranges": [[500_000, 600_000]], "fc_ranges": []}})
-    m["filesystems"].append(up)
-    m["stack"] = [{"upper": "loop1", "lower": "sdz", "via": "loop",
-                   "lower_dev_major": PART[0], "lower_dev_minor": PART[1]}]
-    return m
 
 
 def _causal(p: Path, seed: int, nthreads: int, nhelpers: int, span_us: int,
@@ -523,7 +429,8 @@ def _causal(p: Path, seed: int, nthreads: int, nhelpers: int, span_us: int,
     helpers.sort(key=lambda o: (o["ts_ns"], o["tid"]))
     write_trace(p, start=C0, end=end, requests=requests, offcpu=offs, tasks=tasks,
                 helpers=helpers, threads=threads, pid=wt[0],
-                meta_obj=_stack_meta() if stack else meta(), recorder={"attach_mode": "command"})
+                meta_obj=loop_stack_meta() if stack else meta(),
+                recorder={"attach_mode": "command"})
 
 
 def causal_mix(p: Path) -> None:

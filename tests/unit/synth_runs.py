@@ -1,4 +1,5 @@
-"""Synthetic runs for the export, query and import tests, written with TraceWriter.
+"""Synthetic runs for the export, query and import tests, written with the tests' builder
+(tracebuilder.py).
 
 `synth_run(path, seed=...)` writes a trace of a workload doing fsyncs on ext4: each
 fsync has a data write submitted inside the call, a journal write by jbd2, a cache
@@ -14,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
+import tracebuilder as tb
 from iowhy import abi
-from iowhy.tracewriter import TraceWriter
-from tracebuilder import records
+from tracebuilder import LOG_RANGE
 
-DEV = (8, 0)
-PART = (8, 1)
-LOG_RANGE = (10_000, 20_000)
 START = 1_000_000_000
 JBD2_TID = 50
 FS_CODES = {"ext4": abi.FS_EXT4, "xfs": abi.FS_XFS, "btrfs": abi.FS_BTRFS}
@@ -43,32 +41,22 @@ class Synth:
 
 
 def meta(host: str, kernel: str, fstype: str = "ext4") -> dict[str, Any]:
-    return {
-        "host": host, "kernel": kernel, "machine": "x86_64", "iowhy_version": "test",
-        "devices": [{"name": "sdz", "major": DEV[0], "minor": DEV[1], "size_bytes": 1 << 34,
-                     "rotational": 1, "write_cache": "write back", "fua": 0}],
-        "filesystems": [{"fstype": fstype, "source": "/dev/sdz1", "mountpoint": "/mnt/t",
-                         "dev_major": PART[0], "dev_minor": PART[1],
-                         "st_dev_major": PART[0], "st_dev_minor": PART[1], "disk": "sdz",
-                         "disk_major": DEV[0], "disk_minor": DEV[1], "part_start_sector": 2048,
-                         "log": {"kind": "jbd2" if fstype == "ext4" else "xfs",
-                                 "ranges": [list(LOG_RANGE)],
-                                 "fc_ranges": []}}],
-    }
+    """One 16 GiB disk with `fstype` on its partition, its log LOG_RANGE."""
+    log = {"kind": "jbd2" if fstype == "ext4" else "xfs", "ranges": [list(LOG_RANGE)],
+           "fc_ranges": []}
+    return {"host": host, "kernel": kernel, "machine": "x86_64", "iowhy_version": "test",
+            "devices": [tb.disk(size_bytes=1 << 34)],
+            "filesystems": [tb.fs_entry(fstype, log=log)]}
 
 
 def rq(submit: int, issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 0,
        nbytes: int = 4096, iflags: int = 0, tracked: bool = True, tid: int = 100,
        comm: bytes = b"worker", seq: int = 0, insert: int | None = None) -> dict[str, Any]:
-    if op == abi.OP_FLUSH:
-        sector, nbytes = 0, 0
-    return {"submit_ns": submit, "insert_ns": submit + 10 if insert is None else insert,
-            "issue_ns": issue, "data_done_ns": done, "done_ns": done, "op": op,
-            "start_sector": sector, "len_bytes": nbytes, "done_bytes": nbytes,
-            "dev_major": DEV[0], "dev_minor": DEV[1], "iflags": iflags,
-            "flags_u16": (abi.RQ_TRACKED | abi.RQ_ORIGIN) if tracked else abi.RQ_ORIGIN,
-            "tid": tid, "tgid": tid if tid != JBD2_TID else JBD2_TID, "comm": comm, "seq": seq,
-            "ts_ns": done, "nr_bios": 1}
+    """A request of one bio on DEV, submitted by `tid` (its own origin)."""
+    return tb.req(issue, done, op=op, sector=sector, nbytes=nbytes, submit=submit,
+                  insert=submit + 10 if insert is None else insert, iflags=iflags,
+                  flags=(abi.RQ_TRACKED | abi.RQ_ORIGIN) if tracked else abi.RQ_ORIGIN,
+                  tid=tid, seq=seq, comm=comm, nr_bios=1)
 
 
 def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
@@ -79,11 +67,10 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
     s = Synth(path=str(path), start_ns=START, end_ns=0, host=host, kernel=kernel,
               command=f"dbbench --seed={seed}")
     tids = (100,)
-    s.tasks.append({"tid": 100, "tgid": 100, "ts_ns": START, "event_u16": abi.TASK_ROOT,
-                    "comm": b"worker"})
+    s.tasks.append(tb.task(100, START, comm=b"worker"))
     for tid in tids[1:]:
-        s.tasks.append({"tid": tid, "tgid": 100, "parent_tgid": 100, "ts_ns": START + 1000,
-                        "event_u16": abi.TASK_FORK, "comm": b"worker"})
+        s.tasks.append(tb.task(tid, START + 1000, abi.TASK_FORK, tgid=100, parent_tgid=100,
+                               comm=b"worker"))
     seq = 0
     data_sector = 1_000_000
 
@@ -102,10 +89,8 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
                              nbytes=int(rng.integers(1, 64)) * 4096, tid=tid, seq=nxt()))
         data_sector += int(rng.integers(8, 100_000))
         j0 = d_done + 1_000
-        s.journal += [
-            {"event_u16": abi.J_JBD2_START, "ts_ns": j0, "seq": 100 + k, "tid": JBD2_TID,
-             "tgid": JBD2_TID, "dev_major": PART[0], "dev_minor": PART[1],
-             "fs_u16": abi.FS_EXT4, "comm": b"jbd2/sdz1-8"}]
+        s.journal.append(tb.jev(abi.J_JBD2_START, j0, 100 + k, tid=JBD2_TID,
+                                comm=b"jbd2/sdz1-8"))
         llat = int(rng.integers(20_000, 400_000))
         l_issue = j0 + 2_000
         s.requests.append(rq(j0 + 1_000, l_issue, l_issue + llat,
@@ -118,33 +103,22 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
                              tracked=False, tid=JBD2_TID, comm=b"jbd2/sdz1-8", seq=nxt(),
                              iflags=abi.F_PREFLUSH))
         jend = f_issue + flat + 2_000
-        s.journal.append({"event_u16": abi.J_JBD2_END, "ts_ns": jend, "seq": 100 + k,
-                          "tid": JBD2_TID, "tgid": JBD2_TID, "dev_major": PART[0],
-                          "dev_minor": PART[1], "fs_u16": abi.FS_EXT4,
-                          "comm": b"jbd2/sdz1-8"})
+        s.journal.append(tb.jev(abi.J_JBD2_END, jend, 100 + k, tid=JBD2_TID,
+                                comm=b"jbd2/sdz1-8"))
         exit_ = jend + 3_000
-        s.fsyncs.append({"tid": tid, "tgid": 100, "enter_ns": enter, "exit_ns": exit_,
-                         "call_u16": abi.CALL_FSYNC if k % 4 else abi.CALL_FDATASYNC,
-                         "fs_u16": FS_CODES[fstype],
-                         "flags_u16": abi.FS_F_FSEVENT | abi.FS_F_SEQ, "commit_seq": 100 + k,
-                         "dev_major": PART[0], "dev_minor": PART[1], "ts_ns": exit_, "fd": 3,
-                         "syscall_nr": 74 if k % 4 else 75, "ino": 12 + k,
-                         "comm": b"worker"})
-        s.offcpu.append({"tid": tid, "tgid": 100, "start_ns": sub + 1_000,
-                         "waking_ns": exit_ - 2_500, "end_ns": exit_ - 1_000,
-                         "syscall_nr": 74 if k % 4 else 75, "flags_u16": abi.OFF_D,
-                         "ts_ns": exit_ - 1_000,
-                         "waker_tid": JBD2_TID, "waker_tgid": JBD2_TID,
-                         "waker_comm": b"jbd2/sdz1-8", "waker_ctx_u16": abi.WCTX_TASK})
+        s.fsyncs.append(tb.fsync(tid, enter, exit_,
+                                 call=abi.CALL_FSYNC if k % 4 else abi.CALL_FDATASYNC,
+                                 fs=FS_CODES[fstype], seq=100 + k, tgid=100,
+                                 syscall_nr=74 if k % 4 else 75, ino=12 + k, comm=b"worker"))
+        s.offcpu.append(tb.off(tid, sub + 1_000, exit_ - 1_000, exit_ - 2_500,
+                               syscall=74 if k % 4 else 75, waker=JBD2_TID,
+                               ctx=abi.WCTX_TASK, comm="jbd2/sdz1-8", tgid=100))
         # jbd2 meanwhile: asleep on the data write, the log write and the flush (each
         # woken by its completion), on CPU in between.
         for a, b, q in ((sub + 1_000, d_done, seq - 2), (l_issue, l_issue + llat, seq - 1),
                         (f_issue, f_issue + flat, seq)) if helpers else ():
-            s.helpers.append({"tid": JBD2_TID, "tgid": JBD2_TID, "start_ns": a,
-                              "waking_ns": b, "end_ns": b + 500, "syscall_nr": -1,
-                              "flags_u16": abi.OFF_HELPER | abi.OFF_WAKER_RQ | abi.OFF_D,
-                              "ts_ns": b + 500, "waker_ctx_u16": abi.WCTX_HARDIRQ,
-                              "waker_rq_seq": q, "waker_rq_depth": 1})
+            s.helpers.append(tb.helper(JBD2_TID, a, b + 500, b, ctx=abi.WCTX_HARDIRQ,
+                                       rq_seq=q))
         t = exit_ + int(rng.integers(10_000, 200_000))
         if k < n_reads:
             rlat = int(rng.integers(30_000, 3_000_000))
@@ -152,13 +126,10 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
             s.requests.append(rq(r_sub, r_sub + 3_000, r_sub + 3_000 + rlat, op=abi.OP_READ,
                                  sector=int(rng.integers(2_000_000, 9_000_000)), tid=tid,
                                  seq=nxt()))
-            s.offcpu.append({"tid": tid, "tgid": 100, "start_ns": r_sub + 500,
-                             "waking_ns": r_sub + 3_000 + rlat + 100,
-                             "end_ns": r_sub + 3_000 + rlat + 900, "syscall_nr": 0,
-                             "flags_u16": abi.OFF_D, "ts_ns": r_sub + 3_000 + rlat + 900,
-                             # woken by the end-I/O worker, unrecorded (no helpers here)
-                             "waker_tid": 9, "waker_tgid": 9, "waker_comm": b"kworker/1:1",
-                             "waker_ctx_u16": abi.WCTX_TASK})
+            # woken by the end-I/O worker, unrecorded (no helpers here)
+            s.offcpu.append(tb.off(tid, r_sub + 500, r_sub + 3_000 + rlat + 900,
+                                   r_sub + 3_000 + rlat + 100, syscall=0, waker=9,
+                                   ctx=abi.WCTX_TASK, comm="kworker/1:1", tgid=100))
             t = r_sub + 3_000 + rlat + 5_000
         if k % 5 == 0:
             mlat = int(rng.integers(10_000, 100_000))
@@ -168,18 +139,14 @@ def synth_run(path, *, seed: int = 1, n_fsync: int = 40, n_reads: int = 30,
             t += 1_000 + mlat + 1_000
     s.end_ns = t + 1_000_000
     for tid in tids:
-        s.tasks.append({"tid": tid, "tgid": 100, "ts_ns": s.end_ns - 1000,
-                        "event_u16": abi.TASK_EXIT, "comm": b"worker"})
-    w = TraceWriter(str(path), created_realtime_ns=1_700_000_000_000_000_000 + seed)
-    w.write_json(abi.CHUNK_META, meta(host, kernel, fstype))
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": START, "pid": 100,
-                                      "command": s.command.split()})
-    for dtype, rows in ((abi.REQUEST_DTYPE, s.requests), (abi.FSYNC_DTYPE, s.fsyncs),
-                        (abi.JOURNAL_DTYPE, s.journal), (abi.OFFCPU_DTYPE, s.offcpu),
-                        (abi.TASK_DTYPE, s.tasks), (abi.HELPER_DTYPE, s.helpers)):
-        if rows:
-            w.write_records(records(dtype, rows))
-    w.close({"end_ns": s.end_ns, "stop_reason": "workload exited", "exit_status": 0})
+        s.tasks.append(tb.task(tid, s.end_ns - 1000, abi.TASK_EXIT, tgid=100, comm=b"worker"))
+    t = tb.Trace(path, meta(host, kernel, fstype),
+                 {"start_ns": START, "pid": 100, "command": s.command.split()},
+                 created_realtime_ns=1_700_000_000_000_000_000 + seed)
+    for name, rows in (("request", s.requests), ("fsync", s.fsyncs), ("journal", s.journal),
+                       ("offcpu", s.offcpu), ("task", s.tasks), ("helper", s.helpers)):
+        t.add(name, rows)
+    t.close(tb.trailer(s.end_ns))
     return s
 
 

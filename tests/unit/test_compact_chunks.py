@@ -25,6 +25,7 @@ import zstandard
 
 import golden_traces as gt
 import test_golden
+import tracebuilder as tb
 from conftest import REPO, need
 from damaged_traces import Chunk, join, run_cli, split, write_base
 from iowhy import abi, tracecheck, tracedecode
@@ -214,7 +215,7 @@ def test_golden_outputs_unchanged_when_compacted(tmp_path, monkeypatch, name):
     """Every golden trace written compacted gives the golden outputs (the file's version
     aside): the reader puts the records back in the order written. The two large traces
     (200k requests each) are slow: `--slow` runs them."""
-    monkeypatch.setattr(gt, "TraceWriter",
+    monkeypatch.setattr(tb, "TraceWriter",
                         functools.partial(TraceWriter, zstd_level=3, compact=True))
     gt.build(tmp_path, [name])
     monkeypatch.chdir(tmp_path)
@@ -233,7 +234,7 @@ def test_golden_outputs_unchanged_when_compacted(tmp_path, monkeypatch, name):
 def test_golden_traces_written_compacted_hold_compacted_chunks(tmp_path, monkeypatch):
     """What the test above reads is compacted: the small golden traces hold 20 compacted
     chunks or more between them."""
-    monkeypatch.setattr(gt, "TraceWriter",
+    monkeypatch.setattr(tb, "TraceWriter",
                         functools.partial(TraceWriter, zstd_level=3, compact=True))
     small = [n for n in gt.TRACES if n not in test_golden.COMPRESSED]
     compacted = sum(sum(bool(c.type & abi.CHUNK_COMPACT) for c in split(p.read_bytes())[1])

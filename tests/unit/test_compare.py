@@ -19,8 +19,7 @@ from iowhy.analysis import analyze
 from iowhy.compare import compare
 from iowhy.reports.compare_text import render_compare
 from iowhy.traceformat import read_trace
-from iowhy.tracewriter import TraceWriter
-from tracebuilder import CATS, busy_trace, fsync, meta, off, req, run, task, write_trace
+from tracebuilder import CATS, Trace, busy_trace, fsync, meta, off, req, run, task, write_trace
 
 MS = 1_000_000
 T0 = 1_000_000_000
@@ -323,9 +322,7 @@ def test_cli_bad_input(tmp_path, capsys):
     assert main(["compare", good, str(cut)]) != 0
     assert "holds no readable chunk" in _one_line_error(capsys)
     empty = tmp_path / "empty.iowt"  # metadata only, cut before the recording started
-    w = TraceWriter(str(empty))
-    w.write_json(abi.CHUNK_META, meta())
-    w.close(None)
+    Trace(empty, meta()).close(None)
     assert main(["compare", str(empty), good]) != 0
     assert "covers no time" in _one_line_error(capsys)
     with pytest.raises(SystemExit) as exc:  # argparse: B is required

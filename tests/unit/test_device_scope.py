@@ -8,7 +8,6 @@ Device stacks come as META fixtures in the shape metadata.collect() writes them
 
 from __future__ import annotations
 
-import copy
 
 from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
@@ -28,18 +27,13 @@ ORIGIN = abi.RQ_ORIGIN
 
 
 def disk(name: str, dev: tuple[int, int], **kw) -> dict:
-    return {"name": name, "major": dev[0], "minor": dev[1], "size_bytes": 1 << 30,
-            "rotational": 0, "write_cache": "write back", "fua": 0, "kind": "disk",
-            "bio_based": False, **kw}
+    return tb.disk(name, dev, **{"rotational": 0, "kind": "disk", "bio_based": False, **kw})
 
 
-def fs_on(m: dict, name: str, dev: tuple[int, int], log=None) -> dict:
-    f = copy.deepcopy(m["filesystems"][0])
-    f.update({"source": f"/dev/{name}", "mountpoint": f"/mnt/{name}", "dev_major": dev[0],
-              "dev_minor": dev[1], "st_dev_major": dev[0], "st_dev_minor": dev[1],
-              "disk": name, "disk_major": dev[0], "disk_minor": dev[1],
-              "part_start_sector": 0, "log": log or f["log"]})
-    return f
+def fs_on(name: str, dev: tuple[int, int], log=None) -> dict:
+    """An ext4 on the whole of device `name`, its journal `log` (default LOG_RANGE's)."""
+    return tb.fs_entry("ext4", dev, dev, name, f"/mnt/{name}", source=f"/dev/{name}",
+                       part_start_sector=0, **({"log": log} if log else {}))
 
 
 def text(r: dict) -> str:
@@ -54,7 +48,7 @@ def zram_trace(path) -> str:
     m = tb.meta()
     m["devices"] = [disk("zram1", ZRAM, kind="zram", bio_based=True, rotational=0)]
     m["bio_based_devices"] = ["zram1"]
-    m["filesystems"] = [fs_on(tb.meta(), "zram1", ZRAM)]
+    m["filesystems"] = [fs_on("zram1", ZRAM)]
     z = {"dev": ZRAM}
     bios = [tb.bio(1010 + i, sector=50_000 + 8 * i, nbytes=8192, tid=100, comm=b"star", **z)
             for i in range(5)]
@@ -101,7 +95,7 @@ def dm_md_meta() -> dict:
                     disk("dm-0", DM, kind="dm", bio_based=True),
                     disk("md0", MD, kind="md", bio_based=True)]
     m["bio_based_devices"] = ["dm-0", "md0"]
-    m["filesystems"] = [fs_on(tb.meta(), "dm-0", DM), fs_on(tb.meta(), "md0", MD)]
+    m["filesystems"] = [fs_on("dm-0", DM), fs_on("md0", MD)]
     m["stack"] = [{"upper": "dm-0", "lower": "sda", "via": "slave", "lower_dev_major": SDA[0],
                    "lower_dev_minor": SDA[1]},
                   {"upper": "md0", "lower": "sdb", "via": "slave", "lower_dev_major": SDB[0],

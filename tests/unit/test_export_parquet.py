@@ -157,9 +157,8 @@ def test_records_far_outside_the_window_are_left_out_as_the_analysis_does(tmp_pa
     # A record with a time far outside the recording is dropped when the trace is read
     # (damage); the export decodes the records again after the analysis released them,
     # and must drop it too, or its tables would not be the analysis' requests.
-    from golden_traces import write_trace
     from iowhy.tracecheck import WINDOW_SLACK_NS
-    from tracebuilder import off, req, task
+    from tracebuilder import off, req, task, write_trace
     t0, far = 10**12, 10**12 + 2 * WINDOW_SLACK_NS
     p = tmp_path / "far.iowt"
     write_trace(p, start=t0, end=t0 + 100_000, tasks=[task(100, t0)],

@@ -13,9 +13,9 @@ from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.cli import main
 from iowhy.traceformat import read_trace
-from iowhy.tracewriter import TraceWriter
 from perfetto_sched import thread_states
-from synth_runs import DEV, JBD2_TID, meta, records, rq, synth_run
+from synth_runs import JBD2_TID, meta, rq, synth_run
+from tracebuilder import DEV, Trace, jev
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
@@ -200,12 +200,11 @@ def test_perfetto_clock_offset_from_the_recording(tmp_path):
     m = dict(tr.meta)
     m["clock"] = dict(m.get("clock") or {}, boottime_minus_monotonic_ns=7_000_000_000)
     p = tmp_path / "b.iowt"
-    w = TraceWriter(str(p))
-    w.write_json(abi.CHUNK_META, _json.loads(_json.dumps(m)))
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": tr.start_ns, "pid": 100, "command": ["x"]})
+    t = Trace(p, _json.loads(_json.dumps(m)),
+              {"start_ns": tr.start_ns, "pid": 100, "command": ["x"]})
     for name in ("request", "fsync", "offcpu", "task"):
-        w.write_records(tr.records(name))
-    w.close({"end_ns": s.end_ns})
+        t.add(name, tr.records(name))
+    t.close({"end_ns": s.end_ns})
     out = tmp_path / "b.pftrace"
     assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
     t = parse(out)
@@ -225,11 +224,8 @@ def test_overlapping_requests_go_on_lanes(tmp_path):
     reqs = [rq(1_000, 1_100, 5_000, sector=100), rq(1_200, 1_300, 4_000, sector=900),
             rq(1_400, 1_500, 6_000, sector=50), rq(7_000, 7_100, 8_000, sector=58)]
     p = tmp_path / "o.iowt"
-    w = TraceWriter(str(p))
-    w.write_json(abi.CHUNK_META, meta("h", "k"))
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 500, "command": ["x"], "pid": 100})
-    w.write_records(records(abi.REQUEST_DTYPE, reqs))
-    w.close({"end_ns": 9_000})
+    Trace(p, meta("h", "k"), {"start_ns": 500, "command": ["x"], "pid": 100}) \
+        .add("request", reqs).close({"end_ns": 9_000})
     out = tmp_path / "o.pftrace"
     assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
     tracks, slices, _ = check_and_collect(parse(out))
@@ -283,22 +279,15 @@ def test_chrome_json_matches_perfetto(tmp_path):
 def test_xfs_log_forces_and_iclogs(tmp_path):
     # Two forces at 2000 and 2500 wait for the iclog completing at 3000; a force at
     # 3500 has no later completion: an instant. Two iclogs in flight together: lanes.
-    part = (8, 1)
-
     def j(ev, ts, seq, tid=300):
-        return {"event_u16": ev, "ts_ns": ts, "seq": seq, "tid": tid, "tgid": tid,
-                "dev_major": part[0], "dev_minor": part[1], "fs_u16": abi.FS_XFS,
-                "comm": b"xfsaild"}
+        return jev(ev, ts, seq, tid=tid, fs=abi.FS_XFS, comm=b"xfsaild")
     rows = [j(abi.J_XLOG_SYNC, 1000, 7), j(abi.J_XLOG_SYNC, 1500, 8),
             j(abi.J_XFS_FORCE, 2000, 0, tid=100), j(abi.J_XFS_FORCE, 2500, 0, tid=101),
             j(abi.J_XLOG_DONE, 3000, 7), j(abi.J_XLOG_DONE, 3200, 8),
             j(abi.J_XFS_FORCE, 3500, 0, tid=100)]
     p = tmp_path / "x.iowt"
-    w = TraceWriter(str(p))
-    w.write_json(abi.CHUNK_META, meta("h", "k", fstype="xfs"))
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 500, "command": ["x"], "pid": 100})
-    w.write_records(records(abi.JOURNAL_DTYPE, rows))
-    w.close({"end_ns": 4_000})
+    Trace(p, meta("h", "k", fstype="xfs"), {"start_ns": 500, "command": ["x"], "pid": 100}) \
+        .add("journal", rows).close({"end_ns": 4_000})
     out = tmp_path / "x.pftrace"
     assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
     t = parse(out)

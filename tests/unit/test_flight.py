@@ -8,11 +8,10 @@ import json
 
 import pytest
 
-from iowhy import abi, cli
+from iowhy import cli
 from iowhy.errors import EXIT_USAGE
 from iowhy.traceformat import read_trace
-from iowhy.tracewriter import TraceWriter
-from tracebuilder import fsync, meta, records, req, task
+from tracebuilder import Trace, fsync, meta, req, task
 
 FLIGHT = {"window_ns": 30_000_000_000, "after_ns": 1_000_000_000, "trigger": "fsync>200ms",
           "trigger_ns": 29_000_001_000, "dump": 2, "bound_bytes": 256 << 20,
@@ -46,20 +45,16 @@ def test_the_issue_triggers_are_taken(expr):
 
 
 def _dump(path, flight=FLIGHT, start=1_000_000_000, end=30_000_002_000) -> str:
-    w = TraceWriter(str(path))
-    w.write_json(abi.CHUNK_META, meta())
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": start, "command": ["db"], "pid": 100,
-                                      "mode": "attach"})
-    rq = [req(start + 10_000, start + 50_000, seq=i) for i in range(3)]
-    fs = [fsync(100, start + 5_000, start + 60_000)]
-    for dtype, rows in ((abi.REQUEST_DTYPE, rq), (abi.FSYNC_DTYPE, fs),
-                        (abi.TASK_DTYPE, [task(100, start)])):
-        w.write_records(records(dtype, rows))
+    t = Trace(path, meta(), {"start_ns": start, "command": ["db"], "pid": 100,
+                             "mode": "attach"})
+    t.add("request", [req(start + 10_000, start + 50_000, seq=i) for i in range(3)])
+    t.add("fsync", [fsync(100, start + 5_000, start + 60_000)])
+    t.add("task", [task(100, start)])
     trailer = {"end_ns": end, "stop_reason": "flight-dump", "exit_status": None,
                "records": {"request": 3, "fsync": 1, "task": 1}}
     if flight is not None:
         trailer["flight"] = flight
-    w.close(trailer)
+    t.close(trailer)
     return str(path)
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from iowhy import abi, outfile
-from iowhy.tracewriter import TraceWriter
+from iowhy import outfile
 import synthtrace
+from tracebuilder import Trace, trailer
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -47,15 +47,12 @@ def one_line_error(stderr: str, start: str) -> None:
 def busy_trace(d: Path) -> str:
     """A few thousand requests of every kind with fsyncs and commits (synthtrace.synth)."""
     s = synthtrace.synth(4000, seed=3)
-    path = str(d / "busy.iowt")
-    w = TraceWriter(path)
-    w.write_json(abi.CHUNK_META, {"devices": [], "filesystems": []})
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(s["start_ns"]), "pid": 1000,
-                                      "command": ["star", "-x", "-f", "linux.tar"]})
+    t = Trace(d / "busy.iowt", {"devices": [], "filesystems": []},
+              {"start_ns": int(s["start_ns"]), "pid": 1000,
+               "command": ["star", "-x", "-f", "linux.tar"]})
     for name in ("task", "fsync", "journal", "offcpu", "request"):
-        w.write_records(s[name])
-    w.close({"end_ns": int(s["end_ns"]), "stop_reason": "workload-exit", "exit_status": 0})
-    return path
+        t.add(name, s[name])
+    return t.close(trailer(int(s["end_ns"]), stop_reason="workload-exit"))
 
 
 @pytest.fixture(scope="module")

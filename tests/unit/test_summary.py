@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from iowhy import abi, summary
-from iowhy.tracewriter import TraceWriter
+from iowhy import summary
 import synthtrace
+from tracebuilder import Trace
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 200          # bytes of peak memory per request, the analysis's own target
@@ -81,14 +81,11 @@ def test_full_summary_below_the_limit_stays_in_the_budget(big):
 
 def write(path: Path, trailer: dict | None, n: int = 100) -> str:
     d = synthtrace.synth(n, seed=5)
-    w = TraceWriter(str(path))
-    w.write_json(abi.CHUNK_META, {"devices": [], "filesystems": []})
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]), "pid": 1000,
-                                      "command": ["x"]})
+    t = Trace(path, {"devices": [], "filesystems": []},
+              {"start_ns": int(d["start_ns"]), "pid": 1000, "command": ["x"]})
     for name in ("task", "fsync", "journal", "offcpu", "request"):
-        w.write_records(d[name])
-    w.close(trailer)
-    return str(path)
+        t.add(name, d[name])
+    return t.close(trailer)
 
 
 def test_limit_is_on_every_record_and_on_the_file_size(tmp_path):

@@ -9,20 +9,17 @@ from pathlib import Path
 import numpy as np
 
 from iowhy import abi, summary
-from iowhy.tracewriter import TraceWriter
+from tracebuilder import Trace
 
 
 def write(path: Path, trailer: dict | None) -> str:
     r = np.zeros(3000, dtype=abi.REQUEST_DTYPE)
     r["ts_ns"] = 10**9 + np.arange(3000) * 1000
     r["done_ns"] = r["ts_ns"]
-    w = TraceWriter(str(path), zstd_level=3)
-    w.write_json(abi.CHUNK_META, {"devices": [], "filesystems": [], "note": "m" * 400})
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 10**9, "pid": 1000, "command": ["x"],
-                                      "note": "r" * 400})
-    w.write_records(r)
-    w.close(trailer)
-    return str(path)
+    t = Trace(path, {"devices": [], "filesystems": [], "note": "m" * 400},
+              {"start_ns": 10**9, "pid": 1000, "command": ["x"], "note": "r" * 400},
+              zstd_level=3)
+    return t.add("request", r).close(trailer)
 
 
 def test_compressed_recorder_and_trailer_are_read(tmp_path):

@@ -4,37 +4,17 @@ device's carried I/O apart (views/stack.py); the time attribution does not chang
 
 from __future__ import annotations
 
-import copy
 
 from iowhy import abi
 
 import tracebuilder as tb
 
-UPPER = (7, 1)  # loop1, backing file on sdz1
-UPPER_LOG = (500_000, 600_000)
+UPPER, UPPER_LOG = tb.UPPER, tb.UPPER_LOG  # loop1, backing file on sdz1; its journal
 
 
 def stack_meta(with_stack: bool = True) -> dict:
-    m = tb.meta()
-    m["devices"].append({"name": "loop1", "major": UPPER[0], "minor": UPPER[1],
-                         "size_bytes": 1 << 28, "rotational": 0, "write_cache": "write back",
-                         "fua": 0, "kind": "loop",
-                         "loop": {"backing_file": "/mnt/t/img", "offset_bytes": 0,
-                                  "sizelimit_bytes": 0, "dio": 0,
-                                  "backing_dev_major": tb.PART[0],
-                                  "backing_dev_minor": tb.PART[1], "backing_ino": 12,
-                                  "backing_disk": "sdz", "backing_part_start_sector": 2048}})
-    up_fs = copy.deepcopy(m["filesystems"][0])
-    up_fs.update({"source": "/dev/loop1", "mountpoint": "/mnt/up", "dev_major": UPPER[0],
-                  "dev_minor": UPPER[1], "st_dev_major": UPPER[0], "st_dev_minor": UPPER[1],
-                  "disk": "loop1", "disk_major": UPPER[0], "disk_minor": UPPER[1],
-                  "part_start_sector": 0,
-                  "log": {"kind": "jbd2", "ranges": [list(UPPER_LOG)], "fc_ranges": []}})
-    m["filesystems"].append(up_fs)
+    m = tb.loop_stack_meta(with_stack)
     m["lower_devices"] = []
-    m["stack"] = ([{"upper": "loop1", "lower": "sdz", "via": "loop",
-                    "lower_dev_major": tb.PART[0], "lower_dev_minor": tb.PART[1]}]
-                  if with_stack else [])
     return m
 
 

@@ -7,7 +7,6 @@ PART (8:1) of disk DEV (8:0), a second one on sdy (8:16)."""
 
 from __future__ import annotations
 
-import copy
 
 from iowhy import abi
 
@@ -18,15 +17,9 @@ OTHER = (8, 16)  # sdy, a second ext4 filesystem (no partition)
 
 def two_fs_meta() -> dict:
     m = tb.meta()
-    m["devices"].append({"name": "sdy", "major": OTHER[0], "minor": OTHER[1],
-                         "size_bytes": 1 << 30, "rotational": 1, "write_cache": "write back",
-                         "fua": 0})
-    f = copy.deepcopy(m["filesystems"][0])
-    f.update({"source": "/dev/sdy", "mountpoint": "/mnt/y", "dev_major": OTHER[0],
-              "dev_minor": OTHER[1], "st_dev_major": OTHER[0], "st_dev_minor": OTHER[1],
-              "disk": "sdy", "disk_major": OTHER[0], "disk_minor": OTHER[1],
-              "part_start_sector": 0})
-    m["filesystems"].append(f)
+    m["devices"].append(tb.disk("sdy", OTHER))
+    m["filesystems"].append(tb.fs_entry("ext4", OTHER, OTHER, "sdy", "/mnt/y",
+                                        source="/dev/sdy", part_start_sector=0))
     return m
 
 

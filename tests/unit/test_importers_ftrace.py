@@ -10,7 +10,8 @@ from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.cli import main
 from iowhy.traceformat import read_trace
-from synth_runs import DEV, JBD2_TID, synth_run
+from synth_runs import JBD2_TID, synth_run
+from tracebuilder import DEV
 
 DIALECTS = ("tracefs", "trace-cmd", "perf")
 

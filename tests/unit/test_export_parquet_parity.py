@@ -23,7 +23,7 @@ from iowhy.export import schema
 from iowhy.traceformat import read_trace
 from synth_runs import synth_run
 from test_device_scope import zram_trace
-from test_import_blktrace import capture_of
+from test_importers_blktrace import capture_of
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

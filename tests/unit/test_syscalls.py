@@ -11,13 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from iowhy import abi, syscall_table
+from iowhy import syscall_table
 from iowhy.syscalls import syscall_name
 from iowhy.cli import main
-from iowhy.tracewriter import TraceWriter
+from tracebuilder import Trace, trailer
 
 REPO = Path(__file__).resolve().parents[2]
 GEN = REPO / "tools" / "gen_syscall_table.py"
@@ -126,19 +125,13 @@ def test_generator_reads_a_header_tree(tmp_path):
 
 
 def _trace(path: Path, machine: str | None) -> str:
-    w = TraceWriter(str(path))
-    m = {"devices": [], "filesystems": []}
+    m: dict = {"devices": [], "filesystems": []}
     if machine is not None:
         m["machine"] = machine
-    w.write_json(abi.CHUNK_META, m)
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": 1000, "command": ["x"], "pid": 1})
-    sc = np.zeros(2, dtype=abi.SYSCALL_DTYPE)
-    sc["syscall_nr"] = [82, 74]
-    sc["count"] = [3, 1]
-    sc["total_ns"] = [300, 100]
-    w.write_records(sc)
-    w.close({"end_ns": 2000, "stop_reason": "workload exited", "exit_status": 0})
-    return str(path)
+    t = Trace(path, m, {"start_ns": 1000, "command": ["x"], "pid": 1})
+    t.add("syscall", [{"syscall_nr": 82, "count": 3, "total_ns": 300},
+                      {"syscall_nr": 74, "count": 1, "total_ns": 100}])
+    return t.close(trailer(2000))
 
 
 @pytest.mark.parametrize("machine, names", [

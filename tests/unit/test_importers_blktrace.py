@@ -13,7 +13,8 @@ from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.cli import main
 from iowhy.traceformat import read_trace
-from synth_runs import DEV, nearest_rank, synth_run
+from synth_runs import nearest_rank, synth_run
+from tracebuilder import DEV
 
 MAGIC = 0x65617400 | 0x07
 TC = {"read": 1 << 0, "write": 1 << 1, "flush": 1 << 2, "sync": 1 << 3, "queue": 1 << 4,

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-import golden_traces as gt
 import synthtrace
-from iowhy import abi
+import tracebuilder as tb
 from iowhy.kernels import sorted_percentiles
 from iowhy.model.classify import classify
 from iowhy.model.requests import load_requests, trace_window
 from iowhy.names import CLASS_NAMES
 from iowhy.traceformat import read_trace
-from iowhy.tracewriter import TraceWriter
 from iowhy.views.latency import LATENCY_BLOCK, latency_figures, values_by_class
 
 
@@ -23,13 +21,10 @@ def _trace(path, n: int, slow: bool):
     if slow:  # a few device times beyond 2^28 ns: the figures leave the packed keys
         r["done_ns"][::97] += 1 << 29
         r["data_done_ns"][::97] += 1 << 29
-    w = TraceWriter(str(path))
-    w.write_json(abi.CHUNK_META, gt.meta())
-    w.write_json(abi.CHUNK_RECORDER, {"start_ns": int(d["start_ns"]), "command": ["x"],
-                                      "pid": 1000})
-    w.write_records(r)
-    w.close({"end_ns": int(r["done_ns"].max()) + 1, "stop_reason": "synthetic"})
-    return str(path)
+    t = tb.Trace(path, tb.meta(), {"start_ns": int(d["start_ns"]), "command": ["x"],
+                                   "pid": 1000})
+    return t.add("request", r).close({"end_ns": int(r["done_ns"].max()) + 1,
+                                      "stop_reason": "synthetic"})
 
 
 @pytest.mark.parametrize("n", (LATENCY_BLOCK - 1, LATENCY_BLOCK + 1))
