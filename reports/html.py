@@ -35,7 +35,8 @@ from iowhy.findings import served_text
 
 from .fmt import (SERVED_BELOW_NOTE, cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct,
                   served_below, short_command, yes_no)
-from .terminal import fmt_ns, lower_devices, root_wait_note, thread_line, title
+from .terminal import (carried_text, fmt_ns, lower_devices, preflush_text, root_wait_note,
+                       thread_line, title)
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -322,15 +323,12 @@ def section_classes(r: Mapping[str, Any], figure: str = "") -> str:
     rows = class_rows(r)
     parts = [table(head, rows, numeric=range(1, len(head)), table_id="table-classes")
              if rows else "<p id=\"table-classes\">No block requests in the trace.</p>"]
-    ff = r.get("flushes") or {}
-    if ff.get("empty_preflush"):
-        parts.append(f"<p class=\"muted\">flush includes {ff['empty_preflush']:,} empty "
-                     "PREFLUSH requests (never issued: they wait for an FF flush).</p>")
+    if (r.get("flushes") or {}).get("empty_preflush"):
+        parts.append(f"<p class=\"muted\">{esc(preflush_text(r))}.</p>")
     for e in r.get("stack_carried") or []:
-        if e["requests"]:
-            parts.append(f"<p class=\"muted\">counted once per stack: {e['requests']:,} "
-                         f"requests ({fmt_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
-                         f"{esc(e['lower'])} only carried {esc(e['upper'])}'s I/O and are "
+        if e["requests"] or e.get("flushes"):
+            parts.append(f"<p class=\"muted\">counted once per stack: {esc(carried_text(e))} "
+                         f"of {esc(e['lower'])} only carried {esc(e['upper'])}'s I/O and are "
                          f"counted at {esc(e['upper'])} only.</p>")
     for d in r.get("devices") or []:
         if d.get("bios"):

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from iowhy import cmdline
 from iowhy.categories import display_order  # the categories' order: read at each use
-from iowhy.findings import fmt_ns, served_text  # one format for findings and tables
+from iowhy.findings import fmt_ns, plural, served_text  # one format for findings and tables
 
 from .escape import printable
 from .fmt import (SERVED_BELOW_NOTE, WIDTH, cgroup_name, fit_line, fmt_count, fmt_mib,
@@ -313,14 +313,11 @@ def _classes(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]:
                      f"{time_text(dn['max'], unit):>11}"
                      f"{time_text(c['queue_ns']['p50'], unit):>15}"
                      f"{fmt_count(seek):>19}{fmt_pct(seq):>7}")
-    ff = r.get("flushes") or {}
-    if ff.get("empty_preflush"):
-        lines.append(f"  flush includes {ff['empty_preflush']:,} empty PREFLUSH requests "
-                     "(never issued: they wait for an FF flush)")
+    if (r.get("flushes") or {}).get("empty_preflush"):
+        lines += wrap_text(preflush_text(r), "  ", "    ")
     for e in r.get("stack_carried") or []:
-        if e["requests"]:
-            lines += wrap_text(f"counted once per stack: {e['requests']:,} requests "
-                               f"({fmt_mib(e['read_bytes'] + e['write_bytes'])} MiB) of "
+        if e["requests"] or e.get("flushes"):
+            lines += wrap_text(f"counted once per stack: {carried_text(e)} of "
                                f"{printable(e['lower'])} only carried "
                                f"{printable(e['upper'])}'s I/O and are counted at "
                                f"{printable(e['upper'])} only", "  ", "    ")
@@ -381,6 +378,28 @@ def _fsync(r: Mapping[str, Any]) -> list[str]:
             st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
             lines.append(f"  {'':<12}ext4 fast commits: {fc['count']:,} ({st})")
     return lines
+
+
+def preflush_text(r: Mapping[str, Any]) -> str:
+    """What the flush row counts, when empty PREFLUSH requests were merged into it."""
+    e = plural(r["flushes"]["empty_preflush"], "empty PREFLUSH request")
+    if r["requests"]["flush"]["count"]:
+        return f"flush counts the FF flushes issued; merged into them: {e} (never issued " \
+            "themselves)"
+    return f"flush counts the FF flushes issued: none; {e}, never issued, had no FF flush " \
+        "in the trace"
+
+
+def carried_text(e: Mapping[str, Any]) -> str:
+    """What a `stack_carried` edge's lower device carried: its requests (and their bytes)
+    and its flushes, those it has."""
+    parts = []
+    if e["requests"]:
+        parts.append(f"{e['requests']:,} requests "
+                     f"({fmt_mib(e['read_bytes'] + e['write_bytes'])} MiB)")
+    if e.get("flushes"):
+        parts.append(plural(e["flushes"], "flush", "flushes"))
+    return " and ".join(parts)
 
 
 def lower_devices(r: Mapping[str, Any]) -> dict[str, list[str]]:

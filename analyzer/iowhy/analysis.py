@@ -445,11 +445,12 @@ class _Tasks:
                                     self.meta, rc)
 
     def once(self) -> Any:
-        """The class tables' requests: the request counts with a loop device's carried
-        I/O on the device below (views/stack.py) and other processes' requests
-        (views/background.py) left out; what was carried; the background requests
-        (a mask, None if none) and their summary. The full counts when none is left
-        out."""
+        """The class tables' requests (views/background.py, TableRequests): the request
+        counts with a loop device's carried I/O and flushes on the device below
+        (views/stack.py), other processes' requests and the empty PREFLUSH requests
+        (merged into the flushes counted) left out; what was carried; the background
+        requests (a mask, None if none) and their summary. The full counts when none is
+        left out."""
         return table_requests(self.rq, self.r["classify"], self.meta,
                               sorted(covered_devices(self.fs, self.meta)), self.users,
                               self.r["counts"][0])
@@ -457,7 +458,7 @@ class _Tasks:
     def table_classes(self) -> np.ndarray:
         """The classes, with the background requests' (once) out of every class (code
         len(CLASS_NAMES)): what the class tables' percentiles and the histograms take."""
-        cls, bg = self.r["classify"], self.r["once"][2]
+        cls, bg = self.r["classify"], self.r["once"].background
         if bg is None:
             return cls
         out = cls.copy()
@@ -615,7 +616,7 @@ class _Tasks:
     def classes_view(self) -> Any:
         r = self.r
         return per_class(self.rq, r["stages"], r["classify"], self.cfg.placement,
-                         r["once"][0], r["latency"], release=True)
+                         r["once"].counts, r["latency"], release=True)
 
     def fsync_commits(self) -> Any:
         rq, fs, jr, cls = self.rq, self.fs, self.jr, self.r["classify"]
@@ -721,17 +722,18 @@ def _result(t: _Tasks) -> dict[str, Any]:
     fsv, commits = r["fsync"]
     commit_durations = commits.pop("_durations")
     rc, relevant = r["counts"]
-    # Empty PREFLUSHes: class flush without being an FF, among the class tables' requests
-    # (the flush row counts them).
-    fl_ops = r["once"][0].n[:, FLUSH].sum(axis=(0, 2))
-    empty_pf = int(fl_ops.sum() - fl_ops[abi.OP_FLUSH])
+    once = r["once"]
     att = wv["attribution_ns"]
     for k, w in zip(CLASS_NAMES, flush_wait_by_class(r["classify"], fl).tolist()):
         requests[k]["flush_wait_ns"] = int(w)
     rel = list(relevant) if relevant else []
     md = _metadata_data(rel, dev_op, dev_bytes)
-    ff_all = fl.ff_ns
-    ff_rel = fl.ff_ns[np.isin(rq.dev[fl.ff_idx], np.asarray(rel, dtype=np.int32))]
+    # The flushes counted once per stack, as the class tables count them: the FFs not
+    # carried for a device above (views/stack.py) nor background (views/background.py).
+    ff_once = np.ones(len(fl.ff_idx), bool) if once.dropped is None \
+        else ~once.dropped[fl.ff_idx]
+    ff_all = fl.ff_ns[ff_once]
+    ff_rel = fl.ff_ns[ff_once & np.isin(rq.dev[fl.ff_idx], np.asarray(rel, dtype=np.int32))]
     res: dict[str, Any] = {
         "schema": SCHEMA,
         "trace": _trace_summary(trace, win, meta),
@@ -752,10 +754,10 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "filesystems": _fs_summary(meta),
         "requests": requests,
         "flushes": {
-            "count": int(len(fl.ff_idx)),
+            "count": int(len(ff_all)),
             "device_ns": percentiles(ff_all, (50, 90, 99)),
             "total_ns": int(ff_all.sum()),
-            "empty_preflush": empty_pf,
+            "empty_preflush": once.empty_preflush,
         },
         "devices": devices,
         "fsync": {k: v for k, v in fsv.items() if not k.startswith("_")},
@@ -791,13 +793,13 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["blocked_by_syscall_ns"] = {}
     if cfg.by_cgroup:
         res["cgroups"] = r["cgroups"]
-    if r["once"][1] is not None:
-        res["stack_carried"] = r["once"][1]
+    if once.carried is not None:
+        res["stack_carried"] = once.carried
     if r["stack service"]:
         res["stack_service"] = r["stack service"]
     # Background: other devices set apart (causal traces) and other processes' requests
     # on the workload's devices, left out of the class tables.
-    bgr = r["once"][3]
+    bgr = once.background_summary
     if t.causal or bgr:
         bg = t.background or {"devices": [], "requests": 0}
         apart = {d["name"] for d in bg["devices"]}
@@ -869,7 +871,8 @@ def request_roles(t: _Tasks) -> dict[str, Any]:
     row = rq.extra.get("row")
     if row is None:
         row = np.arange(len(rq), dtype=I64)
-    _, _, bg, _, drop, owner = r["once"]
+    once = r["once"]
+    bg, drop, owner = once.background, once.dropped, once.owner
     background = np.ones(n, bool)
     background[row] = False
     counted = np.zeros(n, bool)

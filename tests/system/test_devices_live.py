@@ -1,8 +1,9 @@
 """Devices on live recordings, each checked against a source outside iowhy: a zram
 device's bios against its /sys/block stat, an XFS external log's iclog writes against
 the log device's stat, another writer on the disk under a loop device against
-bpftrace's count of its requests and the loop device's stat, and msync's wait for the
-journal commit against the kernel stacks bpftrace saw it block in.
+bpftrace's count of its requests and the loop device's stat, a loop device's flushes
+against its stat and the stat of the disk below, and msync's wait for the journal commit
+against the kernel stacks bpftrace saw it block in.
 
 Every zram device, loop device, mount and process a test makes is undone in a finalizer,
 by its own name or PID."""
@@ -15,12 +16,14 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from conftest import need, run
-from iowhy.analysis import analyze
+from iowhy.analysis import AnalysisConfig, analyze
+from iowhy.model.classify import FLUSH
 from iowhy.traceformat import read_trace
 from recording import record
 
@@ -43,6 +46,12 @@ def stat(name: str) -> tuple[int, int]:
     """(reads, writes) completed, /sys/block/<name>/stat fields 1 and 5."""
     f = Path(f"/sys/block/{name}/stat").read_text().split()
     return int(f[0]), int(f[4])
+
+
+def flushes(name: str) -> int:
+    """Flushes completed (the `FF`s the block layer issued), /sys/block/<name>/stat
+    field 16."""
+    return int(Path(f"/sys/block/{name}/stat").read_text().split()[15])
 
 
 def umount_later(request, mnt: Path) -> None:
@@ -262,6 +271,69 @@ def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin
     carried = {(e["upper"], e["lower"]): e["requests"] for e in res["stack_carried"]}
     assert carried.get((uname, lower.name), 0) >= upper_requests, res["stack_carried"]
     assert res["workload"]["devices"] == [uname]
+
+
+FSYNC_BLOCKDEV = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+for i in range(int(sys.argv[2])):
+    os.pwrite(fd, os.urandom(4096), i * 4096)
+    os.fsync(fd)
+os.close(fd)
+"""
+
+
+def test_a_loop_devices_flushes_are_counted_once(bpf, make_fs, tmp_path, iowhy_bin,
+                                                 request):
+    """`record --dev UPPER` of 150 writes + fsync to a direct-I/O loop device whose backing
+    file lives on another loop device's ext4: each fsync's flush is an empty PREFLUSH and
+    an FF on the upper device, and the loop worker's fsync of the backing file sends an
+    empty PREFLUSH and an FF of its own below. Every section counts the upper device's
+    flushes once, as its stat counts the FFs issued; the flushes below that carried them
+    (at least one per upper flush, no more than the stat below counts) are counted at the
+    upper device only. The class row holds, besides, only the flushes of a disk below
+    that served no flush above (the shared disk at the bottom: other processes' fsyncs,
+    its journal's own commits)."""
+    lower, lmnt = make_fs("ext4", size_mib=256, mount_opts="lazytime")
+    img = lmnt / "upper.img"
+    run(["dd", "if=/dev/zero", f"of={img}", "bs=1M", "count=16", "status=none"])
+    subprocess.run(["sync"], check=True)
+    upper = run(["losetup", "--find", "--show", "--direct-io=on", str(img)]).stdout.strip()
+    request.addfinalizer(lambda: subprocess.run(["losetup", "-d", upper], capture_output=True))
+    uname = os.path.basename(upper)
+    n = 150
+    u0, l0 = flushes(uname), flushes(lower.name)
+    out = tmp_path / "f.iowt"
+    record(iowhy_bin, out, [PY, "-c", FSYNC_BLOCKDEV, upper, str(n)], "--dev", upper)
+    u1, l1 = flushes(uname), flushes(lower.name)
+    issued, below = u1 - u0, l1 - l0
+    assert issued >= n, (issued, n)  # one FF per fsync at least
+    res = analyze(read_trace(str(out)), AnalysisConfig(requests=True))
+    roles = res.pop("_requests")
+    names = list(roles["device_names"])
+    # The class tables' flushes, by device (the export's `counted` rows).
+    counted = Counter(names[d] for d in roles["dev"][roles["counted"] & (roles["cls"] == FLUSH)])
+    why = (issued, below, dict(counted), res["flushes"], res.get("stack_carried"))
+    assert counted[uname] == issued, why
+    assert res["requests"]["flush"]["count"] == sum(counted.values()), why
+    assert res["flushes"]["count"] == res["requests"]["flush"]["count"], why
+    assert res["workload"]["devices"] == [uname]
+    assert res["workload"]["flushes"]["count"] == issued, why
+    dev = {d["name"]: d["flush"]["count"] for d in res["devices"]}
+    assert dev[uname] == issued, (dev, why)
+    # The workload's empty PREFLUSH requests (one per fsync), merged into the FFs.
+    assert res["flushes"]["empty_preflush"] >= n, why
+    carried = {(e["upper"], e["lower"]): e for e in res["stack_carried"]}
+    e = carried[(uname, lower.name)]
+    assert issued <= e["flushes"] <= dev[lower.name] <= below, (dev, why)
+    assert counted[lower.name] + e["flushes"] <= dev[lower.name], (dev, why)
+    bar = [f for f in res["findings"] if f["key"] == "barrier"]
+    if bar:
+        assert bar[0]["evidence"]["flushes"] == issued, bar
+    text = " ".join(run([*iowhy_bin, "report", str(out)]).stdout.split())
+    assert f"{e['flushes']:,} flushes of {lower.name} only carried {uname}'s I/O" in text
+    row = res["requests"]["flush"]["count"]
+    assert re.search(rf"\bflush +{row:,} ", text), text
 
 
 MSYNC = r"""

@@ -207,8 +207,9 @@ def test_other_processes_requests_on_a_shared_lower_disk_are_background(tmp_path
     up = dict(dev=UPPER)
     reqs = [tb.req(1010, 1030, seq=1, **up), tb.req(1040, 1060, seq=2, **up),
             tb.req(1070, 1090, seq=3, **up)]
-    # On sdz: the loop worker carries each (data, during the upper request); a flush its
-    # fsync sent (no submitter known) during the second; another process (dd) writes
+    # On sdz: the loop worker carries each (data, during the upper request); a flush (no
+    # submitter known) during the second, while no flush of loop1 was in flight (sdz's
+    # own: not carried, views/stack.py); another process (dd) writes
     # 1042-1048, in flight with loop1's request, and 1062-1066; the host's flusher
     # writes back another file 1032-1038, when nothing of loop1 was in flight; the
     # filesystem's journal during loop1's third request (its own extra I/O).
@@ -234,7 +235,8 @@ def test_other_processes_requests_on_a_shared_lower_disk_are_background(tmp_path
     assert req["data"]["count"] == 3 and req["data"]["bytes"] == 3 * 4096
     assert req["flush"]["count"] == 1 and req["log"]["count"] == 1
     assert r["stack_carried"] == [{"upper": "loop1", "lower": "sdz", "requests": 3,
-                                   "read_bytes": 0, "write_bytes": 3 * 4096}]
+                                   "read_bytes": 0, "write_bytes": 3 * 4096, "flushes": 0,
+                                   "empty_preflush": 0}]
     bg = {d["name"]: d for d in r["background"]["devices"]}
     assert bg["sdz"] == {"name": "sdz", "requests": 3, "read_bytes": 0,
                          "write_bytes": 3 * 4096, "set_apart": False}

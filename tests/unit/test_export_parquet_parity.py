@@ -120,7 +120,8 @@ def test_a_stack_counts_once_and_is_named_as_in_the_report(exports):
     (edge,) = r["stack_carried"]
     rows = sql(d, "SELECT device, carried_for, counted, count(*) FROM requests "
                   "WHERE carried_for IS NOT NULL GROUP BY ALL")
-    assert rows == [(edge["lower"], edge["upper"], False, edge["requests"])]
+    assert rows == [(edge["lower"], edge["upper"], False,
+                     edge["requests"] + edge["flushes"] + edge["empty_preflush"])]
     names = {x for (x,) in sql(d, "SELECT DISTINCT device FROM requests")}
     assert names == {dv["name"] for dv in r["devices"]}
     assert not any(":" in x for x in names)

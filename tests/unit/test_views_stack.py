@@ -56,7 +56,8 @@ def test_lower_carried_bytes_are_counted_once(tmp_path):
     assert r["requests"]["data"]["writes"] == 3
     assert r["metadata_data"]["data_bytes"] == written(r, "data")
     assert r["stack_carried"] == [{"upper": "loop1", "lower": "sdz", "requests": 1,
-                                   "read_bytes": 0, "write_bytes": 8192}]
+                                   "read_bytes": 0, "write_bytes": 8192,
+                                   "flushes": 0, "empty_preflush": 0}]
     from iowhy.reports.html import render_html
     from iowhy.reports.terminal import render_report
     line = "1 requests (0.0 MiB) of sdz only carried loop1's I/O"
@@ -74,3 +75,59 @@ def test_without_a_stack_every_request_counts_and_time_is_unchanged(tmp_path):
     assert written(flat, "data") == written(stacked, "data") + 8192
     assert flat["attribution_ns"] == stacked["attribution_ns"]
     tb.assert_sums(stacked)
+
+
+def flush_stack_trace(path) -> str:
+    """The workload's fsync flushes loop1: its empty PREFLUSH (never issued) rides the
+    FF the block layer issues; the loop worker (tid 300) serves that FF by an fsync of
+    the backing file, which sends an empty PREFLUSH and an FF of its own to sdz. Then a
+    data write of loop1, carried below, during which sdz flushes for itself (no flush of
+    loop1 in flight: the lower filesystem's own)."""
+    R = tb.req
+    up = dict(dev=UPPER)
+    pf = abi.F_PREFLUSH | abi.F_SYNC
+    kw = {"comm": b"kworker/u8:3"}
+    requests = [
+        R(0, 1040, nbytes=0, submit=1010, iflags=pf, flags=abi.RQ_TRACKED | abi.RQ_NO_ISSUE,
+          seq=1, **up),
+        R(1012, 1040, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ, tid=0, seq=2, **up),
+        R(1050, 1070, nbytes=4096, sector=1000, seq=3, **up),
+        {**R(0, 1030, nbytes=0, submit=1015, iflags=pf,
+             flags=abi.RQ_ORIGIN | abi.RQ_NO_ISSUE, tid=300, seq=4), **kw},
+        R(1016, 1030, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ, tid=0, seq=5),
+        {**R(1052, 1058, nbytes=4096, sector=4000, flags=abi.RQ_ORIGIN, tid=300, seq=6), **kw},
+        R(1060, 1064, op=abi.OP_FLUSH, flags=0, tid=0, seq=7),
+    ]
+    return tb.write_trace(path, requests=requests, meta_obj=stack_meta())
+
+
+def test_a_flush_is_counted_once_per_stack(tmp_path):
+    # Requests of class flush: 5. Flushes of the stack: loop1's FF (the workload's empty
+    # PREFLUSH merged into it; sdz's empty PREFLUSH and FF its fsync sent carried it
+    # out) and sdz's own FF: 2, as /sys/block's flush counts and blktrace would give.
+    r = tb.run(flush_stack_trace(tmp_path / "f.iowt"), requests=True)
+    assert r["requests"]["flush"]["count"] == 2
+    assert r["requests"]["flush"]["issued"] == 2
+    assert r["flushes"]["count"] == 2 and r["flushes"]["empty_preflush"] == 1
+    assert r["flushes"]["total_ns"] == 28 + 4
+    assert r["workload"]["devices"] == ["loop1"]
+    assert r["workload"]["flushes"]["count"] == 1
+    assert r["stack_carried"] == [{"upper": "loop1", "lower": "sdz", "requests": 1,
+                                   "read_bytes": 0, "write_bytes": 4096,
+                                   "flushes": 1, "empty_preflush": 1}]
+    # Each device's own view: every FF it served.
+    dev = {d["name"]: d["flush"]["count"] for d in r["devices"]}
+    assert dev == {"sdz": 2, "loop1": 1}
+    # The export's `counted` is the class tables' (record order: seq 1..7).
+    roles = r["_requests"]
+    assert roles["counted"].tolist() == [False, True, True, False, False, False, True]
+    assert (roles["carried_for"] >= 0).tolist() == [False] * 3 + [True] * 3 + [False]
+    from iowhy.reports.html import render_html
+    from iowhy.reports.terminal import render_report
+    text = " ".join(render_report(r).split())
+    assert "counted once per stack: 1 requests (0.0 MiB) and 1 flush of sdz only carried " \
+        "loop1's I/O" in text
+    assert "merged into them: 1 empty PREFLUSH request (never issued themselves)" in text
+    html = render_html(r)
+    assert "1 requests (0.0 MiB) and 1 flush of sdz only carried loop1's I/O" in html
+    assert "merged into them: 1 empty PREFLUSH request" in html

@@ -134,10 +134,12 @@ TABLES: tuple[Table, ...] = (
         c("submitter_comm", STRING, "its name (NULL if unknown)"),
         c("workload", BOOL, "the submitter belongs to the workload"),
         c("counted", BOOL, "in the report's class tables (`requests` of `report "
-          "--json`: counts and bytes): not `background` and not carried for a device "
-          "above (`carried_for`): I/O counted once per device stack, on the workload's "
-          "devices, not other processes'. `count(*) ... WHERE counted GROUP BY class` is "
-          "the report's `count` per class"),
+          "--json`: counts and bytes): not `background`, not carried for a device "
+          "above (`carried_for`) and not an empty PREFLUSH request (never issued: merged "
+          "into the `FF` flush counted, the report's `flushes.empty_preflush`): I/O "
+          "counted once per device stack, on the workload's devices, not other "
+          "processes'. `count(*) ... WHERE counted GROUP BY class` is the report's "
+          "`count` per class"),
         c("background", BOOL, "not the workload's I/O (the report's `background`): on "
           "a device the analysis set apart, or another process's request on a workload "
           "device (or on the disk below one that it did not serve). Left out of the "

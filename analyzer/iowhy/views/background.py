@@ -6,7 +6,7 @@ only), and the bio-based devices whose I/O the report cannot show (docs/report-j
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -278,25 +278,48 @@ def background_summary(rq: Requests, mask: np.ndarray, names: Sequence[str]
     return out
 
 
+class TableRequests(NamedTuple):
+    """The class tables' requests (table_requests)."""
+
+    counts: Any  # request_counts() of the requests counted in the class tables
+    carried: list[dict[str, Any]] | None  # carried_summary(); None without a carrying edge
+    background: np.ndarray | None  # the background requests (a mask; None if none)
+    background_summary: list[dict[str, Any]]  # background_summary() of them
+    dropped: np.ndarray | None  # the requests not counted (a mask; None if none)
+    owner: np.ndarray | None  # carried_owner()
+    empty_preflush: int  # the empty PREFLUSH requests merged into the counted flushes
+
+
 def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
                    fsync_devs: Sequence[tuple[int, int]], users: np.ndarray,
-                   counts: Any) -> tuple[Any, list[dict[str, Any]] | None,
-                                         np.ndarray | None, list[dict[str, Any]],
-                                         np.ndarray | None, np.ndarray | None]:
-    """The class tables' requests: (their request counts, with the lower devices'
-    carried requests (views/stack.py) and the background ones (background_requests)
-    left out; the carried summary (None without a carrying edge); the background
-    requests (a mask; None if none); their summary; the requests left out (a mask, None
-    if none); carried_owner()). counts: request_counts() of rq, returned as they are
-    when nothing is left out."""
+                   counts: Any) -> TableRequests:
+    """The class tables' requests: their request counts, with the lower devices' carried
+    requests (views/stack.py), the background ones (background_requests) and the empty
+    PREFLUSH requests left out, and what was left out. counts: request_counts() of rq,
+    returned as they are when nothing is left out.
+
+    A flush is counted once, as what was issued: the `FF` flush. An empty PREFLUSH
+    request (blkdev_issue_flush) is never issued; the flush machinery merges it into an
+    `FF` it waits for (one `FF` serves every PREFLUSH pending on the queue), as a bio
+    merged into a request is not a request of its own. The flush class counts the `FF`
+    flushes; `empty_preflush` counts the empty PREFLUSH requests that were merged into
+    them, those neither background nor carried."""
     names = device_names(meta, rq.devices)
     owner = carried_owner(rq, cls, meta, users)
     carried = None if owner is None else owner >= 0
-    summary = None if owner is None else carried_summary(rq, owner, meta, names)
+    summary = None if owner is None else carried_summary(rq, owner, meta, names, cls)
     bg = background_requests(rq, meta, fsync_devs, carried, users, counts, cls)
-    drop = bg if carried is None else bg | carried
+    out = bg if carried is None else bg | carried
     bgs = background_summary(rq, bg, names)
+    asked = (cls == FLUSH) & (rq.op != abi.OP_FLUSH)
+    n_asked = int(np.count_nonzero(asked & ~out))
+    drop = out | asked
     if not drop.any():
-        return counts, summary, None, bgs, None, owner
-    return (request_counts(without(rq, drop), cls[~drop]), summary,
-            bg if bg.any() else None, bgs, drop, owner)
+        return TableRequests(counts, summary, None, bgs, None, owner, 0)
+    if counts is None:
+        counts = request_counts(rq, cls)
+    # The full counts less those of the requests left out (fewer than those kept, as a
+    # rule: a copy of them is the smaller one).
+    left_out = request_counts(without(rq, ~drop), cls[drop])
+    return TableRequests(counts.minus(left_out), summary, bg if bg.any() else None, bgs,
+                         drop, owner, n_asked)

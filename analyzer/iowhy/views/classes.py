@@ -39,6 +39,12 @@ class RequestCounts:
         """Requests of class k with attribute bit `bit` set."""
         return int(self.attrs[k][(np.arange(64) & bit) != 0].sum())
 
+    def minus(self, other: RequestCounts) -> RequestCounts:
+        """These counts less `other`, the counts of some of the same requests (the byte
+        sums are integers below 2^53: exact in float64)."""
+        return RequestCounts(self.n - other.n, self.nbytes - other.nbytes,
+                             self.attrs - other.attrs)
+
 
 # Attribute bits of request_counts().attrs: the iflags bits kept as they are, then ours
 # (ATTR_LOST in the bit of F_META, which the attributes do not keep).

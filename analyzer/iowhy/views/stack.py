@@ -1,20 +1,29 @@
-"""Bytes counted once per device stack (docs/report-json.md, `stack_carried`).
+"""Bytes and flushes counted once per device stack (docs/report-json.md,
+`stack_carried`).
 
 A loop device's I/O becomes I/O on the device its backing file lives on (META `stack`,
 `via: "loop"`): an upper write or read is carried by the loop worker as a write or read
 of the backing file, and an upper flush by its fsync. The request tables and byte totals
 count each stack at its top device; a request of the lower device that only carries the
-upper device's I/O is left out of them (it stays in the time attribution, the per-device
-view and the flushes: it is what the upper device waited on).
+upper device's I/O is left out of them (it stays in the time attribution and in the
+per-device view, its flush figures included: it is what the upper device waited on).
 
 The rule, per `stack` edge via a loop device: a request of the lower device is carried
-when it moves bytes of file contents (class data, read or readahead: not the lower
-filesystem's journal, metadata or flushes, which are its own extra I/O), was not
-submitted by the workload's threads (RQ_TRACKED: those are its own I/O on the lower
-filesystem) nor by another user process (its own I/O), and was submitted while a
-request of the upper device was in flight (between that request's submission and its
-completion: the loop worker only does I/O for the backing file while serving one). A
-lower request is carried for one upper device at most, so with several loop devices
+when it was not submitted by the workload's threads (RQ_TRACKED: those are its own I/O
+on the lower filesystem) nor by another user process (its own I/O), and either
+
+* it moves bytes of file contents (class data, read or readahead: not the lower
+  filesystem's journal or metadata, which are its own extra I/O) and was submitted while
+  a request of the upper device was in flight (between that request's submission and
+  its completion: the loop worker only does I/O for the backing file while serving
+  one); or
+* it is a flush (class flush: an `FF` flush, or an empty PREFLUSH request, which an
+  `FF` serves) submitted (an `FF`: issued) while an `FF` flush of the upper device was
+  in flight: the loop worker serves an upper flush by an fsync of the backing file,
+  and the flush that fsync sends below is the upper flush carried out, one flush of
+  the stack (counted at the upper device, as blktrace and the workload see it).
+
+A lower request is carried for one upper device at most, so with several loop devices
 backed by files of one disk each request is counted once, on the line of the loop
 device it served.
 
@@ -31,7 +40,7 @@ import numpy as np
 
 from .. import abi
 from ..kernels import unique
-from ..model.classify import CATEGORIES
+from ..model.classify import CATEGORIES, FLUSH
 from ..model.requests import RQ_BIO, Requests
 from ..names import CLASS_NAMES
 from ..model.devices import described_devices, device_names
@@ -66,14 +75,14 @@ def loop_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
     return stack_edges(meta, devices, "loop")
 
 
-def submitted_during(rq: Requests, up: int, idx: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """For the requests idx: whether a request of device `up` was in flight (from its
-    submission, else issue, to its completion) when each was submitted, and the start
-    of the latest request of `up` started at or before it (meaningful where in
-    flight)."""
+def submitted_during(rq: Requests, up: int, idx: np.ndarray,
+                     upper: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For the requests idx: whether a request of device `up` (among the mask `upper`
+    over rq, if given) was in flight (from its submission, else issue, to its
+    completion) when each was submitted (else issued), and the start of the latest
+    request of `up` started at or before it (meaningful where in flight)."""
     start = np.where(rq.submit > 0, rq.submit, rq.issue).astype(np.int64)
-    u = np.flatnonzero(rq.dev == up)
+    u = np.flatnonzero((rq.dev == up) if upper is None else (rq.dev == up) & upper)
     if not len(u) or not len(idx):
         return np.zeros(len(idx), bool), np.zeros(len(idx), np.int64)
     end = np.where(rq.done[u] > 0, rq.done[u], np.iinfo(np.int64).max).astype(np.int64)
@@ -132,25 +141,27 @@ def carried_owner(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
     """Per request, the index into carrying_edges() of the edge whose upper device's I/O
     it carried, else -1; None when META has no such edge between devices with requests.
 
-    Via a loop device: the module's rule. Each lower request is carried for one upper
-    device at most: when requests of several upper devices on the same lower device
-    were in flight at its submission (four loop devices backed by files of one disk),
-    the one whose latest request started last before it, the edge listed first on a
-    tie. To a slave of a bio-based device (dm, md): every request of the slave that
-    moves bytes (any class but flush and discard, any submitter: device-mapper submits
-    in the submitter's context): the slave belongs to the upper device, whose bios are
-    the I/O counted; the upper device's bios have no start time to test anything
-    against.
+    Via a loop device: the module's rule (both kinds). Each lower request is carried
+    for one upper device at most: when requests (for a flush: `FF` flushes) of several
+    upper devices on the same lower device were in flight at its submission (four loop
+    devices backed by files of one disk), the one whose latest such request started
+    last before it, the edge listed first on a tie. To a slave of a bio-based device
+    (dm, md): every request of the slave that moves bytes (any class but flush and
+    discard, any submitter: device-mapper submits in the submitter's context): the slave
+    belongs to the upper device, whose bios are the I/O counted; the upper device's bios
+    have no start time to test anything against.
 
     users: the tids of user processes outside the workload (views/background.py,
     user_submitters): a request they submitted (RQ_ORIGIN) is theirs, never carried."""
     edges = carrying_edges(meta, rq)
     if not edges:
         return None
-    movable = (np.isin(cls, CARRIED_CLASSES) & ((rq.flags & abi.RQ_TRACKED) == 0)
-               & (rq.nbytes > 0))
+    theirs = (rq.flags & abi.RQ_TRACKED) == 0
     if users is not None and len(users):
-        movable &= ~(((rq.flags & abi.RQ_ORIGIN) != 0) & tids_in(rq.tid, users))
+        theirs &= ~(((rq.flags & abi.RQ_ORIGIN) != 0) & tids_in(rq.tid, users))
+    movable = np.isin(cls, CARRIED_CLASSES) & (rq.nbytes > 0) & theirs
+    flush = (cls == FLUSH) & theirs
+    upper_ff = rq.op == abi.OP_FLUSH
     owner = np.full(len(rq), -1, np.int32)
     best = np.full(len(rq), np.iinfo(np.int64).min, np.int64)  # the owner's latest start
     for k, (up, lo, via) in enumerate(edges):
@@ -160,12 +171,13 @@ def carried_owner(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
             owner[c] = k
             best[c] = np.iinfo(np.int64).max
             continue
-        cand = np.flatnonzero(movable & (rq.dev == lo))
-        ok, last = submitted_during(rq, up, cand)
-        c, last = cand[ok], last[ok]
-        better = last > best[c]
-        owner[c[better]] = k
-        best[c[better]] = last[better]
+        for mask, upper in ((movable, None), (flush, upper_ff)):
+            cand = np.flatnonzero(mask & (rq.dev == lo))
+            ok, last = submitted_during(rq, up, cand, upper)
+            c, last = cand[ok], last[ok]
+            better = last > best[c]
+            owner[c[better]] = k
+            best[c[better]] = last[better]
     return owner
 
 
@@ -180,23 +192,31 @@ def without(rq: Requests, drop: np.ndarray) -> Requests:
 
 
 def carried_summary(rq: Requests, owner: np.ndarray, meta: Mapping[str, Any],
-                    names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per loop edge whose lower device carried some of its upper device's requests
-    (owner: carried_owner()): the upper and lower device names and those carried
-    requests, read and written bytes (left out of the request tables). Each lower
-    request is in one edge's figures at most."""
+                    names: Sequence[str], cls: np.ndarray) -> list[dict[str, Any]]:
+    """Per edge whose lower device carried some of its upper device's I/O (owner:
+    carried_owner()): the upper and lower device names, the carried requests that are
+    not flushes (`requests`) with their read and written bytes, the carried `FF`
+    flushes (`flushes`: the upper device's flushes carried out below) and the carried
+    empty PREFLUSH requests (`empty_preflush`: those the loop worker's fsync sent, merged
+    into those flushes), all left out of the request tables. Each lower request is in
+    one edge's figures at most."""
     out = []
+    fl = cls == FLUSH
+    ff = fl & (rq.op == abi.OP_FLUSH)
     for k, (up, lo, _) in enumerate(carrying_edges(meta, rq)):
         m = owner == k
-        n = int(np.count_nonzero(m))
-        if not n:
+        if not m.any():
             continue
+        nf = int(np.count_nonzero(m & ff))
+        ne = int(np.count_nonzero(m & fl)) - nf
+        m &= ~fl
         rd = m & (rq.op == abi.OP_READ)
         out.append({"upper": names[up] if up < len(names) else str(up),
                     "lower": names[lo] if lo < len(names) else str(lo),
-                    "requests": n,
+                    "requests": int(np.count_nonzero(m)),
                     "read_bytes": int(rq.nbytes[rd].sum(dtype=np.int64)),
-                    "write_bytes": int(rq.nbytes[m & ~rd].sum(dtype=np.int64))})
+                    "write_bytes": int(rq.nbytes[m & ~rd].sum(dtype=np.int64)),
+                    "flushes": nf, "empty_preflush": ne})
     return out
 
 
