@@ -15,9 +15,15 @@ less the track-to-track one, and `path` the time each request costs on the way t
 from the disk (for the lab's emulated disk, the loop device and FUSE round trip; for a
 real disk, its controller and bus). The parameters are fitted by least absolute
 deviations (the service times' noise is a CPU's scheduling delay: rare and long), each
-cache hypothesis in turn; the one that explains the service times best is kept. A
-parameter no request of the trace exercises (no media access, no read) keeps its prior
-(the emulated hdd-7200's value, or the path of the writes) and is listed as assumed.
+cache hypothesis in turn, each pulled toward a prior (the emulated hdd-7200's values, or
+the ssd's) as if by a few requests; the hypothesis and prior whose fit minimises that
+sum (the deviations and the prior's pull) is kept, so that a prior the service times
+contradict where they do tell (a seek that grows with distance, a media rate) cannot win
+on what they cannot tell. A parameter no request of the trace exercises (no media
+access, no read) keeps its prior (or the path of the writes) and is listed as assumed.
+So does A where fewer than MIN_CONTRAST requests tell it apart from the paths and the
+flush overhead (_contrast: e.g. every flush destages one extent after one seek, and
+nearly every read seeks): their sum is measured, not the split.
 
 The queue depth is the number of requests the device serves at once that explains the
 recorded completions best: the recorded stream is replayed through the fitted model
@@ -131,6 +137,37 @@ def _supported(x: np.ndarray) -> list[bool]:
     return [int((x[:, j] != 0).sum()) >= MIN_ROWS for j in range(x.shape[1])]
 
 
+# Requests that tell the positioning constant apart from the paths and the flush
+# overhead before it is measured (see _contrast). Each request the model serves out of
+# its real order (a data stage whose completion the recording missed) gives two wrong
+# ones, a scheduling delay one: the estimate must outvote a few of them.
+MIN_CONTRAST = 10
+
+
+def _contrast(x: np.ndarray) -> int:
+    """The requests that tell the positioning constant A apart from the constant each
+    request pays for its kind (the path of a read, of a write; a flush's overhead and
+    path): those whose number of positionings differs from the most common one among
+    the requests of their kind. Where every flush destages one extent and every read
+    seeks, A and those constants are one sum, whatever the service times."""
+    n = 0
+    kind = np.argmax(x[:, 4:7] != 0, axis=1)
+    for k in range(3):
+        pos = x[kind == k, 0]
+        if len(pos):
+            n += len(pos) - int(np.unique(pos, return_counts=True)[1].max())
+    return n
+
+
+def _objective(x: np.ndarray, y: np.ndarray, th: np.ndarray, pri: np.ndarray) -> float:
+    """What lad minimised with the prior pri: the absolute deviations plus PRIOR_ROWS
+    requests per disk parameter, each costing that parameter's distance from the prior
+    (in ns of the request that exercises it most)."""
+    scale = np.abs(x[:, :PHYS]).max(axis=0) if len(x) else np.zeros(PHYS)
+    return float(np.abs(y - x @ th).sum()
+                 + PRIOR_ROWS * (np.abs(th[:PHYS] - pri[:PHYS]) * scale).sum())
+
+
 PRIORS = ("hdd-7200", "ssd")  # what a parameter the trace cannot tell apart leans to
 PRIOR_ROWS = 3.0
 PHYS = 5  # the disk's own columns of COLS; the rest are the path's
@@ -157,12 +194,20 @@ def fit_device(t: RequestTable, d: int, size_bytes: int = 0) -> dict[str, Any]:
         x = features(kinds, offs, sizes, h)
         xo = _tie_paths(x[rows])
         sup = _supported(xo)
+        if sup[0] and _contrast(xo) < MIN_CONTRAST:
+            sup[0] = False  # A: the prior's, and said so (assumed)
         for pname in PRIORS:
             pri = prior(disk.PRESETS[pname])
-            # a column no request exercises keeps the prior (a path: zero)
-            none = {j: float(pri[j]) for j in range(len(COLS)) if not (xo[:, j] != 0).any()}
+            # a column no request exercises keeps the prior (a path: zero), and so does
+            # A where the requests do not tell it apart
+            none = {j: float(pri[j]) for j in range(len(COLS))
+                    if not (xo[:, j] != 0).any() or (j == 0 and not sup[0])}
             th = lad(xo, yo, pri[:PHYS], PRIOR_ROWS, fixed=none)
-            cost = float(np.abs(yo - xo @ th).sum())
+            # Hypotheses and priors compare by what the fit minimised, the prior's pull
+            # included: a prior the service times contradict where they do tell (a
+            # seek that grows with distance, a media rate) does not win on what they
+            # cannot tell (a few requests deciding A against the paths).
+            cost = _objective(xo, yo, th, pri)
             # a later hypothesis must do clearly better (the kernel's view of the cache
             # first, then emudisk's cache size; the hdd prior first)
             if best is None or cost < 0.98 * best[0]:
