@@ -23,7 +23,8 @@ from .model.calls import covered_devices, join_requests_to_calls, sync_coverage,
 from .model.classify import (CLASS_NAMES, DATA, FLUSH, LOG, METADATA, log_in_calls,
                              request_classes)
 from .model.flush import flush_generations
-from .model.requests import Requests, Window, gather_columns, load_requests, trace_window
+from .model.requests import (Requests, Window, data_stage_unseen, gather_columns, load_requests,
+                             trace_window)
 from .model.stages import device_stages, stage_service
 from .views.classes import per_class, request_counts
 from .views.commits import commits_view, journal_of, workload_filesystems
@@ -34,7 +35,7 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .model.devices import device_names
+from .model.devices import described_devices, device_names
 from .views.series import figure_data, task_comms
 from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
@@ -401,6 +402,7 @@ class _Tasks:
                                         "queue depth"), self.devview),
             ("service below loop devices", "stack service", ("stages", "unions", "flush"),
              self.stack_service),
+            ("data stages not delivered", "data unseen", (), self.data_unseen),
         ]
         if cfg.by_cgroup:  # with the timeline (dropped after it and the workload view)
             graph.append(("per cgroup", "cgroups", ("thread time",) if self.causal else (),
@@ -514,6 +516,16 @@ class _Tasks:
         return device_view(self.rq, r["stages"], r["classify"], self.win, r["flush"],
                            self.meta, r["unions"], self.cfg.queue_depth_buckets,
                            r["counts"][0], qd=r["queue depth"])
+
+    def data_unseen(self) -> int:
+        """The FUA writes whose data-stage completion the kernel did not deliver
+        (model/requests.py data_stage_unseen): a loss the probes cannot count."""
+        by: dict[tuple[Any, Any], Mapping[str, Any]] = {
+            (d.get("major"), d.get("minor")): d for d in described_devices(self.meta)}
+        dev = [by.get((int(a), int(b)), {}) for a, b in self.rq.devices]
+        emulated = np.array([d.get("write_cache") == "write back" and d.get("fua") == 0
+                             for d in dev], dtype=np.bool_)
+        return int(data_stage_unseen(self.rq, emulated).sum())
 
     def stack_service(self) -> Any:
         r = self.r
@@ -709,8 +721,8 @@ class _Tasks:
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
                 (("join", "classify", "once", "fsync"), drop_thread_ids),
-                (("classify", "counts", "once", *(("split",) if self.cfg.split else ())),
-                 drop_iflags)]
+                (("classify", "counts", "once", "data unseen",
+                  *(("split",) if self.cfg.split else ())), drop_iflags)]
 
 
 def _result(t: _Tasks) -> dict[str, Any]:
@@ -819,6 +831,12 @@ def _result(t: _Tasks) -> dict[str, Any]:
             f"trace format version {trace.version} records no wakeups: the attribution is "
             "correlational (the best state among the threads; blocked time charged to what "
             "the workload's devices were doing)")]
+    if r["data unseen"]:
+        n = r["data unseen"]
+        res["problems"] = [*res["problems"], (
+            f"{n} FUA write{'s' if n > 1 else ''} whose data-stage completion the kernel "
+            "did not deliver (only the last completion was seen: the device stage runs "
+            "to the end of the post-flush)")]
     res["findings"] = findings(res, cfg.max_findings, cfg.min_finding_share)
     if trace is not None and getattr(trace, "damage", None) and trace.damage.damaged:
         res["damage"] = trace.damage.as_dict()  # only then: a sound trace's output is as before

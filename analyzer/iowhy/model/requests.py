@@ -413,3 +413,18 @@ RQ_BIO = 1 << 15
 # Requests whose latencies are not observed: still in flight at the end, first seen at
 # completion, with a final completion never seen, or a bio (its start is not recorded).
 UNOBSERVED = abi.RQ_INCOMPLETE | abi.RQ_UNMATCHED | abi.RQ_LOST_DONE | RQ_BIO
+
+
+def data_stage_unseen(rq: Requests, emulated_fua: np.ndarray) -> np.ndarray:
+    """Mask of the FUA writes whose data-stage completion the trace lacks: on a device
+    that emulates FUA (emulated_fua, per device index: a volatile write cache without
+    FUA support) a FUA write is flush-sequenced, its data stage ends at a completion of
+    its own and its post-flush after it, so its first completion (data_done) comes
+    before its last (done). Equal, the kernel delivered only the last (the probe counts
+    no loss for it: the request's final completion is there); its device stage then runs
+    to the end of its post-flush."""
+    if not len(rq.iflags) or not emulated_fua.any():
+        return np.zeros(len(rq.dev), bool)
+    return (((rq.flags & abi.RQ_FLUSH_SEQ) != 0) & ((rq.iflags & abi.F_FUA) != 0)
+            & (rq.nbytes > 0) & (rq.data_done == rq.done) & (rq.done > 0)
+            & ((rq.flags & UNOBSERVED) == 0) & emulated_fua[rq.dev])
