@@ -176,10 +176,19 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if not k.startswith("_")}
 
 
-def _flight_first(tr: Any, out: Any) -> None:
-    """A flight recorder dump says so first (its window, its trigger, what it dropped)."""
-    from .reports.terminal import flight_first
+def _problems_first(tr: Any, out: Any) -> None:
+    """What was lost, first, as the report shows it: a flight dump's window, the damage,
+    then every other problem of the trace (Trace.problems(): the kernel's losses...)."""
+    from .reports.fmt import wrap_text
+    from .reports.terminal import damage_first, flight_first
     lines = flight_first(tr.flight_line())
+    shown = {tr.flight_line()}
+    if tr.damage.damaged:
+        lines += damage_first(tr.damage.as_dict())
+        shown.add(tr.damage.summary())
+    for p in tr.problems():
+        if p not in shown:
+            lines += wrap_text(p, "! ", "  ")
     if lines:
         print("\n".join(lines), file=out)
 
@@ -281,11 +290,7 @@ def cmd_hist(args: argparse.Namespace) -> int:
                 groups = {"": values}
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
-    _flight_first(tr, sys.stderr if (args.png or args.json) else sys.stdout)
-    if tr.damage.damaged:  # first, as every command shows it
-        from .reports.terminal import damage_first
-        print("\n".join(damage_first(tr.damage.as_dict())),
-              file=sys.stderr if (args.png or args.json) else sys.stdout)
+    _problems_first(tr, sys.stderr if (args.png or args.json) else sys.stdout)
     hunit = HIST_ALIASES.get(args.unit, args.unit)
     slot_unit = unit if unit != "ns" else hunit
     div = UNITS[hunit] if unit == "ns" else 1
@@ -482,11 +487,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
                     else render_text(rows, args.unit, output_width()))
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
-    _flight_first(tr, sys.stderr if (args.json or args.csv) else sys.stdout)
-    if tr.damage.damaged:  # first, as every command shows it
-        from .reports.terminal import damage_first
-        print("\n".join(damage_first(tr.damage.as_dict())),
-              file=sys.stderr if (args.json or args.csv) else sys.stdout)
+    _problems_first(tr, sys.stderr if (args.json or args.csv) else sys.stdout)
     if text is not None:
         write_stdout(text)
     else:  # JSON and CSV are written a batch of rows at a time
