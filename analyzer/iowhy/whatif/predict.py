@@ -289,6 +289,7 @@ def predict(trace: Any, sc: Scenario, prep: Prepared | None = None) -> dict[str,
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "trace": str(getattr(trace, "path", "")),
+        "problems": list(rec.get("problems") or []),
         "scenario": sc.as_dict(),
         "measured_elapsed_ns": int(measured),
         "predicted_elapsed_ns": int(end - w0),

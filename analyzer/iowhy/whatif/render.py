@@ -40,13 +40,15 @@ def render_text(r: Mapping[str, Any]) -> str:
         what.append(f"--write-cache {sc['write_cache']}")
     if sc.get("nobarrier"):
         what.append("--nobarrier")
-    lines = [f"iowhy whatif  {r['trace']}",
-             f"scenario    {' '.join(what) or 'as recorded'}",
-             f"measured    {fmt_ns(m)} elapsed",
-             f"predicted   {fmt_ns(p)} elapsed ({_pct(p - m, m)})",
-             f"baseline    {fmt_ns(b)}: the replay against the recorded devices' model "
-             f"({_pct(b - m, m)} from measured)",
-             ""]
+    lines = [f"iowhy whatif  {r['trace']}"]
+    for prob in r.get("problems") or []:  # what was lost, first, as in `iowhy report`
+        lines += _wrap(prob, "! ", "  ")
+    lines += [f"scenario    {' '.join(what) or 'as recorded'}",
+              f"measured    {fmt_ns(m)} elapsed",
+              f"predicted   {fmt_ns(p)} elapsed ({_pct(p - m, m)})",
+              f"baseline    {fmt_ns(b)}: the replay against the recorded devices' model "
+              f"({_pct(b - m, m)} from measured)",
+              ""]
     rec, pred = r["attribution_ns"], r["predicted_attribution_ns"]
     lines.append(f"{'WHERE THE TIME WOULD GO':<28}{'recorded':>14}{'predicted':>14}"
                  f"{'change':>14}")
