@@ -105,9 +105,11 @@ FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)"
                  "(helper's timer)", "(timer)", "(loop worker)")
 # TIMER is the detail of a `sleep` segment woken by its timer (rule 2), which a polling
 # loop is made of (views/causal.py continues it); other sleep segments have none (-1).
-# CARRIED marks helper-cpu time that is a carrier request's with the devices below it
-# idle (its loop worker serving it): views/causal.py's fill splits it by what the
-# recorded helper threads were doing (on a CPU, waiting for one).
+# CARRIED marks the fill's helper-cpu time while a carrier request was in flight with the
+# devices below it idle (its loop worker serving it; views/causal.py device_fill), which
+# the fill splits by what the recorded helper threads were doing (on a CPU, waiting for
+# one). No segment of the timeline has it: a wait linked to a carrier request is named
+# by the carrier's own service (_linked_pieces).
 
 # Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
 HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")

@@ -99,15 +99,14 @@ def helper_busy(tl: Timeline, foreign: Sequence[int] = (), threads: int = 1
                 ) -> list[tuple[Coverage, int]]:
     """When some recorded helper thread was on a CPU (helper-cpu) and, apart from that,
     when one was waiting for a CPU (helper-runqueue): the last resort of device_fill.
-    A helper's wait on a carrier request (helper-cpu "(loop worker)") is not its own
-    CPU time and is left out, and so are the helpers of `foreign` (tids: another
-    filesystem's journal threads, model/wakeups.py foreign_jbd2). threads: the two
-    made side by side when 2 or more."""
+    The helpers of `foreign` (tids: another filesystem's journal threads,
+    model/wakeups.py foreign_jbd2) are left out. threads: the two made side by side
+    when 2 or more."""
     ok = tl.helper & ~np.isin(tl.tids, np.asarray(foreign, np.int64))
     hseg = ok[tl.actor.astype(np.int64)] if len(tl.actor) else np.zeros(0, bool)
 
     def busy(cat: int) -> tuple[Coverage, int] | None:
-        m = np.flatnonzero(hseg & (tl.cat == cat) & (tl.arg != CARRIED))  # not a loop's
+        m = np.flatnonzero(hseg & (tl.cat == cat))
         if not len(m):
             return None
         # In (actor, start) order: a sorted run per helper.
