@@ -21,6 +21,7 @@ import numpy as np
 from .. import abi
 from ..categories import ATTRIBUTION_CATEGORIES
 from ..names import CLASS_NAMES, utf8_text
+from ..traceformat import recording
 
 I64 = np.int64
 # The attribution categories (a trace without wakeup links has no value for some).
@@ -86,10 +87,10 @@ def run_uuid(trace: Any) -> str:
     for src in (trace.meta or {}, trace.recorder or {}):
         if isinstance(src.get("run_uuid"), str):
             return utf8_text(src["run_uuid"])
+    rec = recording(trace)
     h = hashlib.sha256()
-    for part in (trace.meta.get("host"), trace.created_realtime_ns, trace.start_ns,
-                 trace.recorder.get("command") or trace.meta.get("command"),
-                 trace.recorder.get("pid"), trace.end_ns):
+    for part in (rec["host"], trace.created_realtime_ns, trace.start_ns, rec["command"],
+                 rec["pid"], trace.end_ns):
         h.update(repr(part).encode())
         h.update(b"\0")
     return str(uuid.UUID(bytes=h.digest()[:16], version=5))
@@ -259,30 +260,31 @@ def device_names(meta: Any) -> dict[tuple[int, int], str]:
 
 
 def run_info(trace: Any) -> dict[str, Any]:
-    """The run's description; every name as utf8_text writes it (names are bytes)."""
+    """The run's description (the recording as traceformat.recording reads it); every
+    name as utf8_text writes it (names are bytes)."""
     meta = trace.meta or {}
-    cmd = trace.recorder.get("command") or meta.get("command") or []
+    rec = recording(trace)
+    cmd = rec["command"] or []
     imp: dict[str, Any] = meta["import"] if isinstance(meta.get("import"), dict) else {}
     return {
-        "host": _text(meta.get("host")),
-        "kernel": _text(meta.get("kernel")),
-        "machine": _text(meta.get("machine")),
-        "iowhy_version": _text(meta.get("iowhy_version")
-                               or trace.recorder.get("iowhy_version")),
+        "host": _text(rec["host"]),
+        "kernel": _text(rec["kernel"]),
+        "machine": _text(rec["machine"]),
+        "iowhy_version": _text(rec["iowhy_version"]),
         "argv": ([utf8_text(c) for c in cmd] if isinstance(cmd, list) and cmd
                  else [utf8_text(cmd)] if cmd else None),
-        "pid": trace.recorder.get("pid") or None,  # 0: not known (an import)
-        "devices": [utf8_text(d.get("name")) for d in meta.get("devices", []) or []],
+        "pid": rec["pid"] or None,  # 0: not known (an import)
+        "devices": [utf8_text(d.get("name")) for d in rec["devices"]],
         "filesystems": sorted({utf8_text(f.get("fstype"))
-                               for f in meta.get("filesystems", []) or [] if f.get("fstype")}),
+                               for f in rec["filesystems"] if f.get("fstype")}),
         "start_ns": int(trace.start_ns),
         "end_ns": int(trace.end_ns),
         "realtime_minus_monotonic_ns": (meta.get("clock") or {}).get(
             "realtime_minus_monotonic_ns"),
         "created_realtime_ns": int(trace.created_realtime_ns),
         "source": utf8_text(imp.get("format") or "iowhy record"),
-        "lost_events": int(trace.lost_events),
-        "truncated": bool(trace.truncated),
+        "lost_events": rec["lost_events"],
+        "truncated": rec["truncated"],
     }
 
 
