@@ -640,14 +640,14 @@ def main(argv: list[str] | None = None) -> int:
             flush_stdout()          # ... nor an error at exit
         return rc
     except UserError as e:
-        from .reports.escape import printable
+        from .escape import printable
         msg = f"iowhy: {e}"
         if e.hint:
             msg += f" ({e.hint})"
         print(printable(msg), file=sys.stderr)
         return e.code
     except OverflowError as e:  # times of a damaged trace too far apart to key
-        from .reports.escape import printable
+        from .escape import printable
         print(printable(f"iowhy: cannot analyze this trace: {e} (its times are out of "
                         "range: the trace is damaged; `iowhy info` shows what it holds)"),
               file=sys.stderr)
