@@ -1,5 +1,7 @@
-"""Cell and line formatters shared by the terminal report, the HTML pages and the
-compare text: counts, sizes, shares, command lines, the 100-column width.
+"""Cell and line formatters shared by the terminal report, the HTML pages, the compare
+text and `info`: counts, sizes, shares, command lines, the 100-column width, the line of
+an aligned table. Those the analyzer's own outputs use too (`iowhy query`) are in
+iowhy/cells.py and read from here.
 
 Each takes a figure the analysis produced and returns its text; none computes a figure.
 """
@@ -11,6 +13,7 @@ from typing import Any, Mapping
 
 from iowhy import cmdline
 from iowhy.categories import PART_WORDS
+from iowhy.cells import aligned  # noqa: F401 (the reports' tables read it here)
 from iowhy.findings import fmt_ns
 
 from .escape import printable

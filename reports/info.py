@@ -11,8 +11,8 @@ import textwrap
 from typing import Any, Sequence
 
 from .escape import printable
+from .fmt import WIDTH, aligned
 
-WIDTH = 100
 _LABEL = 22  # width of the "label:" column of the key/value lines
 
 
@@ -57,8 +57,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
             widths[i] = max(widths[i], len(c))
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)]
-        return _cut((" " * indent + "  ".join(parts)).rstrip(), WIDTH)
+        return _cut(aligned(cells, widths, right, indent), WIDTH)
 
     return [line(headers)] + [line(r) for r in rows]
 

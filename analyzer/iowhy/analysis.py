@@ -44,6 +44,7 @@ from .views.stack import carried_service, carrying_edges
 from .views.causal import elapsed_view, root_event_wait, thread_time_view
 from .views.causal_inputs import causal_inputs
 from .views.workload import workload_covers, workload_view
+from .traceformat import recording
 from .views.cgroups import cgroup_view, not_recorded, workload_groups
 from .views.cgroups import recorded as cgroups_recorded
 
@@ -982,22 +983,21 @@ def attribution_unavailable(trace: Any, meta: Mapping[str, Any]) -> str | None:
 
 
 def _trace_summary(trace: Any, win: Window, meta: Mapping[str, Any]) -> dict[str, Any]:
-    rec = getattr(trace, "recorder", {}) or {}
-    trailer = getattr(trace, "trailer", None) or {}
-    command = rec.get("command") or meta.get("command")
-    mounts = [str(f["mountpoint"]) for f in meta.get("filesystems") or []
+    """The report's `trace`: the recording as the trace describes it
+    (traceformat.recording), the command shortened and the analysis' window."""
+    rec = recording(trace, meta)
+    mounts = [str(f["mountpoint"]) for f in rec["filesystems"]
               if isinstance(f, Mapping) and isinstance(f.get("mountpoint"), str)]
-    label = meta.get("label")
     return {
-        "path": getattr(trace, "path", None),
-        "command": command,
-        "command_short": cmdline.short_command(command, mounts),
-        "label": label if isinstance(label, str) and label else None,
-        "pid": rec.get("pid"),
+        "path": rec["path"],
+        "command": rec["command"],
+        "command_short": cmdline.short_command(rec["command"], mounts),
+        "label": rec["label"],
+        "pid": rec["pid"],
         "start_ns": win.start_ns, "end_ns": win.end_ns,
-        "stop_reason": trailer.get("stop_reason"),
-        "exit_status": trailer.get("exit_status"),
-        "truncated": bool(getattr(trace, "truncated", False)),
+        "stop_reason": rec["stop_reason"],
+        "exit_status": rec["exit_status"],
+        "truncated": rec["truncated"],
     }
 
 

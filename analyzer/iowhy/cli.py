@@ -414,27 +414,29 @@ def probe_stats(tr: Trace) -> list[dict] | None:
 
 def info_dict(tr: Trace) -> dict:
     from . import abi
+    from .traceformat import recording
     records = {name: tr.count(name) for name in abi.RECORD_NAMES}
+    rec = recording(tr)
     return {
-        "path": tr.path,
-        "format_version": tr.version,
-        "iowhy_version": tr.meta.get("iowhy_version") or tr.recorder.get("iowhy_version"),
-        "host": tr.meta.get("host"),
-        "kernel": tr.meta.get("kernel"),
-        "command": tr.recorder.get("command") or tr.meta.get("command"),
+        "path": rec["path"],
+        "format_version": rec["format_version"],
+        "iowhy_version": rec["iowhy_version"],
+        "host": rec["host"],
+        "kernel": rec["kernel"],
+        "command": rec["command"],
         "start_ns": tr.start_ns,
         "end_ns": tr.end_ns,
         "duration_ns": tr.duration_ns,
         "records": records,
         "counters": tr.counters,
-        "lost_events": tr.lost_events,
-        "truncated": tr.truncated,
+        "lost_events": rec["lost_events"],
+        "truncated": rec["truncated"],
         "missing_bytes": tr.missing_bytes,
         "bad_regions": tr.bad_regions,
         "unknown_chunks": tr.unknown_chunks,
         "chunks": tr.chunk_count,
-        "stop_reason": (tr.trailer or {}).get("stop_reason"),
-        "exit_status": (tr.trailer or {}).get("exit_status"),
+        "stop_reason": rec["stop_reason"],
+        "exit_status": rec["exit_status"],
         "probes": tr.recorder.get("probes", {}),
         "attach_mode": tr.recorder.get("attach_mode"),
         "task_state": tr.recorder.get("task_state"),
@@ -445,9 +447,9 @@ def info_dict(tr: Trace) -> dict:
         "probe_stats": probe_stats(tr),
         "devices": [{k: d.get(k) for k in ("name", "major", "minor", "size_bytes", "rotational",
                                            "write_cache", "fua", "scheduler")}
-                    for d in tr.meta.get("devices", [])],
+                    for d in rec["devices"]],
         "filesystems": [{k: f.get(k) for k in ("source", "mountpoint", "fstype", "options", "log")}
-                        for f in tr.meta.get("filesystems", [])],
+                        for f in rec["filesystems"]],
     }
 
 
@@ -638,14 +640,14 @@ def main(argv: list[str] | None = None) -> int:
             flush_stdout()          # ... nor an error at exit
         return rc
     except UserError as e:
-        from .reports.escape import printable
+        from .escape import printable
         msg = f"iowhy: {e}"
         if e.hint:
             msg += f" ({e.hint})"
         print(printable(msg), file=sys.stderr)
         return e.code
     except OverflowError as e:  # times of a damaged trace too far apart to key
-        from .reports.escape import printable
+        from .escape import printable
         print(printable(f"iowhy: cannot analyze this trace: {e} (its times are out of "
                         "range: the trace is damaged; `iowhy info` shows what it holds)"),
               file=sys.stderr)

@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .categories import OWN_PART, PART_WORDS, display_order  # the order: read at each use
 from .findings import fmt_ns
 from .names import CLASS_NAMES
+from .traceformat import recording
 
 SCHEMA = "iowhy-compare/1"
 WITHIN = 0.02  # runs whose longer elapsed is at most 2% above the shorter are "within 2%"
@@ -74,7 +75,7 @@ def _workload_devices(r: Mapping[str, Any], meta: Mapping[str, Any] | None) -> l
     """Configuration of the workload's disks: from the analysis, completed by META."""
     names = list(_get(r, "workload", "devices") or [])
     by_name = {d.get("name"): d for d in r.get("devices") or []}
-    meta_devs = {d.get("name"): d for d in (meta or {}).get("devices") or []}
+    meta_devs = {d.get("name"): d for d in recording(None, meta or {})["devices"]}
     out = []
     for n in names:
         d = by_name.get(n) or meta_devs.get(n) or {}
@@ -94,6 +95,9 @@ def _workload_filesystems(r: Mapping[str, Any]) -> list[dict]:
 
 
 def _summary(r: Mapping[str, Any], meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One side of the comparison: the recording as the analysis' `trace` describes it
+    (and the kernel, from META as traceformat.recording reads it), its attribution and
+    the configuration of its workload's devices and filesystems."""
     tr = r.get("trace") or {}
     wfl = _get(r, "workload", "flushes") or {}
     return {
@@ -101,7 +105,7 @@ def _summary(r: Mapping[str, Any], meta: Mapping[str, Any] | None) -> dict[str, 
         "command": tr.get("command"),
         "command_short": tr.get("command_short"),
         "label": tr.get("label"),
-        "kernel": (meta or {}).get("kernel"),
+        "kernel": recording(None, meta or {})["kernel"],
         "truncated": bool(tr.get("truncated")),
         "problems": list(r.get("problems") or []),
         "elapsed_ns": int(r["elapsed_ns"]),

@@ -85,7 +85,7 @@ def line(what: str, step: Step, seconds: float, width: int = 79) -> str:
     """The progress line, at most `width` columns. Short of room, the count of records
     goes first, then `what` loses its middle (a path keeps its file name), then the
     phase its end: the time and the rate always show."""
-    from .reports.escape import printable
+    from .escape import printable
     now = printable(f" ({step.name})") if step.name else ""
     what = printable(what)
     tail = f" ... {seconds:.0f} s"

@@ -18,7 +18,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -346,6 +346,41 @@ class Trace:
         if c.get("bio_walk_capped"):
             out.append(f"{c['bio_walk_capped']} requests with more bios than the probe follows")
         return out
+
+
+def recording(trace: Any, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a trace says about its recording, read here once for every summary of a
+    trace (`iowhy info`, the report's `trace`, the `runs` row of an export, the run's
+    id): its path and format version, which iowhy wrote it, on which host, kernel and
+    machine, the workload's command (RECORDER's, else an import's META's), label and
+    pid, how the recording stopped, whether it was cut, the events lost in the kernel,
+    and the devices and filesystems META describes. A value the trace lacks is None
+    (the label also when empty; devices and filesystems: []).
+
+    `trace` may be any object with a Trace's attributes, or None (columns analysed
+    without a file); `meta` is its META (default: trace.meta). The window (start_ns,
+    end_ns) is the Trace's own, and the analysis' (model/requests.trace_window)."""
+    meta = meta if meta is not None else (getattr(trace, "meta", None) or {})
+    rec = getattr(trace, "recorder", None) or {}
+    trailer = getattr(trace, "trailer", None) or {}
+    label = meta.get("label")
+    return {
+        "path": getattr(trace, "path", None),
+        "format_version": getattr(trace, "version", None),
+        "iowhy_version": meta.get("iowhy_version") or rec.get("iowhy_version"),
+        "host": meta.get("host"),
+        "kernel": meta.get("kernel"),
+        "machine": meta.get("machine"),
+        "command": rec.get("command") or meta.get("command"),
+        "label": label if isinstance(label, str) and label else None,
+        "pid": rec.get("pid"),
+        "stop_reason": trailer.get("stop_reason"),
+        "exit_status": trailer.get("exit_status"),
+        "truncated": bool(getattr(trace, "truncated", False)),
+        "lost_events": int(getattr(trace, "lost_events", 0)) if trace is not None else 0,
+        "devices": list(meta.get("devices") or []),
+        "filesystems": list(meta.get("filesystems") or []),
+    }
 
 
 _REC_SIZES = {code: dt.itemsize for code, (_, dt) in abi.RECORD_TYPES.items()}

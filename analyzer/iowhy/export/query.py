@@ -22,6 +22,8 @@ import logging
 import os
 from typing import IO, Any, Iterator, Sequence
 
+from ..cells import aligned, csv_cell, json_value, text_cell
+from ..escape import printable
 from ..names import utf8_text
 from ..progress import phase
 from . import need
@@ -230,39 +232,6 @@ def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
         con.close()
 
 
-def _list(v: Any) -> str:
-    """A list (argv, devices) as a JSON array: its elements' boundaries stay visible."""
-    return json.dumps(_jsonable(v), ensure_ascii=False, allow_nan=False)
-
-
-def _cell(v: Any) -> str:
-    """A value in a text table: floats to 15 significant digits, lists as JSON."""
-    if v is None:
-        return "NULL"
-    if isinstance(v, float):
-        return f"{v:.15g}"
-    if isinstance(v, (list, tuple)):
-        return _list(v)
-    return utf8_text(v)
-
-
-# The control characters a CSV field holds as `\xNN`, as a byte that is not UTF-8 is
-# written (docs/export.md, "Names are bytes"): one line per row, whatever a name holds.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
-
-
-def _csv_cell(v: Any) -> str:
-    """A value in CSV: empty for NULL, floats as repr (they read back to the same
-    double), lists as JSON arrays, control characters escaped."""
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return _list(v)
-    return utf8_text(v).translate(_CONTROL)
-
-
 def _limited(batches: Iterator[list[tuple]], limit: int | None,
              cut: list[bool]) -> Iterator[list[tuple]]:
     """The batches up to `limit` rows in all (None: all); cut[0] set when rows were left."""
@@ -284,17 +253,15 @@ def _limited(batches: Iterator[list[tuple]], limit: int | None,
 def write_table(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> int:
     """An aligned table, names made printable (a terminal reads it), widths from the first
     batch; returns the rows written."""
-    from ..reports.escape import printable
     n = 0
     widths: list[int] | None = None
     numeric: list[bool] = []
 
     def line(vals: list[str]) -> str:
         assert widths is not None
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(vals, widths, numeric)).rstrip() + "\n"
+        return aligned(vals, widths, numeric) + "\n"
     for rows in batches:
-        cells = [[printable(_cell(v)) for v in r] for r in rows]
+        cells = [[printable(text_cell(v)) for v in r] for r in rows]
         if widths is None:
             numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) and
                        any(r[i] is not None for r in rows) for i in range(len(cols))]
@@ -315,21 +282,9 @@ def write_csv(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> 
     w.writerow([utf8_text(c) for c in cols])
     n = 0
     for rows in batches:
-        w.writerows([_csv_cell(v) for v in r] for r in rows)
+        w.writerows([csv_cell(v) for v in r] for r in rows)
         n += len(rows)
     return n
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {utf8_text(k): _jsonable(x) for k, x in v.items()}
-    if v is None or isinstance(v, (int, bool)):
-        return v
-    if isinstance(v, float):
-        return v if v == v and abs(v) != float("inf") else None
-    return utf8_text(v)
 
 
 def write_json(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) -> int:
@@ -337,7 +292,7 @@ def write_json(out: IO[str], cols: list[str], batches: Iterator[list[tuple]]) ->
     keys = [utf8_text(c) for c in cols]
     n = 0
     for rows in batches:
-        text = json.dumps([{c: _jsonable(v) for c, v in zip(keys, r)} for r in rows],
+        text = json.dumps([{c: json_value(v) for c, v in zip(keys, r)} for r in rows],
                           indent=1, allow_nan=False)
         out.write(("[\n" if n == 0 else ",\n") + text[2:-2])
         n += len(rows)

@@ -2,8 +2,9 @@
 
 Everything the exporters need beyond the raw records (each request's class, latency
 parts, seek distance and fsync-family call; the attribution of the elapsed time) is
-computed here from the analysis modules' public functions. When the analysis modules
-move, only this file changes.
+taken here from the analysis (analysis.request_roles); only the requests of a device
+the analysis set apart get theirs from the model's functions, here. When the analysis
+modules move, only this file changes.
 
 All arrays are aligned with the trace's records in file order (`Trace.records(name)`):
 request i of `RunModel.requests` is record i of `trace.records("request")`.
@@ -21,6 +22,7 @@ import numpy as np
 from .. import abi
 from ..categories import ATTRIBUTION_CATEGORIES
 from ..names import CLASS_NAMES, utf8_text
+from ..traceformat import recording
 
 I64 = np.int64
 # The attribution categories (a trace without wakeup links has no value for some).
@@ -86,10 +88,10 @@ def run_uuid(trace: Any) -> str:
     for src in (trace.meta or {}, trace.recorder or {}):
         if isinstance(src.get("run_uuid"), str):
             return utf8_text(src["run_uuid"])
+    rec = recording(trace)
     h = hashlib.sha256()
-    for part in (trace.meta.get("host"), trace.created_realtime_ns, trace.start_ns,
-                 trace.recorder.get("command") or trace.meta.get("command"),
-                 trace.recorder.get("pid"), trace.end_ns):
+    for part in (rec["host"], trace.created_realtime_ns, trace.start_ns, rec["command"],
+                 rec["pid"], trace.end_ns):
         h.update(repr(part).encode())
         h.update(b"\0")
     return str(uuid.UUID(bytes=h.digest()[:16], version=5))
@@ -122,59 +124,74 @@ def model_requests(trace: Any) -> tuple[Any, Any]:
 
 def request_model(trace: Any, roles: dict[str, Any] | None = None) -> RequestModel:
     """Class, latency parts, seek and fsync-family call of every request (and bio); with
-    `roles` (analysis.request_roles, of the same trace) the analysis' classes and seeks
-    and what it made of each request, the model's one definition (the same the
-    report's tables use) giving only those of a device the analysis set apart."""
+    `roles` (analysis.request_roles, of the same trace) the analysis' figures and what
+    it made of each request, the model's one definition (the same the report's tables
+    use) giving only those of a device the analysis set apart."""
+    if roles is not None and (roles["cls"] >= 0).all():
+        return _analyzed_model(trace, roles)  # every request analyzed: nothing to load
+    win, rq = model_requests(trace)
+    n = len(rq)
+    if roles is None:
+        own = _model_figures(trace, rq, win)
+        out = _request_model(trace, rq, own)
+        from ..model.devices import device_names as names_of
+        names = [utf8_text(x) for x in names_of(trace.meta or {}, rq.devices)]
+        _named(out, own["cls"], None, rq.dev, names)
+        return out
+    if len(roles["counted"]) != n:  # the analysis loaded other requests: a bug
+        raise RuntimeError(f"the analysis has {len(roles['counted'])} requests, the "
+                           f"export {n}")
+    # The analysis' figures; those of the requests of a device it set apart (not
+    # analyzed) by the same definitions, computed here for those requests alone (each
+    # figure is the request's own, or its device's: the seeks).
+    apart = roles["cls"] < 0
+    own = _model_figures(trace, rq.take(apart), win)
+    fig = {"cls": roles["cls"].astype(np.int8), "has_seek": roles["has_seek"].copy()}
+    for k in ("seek", "queue_ns", "device_ns", "total_ns", "call"):
+        fig[k] = roles[k].astype(I64)
+    for k, v in own.items():
+        fig[k][apart] = v
+    out = _request_model(trace, rq, fig)
+    _named(out, fig["cls"], roles, rq.dev, [utf8_text(x) for x in roles["device_names"]])
+    return out
+
+
+def _model_figures(trace: Any, rq: Any, win: Any) -> dict[str, np.ndarray]:
+    """The model's figures of requests `rq` (model_requests' or some of them): `call`
+    (model/calls.py), `cls` (model/classify.py), `device_ns`, `queue_ns`, `total_ns`
+    (views/latency.py; -1 where not observed) and `seek`, `has_seek` (model/stages.py,
+    per device: `rq` holds every request of its devices)."""
     from ..model.calls import join_requests_to_calls
     from ..model.classify import request_classes
     from ..model.stages import device_stages
     from ..views.latency import latency_values
-    if roles is not None and "call" in roles and (roles["cls"] >= 0).all():
-        return _analyzed_model(trace, roles)  # every request analyzed: nothing to load
-    win, rq = model_requests(trace)
     n = len(rq)
     fs = trace.records("fsync")
     call = np.full(n, -1, I64)
     if n and len(fs):
         call = np.asarray(join_requests_to_calls(rq, fs, win)).astype(I64)
-    analyzed = np.zeros(n, bool)
-    if roles is not None:
-        if len(roles["counted"]) != n:  # the analysis loaded other requests: a bug
-            raise RuntimeError(f"the analysis has {len(roles['counted'])} requests, the "
-                               f"export {n}")
-        # the analysis' classes; those of a device it set apart, by the same definition
-        analyzed = roles["cls"] >= 0
-    if analyzed.all():
-        cls = roles["cls"].astype(np.int8) if roles is not None else np.zeros(0, np.int8)
-    else:
-        fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
-        cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
-        if roles is not None:
-            cls[analyzed] = roles["cls"][analyzed]
-    parts = []
-    for m in range(3):  # device, queue, total (views.latency.latency_values)
+    fs_type = np.asarray(fs["fs_u16"]) if len(fs) else np.zeros(0, np.uint16)
+    cls = np.asarray(request_classes(rq, trace.meta or {}, fs_type, call), np.int8)
+    out: dict[str, np.ndarray] = {"call": call, "cls": cls}
+    for m, k in enumerate(("device_ns", "queue_ns", "total_ns")):
         grp, v = latency_values(rq, cls, m)
-        parts.append(np.where(grp < len(CLASS_NAMES), v, -1).astype(I64))
+        out[k] = np.where(grp < len(CLASS_NAMES), v, -1).astype(I64)
     seek = np.zeros(n, I64)
     has = np.zeros(n, bool)
-    if n and not analyzed.all():  # a device the analysis set apart: its stages here
+    if n:
         st = device_stages(rq, win)
         si = np.asarray(st.seek_idx).astype(I64)
         seek[si] = np.asarray(st.seek).astype(I64)
         has[si] = True
-    if roles is not None:  # the analysis' seeks (per device: the same either way)
-        seek[analyzed] = roles["seek"][analyzed]
-        has[analyzed] = roles["has_seek"][analyzed]
-    out = RequestModel(cls=cls, queue_ns=parts[1], device_ns=parts[0], total_ns=parts[2],
-                       seek_sectors=seek, has_seek=has, call_index=call,
-                       n_requests=trace.count("request"), flags=np.asarray(rq.flags))
-    if roles is None:
-        from ..model.devices import device_names as names_of
-        names = [utf8_text(x) for x in names_of(trace.meta or {}, rq.devices)]
-        _named(out, cls, None, rq.dev, names)
-        return out
-    _named(out, cls, roles, rq.dev, [utf8_text(x) for x in roles["device_names"]])
+    out["seek"], out["has_seek"] = seek, has
     return out
+
+
+def _request_model(trace: Any, rq: Any, fig: dict[str, np.ndarray]) -> RequestModel:
+    return RequestModel(cls=fig["cls"], queue_ns=fig["queue_ns"], device_ns=fig["device_ns"],
+                        total_ns=fig["total_ns"], seek_sectors=fig["seek"],
+                        has_seek=fig["has_seek"], call_index=fig["call"],
+                        n_requests=trace.count("request"), flags=np.asarray(rq.flags))
 
 
 def _analyzed_model(trace: Any, roles: dict[str, Any]) -> RequestModel:
@@ -259,30 +276,31 @@ def device_names(meta: Any) -> dict[tuple[int, int], str]:
 
 
 def run_info(trace: Any) -> dict[str, Any]:
-    """The run's description; every name as utf8_text writes it (names are bytes)."""
+    """The run's description (the recording as traceformat.recording reads it); every
+    name as utf8_text writes it (names are bytes)."""
     meta = trace.meta or {}
-    cmd = trace.recorder.get("command") or meta.get("command") or []
+    rec = recording(trace)
+    cmd = rec["command"] or []
     imp: dict[str, Any] = meta["import"] if isinstance(meta.get("import"), dict) else {}
     return {
-        "host": _text(meta.get("host")),
-        "kernel": _text(meta.get("kernel")),
-        "machine": _text(meta.get("machine")),
-        "iowhy_version": _text(meta.get("iowhy_version")
-                               or trace.recorder.get("iowhy_version")),
+        "host": _text(rec["host"]),
+        "kernel": _text(rec["kernel"]),
+        "machine": _text(rec["machine"]),
+        "iowhy_version": _text(rec["iowhy_version"]),
         "argv": ([utf8_text(c) for c in cmd] if isinstance(cmd, list) and cmd
                  else [utf8_text(cmd)] if cmd else None),
-        "pid": trace.recorder.get("pid") or None,  # 0: not known (an import)
-        "devices": [utf8_text(d.get("name")) for d in meta.get("devices", []) or []],
+        "pid": rec["pid"] or None,  # 0: not known (an import)
+        "devices": [utf8_text(d.get("name")) for d in rec["devices"]],
         "filesystems": sorted({utf8_text(f.get("fstype"))
-                               for f in meta.get("filesystems", []) or [] if f.get("fstype")}),
+                               for f in rec["filesystems"] if f.get("fstype")}),
         "start_ns": int(trace.start_ns),
         "end_ns": int(trace.end_ns),
         "realtime_minus_monotonic_ns": (meta.get("clock") or {}).get(
             "realtime_minus_monotonic_ns"),
         "created_realtime_ns": int(trace.created_realtime_ns),
         "source": utf8_text(imp.get("format") or "iowhy record"),
-        "lost_events": int(trace.lost_events),
-        "truncated": bool(trace.truncated),
+        "lost_events": rec["lost_events"],
+        "truncated": rec["truncated"],
     }
 
 

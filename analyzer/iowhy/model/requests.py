@@ -129,6 +129,16 @@ class Requests:
             return alias[name]
         return self.extra[name]
 
+    def take(self, keep: np.ndarray) -> Requests:
+        """The requests where bool array `keep` is true, in their order, on the same
+        devices (each `dev` still indexes `devices`); extra columns too."""
+        return Requests(submit=self.submit[keep], insert=self.insert[keep],
+                        issue=self.issue[keep], data_done=self.data_done[keep],
+                        done=self.done[keep], sector=self.sector[keep],
+                        nbytes=self.nbytes[keep], dev=self.dev[keep], devices=self.devices,
+                        op=self.op[keep], iflags=self.iflags[keep], flags=self.flags[keep],
+                        tid=self.tid[keep], extra={k: v[keep] for k, v in self.extra.items()})
+
 
 SUBCHUNK = 8192  # records copied at a time: a few fields of 8192 records stay in L2
 

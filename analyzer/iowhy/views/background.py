@@ -129,12 +129,7 @@ def set_apart(rq: Requests, scope: np.ndarray, names: Sequence[str]
     for x in bg:
         x["set_apart"] = True
     bg.sort(key=lambda x: -x["requests"])
-    sub = Requests(submit=rq.submit[keep], insert=rq.insert[keep], issue=rq.issue[keep],
-                   data_done=rq.data_done[keep], done=rq.done[keep], sector=rq.sector[keep],
-                   nbytes=rq.nbytes[keep], dev=rq.dev[keep], devices=rq.devices,
-                   op=rq.op[keep], iflags=rq.iflags[keep], flags=rq.flags[keep],
-                   tid=rq.tid[keep], extra={k: v[keep] for k, v in rq.extra.items()})
-    return sub, {"devices": bg, "requests": sum(int(x["requests"]) for x in bg)}
+    return rq.take(keep), {"devices": bg, "requests": sum(int(x["requests"]) for x in bg)}
 
 
 def bio_based_warnings(meta: Mapping[str, Any], seen: set[tuple[int, int]]) -> list[str]:
