@@ -326,7 +326,8 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         blocked_sys = ssys >= -2
         p_top = ssys if level == 0 else top[qi]
         p_in = np.where(blocked_sys, ssys, inner[qi])
-        p_pur = np.where(qpur[qi] >= 0, qpur[qi], tl.pur[si]).astype(np.int8)
+        p_pur = qpur[qi]
+        p_pur = np.where(p_pur >= 0, p_pur, tl.pur[si]).astype(np.int8)
         if level:
             cat = _as_other_thread(cat, (act != home)[qi])
         rec = cat == RECURSE
@@ -334,12 +335,15 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
             cat = np.where(rec, OTHER, cat).astype(np.int8)
             det = np.where(rec, DEPTH, det)
             rec = np.zeros(len(cat), bool)
-        leaf = ~rec
+        # Gathers by index, not by the masks: one pass over each mask (a mask's gather
+        # mispredicts its branches on every array).
+        leaf = np.flatnonzero(~rec)
         ql = qi[leaf]
         out.append((root[ql], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
                     p_in[leaf], p_pur[leaf], act[ql]))
         del ql, leaf
         # The next level's queries, then only the leaves are kept while they are used.
+        rec = np.flatnonzero(rec)
         qr = qi[rec]
         act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
@@ -427,11 +431,12 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
                                         if len(pb) else qa, qa)))
     gb = np.concatenate((pa, qb))
     gq = np.concatenate((qi, np.arange(len(qa))))
-    m = gb > ga
-    if m.any():
-        n = int(m.sum())
+    m = np.flatnonzero(gb > ga)  # the gaps that are not empty
+    if len(m):
+        n = len(m)
         cat = np.full(n, OTHER, np.int8)
         det = np.full(n, reason, np.int32)
+        g = gq[m]
         if exiting is not None:
             # The trailing gaps (the last len(qa)) of exiting wakers, from their death on.
             tail = np.zeros(len(ga), bool)
@@ -439,10 +444,9 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
             tail = tail[m]
             if tail.any():
                 cat[tail], det[tail] = CPU, -1
-                cat = _as_other_thread(cat, act[gq[m]] != home[gq[m]])
-        inn = inner[gq[m]] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
-        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn, qpur[gq[m]],
-                    act[gq[m]]))
+                cat = _as_other_thread(cat, act[g] != home[g])
+        inn = inner[g] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
+        out.append((root[g], ga[m], gb[m], cat, det, top[g], inn, qpur[g], act[g]))
 
 
 # -- a critical path over a wait nobody ended ---------------------------------------------
@@ -647,20 +651,28 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     del rank, by_start, rank_order, start_edge
     cut_below = below[cp]
     open_cut = np.flatnonzero(cut_below > 0)
+    # Every cut's `below` is at least the least piece's: the ranks under it need no
+    # filter of the open cuts.
+    every = int(below.min()) if n else 0
     for r in range(int(below.max()) if n else 0):
         if at[r] == at[r + 1] or not len(open_cut):
             continue
         k = by_rank[at[r]:at[r + 1]]
-        sa, sb = la[k], lb[k]
+        sb = lb[k]
         cmax = np.maximum.accumulate(sb)
-        arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
-        c = open_cut[r < cut_below[open_cut]]
+        # The position of the running maximum: positions where a leaf's end is not the
+        # maximum so far count as 0 (the maximum's own position is never less).
+        arg = np.arange(len(k))
+        arg[sb != cmax] = 0
+        np.maximum.accumulate(arg, out=arg)
+        del sb
+        c = open_cut if r < every else open_cut[r < cut_below[open_cut]]
         kc = ka[c]
         # The last leaf starting at or before each cut: a search per cut when few are
         # open, else a count of the leaves starting at each edge (every leaf starts at
         # an edge and edges ascend strictly: the same index either way).
         if len(c) * DENSE_CUTS < nedges:
-            j = np.searchsorted(sa, kc, side="right")
+            j = np.searchsorted(la[k], kc, side="right")
         else:
             cnt = np.bincount(edge_by_rank[at[r]:at[r + 1]], minlength=nedges)
             np.cumsum(cnt, out=cnt)
@@ -670,7 +682,9 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         jj = np.maximum(j, 0)
         ok = (j >= 0) & (cmax[jj] > kc)
         owner[c[ok]] = k[arg[jj[ok]]]
-        open_cut = open_cut[owner[open_cut] < 0]
+        # Open for the next ranks: the cuts of c this rank did not own (a cut left out
+        # of c has its `below` at or under r, so no later rank is searched for it).
+        open_cut = c[~ok]
     return cp, ka + back, kb + back, owner
 
 
