@@ -1059,8 +1059,8 @@ def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
                         minlength=len(flat)).round().astype(I64)
     d = det.reshape(-1)
     d += np.bincount(code, weights=ln, minlength=len(d)).round().astype(I64)
-    blocked = lv.top_sys >= -2
-    if not blocked.any():
+    blocked = np.flatnonzero(lv.top_sys >= -2)  # an index: gathered from three columns
+    if not len(blocked):
         return
     top = lv.top_sys[blocked]
     hi = int(top.max()) + 3
