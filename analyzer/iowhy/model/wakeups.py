@@ -178,7 +178,12 @@ class Timeline:
         return ai, self.tids[ai] == tid
 
     def keys(self, actor: np.ndarray, t: np.ndarray) -> np.ndarray:
-        return actor.astype(I64) * self.span + (t - self.origin)
+        # In place in one new array (int64 arithmetic wraps alike in any order).
+        k = actor.astype(I64)
+        k *= self.span
+        k += t
+        k -= self.origin
+        return k
 
     def key_starts(self) -> np.ndarray:
         return self.kstart

@@ -920,7 +920,8 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     per = np.zeros((nw, NL1), I64)
     det = np.zeros((NL1, NK), I64)
     sys_sum: dict[int, np.ndarray] = {}  # per syscall: (level one x kind) ns
-    first = np.searchsorted(tl.actor, np.arange(nw + 1))  # each thread's first segment
+    # Each thread's first segment (searched in the actors' own dtype: no copy of them).
+    first = np.searchsorted(tl.actor, np.arange(nw + 1, dtype=tl.actor.dtype))
     start = 0
     while start < nw:
         end = start + 1
@@ -976,8 +977,8 @@ def own_state(tl: Timeline, actors: np.ndarray, arch: str | None) -> list[dict[s
     and helpers whose wakeups ended its waits, the three longest)."""
     name = _sys_name(arch)
     out = []
-    first = np.searchsorted(tl.actor, np.asarray(actors, np.int64))
-    last = np.searchsorted(tl.actor, np.asarray(actors, np.int64), side="right")
+    first = np.searchsorted(tl.actor, np.asarray(actors, tl.actor.dtype))
+    last = np.searchsorted(tl.actor, np.asarray(actors, tl.actor.dtype), side="right")
     for act, a, b in zip(np.asarray(actors).tolist(), first.tolist(), last.tolist()):
         # An actor's segments are consecutive: each ends where the next starts, the last
         # at its death.
