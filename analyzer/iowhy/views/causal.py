@@ -647,7 +647,8 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     rank_order = np.argsort(rank, kind="stable")  # positions in start order, by rank
     by_rank = by_start[rank_order]
     edge_by_rank = start_edge[rank_order]
-    at = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=_NRANKS))))
+    # Where each rank's leaves start in that order: a search of the ranks it sorts.
+    at = np.searchsorted(rank[rank_order], np.arange(_NRANKS + 1, dtype=rank.dtype))
     del rank, by_start, rank_order, start_edge
     cut_below = below[cp]
     open_cut = np.flatnonzero(cut_below > 0)
@@ -681,7 +682,9 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         j -= 1
         jj = np.maximum(j, 0)
         ok = (j >= 0) & (cmax[jj] > kc)
-        owner[c[ok]] = k[arg[jj[ok]]]
+        won = np.flatnonzero(ok)  # an index: gathered from two columns
+        owner[c[won]] = k[arg[jj[won]]]
+        del won
         # Open for the next ranks: the cuts of c this rank did not own (a cut left out
         # of c has its `below` at or under r, so no later rank is searched for it).
         open_cut = c[~ok]
