@@ -335,15 +335,12 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
             cat = np.where(rec, OTHER, cat).astype(np.int8)
             det = np.where(rec, DEPTH, det)
             rec = np.zeros(len(cat), bool)
-        # Gathers by index, not by the masks: one pass over each mask (a mask's gather
-        # mispredicts its branches on every array).
-        leaf = np.flatnonzero(~rec)
+        leaf = ~rec
         ql = qi[leaf]
         out.append((root[ql], pa[leaf], pb[leaf], cat[leaf], det[leaf], p_top[leaf],
                     p_in[leaf], p_pur[leaf], act[ql]))
         del ql, leaf
         # The next level's queries, then only the leaves are kept while they are used.
-        rec = np.flatnonzero(rec)
         qr = qi[rec]
         act = arg[rec].astype(I64)
         qa, qb = pa[rec], pb[rec]
