@@ -180,7 +180,12 @@ class Timeline:
         return ai, self.tids[ai] == tid
 
     def keys(self, actor: np.ndarray, t: np.ndarray) -> np.ndarray:
-        return actor.astype(I64) * self.span + (t - self.origin)
+        # In place in one new array (int64 arithmetic wraps alike in any order).
+        k = actor.astype(I64)
+        k *= self.span
+        k += t
+        k -= self.origin
+        return k
 
     def key_starts(self) -> np.ndarray:
         return self.kstart
@@ -612,19 +617,25 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
         base = off[i + act[a:b] + 1]
         nxt_s, cpu_end = _gaps_after(tl, iv, a, b)
         ca = act[a:b]
-        m = plain[a:b]
-        k = cat[a:b][m]
-        put(base[m], ca[m], s[a:b][m], k, np.where(k == RECURSE, target[a:b][m], detail[a:b][m]),
-            iv.sysnr[a:b][m], pur[a:b][m])
+        # Each kind of segment's intervals as indices (i: absolute, m: in the chunk), one
+        # pass over its mask for all the columns gathered.
+        m = np.flatnonzero(plain[a:b])
+        i = m + a
+        k = cat[i]
+        put(base[m], ca[m], s[i], k, np.where(k == RECURSE, target[i], detail[i]),
+            iv.sysnr[i], pur[i])
         base += plain[a:b] + nlinked[a:b]
-        m = e[a:b] > w[a:b]
-        put(base[m], ca[m], w[a:b][m],
-            np.where(iv.helper[a:b][m], HRUNQ, RUNQ).astype(np.int8), -1, iv.sysnr[a:b][m])
-        base += m
-        m = cpu_end > e[a:b]
-        put(base[m], ca[m], e[a:b][m], hcpu[ca[m]])
-        base += m
-        m = nxt_s > cpu_end
+        runq = e[a:b] > w[a:b]
+        m = np.flatnonzero(runq)
+        i = m + a
+        put(base[m], ca[m], w[i], np.where(iv.helper[i], HRUNQ, RUNQ).astype(np.int8), -1,
+            iv.sysnr[i])
+        base += runq
+        oncpu = cpu_end > e[a:b]
+        m = np.flatnonzero(oncpu)
+        put(base[m], ca[m], e[m + a], hcpu[ca[m]])
+        base += oncpu
+        m = np.flatnonzero(nxt_s > cpu_end)
         put(base[m], ca[m], cpu_end[m], OTHER, NOT_RECORDED)
     chunk_map(put_rest, range(0, n, LAYOUT_CHUNK), threads)
     tl.actor, tl.kstart, tl.cat, tl.arg, tl.sys, tl.pur = oa, ok, ocat, oarg, osys, opur

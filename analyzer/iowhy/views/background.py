@@ -81,8 +81,9 @@ def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
     woke: set[int] = set()
     if seq is not None and len(waker_seqs) and len(seq):
         o = np.argsort(seq, kind="stable")
-        i = np.minimum(np.searchsorted(seq, waker_seqs, sorter=o), len(o) - 1)
-        hit = o[i][np.asarray(seq)[o[i]] == waker_seqs]
+        ss = np.asarray(seq)[o]  # searched in place: a search through the sorter reads at random
+        i = np.minimum(np.searchsorted(ss, waker_seqs), len(o) - 1)
+        hit = o[i][ss[i] == waker_seqs]
         woke = set(unique(rq.dev[hit]).tolist()) - mine
     if woke:
         mine |= set().union(*device_roles_below(rq, meta, woke))

@@ -325,7 +325,8 @@ def _levels(tl: Timeline, actor: np.ndarray, qa: np.ndarray, qb: np.ndarray, dep
         blocked_sys = ssys >= -2
         p_top = ssys if level == 0 else top[qi]
         p_in = np.where(blocked_sys, ssys, inner[qi])
-        p_pur = np.where(qpur[qi] >= 0, qpur[qi], tl.pur[si]).astype(np.int8)
+        p_pur = qpur[qi]
+        p_pur = np.where(p_pur >= 0, p_pur, tl.pur[si]).astype(np.int8)
         if level:
             cat = _as_other_thread(cat, (act != home)[qi])
         rec = cat == RECURSE
@@ -426,11 +427,12 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
                                         if len(pb) else qa, qa)))
     gb = np.concatenate((pa, qb))
     gq = np.concatenate((qi, np.arange(len(qa))))
-    m = gb > ga
-    if m.any():
-        n = int(m.sum())
+    m = np.flatnonzero(gb > ga)  # the gaps that are not empty
+    if len(m):
+        n = len(m)
         cat = np.full(n, OTHER, np.int8)
         det = np.full(n, reason, np.int32)
+        g = gq[m]
         if exiting is not None:
             # The trailing gaps (the last len(qa)) of exiting wakers, from their death on.
             tail = np.zeros(len(ga), bool)
@@ -438,10 +440,9 @@ def _gaps(out: list[tuple[np.ndarray, ...]], qi: np.ndarray, pa: np.ndarray, pb:
             tail = tail[m]
             if tail.any():
                 cat[tail], det[tail] = CPU, -1
-                cat = _as_other_thread(cat, act[gq[m]] != home[gq[m]])
-        inn = inner[gq[m]] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
-        out.append((root[gq[m]], ga[m], gb[m], cat, det, top[gq[m]], inn, qpur[gq[m]],
-                    act[gq[m]]))
+                cat = _as_other_thread(cat, act[g] != home[g])
+        inn = inner[g] if reason != NO_TASK else np.full(n, NO_TASK_SYS, np.int32)
+        out.append((root[g], ga[m], gb[m], cat, det, top[g], inn, qpur[g], act[g]))
 
 
 # -- a critical path over a wait nobody ended ---------------------------------------------
@@ -642,24 +643,33 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
     rank_order = np.argsort(rank, kind="stable")  # positions in start order, by rank
     by_rank = by_start[rank_order]
     edge_by_rank = start_edge[rank_order]
-    at = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=_NRANKS))))
+    # Where each rank's leaves start in that order: a search of the ranks it sorts.
+    at = np.searchsorted(rank[rank_order], np.arange(_NRANKS + 1, dtype=rank.dtype))
     del rank, by_start, rank_order, start_edge
     cut_below = below[cp]
     open_cut = np.flatnonzero(cut_below > 0)
+    # Every cut's `below` is at least the least piece's: the ranks under it need no
+    # filter of the open cuts.
+    every = int(below.min()) if n else 0
     for r in range(int(below.max()) if n else 0):
         if at[r] == at[r + 1] or not len(open_cut):
             continue
         k = by_rank[at[r]:at[r + 1]]
-        sa, sb = la[k], lb[k]
+        sb = lb[k]
         cmax = np.maximum.accumulate(sb)
-        arg = np.maximum.accumulate(np.where(sb == cmax, np.arange(len(k)), 0))
-        c = open_cut[r < cut_below[open_cut]]
+        # The position of the running maximum: positions where a leaf's end is not the
+        # maximum so far count as 0 (the maximum's own position is never less).
+        arg = np.arange(len(k))
+        arg[sb != cmax] = 0
+        np.maximum.accumulate(arg, out=arg)
+        del sb
+        c = open_cut if r < every else open_cut[r < cut_below[open_cut]]
         kc = ka[c]
         # The last leaf starting at or before each cut: a search per cut when few are
         # open, else a count of the leaves starting at each edge (every leaf starts at
         # an edge and edges ascend strictly: the same index either way).
         if len(c) * DENSE_CUTS < nedges:
-            j = np.searchsorted(sa, kc, side="right")
+            j = np.searchsorted(la[k], kc, side="right")
         else:
             cnt = np.bincount(edge_by_rank[at[r]:at[r + 1]], minlength=nedges)
             np.cumsum(cnt, out=cnt)
@@ -668,8 +678,12 @@ def _best_of(sub: Leaves, piece: np.ndarray, pa: np.ndarray, pb: np.ndarray,
         j -= 1
         jj = np.maximum(j, 0)
         ok = (j >= 0) & (cmax[jj] > kc)
-        owner[c[ok]] = k[arg[jj[ok]]]
-        open_cut = open_cut[owner[open_cut] < 0]
+        won = np.flatnonzero(ok)  # an index: gathered from two columns
+        owner[c[won]] = k[arg[jj[won]]]
+        del won
+        # Open for the next ranks: the cuts of c this rank did not own (a cut left out
+        # of c has its `below` at or under r, so no later rank is searched for it).
+        open_cut = c[~ok]
     return cp, ka + back, kb + back, owner
 
 
@@ -905,7 +919,8 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     per = np.zeros((nw, NL1), I64)
     det = np.zeros((NL1, NK), I64)
     sys_sum: dict[int, np.ndarray] = {}  # per syscall: (level one x kind) ns
-    first = np.searchsorted(tl.actor, np.arange(nw + 1))  # each thread's first segment
+    # Each thread's first segment (searched in the actors' own dtype: no copy of them).
+    first = np.searchsorted(tl.actor, np.arange(nw + 1, dtype=tl.actor.dtype))
     start = 0
     while start < nw:
         end = start + 1
@@ -961,8 +976,8 @@ def own_state(tl: Timeline, actors: np.ndarray, arch: str | None) -> list[dict[s
     and helpers whose wakeups ended its waits, the three longest)."""
     name = _sys_name(arch)
     out = []
-    first = np.searchsorted(tl.actor, np.asarray(actors, np.int64))
-    last = np.searchsorted(tl.actor, np.asarray(actors, np.int64), side="right")
+    first = np.searchsorted(tl.actor, np.asarray(actors, tl.actor.dtype))
+    last = np.searchsorted(tl.actor, np.asarray(actors, tl.actor.dtype), side="right")
     for act, a, b in zip(np.asarray(actors).tolist(), first.tolist(), last.tolist()):
         # An actor's segments are consecutive: each ends where the next starts, the last
         # at its death.
@@ -1044,8 +1059,8 @@ def _sum_into(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
                         minlength=len(flat)).round().astype(I64)
     d = det.reshape(-1)
     d += np.bincount(code, weights=ln, minlength=len(d)).round().astype(I64)
-    blocked = lv.top_sys >= -2
-    if not blocked.any():
+    blocked = np.flatnonzero(lv.top_sys >= -2)  # an index: gathered from three columns
+    if not len(blocked):
         return
     top = lv.top_sys[blocked]
     hi = int(top.max()) + 3
