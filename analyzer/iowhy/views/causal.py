@@ -139,8 +139,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     that helper's work (an XFS log push formatting the log, a flusher building bios);
     not a helper's own timer wait ("(helper's timer)", HELPER_IRQ).
 
-    The loop worker's time (helper-cpu "(loop worker)", from the request link of a
-    carrier request or from `carried` above) is split the same way: helper-runqueue
+    The loop worker's time (helper-cpu "(loop worker)", from `carried` above) is split
+    the same way: helper-runqueue
     where a recorded helper was waiting for a CPU and none was on one, the rest
     helper-cpu; on a loaded machine a loop worker mostly waits for a CPU.
 
@@ -1004,9 +1004,9 @@ def _take(lv: Leaves, sel: np.ndarray) -> Leaves:
 
 
 def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
-    """fill(lv), given only the leaves a fill can change (wait-other, and the loop
-    worker's helper-cpu): the others pass through untouched, in any order."""
-    cand = (lv.cat == OTHER) | ((lv.cat == HCPU) & (lv.detail == CARRIED))
+    """fill(lv), given only the leaves a fill can change (wait-other): the others pass
+    through untouched, in any order."""
+    cand = _fill_candidates(lv)
     if not cand.any():
         return lv
     if cand.all():
@@ -1017,9 +1017,9 @@ def fill_leaves(lv: Leaves, fill: Fill) -> Leaves:
 
 
 def _fill_candidates(lv: Leaves) -> np.ndarray:
-    """The leaves a fill can change (fill_leaves): wait-other, the loop worker's
-    helper-cpu."""
-    return (lv.cat == OTHER) | ((lv.cat == HCPU) & (lv.detail == CARRIED))
+    """The leaves a fill can change (fill_leaves): wait-other (the loop worker's
+    helper-cpu is the fill's own, never a leaf before it)."""
+    return lv.cat == OTHER
 
 
 def _sum_filled(per: np.ndarray, det: np.ndarray, sys_sum: dict[int, np.ndarray],
