@@ -205,10 +205,13 @@ def test_loop_stack_lower_flushes_explain_upper_fsyncs_counted_once(lab_runs):
 
 @pytest.mark.lab
 def test_loop_stack_flush_time_is_the_lower_disks_flush_time(lab_runs):
-    """The time the loop-stack fsyncs were served by cache flushes (level two, whatever
-    the level one: the commits' flushes are log's) is the emulated disk's flush time,
-    within 5 points of elapsed; and the fsyncs are waits on commits or flushes (log and
-    barrier over half of elapsed)."""
+    """The loop-stack fsyncs are waits on commits or flushes (log and barrier over half of
+    elapsed), served by the loop device's cache flushes (level two names the service,
+    whatever the level one: the commits' flushes are log's); how the disk below served
+    those flushes (`stack_service`) holds its cache flushes as the emulated disk's truth
+    has them, within 5 points of elapsed, and the fsyncs' flush time holds at least that
+    much (the loop device's flush is the lower filesystem's fsync of the file: the disk's
+    flush, its journal write, the loop worker)."""
     r, rep = _run(lab_runs, "loop-stack")
     # Each flush also pays the emulation's own round trip, which the truth cannot see: on
     # a machine so busy that its jitter exceeds the allowed error, the lab judges no
@@ -219,9 +222,14 @@ def test_loop_stack_flush_time_is_the_lower_disks_flush_time(lab_runs):
     el = rep["elapsed_ns"]
     w0, w1 = _window(rep)
     flush_truth = _service_ns(_truth(r["files"]["truth"], w0, w1), emudisk.KIND_FLUSH)
+    (svc,) = _key(rep, "stack_service")
+    below = int(svc["by_category_ns"].get("barrier", {}).get("flush") or 0)
+    assert abs(below - flush_truth) <= TOL * el, (
+        f"the disk below flushed for {_pct(below, el)} of the loop device's flushes, but "
+        f"the emulated disk flushed for {_pct(flush_truth, el)} (allowed 5 points)")
     flush = _served(rep["attribution_detail_ns"], "flush")
-    assert abs(flush - flush_truth) <= TOL * el, (
-        f"served by flushes {_pct(flush, el)}, but the emulated disk flushed for "
+    assert flush >= flush_truth - TOL * el, (
+        f"served by flushes {_pct(flush, el)}, less than the emulated disk's "
         f"{_pct(flush_truth, el)} (allowed 5 points)")
     att = rep["attribution_ns"]
     assert _att(att, "log", "barrier") > 0.5 * el, _shown(att, el)
