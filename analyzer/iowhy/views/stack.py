@@ -42,8 +42,10 @@ from .. import abi
 from ..kernels import unique
 from ..model.classify import CATEGORIES, FLUSH
 from ..model.requests import RQ_BIO, Requests
+from ..model.wakeups import BARRIER, device_states
 from ..names import CLASS_NAMES
 from ..model.devices import described_devices, device_names
+from .workload import workload_covers
 
 CARRIED_CLASSES = tuple(CLASS_NAMES.index(c) for c in ("data", "read", "readahead"))
 # A slave's own requests: its flushes and discards (they move no file bytes).
@@ -273,13 +275,11 @@ def carried_service(rq: Requests, stages: Any, unions: Any, flush: Any,
     """Per carrier device (carrier_devices), how the devices below it served its time in
     service (docs/report-json.md, `stack_service`): its busy time by its own best
     category in flight (a flush first, as the device view's busy_by_category_ns ranks
-    it: the same totals), each split by what the
-    devices below were doing over it (BELOW_PARTS). A loop device's flush is its
-    worker's fsync of the backing file: this says whether that was the disk's flush,
-    the lower filesystem's journal, or the worker itself. stages, unions, flush: the
-    model's (model/stages.py, views/device.py device_unions, model/flush.py)."""
-    from ..model.wakeups import BARRIER, device_states
-    from .workload import workload_covers
+    it: the same totals), each split by what the devices below were doing over it
+    (BELOW_PARTS). A loop device's flush is its worker's fsync of the backing file:
+    this says whether that was the disk's flush, the lower filesystem's journal, or
+    the worker itself. stages, unions, flush: the model's (model/stages.py,
+    views/device.py device_unions, model/flush.py)."""
     carriers = carrier_devices(meta, rq.devices, unique(rq.dev).tolist())
     names = device_names(meta, rq.devices)
 
@@ -311,6 +311,7 @@ def carried_service(rq: Requests, stages: Any, unions: Any, flush: Any,
         else:
             lcat = np.full(len(a), idle, np.int64)
         n = len(BELOW_PARTS)
+        # Float sums of integer ns, exact below 2**53 ns (104 days): rounded back.
         m = np.bincount(ucat * n + lcat, weights=ln, minlength=(n - 1) * n)
         m = np.rint(m).astype(np.int64).reshape(n - 1, n)
         out.append({"upper": names[up], "lower": [names[g] for g in low],
