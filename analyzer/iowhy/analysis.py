@@ -35,7 +35,7 @@ from .views.locality import locality
 from .views.placement import seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
-from .model.devices import described_devices, device_names
+from .model.devices import device_meta, device_names
 from .views.series import figure_data, task_comms
 from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
@@ -528,11 +528,9 @@ class _Tasks:
     def data_unseen(self) -> int:
         """The FUA writes whose data-stage completion the kernel did not deliver
         (model/requests.py data_stage_unseen): a loss the probes cannot count."""
-        by: dict[tuple[Any, Any], Mapping[str, Any]] = {
-            (d.get("major"), d.get("minor")): d for d in described_devices(self.meta)}
-        dev = [by.get((int(a), int(b)), {}) for a, b in self.rq.devices]
         emulated = np.array([d.get("write_cache") == "write back" and d.get("fua") == 0
-                             for d in dev], dtype=np.bool_)
+                             for d in device_meta(self.meta, self.rq.devices)],
+                            dtype=np.bool_)
         return int(data_stage_unseen(self.rq, emulated).sum())
 
     def stack_service(self) -> Any:

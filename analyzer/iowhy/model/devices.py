@@ -62,7 +62,19 @@ def described_names(meta: Mapping[str, Any]) -> list[str]:
     return sorted(out)
 
 
+def device_meta(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
+                ) -> list[Mapping[str, Any]]:
+    """META's entry of each device ({} where META does not describe it)."""
+    by_mm: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+    for d in described_devices(meta):
+        try:
+            by_mm[(int(d.get("major", -1)), int(d.get("minor", -1)))] = d
+        except (TypeError, ValueError):
+            continue
+    return [by_mm.get((int(a), int(b)), {}) for a, b in devices]
+
+
 def device_names(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]) -> list[str]:
     """The name of each device (the metadata's, else "major:minor")."""
-    by_mm = {(d.get("major"), d.get("minor")): d.get("name") for d in described_devices(meta)}
-    return [str(by_mm.get(d) or f"{d[0]}:{d[1]}") for d in devices]
+    return [str(m.get("name") or f"{d[0]}:{d[1]}")
+            for m, d in zip(device_meta(meta, devices), devices)]

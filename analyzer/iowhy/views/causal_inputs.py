@@ -77,7 +77,8 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
     # flush, as a wait linked to its request (model/wakeups.py); the log writes' come
     # first (a subset of them: the fill's coverages nest).
     both = sorted(set(served) | set(carriers))
-    fill_waits, log_waits = flush_waits(rq, flush, both), flush_waits(rq, flush, both, classes)
+    fill_waits = flush_waits(rq, flush, both) if carriers else waits
+    log_waits = flush_waits(rq, flush, both, classes)
     link = RequestLink.build(rq, classes)
     if covers:
         link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),

@@ -11,14 +11,13 @@ import numpy as np
 from .. import abi
 from ..kernels import I64, exclusive_by_priority, gather, merge_unions, percentiles, union_groups
 from ..model.classify import CATEGORIES, CATEGORY_OF_CLASS
-from ..model.devices import fs_disks
+from ..model.devices import described_devices, device_meta, fs_disks
 from ..model.flush import FlushShare
 from ..model.requests import RQ_BIO, Requests, Window
 from ..model.stages import Stages
 from ..names import CLASS_NAMES
 from .classes import RequestCounts, request_counts
 from .queue import queue_depth
-from ..model.devices import described_devices
 
 
 def device_unions(rq: Requests, st: Stages, cls: np.ndarray):
@@ -46,8 +45,7 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
     excl = exclusive_by_priority(cumul, st.span, ndev)
     if qd is None:
         qd = queue_depth(st, ndev, elapsed, buckets)
-    by_mm = {(int(d.get("major", -1)), int(d.get("minor", -1))): d
-             for d in described_devices(meta)}
+    metas = device_meta(meta, rq.devices)
     # Requests and bytes per (device, op).
     rc = counts if counts is not None else request_counts(rq, cls)
     cnt = rc.n.sum(axis=(1, 3))[:ndev]
@@ -60,7 +58,7 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
     bios = np.bincount(rq.dev[(rq.flags & RQ_BIO) != 0], minlength=ndev)
     out = []
     for g, (maj, mn) in enumerate(rq.devices):
-        m = by_mm.get((maj, mn), {})
+        m = metas[g]
         busy = int(excl[g].sum())
         ffm = ffdev == g
         pm = ffdev[fl.pair_ff] == g if len(fl.pair_ff) else np.zeros(0, bool)
