@@ -43,6 +43,23 @@ def flight_first(line: str | None, who: str = "") -> list[str]:
     return wrap_text(printable(f"{who}{line}"), "NOTE: ", "      ") if line else []
 
 
+def problems_first(tr: Any, who: str = "") -> list[str]:
+    """What was lost, first, for the outputs that are not a report (hist, requests,
+    export, query): a flight dump's window, the damage, then every other problem of the
+    trace (Trace.problems(): the kernel's losses, unmatched completions, ...), each
+    prefixed with `who` (a query's run); [] for a sound, complete trace."""
+    fl = tr.flight_line()
+    lines = flight_first(fl, who)
+    shown = {fl}
+    if tr.damage.damaged:
+        lines += damage_first(tr.damage.as_dict(), who)
+        shown.add(tr.damage.summary())
+    for p in tr.problems():
+        if p not in shown:
+            lines += wrap_text(printable(f"{who}{p}"), "! ", "  ")
+    return lines
+
+
 def _title(r: Mapping[str, Any]) -> list[str]:
     """The first lines: the damage (if any), what this is, and what was lost."""
     dmg = r.get("damage") or {}

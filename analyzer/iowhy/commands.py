@@ -177,18 +177,9 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _problems_first(tr: Any, out: Any) -> None:
-    """What was lost, first, as the report shows it: a flight dump's window, the damage,
-    then every other problem of the trace (Trace.problems(): the kernel's losses...)."""
-    from .reports.fmt import wrap_text
-    from .reports.terminal import damage_first, flight_first
-    lines = flight_first(tr.flight_line())
-    shown = {tr.flight_line()}
-    if tr.damage.damaged:
-        lines += damage_first(tr.damage.as_dict())
-        shown.add(tr.damage.summary())
-    for p in tr.problems():
-        if p not in shown:
-            lines += wrap_text(p, "! ", "  ")
+    """What was lost, first, as the report shows it (reports/terminal.py problems_first)."""
+    from .reports.terminal import problems_first
+    lines = problems_first(tr)
     if lines:
         print("\n".join(lines), file=out)
 

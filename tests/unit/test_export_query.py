@@ -278,3 +278,20 @@ def test_table_keeps_a_row_on_one_line(tmp_path, capsys):
     assert len(lines) == 4 and lines[-1] == "(1 row)"
     assert "1234567.891" in lines[2] and "two^Jlines^[" in lines[2]
     assert '["p", "q,r"]' in lines[2]
+
+
+def test_export_and_query_say_the_kernels_losses_first(capsys, tmp_path):
+    # Nothing lost silently: the outputs that are a file or a table print what the
+    # kernel lost on their first stderr line, as report does on its first lines.
+    from tracebuilder import busy_trace
+    p = busy_trace(tmp_path, n=200, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
+    capsys.readouterr()
+    assert main(["export", p, "--format", "parquet", "-o", str(tmp_path / "x")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("! 13 events lost in the kernel (12 ringbuf request")
+    assert err[-1].startswith(f"wrote {tmp_path / 'x'}")
+    assert main(["query", "SELECT count(*) AS n FROM requests", p, "--json"]) == 0
+    out = capsys.readouterr()
+    first = " ".join(x[2:] for x in out.err.splitlines())  # wrapped at the width: "! ", "  "
+    assert out.err.startswith("! ") and first.startswith(f"{p}: 13 events lost in the kernel")
+    assert json.loads(out.out)[0]["n"] > 0

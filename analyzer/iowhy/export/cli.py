@@ -77,17 +77,12 @@ def add_export_parsers(sub: Any) -> None:
     im.set_defaults(func=cmd_import)
 
 
-def warn_damage(tr: Any, who: str = "") -> None:
-    """A damaged trace's one line on stderr (the output is a file or a table)."""
-    for line in damage_lines(tr, who):
+def warn_problems(tr: Any) -> None:
+    """What was lost, first, on stderr (the output is a file or a table): a flight dump's
+    window, the damage, the kernel's losses (reports/terminal.py problems_first)."""
+    from ..reports.terminal import problems_first
+    for line in problems_first(tr):
         print(line, file=sys.stderr)
-
-
-def damage_lines(tr: Any, who: str = "") -> list[str]:
-    from ..reports.terminal import damage_first, flight_first
-    fl = tr.flight_line() if hasattr(tr, "flight_line") else None
-    return flight_first(fl, who) + (damage_first(tr.damage.as_dict(), who)
-                                    if tr.damage.damaged else [])
 
 
 def _user_error(e: Exception) -> Exception:
@@ -138,7 +133,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 said = ", ".join(f"{v} {k}" for k, v in counts.items())
     except OutputError as err:
         raise _user_error(err) from None
-    warn_damage(tr)  # after the progress line: first, before what was written
+    warn_problems(tr)  # after the progress line: first, before what was written
     print(f"wrote {where}: {said}", file=sys.stderr)
     return 0
 
@@ -166,12 +161,12 @@ def cmd_query(args: argparse.Namespace) -> int:
     arrow_on_heap()  # a trace's tables reuse the memory its analysis freed
     try:
         with contextlib.ExitStack() as stack:
-            damaged: list[str] = []
+            problems: list[str] = []
             with progress(f"querying {runs}"):
                 cols, batches = stack.enter_context(open_query(args.sql, args.runs,
-                                                               damaged))
+                                                               problems))
                 first = next(batches, None)  # the query runs under the progress line
-            for line in damaged:  # each damaged trace's line, before the result
+            for line in problems:  # each trace's losses, before the result
                 print(line, file=sys.stderr)
             rows = _chain(first, batches)
             out = stack.enter_context(open_output(args.output, binary=False)) \

@@ -108,9 +108,10 @@ def is_dataset(path: str) -> bool:
 BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's widths come from
 
 
-def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
-    """A DuckDB connection with the views over `runs`, locked to them; the first lines of
-    the damaged traces among them are added to `damaged`."""
+def connect(runs: Sequence[str], problems: list[str] | None = None) -> Any:
+    """A DuckDB connection with the views over `runs`, locked to them; each trace's lines
+    of what was lost or damaged (reports/terminal.py problems_first) are added to
+    `problems`."""
     duckdb = need("duckdb")
     need("pyarrow")
     pds = need("pyarrow.dataset")
@@ -154,9 +155,9 @@ def connect(runs: Sequence[str], damaged: list[str] | None = None) -> Any:
         else:
             phase(f"reading {os.path.basename(path)}")
             tr = load(path)
-            if damaged is not None:
-                from .cli import damage_lines
-                damaged += damage_lines(tr, f"{path}: ")
+            if problems is not None:
+                from ..reports.terminal import problems_first
+                problems += problems_first(tr, f"{path}: ")
             tables = run_tables(tr)
             u = tables["runs"].column("run_uuid")[0].as_py()
         if u in seen:
@@ -198,7 +199,7 @@ def _failed(e: Exception) -> QueryError:
 
 
 @contextlib.contextmanager
-def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
+def open_query(sql: str, runs: Sequence[str], problems: list[str] | None = None
                ) -> Iterator[tuple[list[str], Iterator[list[tuple]]]]:
     """(column names, the result in batches of rows): the batches are fetched as they are
     iterated, while the block runs. A query that is empty (only blanks or comments) or
@@ -206,7 +207,7 @@ def open_query(sql: str, runs: Sequence[str], damaged: list[str] | None = None
     duckdb = need("duckdb")
     if not sql.strip():
         raise QueryError("the query is empty", EMPTY_HINT)
-    con = connect(runs, damaged)
+    con = connect(runs, problems)
     try:
         phase("query")
         try:
