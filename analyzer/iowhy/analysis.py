@@ -466,13 +466,16 @@ class _Tasks:
                               self.r["counts"][0])
 
     def table_classes(self) -> np.ndarray:
-        """The classes, with the background requests' (once) out of every class (code
-        len(CLASS_NAMES)): what the class tables' percentiles and the histograms take."""
-        cls, bg = self.r["classify"], self.r["once"].background
-        if bg is None:
+        """The classes, with the requests the class tables do not count (once: the
+        background requests, a loop device's carried I/O and flushes on the device
+        below, the empty PREFLUSH requests) out of every class (code len(CLASS_NAMES)):
+        what the class tables' percentiles and the histograms take, so a row's count and
+        its percentiles describe the same requests."""
+        cls, drop = self.r["classify"], self.r["once"].dropped
+        if drop is None:
             return cls
         out = cls.copy()
-        out[bg] = len(CLASS_NAMES)
+        out[drop] = len(CLASS_NAMES)
         return out
 
     def stages(self) -> Any:

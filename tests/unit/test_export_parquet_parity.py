@@ -88,7 +88,7 @@ def test_sql_gives_the_reports_figures(exports, name):
     for col in ("device_ns", "queue_ns", "total_ns"):
         pcts = ", ".join(NEAREST.format(c=col, q=q) for q in (50, 90, 99))
         rows = sql(d, f"SELECT class, {pcts}, max({col}) FROM requests "
-                      f"WHERE NOT background AND {col} IS NOT NULL GROUP BY class")
+                      f"WHERE counted AND {col} IS NOT NULL GROUP BY class")
         got_p = {c: list(v) for c, *v in rows}
         want_p = {c: [v[col][f"p{q}"] for q in (50, 90, 99)] + [v[col]["max"]]
                   for c, v in r["requests"].items() if v[col]["p50"] is not None}

@@ -110,6 +110,12 @@ def test_a_flush_is_counted_once_per_stack(tmp_path):
     assert r["requests"]["flush"]["issued"] == 2
     assert r["flushes"]["count"] == 2 and r["flushes"]["empty_preflush"] == 1
     assert r["flushes"]["total_ns"] == 28 + 4
+    # The row's device time and percentiles are those of the two it counts (loop1's FF,
+    # 28 ns; sdz's own, 4 ns), not of sdz's carried FF nor of the empty PREFLUSHes.
+    row = r["requests"]["flush"]
+    assert row["device_total_ns"] == 28 + 4
+    assert row["device_ns"] == {"p50": 4, "p90": 28, "p99": 28, "max": 28}
+    assert row["total_ns"] == row["device_ns"]
     assert r["workload"]["devices"] == ["loop1"]
     assert r["workload"]["flushes"]["count"] == 1
     assert r["stack_carried"] == [{"upper": "loop1", "lower": "sdz", "requests": 1,

@@ -169,10 +169,9 @@ TABLES: tuple[Table, ...] = (
     ), notes=(
         "Latencies (`queue_ns`, `device_ns`, `total_ns`) are NULL for requests not fully "
         "observed (`incomplete`, `unmatched`, `lost_completion`, `lost_issue`, bios), as "
-        "in the report's percentiles. The report's percentiles of a class are over its "
-        "requests `WHERE NOT background` with a latency (carried requests included, "
-        "docs/report-json.md, `stack_carried`), nearest-rank (docs/export.md gives the "
-        "SQL).")),
+        "in the report's percentiles. The report's counts and percentiles of a class are "
+        "over the same requests, `WHERE counted` (the percentiles: those with a latency), "
+        "nearest-rank (docs/export.md gives the SQL).")),
     Table("calls", "fsync-family call (fsync, fdatasync, sync, syncfs, sync_file_range, "
           "msync, O_SYNC write)", (
               RUN_UUID,
