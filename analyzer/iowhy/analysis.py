@@ -730,7 +730,7 @@ class _Tasks:
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
                 (("join", "classify", "once", "fsync"), drop_thread_ids),
-                (("classify", "counts", "once", "data unseen",
+                (("classify", "counts", "once", "data unseen", "devices",
                   *(("split",) if self.cfg.split else ())), drop_iflags)]
 
 

@@ -98,10 +98,11 @@ def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
                  "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
                  "caused them")
         mine = set(r["workload"]["devices"])
+        # Only devices that were sent FUA writes: else no post-flush was theirs.
         wc = [d["name"] for d in r["devices"] if d.get("write_cache") == "write back"
-              and not d.get("fua") and d["flush"]["count"] and d["name"] in mine]
-        fua = sum(int(v.get("fua") or 0) for v in req.values())
-        if wc and fua:  # only where FUA writes were made: else no post-flush was theirs
+              and not d.get("fua") and d["flush"]["count"] and d["name"] in mine
+              and d.get("fua_writes")]
+        if wc:
             text += (f"; {', '.join(wc)} {'has' if len(wc) == 1 else 'have'} a volatile write "
                      "cache without FUA, so every FUA write costs a post-flush")
         add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=fsync_n)

@@ -56,6 +56,9 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
     ffdev = rq.dev[fl.ff_idx]
     # Bios of bio-based devices (model/bios.py): counted, never timed.
     bios = np.bincount(rq.dev[(rq.flags & RQ_BIO) != 0], minlength=ndev)
+    # Writes that asked for FUA (the device emulates it with a post-flush when it lacks it).
+    fua_writes = np.bincount(rq.dev[((rq.iflags & abi.F_FUA) != 0) & (rq.op == abi.OP_WRITE)],
+                             minlength=ndev)
     out = []
     for g, (maj, mn) in enumerate(rq.devices):
         m = metas[g]
@@ -78,6 +81,7 @@ def device_view(rq: Requests, st: Stages, cls: np.ndarray, window: Window, fl: F
             "fua": m.get("fua"),
             "requests": int(nreq[g]),
             "bios": int(bios[g]),
+            "fua_writes": int(fua_writes[g]),
             "read_bytes": int(rbytes[g]), "write_bytes": int(wbytes[g]),
             "busy_ns": busy,
             "busy_by_category_ns": {CATEGORIES[k]: int(excl[g, k]) for k in range(len(CATEGORIES))},
