@@ -85,6 +85,15 @@ SERVED_BELOW_NOTE = ("idle: nothing in flight there; the loop worker or the lowe
                      "thread on a CPU or waiting for one")
 
 
+def remapped_note(r: Mapping[str, Any]) -> str:
+    """The placement table's note on the loop devices left out of its positioning and
+    device time (`placement_remapped`)."""
+    names = r.get("placement_remapped") or []
+    return (f"positioning and dev time leave out {', '.join(names)}: a loop device's sectors "
+            "are offsets in its backing file, which the filesystem below places on its disk "
+            "(that disk's own positioning is counted when it is recorded)")
+
+
 def served_below(r: Mapping[str, Any], name: str) -> tuple[list[str], list[str]] | None:
     """How the devices below loop device `name` served its busy time (`stack_service`):
     (the devices below, one text per category of its own with at least 1% of its busy

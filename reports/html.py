@@ -34,7 +34,7 @@ from iowhy.categories import colours, display_order  # read at each use
 from iowhy.findings import served_text
 
 from .fmt import (SERVED_BELOW_NOTE, cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct,
-                  served_below, short_command, yes_no)
+                  remapped_note, served_below, short_command, yes_no)
 from .terminal import (carried_text, fmt_ns, lower_devices, preflush_text, root_wait_note,
                        thread_line, title)
 from .units import time_text
@@ -505,6 +505,8 @@ def section_placement(r: Mapping[str, Any], *figs: str) -> str:
                      "for seeking requests above the baseline's own spread "
                      "(docs/report-json.md). ≥: a lower bound, the device had no "
                      "contiguous request to compare with.</p>")
+        if r.get("placement_remapped"):
+            parts.append(f"<p class=\"muted\">{esc(remapped_note(r))}</p>")
     else:
         parts.append("<p id=\"table-placement\" class=\"muted\">Placement not computed "
                      "(--no-placement).</p>")

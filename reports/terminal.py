@@ -13,7 +13,7 @@ from iowhy.findings import fmt_ns, plural, served_text  # one format for finding
 
 from .escape import printable
 from .fmt import (SERVED_BELOW_NOTE, WIDTH, cgroup_name, fit_line, fmt_count, fmt_mib,
-                  fmt_pct, served_below, short_command, wrap_text, yes_no)
+                  fmt_pct, remapped_note, served_below, short_command, wrap_text, yes_no)
 from .units import DEFAULT_TIME_UNIT, label, time_text
 
 BAR = 46
@@ -503,6 +503,7 @@ def _placement(r: Mapping[str, Any], unit: str = DEFAULT_TIME_UNIT) -> list[str]
                for p in pl.values()):
             lines.append("  >= : lower bound: no contiguous request on the device to take the "
                          "transfer time from")
+        lines += wrap_text(remapped_note(r), "  ", "  ") if r.get("placement_remapped") else []
     if loc:
         if loc["adjacent_pairs"]:
             lines.append(f"  adjacent write pairs issued > {loc['gap_ns'] / 1e6:g} ms apart: "

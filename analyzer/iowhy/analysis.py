@@ -32,7 +32,7 @@ from .views.device import device_unions, device_view, relevant_devices
 from .views.fsync import fsync_values, fsync_view
 from .views.latency import latency_figures, latency_split, latency_values, values_by_class
 from .views.locality import locality
-from .views.placement import seek_split, seek_values_by_class
+from .views.placement import remapped_devices, seek_split, seek_values_by_class
 from .views.queue import queue_depth
 from .views.requests import request_flag_codes
 from .model.devices import device_meta, device_names
@@ -637,7 +637,8 @@ class _Tasks:
     def classes_view(self) -> Any:
         r = self.r
         return per_class(self.rq, r["stages"], r["classify"], self.cfg.placement,
-                         r["once"].counts, r["latency"], release=True)
+                         r["once"].counts, r["latency"], release=True,
+                         remapped=remapped_devices(self.rq.devices, self.meta))
 
     def fsync_commits(self) -> Any:
         rq, fs, jr, cls = self.rq, self.fs, self.jr, self.r["classify"]
@@ -789,6 +790,10 @@ def _result(t: _Tasks) -> dict[str, Any]:
         "placement": pl,
         "locality": r["locality"],
     }
+    remapped = remapped_devices(rq.devices, meta) if pl else None
+    if remapped is not None:  # left out of the positioning figures (views/placement.py)
+        names = device_names(meta, rq.devices)
+        res["placement_remapped"] = [names[i] for i in np.flatnonzero(remapped).tolist()]
     for k in ("external_by_comm_ns", "sleep_by_syscall_ns", "unseen_wakers",
               "root_event_wait", "thread_time",
               "intervals"):

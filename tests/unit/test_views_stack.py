@@ -137,3 +137,36 @@ def test_a_flush_is_counted_once_per_stack(tmp_path):
     html = render_html(r)
     assert "1 requests (0.0 MiB) and 1 flush of sdz only carried loop1's I/O" in html
     assert "merged into them: 1 empty PREFLUSH request" in html
+
+
+def seeking_trace(path, with_stack: bool = True) -> str:
+    """On loop1 and on sdz alike: ten contiguous 4 KiB writes of 100 ns, then five far
+    apart of 1,000 ns each (900 ns above the contiguous baseline)."""
+    requests, seq = [], 0
+    for dev, t0 in ((UPPER, 1000), (tb.DEV, 10_000)):
+        t, sector = t0, 100_000
+        for i in range(15):
+            far = i >= 10
+            sector += 5_000_000 * (i - 9) if far else 8
+            seq += 1
+            requests.append(tb.req(t, t + (1000 if far else 100), sector=sector, dev=dev,
+                                   seq=seq))
+            t += 2000
+    return tb.write_trace(path, end=50_000, requests=requests, meta_obj=stack_meta(with_stack))
+
+
+def test_positioning_leaves_out_a_loop_device_over_a_file_placed_below(tmp_path):
+    # loop1's sectors are offsets in a file that sdz1's filesystem places: a time above
+    # the contiguous baseline there is no seek of the medium. sdz's own are counted.
+    flat = tb.run(seeking_trace(tmp_path / "flat.iowt", with_stack=False))
+    stacked = tb.run(seeking_trace(tmp_path / "s.iowt"))
+    both, own = flat["placement"]["data"], stacked["placement"]["data"]
+    assert both["positioned_requests"] == 10 and both["positioning_ns"] == 10 * 900
+    assert own["positioned_requests"] == 5 and own["positioning_ns"] == 5 * 900
+    # sdz's first write has no seek distance: 14 measured
+    assert own["positioning_basis"] == 14 and own["device_ns"] == both["device_ns"] // 2
+    # the seeks themselves stay: a file's offsets still tell sequential from not
+    assert own["requests_with_seek"] == both["requests_with_seek"]
+    assert "placement_remapped" not in flat and stacked["placement_remapped"] == ["loop1"]
+    from iowhy.reports.terminal import render_report
+    assert "positioning and dev time leave out loop1" in " ".join(render_report(stacked).split())

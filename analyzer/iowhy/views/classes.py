@@ -130,7 +130,8 @@ def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> Reque
 
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
               counts: RequestCounts | None = None,
-              latency: list[dict[str, Any]] | None = None, release: bool = False
+              latency: list[dict[str, Any]] | None = None, release: bool = False,
+              remapped: np.ndarray | None = None
               ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray, np.ndarray]:
     """Per-class request figures and metadata placement; also requests and bytes by
     (device, class, op) as two [ndev, nclass, 16] arrays.
@@ -154,7 +155,9 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
       be told apart, so this is a conservative estimate).
 
     A request with a non-zero seek adds its excess over b when that excess is above t
-    (positioned_requests counts them); zero-seek requests add 0.
+    (positioned_requests counts them); zero-seek requests add 0. The requests of a
+    `remapped` device (views/placement.py remapped_devices: a loop device over a file
+    that a filesystem below places) are in no positioning figure.
 
     Latencies are computed for all requests at once and sorted within classes by one
     sort per figure (group_sort); `counts` (request_counts) and `latency`
@@ -185,5 +188,5 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
             **lat_figs[k],
             "seek_sectors": {"p50": None, "max": None},
         }
-    place = _placement(rq, st, cls, reqs, with_placement, release)
+    place = _placement(rq, st, cls, reqs, with_placement, release, remapped)
     return reqs, place, dev_op, dev_bytes

@@ -144,8 +144,11 @@ PLACEMENT_BLOCK = 1 << 16  # seeks per block of _placement (temporaries stay in 
 
 
 def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
-               with_placement: bool, release: bool = False) -> dict[str, Any]:
+               with_placement: bool, release: bool = False,
+               remapped: np.ndarray | None = None) -> dict[str, Any]:
     """Placement figures per class (and reqs[class]["seek_sectors"]), see per_class.
+    remapped: per device, whether its sectors are offsets in a file that a filesystem
+    places on another device (remapped_devices): no positioning is estimated there.
 
     The requests with a seek are taken block by block in stage order, without grouping
     them by class: a first pass counts them by (class, seek_bins) and by bucket (class,
@@ -183,8 +186,25 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
             continue
         reqs[name]["seek_sectors"] = {"p50": seek_p["p50"], "max": seek_p["max"]}
         place[name] = _class_placement(k, counts[k], int(nk[k]), seek_p, counted, limits,
-                                       excess, ndev << SIZE_BITS)
+                                       excess, ndev << SIZE_BITS, remapped)
     return place
+
+
+def remapped_devices(devices: Sequence[tuple[int, int]], meta: Any) -> np.ndarray | None:
+    """Per device (major, minor), whether it is a loop device whose backing file lives on
+    a filesystem of another block device (META `stack`, via loop): the distance between
+    two of its sectors is one between two offsets of that file, which the filesystem
+    below places where it will, so a time above the contiguous baseline there is not
+    a seek of the medium (the disk below, when recorded, shows its own). A loop device
+    over a file on FUSE or tmpfs (the lab's emulated disk, a RAM disk) or over a device
+    node maps its sectors straight to the file's offsets, the medium's own; it keeps
+    its estimate. None when there is no such device."""
+    upper = {e.get("upper") for e in (meta.get("stack") or []) if e.get("via") == "loop"}
+    if not upper:
+        return None
+    names = {(d.get("major"), d.get("minor")): d.get("name") for d in meta.get("devices") or []}
+    out = np.array([names.get((d[0], d[1])) in upper for d in devices], dtype=np.bool_)
+    return out if out.any() else None
 
 
 class _Counted(NamedTuple):
@@ -405,26 +425,28 @@ def _sorted_picks(picked: list[tuple[np.ndarray, np.ndarray]], ncls: int
 
 
 def _class_placement(k: int, counts_k: np.ndarray, nk: int, seek_p: dict[str, int | None],
-                     counted: _Counted, limits: _Limits, excess: _Excess, ng: int
-                     ) -> dict[str, Any]:
+                     counted: _Counted, limits: _Limits, excess: _Excess, ng: int,
+                     remapped: np.ndarray | None = None) -> dict[str, Any]:
     """Class k's placement figures: from its seek bins (counts_k: requests per bin, nk
-    in all), its seek percentiles and the sums over its buckets."""
+    in all), its seek percentiles and the sums over its buckets; the positioning
+    estimate over the buckets of the devices not `remapped` only."""
     slots = counts_k.reshape(-1, 1 << SEEK_SUB).sum(axis=1)
     hist_k = slots[:int(np.flatnonzero(slots)[-1]) + 1]
     sl = slice(k * ng, (k + 1) * ng)
-    by = np.bincount(limits.kind[sl], weights=limits.measured[sl],
+    keep = np.ones(ng, bool) if remapped is None else ~remapped[limits.dev_of[sl]]
+    by = np.bincount(limits.kind[sl][keep], weights=limits.measured[sl][keep],
                      minlength=len(BASELINES)).astype(I64)
     return {
         "requests_with_seek": nk,
         "sequential_share": round(float(hist_k[0]) / nk, 6),
         "seek_sectors": seek_p,
         "seek_hist_log2": hist_k.tolist(),
-        "positioning_ns": int(excess.pos[sl].sum()),
-        "positioning_basis": int(counted.per_b[sl].sum()),
-        "positioned_requests": int(excess.hits[sl].sum()),
+        "positioning_ns": int(excess.pos[sl][keep].sum()),
+        "positioning_basis": int(counted.per_b[sl][keep].sum()),
+        "positioned_requests": int(excess.hits[sl][keep].sum()),
         "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
         "baseline_requests": {bname: int(by[i]) for i, bname in enumerate(BASELINES)},
-        "device_ns": int(excess.dns[sl].sum()),
+        "device_ns": int(excess.dns[sl][keep].sum()),
     }
 
 
