@@ -1377,7 +1377,7 @@ static __always_inline int helper_name(int btf, struct task_struct *t)
 	       (c & 0xffffffffffULL) == 0x2f3264626aULL ||         /* jbd2/ */
 	       (c & 0xffffffffULL) == 0x706f6f6cULL ||             /* loop */
 	       (c & 0xffffffffffffffULL) == 0x646c6961736678ULL || /* xfsaild */
-	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
+	       (c & 0xffffffffffffULL) == 0x64706177736bULL;       /* kswapd */
 }
 
 /*
