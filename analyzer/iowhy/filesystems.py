@@ -28,8 +28,8 @@ class Filesystem:
     journal: str  # its journal's key in the commits view (views/commits.py)
     log_word: str  # its log in labels: "ext4 journal", "xfs log"
     superblock: SuperblockParser  # where its log lies (META `log`)
-    # Comm prefixes of the kernel threads that write its journal or log (helpers the
-    # recorder follows; model/wakeups.py HELPER_PREFIXES has them).
+    # Comm prefixes of the kernel threads that write its journal or log: helpers the
+    # recorder follows (HELPER_THREADS below).
     journal_threads: tuple[bytes, ...]
     # Names its kernel threads take (regular expressions, views/background.py).
     kernel_threads: tuple[bytes, ...]
@@ -80,7 +80,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
         nobarrier_option="barrier=0"),
     Filesystem(
         "xfs", "xfs", "log", _xfs,
-        journal_threads=(b"xfsaild/",),
+        journal_threads=(b"xfsaild",),
         kernel_threads=(rb"xfsaild/", rb"xfs-", rb"xfs_"),
         fsync_tracepoints=("xfs_file_fsync",),
         fsync_entry="xfs_file_fsync",
@@ -112,3 +112,13 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
 
 BY_NAME: dict[str, Filesystem] = {f.name: f for f in FILESYSTEMS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+# Comm prefixes of the kernel threads, none a filesystem's own, that work for any
+# workload: kworkers (end-I/O work, writeback, kblockd), loop workers, kswapd.
+GENERIC_HELPER_THREADS: tuple[bytes, ...] = (b"kworker/", b"loop", b"kswapd")
+# Every kernel thread the recorder treats as a helper, by the prefix of its comm: the
+# journal threads of the table, then the generic ones. The probes hold the same list
+# (helper_name() in probes/iowhy.bpf.c; tests/unit/test_filesystems.py checks they
+# agree); model/wakeups.py names a waker among them a helper.
+HELPER_THREADS: tuple[bytes, ...] = (
+    *(t for f in FILESYSTEMS for t in f.journal_threads), *GENERIC_HELPER_THREADS)

@@ -10,7 +10,8 @@ import struct
 from pathlib import Path
 
 from iowhy import abi, metadata
-from iowhy.filesystems import BY_NAME, FILESYSTEMS, NAMES
+from iowhy.filesystems import (BY_NAME, FILESYSTEMS, GENERIC_HELPER_THREADS, HELPER_THREADS,
+                               NAMES)
 from iowhy.importers import ftrace
 from iowhy.lab import scenarios
 from iowhy.model import classify, wakeups
@@ -49,11 +50,43 @@ def test_readers_follow_the_table():
     assert classify.LOG_IN_CALLS.tolist() == [abi.FS_BTRFS]
     for f in FILESYSTEMS:  # its kernel threads are not user submitters
         for t in f.journal_threads:
-            assert background.KERNEL_THREAD_NAME.match(t + b"sdb-8")
-    # The causal engine's helper threads (written by hand in model/wakeups.py) include
-    # every journal thread of the table.
-    assert all(any(t.startswith(h) for h in wakeups.HELPER_PREFIXES)
-               for f in FILESYSTEMS for t in f.journal_threads)
+            assert background.KERNEL_THREAD_NAME.match(t.rstrip(b"/") + b"/sdb-8")
+    # The causal engine's helper threads are the table's journal threads and the
+    # generic helpers, each once.
+    assert wakeups.HELPER_PREFIXES == HELPER_THREADS
+    assert set(HELPER_THREADS) == {t for f in FILESYSTEMS for t in f.journal_threads} \
+        | set(GENERIC_HELPER_THREADS)
+    assert len(set(HELPER_THREADS)) == len(HELPER_THREADS)
+
+
+def _probe_helper_names(src: str) -> tuple[list[bytes], list[bytes]]:
+    """The comm prefixes helper_name() in probes/iowhy.bpf.c compares, decoded from its
+    little-endian constants (`c == V`: 8 bytes; `(c & M) == V`: as many bytes as M has
+    low 0xff bytes), and the names its comment lists."""
+    m = re.search(r"/\*((?:(?!\*/).)*)\*/\s*static __always_inline int helper_name\(.*?\n\}",
+                  src, re.DOTALL)
+    assert m, "helper_name() not found in probes/iowhy.bpf.c"
+    body = m.group(0)[len(m.group(1)):]
+    names = []
+    for mask, value in re.findall(r"\(?c(?: & (0x[0-9a-f]+)ULL\))? == (0x[0-9a-f]+)ULL", body):
+        n = 8 if not mask else len(mask[2:]) // 2
+        assert not mask or int(mask, 16) == (1 << 8 * n) - 1, mask  # low bytes only
+        names.append(int(value, 16).to_bytes(n, "little"))
+    listed = [w.encode() for w in re.findall(r'"([^"]+)"', m.group(1))]
+    return names, listed
+
+
+def test_the_probes_follow_the_table_s_helper_threads():
+    """The kernel threads the probes mark helpers (helper_name()) are HELPER_THREADS:
+    the constants it compares and the names its comment gives."""
+    src = (REPO / "probes" / "iowhy.bpf.c").read_text()
+    names, listed = _probe_helper_names(src)
+    assert len(names) == len(set(names)) == len(listed)
+    assert set(names) == set(HELPER_THREADS) == set(listed)
+    # The decoding is right: an invented constant reads back as its bytes.
+    fake = "/* \"abc\" */\nstatic __always_inline int helper_name(int btf)\n{\n" \
+           "\treturn (c & 0xffffffULL) == 0x636261ULL ||\n\t       c == 0x3837363534333231ULL;\n}"
+    assert _probe_helper_names(fake) == ([b"abc", b"12345678"], [b"abc"])
 
 
 def test_the_ftrace_importer_reads_the_table_s_events():

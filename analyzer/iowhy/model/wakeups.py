@@ -60,6 +60,7 @@ import numpy as np
 from .. import abi
 from ..kernels import I64, check_keyed, key_span, small_unique, unique
 from ..categories import ATTRIBUTION_CATEGORIES, PART_NAMES, level_two
+from ..filesystems import HELPER_THREADS
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
 from .requests import Window
@@ -111,8 +112,9 @@ FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)"
 # one). No segment of the timeline has it: a wait linked to a carrier request is named
 # by the carrier's own service (_linked_pieces).
 
-# Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
-HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
+# Kernel threads the recorder treats as helpers (docs/trace-format.md, helper), by the
+# prefix of their comm: the filesystems' journal threads and the generic helpers.
+HELPER_PREFIXES = HELPER_THREADS
 
 # Syscalls whose wait is a voluntary sleep or a timeout when nothing else woke them.
 SLEEP_SYSCALLS = frozenset({
