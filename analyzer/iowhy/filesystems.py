@@ -31,6 +31,9 @@ class Filesystem:
     # Comm prefixes of the kernel threads that write its journal or log: helpers the
     # recorder follows (HELPER_THREADS below).
     journal_threads: tuple[bytes, ...]
+    # The level-one category (iowhy.categories) of a wait one of them ends: what it
+    # did for the waiter (jbd2: a commit, `log`; xfsaild: metadata written back).
+    journal_thread_serves: str
     # Names its kernel threads take (regular expressions, views/background.py).
     kernel_threads: tuple[bytes, ...]
     fsync_tracepoints: tuple[str, ...]  # its fsync-family tracepoints (probes/iowhy.bpf.c)
@@ -64,7 +67,7 @@ def _btrfs(read: ReadFn, part_start: int, device_bytes: Callable[[], int | None]
 FILESYSTEMS: tuple[Filesystem, ...] = (
     Filesystem(
         "ext4", "jbd2", "journal", _ext4,
-        journal_threads=(b"jbd2/",),
+        journal_threads=(b"jbd2/",), journal_thread_serves="log",
         kernel_threads=(rb"jbd2/", rb"ext4-"),
         fsync_tracepoints=("ext4_sync_file_enter", "ext4_sync_file_exit", "ext4_sync_fs"),
         fsync_entry="ext4_sync_file_enter",
@@ -80,7 +83,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
         nobarrier_option="barrier=0"),
     Filesystem(
         "xfs", "xfs", "log", _xfs,
-        journal_threads=(b"xfsaild",),
+        journal_threads=(b"xfsaild",), journal_thread_serves="metadata",
         kernel_threads=(rb"xfsaild/", rb"xfs-", rb"xfs_"),
         fsync_tracepoints=("xfs_file_fsync",),
         fsync_entry="xfs_file_fsync",
@@ -94,7 +97,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
         external_log_option="logdev="),
     Filesystem(
         "btrfs", "btrfs", "log", _btrfs,
-        journal_threads=(),
+        journal_threads=(), journal_thread_serves="log",
         kernel_threads=(rb"btrfs-",),
         fsync_tracepoints=("btrfs_sync_file",),
         fsync_entry="btrfs_sync_file",

@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 from iowhy import abi, metadata
+from iowhy.categories import ATTRIBUTION_CATEGORIES
 from iowhy.filesystems import (BY_NAME, FILESYSTEMS, GENERIC_HELPER_THREADS, HELPER_THREADS,
                                NAMES)
 from iowhy.importers import ftrace
@@ -57,6 +58,10 @@ def test_readers_follow_the_table():
     assert set(HELPER_THREADS) == {t for f in FILESYSTEMS for t in f.journal_threads} \
         | set(GENERIC_HELPER_THREADS)
     assert len(set(HELPER_THREADS)) == len(HELPER_THREADS)
+    # A wait a journal thread ends is for its entry's level one.
+    assert all(f.journal_thread_serves in ATTRIBUTION_CATEGORIES for f in FILESYSTEMS)
+    assert wakeups.JOURNAL_THREAD_SERVES == (
+        (b"jbd2/", wakeups.L_LOG), (b"xfsaild", wakeups.L_METADATA))
 
 
 def _probe_helper_names(src: str) -> tuple[list[bytes], list[bytes]]:
