@@ -23,6 +23,22 @@ SuperblockParser = Callable[[ReadFn, int, Callable[[], Optional[int]]], dict]
 
 
 @dataclass(frozen=True)
+class JournalSpan:
+    """A stretch of a journal's work that two of its events bound: from a `begin` to the
+    next `end` of the same filesystem with the same `key` field (the record's `seq`: one
+    commit or iclog; its `tid`: work done in the calling task). The exports draw each
+    as a slice (export/timeline.py)."""
+
+    label: str  # the slice's name ("{seq}": the record's seq)
+    begin: str  # journal events (abi.JOURNAL_EVENT_NAMES)
+    end: str
+    key: str = "seq"  # "seq" or "tid"
+    args: tuple[tuple[str, str], ...] = (("seq", "seq"),)  # (the slice's argument, field)
+    # (journal event, phase): the phases it is cut into, each from its event on.
+    phases: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Filesystem:
     name: str  # as mountinfo, META and abi.FS_NAMES name it
     journal: str  # its journal's key in the commits view (views/commits.py)
@@ -40,6 +56,8 @@ class Filesystem:
     fsync_entry: str  # the one of them at an fsync's entry, naming the inode (ftrace import)
     # (tracepoint, the journal event it records), probes/iowhy.bpf.c.
     journal_tracepoints: tuple[tuple[str, str], ...]
+    # The stretches of its journal's work its events bound (commits, iclog writes).
+    journal_spans: tuple[JournalSpan, ...]
     # (label, journal event) drawn as marks under the fsync calls (views/series.py).
     commit_marks: tuple[tuple[str, str], ...]
     mkfs: tuple[str, ...]  # the lab's mkfs command (the device follows)
@@ -76,6 +94,12 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
             ("jbd2_commit_flushing", "jbd2_flushing"), ("jbd2_commit_logging", "jbd2_logging"),
             ("jbd2_end_commit", "jbd2_end"), ("jbd2_run_stats", "jbd2_stats"),
             ("ext4_fc_commit_start", "ext4_fc_start"), ("ext4_fc_commit_stop", "ext4_fc_stop")),
+        journal_spans=(
+            JournalSpan("commit {seq}", "jbd2_start", "jbd2_end",
+                        phases=(("jbd2_locking", "locking"), ("jbd2_flushing", "flushing"),
+                                ("jbd2_logging", "logging"))),
+            JournalSpan("fast commit", "ext4_fc_start", "ext4_fc_stop", key="tid",
+                        args=(("tid", "tid"),))),
         commit_marks=(("jbd2 commit end", "jbd2_end"), ("ext4 fast commit", "ext4_fc_stop")),
         # Inode tables and the journal zeroed by mkfs, so no ext4lazyinit thread writes
         # into the measured window.
@@ -91,6 +115,8 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
             ("xfs_log_force", "xfs_log_force"), ("xlog_iclog_sync", "xlog_iclog_sync"),
             ("xlog_iclog_write", "xlog_iclog_write"),
             ("xlog_iclog_sync_done", "xlog_iclog_done")),
+        journal_spans=(JournalSpan("iclog write", "xlog_iclog_sync", "xlog_iclog_done",
+                                   args=(("seq", "seq"), ("lsn", "seq"))),),
         commit_marks=(("xfs log force", "xfs_log_force"), ("xfs iclog done", "xlog_iclog_done")),
         mkfs=("mkfs.xfs", "-q", "-f"),
         # XFS removed `nobarrier` in 4.19 (the lab sets the device write-through instead).
@@ -103,6 +129,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
         fsync_entry="btrfs_sync_file",
         journal_tracepoints=(("btrfs_sync_file", "btrfs_sync_file"),
                              ("btrfs_transaction_commit", "btrfs_transaction_commit")),
+        journal_spans=(),
         commit_marks=(("btrfs txn commit", "btrfs_transaction_commit"),),
         mkfs=("mkfs.btrfs", "-q", "-f"),
         nobarrier_option="nobarrier",

@@ -29,6 +29,11 @@ def test_the_record_format_names_the_same_filesystems():
     assert events == set(abi.JOURNAL_EVENT_NAMES.values())  # every journal event has its fs
     assert all(ev in events for f in FILESYSTEMS for _, ev in f.commit_marks)
     assert all(f.fsync_entry in f.fsync_tracepoints for f in FILESYSTEMS)
+    for f in FILESYSTEMS:  # its spans are bounded by its own events, keyed by a field
+        own = {ev for _, ev in f.journal_tracepoints}
+        for span in f.journal_spans:
+            assert {span.begin, span.end, *(e for e, _ in span.phases)} <= own
+            assert {span.key, *(fld for _, fld in span.args)} <= {"seq", "tid"}
 
 
 def test_the_probes_attach_the_table_s_tracepoints():
