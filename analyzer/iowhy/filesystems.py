@@ -58,6 +58,11 @@ class Filesystem:
     journal_tracepoints: tuple[tuple[str, str], ...]
     # The stretches of its journal's work its events bound (commits, iclog writes).
     journal_spans: tuple[JournalSpan, ...]
+    # Journal events of a commit made in the calling task of an fsync-family call
+    # (views/fsync.py): the call waited for it from the first of them on, to the last
+    # (ext4's fast commit) or to its exit (an XFS log force waits for the iclog writes).
+    call_commit: tuple[str, ...]
+    call_commit_to_exit: bool
     # (label, journal event) drawn as marks under the fsync calls (views/series.py).
     commit_marks: tuple[tuple[str, str], ...]
     mkfs: tuple[str, ...]  # the lab's mkfs command (the device follows)
@@ -100,6 +105,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
                                 ("jbd2_logging", "logging"))),
             JournalSpan("fast commit", "ext4_fc_start", "ext4_fc_stop", key="tid",
                         args=(("tid", "tid"),))),
+        call_commit=("ext4_fc_start", "ext4_fc_stop"), call_commit_to_exit=False,
         commit_marks=(("jbd2 commit end", "jbd2_end"), ("ext4 fast commit", "ext4_fc_stop")),
         # Inode tables and the journal zeroed by mkfs, so no ext4lazyinit thread writes
         # into the measured window.
@@ -117,6 +123,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
             ("xlog_iclog_sync_done", "xlog_iclog_done")),
         journal_spans=(JournalSpan("iclog write", "xlog_iclog_sync", "xlog_iclog_done",
                                    args=(("seq", "seq"), ("lsn", "seq"))),),
+        call_commit=("xfs_log_force",), call_commit_to_exit=True,
         commit_marks=(("xfs log force", "xfs_log_force"), ("xfs iclog done", "xlog_iclog_done")),
         mkfs=("mkfs.xfs", "-q", "-f"),
         # XFS removed `nobarrier` in 4.19 (the lab sets the device write-through instead).
@@ -130,6 +137,7 @@ FILESYSTEMS: tuple[Filesystem, ...] = (
         journal_tracepoints=(("btrfs_sync_file", "btrfs_sync_file"),
                              ("btrfs_transaction_commit", "btrfs_transaction_commit")),
         journal_spans=(),
+        call_commit=(), call_commit_to_exit=False,
         commit_marks=(("btrfs txn commit", "btrfs_transaction_commit"),),
         mkfs=("mkfs.btrfs", "-q", "-f"),
         nobarrier_option="nobarrier",

@@ -34,6 +34,7 @@ def test_the_record_format_names_the_same_filesystems():
         for span in f.journal_spans:
             assert {span.begin, span.end, *(e for e, _ in span.phases)} <= own
             assert {span.key, *(fld for _, fld in span.args)} <= {"seq", "tid"}
+        assert set(f.call_commit) <= own
 
 
 def test_the_probes_attach_the_table_s_tracepoints():
