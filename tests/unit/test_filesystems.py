@@ -9,14 +9,16 @@ import re
 import struct
 from pathlib import Path
 
-from iowhy import abi, metadata
+import numpy as np
+
+from iowhy import abi, analysis, metadata
 from iowhy.categories import ATTRIBUTION_CATEGORIES
 from iowhy.filesystems import (BY_NAME, FILESYSTEMS, GENERIC_HELPER_THREADS, HELPER_THREADS,
                                NAMES)
 from iowhy.importers import ftrace
 from iowhy.lab import scenarios
 from iowhy.model import classify, wakeups
-from iowhy.views import background, series
+from iowhy.views import background, commits, series
 
 REPO = Path(__file__).resolve().parents[2]
 # The probes' tracepoints that are not a filesystem's.
@@ -55,6 +57,16 @@ def test_readers_follow_the_table():
     assert [c for _, c in series.COMMIT_MARKS] == [
         abi.JOURNAL_EVENT_CODES[ev] for f in FILESYSTEMS for _, ev in f.commit_marks]
     assert classify.LOG_IN_CALLS.tolist() == [abi.FS_BTRFS]
+    # Each kind of journal has its figures; with no records they are none, and their
+    # commit durations are the kinds `iowhy hist --metric commit --class` offers.
+    assert set(commits.JOURNAL_FIGURES) == {f.journal for f in FILESYSTEMS}
+    kinds: set = set()
+    for f in FILESYSTEMS:
+        figures, n, d = commits.JOURNAL_FIGURES[f.journal](
+            None, {}, np.zeros(0, np.uint16), np.zeros(0, np.int64), {}, None)
+        assert (figures, n) == ({}, 0) and all(len(v) == 0 for v in d.values())
+        kinds |= set(d)
+    assert kinds == set(analysis.COMMIT_KINDS)
     for f in FILESYSTEMS:  # its kernel threads are not user submitters
         for t in f.journal_threads:
             assert background.KERNEL_THREAD_NAME.match(t.rstrip(b"/") + b"/sdb-8")
