@@ -18,6 +18,8 @@ from iowhy.filesystems import (BY_NAME, FILESYSTEMS, GENERIC_HELPER_THREADS, HEL
 from iowhy.importers import ftrace
 from iowhy.lab import scenarios
 from iowhy.model import classify, wakeups
+from iowhy.model.requests import Window
+from iowhy.reports import html, terminal
 from iowhy.views import background, commits, series
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,6 +82,30 @@ def test_readers_follow_the_table():
     assert all(f.journal_thread_serves in ATTRIBUTION_CATEGORIES for f in FILESYSTEMS)
     assert wakeups.JOURNAL_THREAD_SERVES == (
         (b"jbd2/", wakeups.L_LOG), (b"xfsaild", wakeups.L_METADATA))
+
+
+def test_the_reports_have_a_line_for_each_journal_kind_s_figures():
+    """Every key of the report's `commits` a kind of journal adds (JOURNAL_FIGURES, on a
+    record of every journal event and a btrfs call that needed a commit) has its line
+    in the terminal report and its row in the HTML one."""
+    codes = sorted(abi.JOURNAL_EVENT_NAMES)
+    n = len(codes)
+    jr = {"event_u16": np.array(codes, np.uint16), "ts_ns": np.arange(n, dtype=np.int64) + 10,
+          "seq": np.ones(n, np.uint64), "tid": np.full(n, 7, np.uint32),
+          "dev_major": np.full(n, 8, np.uint32), "dev_minor": np.ones(n, np.uint32),
+          "aux0": np.zeros(n, np.uint64), "aux1": np.zeros(n, np.uint64),
+          "aux2": np.zeros(n, np.uint64)}
+    fs = {"fs_u16": np.array([abi.FS_BTRFS], np.uint16)}
+    pc = {"needed": np.array([True])}
+    keys: list[str] = []
+    for f in FILESYSTEMS:
+        figures, _, _ = commits.JOURNAL_FIGURES[f.journal](
+            Window(0, 100), jr, jr["event_u16"], jr["ts_ns"], fs, pc)
+        assert figures, f.name  # each kind gave figures of its own
+        keys += figures
+    assert len(set(keys)) == len(keys) and "ext4_fast_commit" in keys
+    assert {k for k, _ in terminal.COMMIT_LINES} == set(keys)
+    assert {k for k, _, _ in html.COMMIT_ROWS} == set(keys)
 
 
 def _probe_helper_names(src: str) -> tuple[list[bytes], list[bytes]]:
