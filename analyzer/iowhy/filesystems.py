@@ -1,9 +1,12 @@
 """The filesystems iowhy knows, one entry each, in the manner of bcc's `fs_configs[]`
 (libbpf-tools/fsslower.c): its journal, the kernel threads that write it, where its log
 lies on the disk (the superblock parser, superblocks.py), its tracepoints and how the lab
-makes one. A new filesystem is one entry here plus its superblock parser; what iowhy
-does with the events of its journal (views/commits.py, views/fsync.py) is written per
-kind of journal.
+makes one, what its journal's events bound (commits, iclog writes, the commits its fsync
+calls make in their own task). A new filesystem is one entry here plus its superblock
+parser; a new kind of journal also needs its figures (views/commits.py JOURNAL_FIGURES),
+their report lines (reports/terminal.py COMMIT_LINES, reports/html.py COMMIT_ROWS) and,
+where its fsync calls wait for commits another thread makes, how a call finds its commit
+(views/fsync.py, as _jbd2_commits).
 
 What the records call a filesystem (`fs_u16`) is abi.FS_NAMES (it mirrors
 probes/iowhy.h); a journal event, abi.JOURNAL_EVENT_NAMES. This module names both by
