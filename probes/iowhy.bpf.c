@@ -1364,7 +1364,11 @@ static __always_inline int is_kthread(int btf, struct task_struct *t)
 	return (RD(btf, t, flags) & IOWHY_PF_KTHREAD) && RD(btf, t, pid);
 }
 
-/* "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" as little-endian prefixes of comm. */
+/*
+ * "jbd2/", "kworker/", "loop", "xfsaild", "kswapd" as little-endian prefixes of comm: the
+ * analyzer's HELPER_THREADS (analyzer/iowhy/filesystems.py; tests/unit/test_filesystems.py
+ * decodes these constants and checks they are that list).
+ */
 static __always_inline int helper_name(int btf, struct task_struct *t)
 {
 	__u64 c = 0;
@@ -1377,7 +1381,7 @@ static __always_inline int helper_name(int btf, struct task_struct *t)
 	       (c & 0xffffffffffULL) == 0x2f3264626aULL ||         /* jbd2/ */
 	       (c & 0xffffffffULL) == 0x706f6f6cULL ||             /* loop */
 	       (c & 0xffffffffffffffULL) == 0x646c6961736678ULL || /* xfsaild */
-	       (c & 0xffffffffffffULL) == 0x647061777373ULL;       /* kswapd */
+	       (c & 0xffffffffffffULL) == 0x64706177736bULL;       /* kswapd */
 }
 
 /*

@@ -26,7 +26,7 @@ a last pass over the page (escape.neutralise_page) catches any that came another
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import figures as F
 from .escape import neutralise_page
@@ -358,30 +358,40 @@ def commit_pairs(r: Mapping[str, Any]) -> list[tuple[str, Any]]:
     if com.get("bytes_logged_per_commit") is not None:
         parts.append(f"{com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit")
     out.append(("commits", ", ".join(parts)))
-    j = com.get("jbd2")
-    if j:
-        ph = j["phases_ns"]
-        out.append(("jbd2", f"{j['count']:,} commits; p50: commit "
-                            f"{fmt_ns(j['duration_ns']['p50'])}, locking "
-                            f"{fmt_ns(ph['locking']['p50'])}, flushing "
-                            f"{fmt_ns(ph['flushing']['p50'])}, logging "
-                            f"{fmt_ns(ph['logging']['p50'])}; {j.get('blocks_logged', 0):,} "
-                            "blocks logged"))
-    x = com.get("xfs")
-    if x:
-        out.append(("xfs", f"{x['count']:,} iclog writes, {x['forces']:,} log forces, force to "
-                           f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, "
-                           f"iclog p50 {fmt_ns(x['iclog_ns']['p50'])}"))
-    b = com.get("btrfs")
-    if b:
-        out.append(("btrfs", f"{b['transaction_commits']:,} transaction commits, "
-                             f"{b['log_syncs']:,} log-tree syncs"))
-    fc = com.get("ext4_fast_commit")
-    if fc:
-        st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
-        out.append(("ext4 fast commits", f"{fc['count']:,} ({st})"))
+    out += [(label, text(com[key])) for key, label, text in COMMIT_ROWS if com.get(key)]
     out.append(("log written", f"{fmt_mib(com.get('log_bytes') or 0)} MiB"))
     return out
+
+
+def _jbd2_text(j: Mapping[str, Any]) -> str:
+    ph = j["phases_ns"]
+    return (f"{j['count']:,} commits; p50: commit {fmt_ns(j['duration_ns']['p50'])}, locking "
+            f"{fmt_ns(ph['locking']['p50'])}, flushing {fmt_ns(ph['flushing']['p50'])}, "
+            f"logging {fmt_ns(ph['logging']['p50'])}; {j.get('blocks_logged', 0):,} "
+            "blocks logged")
+
+
+def _xfs_text(x: Mapping[str, Any]) -> str:
+    return (f"{x['count']:,} iclog writes, {x['forces']:,} log forces, force to "
+            f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, "
+            f"iclog p50 {fmt_ns(x['iclog_ns']['p50'])}")
+
+
+def _btrfs_text(b: Mapping[str, Any]) -> str:
+    return f"{b['transaction_commits']:,} transaction commits, {b['log_syncs']:,} log-tree syncs"
+
+
+def _fast_commit_text(fc: Mapping[str, Any]) -> str:
+    st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
+    return f"{fc['count']:,} ({st})"
+
+
+# The row of each kind of journal's figures in the commits table (the keys of the
+# report's `commits` a journal kind adds: views/commits.py JOURNAL_FIGURES), in this
+# order: (key, label, text).
+COMMIT_ROWS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
+    ("jbd2", "jbd2", _jbd2_text), ("xfs", "xfs", _xfs_text), ("btrfs", "btrfs", _btrfs_text),
+    ("ext4_fast_commit", "ext4 fast commits", _fast_commit_text))
 
 
 def section_fsync(r: Mapping[str, Any], figure: str = "") -> str:

@@ -5,7 +5,7 @@ Renders the dict of iowhy.analysis.analyze(); computes nothing new.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from iowhy import cmdline
 from iowhy.categories import display_order  # the categories' order: read at each use
@@ -374,27 +374,39 @@ def _fsync(r: Mapping[str, Any]) -> list[str]:
         if com.get("bytes_logged_per_commit") is not None:
             parts.append(f"{com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit")
         lines += wrap_text(", ".join(parts), f"  {'commits':<12}", " " * 14)
-        j = com.get("jbd2")
-        if j:
-            ph = j["phases_ns"]
-            lines.append(f"  {'':<12}jbd2 p50: commit {fmt_ns(j['duration_ns']['p50'])}, "
-                         f"locking {fmt_ns(ph['locking']['p50'])}, flushing "
-                         f"{fmt_ns(ph['flushing']['p50'])}, logging "
-                         f"{fmt_ns(ph['logging']['p50'])}")
-        x = com.get("xfs")
-        if x:
-            lines.append(f"  {'':<12}xfs: {x['forces']:,} log forces, force to iclog done p50 "
-                         f"{fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
-                         f"{fmt_ns(x['iclog_ns']['p50'])}")
-        b = com.get("btrfs")
-        if b:
-            lines.append(f"  {'':<12}btrfs: {b['transaction_commits']:,} transaction commits, "
-                         f"{b['log_syncs']:,} log-tree syncs")
-        fc = com.get("ext4_fast_commit")
-        if fc:
-            st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
-            lines.append(f"  {'':<12}ext4 fast commits: {fc['count']:,} ({st})")
+        lines += [f"  {'':<12}{line(com[key])}" for key, line in COMMIT_LINES
+                  if com.get(key)]
     return lines
+
+
+def _jbd2_line(j: Mapping[str, Any]) -> str:
+    ph = j["phases_ns"]
+    return (f"jbd2 p50: commit {fmt_ns(j['duration_ns']['p50'])}, "
+            f"locking {fmt_ns(ph['locking']['p50'])}, flushing "
+            f"{fmt_ns(ph['flushing']['p50'])}, logging {fmt_ns(ph['logging']['p50'])}")
+
+
+def _xfs_line(x: Mapping[str, Any]) -> str:
+    return (f"xfs: {x['forces']:,} log forces, force to iclog done p50 "
+            f"{fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
+            f"{fmt_ns(x['iclog_ns']['p50'])}")
+
+
+def _btrfs_line(b: Mapping[str, Any]) -> str:
+    return f"btrfs: {b['transaction_commits']:,} transaction commits, " \
+        f"{b['log_syncs']:,} log-tree syncs"
+
+
+def _fast_commit_line(fc: Mapping[str, Any]) -> str:
+    st = ", ".join(f"{k} {v:,}" for k, v in fc["by_status"].items())
+    return f"ext4 fast commits: {fc['count']:,} ({st})"
+
+
+# The line under "commits" of each kind of journal's figures (the keys of the report's
+# `commits` a journal kind adds: views/commits.py JOURNAL_FIGURES), in this order.
+COMMIT_LINES: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
+    ("jbd2", _jbd2_line), ("xfs", _xfs_line), ("btrfs", _btrfs_line),
+    ("ext4_fast_commit", _fast_commit_line))
 
 
 def preflush_text(r: Mapping[str, Any]) -> str:

@@ -317,6 +317,25 @@ def test_fsync_xfs_log_force(tmp_path):
     assert r["commits"]["fsyncs_per_commit"] == 2.0
 
 
+def test_fsync_ext4_fast_commit_in_task(tmp_path):
+    # An fsync [1010,1100) whose own task makes a fast commit (start 1040, stop 1070):
+    # data [1012,1030) 18, commit [1040,1070] 30, other 42. Another task's fast commit
+    # in the call (1050, 1060) is not its.
+    j = [jev(abi.J_EXT4_FC_START, 1040, 0, tid=100), jev(abi.J_EXT4_FC_STOP, 1070, 0, tid=100),
+         jev(abi.J_EXT4_FC_START, 1050, 0, tid=101),
+         jev(abi.J_EXT4_FC_STOP, 1060, 0, tid=101, aux1=1)]
+    p = write_trace(tmp_path / "t.iowt", requests=[req(1015, 1030, submit=1012)],
+                    fsyncs=[fsync(100, 1010, 1100)], journal=j,
+                    tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK)])
+    r = run(p)
+    assert r["fsync"]["split_ns"] == {"data": 18, "commit": 30, "flush": 0, "other": 42}
+    assert r["fsync"]["by_call"]["fsync"]["needed_commit"] == 1
+    fc = r["commits"]["ext4_fast_commit"]
+    assert fc == {"count": 2, "by_status": {"ok": 1, "ineligible": 1}}
+    assert r["commits"]["count"] == 1  # the ineligible one committed nothing
+    assert sorted(metric_values(read_trace(p), "commit", "fc")[0].tolist()) == [10, 30]
+
+
 def test_btrfs_log_writes_in_task(tmp_path):
     # btrfs: no log region. In the call [1010,1100) of task 100: data [1012,1030); a REQ_META
     # write submitted at 1040 by the same task -> log; a superblock write (partition

@@ -301,6 +301,29 @@ def test_xfs_log_forces_and_iclogs(tmp_path):
     assert len(journal) == 4  # the journal track and three more lanes
 
 
+def test_jbd2_commits_phases_and_fast_commits(tmp_path):
+    # A jbd2 commit (seq 5) cut into its phases; a fast commit in task 100; a phase of
+    # a commit never begun (seq 9) draws nothing; the commit's stats record is an instant.
+    rows = [jev(abi.J_JBD2_START, 1000, 5), jev(abi.J_JBD2_LOCKING, 1100, 5),
+            jev(abi.J_JBD2_FLUSHING, 1300, 5), jev(abi.J_JBD2_LOGGING, 1600, 5),
+            jev(abi.J_JBD2_END, 2000, 5), jev(abi.J_JBD2_STATS, 2100, 5),
+            jev(abi.J_EXT4_FC_START, 2500, 0, tid=100),
+            jev(abi.J_JBD2_LOCKING, 2600, 9),
+            jev(abi.J_EXT4_FC_STOP, 2700, 0, tid=100)]
+    p = tmp_path / "j.iowt"
+    Trace(p, meta("h", "k"), {"start_ns": 500, "command": ["x"], "pid": 100}) \
+        .add("journal", rows).close({"end_ns": 4_000})
+    out = tmp_path / "j.pftrace"
+    assert main(["export", str(p), "--format", "perfetto", "-o", str(out)]) == 0
+    tracks, slices, _ = check_and_collect(parse(out))
+    got = sorted((n, b, e) for tr, n, b, e, _ in slices
+                 if tracks[tr].name.startswith("journal "))
+    assert got == [("commit 5", 1000, 2000), ("fast commit", 2500, 2700),
+                   ("flushing", 1300, 1600), ("locking", 1100, 1300), ("logging", 1600, 2000)]
+    journal = [(n, t) for tr, n, t, _ in INSTANTS if tracks[tr].name.startswith("journal ")]
+    assert journal == [("jbd2_stats", 2100)]
+
+
 def test_lanes_are_placed_in_n_log_n():
     """Placing slices on lanes takes a constant number of heap operations per slice, so
     O(n log n) in all (a scan of every lane per slice made a 5 KB trace of 40,000

@@ -9,12 +9,18 @@ import re
 import struct
 from pathlib import Path
 
-from iowhy import abi, metadata
-from iowhy.filesystems import BY_NAME, FILESYSTEMS, NAMES
+import numpy as np
+
+from iowhy import abi, analysis, metadata
+from iowhy.categories import ATTRIBUTION_CATEGORIES
+from iowhy.filesystems import (BY_NAME, FILESYSTEMS, GENERIC_HELPER_THREADS, HELPER_THREADS,
+                               NAMES)
 from iowhy.importers import ftrace
 from iowhy.lab import scenarios
 from iowhy.model import classify, wakeups
-from iowhy.views import background, series
+from iowhy.model.requests import Window
+from iowhy.reports import html, terminal
+from iowhy.views import background, commits, series
 
 REPO = Path(__file__).resolve().parents[2]
 # The probes' tracepoints that are not a filesystem's.
@@ -27,6 +33,12 @@ def test_the_record_format_names_the_same_filesystems():
     assert events == set(abi.JOURNAL_EVENT_NAMES.values())  # every journal event has its fs
     assert all(ev in events for f in FILESYSTEMS for _, ev in f.commit_marks)
     assert all(f.fsync_entry in f.fsync_tracepoints for f in FILESYSTEMS)
+    for f in FILESYSTEMS:  # its spans are bounded by its own events, keyed by a field
+        own = {ev for _, ev in f.journal_tracepoints}
+        for span in f.journal_spans:
+            assert {span.begin, span.end, *(e for e, _ in span.phases)} <= own
+            assert {span.key, *(fld for _, fld in span.args)} <= {"seq", "tid"}
+        assert set(f.call_commit) <= own
 
 
 def test_the_probes_attach_the_table_s_tracepoints():
@@ -47,13 +59,83 @@ def test_readers_follow_the_table():
     assert [c for _, c in series.COMMIT_MARKS] == [
         abi.JOURNAL_EVENT_CODES[ev] for f in FILESYSTEMS for _, ev in f.commit_marks]
     assert classify.LOG_IN_CALLS.tolist() == [abi.FS_BTRFS]
+    # Each kind of journal has its figures; with no records they are none, and their
+    # commit durations are the kinds `iowhy hist --metric commit --class` offers.
+    assert set(commits.JOURNAL_FIGURES) == {f.journal for f in FILESYSTEMS}
+    kinds: set = set()
+    for f in FILESYSTEMS:
+        figures, n, d = commits.JOURNAL_FIGURES[f.journal](
+            None, {}, np.zeros(0, np.uint16), np.zeros(0, np.int64), {}, None)
+        assert (figures, n) == ({}, 0) and all(len(v) == 0 for v in d.values())
+        kinds |= set(d)
+    assert kinds == set(analysis.COMMIT_KINDS)
     for f in FILESYSTEMS:  # its kernel threads are not user submitters
         for t in f.journal_threads:
-            assert background.KERNEL_THREAD_NAME.match(t + b"sdb-8")
-    # The causal engine's helper threads (written by hand in model/wakeups.py) include
-    # every journal thread of the table.
-    assert all(any(t.startswith(h) for h in wakeups.HELPER_PREFIXES)
-               for f in FILESYSTEMS for t in f.journal_threads)
+            assert background.KERNEL_THREAD_NAME.match(t.rstrip(b"/") + b"/sdb-8")
+    # The causal engine's helper threads are the table's journal threads and the
+    # generic helpers, each once.
+    assert wakeups.HELPER_PREFIXES == HELPER_THREADS
+    assert set(HELPER_THREADS) == {t for f in FILESYSTEMS for t in f.journal_threads} \
+        | set(GENERIC_HELPER_THREADS)
+    assert len(set(HELPER_THREADS)) == len(HELPER_THREADS)
+    # A wait a journal thread ends is for its entry's level one.
+    assert all(f.journal_thread_serves in ATTRIBUTION_CATEGORIES for f in FILESYSTEMS)
+    assert wakeups.JOURNAL_THREAD_SERVES == (
+        (b"jbd2/", wakeups.L_LOG), (b"xfsaild", wakeups.L_METADATA))
+
+
+def test_the_reports_have_a_line_for_each_journal_kind_s_figures():
+    """Every key of the report's `commits` a kind of journal adds (JOURNAL_FIGURES, on a
+    record of every journal event and a btrfs call that needed a commit) has its line
+    in the terminal report and its row in the HTML one."""
+    codes = sorted(abi.JOURNAL_EVENT_NAMES)
+    n = len(codes)
+    jr = {"event_u16": np.array(codes, np.uint16), "ts_ns": np.arange(n, dtype=np.int64) + 10,
+          "seq": np.ones(n, np.uint64), "tid": np.full(n, 7, np.uint32),
+          "dev_major": np.full(n, 8, np.uint32), "dev_minor": np.ones(n, np.uint32),
+          "aux0": np.zeros(n, np.uint64), "aux1": np.zeros(n, np.uint64),
+          "aux2": np.zeros(n, np.uint64)}
+    fs = {"fs_u16": np.array([abi.FS_BTRFS], np.uint16)}
+    pc = {"needed": np.array([True])}
+    keys: list[str] = []
+    for f in FILESYSTEMS:
+        figures, _, _ = commits.JOURNAL_FIGURES[f.journal](
+            Window(0, 100), jr, jr["event_u16"], jr["ts_ns"], fs, pc)
+        assert figures, f.name  # each kind gave figures of its own
+        keys += figures
+    assert len(set(keys)) == len(keys) and "ext4_fast_commit" in keys
+    assert {k for k, _ in terminal.COMMIT_LINES} == set(keys)
+    assert {k for k, _, _ in html.COMMIT_ROWS} == set(keys)
+
+
+def _probe_helper_names(src: str) -> tuple[list[bytes], list[bytes]]:
+    """The comm prefixes helper_name() in probes/iowhy.bpf.c compares, decoded from its
+    little-endian constants (`c == V`: 8 bytes; `(c & M) == V`: as many bytes as M has
+    low 0xff bytes), and the names its comment lists."""
+    m = re.search(r"/\*((?:(?!\*/).)*)\*/\s*static __always_inline int helper_name\(.*?\n\}",
+                  src, re.DOTALL)
+    assert m, "helper_name() not found in probes/iowhy.bpf.c"
+    body = m.group(0)[len(m.group(1)):]
+    names = []
+    for mask, value in re.findall(r"\(?c(?: & (0x[0-9a-f]+)ULL\))? == (0x[0-9a-f]+)ULL", body):
+        n = 8 if not mask else len(mask[2:]) // 2
+        assert not mask or int(mask, 16) == (1 << 8 * n) - 1, mask  # low bytes only
+        names.append(int(value, 16).to_bytes(n, "little"))
+    listed = [w.encode() for w in re.findall(r'"([^"]+)"', m.group(1))]
+    return names, listed
+
+
+def test_the_probes_follow_the_table_s_helper_threads():
+    """The kernel threads the probes mark helpers (helper_name()) are HELPER_THREADS:
+    the constants it compares and the names its comment gives."""
+    src = (REPO / "probes" / "iowhy.bpf.c").read_text()
+    names, listed = _probe_helper_names(src)
+    assert len(names) == len(set(names)) == len(listed)
+    assert set(names) == set(HELPER_THREADS) == set(listed)
+    # The decoding is right: an invented constant reads back as its bytes.
+    fake = "/* \"abc\" */\nstatic __always_inline int helper_name(int btf)\n{\n" \
+           "\treturn (c & 0xffffffULL) == 0x636261ULL ||\n\t       c == 0x3837363534333231ULL;\n}"
+    assert _probe_helper_names(fake) == ([b"abc", b"12345678"], [b"abc"])
 
 
 def test_the_ftrace_importer_reads_the_table_s_events():

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import abi
+from ..filesystems import FILESYSTEMS, JournalSpan
 from ..names import comm_text, utf8_text
 from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, device_names, load_run,
                      syscall_name)
@@ -546,6 +547,16 @@ def _running(tl: Timeline, track: int, s: int, e: int) -> None:
         tl.slices.append(Slice(track, s, e, "running", "sched"))
 
 
+# The journal events that begin or end a stretch of a journal's work (a commit, an
+# iclog write, a fast commit: iowhy.filesystems), and those that start a phase of one.
+SPAN_EVENTS: dict[int, tuple[JournalSpan, bool]] = {
+    abi.JOURNAL_EVENT_CODES[e]: (span, begin) for f in FILESYSTEMS for span in f.journal_spans
+    for e, begin in ((span.begin, True), (span.end, False))}
+SPAN_PHASES: dict[int, tuple[JournalSpan, str]] = {
+    abi.JOURNAL_EVENT_CODES[e]: (span, phase) for f in FILESYSTEMS for span in f.journal_spans
+    for e, phase in span.phases}
+
+
 def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
              meta: dict[str, Any]) -> None:
     if not len(jr):
@@ -579,43 +590,32 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
     for k in np.flatnonzero(ev == abi.J_XLOG_DONE).tolist():
         done_at.setdefault((int(rows[k]["dev_major"]), int(rows[k]["dev_minor"])),
                            []).append(int(ts[k]))
-    # (dev, fs, event kind, seq) -> time, for the pairs.
+    # (device, span, its key field) -> the time it began, and its phases so far.
     open_: dict[tuple, int] = {}
     phases: dict[tuple, list[tuple[int, str]]] = {}
     items: list[tuple[int, int, tuple[int, int], int, str, dict[str, Any],
                       list[tuple[int, str]]]] = []
-    pairs = {abi.J_JBD2_START: ("jbd2", True), abi.J_JBD2_END: ("jbd2", False),
-             abi.J_XLOG_SYNC: ("xlog", True), abi.J_XLOG_DONE: ("xlog", False)}
     for k in range(len(rows)):
         r = rows[k]
         e, t = int(ev[k]), int(ts[k])
         key = (int(r["dev_major"]), int(r["dev_minor"]))
         fs = int(r["fs_u16"])
         seq = int(r["seq"])
-        if e in pairs:
-            kind, begin = pairs[e]
-            pk = (key, kind, seq)
+        if e in SPAN_EVENTS:
+            span, begin = SPAN_EVENTS[e]
+            pk = (key, span, int(r[span.key]))
             if begin:
                 open_[pk] = t
                 phases[pk] = []
             elif pk in open_:
-                s = open_.pop(pk)
-                name = f"commit {seq}" if kind == "jbd2" else "iclog write"
-                args: dict[str, Any] = {"seq": seq}
-                if kind == "xlog":
-                    args["lsn"] = seq
-                items.append((s, t, key, fs, name, args, phases.pop(pk)))
-        elif e in (abi.J_JBD2_LOCKING, abi.J_JBD2_FLUSHING, abi.J_JBD2_LOGGING):
-            pk = (key, "jbd2", seq)
+                args: dict[str, Any] = {a: int(r[f]) for a, f in span.args}
+                items.append((open_.pop(pk), t, key, fs, span.label.format(seq=seq), args,
+                              phases.pop(pk)))
+        elif e in SPAN_PHASES:
+            span, phase = SPAN_PHASES[e]
+            pk = (key, span, int(r[span.key]))
             if pk in phases:
-                phases[pk].append((t, abi.JOURNAL_EVENT_NAMES[e][5:]))
-        elif e == abi.J_EXT4_FC_START:
-            open_[(key, "fc", int(r["tid"]))] = t
-        elif e == abi.J_EXT4_FC_STOP:
-            pk = (key, "fc", int(r["tid"]))
-            if pk in open_:
-                items.append((open_.pop(pk), t, key, fs, "fast commit",
-                              {"tid": int(r["tid"])}, []))
+                phases[pk].append((t, phase))
         elif e == abi.J_XFS_FORCE and done_at.get(key):
             # A log force lasts until the log's next iclog write completes.
             d = done_at[key]

@@ -60,6 +60,7 @@ import numpy as np
 from .. import abi
 from ..kernels import I64, check_keyed, key_span, small_unique, unique
 from ..categories import ATTRIBUTION_CATEGORIES, PART_NAMES, level_two
+from ..filesystems import FILESYSTEMS, HELPER_THREADS
 from ..syscalls import syscall_name
 from .classify import CATEGORY_OF_CLASS
 from .requests import Window
@@ -111,8 +112,13 @@ FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)"
 # one). No segment of the timeline has it: a wait linked to a carrier request is named
 # by the carrier's own service (_linked_pieces).
 
-# Kernel threads the recorder treats as helpers (docs/trace-format.md, helper).
-HELPER_PREFIXES = (b"jbd2/", b"kworker/", b"loop", b"xfsaild", b"kswapd")
+# Kernel threads the recorder treats as helpers (docs/trace-format.md, helper), by the
+# prefix of their comm: the filesystems' journal threads and the generic helpers.
+HELPER_PREFIXES = HELPER_THREADS
+# (comm prefix, level one) of each filesystem's journal threads: what a wait one of them
+# ends is for (iowhy.filesystems).
+JOURNAL_THREAD_SERVES = tuple((t, _L1[f.journal_thread_serves])
+                              for f in FILESYSTEMS for t in f.journal_threads)
 
 # Syscalls whose wait is a voluntary sleep or a timeout when nothing else woke them.
 SLEEP_SYSCALLS = frozenset({
@@ -973,11 +979,12 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     keep = ~foreign_jbd2(comm, tl.devices)
     m, comm = m[keep], comm[keep]
     cat[m], target[m], detail[m] = RECURSE, ti[m], -1
-    # What a helper serves: a journal thread, a commit (log); xfsaild, metadata written
-    # back. Other helpers (kworkers) serve many things: their own waits say which.
+    # What a helper serves: a filesystem's journal thread, what its entry says (jbd2, a
+    # commit: log; xfsaild, metadata written back). Other helpers (kworkers) serve many
+    # things: their own waits say which.
     h = tl.helper[ti[m]]
-    pur[m[h & starts_with(comm, b"jbd2/")]] = L_LOG
-    pur[m[h & starts_with(comm, b"xfsaild")]] = L_METADATA
+    for thread, serves in JOURNAL_THREAD_SERVES:
+        pur[m[h & starts_with(comm, thread)]] = serves
     # A kworker serves many things. One that a data write's completion handed its work
     # (end-I/O work: an append's size update, an unwritten extent's conversion, the
     # page writeback's end) serves the data write: the thread waited for it. (Only a

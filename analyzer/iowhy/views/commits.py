@@ -4,11 +4,12 @@ commits and btrfs transactions of the workload's filesystems.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .. import abi
+from ..filesystems import FILESYSTEMS
 from ..kernels import I64, check_keyed, dense_codes, percentiles, unique
 from ..model.devices import dev_key, dev_pair
 from ..model.calls import dev_codes, seq_key
@@ -56,14 +57,43 @@ def journal_of(jr: Mapping[str, np.ndarray], devs: set[tuple[int, int]]
 def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str, Any],
                  fs: Mapping[str, np.ndarray], log_bytes: int) -> dict[str, Any]:
     """Commits of the journal records `jr` (those of the workload's filesystems:
-    journal_of) and the batching of the fsync-family calls `fs`. "_durations": the
-    commit durations by kind (jbd2 start to end, XFS iclog sync to done, ext4 fast
-    commits), for `iowhy hist --metric commit`."""
+    journal_of) and the batching of the fsync-family calls `fs`: each filesystem's
+    figures (JOURNAL_FIGURES), in the order of the table. "_durations": the commit
+    durations by kind (jbd2 start to end, XFS iclog sync to done, ext4 fast commits),
+    for `iowhy hist --metric commit`."""
     ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
     ts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
+    pc = fsv.get("_per_call")
     out: dict[str, Any] = {}
-    durations = {"jbd2": np.zeros(0, I64), "xfs": np.zeros(0, I64),
-                 "fc": _fast_commit_durations(jr, ev, ts)}
+    durations: dict[str, np.ndarray] = {}
+    total = 0
+    for f in FILESYSTEMS:
+        figures, n, d = JOURNAL_FIGURES[f.journal](window, jr, ev, ts, fs, pc)
+        out.update(figures)
+        durations.update(d)
+        total += n
+    out_all: dict[str, Any] = {
+        "count": int(total),
+        "fsyncs_per_commit": _fsyncs_per_commit(pc, fs),
+        "log_bytes": int(log_bytes),
+        "bytes_logged_per_commit": int(log_bytes // total) if total else None,
+    }
+    out_all.update(out)
+    out_all["_durations"] = durations
+    return out_all
+
+
+# (figures by report key, the commits they count, commit durations by kind)
+Figures = tuple[dict[str, Any], int, dict[str, np.ndarray]]
+
+
+def _ext4_figures(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray,
+                  ts: np.ndarray, fs: Mapping[str, np.ndarray],
+                  pc: Mapping[str, np.ndarray] | None) -> Figures:
+    """jbd2 commits (`jbd2`) and ext4 fast commits (`ext4_fast_commit`; those that
+    succeeded are commits)."""
+    out: dict[str, Any] = {}
+    durations = {"jbd2": np.zeros(0, I64), "fc": _fast_commit_durations(jr, ev, ts)}
     total = 0
     if ((ev >= abi.J_JBD2_START) & (ev <= abi.J_JBD2_STATS)).any():
         out["jbd2"], durations["jbd2"] = _jbd2(jr, ev, ts)
@@ -78,27 +108,40 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
             "by_status": {st_names.get(int(k), str(int(k))): int((status == k).sum())
                           for k in unique(status)},
         }
-    if ((ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE) | (ev == abi.J_XLOG_DONE)).any():
-        out["xfs"], durations["xfs"] = _xfs(window, jr, ev, ts)
-        total += out["xfs"]["count"]
+    return out, total, durations
+
+
+def _xfs_figures(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray,
+                 ts: np.ndarray, fs: Mapping[str, np.ndarray],
+                 pc: Mapping[str, np.ndarray] | None) -> Figures:
+    """XFS iclog writes (its commits) and log forces (`xfs`)."""
+    if not ((ev == abi.J_XLOG_SYNC) | (ev == abi.J_XLOG_WRITE) | (ev == abi.J_XLOG_DONE)).any():
+        return {}, 0, {"xfs": np.zeros(0, I64)}
+    x, d = _xfs(window, jr, ev, ts)
+    return {"xfs": x}, x["count"], {"xfs": d}
+
+
+def _btrfs_figures(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray,
+                   ts: np.ndarray, fs: Mapping[str, np.ndarray],
+                   pc: Mapping[str, np.ndarray] | None) -> Figures:
+    """btrfs transaction commits and the log-tree syncs of the calls that needed one
+    (`btrfs`), each a commit."""
     bm = ev == abi.J_BTRFS_COMMIT
-    pc = fsv.get("_per_call")
     btrfs_log = 0
     if pc is not None:
         btrfs_calls = np.asarray(fs["fs_u16"]) == abi.FS_BTRFS
         btrfs_log = int((btrfs_calls & pc["needed"]).sum())
-    if bm.any() or btrfs_log:
-        total += int(bm.sum()) + btrfs_log
-        out["btrfs"] = {"transaction_commits": int(bm.sum()), "log_syncs": btrfs_log}
-    out_all: dict[str, Any] = {
-        "count": int(total),
-        "fsyncs_per_commit": _fsyncs_per_commit(pc, fs),
-        "log_bytes": int(log_bytes),
-        "bytes_logged_per_commit": int(log_bytes // total) if total else None,
-    }
-    out_all.update(out)
-    out_all["_durations"] = durations
-    return out_all
+    if not (bm.any() or btrfs_log):
+        return {}, 0, {}
+    n = int(bm.sum())
+    return {"btrfs": {"transaction_commits": n, "log_syncs": btrfs_log}}, n + btrfs_log, {}
+
+
+# What each kind of journal's records give, by its key (Filesystem.journal): a function
+# per kind, as bcc's fs_configs[] holds its filesystems' functions (here, not in
+# iowhy.filesystems, which stays free of numpy for `iowhy record`).
+JOURNAL_FIGURES: dict[str, Callable[..., Figures]] = {
+    "jbd2": _ext4_figures, "xfs": _xfs_figures, "btrfs": _btrfs_figures}
 
 
 def _jbd2(jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.ndarray

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import abi
+from ..filesystems import FILESYSTEMS
 from ..kernels import (
     Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique, union_where,
     unique,
@@ -206,13 +207,18 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
 MAX_SPAN = 16  # tids looked at past a call's entry tid (FS_F_SEQ_SPAN)
 
 
+# (journal events, whether the commit lasts to the call's exit) of the commits a
+# filesystem makes in the calling task of an fsync-family call (iowhy.filesystems).
+CALL_COMMITS = tuple((tuple(abi.JOURNAL_EVENT_CODES[e] for e in f.call_commit),
+                      f.call_commit_to_exit) for f in FILESYSTEMS if f.call_commit)
+
+
 def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
                      tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, c0: np.ndarray,
                      c1: np.ndarray, needed: np.ndarray) -> None:
-    """ext4 fast commits and XFS log forces, in the calling task: widen each call's
-    commit hull (c0, c1) and mark it `needed`, in place."""
-    for evs, kind in (((abi.J_EXT4_FC_START, abi.J_EXT4_FC_STOP), "fc"),
-                      ((abi.J_XFS_FORCE,), "xfs")):
+    """Commits made in the calling task (CALL_COMMITS: ext4 fast commits, XFS log
+    forces): widen each call's commit hull (c0, c1) and mark it `needed`, in place."""
+    for evs, to_exit in CALL_COMMITS:
         m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
         if not m.any():
             continue
@@ -220,7 +226,7 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
         jc = join_calls(np.asarray(jr["tid"])[ji].astype(I64), jts[ji], tid, enter, exit_)
         ok = jc >= 0
         ji, jc = ji[ok], jc[ok]
-        if kind == "xfs":
+        if to_exit:
             _hull_update(c0, c1, jc, jts[ji], exit_[jc])
         else:
             _hull_update(c0, c1, jc, jts[ji], jts[ji])
