@@ -56,7 +56,7 @@ KNOWN_MISS = {
                     "(808 vs 496 ms) and +77% at load 3.7 (1218 vs 689 ms: a kworker's "
                     "waits for a CPU of 103 and 405 ms hidden behind the hdd), -15% in "
                     "a run at a higher load: the cold CPU as on ext4 (the kernel counted "
-                    "146 ms on the hdd, 74 ms on the ssd) and the helpers' waits for a "
+                    "146 ms on the hdd, 70-74 ms on the ssd) and the helpers' waits for a "
                     "CPU (docs/whatif.md)",
     ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: 0.71-0.79 s "
                            "predicted, 0.84 and 0.96 s real in 2 runs, 2.8-3.5 s in 4 at "
