@@ -44,14 +44,20 @@ KNOWN_MISS = {
                       "behind the hdd's flushes land on the replay's critical path)",
     ("nobarrier", "btrfs"): "wc-barrier on btrfs predicted --nobarrier: -28 to -30% at "
                             "load 1.4, +23% at load 11",
-    ("ssd", "ext4"): "fsync-tar on ext4 predicted on the ssd: +27 to +30% in 3 attempts at "
-                     "load 2-3 (712-739 ms predicted, 554-568 ms real), -3 to +5% at "
-                     "higher loads: the replay keeps the hdd's CPU bursts, slowed by "
-                     "the long waits before them (cpu 144 ms recorded, 73 ms in a real "
-                     "ssd run; docs/whatif.md)",
+    ("ssd", "ext4"): "fsync-tar on ext4 predicted on the ssd: +27 to +31% at load 2-4.5 "
+                     "(690-739 ms predicted, 525-568 ms real), -3 to +5% at higher loads. "
+                     "The workload's CPU really is longer on the hdd (the kernel counted "
+                     "121-127 ms, 61-84 ms on the ssd: the same work on a CPU gone cold "
+                     "in the hdd's 33 ms waits) and the recording has no sample of it "
+                     "after a short wait; with its bursts cut to the ssd's, still +26% "
+                     "(helpers' waits for a CPU as on the hdd; docs/whatif.md)",
     ("ssd", "xfs"): "fsync-tar on xfs predicted on the ssd: +26 to +31% in 3 attempts at "
-                    "load 1.5-1.8 (640-648 ms predicted, 489-532 ms real), -15% at "
-                    "higher loads",
+                    "load 1.5-1.8 (640-648 ms predicted, 489-532 ms real), +63% at load 4 "
+                    "(808 vs 496 ms) and +77% at load 3.7 (1218 vs 689 ms: a kworker's "
+                    "waits for a CPU of 103 and 405 ms hidden behind the hdd), -15% in "
+                    "a run at a higher load: the cold CPU as on ext4 (the kernel counted "
+                    "146 ms on the hdd, 70-74 ms on the ssd) and the helpers' waits for a "
+                    "CPU (docs/whatif.md)",
     ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: 0.71-0.79 s "
                            "predicted, 0.84 and 0.96 s real in 2 runs, 2.8-3.5 s in 4 at "
                            "load 0.7-2: ext4 places small files by the CPU its writeback runs "
