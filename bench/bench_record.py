@@ -871,7 +871,8 @@ def vs_rows(rows: list, label: str, res: dict) -> None:
             f" - {v['installed_over_ci'][1]:.3f})", "x", "", None)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_options(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with the sizes --quick shrinks filled in."""
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
@@ -940,28 +941,27 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(a, k) is None:
             setattr(a, k, quick if q else full)
     a.rate_steps = [20000, 50000, 100000]
-    sections = a.only or list(SECTIONS)
+    return a
 
+
+def missing_prerequisite() -> str | None:
+    """Why the benchmark cannot run here (root, the tools, the built iowhy), or None."""
     if os.geteuid() != 0:
-        print("bench_record: needs root", file=sys.stderr)
-        return 1
+        return "needs root"
     for tool in ("mkfs.xfs", "losetup", "fio", "tar"):
         if shutil.which(tool) is None:
-            print(f"bench_record: {tool} not installed", file=sys.stderr)
-            return 1
+            return f"{tool} not installed"
     if not IOWHY.exists():
-        print(f"bench_record: {IOWHY} missing: run `make -C {REPO} all`", file=sys.stderr)
-        return 1
+        return f"{IOWHY} missing: run `make -C {REPO} all`"
+    return None
 
-    cmdline = shlex.join([sys.executable, *sys.argv])
-    say(f"command: {cmdline}")
-    ver = run([str(IOWHY), "--version"], check=False).stdout.strip()
-    say(f"host: {platform.node()}, Linux {platform.release()}, {os.cpu_count()} CPUs, {ver},"
-        f" loadavg {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
 
+def run_sections(a: argparse.Namespace, sections: list[str]) -> dict[str, Any]:
+    """Each section asked for, in order, its results by section name. Its scratch
+    directories (in --workdir and --trace-dir) are removed whatever happens."""
+    global TRACE_DIR
     a.workdir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="iowhy-bench-", dir=a.workdir))
-    global TRACE_DIR
     if a.trace_dir:
         TRACE_DIR = Path(tempfile.mkdtemp(prefix="iowhy-bench-", dir=a.trace_dir))
     res: dict[str, Any] = {}
@@ -988,118 +988,134 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         if TRACE_DIR:
             shutil.rmtree(TRACE_DIR, ignore_errors=True)
+    return res
 
-    rows: list = []
+
+def control_rows(rows: list, a: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
+    """--aa or --flight: the overhead sections' ratios, which are a control or the flight
+    recorder's cost, not the recorder's; returns the other sections' results."""
+    for key, label in (("untar", f"(a) untar {a.files} files"),
+                       ("fsync", f"(b) fsync-tasks {a.tasks}x{a.k}")):
+        if key in res:
+            u = res[key]
+            if a.aa:
+                row(rows, f"{label}: A/A CONTROL, wall untraced/untraced (median of "
+                    f"{a.pairs})", f"{u['ratio']:.3f}", "x", "== 1", None)
+            else:
+                row(rows, f"{label}: beside `attach -a --flight {a.flight:g}`, wall /"
+                    f" untraced (median of {a.pairs})", f"{u['ratio']:.3f}", "x",
+                    f"<= {TARGET_FLIGHT}", u["ratio"] <= TARGET_FLIGHT)
+            row(rows, f"{label}: ratio p25 - p75; 90% interval of the median",
+                f"{u['q1']:.3f} - {u['q3']:.3f}; {u['ci'][0]:.3f} - {u['ci'][1]:.3f}",
+                "x", "", None)
+    return {k: v for k, v in res.items() if k not in ("untar", "fsync")}
+
+
+def overhead_rows(rows: list, a: argparse.Namespace, title: str, label: str, u: dict,
+                  target: float) -> None:
+    """One overhead section's rows: `title` heads the ratio row, `label` (e.g.
+    "(a) untar") the others."""
     sc = "" if a.syscalls == "sync" else f", --syscalls {a.syscalls}"
-    if a.aa or a.flight:
-        for key, label in (("untar", f"(a) untar {a.files} files"),
-                           ("fsync", f"(b) fsync-tasks {a.tasks}x{a.k}")):
-            if key in res:
-                u = res[key]
-                if a.aa:
-                    row(rows, f"{label}: A/A CONTROL, wall untraced/untraced (median of "
-                        f"{a.pairs})", f"{u['ratio']:.3f}", "x", "== 1", None)
-                else:
-                    row(rows, f"{label}: beside `attach -a --flight {a.flight:g}`, wall /"
-                        f" untraced (median of {a.pairs})", f"{u['ratio']:.3f}", "x",
-                        f"<= {TARGET_FLIGHT}", u["ratio"] <= TARGET_FLIGHT)
-                row(rows, f"{label}: ratio p25 - p75; 90% interval of the median",
-                    f"{u['q1']:.3f} - {u['q3']:.3f}; {u['ci'][0]:.3f} - {u['ci'][1]:.3f}",
-                    "x", "", None)
-        res = {k: v for k, v in res.items() if k not in ("untar", "fsync")}
-    if "untar" in res:
-        u = res["untar"]
-        row(rows, f"(a) untar {a.files} files, XFS/loop: wall traced/untraced (median of "
-            f"{a.pairs}){sc}", f"{u['ratio']:.3f}", "x", f"<= {TARGET_UNTAR}",
-            u["ratio"] <= TARGET_UNTAR)
-        row(rows, "(a) untar: ratio p25 - p75 over pairs; 90% interval of the median",
-            f"{u['q1']:.3f} - {u['q3']:.3f}; {u['ci'][0]:.3f} - {u['ci'][1]:.3f}", "x", "",
-            None)
-        row(rows, "(a) untar: median wall untraced / traced", f"{u['untraced']:.3f} / "
-            f"{u['traced']:.3f}", "s", "", None)
-        row(rows, "(a) untar: median trace elapsed / `iowhy record` wall",
-            f"{u['trace_s']:.3f} / {u['outer_s']:.3f}", "s", "", None)
-        row(rows, "(a) untar: events dropped by iowhy, max over traced runs",
-            str(max(u["dropped"])), "events", "== 0", max(u["dropped"]) == 0)
-        row(rows, "(a) untar: events the kernel ran no probe for (flagged), max over runs",
-            str(max(u["unseen"])), "events", "", None)
-        row(rows, "(a) untar: BPF program time / CPU time, --probe-stats runs (median of "
-            f"{a.stats_runs})",
-            f"{u['probe_ns'] / 1e6:.1f} ms / {u['probe_share'] * 100:.1f}%", "", "", None)
-        row(rows, "(a) untar: the recorder's own CPU while recording (median)",
-            f"{u['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
-        row(rows, "(a) untar: the recorder's chunk compression, whole run (median)",
-            f"{u['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
-        vs_rows(rows, "(a) untar", u)
-    if "fsync" in res:
-        f = res["fsync"]
-        row(rows, f"(b) fsync-tasks {a.tasks}x{a.k}, XFS/loop: wall traced/untraced (median "
-            f"of {a.pairs}){sc}", f"{f['ratio']:.3f}", "x", f"<= {TARGET_FSYNC}",
-            f["ratio"] <= TARGET_FSYNC)
-        row(rows, "(b) fsync: ratio p25 - p75 over pairs; 90% interval of the median",
-            f"{f['q1']:.3f} - {f['q3']:.3f}; {f['ci'][0]:.3f} - {f['ci'][1]:.3f}", "x", "",
-            None)
-        row(rows, "(b) fsync: median wall untraced / traced", f"{f['untraced']:.3f} / "
-            f"{f['traced']:.3f}", "s", "", None)
-        row(rows, "(b) fsync: median trace elapsed / `iowhy record` wall",
-            f"{f['trace_s']:.3f} / {f['outer_s']:.3f}", "s", "", None)
-        row(rows, "(b) fsync: events dropped by iowhy, max over traced runs",
-            str(max(f["dropped"])), "events", "== 0", max(f["dropped"]) == 0)
-        row(rows, "(b) fsync: events the kernel ran no probe for (flagged), max over runs",
-            str(max(f["unseen"])), "events", "", None)
-        row(rows, "(b) fsync: BPF program time / CPU time, --probe-stats runs (median of "
-            f"{a.stats_runs})",
-            f"{f['probe_ns'] / 1e6:.1f} ms / {f['probe_share'] * 100:.1f}%", "", "", None)
-        row(rows, "(b) fsync: the recorder's own CPU while recording (median)",
-            f"{f['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
-        row(rows, "(b) fsync: the recorder's chunk compression, whole run (median)",
-            f"{f['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
-        vs_rows(rows, "(b) fsync", f)
-    if "floor" in res:
-        fl = res["floor"]
-        for key, label in (("empty/u", "empty probes / untraced: the kernel's dispatch"),
-                           ("full/u", "shipped probes / untraced"),
-                           ("full/empty", "shipped / empty probes: the programs' own work")):
-            x = fl[key]
-            row(rows, f"(floor) fsync-tasks {a.tasks}x{a.k}, {label} (median of {a.pairs}; "
-                "p25 - p75; 90% interval)", f"{x['ratio']:.3f} ({x['q1']:.3f} - "
-                f"{x['q3']:.3f}; {x['ci'][0]:.3f} - {x['ci'][1]:.3f})", "x", "", None)
-    if "rate" in res:
-        r = res["rate"]
-        b, fl = r["best"], r["first_loss"]
-        if b:
-            lim = f"{b['rate'] * b['jobs']} IOPS" if b["rate"] else "unlimited"
-            row(rows, f"max request rate without drops ({r['dev_kind']}; {b['jobs']} job(s), "
-                f"iodepth {b['depth']}, {lim})", f"{b['rq_per_s']:.0f}", "requests/s",
-                "", None)
-            row(rows, "  all records/s at that rate (request + off-CPU + task + ...)",
-                f"{b['rec_per_s']:.0f}", "records/s", "", None)
-            row(rows, "  events the kernel ran no probe for at that rate (flagged)",
-                str(b["unseen"]), "events", "", None)
-        row(rows, "first rate with drops", f"{fl['rq_per_s']:.0f} ({fl['dropped']} dropped)"
-            if fl else "none reached", "requests/s", "", None)
-    if "size" in sections:
-        row(rows, "request record size (abi.REQUEST_DTYPE.itemsize)",
-            str(abi.REQUEST_DTYPE.itemsize), "bytes", "", None)
-        for key, label in (("untar", "(a) untar trace"), ("fsync", "(b) fsync trace")):
-            if key in res:
-                t = res[key]["last"]
-                bpr = t['file_bytes'] / max(1, t['records']['request'])
-                row(rows, f"trace file bytes / request records, {label}", f"{bpr:.1f}",
-                    "bytes", f"<= {TARGET_BYTES_PER_RQ}", bpr <= TARGET_BYTES_PER_RQ)
-        if res.get("rate", {}).get("best"):
-            b = res["rate"]["best"]
-            row(rows, "trace file bytes / request records, fio max-lossless trace",
-                f"{b['bytes_per_rq']:.1f}", "bytes", f"<= {TARGET_BYTES_PER_RQ}",
-                b["bytes_per_rq"] <= TARGET_BYTES_PER_RQ)
-    if "startup" in res:
-        s = res["startup"]
-        row(rows, f"recorder startup_ns: main() -> probes attached (median of "
-            f"{a.startup_runs})", f"{s['startup_ms']:.1f}", "ms", "", None)
-        row(rows, "`iowhy record` launch -> probes attached, workload started (median)",
-            f"{s['launch_ms']:.1f}", "ms", "", None)
-        row(rows, "`iowhy record --dry-run` wall time (median)", f"{s['dry_ms']:.1f}", "ms",
+    row(rows, f"{title}, XFS/loop: wall traced/untraced (median of {a.pairs}){sc}",
+        f"{u['ratio']:.3f}", "x", f"<= {target}", u["ratio"] <= target)
+    row(rows, f"{label}: ratio p25 - p75 over pairs; 90% interval of the median",
+        f"{u['q1']:.3f} - {u['q3']:.3f}; {u['ci'][0]:.3f} - {u['ci'][1]:.3f}", "x", "", None)
+    row(rows, f"{label}: median wall untraced / traced", f"{u['untraced']:.3f} / "
+        f"{u['traced']:.3f}", "s", "", None)
+    row(rows, f"{label}: median trace elapsed / `iowhy record` wall",
+        f"{u['trace_s']:.3f} / {u['outer_s']:.3f}", "s", "", None)
+    row(rows, f"{label}: events dropped by iowhy, max over traced runs",
+        str(max(u["dropped"])), "events", "== 0", max(u["dropped"]) == 0)
+    row(rows, f"{label}: events the kernel ran no probe for (flagged), max over runs",
+        str(max(u["unseen"])), "events", "", None)
+    row(rows, f"{label}: BPF program time / CPU time, --probe-stats runs (median of "
+        f"{a.stats_runs})",
+        f"{u['probe_ns'] / 1e6:.1f} ms / {u['probe_share'] * 100:.1f}%", "", "", None)
+    row(rows, f"{label}: the recorder's own CPU while recording (median)",
+        f"{u['recorder_cpu_s'] * 1e3:.1f}", "ms", "", None)
+    row(rows, f"{label}: the recorder's chunk compression, whole run (median)",
+        f"{u['zstd_cpu_s'] * 1e3:.1f}", "ms", "", None)
+    vs_rows(rows, label, u)
+
+
+def floor_rows(rows: list, a: argparse.Namespace, fl: dict) -> None:
+    """The dispatch floor: each pair of the three arms' ratios."""
+    for key, label in (("empty/u", "empty probes / untraced: the kernel's dispatch"),
+                       ("full/u", "shipped probes / untraced"),
+                       ("full/empty", "shipped / empty probes: the programs' own work")):
+        x = fl[key]
+        row(rows, f"(floor) fsync-tasks {a.tasks}x{a.k}, {label} (median of {a.pairs}; "
+            "p25 - p75; 90% interval)", f"{x['ratio']:.3f} ({x['q1']:.3f} - "
+            f"{x['q3']:.3f}; {x['ci'][0]:.3f} - {x['ci'][1]:.3f})", "x", "", None)
+
+
+def rate_rows(rows: list, r: dict) -> None:
+    """The highest rate without drops (if any step had none) and the first with drops."""
+    b, fl = r["best"], r["first_loss"]
+    if b:
+        lim = f"{b['rate'] * b['jobs']} IOPS" if b["rate"] else "unlimited"
+        row(rows, f"max request rate without drops ({r['dev_kind']}; {b['jobs']} job(s), "
+            f"iodepth {b['depth']}, {lim})", f"{b['rq_per_s']:.0f}", "requests/s",
             "", None)
+        row(rows, "  all records/s at that rate (request + off-CPU + task + ...)",
+            f"{b['rec_per_s']:.0f}", "records/s", "", None)
+        row(rows, "  events the kernel ran no probe for at that rate (flagged)",
+            str(b["unseen"]), "events", "", None)
+    row(rows, "first rate with drops", f"{fl['rq_per_s']:.0f} ({fl['dropped']} dropped)"
+        if fl else "none reached", "requests/s", "", None)
+
+
+def size_rows(rows: list, res: dict[str, Any]) -> None:
+    """The request record's size and the file bytes per request of the traces made."""
+    row(rows, "request record size (abi.REQUEST_DTYPE.itemsize)",
+        str(abi.REQUEST_DTYPE.itemsize), "bytes", "", None)
+    for key, label in (("untar", "(a) untar trace"), ("fsync", "(b) fsync trace")):
+        if key in res:
+            t = res[key]["last"]
+            bpr = t['file_bytes'] / max(1, t['records']['request'])
+            row(rows, f"trace file bytes / request records, {label}", f"{bpr:.1f}",
+                "bytes", f"<= {TARGET_BYTES_PER_RQ}", bpr <= TARGET_BYTES_PER_RQ)
+    if res.get("rate", {}).get("best"):
+        b = res["rate"]["best"]
+        row(rows, "trace file bytes / request records, fio max-lossless trace",
+            f"{b['bytes_per_rq']:.1f}", "bytes", f"<= {TARGET_BYTES_PER_RQ}",
+            b["bytes_per_rq"] <= TARGET_BYTES_PER_RQ)
+
+
+def startup_rows(rows: list, a: argparse.Namespace, s: dict) -> None:
+    """The recorder's startup, from its main() and from the `iowhy record` launch."""
+    row(rows, f"recorder startup_ns: main() -> probes attached (median of "
+        f"{a.startup_runs})", f"{s['startup_ms']:.1f}", "ms", "", None)
+    row(rows, "`iowhy record` launch -> probes attached, workload started (median)",
+        f"{s['launch_ms']:.1f}", "ms", "", None)
+    row(rows, "`iowhy record --dry-run` wall time (median)", f"{s['dry_ms']:.1f}", "ms",
+        "", None)
+
+
+def result_rows(a: argparse.Namespace, sections: list[str], res: dict[str, Any]) -> list:
+    """The results table's rows, section by section, in the order they are printed."""
+    rows: list = []
+    if a.aa or a.flight:
+        res = control_rows(rows, a, res)
+    if "untar" in res:
+        overhead_rows(rows, a, f"(a) untar {a.files} files", "(a) untar", res["untar"],
+                      TARGET_UNTAR)
+    if "fsync" in res:
+        overhead_rows(rows, a, f"(b) fsync-tasks {a.tasks}x{a.k}", "(b) fsync", res["fsync"],
+                      TARGET_FSYNC)
+    if "floor" in res:
+        floor_rows(rows, a, res["floor"])
+    if "rate" in res:
+        rate_rows(rows, res["rate"])
+    if "size" in sections:
+        size_rows(rows, res)
+    if "startup" in res:
+        startup_rows(rows, a, res["startup"])
+    return rows
+
+
+def print_results(rows: list, cmdline: str) -> None:
+    """The results table, its columns as wide as their widest cell, then the notes."""
     w = [max(len(r[i]) for r in rows + [("figure", "value", "unit", "target", "")])
          for i in range(5)]
     say("\n== results")
@@ -1110,6 +1126,22 @@ def main(argv: list[str] | None = None) -> int:
     for note in sorted(NOTES):
         say(f"note: {note}")
     say(f"loadavg at end {os.getloadavg()[0]:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_options(argv)
+    sections = a.only or list(SECTIONS)
+    why = missing_prerequisite()
+    if why:
+        print(f"bench_record: {why}", file=sys.stderr)
+        return 1
+    cmdline = shlex.join([sys.executable, *sys.argv])
+    say(f"command: {cmdline}")
+    ver = run([str(IOWHY), "--version"], check=False).stdout.strip()
+    say(f"host: {platform.node()}, Linux {platform.release()}, {os.cpu_count()} CPUs, {ver},"
+        f" loadavg {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    res = run_sections(a, sections)
+    print_results(result_rows(a, sections, res), cmdline)
     return 0
 
 

@@ -95,226 +95,321 @@ static int parse_dev(const char *s, __u32 *out)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- steps --- */
+/* ---------------------------------------------------------------- options --- */
 
-/* Options: -1 to go on, or the exit status (usage errors 2, --help 0). */
-int parse_args(struct rec *r, int argc, char **argv)
+/*
+ * Every function below returns GO_ON, or the exit status parse_args() hands to main():
+ * USAGE (after one line on stderr naming the option, the value and what it wants, or
+ * the usage text) or 0 (--help, --list-counters: printed, nothing to record).
+ */
+enum { GO_ON = -1, USAGE = 2 };
+
+static const struct option longopts[] = {
+	{ "output", required_argument, NULL, 'o' }, { "meta", required_argument, NULL, 'm' },
+	{ "ringbuf", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'd' },
+	{ "dev", required_argument, NULL, 'D' },    { "pid", required_argument, NULL, 'p' },
+	{ "dry-run", no_argument, NULL, 'n' },      { "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },      { "list-counters", no_argument, NULL, 'L' },
+	{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
+	{ "syscalls", required_argument, NULL, 'S' },
+	{ "probe-stats", no_argument, NULL, 'P' },
+	{ "eager-writes", no_argument, NULL, 'W' },
+	{ "meta-fd", required_argument, NULL, 'M' },
+	{ "force", no_argument, NULL, 'F' },
+	{ "cgroup", required_argument, NULL, 'G' },
+	{ "flight", required_argument, NULL, 'X' },
+	{ "top", required_argument, NULL, 'Y' },
+	{ "trigger", required_argument, NULL, 'T' },
+	{ "after", required_argument, NULL, 'A' },
+	{ "max-dumps", required_argument, NULL, 'N' },
+	{ "dump-on-exit", no_argument, NULL, 'E' },
+	{},
+};
+
+/* --meta-fd: the metadata `iowhy record` left open for us; kept from the workload. */
+static int set_meta_fd(struct rec *r, const char *arg)
 {
-	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' }, { "meta", required_argument, NULL, 'm' },
-		{ "ringbuf", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'd' },
-		{ "dev", required_argument, NULL, 'D' },    { "pid", required_argument, NULL, 'p' },
-		{ "dry-run", no_argument, NULL, 'n' },      { "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },      { "list-counters", no_argument, NULL, 'L' },
-		{ "raw-tp", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
-		{ "syscalls", required_argument, NULL, 'S' },
-		{ "probe-stats", no_argument, NULL, 'P' },
-		{ "eager-writes", no_argument, NULL, 'W' },
-		{ "meta-fd", required_argument, NULL, 'M' },
-		{ "force", no_argument, NULL, 'F' },
-		{ "cgroup", required_argument, NULL, 'G' },
-		{ "flight", required_argument, NULL, 'X' },
-		{ "top", required_argument, NULL, 'Y' },
-		{ "trigger", required_argument, NULL, 'T' },
-		{ "after", required_argument, NULL, 'A' },
-		{ "max-dumps", required_argument, NULL, 'N' },
-		{ "dump-on-exit", no_argument, NULL, 'E' },
-		{},
-	};
-	int opt;
+	char *end;
+	long fd;
 
-	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'o': r->env.output = optarg; break;
-		case 'm': r->env.meta = optarg; break;
-		case 'M': {
-			char *end;
-			long fd;
-
-			errno = 0;
-			fd = strtol(optarg, &end, 10);
-			if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC)) {
-				fprintf(stderr, "iowhy-record: bad --meta-fd %s (want an open descriptor)\n",
-					optarg);
-				return 2;
-			}
-			r->env.meta_fd = (int)fd;
-			break;
-		}
-		case 'r': {
-			char *end;
-
-			errno = 0;
-			r->env.ringbuf_mib = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || r->env.ringbuf_mib < 1 ||
-			    r->env.ringbuf_mib > MAX_RINGBUF_MIB ||
-			    (r->env.ringbuf_mib & (r->env.ringbuf_mib - 1))) {
-				fprintf(stderr, "iowhy-record: bad --ringbuf %s (want a power of two MiB, "
-						"1..%d)\n", optarg, MAX_RINGBUF_MIB);
-				return 2;
-			}
-			break;
-		}
-		case 'd': {
-			char *end;
-
-			errno = 0;
-			r->env.duration = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(r->env.duration) ||
-			    r->env.duration <= 0 || r->env.duration > MAX_DURATION_S) {
-				fprintf(stderr, "iowhy-record: bad --duration %s (want seconds, more than 0 "
-						"and at most %.0f)\n", optarg, MAX_DURATION_S);
-				return 2;
-			}
-			break;
-		}
-		case 'F': r->env.force = 1; break;
-		case 'X':
-		case 'A': {
-			char *end;
-			double v;
-
-			errno = 0;
-			v = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !isfinite(v) || v < (opt == 'X' ? 1 : 0) ||
-			    v > 86400) {
-				fprintf(stderr, "iowhy-record: bad --%s %s (want seconds, %s to 86400)\n",
-					opt == 'X' ? "flight" : "after", optarg, opt == 'X' ? "1" : "0");
-				return 2;
-			}
-			if (opt == 'X')
-				r->env.flight_s = v;
-			else
-				r->env.after_s = v;
-			break;
-		}
-		case 'Y': {
-			char *end;
-
-			errno = 0;
-			r->env.top_ms = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || r->env.top_ms < 100 ||
-			    r->env.top_ms > 3600000) {
-				fprintf(stderr, "iowhy-record: bad --top %s (want milliseconds, 100 to "
-						"3600000)\n", optarg);
-				return 2;
-			}
-			break;
-		}
-		case 'N': {
-			char *end;
-			long v;
-
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 1 || v > 10000) {
-				fprintf(stderr, "iowhy-record: bad --max-dumps %s (want 1 to 10000)\n",
-					optarg);
-				return 2;
-			}
-			r->env.max_dumps = (int)v;
-			break;
-		}
-		case 'T':
-			if (r->env.ntriggers >= FLIGHT_MAX_TRIGGERS ||
-			    flight_parse_trigger(optarg, &r->env.triggers[r->env.ntriggers])) {
-				fprintf(stderr, "iowhy-record: bad --trigger %s (want fsync, request, "
-						"flush or blocked, '>' and a time, e.g. fsync>200ms; at most "
-						"%d)\n", optarg, FLIGHT_MAX_TRIGGERS);
-				return 2;
-			}
-			r->env.ntriggers++;
-			break;
-		case 'G':
-			if (cgroup_check(optarg, &r->env.cgroup_id))
-				return 2;
-			r->env.cgroup = optarg;
-			break;
-		case 'D':
-			if (r->env.ndevs >= IOWHY_MAX_DEVS || parse_dev(optarg, &r->env.devs[r->env.ndevs])) {
-				fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", optarg);
-				return 2;
-			}
-			r->env.ndevs++;
-			break;
-		case 'p': r->env.pid = atoi(optarg); break;
-		case 'n': r->env.dry_run = 1; break;
-		case 'q': r->env.quiet = 1; break;
-		case 'P': r->env.probe_stats = 1; break;
-		case 'E': r->env.dump_on_exit = 1; break;
-		case 'W': r->env.eager_writes = 1; break;
-		case 'v': r->env.verbose = libbpf_verbose = 1; break;
-		case 'R': r->env.raw_tp = 1; break;
-		case 'S':
-			if (strcmp(optarg, "all") && strcmp(optarg, "sync")) {
-				fprintf(stderr, "failed to parse --syscalls: %s (all or sync)\n", optarg);
-				return 2;
-			}
-			r->env.sync_syscalls = !strcmp(optarg, "sync");
-			break;
-		case 'L':
-			for (int i = 0; i < IOWHY_C_MAX; i++)
-				printf("%s\n", counter_names[i]);
-			return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
+	errno = 0;
+	fd = strtol(arg, &end, 10);
+	if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC)) {
+		fprintf(stderr, "iowhy-record: bad --meta-fd %s (want an open descriptor)\n", arg);
+		return USAGE;
 	}
-	if (optind < argc)
-		r->env.cmd = &argv[optind];
+	r->env.meta_fd = (int)fd;
+	return GO_ON;
+}
+
+/* -r: the ring buffer, a power of two MiB (a BPF ring buffer's size must be). */
+static int set_ringbuf(struct rec *r, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	r->env.ringbuf_mib = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || r->env.ringbuf_mib < 1 ||
+	    r->env.ringbuf_mib > MAX_RINGBUF_MIB ||
+	    (r->env.ringbuf_mib & (r->env.ringbuf_mib - 1))) {
+		fprintf(stderr, "iowhy-record: bad --ringbuf %s (want a power of two MiB, "
+				"1..%d)\n", arg, MAX_RINGBUF_MIB);
+		return USAGE;
+	}
+	return GO_ON;
+}
+
+/* -d: seconds, finite and positive. */
+static int set_duration(struct rec *r, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	r->env.duration = strtod(arg, &end);
+	if (errno || end == arg || *end || !isfinite(r->env.duration) ||
+	    r->env.duration <= 0 || r->env.duration > MAX_DURATION_S) {
+		fprintf(stderr, "iowhy-record: bad --duration %s (want seconds, more than 0 "
+				"and at most %.0f)\n", arg, MAX_DURATION_S);
+		return USAGE;
+	}
+	return GO_ON;
+}
+
+/* --flight (opt 'X', at least 1 s) and --after ('A', at least 0 s): at most a day. */
+static int set_flight_seconds(struct rec *r, int opt, const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !isfinite(v) || v < (opt == 'X' ? 1 : 0) ||
+	    v > 86400) {
+		fprintf(stderr, "iowhy-record: bad --%s %s (want seconds, %s to 86400)\n",
+			opt == 'X' ? "flight" : "after", arg, opt == 'X' ? "1" : "0");
+		return USAGE;
+	}
+	if (opt == 'X')
+		r->env.flight_s = v;
+	else
+		r->env.after_s = v;
+	return GO_ON;
+}
+
+/* --top: the interval between two JSON lines, whole milliseconds. */
+static int set_top(struct rec *r, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	r->env.top_ms = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || r->env.top_ms < 100 || r->env.top_ms > 3600000) {
+		fprintf(stderr, "iowhy-record: bad --top %s (want milliseconds, 100 to "
+				"3600000)\n", arg);
+		return USAGE;
+	}
+	return GO_ON;
+}
+
+/* --max-dumps: a count. */
+static int set_max_dumps(struct rec *r, const char *arg)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < 1 || v > 10000) {
+		fprintf(stderr, "iowhy-record: bad --max-dumps %s (want 1 to 10000)\n", arg);
+		return USAGE;
+	}
+	r->env.max_dumps = (int)v;
+	return GO_ON;
+}
+
+/* --trigger KIND>TIME, repeatable up to FLIGHT_MAX_TRIGGERS (rec_flight.c parses it). */
+static int add_trigger(struct rec *r, const char *arg)
+{
+	if (r->env.ntriggers >= FLIGHT_MAX_TRIGGERS ||
+	    flight_parse_trigger(arg, &r->env.triggers[r->env.ntriggers])) {
+		fprintf(stderr, "iowhy-record: bad --trigger %s (want fsync, request, "
+				"flush or blocked, '>' and a time, e.g. fsync>200ms; at most "
+				"%d)\n", arg, FLIGHT_MAX_TRIGGERS);
+		return USAGE;
+	}
+	r->env.ntriggers++;
+	return GO_ON;
+}
+
+/* --cgroup: a cgroup v2 directory; cgroup_check() says what is wrong with it. */
+static int set_cgroup(struct rec *r, const char *arg)
+{
+	if (cgroup_check(arg, &r->env.cgroup_id))
+		return USAGE;
+	r->env.cgroup = arg;
+	return GO_ON;
+}
+
+/* -D MAJ:MIN, repeatable up to IOWHY_MAX_DEVS. */
+static int add_dev(struct rec *r, const char *arg)
+{
+	if (r->env.ndevs >= IOWHY_MAX_DEVS || parse_dev(arg, &r->env.devs[r->env.ndevs])) {
+		fprintf(stderr, "iowhy-record: bad --dev %s (want MAJ:MIN)\n", arg);
+		return USAGE;
+	}
+	r->env.ndevs++;
+	return GO_ON;
+}
+
+/* --syscalls sync|all. */
+static int set_syscalls(struct rec *r, const char *arg)
+{
+	if (strcmp(arg, "all") && strcmp(arg, "sync")) {
+		fprintf(stderr, "failed to parse --syscalls: %s (all or sync)\n", arg);
+		return USAGE;
+	}
+	r->env.sync_syscalls = !strcmp(arg, "sync");
+	return GO_ON;
+}
+
+/* One option getopt_long() returned, with its argument (NULL for a flag). */
+static int apply_option(struct rec *r, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'o': r->env.output = arg; return GO_ON;
+	case 'm': r->env.meta = arg; return GO_ON;
+	case 'M': return set_meta_fd(r, arg);
+	case 'r': return set_ringbuf(r, arg);
+	case 'd': return set_duration(r, arg);
+	case 'F': r->env.force = 1; return GO_ON;
+	case 'X':
+	case 'A': return set_flight_seconds(r, opt, arg);
+	case 'Y': return set_top(r, arg);
+	case 'N': return set_max_dumps(r, arg);
+	case 'T': return add_trigger(r, arg);
+	case 'G': return set_cgroup(r, arg);
+	case 'D': return add_dev(r, arg);
+	case 'p': r->env.pid = atoi(arg); return GO_ON;
+	case 'n': r->env.dry_run = 1; return GO_ON;
+	case 'q': r->env.quiet = 1; return GO_ON;
+	case 'P': r->env.probe_stats = 1; return GO_ON;
+	case 'E': r->env.dump_on_exit = 1; return GO_ON;
+	case 'W': r->env.eager_writes = 1; return GO_ON;
+	case 'v': r->env.verbose = libbpf_verbose = 1; return GO_ON;
+	case 'R': r->env.raw_tp = 1; return GO_ON;
+	case 'S': return set_syscalls(r, arg);
+	case 'L':
+		for (int i = 0; i < IOWHY_C_MAX; i++)
+			printf("%s\n", counter_names[i]);
+		return 0;
+	case 'h': usage(stdout); return 0;
+	default: usage(stderr); return USAGE; /* getopt_long() said which option */
+	}
+}
+
+/*
+ * -o, needed unless --dry-run or --top, must name a file: "" or a path ending in / or .
+ * names none, and the partial file would land in the directory and the rename at stop
+ * fail, after the whole workload ran.
+ */
+static int check_output_name(struct rec *r)
+{
+	const char *base;
+
 	if (!r->env.dry_run && !r->env.output && !r->env.top_ms) {
 		usage(stderr);
-		return 2;
+		return USAGE;
 	}
-	if (r->env.output) {
-		/* "" or a path ending in / or . names no file: the partial file would land in
-		 * the directory and the rename at stop fail, after the whole workload ran */
-		const char *base = strrchr(r->env.output, '/');
+	if (!r->env.output)
+		return GO_ON;
+	base = strrchr(r->env.output, '/');
+	base = base ? base + 1 : r->env.output;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		fprintf(stderr, "iowhy: -o '%s' is not a file name (give the trace's file "
+				"name, e.g. -o out.iowt)\n", r->env.output);
+		return USAGE;
+	}
+	return GO_ON;
+}
 
-		base = base ? base + 1 : r->env.output;
-		if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
-			fprintf(stderr, "iowhy: -o '%s' is not a file name (give the trace's file "
-					"name, e.g. -o out.iowt)\n", r->env.output);
-			return 2;
-		}
-	}
+/* Something to record (unless --dry-run), and not the whole system by accident. */
+static int check_target_given(struct rec *r)
+{
 	if (!r->env.dry_run && !r->env.cmd && r->env.pid <= 0 && !r->env.cgroup) {
-		fprintf(stderr, "iowhy-record: give a command after --, a PID with -p or --cgroup\n");
-		return 2;
+		fprintf(stderr, "iowhy-record: give a command after --, a PID with -p or "
+				"--cgroup\n");
+		return USAGE;
 	}
 	if (r->env.cgroup && r->env.cgroup_id == 1 && !r->env.force) {
-		fprintf(stderr, "iowhy-record: refusing --cgroup %s: it is the root of the cgroup "
-				"hierarchy, which holds every process on the system; give --force to "
-				"record that\n", r->env.cgroup);
-		return 2;
+		fprintf(stderr, "iowhy-record: refusing --cgroup %s: it is the root of the "
+				"cgroup hierarchy, which holds every process on the system; give "
+				"--force to record that\n", r->env.cgroup);
+		return USAGE;
 	}
+	return GO_ON;
+}
+
+/*
+ * --top and --flight attach to running processes and exclude each other; the flight
+ * recorder's own options need --flight. Then the flight recorder's defaults (after_s
+ * starts at -1 to tell "not given" from --after 0).
+ */
+static int check_modes(struct rec *r)
+{
 	if (r->env.top_ms && (r->env.cmd || r->env.dry_run || r->env.flight_s > 0)) {
 		fprintf(stderr, "iowhy-record: --top attaches (-p PID or --cgroup PATH), without "
 				"--flight; it does not run a command\n");
-		return 2;
+		return USAGE;
 	}
 	if (r->env.flight_s > 0 && (r->env.cmd || r->env.dry_run)) {
 		fprintf(stderr, "iowhy-record: --flight attaches (-p PID or --cgroup PATH); it "
 				"does not run a command\n");
-		return 2;
+		return USAGE;
 	}
 	if (!(r->env.flight_s > 0) && (r->env.ntriggers || r->env.after_s >= 0 ||
 				       r->env.max_dumps || r->env.dump_on_exit)) {
 		fprintf(stderr, "iowhy-record: --trigger, --after, --max-dumps and --dump-on-exit "
 				"need --flight SEC\n");
-		return 2;
+		return USAGE;
 	}
 	if (r->env.after_s < 0)
 		r->env.after_s = 1;
 	if (!r->env.max_dumps)
 		r->env.max_dumps = 10;
+	return GO_ON;
+}
+
+/* One target at a time: -p, --cgroup and a command exclude each other. */
+static int check_one_target(struct rec *r)
+{
 	if (r->env.cgroup && r->env.pid > 0) {
 		fprintf(stderr, "iowhy-record: -p and --cgroup exclude each other\n");
-		return 2;
+		return USAGE;
 	}
 	if (r->env.cmd && r->env.pid > 0) {
 		fprintf(stderr, "iowhy-record: -p and a command exclude each other\n");
-		return 2;
+		return USAGE;
 	}
-	return -1;
+	return GO_ON;
+}
+
+/* ---------------------------------------------------------------- steps --- */
+
+/*
+ * Options: -1 to go on, or the exit status (usage errors 2, --help 0). Each option is
+ * checked as it comes, then how they combine, in the order the checks print.
+ */
+int parse_args(struct rec *r, int argc, char **argv)
+{
+	int opt, code;
+
+	while ((opt = getopt_long(argc, argv, "+o:m:r:d:D:p:nqvh", longopts, NULL)) != -1)
+		if ((code = apply_option(r, opt, optarg)) != GO_ON)
+			return code;
+	if (optind < argc)
+		r->env.cmd = &argv[optind];
+	if ((code = check_output_name(r)) != GO_ON || (code = check_target_given(r)) != GO_ON ||
+	    (code = check_modes(r)) != GO_ON || (code = check_one_target(r)) != GO_ON)
+		return code;
+	return GO_ON;
 }
