@@ -283,6 +283,7 @@ def hostile_names_trace(path: Path | str) -> str:
     for name, field in (("request", "comm"), ("fsync", "comm"), ("journal", "comm"),
                         ("offcpu", "waker_comm"), ("task", "comm")):
         recs[name][field] = COMM
+    recs["request"]["flags_u16"] |= abi.RQ_ORIGIN  # each names its submitter
     t = tb.Trace(path, m, recorder_obj(["/bin/echo", ARG]), version=abi.FORMAT_VERSION)
     for name, arr in recs.items():
         t.add(name, arr)

@@ -12,6 +12,7 @@ import os
 import pytest
 
 import tracebuilder as tb
+from iowhy import abi
 from iowhy.cli import main
 from iowhy.errors import EXIT_FAIL, EXIT_USAGE
 
@@ -32,7 +33,8 @@ def one_line(err: str) -> str:
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> str:
     return tb.write_trace(tmp_path_factory.mktemp("cli") / "t.iowt",
-                          requests=[tb.req(1010, 1050, seq=1, comm=b"star")])
+                          requests=[tb.req(1010, 1050, seq=1, comm=b"star",
+                                           flags=abi.RQ_TRACKED | abi.RQ_ORIGIN)])
 
 
 def test_dataset_is_for_parquet_only(capsys, tmp_path, trace):

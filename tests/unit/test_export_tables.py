@@ -161,3 +161,23 @@ def test_fields_refuse_records_other_than_counted():
         tables._fields(Counted(1, [a]), "offcpu", ("tid",))
     with pytest.raises(RuntimeError, match="1, not the 2 counted"):
         tables._fields(Counted(2, [a[:1]]), "offcpu", ("tid",))
+
+
+def test_a_request_without_its_origin_has_no_submitter(tmp_path):
+    # An import whose queued bio was not seen names the task met at the request's
+    # insert (a kworker flushing a plug): not its submitter, as the report counts it
+    # ("requests whose submitting task is unknown").
+    p = tb.write_trace(tmp_path / "o.iowt", requests=[
+        tb.req(1010, 1030, seq=1, comm=b"star", flags=abi.RQ_TRACKED | abi.RQ_ORIGIN),
+        tb.req(1040, 1050, seq=2, comm=b"kworker/u4:2", tid=77, flags=0)])
+    t = tables.run_tables(read_trace(p))["requests"]
+    assert col(t, "submitter_comm") == ["star", None]
+    assert col(t, "submitter_tid") == [100, None] and col(t, "submitter_tgid") == [100, None]
+    # and the timeline export's request slices (Chrome JSON) say "?"
+    import json
+    from iowhy.cli import main
+    out = tmp_path / "o.json"
+    assert main(["export", p, "--format", "chrome-json", "-o", str(out)]) == 0
+    args = [e["args"] for e in json.loads(out.read_text())["traceEvents"]
+            if "sector" in (e.get("args") or {})]
+    assert sorted(a["submitter"] for a in args) == ["?", "star/100"]

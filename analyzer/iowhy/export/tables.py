@@ -326,9 +326,10 @@ def _requests(pa: Any, trace: Any, m: RunModel, uuids: Callable[[int], Any]) -> 
     fl = _concat(rq["flags_u16"], zero)
     ifl = _concat(rq["iflags"], bo["iflags"])
     tid, tgid = _concat(rq["tid"], bo["tid"]), _concat(rq["tgid"], bo["tgid"])
-    # A bio's task is its submitter only where the device ends bios in its context.
-    origin = np.ones(n, bool)
-    origin[nr:] = (rm.flags[nr:] & abi.RQ_ORIGIN) != 0
+    # A record's task is its submitter only where it says so (RQ_ORIGIN): a recorded
+    # request always does when it names one; an imported one whose queued bio was not
+    # seen names the task met at its insert, and a bio its device's ending task.
+    origin = (rm.flags[:n] & abi.RQ_ORIGIN) != 0
     tracked = np.concatenate(((np.asarray(rq["flags_u16"]) & abi.RQ_TRACKED) != 0,
                               (rm.flags[nr:] & abi.RQ_TRACKED) != 0))
     comm = np.concatenate((np.asarray(rq["comm"]), np.asarray(bo["comm"])))

@@ -248,7 +248,8 @@ def _request_args(r: Any, i: int, m: RunModel, incomplete: bool, issue: int
     args |= {
         "sector": int(r["start_sector"]), "bytes": int(r["len_bytes"]),
         "op": OP_NAMES.get(int(r["op"]), str(int(r["op"]))), "flags": ",".join(flags),
-        "submitter": f"{_comm(r['comm']) or '?'}/{int(r['tid'])}",
+        "submitter": (f"{_comm(r['comm']) or '?'}/{int(r['tid'])}"
+                      if int(r["flags_u16"]) & abi.RQ_ORIGIN else "?"),
         "workload": bool(int(r["flags_u16"]) & abi.RQ_TRACKED),
     }
     if rm.queue_ns[i] >= 0:
