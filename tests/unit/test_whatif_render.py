@@ -68,11 +68,16 @@ def test_nothing_moves_and_scenarios_named():
     lines = _lines(W.render_text(r))
     assert lines[1] == "scenario    --disk ssd --write-cache off"
     assert "  no category moves by 1% of the elapsed time or more" in lines
+    # a category only the prediction has is a row too
+    r = _result(predicted_attribution_ns={"cpu": 50 * MS, "log": 30 * MS})
+    assert any(x.split() == ["log", "0", "30", "ms", "+30", "ms"]
+               for x in _lines(W.render_text(r)))
     assert _lines(W.render_text(_result(scenario={})))[2] == "scenario    as recorded"
 
 
 def test_the_disk_words():
     assert W._disk(_disk(t2t_ns=0, rot_ns=0, full_stroke_ns=0)).startswith("no positioning")
+    assert W._disk(_disk(t2t_ns=0, rot_ns=0)).startswith("positioning 0 ns to 15 ms")
     assert W._disk(_disk(flush_ns=2 * MS)).endswith("flush overhead 2 ms")
     assert W._pct(5, 0) == "-" and W._signed(0) == "0" and W._signed(-MS) == "-1 ms"
 
