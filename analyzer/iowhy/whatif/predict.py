@@ -210,7 +210,7 @@ def _spec(base: Mapping[str, Any], reqs: wreq.RequestTable, d: int, sc: Scenario
     kernel_wb = dv.get("write_cache") == "write back"
     params = recorded
     source = "fitted from this trace" if base.get("measured") else \
-        f"assumed ({base.get('fallback')}: too few requests to fit)"
+        f"assumed ({base.get('fallback') or base.get('prior')}: too few requests to fit)"
     if sc is not None:
         if sc.profile is not None:
             params = fit.params_of(sc.profile)

@@ -107,7 +107,7 @@ def render_profile(p: Mapping[str, Any], path: str) -> str:
     d = p["disk"]
     lines = [f"iowhy whatif --fit  {p.get('source', '')}",
              f"device      {p.get('device')}: {p.get('requests', 0):,} requests served",
-             f"model       {_disk(d)}",
+             *_wrap(_disk(d), "model       ", " " * 12),
              f"path        {_t(p['path_ns'].get('read', 0))} per read, "
              f"{_t(p['path_ns'].get('write', 0))} per write or flush",
              f"queue depth {p.get('queue_depth', 1)}"]

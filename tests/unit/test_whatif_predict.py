@@ -1,0 +1,134 @@
+"""whatif/predict.py: a scenario in words, the device each scenario makes of the
+recorded one, and a prediction's own invariants: the predicted attribution sums to the
+predicted elapsed time, the baseline is replayed once, the changes are those of 1% of
+the elapsed time or more, largest first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tracebuilder as tb
+from iowhy import abi
+from iowhy.categories import ATTRIBUTION_CATEGORIES
+from iowhy.traceformat import read_trace
+from iowhy.whatif import predict as PR
+
+T0 = 1_000_000
+FL = abi.RQ_TRACKED | abi.RQ_ORIGIN
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """Thread 100 waits [+110, +300) for write 1, then [+410, +2600) for write 2 with
+    PREFLUSH|FUA (pre-flush FF [+400, +1400), data [+1400, +1600), post-flush FF
+    [+1600, +2600)), on CPU between and until +3100."""
+    t = T0
+    reqs = [tb.req(t + 100, t + 300, submit=t + 100, sector=8, seq=1, flags=FL),
+            tb.req(t + 400, t + 1400, op=abi.OP_FLUSH, seq=2, flags=abi.RQ_FLUSH_SEQ, tid=0),
+            tb.req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=16, seq=3,
+                   iflags=abi.F_PREFLUSH | abi.F_FUA, flags=FL | abi.RQ_FLUSH_SEQ),
+            tb.req(t + 1600, t + 2600, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)]
+    H = abi.WCTX_HARDIRQ
+    offs = [tb.off(100, t + 110, t + 300, waker=0, ctx=H, rq_seq=1, syscall=1),
+            tb.off(100, t + 410, t + 2600, waker=0, ctx=H, rq_seq=3, syscall=74)]
+    path = tb.write_trace(tmp_path_factory.mktemp("p") / "p.iowt", start=t, end=t + 3100,
+                          requests=reqs, offcpu=offs,
+                          tasks=[tb.task(100, t), tb.task(100, t + 3100, abi.TASK_EXIT)])
+    tr = read_trace(path)
+    return tr, PR.prepare(tr)
+
+
+def test_scenarios_in_words():
+    assert PR.Scenario().words() == "as recorded"
+    sc = PR.Scenario(nobarrier=True, write_cache="off", disk="ssd")
+    assert sc.words() == "--disk ssd --write-cache off --nobarrier"
+    assert sc.as_dict() == {"nobarrier": True, "write_cache": "off", "disk": "ssd"}
+    prof = PR.Scenario(profile={"x": 1}, profile_name="p.json")
+    assert prof.words() == "--disk p.json" and prof.as_dict()["disk"] == "p.json"
+
+
+def test_a_profile_that_cannot_be_read_is_one_error(tmp_path):
+    with pytest.raises(PR.WhatifError, match="cannot read") as e:
+        PR.load_profile(str(tmp_path / "none.json"))
+    assert "--fit" in e.value.hint and "\n" not in str(e.value)
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(PR.WhatifError, match="not a device profile"):
+        PR.load_profile(str(tmp_path / "bad.json"))
+
+
+def test_the_device_of_each_scenario(traced):
+    _, prep = traced
+    base = prep.fits[0]
+    rec, info = PR._spec(base, prep.reqs, 0, None)
+    assert rec.flushes and rec.params.cache_on
+    # fitted with nothing measured: every parameter from the preset it leaned on
+    assert base["measured"] == [] and info["model"] == \
+        f"assumed ({base['prior']}: too few requests to fit)"
+    fb = PR._fallback_fit(prep.reqs, 0)
+    assert fb["fallback"] == "hdd-7200"  # sdz is rotational
+    assert PR._spec(fb, prep.reqs, 0, None)[1]["model"] == \
+        "assumed (hdd-7200: too few requests to fit)"
+    nb, _ = PR._spec(base, prep.reqs, 0, PR.Scenario(nobarrier=True))
+    assert not nb.flushes and nb.params.cache_on
+    wt, _ = PR._spec(base, prep.reqs, 0, PR.Scenario(write_cache="off"))
+    assert not wt.flushes and not wt.params.cache_on
+    ssd, info = PR._spec(base, prep.reqs, 0, PR.Scenario(disk="ssd"))
+    assert ssd.params.name == "ssd" and ssd.queue_depth == 1 and ssd.flushes
+    assert ssd.params.size_bytes == rec.params.size_bytes
+    assert info["model"].startswith("preset ssd")
+
+
+def test_a_prediction_and_its_invariants(traced):
+    tr, prep = traced
+    r = PR.predict(tr, PR.Scenario(nobarrier=True), prep)
+    json.dumps(r, allow_nan=False)
+    assert r["schema"] == PR.SCHEMA and r["measured_elapsed_ns"] == 3100
+    assert set(r["predicted_attribution_ns"]) == set(ATTRIBUTION_CATEGORIES)
+    assert sum(r["predicted_attribution_ns"].values()) == r["predicted_elapsed_ns"]
+    assert sum(r["baseline_attribution_ns"].values()) == r["baseline_elapsed_ns"]
+    # no flush reaches the device: faster than the same device with its flushes
+    assert r["predicted_elapsed_ns"] < r["baseline_elapsed_ns"]
+    assert r["replay"]["flushes"] == 0 < r["replay"]["baseline_flushes"]
+    assert r["replay"]["recorded_flushes"] == 2
+    assert r["replay"]["requests"] == len(prep.reqs) == 4
+    d = [c["delta_ns"] for c in r["changes"]]
+    assert d == sorted(d, key=lambda x: -abs(x))
+    assert all(abs(x) >= 0.01 * 3100 for x in d)
+    for c in r["changes"]:
+        assert c["delta_ns"] == c["predicted_ns"] - c["recorded_ns"]
+        assert c["text"].startswith(c["category"] + " ")
+    assert any(a.startswith("--nobarrier") for a in r["assumptions"])
+    # the baseline is replayed once, then kept
+    base = prep.baseline
+    PR.predict(tr, PR.Scenario(disk="ssd"), prep)
+    assert prep.baseline is base
+    assert PR.render(r).startswith("iowhy whatif")
+
+
+def test_no_attribution_or_no_links_nothing_to_replay(traced):
+    tr, prep = traced
+    with pytest.raises(PR.WhatifError, match="no attribution"):
+        PR.prepare_from(tr, {**prep.result, "attribution_unavailable": "all lost"})
+    with pytest.raises(PR.WhatifError, match="no wakeup links"):
+        PR.prepare_from(tr, {**prep.result, "_causal": None})
+
+
+def test_changes_of_1_percent_or_more_largest_first(traced):
+    _, prep = traced
+    zero = {k: 0 for k in ATTRIBUTION_CATEGORIES}
+    out = {"measured_elapsed_ns": 10_000,
+           "attribution_ns": {**zero, "cpu": 1000, "data": 500, "barrier": 300, "log": 10},
+           "predicted_attribution_ns": {**zero, "cpu": 1000, "data": 100, "log": 15,
+                                        "read": 150},
+           "replay": {"by_class_recorded": {"flush": {"requests": 2, "service_ns": 300},
+                                            "data": {"requests": 4, "service_ns": 400}},
+                      "by_class": {"data": {"requests": 4, "service_ns": 100}}}}
+    ch = PR.changes(prep, out, None, None)
+    assert [c["category"] for c in ch] == ["data", "barrier", "read"]  # log moves 0.05%
+    assert ch[0]["text"] == ("data 500 ns would shrink to 100 ns: 4 -> 4 data/discard "
+                             "requests, device 100 ns -> 25 ns each")
+    assert ch[1]["text"] == "barrier 300 ns would go: 2 cache flushes x 150 ns no longer sent"
+    assert ch[2]["text"] == "read 0 would grow to 150 ns"
+    assert ch[1]["delta_ns"] == -300
