@@ -62,9 +62,10 @@ def _si(v: int) -> str:
 
 def slot_position(value: float) -> float:
     """Where `value` falls on the bar axis (bar i centred on i, spanning slot i's
-    [2^i, 2^(i+1))), linear within its slot: for the percentile lines."""
-    if value < 1:
-        return -0.5 + max(0.0, float(value))
+    [2^i, 2^(i+1)); slot 0 spans [0, 2)), linear within its slot: for the percentile
+    lines."""
+    if value < 2:
+        return -0.5 + max(0.0, float(value)) / 2
     i = int(value).bit_length() - 1
     low = 1 << i
     return i - 0.5 + (value - low) / low

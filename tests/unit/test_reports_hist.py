@@ -35,10 +35,11 @@ def test_wide_slots_take_the_wide_layout():
 
 
 def test_slot_positions_are_linear_within_a_slot():
-    assert H.slot_position(0) == -0.5 and H.slot_position(0.5) == 0.0
-    assert H.slot_position(1) == -0.5 and H.slot_position(1.5) == 0.0
+    # slot 0 spans [0, 2) (it holds 0 and 1), every other slot i [2^i, 2^(i+1))
+    assert H.slot_position(0) == -0.5 and H.slot_position(1) == 0.0
+    assert H.slot_position(1.5) == 0.25 and H.slot_position(2) == 0.5
     assert H.slot_position(4) == 1.5 and H.slot_position(6) == 2.0
-    xs = [1, 1.2, 2, 3, 5, 100, 1 << 20]
+    xs = [0, 0.5, 0.9, 1, 1.2, 2, 3, 5, 100, 1 << 20]
     assert [H.slot_position(x) for x in xs] == sorted(H.slot_position(x) for x in xs)
 
 
