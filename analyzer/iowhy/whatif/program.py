@@ -68,6 +68,9 @@ class Programs:
     #                                 waking waits there for its waker (_stretch_gates)
     episodes: int = 0  # helper jobs (_helper_episodes)
     kept_episodes: int = 0  # ... the replay keeps
+    runq_bound: int = -1  # the longest wait for a CPU of a workload thread in the
+    #                       recording (runq_bound), -1: none recorded
+    runq_waits: int = 0  # ... of how many
 
 
 def _linked(trace: Any, tl: Timeline, reqs: RequestTable
@@ -173,7 +176,27 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
     # only a shorter one moves its wait for a CPU (replay.py)
     p.helper_step = tl.helper[tl.actor[p.seg].astype(I64)]
     p.blocked = (p.kind == FIXED) & ~np.isin(cat, (RUNQ, HRUNQ, HCPU, CPU))
+    p.runq_bound, p.runq_waits = runq_bound(tl, starts, ends)
     return p
+
+
+def runq_bound(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> tuple[int, int]:
+    """(the longest, how many) of the workload threads' waits for a CPU in the
+    recording (their RUNQ segments; starts and ends: every segment's); (-1, 0) when
+    they had none.
+
+    The replay keeps no helper's wait for a CPU longer than that (replay.py): a helper's
+    wait for a CPU is the machine's load, not the work. A kworker bound to a CPU cannot
+    move while another task holds that CPU; on a loaded machine it can wait far longer
+    than the workload's threads beside it, and a slow device hides it. A wait longer
+    than any of the workload's own is a rare event of a loaded machine, which a run of
+    another length meets elsewhere or not at all. The maximum, not a percentile: the
+    replay makes as many wakeups as the recording, so the workload's longest wait is
+    one its threads would meet again; a helper's waits up to it are kept."""
+    m = (tl.cat == RUNQ) & ~tl.helper[tl.actor.astype(I64)]
+    if not m.any():
+        return -1, 0
+    return int((ends[m] - starts[m]).max()), int(m.sum())
 
 
 def _stretch_gates(trace: Any, tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
