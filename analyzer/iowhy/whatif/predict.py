@@ -260,7 +260,8 @@ def run(prep: Prepared, sc: Scenario | None, service: str = "model"
     # each request keeps its recorded path on the device it was recorded on; another
     # disk has its own (its typical path: the fit's median, or the profile's)
     other_disk = sc is not None and (sc.disk is not None or sc.profile is not None)
-    # a helper's wait for a CPU: at most the workload threads' longest (program.runq_bound);
+    # a helper's wait for a CPU: at most the workload threads' 99th percentile
+    # (program.runq_bound);
     # the identity replay (service "recorded") keeps every wait as recorded
     bound = prep.progs.runq_bound
     cap = bound if service == "model" and bound >= 0 else None
@@ -470,15 +471,16 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]],
 def _runq_cap_words(c: Mapping[str, Any]) -> str:
     """The assumption on helpers' waits for a CPU, with this prediction's figures."""
     if c["bound_ns"] < 0:
-        return ("a kernel helper's wait for a CPU keeps its recorded length (no workload "
-                "thread waited for a CPU in the recording to bound it)")
+        return ("a kernel helper's wait for a CPU keeps its recorded length (the "
+                f"workload's threads waited for a CPU {c['workload_waits']:,} times in the "
+                f"recording, fewer than {program.WAKE_MIN} to bound it by)")
     n, rm = c["shortened"], c["removed_ns"]
     bn, brm = c["baseline_shortened"], c["baseline_removed_ns"]
     return ("a kernel helper's wait for a CPU is the machine's load, not the work: it "
-            "lasts at most as long as the longest wait for a CPU of the workload's threads "
-            f"in the recording ({fmt_ns(c['bound_ns'])}, of {c['workload_waits']:,}); a "
-            "longer one is a rare event of a loaded machine, which a run of another length "
-            "meets elsewhere or not at all. "
+            "lasts at most as long as 99% of the workload's threads' waits for a CPU in "
+            f"the recording ({fmt_ns(c['bound_ns'])}, of {c['workload_waits']:,} waits; "
+            "under 100, their longest); a longer one is a rare event of a loaded machine, "
+            "which a run of another length meets elsewhere or not at all. "
             + (f"{n:,} shortened, {fmt_ns(rm)} in all" if n else "none shortened")
             + " (baseline: "
             + (f"{bn:,}, {fmt_ns(brm)})" if bn else "none)"))

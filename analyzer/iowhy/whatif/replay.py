@@ -11,8 +11,8 @@ device, as one discrete-event simulation.
   of a helper's recorded stretches), at the same offset or when the wait ends,
   whichever is first.
 * A helper's wait for a CPU lasts at most `helper_runq_cap` (program.runq_bound: the
-  workload threads' longest in the recording), if given: longer ones are the machine's
-  load, rare events a run of another length meets elsewhere or not at all.
+  99th percentile of the workload threads' in the recording), if given: longer ones are
+  the machine's load, rare events a run of another length meets elsewhere or not at all.
 * A request arrives when its submitter reaches its recorded submission. One with no
   recorded submitter (a kworker outside the recorded stretches, a completion's context)
   arrives as long after the latest request of its device that completed before it
