@@ -456,3 +456,91 @@ def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
     assert 2010 <= el_rec <= 2200
     el, res, _ = replay_of(p, [spec()])
     assert el < 500, el
+
+
+def hidden_runq_trace(tmp_path) -> str:
+    """A kworker's long wait for a CPU hidden behind a slow request. Thread 100 runs
+    [0, 100), handing kworker 50 work at 90; writes (request 1, device [100, 10100)) and
+    waits for it [100, 10100), then for a CPU [10100, 10120); runs [10120, 10200), wakes
+    the kworker again at 10200 and waits [10200, 10300) for it, then for a CPU [10300,
+    10305); runs [10305, 10405), then 20 times 10 ns on a CPU and 10 ns off it, woken by
+    another process after 8 and waiting 2 for a CPU; exits at 10805. Its waits for a
+    CPU: 20 ns at most. The kworker, woken at 90 (its stretch opens there), waits for a
+    CPU [90, 10090), 10,000 ns, hidden by the write; runs [10090, 10100); sleeps until
+    10200, waits for a CPU [10200, 10215) (15 ns, within the thread's), runs [10215,
+    10301) and wakes the thread at 10300."""
+    t = T0
+    reqs = [req(t + 100, t + 10100, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=100)]
+    offs = [off(100, t + 100, t + 10120, waking=t + 10100, ctx=H, rq_seq=1, syscall=1),
+            off(100, t + 10200, t + 10305, waking=t + 10300, waker=50, ctx=T,
+                comm="kworker/0:1", syscall=FSYNC)]
+    for i in range(20):
+        s = t + 10415 + 20 * i
+        offs.append(off(100, s, s + 10, waking=s + 8, waker=777, ctx=T, comm="other",
+                        syscall=0))
+    helpers = [off(50, t + 90, t + 10090, waking=t + 90, waker=100, ctx=T, comm="tar"),
+               off(50, t + 10100, t + 10215, waking=t + 10200, waker=100, ctx=T,
+                   comm="tar"),
+               off(50, t + 10301, t + 10400, waker=777, ctx=T, comm="other")]
+    for h in helpers:
+        h["flags_u16"] |= abi.OFF_HELPER
+    return write_trace(tmp_path / "hidden.iowt", start=t, end=t + 10805, requests=reqs,
+                       offcpu=offs, helpers=helpers,
+                       tasks=[task(100, t), task(100, t + 10805, abi.TASK_EXIT)])
+
+
+def test_a_helpers_wait_for_a_cpu_lasts_at_most_what_the_workload_met(tmp_path):
+    """The kworker's 10,000 ns wait for a CPU, hidden in the recording by the 10,000 ns
+    write, would be on the critical path once the write takes 200 ns: the replay keeps
+    it at most as long as 99% of the thread's waits for a CPU (of 22: the longest, 20
+    ns), and keeps the kworker's 15 ns one. Worked out: the write [100, 300), the
+    thread's CPU wait [300, 320), on CPU [320, 400); the kworker waits for a CPU [90,
+    110) (capped), runs [110, 120), sleeps until the thread wakes it at 400, waits [400,
+    415), runs [415, 501) and wakes the thread at 500, which waits for a CPU [500, 505),
+    runs [505, 605), then 400 more as recorded: it exits at 1,005. Uncapped, the
+    kworker's first job ends at 10,100 and the thread exits at 10,705."""
+    p = hidden_runq_trace(tmp_path)
+    el_rec, _, prep = replay_of(p, [spec()], service="recorded")
+    assert el_rec == 10805
+    assert (prep.progs.runq_bound, prep.progs.runq_waits) == (20, 22)
+    el, res, _ = replay_of(p, [spec()])  # no cap: as before
+    assert el == 10705 and res.capped == 0
+    rp = replay.Replay(prep.progs, prep.births, prep.reqs, prep.anchor_actor,
+                       prep.anchor_t, [spec()], helper_runq_cap=prep.progs.runq_bound)
+    res = rp.run(prep.cm.window.start_ns)
+    assert res.death[prep.cm.root] - T0 == 1005
+    assert (res.capped, res.capped_ns) == (1, 10000 - 20)
+    st = prep.progs
+    kw = int(np.flatnonzero(prep.cm.timeline.tids == 50)[0])
+    runq = [k for k in range(int(st.first[kw]), int(st.first[kw + 1]))
+            if st.runq[k] and st.kind[k] == program.FIXED]
+    assert [int(res.step_end[k] - res.step_start[k]) for k in runq] == [20, 15]
+    # the prediction says so, with its figures
+    tr = read_trace(p)
+    prep = predict.prepare(tr)
+    prep.fits[0] = {"disk": DEV.as_dict(), "path_ns": {"read": 0, "write": 0, "flush": 0},
+                    "queue_depth": 1, "measured": list(predict.fit.COLS), "assumed": []}
+    r = predict.predict(tr, predict.Scenario(nobarrier=True), prep)
+    assert r["predicted_elapsed_ns"] == 1005
+    assert r["replay"]["helper_runqueue_cap"] == {
+        "bound_ns": 20, "workload_waits": 22, "shortened": 1, "removed_ns": 9980,
+        "baseline_shortened": 1, "baseline_removed_ns": 9980}
+    line = [a for a in r["assumptions"] if "kernel helper's wait for a CPU" in a]
+    assert len(line) == 1 and "(20 ns, of 22 waits;" in line[0], r["assumptions"]
+    assert "1 shortened, 9.98 us in all" in line[0], line[0]
+    assert "kernel helper's wait for a CPU is the machine's load" in predict.render(r)
+
+
+def test_too_few_waits_for_a_cpu_bound_no_helpers_wait(tmp_path):
+    """The handover trace: the thread waited for a CPU once (5 ns), the kworker twice
+    10 ns; one wait says nothing of the machine's load, and the kworker keeps both."""
+    tr = read_trace(handover_trace(tmp_path))
+    prep = predict.prepare(tr)
+    assert (prep.progs.runq_bound, prep.progs.runq_waits) == (-1, 1)
+    prep.fits[0] = {"disk": DEV.as_dict(), "path_ns": {"read": 0, "write": 0, "flush": 0},
+                    "queue_depth": 1, "measured": list(predict.fit.COLS), "assumed": []}
+    r = predict.predict(tr, predict.Scenario(nobarrier=True), prep)
+    assert r["replay"]["helper_runqueue_cap"]["shortened"] == 0
+    assert any("keeps its recorded length (the workload's threads waited for a CPU 1 "
+               "times" in a for a in r["assumptions"]), r["assumptions"]

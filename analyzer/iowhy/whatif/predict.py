@@ -260,9 +260,14 @@ def run(prep: Prepared, sc: Scenario | None, service: str = "model"
     # each request keeps its recorded path on the device it was recorded on; another
     # disk has its own (its typical path: the fit's median, or the profile's)
     other_disk = sc is not None and (sc.disk is not None or sc.profile is not None)
+    # a helper's wait for a CPU: at most the workload threads' 99th percentile
+    # (program.runq_bound);
+    # the identity replay (service "recorded") keeps every wait as recorded
+    bound = prep.progs.runq_bound
+    cap = bound if service == "model" and bound >= 0 else None
     rp = replay.Replay(prep.progs, prep.births, reqs, prep.anchor_actor, prep.anchor_t,
                        specs, service=service, path=None if other_disk else prep.path,
-                       workload=~cm.timeline.helper)
+                       workload=~cm.timeline.helper, helper_runq_cap=cap)
     res = rp.run(cm.window.start_ns)
     tl = cm.timeline
     root = cm.root
@@ -305,7 +310,7 @@ def predict(trace: Any, sc: Scenario, prep: Prepared | None = None) -> dict[str,
         "replay": _replay_stats(prep, base_res, res),
     }
     out["changes"] = changes(prep, out, base_res, res)
-    out["assumptions"] = assumptions(prep, sc, infos)
+    out["assumptions"] = assumptions(prep, sc, infos, out["replay"])
     out["cannot_tell"] = cannot_tell(prep, sc, out)
     return out
 
@@ -366,6 +371,10 @@ def _replay_stats(prep: Prepared, base: replay.Result, res: replay.Result) -> di
         "path_ns": res.path_ns,
         "forced_waits": res.forced,
         "actors_unfinished": res.stuck,
+        "helper_runqueue_cap": {"bound_ns": p.runq_bound, "workload_waits": p.runq_waits,
+                                "shortened": res.capped, "removed_ns": res.capped_ns,
+                                "baseline_shortened": base.capped,
+                                "baseline_removed_ns": base.capped_ns},
     }
 
 
@@ -414,9 +423,10 @@ def changes(prep: Prepared, out: Mapping[str, Any], base: replay.Result,
     return lines
 
 
-def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> list[str]:
+def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]],
+                st: Mapping[str, Any]) -> list[str]:
     """What the model assumes, in words (the same in every prediction, with this
-    trace's figures)."""
+    trace's figures; st: the prediction's `replay`)."""
     out = [
         "each thread keeps its recorded order of syscalls and CPU bursts; a wait for a "
         "CPU keeps its place in the distribution of the machine's waits for a CPU after "
@@ -433,6 +443,7 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> li
         "and stay concurrent up to the device's queue depth",
         "kernel helper threads (kworkers) do the workload's recorded work for it; their "
         "other work costs the workload nothing",
+        _runq_cap_words(st["helper_runqueue_cap"]),
         "the device is served by the emulated disk's model (lab/emudisk.c): seek, "
         "rotation, media and interface transfer, a write cache that absorbs writes and "
         "destages them at a flush or when full, a fixed flush overhead; plus the "
@@ -455,6 +466,24 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]]) -> li
         out.append("--write-cache off: the kernel sees a write-through device and sends "
                    "no flush; every write pays its positioning and media transfer")
     return out
+
+
+def _runq_cap_words(c: Mapping[str, Any]) -> str:
+    """The assumption on helpers' waits for a CPU, with this prediction's figures."""
+    if c["bound_ns"] < 0:
+        return ("a kernel helper's wait for a CPU keeps its recorded length (the "
+                f"workload's threads waited for a CPU {c['workload_waits']:,} times in the "
+                f"recording, fewer than {program.WAKE_MIN} to bound it by)")
+    n, rm = c["shortened"], c["removed_ns"]
+    bn, brm = c["baseline_shortened"], c["baseline_removed_ns"]
+    return ("a kernel helper's wait for a CPU is the machine's load, not the work: it "
+            "lasts at most as long as 99% of the workload's threads' waits for a CPU in "
+            f"the recording ({fmt_ns(c['bound_ns'])}, of {c['workload_waits']:,} waits; "
+            "under 100, their longest); a longer one is a rare event of a loaded machine, "
+            "which a run of another length meets elsewhere or not at all. "
+            + (f"{n:,} shortened, {fmt_ns(rm)} in all" if n else "none shortened")
+            + " (baseline: "
+            + (f"{bn:,}, {fmt_ns(brm)})" if bn else "none)"))
 
 
 def _delalloc_ext4_on_write_back(prep: Prepared) -> list[str]:

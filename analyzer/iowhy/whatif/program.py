@@ -44,6 +44,8 @@ POLL_MIN = 3  # timer sleeps of a workload thread that make it a polling loop
 GUESS_NS = 2_000_000  # a completion this close before an unlinked I/O wakeup ended it
 # Kinds of the pieces of a wait cut around its request (model/wakeups.py _linked_pieces).
 LINKED_KINDS = (QUEUE, BARRIER, LOG, METADATA, DATA, READ)
+RUNQ_BOUND_PCT = 99  # the percentile of the workload's waits for a CPU that bounds a
+#                      helper's (runq_bound)
 
 
 @dataclass
@@ -68,6 +70,9 @@ class Programs:
     #                                 waking waits there for its waker (_stretch_gates)
     episodes: int = 0  # helper jobs (_helper_episodes)
     kept_episodes: int = 0  # ... the replay keeps
+    runq_bound: int = -1  # the bound of a helper's wait for a CPU: the workload threads'
+    #                       99th percentile in the recording (runq_bound), -1: none
+    runq_waits: int = 0  # ... of how many
 
 
 def _linked(trace: Any, tl: Timeline, reqs: RequestTable
@@ -173,7 +178,31 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
     # only a shorter one moves its wait for a CPU (replay.py)
     p.helper_step = tl.helper[tl.actor[p.seg].astype(I64)]
     p.blocked = (p.kind == FIXED) & ~np.isin(cat, (RUNQ, HRUNQ, HCPU, CPU))
+    p.runq_bound, p.runq_waits = runq_bound(tl, starts, ends)
     return p
+
+
+def runq_bound(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> tuple[int, int]:
+    """(the bound, of how many waits) of the workload threads' waits for a CPU in the
+    recording (their RUNQ segments; starts and ends: every segment's): the shortest
+    wait that RUNQ_BOUND_PCT% of them were no longer than (the longest under 100
+    waits); (-1, n) when they had fewer than WAKE_MIN, too few to tell the machine's
+    load (as for WakeLatency's bins): no bound.
+
+    The replay keeps no helper's wait for a CPU longer than that (replay.py): a helper's
+    wait for a CPU is the machine's load, not the work. A kworker bound to a CPU cannot
+    move while another task holds that CPU; on a loaded machine it can wait far longer
+    than the workload's threads beside it, and a slow device hides it. A wait longer
+    than the workload's own meet again and again is a rare event of a loaded machine,
+    which a run of another length meets elsewhere or not at all. A percentile, not the
+    maximum: the workload's own longest wait can be such an event too (once in about a
+    thousand waits, four times the next longest); the replay makes as many wakeups as
+    the recording, so a wait the workload met in 1% of them it meets again."""
+    m = (tl.cat == RUNQ) & ~tl.helper[tl.actor.astype(I64)]
+    if m.sum() < WAKE_MIN:
+        return -1, int(m.sum())
+    d = ends[m] - starts[m]
+    return int(np.percentile(d, RUNQ_BOUND_PCT, method="inverted_cdf")), int(m.sum())
 
 
 def _stretch_gates(trace: Any, tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,6 +10,9 @@ device, as one discrete-event simulation.
   inside a wait (a waker recorded asleep at its own waking, which happens at the edges
   of a helper's recorded stretches), at the same offset or when the wait ends,
   whichever is first.
+* A helper's wait for a CPU lasts at most `helper_runq_cap` (program.runq_bound: the
+  99th percentile of the workload threads' in the recording), if given: longer ones are
+  the machine's load, rare events a run of another length meets elsewhere or not at all.
 * A request arrives when its submitter reaches its recorded submission. One with no
   recorded submitter (a kworker outside the recorded stretches, a completion's context)
   arrives as long after the latest request of its device that completed before it
@@ -89,16 +92,20 @@ class Result:
     stuck: int = 0  # actors that never finished (a wait nothing ended)
     forced: int = 0  # waits ended as long as recorded to break a cycle (break_cycle)
     flush_wait_rq: list[int] = field(default_factory=list)  # the request of each flush_waits
+    capped: int = 0  # helpers' waits for a CPU shortened to helper_runq_cap
+    capped_ns: int = 0  # ... the time it removed
 
 
 class Replay:
     def __init__(self, progs: Programs, births: Births, reqs: RequestTable,
                  anchor_actor: np.ndarray, anchor_t: np.ndarray,
                  specs: Sequence[DeviceSpec], service: str = "model",
-                 path: np.ndarray | None = None, workload: np.ndarray | None = None) -> None:
+                 path: np.ndarray | None = None, workload: np.ndarray | None = None,
+                 helper_runq_cap: int | None = None) -> None:
         """path: per request, its recorded path time (-1: none recorded, the device's
         path_ns then); workload: per actor, whether it is a workload thread (not a
-        helper), for the polling loops (default: all)."""
+        helper), for the polling loops (default: all); helper_runq_cap: the longest a
+        helper's wait for a CPU lasts (None: as long as it comes)."""
         self.p, self.reqs, self.specs = progs, reqs, specs
         self.path = path.tolist() if path is not None else [-1] * len(reqs)
         self.service = service
@@ -121,6 +128,12 @@ class Replay:
             self.after_wait = aw.tolist()
         self.helper_step = (progs.helper_step.tolist() if progs.helper_step is not None
                             else [False] * len(self.dur))
+        self.cap = helper_runq_cap
+        self.capped, self.capped_ns = 0, 0
+        self.cap_step = [False] * len(self.dur)
+        if helper_runq_cap is not None and progs.runq is not None \
+                and progs.helper_step is not None:
+            self.cap_step = (progs.runq & progs.helper_step).tolist()
         self.ra = progs.ra.tolist()
         self.rb = progs.rb.tolist()
         self.dep = progs.dep.tolist()
@@ -297,7 +310,7 @@ class Replay:
                       np.array(self.done, I64), self.flush_start, self.flush_end,
                       self.flush_waits, self.res_model, self.path_total,
                       len(self.flush_start), self.destaged, stuck, self.forced,
-                      self.flush_wait_rq)
+                      self.flush_wait_rq, self.capped, self.capped_ns)
 
     def break_cycle(self) -> bool:
         """When nothing is left to happen but waits are still open (each waits, through
@@ -339,6 +352,11 @@ class Replay:
                 if self.helper_step[k]:
                     w_sim = min(w_sim, w_rec)
                 d = self.wake.moved(d, w_rec, w_sim)
+            cap = self.cap
+            if cap is not None and self.cap_step[k] and kind == FIXED and d > cap:
+                self.capped += 1
+                self.capped_ns += d - cap
+                d = cap
             end = time + d if kind != IDLE else time
             self.place_points(a, k, time, end)
             self.push(end, _STEP_END, a, k)
