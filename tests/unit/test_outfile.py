@@ -23,7 +23,7 @@ import pytest
 
 from iowhy import outfile
 import synthtrace
-from tracebuilder import Trace, trailer
+from tracebuilder import Trace, off, req, trailer, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -56,9 +56,22 @@ def busy_trace(d: Path) -> str:
     return t.close(trailer(int(s["end_ns"]), stop_reason="workload-exit"))
 
 
+def small_trace(d: Path) -> str:
+    """One request and the wait for it: a page with every figure, drawn in a fraction
+    of the busy trace's time, and like every output here far over 4 KiB."""
+    return write_trace(d / "small.iowt", requests=[req(1020, 1060, sector=50_000)],
+                       offcpu=[off(100, 1015, 1070)])
+
+
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> str:
     return busy_trace(tmp_path_factory.mktemp("trace"))
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> str:
+    """For the tests of how a page or a figure is written (not of what it shows)."""
+    return small_trace(tmp_path_factory.mktemp("small"))
 
 
 # -- the helper ------------------------------------------------------------------------------
@@ -193,7 +206,7 @@ def test_bad_output_refused_before_the_analysis(trace, tmp_path, monkeypatch, ca
     ["report", "{t}", "--html", "{o}.html"],
     ["hist", "{t}", "--png", "{o}.png"],
 ])
-def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, capsys,
+def test_temporary_file_is_new_and_never_followed(small, tmp_path, monkeypatch, capsys,
                                                   args):
     """The report's temporary file is created O_CREAT|O_EXCL|O_NOFOLLOW: a symlink or a
     hard link planted at the temporary names iowhy will try (here: the names made
@@ -221,7 +234,7 @@ def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, 
             flags.append(fl)
         return real_open(path, fl, *a, **k)
     monkeypatch.setattr(outfile.os, "open", spy)
-    assert main([a.format(t=trace, o=o) for a in args]) == 0, capsys.readouterr().err
+    assert main([a.format(t=small, o=o) for a in args]) == 0, capsys.readouterr().err
     assert victim1.read_text() == "keep me" and victim2.read_text() == "keep me too"
     assert out.stat().st_size > 1000 and not out.is_symlink()
     assert out.stat().st_ino not in (victim1.stat().st_ino, victim2.stat().st_ino)
@@ -261,12 +274,12 @@ def main_limited(argv: list[str], capsys: Any) -> tuple[int, str]:
     ["report", "{t}", "--html", "{o}.html"],
     ["hist", "{t}", "--png", "{o}.png"],
 ])
-def test_failing_file_write_is_one_line_and_keeps_the_old_file(trace, tmp_path, capsys,
+def test_failing_file_write_is_one_line_and_keeps_the_old_file(small, tmp_path, capsys,
                                                                args):
     o = tmp_path / "out"
     out = Path(args[-1].format(o=o))
     out.write_text("old")
-    rc, err = main_limited([a.format(t=trace, o=o) for a in args], capsys)
+    rc, err = main_limited([a.format(t=small, o=o) for a in args], capsys)
     assert rc == 1
     one_line_error(err, f"iowhy: cannot write {out}: File too large")
     assert out.read_text() == "old"
