@@ -35,8 +35,9 @@ def need(cond: bool, why: str) -> None:
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true",
                      help="also run the tests marked slow (the seeded fuzz over every "
-                          "variant, the large compacted goldens, the unit tier's pages in "
-                          "Chromium); `make test` and .ci/run pass it")
+                          "variant, the hostile files through every command, the large "
+                          "compacted goldens, the unit tier's pages in Chromium); "
+                          "`make test` and .ci/run pass it")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,7 +53,7 @@ def pytest_collection_modifyitems(config, items):
 # A fuzz test over every variant it generates (`all`, marked slow), or over every
 # FUZZ_SAMPLE-th one and the first of each kind (`sample`, the unit tier's quick run;
 # damaged_traces.Sample): the same generator, seed and checks.
-FUZZ_SAMPLE = 16
+FUZZ_SAMPLE = 32
 FUZZ_STRIDES = [pytest.param(FUZZ_SAMPLE, id="sample"),
                 pytest.param(1, id="all", marks=pytest.mark.slow)]
 

@@ -87,9 +87,16 @@ def test_terminal_report_opens_with_the_answer(tmp_path):
     assert "  label       tar: untar 20 files, syncfs" in lines
 
 
-def test_html_report_answer_first_and_paths_only_in_the_metadata(tmp_path):
-    p = _trace(tmp_path, "a", SCRATCH, label="tar: untar 20 files, syncfs")
-    text = render(p, tmp_path / "a.html")
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> str:
+    """The page of a labelled trace whose command names a scratch mount (for the two
+    tests below: a page is drawn once)."""
+    d = tmp_path_factory.mktemp("page")
+    return render(_trace(d, "a", SCRATCH, label="tar: untar 20 files, syncfs"), d / "a.html")
+
+
+def test_html_report_answer_first_and_paths_only_in_the_metadata(page):
+    text = page
     h1 = text[text.index("<h1>"):text.index("</h1>")]
     assert "tar: untar 20 files, syncfs" in h1 and SCRATCH not in h1
     assert text.index('<section id="where"') < text.index('id="header"')
@@ -99,10 +106,9 @@ def test_html_report_answer_first_and_paths_only_in_the_metadata(tmp_path):
     assert machine_paths(text) == []
 
 
-def test_html_checker_sees_a_path_outside_the_metadata(tmp_path):
-    p = _trace(tmp_path, "a", SCRATCH)
-    text = render(p, tmp_path / "a.html")
-    leaked = text.replace("</main>", f"<p title=\"{SCRATCH}\">x</p><p>in {SCRATCH}/y</p></main>")
+def test_html_checker_sees_a_path_outside_the_metadata(page):
+    assert machine_paths(page) == []
+    leaked = page.replace("</main>", f"<p title=\"{SCRATCH}\">x</p><p>in {SCRATCH}/y</p></main>")
     assert machine_paths(leaked) == [SCRATCH, f"{SCRATCH}/y"]
 
 

@@ -166,26 +166,26 @@ def test_dataset_refuses_symlinks_and_other_formats(tmp_path, capsys):
     assert "--dataset is for --format parquet" in capsys.readouterr().err
 
 
-def test_a_failing_write_leaves_the_dataset_as_it_was(dataset, tmp_path):
+def test_a_failing_write_leaves_the_dataset_as_it_was(dataset, tmp_path, capsys):
     """A write that fails (a file-size limit: EFBIG) is one line and leaves the other
     runs' files as they were, and no file, temporary or directory of the new run."""
-    from test_outfile import _limit_file_size, iowhy
+    from test_outfile import main_limited
     root, _ = dataset
     s = synth_run(tmp_path / "new.iowt", seed=9, host="gamma")
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     files = stats(root)
-    p = iowhy("export", s.path, "--format", "parquet", "--dataset", str(root),
-              preexec_fn=_limit_file_size)
-    assert p.returncode == 1
-    assert p.stderr == f"iowhy: cannot write {root}: File too large\n" or \
-        p.stderr.startswith(f"iowhy: cannot write {root}: File too large (")
+    rc, err = main_limited(["export", s.path, "--format", "parquet", "--dataset", str(root)],
+                           capsys)
+    assert rc == 1
+    assert err == f"iowhy: cannot write {root}: File too large\n" or \
+        err.startswith(f"iowhy: cannot write {root}: File too large (")
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
     assert stats(root) == files
     # a new dataset that failed leaves no directory at all
     fresh = tmp_path / "fresh"
-    p = iowhy("export", s.path, "--format", "parquet", "--dataset", str(fresh),
-              preexec_fn=_limit_file_size)
-    assert p.returncode == 1 and not fresh.exists()
+    rc, _ = main_limited(["export", s.path, "--format", "parquet", "--dataset", str(fresh)],
+                         capsys)
+    assert rc == 1 and not fresh.exists()
 
 
 def test_a_run_missing_a_table_is_one_line(dataset, tmp_path, capsys):

@@ -9,8 +9,10 @@ analysis' figures exactly."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,11 +68,18 @@ def set_apart_trace(path: Path) -> str:
                                          rq_seq=1, syscall=1)])
 
 
-def sql(directory: Path, query: str) -> list[tuple]:
+@functools.lru_cache(maxsize=None)
+def _connection(directory: Path) -> Any:
+    """A DuckDB connection with a view per table of one export directory (each directory
+    is written once, before its first query: the views are made once)."""
     con = duckdb.connect()
     for t in schema.TABLE_NAMES:
         con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{directory}/{t}.parquet')")
-    return con.execute(query).fetchall()
+    return con
+
+
+def sql(directory: Path, query: str) -> list[tuple]:
+    return _connection(Path(directory)).execute(query).fetchall()
 
 
 # The report's nearest-rank percentile (docs/export.md).

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_outfile import busy_trace, iowhy, one_line_error
+from test_outfile import busy_trace, one_line_error, small_trace
 
 
 @pytest.fixture(scope="module")
@@ -19,17 +19,24 @@ def trace(tmp_path_factory) -> str:
     return busy_trace(tmp_path_factory.mktemp("trace"))
 
 
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> str:
+    return small_trace(tmp_path_factory.mktemp("small"))
+
+
 @pytest.mark.parametrize("args", [
     ["report", "{t}", "--html", "{o}.html"],
     ["compare", "{t}", "{t}", "--html", "{o}.html"],
     ["hist", "{t}", "--png", "{o}.png"],
 ])
-def test_slow_steps_say_what_they_wrote(trace, tmp_path, args):
+def test_slow_steps_say_what_they_wrote(small, tmp_path, capsys, args):
+    from iowhy.cli import main
     o = tmp_path / "out"
-    p = iowhy(*[a.format(t=trace, o=o) for a in args])
-    assert p.returncode == 0, p.stderr
+    rc = main([a.format(t=small, o=o) for a in args])
+    err = capsys.readouterr().err
+    assert rc == 0, err
     out = Path(args[-1].format(o=o))
-    assert re.fullmatch(rf"wrote {re.escape(str(out))} \(\d+\.\d s\)\n", p.stderr), p.stderr
+    assert re.fullmatch(rf"wrote {re.escape(str(out))} \(\d+\.\d s\)\n", err), err
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert out.stat().st_size > 1000
 

@@ -27,9 +27,25 @@ LOG0 = 10_000  # start of tracebuilder.LOG_RANGE: a journal write
 
 # -- synthetic traces ------------------------------------------------------------------------
 
-def test_busy_trace_lossy(tmp_path):
-    p = busy_trace(tmp_path, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
-    text = render(p, tmp_path / "r.html")
+SCATTER_LIMIT = 600  # the sector scatter's points, made fewer than the busy trace's requests
+
+
+@pytest.fixture(scope="module")
+def lossy(tmp_path_factory):
+    """A busy trace with events lost, and its page drawn twice with the sector scatter
+    downsampled to SCATTER_LIMIT points: (trace, page, the page drawn again). Drawing a
+    page takes about a second whatever the trace: the tests below share these two."""
+    from iowhy.views import series
+    d = tmp_path_factory.mktemp("lossy")
+    p = busy_trace(d, counters={"lost_ringbuf_request": 12, "lost_rqmap_full": 1})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(series, "SCATTER_LIMIT", SCATTER_LIMIT)
+        mp.setattr(F, "SCATTER_LIMIT", SCATTER_LIMIT)
+        return p, render(p, d / "r.html"), render(p, d / "r2.html")
+
+
+def test_busy_trace_lossy(lossy):
+    p, text, _ = lossy
     assert_self_contained(text)
     assert_complete(text)
     first = read_trace(p).problems()[0]
@@ -45,9 +61,17 @@ def test_busy_trace_lossy(tmp_path):
         assert f"<li>{f['text']}</li>" in text
 
 
-def test_truncated_trace_says_so_first(tmp_path):
-    p = busy_trace(tmp_path, trailer=False)
-    text = render(p, tmp_path / "r.html")
+@pytest.fixture(scope="module")
+def truncated(tmp_path_factory):
+    """A busy trace without its trailer, and its page drawn with --no-placement: (trace,
+    page). One page for the two tests below (placement and the trailer are apart)."""
+    d = tmp_path_factory.mktemp("truncated")
+    p = busy_trace(d, trailer=False)
+    return p, render(p, d / "r.html", "--no-placement")
+
+
+def test_truncated_trace_says_so_first(truncated):
+    _, text = truncated
     assert_self_contained(text)
     assert_complete(text)
     probs = problems_block(text)
@@ -89,25 +113,24 @@ def test_empty_trace_renders(tmp_path):
     assert "No fsync-family calls." in text
 
 
-def test_sector_scatter_downsampled_deterministically(tmp_path, monkeypatch):
-    p = busy_trace(tmp_path)
+def test_sector_scatter_downsampled_deterministically(lossy, monkeypatch):
+    p, text, again = lossy
     from iowhy.views import series
     tr = read_trace(p)
     full = analyze(tr, AnalysisConfig(figures=True))["_figures"]
-    monkeypatch.setattr(series, "SCATTER_LIMIT", 600)
-    monkeypatch.setattr(F, "SCATTER_LIMIT", 600)
+    monkeypatch.setattr(series, "SCATTER_LIMIT", SCATTER_LIMIT)
+    monkeypatch.setattr(F, "SCATTER_LIMIT", SCATTER_LIMIT)
     d1 = analyze(tr, AnalysisConfig(figures=True))["_figures"]
     d2 = analyze(read_trace(p), AnalysisConfig(figures=True))["_figures"]
-    assert d1.scatters and sum(len(s.t_s) for s in d1.scatters) <= 600
+    assert d1.scatters and sum(len(s.t_s) for s in d1.scatters) <= SCATTER_LIMIT
     for a, b, whole in zip(d1.scatters, d2.scatters, full.scatters):
         assert a.total == whole.total == len(whole.t_s) > len(a.t_s)
         assert np.array_equal(a.t_s, b.t_s) and np.array_equal(a.sector, b.sector)
         # A sample of the requests themselves, each with its own class.
         every = set(zip(whole.t_s.tolist(), whole.sector.tolist(), whole.cls.tolist()))
         assert set(zip(a.t_s.tolist(), a.sector.tolist(), a.cls.tolist())) <= every
-    text = render(p, tmp_path / "r.html")
     assert "Downsampled: " in text and "a fixed-seed random sample" in text
-    assert text == render(p, tmp_path / "r2.html")  # the same page on every run
+    assert text == again  # the same page on every run
 
 
 def test_figure_data_matches_the_analysis(tmp_path):
@@ -132,9 +155,8 @@ def test_figure_data_matches_the_analysis(tmp_path):
     assert d.tasks and all(isinstance(v, str) for v in d.tasks.values())
 
 
-def test_no_placement_and_result_only(tmp_path):
-    p = busy_trace(tmp_path)
-    text = render(p, tmp_path / "r.html", "--no-placement")
+def test_no_placement_and_result_only(truncated):
+    p, text = truncated
     assert_complete(text)
     assert "Placement not computed" in text
     # Without the trace, the figures the result alone gives are drawn, the others explained.

@@ -4,9 +4,9 @@ are known by construction."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -14,12 +14,23 @@ from conftest import REPO
 from iowhy.lab import emudisk, scenarios, validate
 
 
-# -- the command ---------------------------------------------------------------------------
+# -- the command (in-process: other tests run the CLI as a process) ------------------------
 
-def test_lab_list_names_every_scenario():
-    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "list"], capture_output=True,
-                       text=True, check=True)
-    names = [ln.split()[0] for ln in p.stdout.splitlines()[1:] if ln.strip()]  # header
+def _main(argv: list[str], capsys: Any) -> tuple[int, str, str]:
+    """`iowhy ARGV` in-process: (exit status, stdout, stderr); argparse's exit too."""
+    from iowhy.cli import main
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 1
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_lab_list_names_every_scenario(capsys):
+    rc, out, _ = _main(["lab", "list"], capsys)
+    assert rc == 0
+    names = [ln.split()[0] for ln in out.splitlines()[1:] if ln.strip()]  # header
     assert names == list(scenarios.SCENARIOS)
     for required in ("tar", "fsync-tar", "rmtree", "fsync-tasks-1", "fsync-tasks-8",
                      "fsync-tasks-32", "sqlite-full", "sqlite-off", "fio-seq", "fio-rand",
@@ -29,23 +40,21 @@ def test_lab_list_names_every_scenario():
     assert "write through" in desc and "nobarrier" in desc
 
 
-def test_lab_run_refuses_unknown_scenario():
-    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "run", "no-such-scenario"],
-                       capture_output=True, text=True)
-    assert p.returncode == 2
-    assert "unknown scenario" in p.stderr
+def test_lab_run_refuses_unknown_scenario(capsys):
+    rc, _, err = _main(["lab", "run", "no-such-scenario"], capsys)
+    assert rc == 2
+    assert "unknown scenario" in err
 
 
-def test_lab_run_without_the_emulated_disk_is_one_line(tmp_path):
+def test_lab_run_without_the_emulated_disk_is_one_line(tmp_path, monkeypatch, capsys):
     """A checkout where the emulated disk was never built: one line naming the make
     target (it was an EmulatedDiskError traceback), before root is asked for."""
-    env = dict(os.environ, IOWHY_EMUDISK=str(tmp_path / "no-emudisk"))
-    p = subprocess.run([sys.executable, "-m", "iowhy", "lab", "run", "tar", "--out",
-                        str(tmp_path / "out")], capture_output=True, text=True, env=env)
-    assert p.returncode == 1, p.stderr
-    assert p.stderr == ("iowhy: the emulated disk (lab/emudisk) is not built (run `make "
-                        "emudisk` in the iowhy checkout, which installs libfuse3-dev, or "
-                        "`make install`; IOWHY_EMUDISK may name the binary)\n")
+    monkeypatch.setenv("IOWHY_EMUDISK", str(tmp_path / "no-emudisk"))
+    rc, _, err = _main(["lab", "run", "tar", "--out", str(tmp_path / "out")], capsys)
+    assert rc == 1, err
+    assert err == ("iowhy: the emulated disk (lab/emudisk) is not built (run `make "
+                   "emudisk` in the iowhy checkout, which installs libfuse3-dev, or "
+                   "`make install`; IOWHY_EMUDISK may name the binary)\n")
     assert not (tmp_path / "out").exists()
 
 

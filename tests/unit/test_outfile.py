@@ -8,6 +8,7 @@ needed (the read-only and full filesystems are in tests/system/test_outfile_root
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import resource
@@ -16,13 +17,13 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from iowhy import outfile
 import synthtrace
-from tracebuilder import Trace, trailer
+from tracebuilder import Trace, off, req, trailer, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -55,9 +56,22 @@ def busy_trace(d: Path) -> str:
     return t.close(trailer(int(s["end_ns"]), stop_reason="workload-exit"))
 
 
+def small_trace(d: Path) -> str:
+    """One request and the wait for it: a page with every figure, drawn in a fraction
+    of the busy trace's time, and like every output here far over 4 KiB."""
+    return write_trace(d / "small.iowt", requests=[req(1020, 1060, sector=50_000)],
+                       offcpu=[off(100, 1015, 1070)])
+
+
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> str:
     return busy_trace(tmp_path_factory.mktemp("trace"))
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> str:
+    """For the tests of how a page or a figure is written (not of what it shows)."""
+    return small_trace(tmp_path_factory.mktemp("small"))
 
 
 # -- the helper ------------------------------------------------------------------------------
@@ -192,7 +206,7 @@ def test_bad_output_refused_before_the_analysis(trace, tmp_path, monkeypatch, ca
     ["report", "{t}", "--html", "{o}.html"],
     ["hist", "{t}", "--png", "{o}.png"],
 ])
-def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, capsys,
+def test_temporary_file_is_new_and_never_followed(small, tmp_path, monkeypatch, capsys,
                                                   args):
     """The report's temporary file is created O_CREAT|O_EXCL|O_NOFOLLOW: a symlink or a
     hard link planted at the temporary names iowhy will try (here: the names made
@@ -220,7 +234,7 @@ def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, 
             flags.append(fl)
         return real_open(path, fl, *a, **k)
     monkeypatch.setattr(outfile.os, "open", spy)
-    assert main([a.format(t=trace, o=o) for a in args]) == 0, capsys.readouterr().err
+    assert main([a.format(t=small, o=o) for a in args]) == 0, capsys.readouterr().err
     assert victim1.read_text() == "keep me" and victim2.read_text() == "keep me too"
     assert out.stat().st_size > 1000 and not out.is_symlink()
     assert out.stat().st_ino not in (victim1.stat().st_ino, victim2.stat().st_ino)
@@ -231,22 +245,43 @@ def test_temporary_file_is_new_and_never_followed(trace, tmp_path, monkeypatch, 
         [f".{out.name}.aaaa.tmp", f".{out.name}.bbbb.tmp"]
 
 
-def _limit_file_size() -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit: EFBIG
-    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+@contextlib.contextmanager
+def file_size_limit(nbytes: int = 4096) -> Iterator[None]:
+    """While the block runs, no write of this process may take a file past `nbytes`
+    (RLIMIT_FSIZE, the soft limit): such a write fails with EFBIG (SIGXFSZ ignored), as
+    it would on a file-size limit or quota. The limit and the signal's disposition are
+    restored after it."""
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, old_limit[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+
+
+def main_limited(argv: list[str], capsys: Any) -> tuple[int, str]:
+    """`iowhy ARGV` in-process under file_size_limit(): (exit status, stderr)."""
+    from iowhy.cli import main
+    capsys.readouterr()
+    with file_size_limit():
+        rc = main(argv)
+    return rc, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args", [
     ["report", "{t}", "--html", "{o}.html"],
     ["hist", "{t}", "--png", "{o}.png"],
 ])
-def test_failing_file_write_is_one_line_and_keeps_the_old_file(trace, tmp_path, args):
+def test_failing_file_write_is_one_line_and_keeps_the_old_file(small, tmp_path, capsys,
+                                                               args):
     o = tmp_path / "out"
     out = Path(args[-1].format(o=o))
     out.write_text("old")
-    p = iowhy(*[a.format(t=trace, o=o) for a in args], preexec_fn=_limit_file_size)
-    assert p.returncode == 1
-    one_line_error(p.stderr, f"iowhy: cannot write {out}: File too large")
+    rc, err = main_limited([a.format(t=small, o=o) for a in args], capsys)
+    assert rc == 1
+    one_line_error(err, f"iowhy: cannot write {out}: File too large")
     assert out.read_text() == "old"
     assert os.listdir(tmp_path) == [out.name]
 
@@ -311,7 +346,7 @@ EXPORTS = [
 
 
 @pytest.mark.parametrize("args", EXPORTS)
-def test_failing_export_or_import_write_is_one_line(trace, tmp_path, args):
+def test_failing_export_or_import_write_is_one_line(trace, tmp_path, capsys, args):
     """A write that fails (here a file-size limit: EFBIG; a full disk is ENOSPC, in
     tests/system/test_outfile_root.py) is one line, leaves the old output as it was
     and no partial file under the output's name or a temporary one."""
@@ -324,9 +359,9 @@ def test_failing_export_or_import_write_is_one_line(trace, tmp_path, args):
     else:
         out.write_text("old")
     before = sorted(os.listdir(tmp_path))
-    p = iowhy(*[a.format(t=trace, o=o, c=cap) for a in args], preexec_fn=_limit_file_size)
-    assert p.returncode == 1
-    lines = [x for x in p.stderr.splitlines() if not x.startswith("WARNING: ")]
+    rc, err = main_limited([a.format(t=trace, o=o, c=cap) for a in args], capsys)
+    assert rc == 1
+    lines = [x for x in err.splitlines() if not x.startswith("WARNING: ")]
     one_line_error("\n".join(lines), f"iowhy: cannot write {out}: File too large")
     assert sorted(os.listdir(tmp_path)) == before
     if out.is_dir():
@@ -335,15 +370,15 @@ def test_failing_export_or_import_write_is_one_line(trace, tmp_path, args):
     assert out.read_text() == "old"
 
 
-def test_new_export_directory_appears_whole(trace, tmp_path):
+def test_new_export_directory_appears_whole(trace, tmp_path, capsys):
     """A Parquet directory that did not exist appears with all its files at once (it is
     made under a temporary name); a failed export leaves no directory at all."""
+    from iowhy.cli import main
     o = tmp_path / "pq"
-    p = iowhy("export", trace, "--format", "parquet", "-o", str(o),
-              preexec_fn=_limit_file_size)
-    assert p.returncode == 1 and os.listdir(tmp_path) == []
-    p = iowhy("export", trace, "--format", "parquet", "-o", str(o))
-    assert p.returncode == 0, p.stderr
+    rc, _ = main_limited(["export", trace, "--format", "parquet", "-o", str(o)], capsys)
+    assert rc == 1 and os.listdir(tmp_path) == []
+    assert main(["export", trace, "--format", "parquet", "-o", str(o)]) == 0, \
+        capsys.readouterr().err
     assert len(os.listdir(o)) == 7 and stat.S_IMODE(o.stat().st_mode) == 0o700
     assert all(stat.S_IMODE((o / f).stat().st_mode) == 0o600 for f in os.listdir(o))
     assert os.listdir(tmp_path) == ["pq"]

@@ -290,10 +290,15 @@ def test_a_child_starts_where_its_parent_forked_it(tmp_path):
     assert res.birth[child] == T0 + 50
 
 
-def test_cli_whatif_text_json_fit_and_errors(tmp_path, iowhy_bin):
+def test_cli_whatif_text_json_fit_and_errors(tmp_path, capsys):
+    """`iowhy whatif` in-process (the installed CLI runs it in the tests below)."""
+    from iowhy.cli import main
     p = fsync_trace(tmp_path)
-    run = lambda *a: subprocess.run([*iowhy_bin, "whatif", *a], capture_output=True,  # noqa
-                                    text=True, timeout=120)
+
+    def run(*a: str) -> subprocess.CompletedProcess:
+        rc = main(["whatif", *a])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["whatif", *a], rc, out, err)
     r = run(p, "--nobarrier")
     assert r.returncode == 0, r.stderr
     assert "WHERE THE TIME WOULD GO" in r.stdout and "predicted" in r.stdout
