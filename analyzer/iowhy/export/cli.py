@@ -159,12 +159,16 @@ def cmd_query(args: argparse.Namespace) -> int:
     tune_allocator()  # before any trace is read and analyzed
     from . import arrow_on_heap
     arrow_on_heap()  # a trace's tables reuse the memory its analysis freed
+    from ..reports.terminal import problems_first
+    problems: list[str] = []  # each trace's losses, said before the result
+
+    def on_trace(path: str, tr: Any) -> None:
+        problems.extend(problems_first(tr, f"{path}: "))
     try:
         with contextlib.ExitStack() as stack:
-            problems: list[str] = []
             with progress(f"querying {runs}"):
                 cols, batches = stack.enter_context(open_query(args.sql, args.runs,
-                                                               problems))
+                                                               on_trace))
                 first = next(batches, None)  # the query runs under the progress line
             for line in problems:  # each trace's losses, before the result
                 print(line, file=sys.stderr)

@@ -20,7 +20,7 @@ import csv
 import json
 import logging
 import os
-from typing import IO, Any, Iterator, Sequence
+from typing import IO, Any, Callable, Iterator, Sequence
 
 from ..cells import aligned, csv_cell, json_value, text_cell
 from ..escape import printable
@@ -108,10 +108,10 @@ def is_dataset(path: str) -> bool:
 BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's widths come from
 
 
-def connect(runs: Sequence[str], problems: list[str] | None = None) -> Any:
-    """A DuckDB connection with the views over `runs`, locked to them; each trace's lines
-    of what was lost or damaged (reports/terminal.py problems_first) are added to
-    `problems`."""
+def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = None) -> Any:
+    """A DuckDB connection with the views over `runs`, locked to them; `on_trace` is
+    called with each trace file's path and its Trace as it is read (the command says
+    what each lost)."""
     duckdb = need("duckdb")
     need("pyarrow")
     pds = need("pyarrow.dataset")
@@ -155,9 +155,8 @@ def connect(runs: Sequence[str], problems: list[str] | None = None) -> Any:
         else:
             phase(f"reading {os.path.basename(path)}")
             tr = load(path)
-            if problems is not None:
-                from ..reports.terminal import problems_first
-                problems += problems_first(tr, f"{path}: ")
+            if on_trace is not None:
+                on_trace(path, tr)
             tables = run_tables(tr)
             u = tables["runs"].column("run_uuid")[0].as_py()
         if u in seen:
@@ -199,7 +198,8 @@ def _failed(e: Exception) -> QueryError:
 
 
 @contextlib.contextmanager
-def open_query(sql: str, runs: Sequence[str], problems: list[str] | None = None
+def open_query(sql: str, runs: Sequence[str],
+               on_trace: Callable[[str, Any], None] | None = None
                ) -> Iterator[tuple[list[str], Iterator[list[tuple]]]]:
     """(column names, the result in batches of rows): the batches are fetched as they are
     iterated, while the block runs. A query that is empty (only blanks or comments) or
@@ -207,7 +207,7 @@ def open_query(sql: str, runs: Sequence[str], problems: list[str] | None = None
     duckdb = need("duckdb")
     if not sql.strip():
         raise QueryError("the query is empty", EMPTY_HINT)
-    con = connect(runs, problems)
+    con = connect(runs, on_trace)
     try:
         phase("query")
         try:
