@@ -34,6 +34,14 @@ class TraceWriter:
                  version: int | None = None) -> None:
         """fileobj: write there (a file the caller opened, and commits) instead of
         creating PATH; close() then leaves it open."""
+        self.compact = bool(compact and zstd_level)
+        if version is None:
+            version = abi.FORMAT_VERSION if self.compact else abi.BASE_VERSION
+        # refused before PATH is created or truncated
+        if version not in abi.READ_VERSIONS or version < abi.BASE_VERSION or (
+                self.compact and version < 6):
+            raise ValueError(f"TraceWriter cannot write format version {version}")
+        self.version = version
         self.own = fileobj is None
         if fileobj is None:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -43,16 +51,9 @@ class TraceWriter:
         self.seq = 0
         self.zstd = zstandard.ZstdCompressor(level=zstd_level, write_content_size=True,
                                              write_checksum=True) if zstd_level else None
-        self.compact = bool(compact and zstd_level)
         self.counts: dict[str, int] = {}
         hdr = np.zeros(1, dtype=abi.FILE_HDR_DTYPE)
         hdr["magic"] = abi.FILE_MAGIC
-        if version is None:
-            version = abi.FORMAT_VERSION if self.compact else abi.BASE_VERSION
-        if version not in abi.READ_VERSIONS or version < abi.BASE_VERSION or (
-                self.compact and version < 6):
-            raise ValueError(f"TraceWriter cannot write format version {version}")
-        self.version = version
         hdr["version"] = version
         hdr["hdr_bytes"] = HDR_SIZE
         hdr["chunk_hdr_bytes"] = CHDR_SIZE

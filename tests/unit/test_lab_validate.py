@@ -1,0 +1,228 @@
+"""iowhy.lab.validate's rules on hand-made truth and reports: each figure's tolerance at
+its edges (5% of elapsed; positioning 20% of the truth with its 1%-of-elapsed floor),
+the emulation jitter making a figure not comparable, which log regions and which
+requests count, and the table a run prints. (The figures' truth definitions on a mixed
+window, the btrfs log rule, the lower bound and the emulation latency are in
+test_lab_tools.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from iowhy import abi
+from iowhy.lab import emudisk, validate
+
+R, W, F = emudisk.KIND_READ, emudisk.KIND_WRITE, emudisk.KIND_FLUSH
+EL = 1_000_000  # elapsed of every report here: 5% is 50_000 ns, 1% 10_000 ns
+
+
+def _truth(rows: list[dict[str, int]]) -> np.ndarray:
+    t = np.zeros(len(rows), emudisk.TRUTH_DTYPE)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            t[i][k] = v
+    return t
+
+
+def _report(busy: int = 0, flush: int = 0, log: int = 0, positioning: int | None = None,
+            decile: int = 0, zero_seek: int = 5) -> dict[str, Any]:
+    place = {} if positioning is None else {"data": {
+        "positioning_ns": positioning,
+        "baseline_requests": {"zero-seek bucket": zero_seek, "device fit": 0,
+                              "fastest decile": decile}}}
+    return {"elapsed_ns": EL, "trace": {"start_ns": 0, "end_ns": EL},
+            "devices": [{"major": 7, "minor": 1, "busy_ns": busy,
+                         "busy_by_category_ns": {"log": log},
+                         "flush": {"total_ns": flush, "count": 1}}],
+            "placement": place, "fsync": {}}
+
+
+def _entries(report: dict, truth: np.ndarray, jitter_ns: int = 0) -> dict[str, dict]:
+    entries = validate.compare(report, truth, {}, "loop1", 7, 1, jitter_ns=jitter_ns)
+    return {e["figure"]: e for e in entries}
+
+
+FLUSH_100K = [{"kind": F, "start_ns": 1000, "end_ns": 101_000}]  # barrier truth 100_000
+
+
+@pytest.mark.parametrize("iowhy_ns, ok", [
+    (100_000, True), (150_000, True), (150_001, False), (50_000, True), (49_999, False)])
+def test_a_time_figure_is_right_within_5_percent_of_elapsed(iowhy_ns, ok):
+    e = _entries(_report(busy=100_000, flush=iowhy_ns), _truth(FLUSH_100K))["barrier"]
+    assert e["truth_ns"] == 100_000 and e["iowhy_ns"] == iowhy_ns
+    assert e["error_ns"] == iowhy_ns - 100_000  # signed: iowhy minus the truth
+    assert e["allowed_ns"] == 50_000 and e["ok"] is ok and e["comparable"] is True
+    assert e["error_pct_of_elapsed"] == round(100 * abs(iowhy_ns - 100_000) / EL, 3)
+    assert e["tolerance"] == "5% of elapsed"
+
+
+def _seeks(n: int, pos: int) -> np.ndarray:
+    """n reads in the window, each with POS of positioning (the first one's not counted:
+    it started from a head position before the recording)."""
+    return _truth([{"kind": R, "start_ns": 1000 + 10_000 * i, "end_ns": 9000 + 10_000 * i,
+                    "offset_bytes": 4096 * i, "len_bytes": 4096, "positioning_ns": pos}
+                   for i in range(n)])
+
+
+@pytest.mark.parametrize("iowhy_ns, ok", [
+    (100_000, True), (120_000, True), (120_001, False), (80_000, True), (79_999, False)])
+def test_positioning_is_right_within_20_percent_of_the_truth(iowhy_ns, ok):
+    e = _entries(_report(positioning=iowhy_ns), _seeks(11, 10_000))["positioning"]
+    assert e["truth_ns"] == 100_000
+    assert e["allowed_ns"] == 20_000 and e["ok"] is ok
+    assert e["error_pct_of_truth"] == round(100 * abs(iowhy_ns - 100_000) / 100_000, 2)
+    assert "bound" not in e
+
+
+@pytest.mark.parametrize("truth_each, iowhy_ns, ok", [
+    (0, 10_000, True), (0, 10_001, False),   # truth 0: within 1% of elapsed is negligible
+    (1000, 0, True), (1000, 20_001, False),  # truth 10_000: 20% is 2_000, the floor 10_000
+])
+def test_positioning_near_zero_is_judged_against_the_floor(truth_each, iowhy_ns, ok):
+    e = _entries(_report(positioning=iowhy_ns), _seeks(11, truth_each))["positioning"]
+    assert e["truth_ns"] == 10 * truth_each
+    assert e["allowed_ns"] == 10_000 and e["ok"] is ok
+    if truth_each == 0:
+        assert e["error_pct_of_truth"] is None
+
+
+@pytest.mark.parametrize("iowhy_ns, truth_each, ok", [
+    (10_000, 10_000, True),    # far below the truth: a lower bound may be
+    (120_000, 10_000, True),   # at most truth + 20%
+    (120_001, 10_000, False),
+    (0, 1000, True),           # nothing found, the truth at the floor: negligible
+    (0, 1001, False),          # nothing found, the truth above the floor
+])
+def test_a_lower_bound_is_judged_as_one(iowhy_ns, truth_each, ok):
+    e = _entries(_report(positioning=iowhy_ns, decile=6), _seeks(11, truth_each))["positioning"]
+    assert e["bound"] == "lower" and e["ok"] is ok
+    assert "lower bound" in e["tolerance"]
+
+
+def test_which_baseline_makes_a_lower_bound():
+    def lower(zero: int, fit: int, decile: int) -> int:
+        r = _report(positioning=1)
+        r["placement"]["meta"] = {"positioning_ns": 2, "baseline_requests": {
+            "zero-seek bucket": zero, "device fit": fit, "fastest decile": decile}}
+        r["placement"]["data"]["baseline_requests"] = {"zero-seek bucket": 1}
+        f = validate.iowhy_figures(r, 7, 1)
+        assert f["positioning"] == 3  # summed over the classes
+        return f["positioning_lower_bound"]
+    assert lower(0, 0, 2) == 1
+    assert lower(1, 0, 2) == 0  # ties go to the measured baselines (1 + 1 zero-seek)
+    assert lower(0, 3, 2) == 0
+    assert lower(0, 0, 0) == 0
+
+
+@pytest.mark.parametrize("jitter, comparable", [(50_000, True), (50_001, False)])
+def test_jitter_beyond_the_allowed_error_leaves_a_figure_unjudged(jitter, comparable):
+    e = _entries(_report(busy=100_000, flush=900_000), _truth(FLUSH_100K), jitter)["barrier"]
+    assert e["comparable"] is comparable
+    if comparable:
+        assert e["ok"] is False  # 800_000 off: judged, and wrong
+    else:
+        assert e["ok"] is None and "jitter" in e["note"] and "0.1 ms" in e["note"]
+
+
+def test_a_disk_absent_from_the_report_has_every_figure_zero():
+    r = _report()
+    r["devices"] = [{"major": 8, "minor": 0}]
+    f = validate.iowhy_figures(r, 7, 1)
+    assert {k: f[k] for k in ("device_busy", "barrier", "log", "positioning")} == dict.fromkeys(
+        ("device_busy", "barrier", "log", "positioning"), 0)
+    assert validate.find_device(r, 7, 1) is None
+    assert validate.find_device(r, 8, 0) == {"major": 8, "minor": 0}
+
+
+def test_log_ranges_and_fs_types_are_the_disks_own():
+    meta = {"filesystems": [
+        {"disk": "loop1", "fstype": "ext4",
+         "log": {"ranges": [[10, 20], [30]], "fc_ranges": [[40, 50]]}},
+        {"disk": "loop2", "fstype": "xfs", "log": {"ranges": [[60, 70]]}},
+        {"disk": "loop1", "fstype": "btrfs", "log": None},
+    ]}
+    assert validate.log_ranges(meta, "loop1") == [(10, 20), (40, 50)]  # [30]: no end
+    assert validate.log_ranges(meta, "loop2") == [(60, 70)]
+    assert validate.log_ranges({}, "loop1") == [] == validate.log_ranges(
+        {"filesystems": None}, "loop1")
+    assert validate.fs_types(meta, "loop1") == ["ext4", "btrfs"]
+
+
+def test_log_is_a_writes_first_sector_inside_a_half_open_region():
+    t = _truth([{"kind": W, "start_ns": 100 * i, "end_ns": 100 * i + 10,
+                 "offset_bytes": 512 * sec, "len_bytes": 4096}
+                for i, sec in enumerate((99, 100, 199, 200))]
+               + [{"kind": R, "start_ns": 900, "end_ns": 990, "offset_bytes": 512 * 150}])
+    f = validate.truth_figures(t, 0, 10_000, [(100, 200)])
+    assert f["log"] == 20 and f["log_writes"] == 2 and f["reads"] == 1 and f["writes"] == 4
+
+
+def test_union_counts_overlaps_once_and_ignores_empty_intervals():
+    s = np.array([50, 0, 10, 30, 70, 80], np.int64)
+    e = np.array([60, 40, 20, 35, 70, 75], np.int64)  # [10,20) inside [0,40); 70 and 80 empty
+    assert validate.union_ns(s, e) == 40 + 10
+
+
+def test_late_is_service_beyond_what_the_model_charged():
+    t = _truth([{"kind": W, "start_ns": 0, "end_ns": 100, "model_ns": 70},
+                {"kind": W, "start_ns": 200, "end_ns": 250, "model_ns": 80},  # early: 0
+                {"kind": F, "start_ns": 5000, "end_ns": 5100, "model_ns": 0}])  # outside
+    assert validate.truth_figures(t, 0, 1000, [])["late_ns"] == 30
+
+
+def _requests(rows: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """(op, sector, issue_ns, done_ns) requests of 4 KiB on 7:1."""
+    r = np.zeros(len(rows), abi.REQUEST_DTYPE)
+    for i, (op, sec, issue, done) in enumerate(rows):
+        r[i]["op"], r[i]["start_sector"], r[i]["issue_ns"], r[i]["done_ns"] = op, sec, issue, done
+        r[i]["len_bytes"] = 0 if op == 2 else 4096
+        r[i]["dev_major"], r[i]["dev_minor"] = 7, 1
+    return r
+
+
+def test_request_counts_take_what_was_served_wholly_inside_the_window():
+    t = _truth([{"kind": W, "start_ns": 100, "end_ns": 200},
+                {"kind": W, "start_ns": 50, "end_ns": 150},    # began before the window
+                {"kind": R, "start_ns": 300, "end_ns": 400},
+                {"kind": F, "start_ns": 900, "end_ns": 1100}])  # ended after it
+    r = _requests([(1, 0, 100, 200), (1, 8, 0, 200),  # never issued: not counted
+                   (0, 16, 300, 400), (2, 0, 900, 1100)])
+    other = _requests([(1, 0, 100, 200)])
+    other["dev_minor"] = 2
+    c = validate.request_counts(t, np.concatenate([r, other]), 90, 1000, 7, 1)
+    assert c["truth"] == {"reads": 1, "writes": 1, "flushes": 0}
+    assert c["trace"] == {"reads": 1, "writes": 1, "flushes": 0}
+
+
+def test_missing_requests_leaves_the_windows_edges_unjudged():
+    t = _truth([{"kind": W, "start_ns": 10, "end_ns": 20, "offset_bytes": 0, "len_bytes": 4096},
+                {"kind": W, "start_ns": 500, "end_ns": 510, "offset_bytes": 4096,
+                 "len_bytes": 4096},
+                {"kind": W, "start_ns": 990, "end_ns": 995, "offset_bytes": 8192,
+                 "len_bytes": 4096}])
+    none = _requests([])
+    assert validate.missing_requests(t, none, 0, 1000, 7, 1, edge_ns=100) == 1
+    assert validate.missing_requests(t, none, 0, 1000, 7, 1, edge_ns=0) == 3
+    # matched by offset and length, whenever the trace saw it issued
+    late = _requests([(1, 8, 5000, 6000)])
+    assert validate.missing_requests(t, late, 0, 1000, 7, 1, edge_ns=100) == 0
+    wrong = _requests([(1, 9, 500, 510)])
+    assert validate.missing_requests(t, wrong, 0, 1000, 7, 1, edge_ns=100) == 1
+
+
+def test_the_table_says_ok_fail_and_why_not_judged():
+    entries = validate.compare(_report(busy=100_000, flush=200_000, positioning=100_000),
+                               _seeks(11, 10_000), {}, "loop1", 7, 1)
+    by = {e["figure"]: e for e in entries}
+    by["log"]["comparable"], by["log"]["note"] = False, "no region"
+    lines = validate.render_table(entries).splitlines()
+    assert lines[0].split() == ["figure", "truth", "ms", "iowhy", "ms", "error", "ms",
+                                "%", "elapsed", "check"]
+    row = {ln.split()[0]: ln for ln in lines[1:]}
+    assert row["barrier"].split()[1:5] == ["0.0", "0.2", "0.2", "20.00"]
+    assert "FAIL (5% of elapsed)" in row["barrier"]
+    assert row["log"].endswith("n/a: no region")
+    assert "ok (20% of truth, at least 1% of elapsed; 0.0% of truth)" in row["positioning"]
