@@ -80,11 +80,33 @@ def findings(r: Mapping[str, Any], max_findings: int, min_share: float
     return out[:max_findings]
 
 
+# fsync-family calls that never send a cache flush (docs/report-json.md, `fsync`).
+NO_FLUSH_CALLS = frozenset({"sync_file_range"})
+# A device's FUA writes are named as a cause of its flushes from this share of them on.
+POST_FLUSH_SHARE = 0.1
+
+
+def _post_flush_clause(r: Mapping[str, Any]) -> str:
+    """"; DEV has a volatile write cache without FUA: ..." for the workload's devices
+    whose FUA writes each cost a post-flush (fua_writes) and are at least
+    POST_FLUSH_SHARE of their flushes; "" for none (a few FUA writes among many explicit
+    flushes are not why the flushes cost)."""
+    mine = set(r["workload"]["devices"])
+    parts = []
+    for d in r["devices"]:
+        nf, nw = int(d["flush"]["count"] or 0), int(d.get("fua_writes") or 0)
+        if (d.get("write_cache") == "write back" and not d.get("fua") and d["name"] in mine
+                and nf and nw and nw >= POST_FLUSH_SHARE * nf):
+            parts.append(f"{d['name']} has a volatile write cache without FUA: its FUA "
+                         f"writes ({nw:,}) each waited for a post-flush "
+                         f"({plural(nf, 'flush', 'flushes')} in all)")
+    return "".join(f"; {p}" for p in parts)
+
+
 def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
                           pct: Mapping[str, float], add: Callable[..., None]) -> None:
     """The findings on where the elapsed time went (through `add`, as in findings())."""
     el = r["elapsed_ns"]
-    fsync_n = r["fsync"]["count"]
     req = r["requests"]
     com = r["commits"]
     if att["barrier"]:
@@ -93,19 +115,20 @@ def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
         p50 = wfl["device_ns"]["p50"]
         text = (f"{pct['barrier']:.0f}% of elapsed is waiting on cache flushes (barrier): "
                 f"{plural(fc, 'cache flush', 'cache flushes')}, median {_ms(p50)}; ")
-        calls = ", ".join(sorted(r["fsync"].get("by_call") or {})) or "fsync"
-        text += (f"{plural(fsync_n, 'fsync-family call')} ({calls}) caused them" if fsync_n else
-                 "no fsync calls: FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) "
-                 "caused them")
-        mine = set(r["workload"]["devices"])
-        # Only devices that were sent FUA writes: else no post-flush was theirs.
-        wc = [d["name"] for d in r["devices"] if d.get("write_cache") == "write back"
-              and not d.get("fua") and d["flush"]["count"] and d["name"] in mine
-              and d.get("fua_writes")]
-        if wc:
-            text += (f"; {', '.join(wc)} {'has' if len(wc) == 1 else 'have'} a volatile write "
-                     "cache without FUA, so every FUA write costs a post-flush")
-        add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=fsync_n)
+        # The calls that can send a cache flush: sync_file_range(2) only starts or waits
+        # for writeback, it never flushes.
+        by_call = {k: int(v.get("count") or 0) for k, v in
+                   (r["fsync"].get("by_call") or {}).items() if k not in NO_FLUSH_CALLS}
+        n_calls = sum(by_call.values())
+        calls = ", ".join(sorted(k for k, v in by_call.items() if v)) or "fsync"
+        if n_calls:
+            text += f"{plural(n_calls, 'fsync-family call')} ({calls}) caused them"
+        else:
+            text += ("no fsync calls" if not r["fsync"]["count"] else
+                     "no fsync-family call that flushes (sync_file_range only writes back)")
+            text += ": FUA/PREFLUSH writes (journal commits, O_SYNC, O_DIRECT) caused them"
+        text += _post_flush_clause(r)
+        add("barrier", att["barrier"], text, flushes=fc, flush_p50_ns=p50, fsync_calls=n_calls)
     if att["log"]:
         n = com["count"]
         text = f"{pct['log']:.0f}% of elapsed is waiting on journal/log commits: " \

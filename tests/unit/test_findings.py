@@ -8,7 +8,7 @@ import tracebuilder as tb
 SDY = (8, 16)
 
 
-def _barrier_trace(path, fua_on: tuple[int, int]) -> str:
+def _barrier_trace(path, fua_on: tuple[int, int], calls: tuple[int, ...] = ()) -> str:
     """flush_share's shape (golden_traces.py): a workload wait over sdz's flushes, and one
     FUA log write, on sdz (write back, no FUA) or on a second disk `fua_on`."""
     seq = abi.RQ_FLUSH_SEQ | abi.RQ_TRACKED
@@ -21,10 +21,12 @@ def _barrier_trace(path, fua_on: tuple[int, int]) -> str:
                iflags=abi.F_SYNC | abi.F_FUA | abi.F_META, flags=abi.RQ_TRACKED),
         tb.req(1030, 1050, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ),
         tb.req(1062, 1078, op=abi.OP_FLUSH, flags=abi.RQ_FLUSH_SEQ),
-    ], offcpu=[tb.off(100, 1010, 1090, waking=1085)])
+    ], offcpu=[tb.off(100, 1010, 1090, waking=1085)],
+        fsyncs=[tb.fsync(100, 1001 + 2 * i, 1002 + 2 * i, call=c) for i, c in enumerate(calls)])
 
 
-CLAUSE = "sdz has a volatile write cache without FUA, so every FUA write costs a post-flush"
+CLAUSE = ("sdz has a volatile write cache without FUA: its FUA writes (1) each waited for a "
+          "post-flush (2 flushes in all)")
 
 
 def test_the_post_flush_clause_names_a_device_only_for_its_own_fua_writes(tmp_path):
@@ -37,3 +39,31 @@ def test_the_post_flush_clause_names_a_device_only_for_its_own_fua_writes(tmp_pa
     (barrier,) = [f for f in other["findings"] if f["key"] == "barrier"]
     assert "volatile write cache" not in barrier["text"]
     assert {d["name"]: d["fua_writes"] for d in other["devices"]} == {"sdz": 0, "sdy": 1}
+
+
+def test_the_post_flush_clause_needs_fua_writes_to_matter():
+    # A few FUA writes among many explicit flushes (fdatasync's) are not why the flushes
+    # cost: the clause names a device only from POST_FLUSH_SHARE of its flushes on.
+    from iowhy.findings import POST_FLUSH_SHARE, _post_flush_clause
+    dev = {"name": "sdz", "write_cache": "write back", "fua": 0,
+           "flush": {"count": 25_754}, "fua_writes": 4}
+    r = {"workload": {"devices": ["sdz"]}, "devices": [dev]}
+    assert _post_flush_clause(r) == ""
+    dev["fua_writes"] = int(POST_FLUSH_SHARE * 25_754) + 1
+    assert _post_flush_clause(r).startswith("; sdz has a volatile write cache without FUA")
+    dev["fua"] = 1  # the device does FUA itself: no post-flush
+    assert _post_flush_clause(r) == ""
+
+
+def test_sync_file_range_is_not_named_as_sending_flushes(tmp_path):
+    # sync_file_range(2) starts or waits for writeback and never flushes a cache: the
+    # barrier finding counts the calls that can (fdatasync here), not it.
+    calls = (abi.CALL_FDATASYNC, abi.CALL_SYNC_FILE_RANGE, abi.CALL_SYNC_FILE_RANGE)
+    p = _barrier_trace(tmp_path / "t.iowt", tb.DEV, calls=calls)
+    (barrier,) = [f for f in tb.run(p)["findings"] if f["key"] == "barrier"]
+    assert "1 fsync-family call (fdatasync) caused them" in barrier["text"]
+    assert barrier["evidence"]["fsync_calls"] == 1
+    p = _barrier_trace(tmp_path / "s.iowt", tb.DEV, calls=(abi.CALL_SYNC_FILE_RANGE,))
+    (barrier,) = [f for f in tb.run(p)["findings"] if f["key"] == "barrier"]
+    assert "no fsync-family call that flushes (sync_file_range only writes back)" \
+        in barrier["text"]
