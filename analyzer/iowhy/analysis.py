@@ -39,7 +39,8 @@ from .model.devices import device_meta, device_names
 from .views.series import figure_data, task_comms
 from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
-                               table_requests, user_submitters, workload_scope)
+                               table_requests, user_submitters, waker_request_seqs,
+                               workload_scope)
 from .views.stack import carried_service, carrying_edges
 from .views.causal import elapsed_view, root_event_wait, thread_time_view
 from .views.causal_inputs import causal_inputs
@@ -283,10 +284,10 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
         rq.extra["row"] = np.arange(rows, dtype=I64)
     if causal_trace(trace, offcpu):
         # Other devices' I/O set apart: the analysis covers the workload's devices.
-        seqs = np.concatenate([np.asarray(o["waker_rq_seq"])[
-            (np.asarray(o["flags_u16"]) & abi.OFF_WAKER_RQ) != 0] for o in (offcpu, helper)])
-        scope = workload_scope(rq, sorted(covered_devices(fs, meta)), meta,
-                               seqs.astype(np.uint64))
+        waited = waker_request_seqs(offcpu, helper)
+        # which requests the workload waited out (views/background.py background_requests)
+        rq.extra["waited"] = np.isin(rq.extra["seq"], waited).astype(np.uint8)
+        scope = workload_scope(rq, sorted(covered_devices(fs, meta)), meta, waited)
         if scope is not None:
             rq, bg = set_apart(rq, scope, device_names(meta, rq.devices))
     clock.lap("load records")
@@ -636,9 +637,13 @@ class _Tasks:
 
     def classes_view(self) -> Any:
         r = self.r
+        # Another process's requests add no seek or positioning; a loop device's carried
+        # I/O on the disk below does (its positioning is the disk's, for the workload).
+        bg = r["once"].background
         return per_class(self.rq, r["stages"], r["classify"], self.cfg.placement,
                          r["once"].counts, r["latency"], release=True,
-                         remapped=remapped_devices(self.rq.devices, self.meta))
+                         remapped=remapped_devices(self.rq.devices, self.meta),
+                         counted=None if bg is None else ~bg)
 
     def fsync_commits(self) -> Any:
         rq, fs, jr, cls = self.rq, self.fs, self.jr, self.r["classify"]

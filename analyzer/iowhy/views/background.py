@@ -95,6 +95,71 @@ def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
     return np.array(sorted(mine), dtype=np.int32)
 
 
+HANDOFF_HOPS = 8  # helper-to-helper hand-offs followed back from a workload wait
+
+
+def waker_request_seqs(off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray]
+                       ) -> np.ndarray:
+    """The seqs of the requests whose completion ended a wait the workload waited out:
+    every workload thread's (off), and a helper's only while a workload wait, or one of
+    a helper such a wait waited for (up to HANDOFF_HOPS hand-offs), was waiting for that
+    helper: the waiting one began before the helper's wakeup, and the helper woke it at
+    or after it. A shared kernel thread (a kworker serving a loop device and other
+    filesystems' writeback) also waits on requests the workload never waited for; those
+    do not make their device the workload's (workload_scope)."""
+    def col(d: Mapping[str, np.ndarray], f: str) -> np.ndarray:
+        return np.asarray(d.get(f, np.zeros(0)))
+    out = [col(off, "waker_rq_seq")[(col(off, "flags_u16") & abi.OFF_WAKER_RQ) != 0]]
+    htid = col(helper, "tid").astype(I64)
+    if len(htid):
+        hs, hw = col(helper, "start_ns").astype(I64), col(helper, "waking_ns").astype(I64)
+        hwt = col(helper, "waker_tid").astype(I64)
+        # The waits whose waker may be a helper: (waker, start, waking) of each.
+        wt, ws, ww = (col(off, "waker_tid").astype(I64), col(off, "start_ns").astype(I64),
+                      col(off, "waking_ns").astype(I64))
+        found = np.zeros(len(htid), bool)
+        for _ in range(HANDOFF_HOPS):
+            new = _woken_while_waited(htid, hw, wt, ws, ww) & ~found
+            if not new.any():
+                break
+            found |= new
+            wt, ws, ww = hwt[new], hs[new], hw[new]  # waits on the helpers that ended these
+        rqw = (col(helper, "flags_u16") & abi.OFF_WAKER_RQ) != 0
+        out.append(col(helper, "waker_rq_seq")[found & rqw])
+    return np.concatenate(out).astype(np.uint64)
+
+
+def _woken_while_waited(htid: np.ndarray, hw: np.ndarray, wt: np.ndarray, ws: np.ndarray,
+                        ww: np.ndarray) -> np.ndarray:
+    """Per helper interval (its tid, its waking hw): whether a wait (waker wt, from ws,
+    woken at ww) that it then ended was under way at its waking: wt == tid and
+    ws < hw <= ww. The waits keyed by (waker, start) in one sort, a running maximum of
+    their keyed wakings (a waker's keys lie above every earlier waker's, so the maximum
+    never reaches back into another's), one search per helper interval."""
+    ok = (ww > 0) & (wt > 0)
+    wt, ws, ww = wt[ok], ws[ok], ww[ok]
+    if not len(wt) or not len(htid):
+        return np.zeros(len(htid), bool)
+    tids, code = np.unique(np.concatenate((wt, htid)), return_inverse=True)
+    wc, hc = code[:len(wt)].astype(I64), code[len(wt):].astype(I64)
+    times = np.concatenate((ws, ww, hw))
+    t0 = int(times.min())
+    span = int(times.max()) - t0 + 1
+    if len(tids) * span >= 1 << 62:  # times as ranks instead (fewer than 3 per interval)
+        u, inv = np.unique(times, return_inverse=True)
+        times, t0, span = inv.astype(I64), 0, len(u)
+        ws, ww, hw = (times[:len(ws)], times[len(ws):len(ws) + len(ww)],
+                      times[len(ws) + len(ww):])
+    kstart = wc * span + (ws - t0)
+    o = np.argsort(kstart, kind="stable")
+    kstart = kstart[o]
+    reach = np.maximum.accumulate(wc[o] * span + (ww[o] - t0))
+    q = hc * span + (hw - t0)
+    k = np.searchsorted(kstart, q, side="left") - 1  # the last wait starting before
+    kk = np.maximum(k, 0)
+    return (k >= 0) & (wc[o][kk] == hc) & (reach[kk] >= q)
+
+
 def device_roles_below(rq: Requests, meta: Mapping[str, Any], top: set[int]
                        ) -> tuple[set[int], set[int]]:
     """(top, the devices under them in META `stack`, followed to the bottom)."""
@@ -222,11 +287,16 @@ def background_requests(rq: Requests, meta: Mapping[str, Any],
       carried ones (`carried`: views/stack.py), and those of a kernel thread or of an
       unknown submitter (the lower filesystem's journal, the flushes a loop worker's
       fsync sends) submitted while a request of a device above was in flight;
-    * on a device that is neither direct nor below and that another user process wrote
-      to or read from (its requests above: another process's loop device), the flushes
-      that are not the workload's own: that process's fsyncs sent them. (Its kernel
-      threads' writes stay: on a device the workload never submitted to, writeback and
-      the journal may be the workload's own buffered writes.)
+    * on a device that is neither direct nor below, in a trace with wakeup links
+      (rq.extra["waited"]: per request, whether its completion ended a wait the workload
+      waited out, waker_request_seqs): every request but those. Such a device is the
+      workload's only because a wait of it, or of a kernel thread it waited for, ended
+      there (workload_scope): a shared kworker also writes back other filesystems;
+    * on such a device in a trace without wakeup links, when another user process wrote
+      to or read from it (its requests above: another process's loop device), the
+      flushes that are not the workload's own: that process's fsyncs sent them. (Its
+      kernel threads' writes stay: with nothing to tell which waits they ended, writeback
+      and the journal may be the workload's own buffered writes.)
 
     The workload's own requests (RQ_TRACKED) are never background. counts:
     request_counts() of rq, if computed; cls: each request's class (model/classify.py),
@@ -239,7 +309,12 @@ def background_requests(rq: Requests, meta: Mapping[str, Any],
     user = known & tids_in(rq.tid, users) if len(users) else np.zeros(n, bool)
     out = user & ~mine
     direct, below = device_roles(rq, fsync_devs, meta, counts)
-    if direct and out.any():
+    waited = rq.extra.get("waited")
+    if waited is not None:
+        others = np.setdiff1d(unique(rq.dev), np.array(sorted(direct | below), np.int64))
+        if len(others):
+            out |= np.isin(rq.dev, others) & ~mine & (waited == 0)
+    elif direct and out.any():
         used = np.setdiff1d(unique(rq.dev[out]), np.array(sorted(direct | below), np.int64))
         if len(used):
             flush = np.zeros(n, bool) if cls is None else cls == FLUSH

@@ -131,7 +131,7 @@ def request_counts(rq: Requests, cls: np.ndarray, block: int = 1 << 16) -> Reque
 def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = True,
               counts: RequestCounts | None = None,
               latency: list[dict[str, Any]] | None = None, release: bool = False,
-              remapped: np.ndarray | None = None
+              remapped: np.ndarray | None = None, counted: np.ndarray | None = None
               ) -> tuple[dict[str, Any], dict[str, Any], np.ndarray, np.ndarray]:
     """Per-class request figures and metadata placement; also requests and bytes by
     (device, class, op) as two [ndev, nclass, 16] arrays.
@@ -157,7 +157,11 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
     A request with a non-zero seek adds its excess over b when that excess is above t
     (positioned_requests counts them); zero-seek requests add 0. The requests of a
     `remapped` device (views/placement.py remapped_devices: a loop device over a file
-    that a filesystem below places) are in no positioning figure.
+    that a filesystem below places) are in no positioning figure. With `counted` (a mask
+    over rq: the requests that are not another process's, views/background.py), the
+    placement figures are those requests': a seek is still measured from whatever
+    request came before it on the device, and every request's contiguous ones give the
+    baselines, but another process's requests add no seek or positioning.
 
     Latencies are computed for all requests at once and sorted within classes by one
     sort per figure (group_sort); `counts` (request_counts) and `latency`
@@ -188,5 +192,5 @@ def per_class(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool = 
             **lat_figs[k],
             "seek_sectors": {"p50": None, "max": None},
         }
-    place = _placement(rq, st, cls, reqs, with_placement, release, remapped)
+    place = _placement(rq, st, cls, reqs, with_placement, release, remapped, counted)
     return reqs, place, dev_op, dev_bytes

@@ -145,10 +145,13 @@ PLACEMENT_BLOCK = 1 << 16  # seeks per block of _placement (temporaries stay in 
 
 def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
                with_placement: bool, release: bool = False,
-               remapped: np.ndarray | None = None) -> dict[str, Any]:
+               remapped: np.ndarray | None = None,
+               in_figures: np.ndarray | None = None) -> dict[str, Any]:
     """Placement figures per class (and reqs[class]["seek_sectors"]), see per_class.
     remapped: per device, whether its sectors are offsets in a file that a filesystem
     places on another device (remapped_devices): no positioning is estimated there.
+    in_figures: per request, whether it is in the figures (None: all); every request with
+    a seek gives the baselines.
 
     The requests with a seek are taken block by block in stage order, without grouping
     them by class: a first pass counts them by (class, seek_bins) and by bucket (class,
@@ -159,7 +162,10 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     ncls = len(CLASS_NAMES)
     ndev = max(len(rq.devices), 1)
     service = st.seek_service if st.seek_service is not None else np.zeros(len(st.seek), I64)
-    counted = _count_seeks(rq, st, cls, with_placement, ndev)
+    keep = None if in_figures is None else in_figures[st.seek_idx]
+    if keep is not None and keep.all():
+        keep = None
+    counted = _count_seeks(rq, st, cls, with_placement, ndev, keep)
     limits = _bucket_limits(rq, st, counted, service, ndev) if with_placement else None
     # The bins that hold each class's seek percentiles (p50, p90 with placement) and max.
     qs = (50, 90) if with_placement else (50,)
@@ -168,7 +174,7 @@ def _placement(rq: Requests, st: Stages, cls: np.ndarray, reqs: dict[str, Any],
     cum = np.cumsum(counts, axis=1)
     ranks, want = _percentile_bins(nk, cum, qs)
     picked, excess = _excess_and_picks(rq, st, counted, limits, want, service,
-                                       ncls * (ndev << SIZE_BITS))
+                                       ncls * (ndev << SIZE_BITS), keep)
     if release:
         st.seek_idx = st.seek = st.seek_service = np.zeros(0, I64)
         st.seek_nbytes = st.seek_cls = None
@@ -216,6 +222,7 @@ class _Counted(NamedTuple):
     ok_all: np.ndarray | None  # whether each is fully observed (None: all are)
     per_b: np.ndarray  # fully observed requests per bucket
     zi: np.ndarray  # positions of the fully observed zero-seek ones (with placement)
+    per_b_in: np.ndarray  # per_b of the requests in the figures (per_b when all are)
 
 
 class _Limits(NamedTuple):
@@ -250,10 +257,12 @@ def _of_request(st: Stages, col: np.ndarray | None, arr: np.ndarray, a: int, b: 
 
 
 def _count_seeks(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool,
-                 ndev: int) -> _Counted:
-    """First pass, block by block: each seek's (class, bin) key and their histogram;
-    with placement, each one's bucket (class, device, size bucket floor(log2(bytes))),
-    the fully observed requests per bucket and the fully observed zero-seek ones."""
+                 ndev: int, keep: np.ndarray | None = None) -> _Counted:
+    """First pass, block by block: each seek's (class, bin) key and the histogram of
+    those in the figures (keep: per seek, None: all); with placement, each one's bucket
+    (class, device, size bucket floor(log2(bytes))), the fully observed requests per
+    bucket (all, for the baselines, and those in the figures) and the fully observed
+    zero-seek ones."""
     ncls = len(CLASS_NAMES)
     ng = ndev << SIZE_BITS
     nbk = ncls * ng
@@ -267,6 +276,7 @@ def _count_seeks(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool
     code = np.empty(n if with_placement else 0, np.int16 if nbk < (1 << 15) else np.int32)
     ok_all = None if all_ok or not with_placement else np.empty(n, bool)
     per_b = np.zeros(nbk, I64)  # fully observed requests per bucket
+    per_b_in = per_b if keep is None else np.zeros(nbk, I64)
     zparts = []
     for a in range(0, n, PLACEMENT_BLOCK):
         b = min(a + PLACEMENT_BLOCK, n)
@@ -274,7 +284,7 @@ def _count_seeks(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool
         seek = st.seek[a:b]
         bins = seek_bins(np.abs(seek))
         bins += c * SEEK_BINS
-        hist += np.bincount(bins, minlength=len(hist))
+        hist += np.bincount(bins if keep is None else bins[keep[a:b]], minlength=len(hist))
         skey[a:b] = bins
         if not with_placement:
             continue
@@ -291,15 +301,19 @@ def _count_seeks(rq: Requests, st: Stages, cls: np.ndarray, with_placement: bool
         bk += c
         code[a:b] = bk
         z = seek == 0
+        kb = None if keep is None else keep[a:b]
         if ok_all is not None:
             ok = ok_all[a:b]
             np.equal(gather(rq.flags, st.seek_idx[a:b]) & UNOBSERVED, 0, out=ok)
             z &= ok
             bk = bk[ok]
+            kb = None if kb is None else kb[ok]
         per_b += np.bincount(bk, minlength=nbk)
+        if kb is not None:
+            per_b_in += np.bincount(bk[kb], minlength=nbk)
         zparts.append(np.flatnonzero(z) + a)
     zi = np.concatenate(zparts) if zparts else np.zeros(0, I64)
-    return _Counted(skey, hist, code, ok_all, per_b, zi)
+    return _Counted(skey, hist, code, ok_all, per_b, zi, per_b_in)
 
 
 def _bucket_limits(rq: Requests, st: Stages, counted: _Counted, service: np.ndarray,
@@ -351,28 +365,36 @@ def _percentile_bins(nk: np.ndarray, cum: np.ndarray, qs: tuple[int, ...]
 
 
 def _excess_and_picks(rq: Requests, st: Stages, counted: _Counted, limits: _Limits | None,
-                      want: np.ndarray, service: np.ndarray, nbk: int
+                      want: np.ndarray, service: np.ndarray, nbk: int,
+                      keep: np.ndarray | None = None
                       ) -> tuple[list[tuple[np.ndarray, np.ndarray]], _Excess]:
     """Second pass, block by block: the (key, |seek|) of the seeks in the wanted bins;
-    with placement (limits), the excess, hits and service time per bucket."""
+    with placement (limits), the excess, hits and service time per bucket; of the seeks
+    in the figures only (keep: per seek, None: all)."""
     n = len(st.seek)
     excess = _Excess(np.zeros(nbk, I64), np.zeros(nbk, I64), np.zeros(nbk, I64))
     picked = []
     for a in range(0, n, PLACEMENT_BLOCK):
         b = min(a + PLACEMENT_BLOCK, n)
         kb = counted.skey[a:b].astype(np.intp)
-        w = np.flatnonzero(np.take(want, kb))
+        wanted = np.take(want, kb)
+        if keep is not None:
+            wanted &= keep[a:b]
+        w = np.flatnonzero(wanted)
         if len(w):
             picked.append((np.take(kb, w), np.abs(np.take(st.seek[a:b], w)).astype(I64)))
         if limits is not None:
-            _block_excess(rq, st, counted, limits, service, a, b, excess)
+            _block_excess(rq, st, counted, limits, service, a, b, excess,
+                          None if keep is None else keep[a:b])
     return picked, excess
 
 
 def _block_excess(rq: Requests, st: Stages, counted: _Counted, limits: _Limits,
-                  service: np.ndarray, a: int, b: int, excess: _Excess) -> None:
-    """Adds the seeks [a, b) to `excess`: each hit's excess over its baseline and the
-    hits by bucket, and every fully observed one's service time."""
+                  service: np.ndarray, a: int, b: int, excess: _Excess,
+                  keep: np.ndarray | None = None) -> None:
+    """Adds the seeks [a, b) in the figures (keep, None: all) to `excess`: each hit's
+    excess over its baseline and the hits by bucket, and every fully observed one's
+    service time."""
     base, thr, fit, fit_kind = limits.base, limits.thr, limits.fit, limits.fit_kind
     ok_all = counted.ok_all
     cc = counted.code[a:b].astype(np.intp)
@@ -397,6 +419,9 @@ def _block_excess(rq: Requests, st: Stages, counted: _Counted, limits: _Limits,
     if ok_all is not None:
         hit &= np.take(ok_all[a:b], ci)
         sv = sv * ok_all[a:b]
+    if keep is not None:
+        hit &= np.take(keep, ci)
+        sv = sv * keep
     hi = np.flatnonzero(hit)
     ch = np.take(ch, hi)
     excess.hits[...] += np.bincount(ch, minlength=len(excess.hits))
@@ -442,7 +467,7 @@ def _class_placement(k: int, counts_k: np.ndarray, nk: int, seek_p: dict[str, in
         "seek_sectors": seek_p,
         "seek_hist_log2": hist_k.tolist(),
         "positioning_ns": int(excess.pos[sl][keep].sum()),
-        "positioning_basis": int(counted.per_b[sl][keep].sum()),
+        "positioning_basis": int(counted.per_b_in[sl][keep].sum()),
         "positioned_requests": int(excess.hits[sl][keep].sum()),
         "baseline": BASELINES[int(np.argmax(by))] if by.any() else None,
         "baseline_requests": {bname: int(by[i]) for i, bname in enumerate(BASELINES)},
