@@ -39,8 +39,7 @@ from .model.devices import device_meta, device_names
 from .views.series import figure_data, task_comms
 from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
-                               table_requests, user_submitters, waker_request_seqs,
-                               workload_scope)
+                               table_requests, user_submitters, workload_scope)
 from .views.stack import carried_service, carrying_edges
 from .views.causal import elapsed_view, root_event_wait, thread_time_view
 from .views.causal_inputs import causal_inputs
@@ -284,10 +283,8 @@ def analyze(trace: Any, config: AnalysisConfig | None = None) -> dict[str, Any]:
         rq.extra["row"] = np.arange(rows, dtype=I64)
     if causal_trace(trace, offcpu):
         # Other devices' I/O set apart: the analysis covers the workload's devices.
-        waited = waker_request_seqs(offcpu, helper)
-        # which requests the workload waited out (views/background.py background_requests)
-        rq.extra["waited"] = np.isin(rq.extra["seq"], waited).astype(np.uint8)
-        scope = workload_scope(rq, sorted(covered_devices(fs, meta)), meta, waited)
+        scope, rq.extra["waited"] = workload_scope(rq, sorted(covered_devices(fs, meta)),
+                                                   meta, offcpu, helper)
         if scope is not None:
             rq, bg = set_apart(rq, scope, device_names(meta, rq.devices))
     clock.lap("load records")

@@ -6,7 +6,7 @@ only), and the bio-based devices whose I/O the report cannot show (docs/report-j
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -69,36 +69,50 @@ def device_roles(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
 
 
 def workload_scope(rq: Requests, fsync_devs: Sequence[tuple[int, int]],
-                   meta: Mapping[str, Any], waker_seqs: np.ndarray) -> np.ndarray | None:
-    """The workload's devices (indices into rq.devices) for a trace with wakeup links:
-    device_roles()' direct and below ones, and those whose request completion woke one
-    of its threads or of their helpers (waker_seqs) with every device below them in
-    META `stack`. None when that leaves out no device with requests (nothing to set
-    apart)."""
+                   meta: Mapping[str, Any], off: Mapping[str, np.ndarray],
+                   helper: Mapping[str, np.ndarray]) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the workload's devices, the requests it waited out) for a trace with wakeup
+    links. The devices (indices into rq.devices): device_roles()' direct and below ones,
+    and those whose request completion ended a wait the workload waited out
+    (waker_request_seqs, off and helper: the offcpu and helper columns) with every
+    device below them in META `stack`; None when that leaves out no device with
+    requests (nothing to set apart). The requests: per request of rq, 1 if its
+    completion ended such a wait (uint8; background_requests reads it as
+    rq.extra["waited"])."""
     direct, below = device_roles(rq, fsync_devs, meta)
     mine = direct | below
     seq = rq.extra.get("seq")
+    waited = np.zeros(len(rq), np.uint8)
     woke: set[int] = set()
-    if seq is not None and len(waker_seqs) and len(seq):
+    if seq is not None and len(seq):
         o = np.argsort(seq, kind="stable")
         ss = np.asarray(seq)[o]  # searched in place: a search through the sorter reads at random
-        i = np.minimum(np.searchsorted(ss, waker_seqs), len(o) - 1)
-        hit = o[i][ss[i] == waker_seqs]
+
+        def rows(seqs: np.ndarray) -> np.ndarray:  # each seq's request, -1 if none
+            i = np.minimum(np.searchsorted(ss, seqs), len(o) - 1)
+            return np.where(ss[i] == seqs, o[i], -1)
+        own = np.isin(np.arange(len(rq.devices)), np.array(sorted(mine), np.int64))
+
+        def settled(seqs: np.ndarray) -> np.ndarray:  # on a device that is the workload's
+            r = rows(seqs)
+            return (r >= 0) & own[rq.dev[np.maximum(r, 0)]]
+        hit = rows(waker_request_seqs(off, helper, settled))
+        hit = hit[hit >= 0]
+        waited[hit] = 1
         woke = set(unique(rq.dev[hit]).tolist()) - mine
     if woke:
         mine |= set().union(*device_roles_below(rq, meta, woke))
-    if not mine:
-        return None
     used = set(unique(rq.dev).tolist())
-    if used <= mine:
-        return None
-    return np.array(sorted(mine), dtype=np.int32)
+    if not mine or used <= mine:
+        return None, waited
+    return np.array(sorted(mine), dtype=np.int32), waited
 
 
 HANDOFF_HOPS = 8  # helper-to-helper hand-offs followed back from a workload wait
 
 
-def waker_request_seqs(off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray]
+def waker_request_seqs(off: Mapping[str, np.ndarray], helper: Mapping[str, np.ndarray],
+                       settled: Callable[[np.ndarray], np.ndarray] | None = None
                        ) -> np.ndarray:
     """The seqs of the requests whose completion ended a wait the workload waited out:
     every workload thread's (off), and a helper's only while a workload wait, or one of
@@ -106,12 +120,17 @@ def waker_request_seqs(off: Mapping[str, np.ndarray], helper: Mapping[str, np.nd
     helper: the waiting one began before the helper's wakeup, and the helper woke it at
     or after it. A shared kernel thread (a kworker serving a loop device and other
     filesystems' writeback) also waits on requests the workload never waited for; those
-    do not make their device the workload's (workload_scope)."""
+    do not make their device the workload's (workload_scope). settled: per seq, whether
+    its request's device is the workload's anyway; when every helper's is, which of
+    them the workload waited out changes nothing, and every one is returned unsearched."""
     def col(d: Mapping[str, np.ndarray], f: str) -> np.ndarray:
         return np.asarray(d.get(f, np.zeros(0)))
     out = [col(off, "waker_rq_seq")[(col(off, "flags_u16") & abi.OFF_WAKER_RQ) != 0]]
     htid = col(helper, "tid").astype(I64)
-    if len(htid):
+    rqw = (col(helper, "flags_u16") & abi.OFF_WAKER_RQ) != 0
+    if settled is not None and settled(col(helper, "waker_rq_seq")[rqw]).all():
+        out.append(col(helper, "waker_rq_seq")[rqw])
+    elif len(htid):
         hs, hw = col(helper, "start_ns").astype(I64), col(helper, "waking_ns").astype(I64)
         hwt = col(helper, "waker_tid").astype(I64)
         # The waits whose waker may be a helper: (waker, start, waking) of each.
@@ -124,7 +143,6 @@ def waker_request_seqs(off: Mapping[str, np.ndarray], helper: Mapping[str, np.nd
                 break
             found |= new
             wt, ws, ww = hwt[new], hs[new], hw[new]  # waits on the helpers that ended these
-        rqw = (col(helper, "flags_u16") & abi.OFF_WAKER_RQ) != 0
         out.append(col(helper, "waker_rq_seq")[found & rqw])
     return np.concatenate(out).astype(np.uint64)
 
@@ -135,29 +153,37 @@ def _woken_while_waited(htid: np.ndarray, hw: np.ndarray, wt: np.ndarray, ws: np
     woken at ww) that it then ended was under way at its waking: wt == tid and
     ws < hw <= ww. The waits keyed by (waker, start) in one sort, a running maximum of
     their keyed wakings (a waker's keys lie above every earlier waker's, so the maximum
-    never reaches back into another's), one search per helper interval."""
-    ok = (ww > 0) & (wt > 0)
-    wt, ws, ww = wt[ok], ws[ok], ww[ok]
+    never reaches back into another's), one search per helper interval whose tid woke
+    one of them."""
+    out = np.zeros(len(htid), bool)
     if not len(wt) or not len(htid):
-        return np.zeros(len(htid), bool)
-    tids, code = np.unique(np.concatenate((wt, htid)), return_inverse=True)
-    wc, hc = code[:len(wt)].astype(I64), code[len(wt):].astype(I64)
-    times = np.concatenate((ws, ww, hw))
-    t0 = int(times.min())
-    span = int(times.max()) - t0 + 1
-    if len(tids) * span >= 1 << 62:  # times as ranks instead (fewer than 3 per interval)
-        u, inv = np.unique(times, return_inverse=True)
-        times, t0, span = inv.astype(I64), 0, len(u)
-        ws, ww, hw = (times[:len(ws)], times[len(ws):len(ws) + len(ww)],
-                      times[len(ws) + len(ww):])
-    kstart = wc * span + (ws - t0)
-    o = np.argsort(kstart, kind="stable")
+        return out
+    helpers = unique(htid)  # a handful of threads: the searches below are on them alone
+    ok = (ww > 0) & np.isin(wt, helpers)
+    wt, ws, ww = wt[ok], ws[ok], ww[ok]
+    if not len(wt):
+        return out
+    cand = np.flatnonzero(np.isin(htid, unique(wt)))
+    if not len(cand):
+        return out
+    hc, hw = htid[cand], hw[cand]
+    t0 = min(int(ws.min()), int(hw.min()))
+    span = max(int(ww.max()), int(hw.max())) - t0 + 1
+    top = max(int(wt.max()), int(hc.max())) + 1
+    if top * span >= 1 << 62:  # the tids as ranks (the times fit any window of a trace)
+        tids, code = np.unique(np.concatenate((wt, hc)), return_inverse=True)
+        wt, hc, top = code[:len(wt)].astype(I64), code[len(wt):].astype(I64), len(tids)
+        if top * span >= 1 << 62:
+            raise OverflowError(f"{top} threads over {span} ns cannot be keyed")
+    kstart = wt * span + (ws - t0)
+    o = np.argsort(kstart)
     kstart = kstart[o]
-    reach = np.maximum.accumulate(wc[o] * span + (ww[o] - t0))
+    reach = np.maximum.accumulate(wt[o] * span + (ww[o] - t0))
     q = hc * span + (hw - t0)
     k = np.searchsorted(kstart, q, side="left") - 1  # the last wait starting before
     kk = np.maximum(k, 0)
-    return (k >= 0) & (wc[o][kk] == hc) & (reach[kk] >= q)
+    out[cand] = (k >= 0) & (wt[o][kk] == hc) & (reach[kk] >= q)
+    return out
 
 
 def device_roles_below(rq: Requests, meta: Mapping[str, Any], top: set[int]
