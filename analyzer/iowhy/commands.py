@@ -176,7 +176,7 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if not k.startswith("_")}
 
 
-def _problems_first(tr: Any, out: Any) -> None:
+def print_problems_first(tr: Any, out: Any) -> None:
     """What was lost, first, as the report shows it (reports/terminal.py problems_first)."""
     from .reports.terminal import problems_first
     lines = problems_first(tr)
@@ -281,7 +281,7 @@ def cmd_hist(args: argparse.Namespace) -> int:
                 groups = {"": values}
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy hist --help`", usage=True) from None
-    _problems_first(tr, sys.stderr if (args.png or args.json) else sys.stdout)
+    print_problems_first(tr, sys.stderr if (args.png or args.json) else sys.stdout)
     hunit = HIST_ALIASES.get(args.unit, args.unit)
     slot_unit = unit if unit != "ns" else hunit
     div = UNITS[hunit] if unit == "ns" else 1
@@ -478,7 +478,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
                     else render_text(rows, args.unit, output_width()))
     except ValueError as e:
         raise _user_error(str(e), "see `iowhy requests --help`", usage=True) from None
-    _problems_first(tr, sys.stderr if (args.json or args.csv) else sys.stdout)
+    print_problems_first(tr, sys.stderr if (args.json or args.csv) else sys.stdout)
     if text is not None:
         write_stdout(text)
     else:  # JSON and CSV are written a batch of rows at a time

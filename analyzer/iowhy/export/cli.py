@@ -77,14 +77,6 @@ def add_export_parsers(sub: Any) -> None:
     im.set_defaults(func=cmd_import)
 
 
-def warn_problems(tr: Any) -> None:
-    """What was lost, first, on stderr (the output is a file or a table): a flight dump's
-    window, the damage, the kernel's losses (reports/terminal.py problems_first)."""
-    from ..reports.terminal import problems_first
-    for line in problems_first(tr):
-        print(line, file=sys.stderr)
-
-
 def _user_error(e: Exception) -> Exception:
     from ..errors import UserError
     return UserError(str(e), getattr(e, "hint", ""))
@@ -133,7 +125,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 said = ", ".join(f"{v} {k}" for k, v in counts.items())
     except OutputError as err:
         raise _user_error(err) from None
-    warn_problems(tr)  # after the progress line: first, before what was written
+    from ..commands import print_problems_first
+    print_problems_first(tr, sys.stderr)  # after the progress line: first, before what was written
     print(f"wrote {where}: {said}", file=sys.stderr)
     return 0
 
