@@ -14,7 +14,7 @@
 #ifndef IOWHY_H
 #define IOWHY_H
 
-#define IOWHY_FORMAT_VERSION 9
+#define IOWHY_FORMAT_VERSION 10
 #define IOWHY_COMM_LEN 16
 
 /* Record types (iowhy_rec_hdr.type and the chunk type of a record chunk). */
@@ -218,6 +218,10 @@ struct iowhy_journal {
 #define IOWHY_OFF_THROTTLE_BLOCK (1 << 8) /* throttled in the block layer before it had a
 					     request (writeback throttling, rq-qos, a wait for a
 					     tag): the wait is the throttle's */
+#define IOWHY_OFF_OPEN_END (1 << 9) /* still off CPU when recording stopped (version 10): end_ns
+				       is the stop time; written by the recorder from the
+				       thread's probe state (waking_ns: woken, not yet back on
+				       a CPU; 0: still asleep) */
 
 /* iowhy_offcpu.waker_ctx_u16: the context sched_waking ran in (from the preempt count) */
 #define IOWHY_WCTX_UNKNOWN 0 /* not woken (preempted, yielded) or not readable */
@@ -376,7 +380,7 @@ struct iowhy_bio {
 /*
  * Per-thread state of tracked tasks (syscall in progress, fs sync event, off-CPU): the
  * value of the probes' task map, read back by the recorder at stop for the calls still
- * running (dump_open_calls). Not a trace record.
+ * running and the sleeps not ended (dump_open_tasks). Not a trace record.
  */
 struct task_state {
 	__u64 sys_enter_ns;

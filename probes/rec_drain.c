@@ -6,12 +6,13 @@
 /* ---------------------------------------------------------------- events --- */
 
 /*
- * Stop-time records (requests in flight, calls still running) are held back until the
- * ring has been drained once more after the tables were read: a request that completes
- * or a call that returns while the recorder reads them is in the table as it was and,
- * moments later, in the ring as it ended. The ring's record wins; a held one is written
- * only if the late drain brought none with the same identity (request: seq; call: tid
- * and entry time).
+ * Stop-time records (requests in flight, calls still running, sleeps not ended) are held
+ * back until the ring has been drained once more after the tables were read: a request
+ * that completes, a call that returns or a thread that comes back on a CPU while the
+ * recorder reads them is in the table as it was and, moments later, in the ring as it
+ * ended. The ring's record wins; a held one is written only if the late drain brought
+ * none with the same identity (request: seq; call: tid and entry time; sleep: tid and
+ * switch-out time).
  */
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -28,10 +29,32 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 	return p;
 }
 
-/* Request and call identities share one list: a call's is tagged in the top bit. */
+/*
+ * Request, call and sleep identities share one list: a request's is its seq (below
+ * 2^62); a call's (tid, entry time) and a sleep's (tid, switch-out time) are tagged in
+ * the top two bits.
+ */
+#define ID_TAG_MASK (3ULL << 62)
+static __u64 tagged_identity(__u64 tag, __u32 tid, __u64 ns)
+{
+	return tag | ((((__u64)tid << 32) ^ ns) & ~ID_TAG_MASK);
+}
+
 static __u64 call_identity(const struct iowhy_fsync *e)
 {
-	return (1ULL << 63) | ((((__u64)e->tid << 32) ^ e->enter_ns) & ~(1ULL << 63));
+	return tagged_identity(2ULL << 62, e->tid, e->enter_ns);
+}
+
+static __u64 sleep_identity(const struct iowhy_offcpu *e)
+{
+	return tagged_identity(3ULL << 62, e->tid, e->start_ns);
+}
+
+static __u64 held_identity(const struct held *h)
+{
+	return h->type == IOWHY_REC_REQUEST ? h->u.rq.seq
+	       : h->type == IOWHY_REC_FSYNC ? call_identity(&h->u.fs)
+					    : sleep_identity(&h->u.off);
 }
 
 static void note_late(struct rec *r, const struct iowhy_rec_hdr *h)
@@ -43,6 +66,8 @@ static void note_late(struct rec *r, const struct iowhy_rec_hdr *h)
 		id = ((const struct iowhy_request *)h)->seq;
 	else if (h->type == IOWHY_REC_FSYNC)
 		id = call_identity((const struct iowhy_fsync *)h);
+	else if (h->type == IOWHY_REC_OFFCPU)
+		id = sleep_identity((const struct iowhy_offcpu *)h);
 	else
 		return;
 	v = grow(r->stop_q.seen, &r->stop_q.capseen, r->stop_q.nseen + 1, sizeof(*v));
@@ -79,15 +104,17 @@ static void release_held(struct rec *r)
 	qsort(r->stop_q.seen, r->stop_q.nseen, sizeof(__u64), cmp_u64);
 	for (size_t i = 0; i < r->stop_q.n; i++) {
 		struct held *h = &r->stop_q.v[i];
-		__u64 id = h->type == IOWHY_REC_REQUEST ? h->u.rq.seq : call_identity(&h->u.fs);
+		__u64 id = held_identity(h);
 
 		if (r->stop_q.nseen && bsearch(&id, r->stop_q.seen, r->stop_q.nseen, sizeof(id), cmp_u64))
 			continue;
 		add_record(r, h->type, &h->u);
 		if (h->type == IOWHY_REC_REQUEST)
 			r->w.incomplete_requests++;
-		else
+		else if (h->type == IOWHY_REC_FSYNC)
 			r->w.open_calls++;
+		else
+			r->w.open_sleeps++;
 	}
 	free(r->stop_q.v);
 	free(r->stop_q.seen);
@@ -204,19 +231,37 @@ static void drain_stages(struct rec *r, int wait)
 	}
 }
 
-static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop)
+/*
+ * Where the records of what is still open go: held for the late drain at stop
+ * (hold_record), or added to a flight dump as it is written (add_record).
+ */
+typedef void (*put_fn)(struct rec *r, int type, const void *rec);
+
+static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop, put_fn put)
 {
+	__u64 first = rq->submit_ns ? rq->submit_ns : rq->insert_ns ? rq->insert_ns : rq->issue_ns;
+
+	/* a flight dump's tables are read while the probes run, moments after its end: a
+	 * request begun since is not in it, and a stage reached since is not reached yet */
+	if (first > stop)
+		return;
+	if (rq->insert_ns > stop)
+		rq->insert_ns = 0;
+	if (rq->issue_ns > stop)
+		rq->issue_ns = 0;
+	if (rq->data_done_ns > stop)
+		rq->data_done_ns = 0;
 	rq->hdr.type = IOWHY_REC_REQUEST;
 	rq->hdr.size_bytes = sizeof(*rq);
 	rq->hdr.ts_ns = stop;
 	rq->flags_u16 |= IOWHY_RQ_INCOMPLETE;
 	rq->pad0 = 0;
-	hold_record(r, IOWHY_REC_REQUEST, rq);
+	put(r, IOWHY_REC_REQUEST, rq);
 }
 
 /* Requests still in flight at stop (in the table or its overflow hash) become records
  * marked incomplete. */
-static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
+static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop, put_fn put)
 {
 	int fd = bpf_map__fd(skel->maps.rqs), tfd = bpf_map__fd(skel->maps.rq_tab);
 	__u32 n = bpf_map__max_entries(skel->maps.rq_tab);
@@ -225,12 +270,12 @@ static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 
 	for (__u32 i = 0; i < n; i++)
 		if (bpf_map_lookup_elem(tfd, &i, &s) == 0 && s.tag)
-			add_inflight(r, &s.r, stop);
+			add_inflight(r, &s.r, stop, put);
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &s) == 0)
-			add_inflight(r, &s.r, stop);
+			add_inflight(r, &s.r, stop, put);
 	}
 }
 
@@ -267,13 +312,95 @@ static int read_task_state(const struct iowhy_bpf *skel, int fd, pid_t tgid, pid
 }
 
 /*
- * fsync-family calls still running at stop become records flagged INCOMPLETE: a
- * thread blocked in fsync when the user presses Ctrl-C is often the very thing the
- * recording is about. Found from each tracked thread's probe state (the tracked bitmap
- * names the processes, /proc their threads); the fd comes from /proc/TID/syscall, which
- * shows the arguments of a thread blocked in a syscall.
+ * The fsync-family call still running in `st` at stop, as a record flagged INCOMPLETE:
+ * a thread blocked in fsync when the user presses Ctrl-C is often the very thing the
+ * recording is about. The fd comes from /proc/TID/syscall, which shows the arguments of
+ * a thread blocked in a syscall.
  */
-static void dump_open_calls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
+static void put_open_call(struct rec *r, const struct iowhy_bpf *skel, const struct task_state *st,
+			  pid_t tgid, pid_t tid, __u64 stop, put_fn put)
+{
+	struct iowhy_fsync e = {};
+	long long nr = -1, a0 = -1;
+	char path[96];
+	FILE *f;
+
+	if (!st->sys_enter_ns || st->sys_enter_ns > stop || !(e.call_u16 = open_call(skel, st)))
+		return;
+	e.hdr.type = IOWHY_REC_FSYNC;
+	e.hdr.size_bytes = sizeof(e);
+	e.hdr.ts_ns = stop;
+	e.enter_ns = st->sys_enter_ns;
+	e.exit_ns = stop;
+	e.ino = st->fs_ino;
+	e.commit_seq = st->fs_seq;
+	e.tgid = (__u32)tgid;
+	e.tid = (__u32)tid;
+	e.dev_major = iowhy_dev_major(st->fs_dev);
+	e.dev_minor = iowhy_dev_minor(st->fs_dev);
+	e.syscall_nr = (__u32)st->sys_nr;
+	e.fs_u16 = st->fs_kind;
+	e.flags_u16 = st->fs_flags | IOWHY_FS_F_INCOMPLETE;
+	e.seq_span_u16 = (st->fs_flags & IOWHY_FS_F_SEQ_SPAN) ? st->fs_seq_span : 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
+	if ((f = fopen(path, "r"))) {
+		if (fscanf(f, "%lld %llx", &nr, (unsigned long long *)&a0) != 2)
+			nr = -1;
+		fclose(f);
+	}
+	e.fd = e.call_u16 == IOWHY_CALL_SYNC ? -1
+	       : nr == st->sys_nr	    ? (__s32)a0
+	       : (st->fs_flags & IOWHY_FS_F_LATE_ENTER) ? (__s32)st->arg0 : -1;
+	read_comm(tgid, tid, e.comm);
+	put(r, IOWHY_REC_FSYNC, &e);
+}
+
+/*
+ * The off-CPU interval still open in `st` at stop (the thread asleep, or woken and not
+ * yet back on a CPU), as the probes would have written it at the switch-in, ending at
+ * the stop and flagged OPEN_END: without it the thread's last sleep would read as time
+ * on CPU (a thread's time between its intervals is). Mirrors emit_offcpu (iowhy.bpf.c).
+ */
+static void put_open_sleep(struct rec *r, const struct task_state *st, pid_t tgid, pid_t tid,
+			   __u64 stop, put_fn put)
+{
+	struct iowhy_offcpu e = {};
+
+	if (!st->off_ns || st->off_ns > stop || (st->off_flags & IOWHY_OFF_HELPER))
+		return;
+	e.hdr.type = IOWHY_REC_OFFCPU;
+	e.hdr.size_bytes = sizeof(e);
+	e.hdr.ts_ns = stop;
+	e.start_ns = st->off_ns;
+	e.waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) || st->waking_ns > stop ? 0 : st->waking_ns;
+	e.end_ns = stop;
+	e.tgid = (__u32)tgid;
+	e.tid = (__u32)tid;
+	e.state = st->off_state;
+	e.syscall_nr = st->off_sys_nr;
+	e.flags_u16 = st->off_flags | IOWHY_OFF_OPEN_END;
+	e.run_total_ns = (st->off_flags & IOWHY_OFF_FROM_START) ? 0 : st->run_ns;
+	e.waker_tgid = st->waker_tgid;
+	e.waker_tid = st->waker_tid;
+	memcpy(e.waker_comm, st->waker_comm, sizeof(e.waker_comm));
+	if (e.waking_ns) {
+		e.waker_ctx_u16 = st->waker_ctx;
+		e.waker_preempt_count = st->waker_preempt_count;
+		if (st->waker_rq_depth) {
+			e.flags_u16 |= IOWHY_OFF_WAKER_RQ;
+			e.waker_rq_seq = st->waker_rq_seq;
+			e.waker_rq_depth = st->waker_rq_depth;
+		}
+	}
+	put(r, IOWHY_REC_OFFCPU, &e);
+}
+
+/*
+ * What each tracked thread was still doing at stop, from its probe state (the tracked
+ * bitmap names the processes, /proc their threads): the fsync-family call it was in and
+ * the off-CPU interval it was in, as records.
+ */
+static void dump_open_tasks(struct rec *r, struct iowhy_bpf *skel, __u64 stop, put_fn put)
 {
 	int bfd = bpf_map__fd(skel->maps.tracked);
 	int sfd = bpf_map__fd(skel->rodata->use_task_storage ? skel->maps.task_store
@@ -296,45 +423,12 @@ static void dump_open_calls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 		tasks = opendir(path);
 		while (tasks && (te = readdir(tasks))) {
 			pid_t tid = (pid_t)strtol(te->d_name, NULL, 10);
-			struct iowhy_fsync e = {};
 			struct task_state st;
-			long long nr = -1, a0 = -1;
-			FILE *f;
 
-			if (tid <= 0 || read_task_state(skel, sfd, tgid, tid, &st) ||
-			    !st.sys_enter_ns || !(e.call_u16 = open_call(skel, &st)))
+			if (tid <= 0 || read_task_state(skel, sfd, tgid, tid, &st))
 				continue;
-			e.hdr.type = IOWHY_REC_FSYNC;
-			e.hdr.size_bytes = sizeof(e);
-			e.hdr.ts_ns = stop;
-			e.enter_ns = st.sys_enter_ns;
-			e.exit_ns = stop;
-			e.ino = st.fs_ino;
-			e.commit_seq = st.fs_seq;
-			e.tgid = (__u32)tgid;
-			e.tid = (__u32)tid;
-			e.dev_major = iowhy_dev_major(st.fs_dev);
-			e.dev_minor = iowhy_dev_minor(st.fs_dev);
-			e.syscall_nr = (__u32)st.sys_nr;
-			e.fs_u16 = st.fs_kind;
-			e.flags_u16 = st.fs_flags | IOWHY_FS_F_INCOMPLETE;
-			e.seq_span_u16 = (st.fs_flags & IOWHY_FS_F_SEQ_SPAN) ? st.fs_seq_span : 0;
-			snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
-			if ((f = fopen(path, "r"))) {
-				if (fscanf(f, "%lld %llx", &nr, (unsigned long long *)&a0) != 2)
-					nr = -1;
-				fclose(f);
-			}
-			e.fd = e.call_u16 == IOWHY_CALL_SYNC ? -1
-			       : nr == st.sys_nr	      ? (__s32)a0
-			       : (st.fs_flags & IOWHY_FS_F_LATE_ENTER) ? (__s32)st.arg0 : -1;
-			snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", tgid, tid);
-			if ((f = fopen(path, "r"))) {
-				if (fgets(e.comm, sizeof(e.comm), f))
-					e.comm[strcspn(e.comm, "\n")] = 0;
-				fclose(f);
-			}
-			hold_record(r, IOWHY_REC_FSYNC, &e);
+			put_open_call(r, skel, &st, tgid, tid, stop, put);
+			put_open_sleep(r, &st, tgid, tid, stop, put);
 		}
 		if (tasks)
 			closedir(tasks);
@@ -490,6 +584,13 @@ void poll_until_stop(struct rec *r)
 	cpu_ns(&r->cpu1_user, &r->cpu1_sys);
 }
 
+/* Take what the probes' stages and the ring hold now (a flight dump's end). */
+void drain_now(struct rec *r)
+{
+	drain_stages(r, 0);
+	ring_buffer__consume(r->rb);
+}
+
 void drain_at_stop(struct rec *r)
 {
 	/*
@@ -502,8 +603,8 @@ void drain_at_stop(struct rec *r)
 	__sync_synchronize();
 	drain_stages(r, 1); /* each stage taken once after `stopping`: none is written again */
 	ring_buffer__consume(r->rb);
-	dump_inflight(r, r->skel, r->end_ns);
-	dump_open_calls(r, r->skel, r->end_ns);
+	dump_inflight(r, r->skel, r->end_ns, hold_record);
+	dump_open_tasks(r, r->skel, r->end_ns, hold_record);
 	r->stop_q.late = 1;
 	ring_buffer__consume(r->rb);
 	r->stop_q.late = 0;
@@ -512,4 +613,29 @@ void drain_at_stop(struct rec *r)
 	flush_all(r);
 	/* after the last read of the ring: the counts cover every record of the trace */
 	stats_end(r);
+}
+
+/*
+ * The end of a flight dump written while recording goes on (rec_flight.c): what is
+ * still in flight, running or asleep at `at`, added to the dump as it is written, as
+ * at a stop (the recording's own records of them come when they end, in later chunks).
+ * The records go through the writer's buffers, flushed here into the dump; the
+ * recording's totals are left as they were. `nrec`: the dump's records, by type;
+ * `open`: the requests, calls and sleeps added.
+ */
+void write_open_state(struct rec *r, __u64 at, __u64 nrec[IOWHY_REC_MAX + 1], __u64 open[3])
+{
+	static const int types[] = { IOWHY_REC_REQUEST, IOWHY_REC_FSYNC, IOWHY_REC_OFFCPU };
+	__u64 before[3];
+
+	for (int i = 0; i < 3; i++)
+		before[i] = r->w.bufs[types[i]].total;
+	dump_inflight(r, r->skel, at, add_record);
+	dump_open_tasks(r, r->skel, at, add_record);
+	flush_all(r);
+	for (int i = 0; i < 3; i++) {
+		open[i] = r->w.bufs[types[i]].total - before[i];
+		nrec[types[i]] += open[i];
+		r->w.bufs[types[i]].total = before[i];
+	}
 }

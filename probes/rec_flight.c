@@ -324,18 +324,28 @@ static void dump_path(struct rec *r, int n, char *out, size_t cap)
 }
 
 /* Write the pending window. 0, or -1 (one line said why; recording goes on). */
-static int dump(struct rec *r, __u64 now)
+/*
+ * Write the window ending `now` to the next dump file. `at_stop`: the recording has
+ * stopped, and drain_at_stop has added what was still open to the kept chunks; else the
+ * probes' last records are taken first and what is open at the end (requests in flight,
+ * calls running, sleeps not ended) is added to the dump alone (write_open_state).
+ */
+static int dump(struct rec *r, __u64 now, int at_stop)
 {
 	struct flight *f = r->fl;
 	__u64 w = (__u64)(r->env.flight_s * 1e9), start, counters[IOWHY_C_MAX], base[IOWHY_C_MAX];
 	__u64 nrec[IOWHY_REC_MAX + 1] = {}, keep_start = r->start_ns, keep_seq = r->w.seq;
-	__u64 keep_off = r->w.good_off;
+	__u64 keep_off = r->w.good_off, open[3] = {};
 	char path[PATH_MAX], keep_partial[PATH_MAX];
 	struct iowhy_file_hdr fh = {};
 	struct fchunk *c, *first = NULL;
 	int err = 0, ok;
 	struct sbuf s;
 
+	if (!at_stop) {
+		drain_now(r);
+		now = now_ns(CLOCK_MONOTONIC);
+	}
 	flush_all(r); /* every record up to now into a kept chunk */
 	start = f->trig_ns > w ? f->trig_ns - w : 0;
 	if (start < r->start_ns)
@@ -368,13 +378,22 @@ static int dump(struct rec *r, __u64 now)
 		nrec[c->type] += c->count;
 		err = put_chunk(r, c->bytes, c->len);
 	}
+	if (!err && !r->w.failed && !at_stop)
+		write_open_state(r, now, nrec, open);
 	counters_sum(r->counters_fd, counters);
 	memcpy(base, first ? first->counters : counters, sizeof(base));
 	if (!err && !r->w.failed) {
 		sb_open(&s);
+		if (at_stop) {
+			open[0] = r->w.incomplete_requests;
+			open[1] = r->w.open_calls;
+			open[2] = r->w.open_sleeps;
+		}
 		fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"flight-dump\", \"exit_status\": null, "
-			     "\"rq_seq_stride\": %d, \"records\": {",
-			(unsigned long long)now, libbpf_num_possible_cpus());
+			     "\"rq_seq_stride\": %d, \"in_flight_at_stop\": %llu, "
+			     "\"calls_open_at_stop\": %llu, \"sleeps_open_at_stop\": %llu, \"records\": {",
+			(unsigned long long)now, libbpf_num_possible_cpus(), (unsigned long long)open[0],
+			(unsigned long long)open[1], (unsigned long long)open[2]);
 		for (int t = 1; t <= IOWHY_REC_MAX; t++)
 			fprintf(s.f, "%s\"%s\": %llu", t > 1 ? ", " : "", rec_names[t],
 				(unsigned long long)nrec[t]);
@@ -436,7 +455,7 @@ void flight_tick(struct rec *r, __u64 now)
 	}
 	if (!f->pending || now < f->due_ns)
 		return;
-	dump(r, now);
+	dump(r, now, 0);
 	if (f->dumps >= r->env.max_dumps) {
 		if (!r->env.quiet)
 			fprintf(stderr, "iowhy-record: flight: %d dumps written (--max-dumps): "
@@ -474,7 +493,7 @@ void flight_stop(struct rec *r)
 			 r->stop_reason);
 	}
 	drain_at_stop(r);
-	if (dump(r, r->end_ns))
+	if (dump(r, r->end_ns, 1))
 		f->stop_failed = 1;
 }
 

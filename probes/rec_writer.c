@@ -533,12 +533,14 @@ void write_trailer(struct rec *r)
 	sb_open(&s);
 	fprintf(s.f, "{\"end_ns\": %llu, \"stop_reason\": \"%s\", \"exit_status\": %s, "
 		     "\"in_flight_at_stop\": %llu, \"calls_open_at_stop\": %llu, "
+		     "\"sleeps_open_at_stop\": %llu, "
 		     "\"write_probes_ns\": %llu, \"rq_seq_stride\": %d, "
 		     "\"recorder_cpu_ns\": {\"user\": %llu, \"system\": %llu}, "
 		     "\"chunk_zstd\": {\"level\": %d, \"data_bytes\": %llu, \"stored_bytes\": %llu, "
 		     "\"cpu_ns\": %llu}, ",
 		(unsigned long long)r->end_ns, r->stop_reason, status,
 		(unsigned long long)r->w.incomplete_requests, (unsigned long long)r->w.open_calls,
+		(unsigned long long)r->w.open_sleeps,
 		(unsigned long long)(r->lazy_writes ? r->write_probes_ns : r->start_ns),
 		libbpf_num_possible_cpus(), (unsigned long long)(r->cpu1_user - r->cpu0_user),
 		(unsigned long long)(r->cpu1_sys - r->cpu0_sys), r->w.zlevel,

@@ -105,6 +105,7 @@ struct held {
 	union {
 		struct iowhy_request rq;
 		struct iowhy_fsync fs;
+		struct iowhy_offcpu off;
 	} u;
 };
 
@@ -165,6 +166,7 @@ struct rec {
 		__u64 unknown_records;
 		__u64 incomplete_requests;
 		__u64 open_calls; /* fsync-family calls still running at stop */
+		__u64 open_sleeps; /* off-CPU intervals of workload threads still open at stop */
 	} w;
 	char partial_path[PATH_MAX]; /* where the trace is written until it is renamed */
 	/* Stop-time records held until the late drain (see hold_record). */
@@ -265,6 +267,8 @@ int map_stages(struct rec *r, struct bpf_map *map);
 int open_ring(struct rec *r);
 void poll_until_stop(struct rec *r);
 void drain_at_stop(struct rec *r);
+void drain_now(struct rec *r);
+void write_open_state(struct rec *r, __u64 at, __u64 nrec[IOWHY_REC_MAX + 1], __u64 open[3]);
 
 /* rec_stats.c: statistics */
 __u64 counters_sum(int fd, __u64 *out);

@@ -35,8 +35,8 @@ from iowhy.findings import served_text
 
 from .fmt import (SERVED_BELOW_NOTE, cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct,
                   remapped_note, served_below, short_command, yes_no)
-from .terminal import (carried_text, fmt_ns, lower_devices, preflush_text, root_wait_note,
-                       thread_line, title)
+from .terminal import (carried_text, cpu_to_stop_note, fmt_ns, lower_devices, preflush_text,
+                       root_wait_note, thread_line, title)
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -197,9 +197,9 @@ def section_where(r: Mapping[str, Any], figure: str = "") -> str:
     if bg:
         parts.append("<p>background I/O, not waited on: " + esc(", ".join(
             f"{d['name']} {d['requests']:,} requests" for d in bg[:8])) + "</p>")
-    note = root_wait_note(r)
-    if note:
-        parts.append(f"<p>note: {esc(note)}</p>")
+    for note in (root_wait_note(r), cpu_to_stop_note(r)):
+        if note:
+            parts.append(f"<p>note: {esc(note)}</p>")
     un = r.get("unseen_wakers") or {}
     if un.get("count"):
         parts.append(f"<p>waker not seen: {un['count']:,} waits, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from iowhy import cmdline
+from iowhy.abi import OPEN_END_VERSION
 from iowhy.categories import display_order  # the categories' order: read at each use
 from iowhy.findings import fmt_ns, plural, served_text  # one format for findings and tables
 
@@ -115,6 +116,16 @@ def root_wait_note(r: Mapping[str, Any]) -> str | None:
             "it, not if it was idle (a server's master process): read THREAD TIME then")
 
 
+def cpu_to_stop_note(r: Mapping[str, Any]) -> str | None:
+    """The caveat of `cpu_to_stop` (docs/report-json.md) in words, or None."""
+    tail = r.get("cpu_to_stop")
+    if not tail:
+        return None
+    return (f"recorded before format {OPEN_END_VERSION}, which writes no sleep still open at "
+            f"the stop: {plural(tail['threads'], 'thread')}, {fmt_ns(tail['ns'])} from the last "
+            "switch-in to the stop counted as cpu, part of which may be a sleep")
+
+
 def _where(r: Mapping[str, Any]) -> list[str]:
     el = r["elapsed_ns"]
     if r.get("attribution_ns") is None:
@@ -141,6 +152,9 @@ def _where(r: Mapping[str, Any]) -> list[str]:
                           f"({fmt_mib(d['read_bytes'] + d['write_bytes'])} MiB)" for d in bg[:4])
         lines += wrap_text(f"background I/O, not waited on: {parts}", "  ", "    ")
     note = root_wait_note(r)
+    if note:
+        lines += wrap_text(f"note: {note}", "  ", "    ")
+    note = cpu_to_stop_note(r)
     if note:
         lines += wrap_text(f"note: {note}", "  ", "    ")
     un = r.get("unseen_wakers") or {}

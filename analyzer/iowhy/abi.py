@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 # Older versions the reader still takes (their records are widened to this version's).
-READ_VERSIONS = (3, 4, 5, 6, 7, 8, 9)
+READ_VERSIONS = (3, 4, 5, 6, 7, 8, 9, 10)
 # The first version whose task records carry the task's cgroup (TASK_DTYPE cgroup_id).
 CGROUP_VERSION = 9
+# The first version whose recorder writes the off-CPU intervals still open at stop
+# (OFF_OPEN_END): in older recordings a thread asleep at the stop has no interval for
+# that sleep, which then reads as time on CPU.
+OPEN_END_VERSION = 10
 # The version of a file without compacted chunks (what TraceWriter writes unless asked to
 # compact): the lowest that holds it, so that readers of version 5 read it.
 BASE_VERSION = 5
@@ -119,6 +123,7 @@ OFF_FROM_START = 1 << 5
 OFF_HELPER = 1 << 6
 OFF_THROTTLE_DIRTY = 1 << 7
 OFF_THROTTLE_BLOCK = 1 << 8
+OFF_OPEN_END = 1 << 9
 
 # offcpu waker_ctx_u16: the context the wakeup ran in
 WCTX_UNKNOWN, WCTX_TASK, WCTX_SOFTIRQ, WCTX_HARDIRQ, WCTX_NMI = 0, 1, 2, 3, 4

@@ -41,7 +41,7 @@ from .model.wakeups import WAKE_FIELDS, asleep_at_start, has_wakers
 from .views.background import (bio_based_warnings, comms_at, set_apart, submitter_tids,
                                table_requests, user_submitters, workload_scope)
 from .views.stack import carried_service, carrying_edges
-from .views.causal import elapsed_view, root_event_wait, thread_time_view
+from .views.causal import cpu_to_stop, elapsed_view, root_event_wait, thread_time_view
 from .views.causal_inputs import causal_inputs
 from .views.workload import workload_covers, workload_view
 from .traceformat import recording
@@ -622,6 +622,12 @@ class _Tasks:
         ev["unseen_wakers"] = {"count": tl.unseen, "blocked_ns": tl.unseen_ns}
         ev["thread_time"] = r["thread time"]
         ev["root_event_wait"] = root_event_wait(tl, root, self.meta.get("machine"), comms)
+        rec = getattr(self.trace, "recorder", None) or {}
+        if (int(getattr(self.trace, "version", abi.FORMAT_VERSION)) < abi.OPEN_END_VERSION
+                and rec.get("attach_mode") and not rec.get("imported")):
+            tail = cpu_to_stop(tl, self.win.end_ns)
+            if tail:
+                ev["cpu_to_stop"] = tail
         if cfg.interval_ns > 0:
             ev["intervals"] = per_step[cfg.interval_ns]
         if cfg.figures:
@@ -797,8 +803,7 @@ def _result(t: _Tasks) -> dict[str, Any]:
         names = device_names(meta, rq.devices)
         res["placement_remapped"] = [names[i] for i in np.flatnonzero(remapped).tolist()]
     for k in ("external_by_comm_ns", "sleep_by_syscall_ns", "unseen_wakers",
-              "root_event_wait", "thread_time",
-              "intervals"):
+              "root_event_wait", "cpu_to_stop", "thread_time", "intervals"):
         if k in wv:
             res[k] = wv[k]
     if cfg.figures and "_series" in wv:
@@ -815,7 +820,7 @@ def _result(t: _Tasks) -> dict[str, Any]:
         res["attribution_unavailable"] = why
         res["attribution_ns"] = res["attribution_pct"] = None
         for k in ("attribution_detail_ns", "thread_time", "intervals", "root_event_wait",
-                  "unseen_wakers", "external_by_comm_ns", "sleep_by_syscall_ns"):
+                  "cpu_to_stop", "unseen_wakers", "external_by_comm_ns", "sleep_by_syscall_ns"):
             res.pop(k, None)
         res["wait_other_by_syscall_ns"] = res["wait_other_by_waker_ns"] = {}
         res["blocked_by_syscall_ns"] = {}

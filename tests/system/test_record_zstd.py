@@ -49,7 +49,7 @@ def test_dd_trace_is_compressed(bpf, make_fs, iowhy_bin, tmp_path):
     out = tmp_path / "dd.iowt"
     record(iowhy_bin, out, _dd(mnt, COUNT))
     tr = read_trace(str(out))
-    assert tr.version == abi.FORMAT_VERSION == 9 and not tr.damage.damaged
+    assert tr.version == abi.FORMAT_VERSION == 10 and not tr.damage.damaged
     assert_nothing_dropped(tr)
     rq = tr.records("request")
     major, minor = (int(x) for x in open(f"/sys/block/{os.path.basename(lp.dev)}/dev")

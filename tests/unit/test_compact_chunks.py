@@ -107,7 +107,7 @@ def test_compacted_trace_reads_as_written(tmp_path):
     recs = _write_all(tmp_path / "c.iowt", compact=True)
     _write_all(tmp_path / "p.iowt", compact=False)
     c, p = read_trace(str(tmp_path / "c.iowt")), read_trace(str(tmp_path / "p.iowt"))
-    assert c.version == abi.FORMAT_VERSION == 9 and p.version == abi.BASE_VERSION
+    assert c.version == abi.FORMAT_VERSION == 10 and p.version == abi.BASE_VERSION
     assert not c.damage.damaged and not p.damage.damaged
     _, chunks = split((tmp_path / "c.iowt").read_bytes())
     flagged = [ch for ch in chunks if ch.type & abi.CHUNK_COMPACT]
@@ -226,7 +226,7 @@ def test_golden_outputs_unchanged_when_compacted(tmp_path, monkeypatch, name):
     for key in want:
         if key == "info_json":  # the same, but for the version of the file
             g, w = (json.loads(x.pop("stdout")) for x in (got[key], want[key]))
-            assert g.pop("format_version") == 9 and w.pop("format_version") == 5
+            assert g.pop("format_version") == 10 and w.pop("format_version") == 5
             assert g == w, name
         assert got[key] == want[key], f"{name}: {key}"
 

@@ -100,4 +100,4 @@ def test_unknown_version_names_what_is_read(tmp_path):
         msg = str(e)
     else:
         raise AssertionError("version 2 was read")
-    assert "version 2" in msg and "reads version 9 (and 3, 4, 5, 6, 7, 8)" in msg
+    assert "version 2" in msg and "reads version 10 (and 3, 4, 5, 6, 7, 8, 9)" in msg

@@ -456,7 +456,8 @@ def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
         fl = int(r["flags_u16"])
         if cpu >= 0:
             runs.append((cpu, since, s, tid, _prev_state(int(r["state"]), fl)))
-        if not e or e > tl.end_ns or (fl & abi.OFF_LATE_END and e >= tl.end_ns):
+        if not e or e > tl.end_ns or (fl & (abi.OFF_LATE_END | abi.OFF_OPEN_END)
+                                      and e >= tl.end_ns):
             cpu = -2  # still off CPU at the end
             continue
         if wk and not fl & abi.OFF_PREEMPT and s <= wk <= e:

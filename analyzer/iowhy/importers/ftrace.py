@@ -498,7 +498,7 @@ def import_ftrace(inputs: list[str], out: str, workload: set[int] | None = None,
         stats.unmatched["fsync-family call still running at the end"] += 1
     for pid, o in st.off_open.items():
         o["end_ns"] = o["ts_ns"] = last
-        o["flags_u16"] |= abi.OFF_LATE_END
+        o["flags_u16"] |= abi.OFF_OPEN_END
         st.offcpu.append(o)
     arr = request_records(reqs, st.workload, stats)
     devs = request_devices(arr)

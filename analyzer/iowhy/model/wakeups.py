@@ -39,7 +39,10 @@ applies:
    else ``external`` by its name;
 6. not woken in the window (still blocked at the stop) or the waker not seen -> ``sleep``
    in a sleeping syscall (nanosleep, poll, select, epoll, pause...), else ``wait-other``
-   "(not seen)"; counted as unseen wakers.
+   "(not seen)"; counted as unseen wakers; but an I/O wait still open at the stop
+   (``OPEN_END`` and iowait) -> ``wait-other`` "(I/O wait open at the stop)", which
+   views/causal.py's device_fill charges to what the workload's devices were doing, as
+   rule 2's.
 
 A preempted interval (``PREEMPT``, no wakeup) is runnable throughout; ``[waking,
 switch-in)`` is runnable. Time between two intervals of a thread is on CPU. A thread's
@@ -99,11 +102,11 @@ DEVICE_CAT0 = BARRIER  # device kinds are BARRIER + classify.CATEGORY_OF_CLASS
 NATURAL_L1 = np.array([_L1[str(c.parent)] for c in level_two()], np.int8)
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER, CARRIED = \
-    range(9)
+(NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER, CARRIED,
+ AT_STOP) = range(10)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
                  "(not recorded)", "(I/O completed in another task)",
-                 "(helper's timer)", "(timer)", "(loop worker)")
+                 "(helper's timer)", "(timer)", "(loop worker)", "(I/O wait open at the stop)")
 # TIMER is the detail of a `sleep` segment woken by its timer (rule 2), which a polling
 # loop is made of (views/causal.py continues it); other sleep segments have none (-1).
 # CARRIED marks the fill's helper-cpu time while a carrier request was in flight with the
@@ -946,11 +949,15 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     cat[dirty], cat[blockq] = DIRTY, BLOCKQ
     thr = dirty | blockq
     pur[thr], detail[thr] = L_THROTTLE, -1
-    # 6. not woken / waker not seen.
+    # 6. not woken / waker not seen. An I/O wait still open when the recording stopped
+    # (OPEN_END) is filled from the devices, as rule 2's I/O wait is: what will end it
+    # is not in the trace, what the devices were doing over it is.
     unseen = (~iv.woken | ((ctx == abi.WCTX_UNKNOWN) & (wtid == 0))) & ~thr
     done = unseen | thr
     cat[unseen & sleepy] = SLEEP
     detail[unseen & sleepy] = -1
+    detail[unseen & ~sleepy & ~iv.woken & ((flags & abi.OFF_OPEN_END) != 0)
+           & ((flags & abi.OFF_IOWAIT) != 0)] = AT_STOP
     # 1. request link: the request numbers read and looked up only where one is named.
     m = np.flatnonzero(~done & ((flags & abi.OFF_WAKER_RQ) != 0))
     ri = link.find(c.get("waker_rq_seq", m))

@@ -48,8 +48,8 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64, Coverage, check_keyed, union_intervals, unique
-from ..model.wakeups import (BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIRTY, EXTERNAL,
-                             FIXED_DETAILS, HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ,
+from ..model.wakeups import (AT_STOP, BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIRTY,
+                             EXTERNAL, FIXED_DETAILS, HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ,
                              KIND_NAMES, L_CPU, L_HCPU, L_HRUNQ, L_LOG, L_OTHER, L_RUNQ, L_SLEEP,
                              L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
                              QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
@@ -211,7 +211,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         return Leaves(*(c[nz] for c in cols))
 
     def _fill(lv: Leaves) -> Leaves:
-        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, TASK_IO, *helpers))
+        m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, TASK_IO, AT_STOP,
+                                                    *helpers))
         if not m.any() or not cum:
             return lv
         i = np.flatnonzero(m)
@@ -895,6 +896,30 @@ def root_event_wait(tl: Timeline, root: int, arch: str | None,
     tid = int(tl.tids[int(tl.arg[k])])
     return {"syscall": name(int(tl.sys[k])), "ns": ns, "waker_tid": tid,
             "waker_comm": (comms or {}).get(tid, "")}
+
+
+CPU_TO_STOP_NS = 100_000_000  # a thread's time on CPU up to the stop this long is named
+
+
+def cpu_to_stop(tl: Timeline, end_ns: int) -> dict[str, int] | None:
+    """For a recording whose recorder did not write the sleeps still open at the stop
+    (format before abi.OPEN_END_VERSION): the workload threads alive at the window's end
+    whose last segment is time on CPU of at least CPU_TO_STOP_NS up to the end, how many
+    and that time; part of it may be a sleep never closed. None when there is none."""
+    nw = int((~tl.helper).sum())
+    if not nw or not len(tl.actor):
+        return None
+    a = np.arange(nw)
+    last = np.searchsorted(tl.actor, a, side="right") - 1
+    has = last >= 0
+    a, last = a[has], last[has]
+    has = tl.actor[last] == a
+    a, last = a[has], last[has]
+    lens = tl.ends(last) - tl.starts(last)
+    m = (tl.death[a] >= end_ns) & (tl.cat[last] == CPU) & (lens >= CPU_TO_STOP_NS)
+    if not m.any():
+        return None
+    return {"threads": int(m.sum()), "ns": int(lens[m].sum())}
 
 
 THREAD_BATCH = 1 << 16  # segments of the threads explained together by thread_time_view

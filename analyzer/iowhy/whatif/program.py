@@ -417,7 +417,8 @@ def wake_latency(trace: Any) -> WakeLatency:
     for name in ("offcpu", "helper"):
         r = trace.records(name)
         m = (r["waking_ns"] > 0) & ((r["flags_u16"] & abi.OFF_PREEMPT) == 0) & \
-            ((r["flags_u16"] & abi.OFF_LATE_END) == 0) & (r["end_ns"] >= r["waking_ns"]) & \
+            ((r["flags_u16"] & (abi.OFF_LATE_END | abi.OFF_OPEN_END)) == 0) & \
+            (r["end_ns"] >= r["waking_ns"]) & \
             (r["waking_ns"] >= r["start_ns"])
         sl.append(r["waking_ns"][m].astype(I64) - r["start_ns"][m].astype(I64))
         rq.append(r["end_ns"][m].astype(I64) - r["waking_ns"][m].astype(I64))

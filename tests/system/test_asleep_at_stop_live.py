@@ -1,0 +1,143 @@
+"""A thread asleep when the recording stops: its last sleep is a sleep, not time on CPU.
+
+The probes write an off-CPU interval when the thread comes back on a CPU; a sleep still
+open at the stop is written by the recorder from the thread's probe state (flag
+OPEN_END). Without it, the time from a thread's last switch-in to the stop reads as
+CPU. The workload: three threads that work a known while, then block until well after
+the stop (one in clock_nanosleep, one in a pipe read that nothing ends, the main thread
+in clock_nanosleep). The truth is each thread's on-CPU time from the kernel's per-task
+schedstat, read by the workload itself before and after its work; its threads do
+nothing else in the window.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run  # noqa: F401  (the tier's fixtures)
+from iowhy import abi
+from iowhy.analysis import analyze
+from iowhy.traceformat import read_trace
+
+pytestmark = pytest.mark.bpf
+
+PY = "/usr/bin/python3"
+WORKLOAD = r"""
+import json, os, sys, threading, time
+go, out = sys.argv[1], sys.argv[2]
+
+def cpu(tid):
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+def burn(s):
+    t = time.monotonic() + s
+    while time.monotonic() < t:
+        pass
+
+done = {}
+def worker(name, s, block):
+    tid = threading.get_native_id()
+    burn(s)
+    done[name] = (tid, cpu(tid))
+    block()
+
+while not os.path.exists(go):
+    time.sleep(0.01)
+me = threading.get_native_id()
+c0 = cpu(me)
+rd, wr = os.pipe()
+ts = [threading.Thread(target=worker, args=("nanosleep", 0.3, lambda: time.sleep(120)),
+                       daemon=True),
+      threading.Thread(target=worker, args=("pipe", 0.2, lambda: os.read(rd, 1)),
+                       daemon=True)]
+for t in ts:
+    t.start()
+burn(0.25)
+while len(done) < 2:
+    time.sleep(0.005)
+res = {str(tid): {"name": n, "cpu_ns": c} for n, (tid, c) in done.items()}
+res[str(me)] = {"name": "main", "cpu_ns": cpu(me) - c0}
+with open(out + ".tmp", "w") as f:
+    json.dump(res, f)
+os.rename(out + ".tmp", out)
+time.sleep(120)
+"""
+ASLEEP_S = 1.5       # how long every thread is blocked before the stop
+TOLERANCE_NS = 30_000_000  # the main thread's polls and its JSON, the threads' starts
+
+
+def _record(tmp_path, iowhy_bin, request, flight: bool):
+    """The workload recorded until ASLEEP_S after its threads blocked: stopped by SIGINT,
+    or (flight) a flight recorder's dump on SIGUSR1 while recording goes on. The trace
+    and the workload's truth."""
+    go, truth, out = tmp_path / "go", tmp_path / "truth.json", tmp_path / "t.iowt"
+    w = subprocess.Popen([PY, "-c", WORKLOAD, str(go), str(truth)])
+    request.addfinalizer(lambda: (w.poll() is None and w.kill(), w.wait()))
+    # a flight recorder says on stderr when it records (not under -q)
+    extra = ["--flight", "10", "--after", "0"] if flight else ["-q"]
+    rec = subprocess.Popen([*iowhy_bin, "attach", "-p", str(w.pid), "-o", str(out), *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=60)))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until every probe is attached
+        if flight:  # it writes nothing until a dump
+            line = rec.stderr.readline()
+            assert line, rec.communicate()
+            if "flight: recording" in line:
+                break
+            continue
+        partial = next(tmp_path.glob("t.iowt.partial-*"), None)
+        if partial and partial.stat().st_size > 64:
+            try:
+                if read_trace(str(partial)).recorder:
+                    break
+            except Exception:
+                pass
+        assert rec.poll() is None, rec.communicate()
+        time.sleep(0.05)
+    go.write_text("go")
+    while not truth.exists():
+        assert time.monotonic() < deadline and w.poll() is None, "the workload did not report"
+        time.sleep(0.02)
+    time.sleep(ASLEEP_S)
+    if flight:
+        rec.send_signal(signal.SIGUSR1)
+        while not out.exists():
+            assert time.monotonic() < deadline, "no dump"
+            time.sleep(0.05)
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 128 + signal.SIGINT, err
+    return read_trace(str(out)), json.loads(truth.read_text())
+
+
+@pytest.mark.parametrize("flight", [False, True], ids=["stop", "flight-dump"])
+def test_threads_asleep_at_the_end_are_not_on_cpu(bpf, tmp_path, iowhy_bin, request, flight):
+    tr, known = _record(tmp_path, iowhy_bin, request, flight)
+    off = tr.records("offcpu")
+    open_end = off[(off["flags_u16"] & abi.OFF_OPEN_END) != 0]
+    # each thread's last sleep is written, ending at the end of the window, and counted
+    assert sorted(int(t) for t in open_end["tid"]) == sorted(int(t) for t in known)
+    assert (open_end["end_ns"] == tr.trailer["end_ns"]).all()
+    assert ((open_end["end_ns"] - open_end["start_ns"]) >= ASLEEP_S * 1e9 * 0.9).all()
+    assert tr.trailer["sleeps_open_at_stop"] == len(known)
+    if flight:  # the window covers the whole work: it began before the recording did
+        assert tr.trailer["flight"]["trigger"] == "SIGUSR1"
+        assert tr.start_ns == tr.recorder["start_ns"]
+    r = analyze(tr)
+    assert r["workload"]["attribution"] == "causal"
+    by = {t["tid"]: t for t in r["thread_time"]["by_thread"]}
+    bad = []
+    for tid, k in known.items():
+        t = by[int(tid)]
+        if abs(t["on_cpu_ns"] - k["cpu_ns"]) > TOLERANCE_NS:
+            bad.append(f"{k['name']}: iowhy {t['on_cpu_ns'] / 1e6:.0f} ms on CPU, schedstat "
+                       f"{k['cpu_ns'] / 1e6:.0f} ms (life {t['total_ns'] / 1e6:.0f} ms)")
+    assert not bad, "; ".join(bad)
