@@ -37,7 +37,7 @@ class Category:
     # Level two:
     parent: str | None = None  # the level one it counts toward by itself
     words: str = ""  # "served by: <words>"
-    whose: str | None = None  # "by: <whose>", for a part of a `by_whose` level one
+    whose: str | None = None  # "which thread: <whose>", for a part of a `by_whose` level one
 
 
 def _one(name: str, display: int, colour: str, help: str, **kw: Any) -> Category:

@@ -42,13 +42,14 @@ def _s(ns: int) -> str:
 
 def served_text(cat: str, parts: Mapping[str, int] | None, whole: int, limit: int = 4) -> str:
     """'served by: ...' of one level one's parts (level two) in words, in shares of
-    whole, largest first ('by: ...' of whose CPU time it is, for cpu and runqueue); ''
+    whole, largest first ('which thread: ...', whose time it is, for cpu and runqueue); ''
     when its own part is all of it or no part reaches 0.5%."""
     shown = [(p, v) for p, v in sorted((parts or {}).items(), key=lambda kv: -kv[1])
              if whole and v >= 0.005 * whole]
     if not shown or [p for p, _ in shown] == [OWN_PART.get(cat)]:
         return ""
-    words, head = ((WHOSE_WORDS, "by: ") if cat in BY_WHOSE else (PART_WORDS, "served by: "))
+    words, head = ((WHOSE_WORDS, "which thread: ") if cat in BY_WHOSE
+                   else (PART_WORDS, "served by: "))
     return head + ", ".join(f"{words.get(p, p)} {100.0 * v / whole:.0f}%"
                             for p, v in shown[:limit])
 
