@@ -398,7 +398,7 @@ class _Tasks:
              ("service", "classify", "once", "latency"), self.classes_view),
             ("queue depth", "queue depth", ("service",), self.qdepth),
             ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
-            ("locality", "locality", ("stages", "classify"),
+            ("locality", "locality", ("stages", "classify", "once"),
              self.local if cfg.locality else (lambda: None)),
             *(causal if cfg.threads <= 1 else []),
             ("workload view", "workload",
@@ -635,8 +635,9 @@ class _Tasks:
         return ev
 
     def local(self) -> Any:
+        bg = self.r["once"].background
         return locality(self.rq, self.r["classify"], self.cfg.locality_gap_ns,
-                        self.r["stages"])
+                        self.r["stages"], None if bg is None else ~bg)
 
     def classes_view(self) -> Any:
         r = self.r

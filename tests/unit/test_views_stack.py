@@ -170,3 +170,30 @@ def test_positioning_leaves_out_a_loop_device_over_a_file_placed_below(tmp_path)
     assert "placement_remapped" not in flat and stacked["placement_remapped"] == ["loop1"]
     from iowhy.reports.terminal import render_report
     assert "positioning and dev time leave out loop1" in " ".join(render_report(stacked).split())
+
+
+def test_what_carried_another_process_io_is_background(tmp_path):
+    # The workload writes to loop1 at [1010, 1020), carried below at [1012, 1018); another
+    # process (psql, a user process) writes to loop1 at [1100, 1140), carried below by
+    # the loop worker at [1110, 1120), right after the workload's carried write on disk.
+    # That second lower write is the other process's I/O: background, not carried, and
+    # in no placement or locality figure.
+    R = tb.req
+    up = dict(dev=UPPER)
+    requests = [
+        R(1010, 1020, nbytes=4096, sector=1000, tid=100, seq=1, **up),
+        R(1012, 1018, nbytes=4096, sector=4000, flags=0, tid=300, seq=2),
+        R(1100, 1140, nbytes=4096, sector=1008, flags=abi.RQ_ORIGIN, tid=500, seq=3,
+          comm=b"psql", **up),
+        R(1110, 1120, nbytes=4096, sector=4008, flags=0, tid=300, seq=4),
+    ]
+    r = tb.run(tb.write_trace(tmp_path / "b.iowt", requests=requests, end=1200,
+                              meta_obj=stack_meta()))
+    assert r["stack_carried"] == [{"upper": "loop1", "lower": "sdz", "requests": 1,
+                                   "read_bytes": 0, "write_bytes": 4096,
+                                   "flushes": 0, "empty_preflush": 0}]
+    bg = {d["name"]: d["requests"] for d in r["background"]["devices"]}
+    assert bg == {"loop1": 1, "sdz": 1}
+    assert r["requests"]["data"]["writes"] == 1  # the workload's, at loop1
+    # the two lower writes are adjacent on disk; the pair is not the workload's
+    assert r["locality"]["adjacent_pairs"] == 0 and r["locality"]["writes"] == 2

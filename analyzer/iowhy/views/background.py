@@ -400,12 +400,26 @@ def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
     `FF` it waits for (one `FF` serves every PREFLUSH pending on the queue), as a bio
     merged into a request is not a request of its own. The flush class counts the `FF`
     flushes; `empty_preflush` counts the empty PREFLUSH requests that were merged into
-    them, those neither background nor carried."""
+    them, those neither background nor carried.
+
+    A request carried for a background request of the device above (the upper request
+    carried_owner names) is background, not carried, and so on down the stack."""
     names = device_names(meta, rq.devices)
-    owner = carried_owner(rq, cls, meta, users)
+    upper_of = np.full(len(rq), -1, np.int64)
+    owner = carried_owner(rq, cls, meta, users, upper_of)
     carried = None if owner is None else owner >= 0
-    summary = None if owner is None else carried_summary(rq, owner, meta, names, cls)
     bg = background_requests(rq, meta, fsync_devs, carried, users, counts, cls)
+    if owner is not None and carried is not None:
+        # What carried another process's I/O (a request of the device above that is
+        # background) is background too, down a stack of loop devices.
+        for _ in range(len(rq.devices)):
+            theirs = carried & (upper_of >= 0) & bg[np.maximum(upper_of, 0)] & ~bg
+            if not theirs.any():
+                break
+            bg |= theirs
+        carried &= ~bg
+        owner = np.where(carried, owner, -1).astype(owner.dtype)
+    summary = None if owner is None else carried_summary(rq, owner, meta, names, cls)
     out = bg if carried is None else bg | carried
     bgs = background_summary(rq, bg, names)
     asked = (cls == FLUSH) & (rq.op != abi.OP_FLUSH)

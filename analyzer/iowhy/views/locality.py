@@ -15,10 +15,13 @@ from ..model.requests import Requests
 from ..model.stages import Stages
 
 
-def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = None
-             ) -> dict[str, Any]:
+def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = None,
+             counted: np.ndarray | None = None) -> dict[str, Any]:
     """Write pairs adjacent on disk (one ends where the next starts, consecutive in on-disk
     order; equal starts ordered by issue time) and how many were issued > gap_ns apart.
+    counted: per request, whether it is the workload's (not background); then only the
+    pairs of two such writes count, and `writes` counts those writes (every write still
+    takes its place on disk: another's write between two of the workload's parts them).
 
     With the device stages `st`, the writes are taken in issue order from them and one
     value sort of (device, start sector, issue rank) gives the on-disk order directly."""
@@ -32,12 +35,13 @@ def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = Non
                 np.min(issue, where=issue > 0, initial=w0)) >= w0)
         if inside:
             # The stage order is the issue order (no issue time was clipped to the window).
-            fast = _locality_in_issue_order(rq, cls, st, gap_ns)
+            fast = _locality_in_issue_order(rq, cls, st, gap_ns, counted)
             if fast is not None:
                 return fast
     wi = np.flatnonzero(_locality_writes(rq, cls))
     res: dict[str, Any] = {"gap_ns": int(gap_ns), "adjacent_pairs": 0, "late_pairs": 0,
-                           "late_share": None, "writes": int(len(wi))}
+                           "late_share": None,
+                           "writes": int(len(wi) if counted is None else counted[wi].sum())}
     if len(wi) < 2:
         return res
     sec = rq.sector[wi]
@@ -77,6 +81,8 @@ def locality(rq: Requests, cls: np.ndarray, gap_ns: int, st: Stages | None = Non
     end = (rq.nbytes[wi] + np.uint32(511)) >> np.uint32(9)
     adj = (key[:-1] + end[:-1]) == key[1:]
     del end, key
+    if counted is not None:
+        adj &= counted[wi[:-1]] & counted[wi[1:]]
     iss = rq.issue[wi]
     late = adj & (np.abs(iss[1:] - iss[:-1]) > gap_ns)
     na, nl = int(adj.sum()), int(late.sum())
@@ -107,8 +113,8 @@ def _locality_writes(rq: Requests, cls: np.ndarray) -> np.ndarray:
     return wm
 
 
-def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: int
-                             ) -> dict[str, Any] | None:
+def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: int,
+                             counted: np.ndarray | None = None) -> dict[str, Any] | None:
     """locality() with the writes taken in (device, issue) order from the stages; None if
     (device, sector, rank) does not fit a 63-bit key."""
     order_all = st.issue_order
@@ -187,8 +193,12 @@ def _locality_in_issue_order(rq: Requests, cls: np.ndarray, st: Stages, gap_ns: 
     first = np.take(wi, (np.take(key, adj) & rmask).astype(np.intp))
     second = np.take(wi, (np.take(key, adj + 1) & rmask).astype(np.intp))
     del key
+    if counted is not None:
+        both = counted[first] & counted[second]
+        first, second = first[both], second[both]
+        res["writes"] = int(np.count_nonzero(np.take(counted, wi)))
     gap = np.abs(rq.issue[second] - rq.issue[first])
-    na, nl = len(adj), int(np.count_nonzero(gap > gap_ns))
+    na, nl = len(first), int(np.count_nonzero(gap > gap_ns))
     res.update({"adjacent_pairs": na, "late_pairs": nl,
                 "late_share": round(nl / na, 6) if na else None})
     return res

@@ -78,15 +78,18 @@ def loop_edges(meta: Mapping[str, Any], devices: Sequence[tuple[int, int]]
 
 
 def submitted_during(rq: Requests, up: int, idx: np.ndarray,
-                     upper: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     upper: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For the requests idx: whether a request of device `up` (among the mask `upper`
     over rq, if given) was in flight (from its submission, else issue, to its
-    completion) when each was submitted (else issued), and the start of the latest
-    request of `up` started at or before it (meaningful where in flight)."""
+    completion) when each was submitted (else issued), the start of the latest request
+    of `up` started at or before it, and that request (an index into rq; both
+    meaningful where in flight, -1 and 0 elsewhere)."""
     start = np.where(rq.submit > 0, rq.submit, rq.issue).astype(np.int64)
     u = np.flatnonzero((rq.dev == up) if upper is None else (rq.dev == up) & upper)
     if not len(u) or not len(idx):
-        return np.zeros(len(idx), bool), np.zeros(len(idx), np.int64)
+        return (np.zeros(len(idx), bool), np.zeros(len(idx), np.int64),
+                np.full(len(idx), -1, np.int64))
     end = np.where(rq.done[u] > 0, rq.done[u], np.iinfo(np.int64).max).astype(np.int64)
     o = np.argsort(start[u], kind="stable")
     s = start[u][o]
@@ -95,7 +98,8 @@ def submitted_during(rq: Requests, up: int, idx: np.ndarray,
     i = np.searchsorted(s, cs, side="right") - 1
     ok = i >= 0
     ok[ok] = reach[i[ok]] >= cs[ok]
-    return ok, np.where(ok, s[np.maximum(i, 0)], 0)
+    i0 = np.maximum(i, 0)
+    return ok, np.where(ok, s[i0], 0), np.where(ok, u[o][i0], -1)
 
 
 def tids_in(tid: np.ndarray, tids: np.ndarray) -> np.ndarray:
@@ -139,7 +143,8 @@ def carrying_edges(meta: Mapping[str, Any], rq: Requests) -> list[tuple[int, int
 
 
 def carried_owner(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
-                  users: np.ndarray | None = None) -> np.ndarray | None:
+                  users: np.ndarray | None = None, upper_of: np.ndarray | None = None
+                  ) -> np.ndarray | None:
     """Per request, the index into carrying_edges() of the edge whose upper device's I/O
     it carried, else -1; None when META has no such edge between devices with requests.
 
@@ -154,7 +159,10 @@ def carried_owner(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
     have no start time to test anything against.
 
     users: the tids of user processes outside the workload (views/background.py,
-    user_submitters): a request they submitted (RQ_ORIGIN) is theirs, never carried."""
+    user_submitters): a request they submitted (RQ_ORIGIN) is theirs, never carried.
+    upper_of: if given (an int64 array over rq, all -1), set for each request carried
+    via a loop device to the upper request it was carried for (the latest one started,
+    as above)."""
     edges = carrying_edges(meta, rq)
     if not edges:
         return None
@@ -175,11 +183,13 @@ def carried_owner(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
             continue
         for mask, upper in ((movable, None), (flush, upper_ff)):
             cand = np.flatnonzero(mask & (rq.dev == lo))
-            ok, last = submitted_during(rq, up, cand, upper)
+            ok, last, which = submitted_during(rq, up, cand, upper)
             c, last = cand[ok], last[ok]
             better = last > best[c]
             owner[c[better]] = k
             best[c[better]] = last[better]
+            if upper_of is not None:
+                upper_of[c[better]] = which[ok][better]
     return owner
 
 
