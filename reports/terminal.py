@@ -109,11 +109,18 @@ def root_wait_note(r: Mapping[str, Any]) -> str | None:
     if not rw or not r.get("elapsed_ns"):
         return None
     who = (r.get("trace") or {}).get("pid") or r["workload"].get("root_tid")
-    return (f"pid {who} spent {100.0 * rw['ns'] / r['elapsed_ns']:.0f}% of the window in one "
-            f"{printable(rw['syscall'])} wait, ended by "
-            f"{printable(rw['waker_comm']) or 'thread'} (tid {rw['waker_tid']}); the shares "
-            "above are what that thread did meanwhile: the cause if the process waited for "
-            "it, not if it was idle (a server's master process): read THREAD TIME then")
+    n = int(rw.get("waits", 1))
+    waker = f"{printable(rw['waker_comm']) or 'thread'} (tid {rw['waker_tid']})"
+    share = f"{100.0 * rw['ns'] / r['elapsed_ns']:.0f}%"
+    if n == 1:
+        head = (f"pid {who} spent {share} of the window in one {printable(rw['syscall'])} "
+                f"wait, ended by {waker}; the shares above are what that thread did")
+    else:
+        head = (f"pid {who} spent {share} of the window in {n:,} event waits (mostly "
+                f"{printable(rw['syscall'])}) that other workload threads ended (mostly "
+                f"{waker}); the shares above are what those threads did")
+    return (head + f" meanwhile: the cause if the process waited for {'it' if n == 1 else 'them'}"
+            ", not if it was idle (a server's master process): read THREAD TIME then")
 
 
 def cpu_to_stop_note(r: Mapping[str, Any]) -> str | None:

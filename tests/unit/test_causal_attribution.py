@@ -149,10 +149,28 @@ def test_a_root_in_one_long_event_wait_is_named(tmp_path, syscall, named):
     from iowhy.reports.terminal import render_report
     text = render_report(r)
     if named:
-        assert rw == {"syscall": "pselect6", "ns": 85, "waker_tid": 101, "waker_comm": ""}
+        assert rw == {"syscall": "pselect6", "ns": 85, "waits": 1, "waker_tid": 101,
+                      "waker_comm": ""}
         assert "note: pid 100 spent 85% of the window in one pselect6 wait" in text
     else:
         assert rw is None and "note: pid" not in text
+
+
+def test_a_root_woken_now_and_then_by_its_workers_is_named(tmp_path):
+    # A server's master process (100) waits in pselect6 three times, 20 + 20 + 15 ns,
+    # each ended by a worker (101 twice, 102 once): 55% of the window together, no
+    # single wait near half of it.
+    tasks = [task(100, 1000), task(101, 1000), task(102, 1000)]
+    offs = [off(100, 1010, 1030, waker=101, ctx=T, syscall=PSELECT6),
+            off(100, 1040, 1060, waker=102, ctx=T, syscall=PSELECT6),
+            off(100, 1070, 1085, waker=101, ctx=T, syscall=PSELECT6)]
+    r = run(write_trace(tmp_path / "t.iowt", offcpu=offs, tasks=tasks))
+    assert r["root_event_wait"] == {"syscall": "pselect6", "ns": 55, "waits": 3,
+                                    "waker_tid": 101, "waker_comm": ""}
+    from iowhy.reports.terminal import render_report
+    text = " ".join(render_report(r).split())
+    assert "55% of the window in 3 event waits (mostly pselect6)" in text
+    assert "mostly thread (tid 101)" in text
 
 
 def test_a_child_on_its_exit_path_is_on_cpu(tmp_path):

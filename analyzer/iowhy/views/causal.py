@@ -871,12 +871,13 @@ ROOT_WAIT_SHARE = 0.5  # a root's single event wait this long is named (root_eve
 
 def root_event_wait(tl: Timeline, root: int, arch: str | None,
                     comms: Mapping[int, str] | None = None) -> dict[str, Any] | None:
-    """The root thread's longest single wait in an event-wait syscall (SLEEP_SYSCALLS:
-    select, poll, epoll, pause...) that another workload thread ended, when it covers at
-    least ROOT_WAIT_SHARE of the window; else None. The elapsed time then says what that
-    thread did over the wait, which is the cause when the root waited for it (make, a
-    Python parent polling its child's pipe) and not when the root was idle (a server's
-    master process reaping a child): the report says so."""
+    """The root thread's waits in an event-wait syscall (SLEEP_SYSCALLS: select, poll,
+    epoll, pause...) that other workload threads ended, when together they cover at least
+    ROOT_WAIT_SHARE of the window: their time (`ns`) and number (`waits`), the syscall
+    and the waker with the most of that time; else None. The elapsed time then says what
+    those threads did over the waits, which is the cause when the root waited for them
+    (make, a Python parent polling its child's pipe) and not when the root was idle (a
+    server's master process, woken now and then by its workers): the report says so."""
     if root < 0:
         return None
     nw = int((~tl.helper).sum())
@@ -889,12 +890,15 @@ def root_event_wait(tl: Timeline, root: int, arch: str | None,
     if not len(idx):
         return None
     lens = tl.ends(idx) - tl.starts(idx)
-    k = int(idx[np.argmax(lens)])
-    ns = int(lens.max())
+    ns = int(lens.sum())
     if ns < ROOT_WAIT_SHARE * (tl.span - 2):
         return None
-    tid = int(tl.tids[int(tl.arg[k])])
-    return {"syscall": name(int(tl.sys[k])), "ns": ns, "waker_tid": tid,
+    by_sys = np.unique(tl.sys[idx], return_inverse=True)
+    sys_nr = int(by_sys[0][np.argmax(np.bincount(by_sys[1], weights=lens))])
+    by_waker = np.unique(tl.arg[idx], return_inverse=True)
+    waker = int(by_waker[0][np.argmax(np.bincount(by_waker[1], weights=lens))])
+    tid = int(tl.tids[waker])
+    return {"syscall": name(sys_nr), "ns": ns, "waits": int(len(idx)), "waker_tid": tid,
             "waker_comm": (comms or {}).get(tid, "")}
 
 
