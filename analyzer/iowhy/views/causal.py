@@ -866,7 +866,7 @@ class _Tally:
 BY_THREAD_MAX = 200  # threads listed in thread_time `by_thread`, the busiest first
 
 
-ROOT_WAIT_SHARE = 0.5  # a root's single event wait this long is named (root_event_wait)
+ROOT_WAIT_SHARE = 0.5  # the root's event waits this long together are named (root_event_wait)
 
 
 def root_event_wait(tl: Timeline, root: int, arch: str | None,
