@@ -3,8 +3,11 @@ it, and the check that nothing was dropped."""
 
 from __future__ import annotations
 
+import time
+
 from conftest import run
 from iowhy import abi
+from iowhy.traceformat import read_trace
 
 
 def record(iowhy_bin, out, cmd, *extra, check=True, **kw):
@@ -12,6 +15,24 @@ def record(iowhy_bin, out, cmd, *extra, check=True, **kw):
     if check and p.returncode != 0:
         raise AssertionError(f"iowhy record exited {p.returncode}: {p.stderr}")
     return p
+
+
+def wait_attached(rec, out, timeout: float = 60) -> None:
+    """Until the recorder `rec` (a Popen of `iowhy record` or `attach`, output `out`) has
+    every probe attached: it writes its RECORDER chunk then, to the partial file that is
+    renamed to `out` when recording stops."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        partial = next(out.parent.glob(out.name + ".partial-*"), None)
+        if partial and partial.stat().st_size > 64:
+            try:
+                if read_trace(str(partial)).recorder:
+                    return
+            except Exception:
+                pass
+        assert rec.poll() is None, rec.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"{out}: the recorder did not attach in {timeout} s")
 
 
 # Events the kernel did not deliver to the probes (docs/trace-format.md, "Events the

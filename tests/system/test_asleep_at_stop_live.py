@@ -23,6 +23,7 @@ from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
+from recording import wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -86,22 +87,15 @@ def _record(tmp_path, iowhy_bin, request, flight: bool):
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=60)))
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # until every probe is attached
-        if flight:  # it writes nothing until a dump
-            line = rec.stderr.readline()
-            assert line, rec.communicate()
+    if flight:  # it writes nothing until a dump: its line once every probe is attached
+        for line in rec.stderr:
             if "flight: recording" in line:
                 break
-            continue
-        partial = next(tmp_path.glob("t.iowt.partial-*"), None)
-        if partial and partial.stat().st_size > 64:
-            try:
-                if read_trace(str(partial)).recorder:
-                    break
-            except Exception:
-                pass
-        assert rec.poll() is None, rec.communicate()
-        time.sleep(0.05)
+            assert time.monotonic() < deadline, line
+        else:
+            raise AssertionError(f"the recorder ended: {rec.wait()}")
+    else:
+        wait_attached(rec, out)
     go.write_text("go")
     while not truth.exists():
         assert time.monotonic() < deadline and w.poll() is None, "the workload did not report"

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 
 import pytest
 
 from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy.traceformat import read_trace
+from recording import wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -40,17 +40,7 @@ def _attach_once(tmp_path, iowhy_bin, request, i: int) -> int:
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=30)))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # until every probe is attached (RECORDER chunk)
-        partial = next(tmp_path.glob(f"attach{i}.iowt.partial-*"), None)
-        if partial and partial.stat().st_size > 64:
-            try:
-                if read_trace(str(partial)).recorder:
-                    break
-            except Exception:
-                pass
-        assert rec.poll() is None, rec.communicate()
-        time.sleep(0.05)
+    wait_attached(rec, out)
     go.write_text("go")
     assert target.wait(timeout=60) == 0
     _, err = rec.communicate(timeout=60)

@@ -23,7 +23,7 @@ import pytest
 from conftest import REPO, need, recorder_path, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, record
+from recording import assert_nothing_dropped, record, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -299,19 +299,7 @@ def test_attach_follows_later_fsyncs_and_children(bpf, make_fs, tmp_path, iowhy_
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=30)))
-    # The recorder writes its RECORDER chunk once every probe is attached (to the
-    # partial file, renamed to `out` when recording stops).
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        partial = next(tmp_path.glob("attach.iowt.partial-*"), None)
-        if partial and partial.stat().st_size > 64:
-            try:
-                if read_trace(str(partial)).recorder:
-                    break
-            except Exception:
-                pass
-        assert rec.poll() is None, rec.communicate()
-        time.sleep(0.05)
+    wait_attached(rec, out)
     go.write_text("go")
     assert target.wait(timeout=60) == 0
     _, err = rec.communicate(timeout=60)
