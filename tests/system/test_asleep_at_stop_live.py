@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import run  # noqa: F401  (the tier's fixtures)
+from conftest import REPO, need, run
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
@@ -135,3 +137,83 @@ def test_threads_asleep_at_the_end_are_not_on_cpu(bpf, tmp_path, iowhy_bin, requ
             bad.append(f"{k['name']}: iowhy {t['on_cpu_ns'] / 1e6:.0f} ms on CPU, schedstat "
                        f"{k['cpu_ns'] / 1e6:.0f} ms (life {t['total_ns'] / 1e6:.0f} ms)")
     assert not bad, "; ".join(bad)
+
+
+FSYNC_ONCE = r"""
+import os, sys, time
+path, go, log = sys.argv[1:4]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+os.write(fd, b"x" * 4096)
+while not os.path.exists(go):
+    time.sleep(0.01)
+t0 = time.monotonic_ns(); os.fsync(fd); t1 = time.monotonic_ns()
+open(log, "w").write(f"{t0} {t1}\n")
+"""
+FLUSH_S = 2  # what the emulated disk charges for a cache flush
+STOP_AFTER_S = 1.0  # into the fsync
+
+
+def test_an_fsync_blocked_at_the_stop_is_the_flush_in_flight(bpf, tmp_path, iowhy_bin,
+                                                             request):
+    """An fsync on ext4 over the emulated disk, whose cache flush takes FLUSH_S by
+    construction, still blocked (waiting for the journal's commit, whose flush is in
+    flight) when the recording stops STOP_AFTER_S into it: the wait open at the stop is
+    the flush's (barrier), not unexplained; the call is written incomplete. The
+    workload's own clock says the fsync outlasted the stop."""
+    sys.path.insert(0, str(REPO / "lab"))
+    import emudisk
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError as e:
+        need(False, f"{e} (or `make`)")
+    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
+    d = emudisk.EmulatedDisk(tmp_path, 128 << 20, preset="ram", cache=True,
+                             extra_args=["--flush-ns", str(FLUSH_S * 10**9)])
+
+    def stop_disk() -> None:
+        # what the loop device flushes as it is detached takes FLUSH_S a flush: wait for
+        # it as long again (stop() retries what failed)
+        try:
+            d.stop()
+        except emudisk.EmulatedDiskError as e:
+            if "still attached" not in str(e):
+                raise
+            time.sleep(2 * FLUSH_S)
+            d.stop()
+    request.addfinalizer(stop_disk)
+    d.start()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", d.dev])
+    run(["mount", d.dev, str(mnt)])
+
+    def umount() -> None:
+        run(["umount", str(mnt)], check=False)
+        run(["blockdev", "--flushbufs", d.dev], check=False)
+    request.addfinalizer(umount)
+    go, log, out = tmp_path / "go", tmp_path / "calls", tmp_path / "f.iowt"
+    w = subprocess.Popen([PY, "-c", FSYNC_ONCE, str(mnt / "f"), str(go), str(log)])
+    request.addfinalizer(lambda: (go.touch(), w.poll() is None and w.kill(), w.wait()))
+    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(w.pid), "-o", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=60)))
+    wait_attached(rec, out)
+    go.touch()
+    time.sleep(STOP_AFTER_S)
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 128 + signal.SIGINT, err
+    assert w.wait(timeout=60) == 0
+    (t0, t1), = [[int(x) for x in line.split()] for line in log.read_text().splitlines()]
+    tr = read_trace(str(out))
+    assert t0 < tr.end_ns < t1, "the fsync did not outlast the stop"
+    fs = tr.records("fsync")
+    call = fs[(fs["tid"] == w.pid) & (fs["call_u16"] == abi.CALL_FSYNC)]
+    assert len(call) == 1 and call["flags_u16"][0] & abi.FS_F_INCOMPLETE
+    r = analyze(tr)
+    f = r["thread_time"]["by_syscall"]["fsync"]
+    total, att = f["total_ns"], f["attribution_ns"]
+    assert total >= (STOP_AFTER_S - 0.2) * 1e9, total
+    assert att.get("barrier", 0) >= 0.8 * total, att
+    assert att.get("wait-other", 0) <= 0.1 * total, att

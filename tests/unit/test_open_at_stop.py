@@ -28,9 +28,21 @@ def test_io_wait_open_at_the_stop_is_what_the_devices_did(tmp_path):
                         recorder=REC))
     assert_sums(r)
     assert att(r) == {"cpu": 50, "barrier": 40, "wait-other": 10}
-    assert r["wait_other_by_waker_ns"] == {"(I/O wait open at the stop)": 10}
+    assert r["wait_other_by_waker_ns"] == {"(blocked at the stop)": 10}
     assert r["unseen_wakers"]["count"] == 0
     assert "cpu_to_stop" not in r
+
+
+def test_a_wait_in_fsync_open_at_the_stop_is_what_the_devices_did(tmp_path):
+    # Not in iowait (ext4's fsync waits for the journal thread's commit), but in fsync:
+    # the same as an I/O wait. In futex instead: not seen.
+    reqs = [req(1060, 1100, op=abi.OP_FLUSH, seq=1)]
+    for syscall, want in ((FSYNC, {"cpu": 50, "barrier": 40, "wait-other": 10}),
+                          (FUTEX, {"cpu": 50, "wait-other": 50})):
+        offs = [off(100, 1050, 1100, syscall=syscall, flags=OPEN, waking_ns=0)]
+        r = run(write_trace(tmp_path / f"t{syscall}.iowt", requests=reqs, offcpu=offs,
+                            version=10, recorder=REC))
+        assert att(r) == want, syscall
 
 
 def test_other_waits_open_at_the_stop_are_sleep_or_not_seen(tmp_path):

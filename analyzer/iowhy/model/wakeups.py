@@ -39,10 +39,10 @@ applies:
    else ``external`` by its name;
 6. not woken in the window (still blocked at the stop) or the waker not seen -> ``sleep``
    in a sleeping syscall (nanosleep, poll, select, epoll, pause...), else ``wait-other``
-   "(not seen)"; counted as unseen wakers; but an I/O wait still open at the stop
-   (``OPEN_END`` and iowait) -> ``wait-other`` "(I/O wait open at the stop)", which
-   views/causal.py's device_fill charges to what the workload's devices were doing, as
-   rule 2's.
+   "(not seen)"; counted as unseen wakers; but a wait for I/O still open at the stop
+   (``OPEN_END``, in iowait or in an fsync-family syscall) -> ``wait-other`` "(blocked at
+   the stop)", which views/causal.py's device_fill charges to what the workload's
+   devices were doing, as rule 2's.
 
 A preempted interval (``PREEMPT``, no wakeup) is runnable throughout; ``[waking,
 switch-in)`` is runnable. Time between two intervals of a thread is on CPU. A thread's
@@ -106,7 +106,7 @@ NATURAL_L1 = np.array([_L1[str(c.parent)] for c in level_two()], np.int8)
  AT_STOP) = range(10)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
                  "(not recorded)", "(I/O completed in another task)",
-                 "(helper's timer)", "(timer)", "(loop worker)", "(I/O wait open at the stop)")
+                 "(helper's timer)", "(timer)", "(loop worker)", "(blocked at the stop)")
 # TIMER is the detail of a `sleep` segment woken by its timer (rule 2), which a polling
 # loop is made of (views/causal.py continues it); other sleep segments have none (-1).
 # CARRIED marks the fill's helper-cpu time while a carrier request was in flight with the
@@ -123,6 +123,9 @@ HELPER_PREFIXES = HELPER_THREADS
 JOURNAL_THREAD_SERVES = tuple((t, _L1[f.journal_thread_serves])
                               for f in FILESYSTEMS for t in f.journal_threads)
 
+# The fsync-family syscalls (abi.CALL_NAMES but the O_SYNC write, a write): a wait in one
+# is for the I/O it started, or for the journal's commit of it.
+SYNC_SYSCALLS = frozenset(n for c, n in abi.CALL_NAMES.items() if c != abi.CALL_OSYNC_WRITE)
 # Syscalls whose wait is a voluntary sleep or a timeout when nothing else woke them.
 SLEEP_SYSCALLS = frozenset({
     "nanosleep", "clock_nanosleep", "epoll_wait", "epoll_pwait", "epoll_pwait2",
@@ -949,15 +952,19 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     cat[dirty], cat[blockq] = DIRTY, BLOCKQ
     thr = dirty | blockq
     pur[thr], detail[thr] = L_THROTTLE, -1
-    # 6. not woken / waker not seen. An I/O wait still open when the recording stopped
-    # (OPEN_END) is filled from the devices, as rule 2's I/O wait is: what will end it
-    # is not in the trace, what the devices were doing over it is.
+    # 6. not woken / waker not seen. A wait for I/O still open when the recording
+    # stopped (OPEN_END; in iowait, or in an fsync-family syscall, which waits for the
+    # I/O it started and for the journal's) is filled from the devices, as rule 2's I/O
+    # wait is: what will end it is not in the trace, what the devices were doing is.
     unseen = (~iv.woken | ((ctx == abi.WCTX_UNKNOWN) & (wtid == 0))) & ~thr
     done = unseen | thr
     cat[unseen & sleepy] = SLEEP
     detail[unseen & sleepy] = -1
-    detail[unseen & ~sleepy & ~iv.woken & ((flags & abi.OFF_OPEN_END) != 0)
-           & ((flags & abi.OFF_IOWAIT) != 0)] = AT_STOP
+    at_stop = unseen & ~sleepy & ~iv.woken & ((flags & abi.OFF_OPEN_END) != 0)
+    if at_stop.any():
+        at_stop &= ((flags & abi.OFF_IOWAIT) != 0) | _syscalls_in(sysnr, SYNC_SYSCALLS, arch)
+        detail[at_stop] = AT_STOP
+    del at_stop
     # 1. request link: the request numbers read and looked up only where one is named.
     m = np.flatnonzero(~done & ((flags & abi.OFF_WAKER_RQ) != 0))
     ri = link.find(c.get("waker_rq_seq", m))
