@@ -380,10 +380,10 @@ static void put_open_sleep(struct rec *r, const struct task_state *st, pid_t tgi
 	e.syscall_nr = st->off_sys_nr;
 	e.flags_u16 = st->off_flags | IOWHY_OFF_OPEN_END;
 	e.run_total_ns = (st->off_flags & IOWHY_OFF_FROM_START) ? 0 : st->run_ns;
-	e.waker_tgid = st->waker_tgid;
-	e.waker_tid = st->waker_tid;
-	memcpy(e.waker_comm, st->waker_comm, sizeof(e.waker_comm));
-	if (e.waking_ns) {
+	if (e.waking_ns) { /* a waking read after the stop is not this interval's */
+		e.waker_tgid = st->waker_tgid;
+		e.waker_tid = st->waker_tid;
+		memcpy(e.waker_comm, st->waker_comm, sizeof(e.waker_comm));
 		e.waker_ctx_u16 = st->waker_ctx;
 		e.waker_preempt_count = st->waker_preempt_count;
 		if (st->waker_rq_depth) {
