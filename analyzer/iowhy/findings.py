@@ -156,13 +156,17 @@ def _attribution_findings(r: Mapping[str, Any], att: Mapping[str, int],
         if att[key]:
             cnt = sum(req[c]["count"] for c in cls_names)
             mib = sum(req[c]["bytes"] for c in cls_names) / 2**20
-            p50 = req[cls_names[0]]["device_ns"]["p50"]
-            # the classes by name when both have requests, as the class table shows them
-            by = [f"{req[c]['count']:,} {c}" for c in cls_names if req[c]["count"]]
+            # the classes by name when both have requests, as the class table shows them,
+            # each with its own median (a class without requests has none)
+            has = [c for c in cls_names if req[c]["count"]] or [cls_names[0]]
+            by = [f"{req[c]['count']:,} {c}" for c in has]
             of = f" ({', '.join(by)})" if len(by) > 1 else ""
+            med = [_ms(req[c]["device_ns"]["p50"]) for c in has]
+            median = (med[0] if len(has) == 1 else
+                      ", ".join(f"{m} {c}" for m, c in zip(med, has)))
             add(key, att[key], f"{pct[key]:.0f}% of elapsed is waiting on {what}: "
                                f"{plural(cnt, 'request')}{of}, {mib:,.1f} MiB, device median "
-                               f"{_ms(p50)}",
+                               f"{median}",
                 requests=cnt)
     if att.get("throttle"):
         add("throttle", att["throttle"],

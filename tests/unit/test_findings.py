@@ -67,3 +67,23 @@ def test_sync_file_range_is_not_named_as_sending_flushes(tmp_path):
     (barrier,) = [f for f in tb.run(p)["findings"] if f["key"] == "barrier"]
     assert "no fsync-family call that flushes (sync_file_range only writes back)" \
         in barrier["text"]
+
+
+def test_the_reads_median_is_of_the_class_that_has_the_requests(tmp_path):
+    # The thread waits for readahead (device time 30 ns), then for a plain read (10 ns):
+    # the read finding gives each class's own median, never the median of a class with
+    # no requests ("-": it read the read class's when only readahead had any).
+    H = abi.WCTX_HARDIRQ
+    ra = tb.req(1010, 1040, op=abi.OP_READ, iflags=abi.F_RAHEAD, seq=1)
+    rd = tb.req(1050, 1060, op=abi.OP_READ, sector=5000, seq=2)
+    offs = [tb.off(100, 1010, 1040, waker=0, ctx=H, rq_seq=1, syscall=0),
+            tb.off(100, 1050, 1060, waker=0, ctx=H, rq_seq=2, syscall=0)]
+    rec = {"attach_mode": "tp_btf"}
+    for name, reqs, o, want in (
+            ("ra", [ra], offs[:1], "1 request, 0.0 MiB, device median 30 ns"),
+            ("both", [ra, rd], offs, "2 requests (1 read, 1 readahead), 0.0 MiB, device "
+             "median 10 ns read, 30 ns readahead")):
+        r = tb.run(tb.write_trace(tmp_path / f"{name}.iowt", requests=reqs, offcpu=o,
+                                  recorder=rec))
+        (f,) = [f for f in r["findings"] if f["key"] == "read"]
+        assert f["text"].endswith("waiting on reads: " + want), f["text"]
