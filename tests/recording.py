@@ -3,9 +3,11 @@ it, and the check that nothing was dropped."""
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-from conftest import run
+from conftest import REPO, need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
 
@@ -33,6 +35,54 @@ def wait_attached(rec, out, timeout: float = 60) -> None:
         assert rec.poll() is None, rec.communicate()
         time.sleep(0.05)
     raise AssertionError(f"{out}: the recorder did not attach in {timeout} s")
+
+
+def emulated_disk(tmp_path, request, size_bytes: int, *, detach_wait_s: float = 5, **kw):
+    """The lab's emulated disk (lab/emudisk.py; `kw`: its options), started, stopped in a
+    finalizer; skipped without its binary or /dev/fuse. A disk slow to flush may still be
+    flushing what the loop device flushes as it is detached when its stop gives up:
+    the stop is tried again after `detach_wait_s`."""
+    sys.path.insert(0, str(REPO / "lab"))
+    import emudisk
+    try:
+        emudisk.find_binary()
+    except emudisk.EmulatedDiskError as e:
+        need(False, f"{e} (or `make`)")
+    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
+    d = emudisk.EmulatedDisk(tmp_path, size_bytes, **kw)
+
+    def stop() -> None:
+        try:
+            d.stop()
+        except emudisk.EmulatedDiskError as e:
+            if "still attached" not in str(e):
+                raise
+            time.sleep(detach_wait_s)
+            d.stop()
+    request.addfinalizer(stop)
+    d.start()
+    return d
+
+
+def slow_flush_ext4(tmp_path, request, flush_ns: int, size_bytes: int = 128 << 20):
+    """ext4 on an emulated RAM disk with a write cache whose every flush takes flush_ns,
+    mounted at tmp_path/mnt (unmounted, and its cache flushed, in a finalizer); no lazy
+    init, so no background writes and flushes of its own. Returns (disk, mount point)."""
+    d = emulated_disk(tmp_path, request, size_bytes, preset="ram", cache=True,
+                      extra_args=["--flush-ns", str(flush_ns)],
+                      detach_wait_s=max(5, 2 * flush_ns / 1e9))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", d.dev])
+    run(["mount", d.dev, str(mnt)])
+
+    def umount() -> None:
+        run(["umount", str(mnt)], check=False)
+        # what the device still caches is written and flushed now, at flush_ns a flush,
+        # not while the disk is detached (which waits 5 s at most)
+        run(["blockdev", "--flushbufs", d.dev], check=False)
+    request.addfinalizer(umount)
+    return d, mnt
 
 
 # Events the kernel did not deliver to the probes (docs/trace-format.md, "Events the

@@ -4,16 +4,14 @@ and counted, not lost."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, need
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, record
+from recording import assert_nothing_dropped, emulated_disk, record
 
 pytestmark = pytest.mark.bpf
 
@@ -25,17 +23,8 @@ def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_
     0-byte read at sector 0. (A completion the kernel never delivers leaves a request in
     this state too.) The emulated disk's slow media hold a 256 KiB direct write about
     1 s; the workload, a shell, starts it in the background and exits after 0.3 s."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    d = emudisk.EmulatedDisk(tmp_path, 64 << 20, cache=False,
-                             extra_args=["--media-rate", str(256 << 10)])
-    request.addfinalizer(d.stop)
-    d.start()
+    d = emulated_disk(tmp_path, request, 64 << 20, cache=False,
+                      extra_args=["--media-rate", str(256 << 10)])
     pidfile = tmp_path / "dd.pid"
 
     def _wait_dd():
@@ -73,17 +62,8 @@ def test_fsync_still_running_at_stop_is_written_incomplete(bpf, tmp_path, iowhy_
     shell, starts dd in the background and exits after 0.5 s; dd writes 256 KiB through
     the page cache of the emulated disk, whose slow media need about 1 s for it, and
     then fsyncs its output (fd 1)."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    d = emudisk.EmulatedDisk(tmp_path, 64 << 20, cache=False,
-                             extra_args=["--media-rate", str(256 << 10)])
-    request.addfinalizer(d.stop)
-    d.start()
+    d = emulated_disk(tmp_path, request, 64 << 20, cache=False,
+                      extra_args=["--media-rate", str(256 << 10)])
     pidfile = tmp_path / "dd.pid"
 
     def _wait_dd():

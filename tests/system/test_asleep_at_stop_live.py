@@ -15,17 +15,15 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO, need, run
+from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
-from recording import wait_attached
+from recording import slow_flush_ext4, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -160,37 +158,7 @@ def test_an_fsync_blocked_at_the_stop_is_the_flush_in_flight(bpf, tmp_path, iowh
     flight) when the recording stops STOP_AFTER_S into it: the wait open at the stop is
     the flush's (barrier), not unexplained; the call is written incomplete. The
     workload's own clock says the fsync outlasted the stop."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    d = emudisk.EmulatedDisk(tmp_path, 128 << 20, preset="ram", cache=True,
-                             extra_args=["--flush-ns", str(FLUSH_S * 10**9)])
-
-    def stop_disk() -> None:
-        # what the loop device flushes as it is detached takes FLUSH_S a flush: wait for
-        # it as long again (stop() retries what failed)
-        try:
-            d.stop()
-        except emudisk.EmulatedDiskError as e:
-            if "still attached" not in str(e):
-                raise
-            time.sleep(2 * FLUSH_S)
-            d.stop()
-    request.addfinalizer(stop_disk)
-    d.start()
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", d.dev])
-    run(["mount", d.dev, str(mnt)])
-
-    def umount() -> None:
-        run(["umount", str(mnt)], check=False)
-        run(["blockdev", "--flushbufs", d.dev], check=False)
-    request.addfinalizer(umount)
+    _, mnt = slow_flush_ext4(tmp_path, request, FLUSH_S * 10**9)
     go, log, out = tmp_path / "go", tmp_path / "calls", tmp_path / "f.iowt"
     w = subprocess.Popen([PY, "-c", FSYNC_ONCE, str(mnt / "f"), str(go), str(log)])
     request.addfinalizer(lambda: (go.touch(), w.poll() is None and w.kill(), w.wait()))

@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import REPO, need, run
+from conftest import run
 from iowhy import abi
 from iowhy.traceformat import read_trace
+from recording import slow_flush_ext4
 
 pytestmark = pytest.mark.bpf
 
@@ -206,40 +206,7 @@ def test_a_slow_fsync_fires_once_and_is_in_the_dump(bpf, tmp_path, iowhy_bin, re
     ext4 take longer than the trigger's 200 ms; it makes fast writes for 2 s, one fsync,
     and then only fast writes again. The trigger fires once (no second dump, nothing
     pending joined it), and the dump holds that fsync."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
-    try:
-        emudisk.find_binary()
-    except emudisk.EmulatedDiskError as e:
-        need(False, f"{e} (or `make`)")
-    need(Path("/dev/fuse").exists(), "needs /dev/fuse")
-    d = emudisk.EmulatedDisk(tmp_path, 128 << 20, preset="ram", cache=True,
-                             extra_args=["--flush-ns", str(400_000_000)])
-
-    def stop_disk() -> None:
-        # at 400 ms a flush, what the loop device flushes as it is detached can outlast
-        # the disk's 5 s wait for it: wait as long again (stop() retries what failed)
-        try:
-            d.stop()
-        except emudisk.EmulatedDiskError as e:
-            if "still attached" not in str(e):
-                raise
-            time.sleep(5)
-            d.stop()
-    request.addfinalizer(stop_disk)
-    d.start()
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    # no lazy init: no background writes and flushes of its own, at mount or umount
-    run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", d.dev])
-    run(["mount", d.dev, str(mnt)])
-
-    def umount() -> None:
-        run(["umount", str(mnt)], check=False)
-        # what the device still caches is written and flushed now, at 400 ms a flush,
-        # not while the disk is detached (which waits 5 s at most)
-        run(["blockdev", "--flushbufs", d.dev], check=False)
-    request.addfinalizer(umount)
+    _, mnt = slow_flush_ext4(tmp_path, request, 400_000_000)
     go, stop, log = tmp_path / "go", tmp_path / "stop", tmp_path / "calls"
     one = r"""
 import os, sys, time
