@@ -126,15 +126,32 @@ static const struct option longopts[] = {
 	{},
 };
 
+/* ARG as a whole decimal number in [lo, hi] into *v: 0, else -1. */
+static int long_in(const char *arg, long lo, long hi, long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtol(arg, &end, 10);
+	return errno || end == arg || *end || *v < lo || *v > hi ? -1 : 0;
+}
+
+/* ARG as a finite number of seconds in [lo, hi] into *v: 0, else -1. */
+static int seconds_in(const char *arg, double lo, double hi, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(arg, &end);
+	return errno || end == arg || *end || !isfinite(*v) || *v < lo || *v > hi ? -1 : 0;
+}
+
 /* --meta-fd: the metadata `iowhy record` left open for us; kept from the workload. */
 static int set_meta_fd(struct rec *r, const char *arg)
 {
-	char *end;
 	long fd;
 
-	errno = 0;
-	fd = strtol(arg, &end, 10);
-	if (errno || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC)) {
+	if (long_in(arg, 3, INT_MAX, &fd) || fcntl((int)fd, F_SETFD, FD_CLOEXEC)) {
 		fprintf(stderr, "iowhy-record: bad --meta-fd %s (want an open descriptor)\n", arg);
 		return USAGE;
 	}
@@ -145,29 +162,21 @@ static int set_meta_fd(struct rec *r, const char *arg)
 /* -r: the ring buffer, a power of two MiB (a BPF ring buffer's size must be). */
 static int set_ringbuf(struct rec *r, const char *arg)
 {
-	char *end;
+	long v;
 
-	errno = 0;
-	r->env.ringbuf_mib = strtol(arg, &end, 10);
-	if (errno || end == arg || *end || r->env.ringbuf_mib < 1 ||
-	    r->env.ringbuf_mib > MAX_RINGBUF_MIB ||
-	    (r->env.ringbuf_mib & (r->env.ringbuf_mib - 1))) {
+	if (long_in(arg, 1, MAX_RINGBUF_MIB, &v) || (v & (v - 1))) {
 		fprintf(stderr, "iowhy-record: bad --ringbuf %s (want a power of two MiB, "
 				"1..%d)\n", arg, MAX_RINGBUF_MIB);
 		return USAGE;
 	}
+	r->env.ringbuf_mib = v;
 	return GO_ON;
 }
 
 /* -d: seconds, finite and positive. */
 static int set_duration(struct rec *r, const char *arg)
 {
-	char *end;
-
-	errno = 0;
-	r->env.duration = strtod(arg, &end);
-	if (errno || end == arg || *end || !isfinite(r->env.duration) ||
-	    r->env.duration <= 0 || r->env.duration > MAX_DURATION_S) {
+	if (seconds_in(arg, 0, MAX_DURATION_S, &r->env.duration) || r->env.duration <= 0) {
 		fprintf(stderr, "iowhy-record: bad --duration %s (want seconds, more than 0 "
 				"and at most %.0f)\n", arg, MAX_DURATION_S);
 		return USAGE;
@@ -178,48 +187,35 @@ static int set_duration(struct rec *r, const char *arg)
 /* --flight (opt 'X', at least 1 s) and --after ('A', at least 0 s): at most a day. */
 static int set_flight_seconds(struct rec *r, int opt, const char *arg)
 {
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(arg, &end);
-	if (errno || end == arg || *end || !isfinite(v) || v < (opt == 'X' ? 1 : 0) ||
-	    v > 86400) {
+	if (seconds_in(arg, opt == 'X' ? 1 : 0, 86400,
+		       opt == 'X' ? &r->env.flight_s : &r->env.after_s)) {
 		fprintf(stderr, "iowhy-record: bad --%s %s (want seconds, %s to 86400)\n",
 			opt == 'X' ? "flight" : "after", arg, opt == 'X' ? "1" : "0");
 		return USAGE;
 	}
-	if (opt == 'X')
-		r->env.flight_s = v;
-	else
-		r->env.after_s = v;
 	return GO_ON;
 }
 
 /* --top: the interval between two JSON lines, whole milliseconds. */
 static int set_top(struct rec *r, const char *arg)
 {
-	char *end;
+	long v;
 
-	errno = 0;
-	r->env.top_ms = strtol(arg, &end, 10);
-	if (errno || end == arg || *end || r->env.top_ms < 100 || r->env.top_ms > 3600000) {
+	if (long_in(arg, 100, 3600000, &v)) {
 		fprintf(stderr, "iowhy-record: bad --top %s (want milliseconds, 100 to "
 				"3600000)\n", arg);
 		return USAGE;
 	}
+	r->env.top_ms = v;
 	return GO_ON;
 }
 
 /* --max-dumps: a count. */
 static int set_max_dumps(struct rec *r, const char *arg)
 {
-	char *end;
 	long v;
 
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (errno || end == arg || *end || v < 1 || v > 10000) {
+	if (long_in(arg, 1, 10000, &v)) {
 		fprintf(stderr, "iowhy-record: bad --max-dumps %s (want 1 to 10000)\n", arg);
 		return USAGE;
 	}
