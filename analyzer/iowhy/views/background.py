@@ -409,16 +409,16 @@ def table_requests(rq: Requests, cls: np.ndarray, meta: Mapping[str, Any],
     owner = carried_owner(rq, cls, meta, users, upper_of)
     carried = None if owner is None else owner >= 0
     bg = background_requests(rq, meta, fsync_devs, carried, users, counts, cls)
-    if owner is not None and carried is not None:
+    if owner is not None:
         # What carried another process's I/O (a request of the device above that is
         # background) is background too, down a stack of loop devices.
         for _ in range(len(rq.devices)):
-            theirs = carried & (upper_of >= 0) & bg[np.maximum(upper_of, 0)] & ~bg
+            theirs = (owner >= 0) & (upper_of >= 0) & bg[np.maximum(upper_of, 0)] & ~bg
             if not theirs.any():
                 break
             bg |= theirs
-        carried &= ~bg
-        owner = np.where(carried, owner, -1).astype(owner.dtype)
+        owner = np.where(bg, -1, owner).astype(owner.dtype)
+        carried = owner >= 0
     summary = None if owner is None else carried_summary(rq, owner, meta, names, cls)
     out = bg if carried is None else bg | carried
     bgs = background_summary(rq, bg, names)
