@@ -3,11 +3,10 @@ it, and the check that nothing was dropped."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
-from conftest import REPO, need, run
+from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
 
@@ -42,8 +41,7 @@ def emulated_disk(tmp_path, request, size_bytes: int, *, detach_wait_s: float = 
     finalizer; skipped without its binary or /dev/fuse. A disk slow to flush may still be
     flushing what the loop device flushes as it is detached when its stop gives up:
     the stop is tried again after `detach_wait_s`."""
-    sys.path.insert(0, str(REPO / "lab"))
-    import emudisk
+    from iowhy.lab import emudisk  # the installed lab, as conftest's lab_runs takes it
     try:
         emudisk.find_binary()
     except emudisk.EmulatedDiskError as e:

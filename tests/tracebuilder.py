@@ -52,6 +52,13 @@ def records(dtype: np.dtype, rows: list[Row]) -> np.ndarray:
     return arr
 
 
+def columns(name: str, rows: list[Row]) -> dict[str, np.ndarray]:
+    """Records of type `name` (abi.RECORD_NAMES) as the analysis takes them: a dict of
+    columns, one per field."""
+    arr = records(DTYPES[name], rows)
+    return {f: arr[f] for f in arr.dtype.names}
+
+
 def req(issue: int, done: int, *, op: int = abi.OP_WRITE, sector: int = 1000,
         nbytes: int = 4096, dev: tuple[int, int] = DEV, submit: int | None = None,
         insert: int = 0, data_done: int | None = None, iflags: int = 0,

@@ -23,7 +23,7 @@ import pytest
 from conftest import recorder_path, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped
+from recording import assert_nothing_dropped, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -184,18 +184,7 @@ def test_attach_records_the_state_of_a_sleeping_thread(bpf, tmp_path, iowhy_bin,
          f"exec {inner}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=30)))
-    deadline = time.monotonic() + 60
-    while True:  # the trace is written as attach.iowt.partial-PID until the stop
-        assert rec.poll() is None, rec.communicate()
-        assert time.monotonic() < deadline, "the recorder never wrote its first chunks"
-        partial = [p for p in tmp_path.glob("attach.iowt.partial-*") if p.stat().st_size > 64]
-        if partial:
-            try:
-                if read_trace(str(partial[0])).recorder:
-                    break
-            except Exception:
-                pass
-        time.sleep(0.05)
+    wait_attached(rec, out)
     go.write_text("go")
     assert target.wait(timeout=60) == 0
     _, err = rec.communicate(timeout=60)

@@ -20,7 +20,7 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped
+from recording import assert_nothing_dropped, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -126,16 +126,7 @@ def test_attach_cgroup_follows_joiners_not_outsiders(bpf, cgroup, tmp_path, iowh
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=60)))
-    deadline = time.monotonic() + 60
-    while True:  # until every probe is attached and the cgroup walked (RECORDER chunk)
-        partial = next(tmp_path.glob("cg.iowt.partial-*"), None)
-        try:
-            if partial and partial.stat().st_size > 64 and read_trace(str(partial)).recorder:
-                break
-        except Exception:
-            pass
-        assert rec.poll() is None and time.monotonic() < deadline, rec.communicate()
-        time.sleep(0.05)
+    wait_attached(rec, out)  # every probe attached, the cgroup walked
     _release(tmp_path, "j1")              # the joiner, still outside: not recorded
     _release(tmp_path, "o1")              # outside all along: not recorded
     _release(tmp_path, "m1")              # in the cgroup from the start: recorded

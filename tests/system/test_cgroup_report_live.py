@@ -23,7 +23,7 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped
+from recording import assert_nothing_dropped, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -125,16 +125,7 @@ def test_report_by_cgroup_puts_each_loop_under_its_cgroup(bpf, cgroups, make_fs,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
                                   rec.wait(timeout=60)))
-    deadline = time.monotonic() + 60
-    while True:  # until every probe is attached and the cgroup walked (RECORDER chunk)
-        partial = next(tmp_path.glob("cg.iowt.partial-*"), None)
-        try:
-            if partial and partial.stat().st_size > 64 and read_trace(str(partial)).recorder:
-                break
-        except Exception:
-            pass
-        assert rec.poll() is None and time.monotonic() < deadline, rec.communicate()
-        time.sleep(0.05)
+    wait_attached(rec, out)  # every probe attached, the cgroup walked
     kids["late"].mkdir()
     (kids["late"] / "cgroup.procs").write_text(str(workers["late"][1]))
     for name in LOOPS:

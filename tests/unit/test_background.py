@@ -85,12 +85,10 @@ def test_a_shared_kworkers_other_io_is_background(tmp_path):
 
 def test_waits_a_helper_ended_count_only_while_the_workload_waited():
     from iowhy.views.background import waker_request_seqs
-    import numpy as np
-
-    def cols(rows):
-        return {k: np.array([r[k] for r in rows]) for k in rows[0]}
-    off = cols([tb.off(100, 1010, 1100, waker=300), tb.off(100, 2000, 2100, waker=301)])
+    off = tb.columns("offcpu", [tb.off(100, 1010, 1100, waker=300),
+                                tb.off(100, 2000, 2100, waker=301)])
     # helper 301 hands off to 300 inside the second wait (two hops)
-    helper = cols([tb.helper(300, 1020, 1050, rq_seq=2), tb.helper(300, 1200, 1300, rq_seq=3),
-                   tb.helper(301, 2010, 2050, waker=300), tb.helper(300, 2005, 2040, rq_seq=5)])
+    helper = tb.columns("helper", [
+        tb.helper(300, 1020, 1050, rq_seq=2), tb.helper(300, 1200, 1300, rq_seq=3),
+        tb.helper(301, 2010, 2050, waker=300), tb.helper(300, 2005, 2040, rq_seq=5)])
     assert sorted(waker_request_seqs(off, helper).tolist()) == [2, 5]

@@ -13,19 +13,8 @@ import pytest
 
 import tracebuilder as tb
 from iowhy import cli
+from clirun import one_line, run
 from iowhy.errors import EXIT_FAIL, EXIT_NOT_FOUND, EXIT_USAGE, UserError
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("iowhy: ") and "Traceback" not in err, err
-    return lines[0]
 
 
 def test_no_subcommand_is_usage(capsys):

@@ -13,21 +13,8 @@ import pytest
 
 import tracebuilder as tb
 from iowhy import abi
-from iowhy.cli import main
+from clirun import one_line, run
 from iowhy.errors import EXIT_FAIL, EXIT_USAGE
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("iowhy: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ off-CPU interval) and death (DEAD, else EXIT, else the window end), in the windo
 
 from __future__ import annotations
 
-import numpy as np
 
 import tracebuilder as tb
 from iowhy import abi
@@ -13,13 +12,9 @@ from iowhy.model.tasks import task_lifetimes
 WIN = Window(1000, 2000)
 
 
-def _cols(dtype_name: str, rows: list[dict]) -> dict[str, np.ndarray]:
-    arr = tb.records(tb.DTYPES[dtype_name], rows)
-    return {f: arr[f] for f in arr.dtype.names}
-
-
 def _life(tasks: list[dict], off: list[dict] = ()) -> dict[int, tuple[int, int]]:
-    tids, birth, death = task_lifetimes(_cols("task", tasks), _cols("offcpu", list(off)), WIN)
+    tids, birth, death = task_lifetimes(tb.columns("task", tasks),
+                                        tb.columns("offcpu", list(off)), WIN)
     assert (birth <= death).all() and (birth >= WIN.start_ns).all()
     assert (death <= WIN.end_ns).all()
     return {int(t): (int(b), int(d)) for t, b, d in zip(tids, birth, death)}

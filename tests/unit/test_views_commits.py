@@ -16,14 +16,9 @@ WIN = Window(900, 2000)
 OTHER = (8, 17)
 
 
-def _cols(name: str, rows: list[dict]) -> dict[str, np.ndarray]:
-    arr = tb.records(tb.DTYPES[name], rows)
-    return {f: arr[f] for f in arr.dtype.names}
-
-
 def _view(jrows: list[dict], fsrows: list[dict] = (), per_call=None, log_bytes: int = 0):
     fsv = {} if per_call is None else {"_per_call": per_call}
-    return commits_view(WIN, _cols("journal", jrows), fsv, _cols("fsync", list(fsrows)),
+    return commits_view(WIN, tb.columns("journal", jrows), fsv, tb.columns("fsync", list(fsrows)),
                         log_bytes)
 
 
@@ -31,15 +26,16 @@ def test_workload_filesystems_and_their_journal_records():
     m = tb.meta()
     m["filesystems"].append(tb.fs_entry("xfs", (8, 16), OTHER, "sdy", "/mnt/x"))
     devices = [tb.DEV, (8, 16)]
-    calls = _cols("fsync", [tb.fsync(1, 10, 20, dev=(0, 40)),
-                            tb.fsync(1, 30, 40, dev=(0, 0))])
+    calls = tb.columns("fsync", [tb.fsync(1, 10, 20, dev=(0, 40)),
+                                 tb.fsync(1, 30, 40, dev=(0, 0))])
     assert workload_filesystems(m, devices, [0], calls) == {tb.PART, (0, 40)}
-    assert workload_filesystems(m, devices, [0, 1], _cols("fsync", [])) == {tb.PART, OTHER}
-    jr = _cols("journal", [J(abi.J_JBD2_START, 1000, 1), J(abi.J_XLOG_SYNC, 1000, 1, dev=OTHER)])
+    assert workload_filesystems(m, devices, [0, 1], tb.columns("fsync", [])) == {tb.PART, OTHER}
+    jr = tb.columns("journal", [J(abi.J_JBD2_START, 1000, 1),
+                                J(abi.J_XLOG_SYNC, 1000, 1, dev=OTHER)])
     mine = journal_of(jr, {tb.PART})
     assert mine["event_u16"].tolist() == [abi.J_JBD2_START]
     assert len(journal_of(jr, {tb.PART, OTHER})["ts_ns"]) == 2
-    assert journal_of(_cols("journal", []), {tb.PART})["ts_ns"].tolist() == []
+    assert journal_of(tb.columns("journal", []), {tb.PART})["ts_ns"].tolist() == []
 
 
 def test_jbd2_commits_and_their_phases():

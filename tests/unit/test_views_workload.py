@@ -18,11 +18,6 @@ WIN = Window(1000, 1100)
 ARCH = "x86_64"  # fsync is 74, read 0
 
 
-def _cols(name: str, rows: list[dict]) -> dict[str, np.ndarray]:
-    arr = tb.records(tb.DTYPES[name], rows)
-    return {f: arr[f] for f in arr.dtype.names}
-
-
 def _cumulative(*per_cat: list[tuple[int, int]]) -> list[Coverage]:
     """V_0..V_4 from the intervals of each category (barrier, log, metadata, data, read)."""
     out, acc = [], []
@@ -35,7 +30,7 @@ def _cumulative(*per_cat: list[tuple[int, int]]) -> list[Coverage]:
 
 
 def _view(tasks, off, covers=(), waits=None) -> dict:
-    v = workload_view(WIN, _cols("task", tasks), _cols("offcpu", off), list(covers),
+    v = workload_view(WIN, tb.columns("task", tasks), tb.columns("offcpu", off), list(covers),
                       waits, ARCH)
     att = v["attribution_ns"]
     assert set(att) == set(WORKLOAD_CATEGORIES)
