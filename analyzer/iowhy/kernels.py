@@ -313,14 +313,16 @@ class Coverage:
 
     def __init__(self, s: np.ndarray, e: np.ndarray) -> None:
         self.s = np.asarray(s, dtype=I64)
-        self.e = np.asarray(e, dtype=I64)
-        self.cum = np.zeros(len(self.s) + 1, dtype=I64)
-        np.cumsum(self.e - self.s, out=self.cum[1:])
         # The end of the interval before each position: e shifted by one, a time below
         # any met first (so that nothing is cut from the empty set before the first).
+        # The ends are kept once: e is a view of it.
         self.prev_e = np.empty(len(self.s) + 1, dtype=I64)
         self.prev_e[0] = -(1 << 62)
-        self.prev_e[1:] = self.e
+        self.prev_e[1:] = e
+        self.e = self.prev_e[1:]
+        self.cum = np.zeros(len(self.s) + 1, dtype=I64)
+        np.subtract(self.e, self.s, out=self.cum[1:])
+        np.cumsum(self.cum[1:], out=self.cum[1:])
 
     @property
     def total(self) -> int:
@@ -345,6 +347,15 @@ class Coverage:
         a = np.asarray(a, dtype=I64)
         b = np.asarray(b, dtype=I64)
         return np.maximum(self.upto(np.maximum(a, b)) - self.upto(a), 0)
+
+
+def nested_coverage(prev: Coverage | None, s: np.ndarray, e: np.ndarray) -> Coverage:
+    """The next of a list of nested coverages (each the union of the one before and
+    more), the intervals [s, e): the one before itself when they are the same, so that
+    equal coverages are kept once."""
+    if prev is not None and np.array_equal(prev.s, s) and np.array_equal(prev.e, e):
+        return prev
+    return Coverage(s, e)
 
 
 def log2_slots(values: np.ndarray) -> np.ndarray:

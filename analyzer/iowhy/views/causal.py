@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from .. import abi
-from ..kernels import I64, Coverage, check_keyed, union_intervals, unique
+from ..kernels import I64, Coverage, check_keyed, nested_coverage, union_intervals, unique
 from ..model.wakeups import (AT_STOP, BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, DEPTH, DIRTY,
                              EXTERNAL, FIXED_DETAILS, HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ,
                              KIND_NAMES, L_CPU, L_HCPU, L_HRUNQ, L_LOG, L_OTHER, L_RUNQ, L_SLEEP,
@@ -157,7 +157,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         pur1.append(L_LOG)
     for c in covers:
         s, e = union_intervals(np.concatenate((c.s, ws)), np.concatenate((c.e, we)), runs=True)
-        cum.append(Coverage(s, e))
+        cum.append(nested_coverage(cum[-1] if cum else None, s, e))
     cats = [BARRIER] * len(pur1) + [BARRIER + k for k in range(len(covers))]
     pur1 += [-1] * len(covers)
     carried_at = -1  # the index in cats of the loop worker's time, if any
@@ -166,7 +166,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         prev = cum[-1] if cum else Coverage(ws, we)
         s, e = union_intervals(np.concatenate((prev.s, carried.s)),
                                np.concatenate((prev.e, carried.e)), runs=True)
-        cum.append(Coverage(s, e))
+        cum.append(nested_coverage(prev, s, e))
         cats.append(HCPU)
         pur1.append(-1)
     busy_at = len(cats)  # cats from here on: the recorded helpers' own time
@@ -176,7 +176,7 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         prev = cum[-1] if cum else Coverage(ws, we)
         s, e = union_intervals(np.concatenate((prev.s, cov.s)), np.concatenate((prev.e, cov.e)),
                                runs=True)
-        cum.append(Coverage(s, e))
+        cum.append(nested_coverage(prev, s, e))
         cats.append(cat)
         pur1.append(-1)
     none = Coverage(np.zeros(0, I64), np.zeros(0, I64))
@@ -929,6 +929,38 @@ def cpu_to_stop(tl: Timeline, end_ns: int) -> dict[str, int] | None:
 THREAD_BATCH = 1 << 16  # segments of the threads explained together by thread_time_view
 
 
+def _thread_slices(tl: Timeline, nw: int, most: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The lives [birth, death) of the nw workload threads cut at the start of every
+    `most`-th segment of each: (actor, start, end, segments) of each slice, in actor
+    then time order. The explanation of an interval is that of its parts side by side
+    (every piece is clipped to its query, at every level), so the sums over the slices
+    are those over the lives; a slice bounds what one query makes."""
+    first = np.searchsorted(tl.actor, np.arange(nw + 1, dtype=tl.actor.dtype))
+    cnt = np.diff(first)
+    cuts = np.maximum((cnt - 1) // most, 0)  # cuts inside each life
+    act = np.repeat(np.arange(nw, dtype=I64), cuts)
+    at = np.arange(len(act), dtype=I64) - np.repeat(np.cumsum(cuts) - cuts, cuts)
+    seg = first[:-1][act] + (at + 1) * most  # the segment each cut starts
+    t = tl.starts(seg)
+    qact = np.repeat(np.arange(nw, dtype=I64), cuts + 1)
+    head = np.cumsum(cuts + 1) - (cuts + 1)  # each thread's first slice
+    qa = np.empty(len(qact), I64)
+    qb = np.empty(len(qact), I64)
+    inner = np.ones(len(qact), bool)
+    inner[head] = False
+    qa[head] = tl.birth[:nw]
+    qa[inner] = t
+    last = head + cuts
+    qb[last] = tl.death[:nw]
+    inner[:] = True
+    inner[last] = False
+    qb[inner] = t
+    qseg = np.full(len(qact), most, I64)
+    qseg[last] = cnt - cuts * most
+    return qact, qa, qb, qseg
+
+
 def thread_time_view(tl: Timeline, depth: int, arch: str | None,
                      fill: Fill | None = None,
                      comms: Mapping[int, str] | None = None,
@@ -948,20 +980,20 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     per = np.zeros((nw, NL1), I64)
     det = np.zeros((NL1, NK), I64)
     sys_sum: dict[int, np.ndarray] = {}  # per syscall: (level one x kind) ns
-    # Each thread's first segment (searched in the actors' own dtype: no copy of them).
-    first = np.searchsorted(tl.actor, np.arange(nw + 1, dtype=tl.actor.dtype))
+    qact, qa, qb, qseg = _thread_slices(tl, nw, THREAD_BATCH)
+    # Batches of consecutive slices of about THREAD_BATCH segments (at least one slice).
+    work = np.cumsum(qseg)
     start = 0
-    while start < nw:
-        end = start + 1
-        limit = first[start] + THREAD_BATCH
-        end = max(end, int(np.searchsorted(first, limit, side="right")) - 1)
-        end = min(end, nw)
-        acts = np.arange(start, end)
-        batch = per[start:end]  # a view: the leaves' roots count from `start`
-        for level in _levels(tl, acts, tl.birth[start:end], tl.death[start:end], depth):
+    while start < len(qact):
+        limit = (work[start - 1] if start else 0) + THREAD_BATCH
+        end = max(start + 1, int(np.searchsorted(work, limit, side="right")))
+        q = slice(start, end)
+        batch = np.zeros((end - start, NL1), I64)  # the leaves' roots count from `start`
+        for level in _levels(tl, qact[q], qa[q], qb[q], depth):
             for part in level:
                 _sum_filled(batch, det, sys_sum, Leaves(*part[:8]), fill)
             del level, part  # not kept while the next level is made
+        np.add.at(per, qact[q], batch)
         start = end
     total = int((tl.death[:nw] - tl.birth[:nw]).sum())
     awake = per.sum(axis=1) - per[:, L_SLEEP]

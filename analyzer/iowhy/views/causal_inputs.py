@@ -96,9 +96,11 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
                         calls=calls, threads=threads)
     del link
     wtid, wcomm = _wakers(off, helper)
-    busy = helper_busy(tl, foreign_helpers(tl, wtid, wcomm), threads)
+    foreign, names = foreign_helpers(tl, wtid, wcomm), helper_names(tl, wtid, wcomm)
+    del wtid, wcomm  # a name per waker record: not kept while the fill is made
+    busy = helper_busy(tl, foreign, threads)
     fill = helper_timers(device_fill(covers, fill_waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
                                      carried, busy, log_waits))
     root = root_actor(tl, tasks, recorder_pid)
-    return tl, fill, root, helper_names(tl, wtid, wcomm)
+    return tl, fill, root, names

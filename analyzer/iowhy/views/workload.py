@@ -28,7 +28,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..categories import CORRELATIONAL
-from ..kernels import Coverage, I64, select, sort_with_order, union_intervals, unique
+from ..kernels import (Coverage, I64, nested_coverage, select, sort_with_order, union_intervals,
+                       unique)
 from ..model.classify import CATEGORIES
 from ..model.flush import FlushShare
 from ..model.requests import Requests, Window
@@ -317,7 +318,10 @@ def workload_covers(rq: Requests, st: Stages, cumul, fl: FlushShare, relevant: S
                     ) -> tuple[list[Coverage], tuple[np.ndarray, np.ndarray]]:
     """Cumulative coverages V_0..V_4 (barrier.. read) of the workload's devices, and the
     flush-wait windows of flush-sequenced requests on them (see workload_view)."""
-    covers = [Coverage(*_unkey(u, st.span, st.origin, relevant)) for u in cumul]
+    covers: list[Coverage] = []
+    for u in cumul:
+        covers.append(nested_coverage(covers[-1] if covers else None,
+                                      *_unkey(u, st.span, st.origin, relevant)))
     return covers, flush_waits(rq, fl, relevant)
 
 
