@@ -157,7 +157,7 @@ def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = N
             tr = load(path)
             if on_trace is not None:
                 on_trace(path, tr)
-            tables = run_tables(tr)
+            tables = run_tables(tr, in_memory=True)
             u = tables["runs"].column("run_uuid")[0].as_py()
         if u in seen:
             log.warning("%s is the same run as %s (run %s): its rows are counted once",

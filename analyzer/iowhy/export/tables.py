@@ -41,13 +41,14 @@ __all__ = ["SCHEMA_VERSION", "TABLES", "iter_tables", "run_tables"]
 
 def _strings(pa: Any, values: np.ndarray, name: Callable[[Any], str | None]) -> Any:
     """A string column from values with few distinct ones: each distinct value is named
-    once (name(value) -> str, or None for NULL), the column is built by Arrow."""
+    once (name(value) -> str, or None for NULL), dictionary-encoded with the narrowest
+    indices (_table decodes it, or keeps it for a table held in memory)."""
     u, inv = np.unique(np.asarray(values), return_inverse=True)
     names = [name(x) for x in u.tolist()]
     d = pa.array([x or "" for x in names], pa.string())
-    inv = inv.reshape(-1).astype(np.int32)
+    inv = inv.reshape(-1).astype(np.min_scalar_type(-max(len(u), 1)))
     null = np.array([x is None for x in names] + [False], bool)[inv] if len(inv) else None
-    return pa.DictionaryArray.from_arrays(pa.array(inv, mask=null), d).cast(pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(inv, mask=null), d)
 
 
 def _text_list(pa: Any, values: Sequence[str | None]) -> Any:
@@ -102,15 +103,23 @@ def _bit(x: np.ndarray, b: int) -> np.ndarray:
 
 def _table(pa: Any, name: str, cols: dict[str, Any]) -> Any:
     """The table `name` with its explicit schema: every column of it, in its order and
-    type (a column missing here, or one the schema lacks, is a bug)."""
+    type (a column missing here, or one the schema lacks, is a bug), but that a string
+    column built dictionary-encoded (_strings) stays so: iter_tables decodes it unless
+    the table is held in memory."""
     schema = arrow_schema(pa, name)
     if set(cols) != set(schema.names):
         raise RuntimeError(f"table {name}: columns {sorted(set(cols) ^ set(schema.names))} "
                            "do not match its schema")
-    return pa.Table.from_arrays([pa.array(cols[f.name], f.type)
-                                 if not isinstance(cols[f.name], (pa.Array, pa.ChunkedArray))
-                                 else cols[f.name].cast(f.type) for f in schema],
-                                schema=schema)
+    arrays, fields = [], []
+    for f in schema:
+        c = cols[f.name]
+        if not isinstance(c, (pa.Array, pa.ChunkedArray)):
+            c = pa.array(c, f.type)
+        elif not (f.type == pa.string() and pa.types.is_dictionary(c.type)):
+            c = c.cast(f.type)
+        arrays.append(c)
+        fields.append(f.with_type(c.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))
 
 
 def _concat(a: Any, b: Any, dtype: Any = I64) -> np.ndarray:
@@ -141,23 +150,28 @@ def _fields(trace: Any, name: str, fields: Sequence[str]) -> dict[str, np.ndarra
     return out
 
 
-def run_tables(trace: Any, model: RunModel | None = None) -> dict[str, Any]:
-    """The seven tables of one trace (pyarrow.Table each, its schema.py schema)."""
-    return dict(iter_tables(trace, model))
+def run_tables(trace: Any, model: RunModel | None = None, in_memory: bool = False
+               ) -> dict[str, Any]:
+    """The seven tables of one trace (pyarrow.Table each, its schema.py schema; see
+    iter_tables for in_memory)."""
+    return dict(iter_tables(trace, model, in_memory))
 
 
-def iter_tables(trace: Any, model: RunModel | None = None) -> Iterator[tuple[str, Any]]:
+def iter_tables(trace: Any, model: RunModel | None = None, in_memory: bool = False
+                ) -> Iterator[tuple[str, Any]]:
     """(name, table) of the seven tables of one trace in TABLES' order, each built when
     it is asked for: a writer that drops a table before asking for the next holds one
-    at a time."""
+    at a time. in_memory: for tables held while they are read (a query of a trace),
+    whose string columns of few distinct values (the run's id, class, device...) are
+    then left dictionary-encoded: a byte or two a row instead of the string's, read as
+    strings (DuckDB's VARCHAR) all the same."""
     from ..progress import phase
     pa = need("pyarrow")
     m = model or load_run(trace)
     u = m.uuid
 
     def uuids(n: int) -> Any:
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                              pa.array([u])).cast(pa.string())
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array([u]))
 
     def requests() -> Any:
         t = _requests(pa, trace, m, uuids)
@@ -175,10 +189,13 @@ def iter_tables(trace: Any, model: RunModel | None = None) -> Iterator[tuple[str
         "tasks": lambda: _tasks(pa, trace, uuids),
     }
     meta = {b"iowhy.schema": str(SCHEMA_VERSION).encode(), b"iowhy.run_uuid": u.encode()}
+
+    def finish(name: str, t: Any) -> Any:
+        return (t if in_memory else t.cast(arrow_schema(pa, name))).replace_schema_metadata(meta)
     for name in TABLES:
         phase(f"{name} table")
         # no reference kept here: the caller's is the table's last
-        yield name, build.pop(name)().replace_schema_metadata(meta)
+        yield name, finish(name, build.pop(name)())
         if hasattr(trace, "release"):  # decoded again by a later reader
             trace.release(*RECORDS.get(name, ()))
 
