@@ -79,7 +79,8 @@ def test_findings_zero_drops_the_section_but_json_keeps_a_list(capsys, trace):
     rc, out, _ = run(capsys, "report", trace, "--findings", "0", "--json")
     assert rc == 0 and json.loads(out)["findings"] == []
     rc, with_, _ = run(capsys, "report", trace)
-    rc, without, _ = run(capsys, "report", trace, "--findings", "0")
+    rc2, without, _ = run(capsys, "report", trace, "--findings", "0")
+    assert rc == rc2 == 0
     assert "\nFINDINGS\n" in with_ and "FINDINGS" not in without
 
 

@@ -6,6 +6,8 @@ test_lab_tools.py.)"""
 
 from __future__ import annotations
 
+import inspect
+import re
 import shlex
 import string
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from iowhy.filesystems import NAMES as FS_NAMES
-from iowhy.lab import emudisk, scenarios as sc
+from iowhy.lab import scenarios as sc
 
 ALL = list(sc.SCENARIOS.values())
 IDS = list(sc.SCENARIOS)
@@ -142,4 +144,11 @@ def test_run_refuses_bad_arguments_before_it_touches_anything(tmp_path, monkeypa
 
 
 def test_disks_are_the_emulated_disks_presets():
-    assert sc.DISKS == emudisk.PRESETS and "hdd-7200" in sc.DISKS
+    """The disks a scenario runs on are the presets the daemon itself knows (its C
+    table, not the Python list the lab reads them from), and the defaults are one."""
+    src = (Path(__file__).resolve().parents[2] / "lab" / "emudisk.c").read_text()
+    table = src[src.index("PRESETS[] = {"):]
+    daemon = re.findall(r'\{\s*"([^"]+)",', table[:table.index("};")])
+    assert list(sc.DISKS) == daemon
+    for fn in (sc.run, sc.gallery):
+        assert inspect.signature(fn).parameters["disk"].default in daemon, fn
