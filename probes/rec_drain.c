@@ -98,27 +98,114 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Write the held records the late drain did not supersede; count what is written. */
-static void release_held(struct rec *r)
+/* Whether a held record is of something still open at its end (flagged so). */
+static int held_open(const struct held *h)
+{
+	return h->type == IOWHY_REC_REQUEST ? !!(h->u.rq.flags_u16 & IOWHY_RQ_INCOMPLETE)
+	       : h->type == IOWHY_REC_FSYNC ? !!(h->u.fs.flags_u16 & IOWHY_FS_F_INCOMPLETE)
+					    : !!(h->u.off.flags_u16 & IOWHY_OFF_OPEN_END);
+}
+
+/*
+ * Write the held records the late drain did not supersede (one from the ring itself is
+ * never superseded); `open`: the requests, calls and sleeps written still open.
+ */
+static void release_held(struct rec *r, __u64 open[3])
 {
 	qsort(r->stop_q.seen, r->stop_q.nseen, sizeof(__u64), cmp_u64);
 	for (size_t i = 0; i < r->stop_q.n; i++) {
 		struct held *h = &r->stop_q.v[i];
 		__u64 id = held_identity(h);
 
-		if (r->stop_q.nseen && bsearch(&id, r->stop_q.seen, r->stop_q.nseen, sizeof(id), cmp_u64))
+		if (!h->from_ring && r->stop_q.nseen &&
+		    bsearch(&id, r->stop_q.seen, r->stop_q.nseen, sizeof(id), cmp_u64))
 			continue;
 		add_record(r, h->type, &h->u);
-		if (h->type == IOWHY_REC_REQUEST)
-			r->w.incomplete_requests++;
-		else if (h->type == IOWHY_REC_FSYNC)
-			r->w.open_calls++;
-		else
-			r->w.open_sleeps++;
+		if (held_open(h))
+			open[h->type == IOWHY_REC_REQUEST ? 0 : h->type == IOWHY_REC_FSYNC ? 1 : 2]++;
 	}
 	free(r->stop_q.v);
 	free(r->stop_q.seen);
 	memset(&r->stop_q, 0, sizeof(r->stop_q));
+}
+
+/*
+ * While a flight dump ending at stop_q.dump_at takes what is open at its end: a request,
+ * call or sleep the ring brings that began by then belongs to the dump (it ended after
+ * the drain that took the dump's records, maybe before its end, maybe while the probes'
+ * state was read and so missing from it). Kept for the dump, as the probes wrote it when
+ * it ended by then, else as what was open at the end (as put_open_* make it from the
+ * probes' state); it goes on into the recording as it is.
+ */
+static void collect_for_dump(struct rec *r, const struct iowhy_rec_hdr *rh)
+{
+	__u64 at = r->stop_q.dump_at;
+	struct held c = { .type = rh->type, .from_ring = 1 };
+	struct held *v;
+
+	if (rh->type == IOWHY_REC_OFFCPU) {
+		struct iowhy_offcpu *e = &c.u.off;
+
+		memcpy(e, rh, sizeof(*e));
+		if (e->start_ns > at || (e->flags_u16 & IOWHY_OFF_HELPER))
+			return;
+		if (e->end_ns > at) {
+			e->end_ns = e->hdr.ts_ns = at;
+			e->flags_u16 |= IOWHY_OFF_OPEN_END;
+			if (e->waking_ns > at) { /* woken after the end: not yet woken in the dump */
+				e->waking_ns = 0;
+				e->waker_tgid = e->waker_tid = 0;
+				memset(e->waker_comm, 0, sizeof(e->waker_comm));
+				e->waker_ctx_u16 = 0;
+				e->waker_preempt_count = 0;
+				e->flags_u16 &= ~IOWHY_OFF_WAKER_RQ;
+				e->waker_rq_seq = 0;
+				e->waker_rq_depth = 0;
+				e->waker_rq_class = 0;
+			}
+		}
+	} else if (rh->type == IOWHY_REC_FSYNC) {
+		struct iowhy_fsync *e = &c.u.fs;
+
+		memcpy(e, rh, sizeof(*e));
+		if (e->enter_ns > at)
+			return;
+		if (e->exit_ns > at) {
+			e->exit_ns = e->hdr.ts_ns = at;
+			e->ret = 0;
+			e->flags_u16 |= IOWHY_FS_F_INCOMPLETE;
+		}
+	} else if (rh->type == IOWHY_REC_REQUEST) {
+		struct iowhy_request *e = &c.u.rq;
+		__u64 first;
+
+		memcpy(e, rh, sizeof(*e));
+		first = e->submit_ns ? e->submit_ns : e->insert_ns ? e->insert_ns : e->issue_ns;
+		if (!first || first > at)
+			return;
+		if (e->done_ns > at) { /* in flight at the end, as add_inflight writes it */
+			e->done_ns = 0;
+			e->done_bytes = 0;
+			e->error = 0;
+			if (e->insert_ns > at)
+				e->insert_ns = 0;
+			if (e->issue_ns > at)
+				e->issue_ns = 0;
+			if (e->data_done_ns > at)
+				e->data_done_ns = 0;
+			e->hdr.ts_ns = at;
+			e->flags_u16 |= IOWHY_RQ_INCOMPLETE;
+		}
+	} else {
+		return;
+	}
+	v = grow(r->stop_q.v, &r->stop_q.cap, r->stop_q.n + 1, sizeof(*v));
+	if (!v) { /* no memory: the dump lacks it, counted as an unknown record */
+		r->w.unknown_records++;
+		return;
+	}
+	r->stop_q.v = v;
+	v[r->stop_q.n++] = c;
 }
 
 /*
@@ -144,6 +231,8 @@ static int handle_event(void *ctx, void *data, size_t size)
 		} else {
 			if (r->stop_q.late)
 				note_late(r, h);
+			if (r->stop_q.dump_at)
+				collect_for_dump(r, h);
 			add_record(r, h->type, h);
 			if (h->type == IOWHY_REC_TASK) {
 				cgroup_seen(r, ((const struct iowhy_task *)h)->cgroup_id);
@@ -608,7 +697,14 @@ void drain_at_stop(struct rec *r)
 	r->stop_q.late = 1;
 	ring_buffer__consume(r->rb);
 	r->stop_q.late = 0;
-	release_held(r);
+	{
+		__u64 open[3] = {};
+
+		release_held(r, open);
+		r->w.incomplete_requests += open[0];
+		r->w.open_calls += open[1];
+		r->w.open_sleeps += open[2];
+	}
 	dump_syscalls(r, r->skel, r->end_ns);
 	flush_all(r);
 	/* after the last read of the ring: the counts cover every record of the trace */
@@ -616,26 +712,55 @@ void drain_at_stop(struct rec *r)
 }
 
 /*
- * The end of a flight dump written while recording goes on (rec_flight.c): what is
- * still in flight, running or asleep at `at`, added to the dump as it is written, as
- * at a stop (the recording's own records of them come when they end, in later chunks).
- * The records go through the writer's buffers, flushed here into the dump; the
- * recording's totals are left as they were. `nrec`: the dump's records, by type;
- * `open`: the requests, calls and sleeps added.
+ * The end of a flight dump written while recording goes on (rec_flight.c), `at`: the
+ * probes' records up to then are in the kept chunks. What is still in flight, running or
+ * asleep is read from the probes' tables and state, then the ring is taken again: what
+ * ended while they were read (missing from them), or between the drain and `at`, comes
+ * from it, and supersedes what was read (collect_for_dump), as at a stop. Held for the
+ * dump (write_open_state); the ring's records go on into the recording as they are.
+ * IOWHY_FLIGHT_STATE_DELAY_MS (tests): wait that long before reading the tables, so that
+ * something ends in between.
  */
-void write_open_state(struct rec *r, __u64 at, __u64 nrec[IOWHY_REC_MAX + 1], __u64 open[3])
+void take_open_state(struct rec *r, __u64 at)
 {
-	static const int types[] = { IOWHY_REC_REQUEST, IOWHY_REC_FSYNC, IOWHY_REC_OFFCPU };
-	__u64 before[3];
+	const char *delay = getenv("IOWHY_FLIGHT_STATE_DELAY_MS");
 
-	for (int i = 0; i < 3; i++)
-		before[i] = r->w.bufs[types[i]].total;
-	dump_inflight(r, r->skel, at, add_record);
-	dump_open_tasks(r, r->skel, at, add_record);
+	if (delay && atol(delay) > 0 && atol(delay) <= 10000)
+		usleep((useconds_t)atol(delay) * 1000);
+	dump_inflight(r, r->skel, at, hold_record);
+	dump_open_tasks(r, r->skel, at, hold_record);
+	r->stop_q.late = 1;
+	r->stop_q.dump_at = at;
+	drain_stages(r, 1);
+	ring_buffer__consume(r->rb);
+	r->stop_q.late = 0;
+	r->stop_q.dump_at = 0;
+}
+
+/* What take_open_state held, dropped (the dump was not written). */
+void discard_open_state(struct rec *r)
+{
+	free(r->stop_q.v);
+	free(r->stop_q.seen);
+	memset(&r->stop_q, 0, sizeof(r->stop_q));
+}
+
+/*
+ * Add what take_open_state held to the dump being written, through the writer's buffers
+ * (empty then: the recording's records are in kept chunks), leaving the recording's
+ * totals as they were. `nrec`: the dump's records, by type; `open`: the requests, calls
+ * and sleeps added still open.
+ */
+void write_open_state(struct rec *r, __u64 nrec[IOWHY_REC_MAX + 1], __u64 open[3])
+{
+	__u64 before[IOWHY_REC_MAX + 1];
+
+	for (int t = 1; t <= IOWHY_REC_MAX; t++)
+		before[t] = r->w.bufs[t].total;
+	release_held(r, open);
 	flush_all(r);
-	for (int i = 0; i < 3; i++) {
-		open[i] = r->w.bufs[types[i]].total - before[i];
-		nrec[types[i]] += open[i];
-		r->w.bufs[types[i]].total = before[i];
+	for (int t = 1; t <= IOWHY_REC_MAX; t++) {
+		nrec[t] += r->w.bufs[t].total - before[t];
+		r->w.bufs[t].total = before[t];
 	}
 }

@@ -20,8 +20,9 @@
  * trigger and when it fired, what was dropped). Chunks are dropped oldest first: those
  * whose records are all older than the window (aged), and, when the bound is reached,
  * those of the window (counted: the dump's window then starts after the last of them, and
- * says so). The bound covers the chunks kept; the ring buffer (-r) and the writer's
- * per-type buffers come on top.
+ * says so). The bound covers the chunks kept (none is dropped while a dump is made: the
+ * records that arrive meanwhile are kept, and dropped after it if they must be); the ring
+ * buffer (-r) and the writer's per-type buffers come on top.
  */
 #include "recorder.h"
 
@@ -43,6 +44,11 @@ struct flight {
 	unsigned char *meta;        /* the META chunk as made at the start */
 	size_t meta_len;
 	int writing;                /* a dump is being written: chunks go to its file */
+	int dumping;                /* a dump is being made: no chunk is dropped, and a
+				     * trigger is the next dump's (next_*) */
+	int next_pending;
+	__u64 next_trig_ns;
+	char next_trig[48];
 	/* the pending dump */
 	int pending;
 	__u64 trig_ns, due_ns;
@@ -213,7 +219,7 @@ int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out,
 		f->aged_chunks++;
 		drop_head(f);
 	}
-	while (f->head && f->bytes > f->bound) {
+	while (f->head && f->bytes > f->bound && !f->dumping) {
 		f->dropped_chunks++;
 		f->dropped_bytes += f->head->len;
 		if (f->head->tmax > f->lost_until_ns)
@@ -223,15 +229,11 @@ int flight_keep(struct rec *r, const struct iowhy_chunk_hdr *h, const void *out,
 	return 1;
 }
 
-static void fire(struct rec *r, const char *what, __u64 at)
+/* A dump of the window around `at` is due --after seconds after it. */
+static void make_pending(struct rec *r, const char *what, __u64 at)
 {
 	struct flight *f = r->fl;
 
-	f->fired++;
-	if (f->pending) {
-		f->ignored++;
-		return;
-	}
 	f->pending = 1;
 	f->trig_ns = at;
 	f->due_ns = at + (__u64)(r->env.after_s * 1e9);
@@ -239,6 +241,26 @@ static void fire(struct rec *r, const char *what, __u64 at)
 	if (!r->env.quiet)
 		fprintf(stderr, "iowhy-record: flight: %s at %.3f s; writing the window in %.1f s\n",
 			what, (at - r->start_ns) / 1e9, r->env.after_s);
+}
+
+static void fire(struct rec *r, const char *what, __u64 at)
+{
+	struct flight *f = r->fl;
+
+	f->fired++;
+	if (f->dumping) { /* while a dump is made: its records come after that dump's end */
+		if (!f->next_pending) {
+			f->next_pending = 1;
+			f->next_trig_ns = at;
+			snprintf(f->next_trig, sizeof(f->next_trig), "%s", what);
+		}
+		return;
+	}
+	if (f->pending) {
+		f->ignored++;
+		return;
+	}
+	make_pending(r, what, at);
 }
 
 /* A record from the probes: does it fire a trigger? */
@@ -309,6 +331,21 @@ static int put_chunk(struct rec *r, const unsigned char *bytes, size_t len)
 	return 0;
 }
 
+/* A dump is made (or failed): a trigger that fired meanwhile is now pending. */
+static void dump_done(struct rec *r)
+{
+	struct flight *f = r->fl;
+
+	f->dumping = 0;
+	if (!f->next_pending)
+		return;
+	f->next_pending = 0;
+	if (f->pending) /* the dump failed, and is tried again: the trigger is part of it */
+		f->ignored++;
+	else
+		make_pending(r, f->next_trig, f->next_trig_ns);
+}
+
 /* The dump's file name: OUT, then OUT with .N before its .iowt (or after it). */
 static void dump_path(struct rec *r, int n, char *out, size_t cap)
 {
@@ -323,12 +360,14 @@ static void dump_path(struct rec *r, int n, char *out, size_t cap)
 		snprintf(out, cap, "%s.%d", o, n);
 }
 
-/* Write the pending window. 0, or -1 (one line said why; recording goes on). */
 /*
  * Write the window ending `now` to the next dump file. `at_stop`: the recording has
  * stopped, and drain_at_stop has added what was still open to the kept chunks; else the
- * probes' last records are taken first and what is open at the end (requests in flight,
- * calls running, sleeps not ended) is added to the dump alone (write_open_state).
+ * probes' last records are taken first, and what is open at the end (requests in flight,
+ * calls running, sleeps not ended) is added to the dump alone (take_open_state, then
+ * write_open_state): the records the ring brings meanwhile are kept after the dump's
+ * chunks (`last`), for the recording that goes on. 0, or -1 (one line said why;
+ * recording goes on).
  */
 static int dump(struct rec *r, __u64 now, int at_stop)
 {
@@ -338,15 +377,21 @@ static int dump(struct rec *r, __u64 now, int at_stop)
 	__u64 keep_off = r->w.good_off, open[3] = {};
 	char path[PATH_MAX], keep_partial[PATH_MAX];
 	struct iowhy_file_hdr fh = {};
-	struct fchunk *c, *first = NULL;
+	struct fchunk *c, *first = NULL, *last;
 	int err = 0, ok;
 	struct sbuf s;
 
+	f->dumping = 1;
 	if (!at_stop) {
 		drain_now(r);
 		now = now_ns(CLOCK_MONOTONIC);
 	}
 	flush_all(r); /* every record up to now into a kept chunk */
+	last = f->tail;
+	if (!at_stop) {
+		take_open_state(r, now);
+		flush_all(r); /* the records it took from the ring: after `last` */
+	}
 	start = f->trig_ns > w ? f->trig_ns - w : 0;
 	if (start < r->start_ns)
 		start = r->start_ns;
@@ -357,6 +402,8 @@ static int dump(struct rec *r, __u64 now, int at_stop)
 	r->w.fd = open_output(r, path);
 	if (r->w.fd < 0) {
 		memcpy(r->partial_path, keep_partial, sizeof(keep_partial));
+		discard_open_state(r);
+		dump_done(r);
 		return -1;
 	}
 	f->writing = 1;
@@ -370,16 +417,20 @@ static int dump(struct rec *r, __u64 now, int at_stop)
 	r->start_ns = start;
 	if (!err)
 		write_recorder_chunk(r);
-	for (c = f->head; c && !err && !r->w.failed; c = c->next) {
-		if (c->tmax < start)
-			continue;
-		if (!first)
-			first = c;
-		nrec[c->type] += c->count;
-		err = put_chunk(r, c->bytes, c->len);
+	for (c = last ? f->head : NULL; c && !err && !r->w.failed; c = c->next) {
+		if (c->tmax >= start) {
+			if (!first)
+				first = c;
+			nrec[c->type] += c->count;
+			err = put_chunk(r, c->bytes, c->len);
+		}
+		if (c == last)
+			break;
 	}
 	if (!err && !r->w.failed && !at_stop)
-		write_open_state(r, now, nrec, open);
+		write_open_state(r, nrec, open);
+	else if (!at_stop)
+		discard_open_state(r);
 	counters_sum(r->counters_fd, counters);
 	memcpy(base, first ? first->counters : counters, sizeof(base));
 	if (!err && !r->w.failed) {
@@ -437,6 +488,7 @@ static int dump(struct rec *r, __u64 now, int at_stop)
 	f->writing = 0;
 	f->pending = 0;
 	f->ignored = 0;
+	dump_done(r);
 	if (ok) {
 		f->dumps++;
 		f->dropped_chunks = f->dropped_bytes = 0;

@@ -102,6 +102,7 @@ struct recbuf {
 
 struct held {
 	int type;
+	int from_ring; /* a flight dump's: a record the probes wrote (collect_for_dump) */
 	union {
 		struct iowhy_request rq;
 		struct iowhy_fsync fs;
@@ -176,6 +177,7 @@ struct rec {
 		__u64 *seen; /* identities of what the late drain brought */
 		size_t nseen, capseen;
 		int late; /* the late drain is running */
+		__u64 dump_at; /* a flight dump's end: what the ring brings is kept for it too */
 	} stop_q;
 	/* The probes' per-CPU stages (struct iowhy_stage), mapped from the `stage` map. */
 	struct {
@@ -268,7 +270,9 @@ int open_ring(struct rec *r);
 void poll_until_stop(struct rec *r);
 void drain_at_stop(struct rec *r);
 void drain_now(struct rec *r);
-void write_open_state(struct rec *r, __u64 at, __u64 nrec[IOWHY_REC_MAX + 1], __u64 open[3]);
+void take_open_state(struct rec *r, __u64 at);
+void discard_open_state(struct rec *r);
+void write_open_state(struct rec *r, __u64 nrec[IOWHY_REC_MAX + 1], __u64 open[3]);
 
 /* rec_stats.c: statistics */
 __u64 counters_sum(int fd, __u64 *out);

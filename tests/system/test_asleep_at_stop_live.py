@@ -13,6 +13,7 @@ nothing else in the window.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -185,3 +186,92 @@ def test_an_fsync_blocked_at_the_stop_is_the_flush_in_flight(bpf, tmp_path, iowh
     assert total >= (STOP_AFTER_S - 0.2) * 1e9, total
     assert att.get("barrier", 0) >= 0.8 * total, att
     assert att.get("wait-other", 0) <= 0.1 * total, att
+
+
+WAKE_DURING_DUMP = r"""
+import json, os, sys, threading, time
+go, fifo, out = sys.argv[1:4]
+
+def cpu():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[0])
+
+while not os.path.exists(go):
+    time.sleep(0.01)
+c0 = cpu()
+t = time.monotonic() + 0.2
+while time.monotonic() < t:
+    pass
+fd = os.open(fifo, os.O_RDWR)  # never blocks: it is its own writer
+c1 = cpu()
+with open(out + ".tmp", "w") as f:
+    json.dump({"tid": threading.get_native_id(), "cpu_ns": c1 - c0}, f)
+os.rename(out + ".tmp", out)
+os.read(fd, 1)  # the sleep the dump must keep
+woke = time.monotonic_ns()
+with open(out + ".woke", "w") as f:
+    f.write(str(woke))
+time.sleep(120)
+"""
+STATE_DELAY_MS = 4000  # the recorder's wait between its drain and reading the probes' state
+WAKE_AFTER_S = 1.5     # after SIGUSR1: the drain is done, the state not yet read
+
+
+def test_a_sleep_ending_while_a_dump_is_made_stays_a_sleep(bpf, tmp_path, iowhy_bin, request):
+    """A flight dump made while recording goes on takes the probes' records, then reads
+    what is still open from their state. A thread whose sleep ends in between is in
+    neither (its record is written at the wakeup, after the drain; its state is no
+    longer asleep): the dump must still hold that sleep, open at the dump's end, or the
+    thread reads as on CPU for the whole of it. The recorder's test hook widens the gap
+    to STATE_DELAY_MS; the thread is woken WAKE_AFTER_S after the signal. The truth is
+    the thread's schedstat before it blocked."""
+    go, fifo, truth, out = (tmp_path / n for n in ("go", "wake", "truth.json", "t.iowt"))
+    os.mkfifo(fifo)
+    w = subprocess.Popen([PY, "-c", WAKE_DURING_DUMP, str(go), str(fifo), str(truth)])
+    request.addfinalizer(lambda: (w.poll() is None and w.kill(), w.wait()))
+    env = dict(os.environ, IOWHY_FLIGHT_STATE_DELAY_MS=str(STATE_DELAY_MS))
+    rec = subprocess.Popen([*iowhy_bin, "attach", "-p", str(w.pid), "-o", str(out),
+                            "--flight", "10", "--after", "0"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=60)))
+    deadline = time.monotonic() + 60
+    for line in rec.stderr:  # its line once every probe is attached
+        if "flight: recording" in line:
+            break
+        assert time.monotonic() < deadline, line
+    else:
+        raise AssertionError(f"the recorder ended: {rec.wait()}")
+    go.write_text("go")
+    while not truth.exists():
+        assert time.monotonic() < deadline and w.poll() is None, "the workload did not report"
+        time.sleep(0.02)
+    time.sleep(0.5)
+    rec.send_signal(signal.SIGUSR1)
+    time.sleep(WAKE_AFTER_S)
+    wfd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    os.write(wfd, b"x")
+    os.close(wfd)
+    while not out.exists():
+        assert time.monotonic() < deadline, "no dump"
+        time.sleep(0.05)
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 128 + signal.SIGINT, err
+    known = json.loads(truth.read_text())
+    woke = int((tmp_path / "truth.json.woke").read_text())
+    tr = read_trace(str(out))
+    end = tr.trailer["end_ns"]
+    if not end < woke < end + STATE_DELAY_MS * 10**6:
+        load = os.getloadavg()[0]
+        pytest.skip(f"the thread woke {(woke - end) / 1e6:.0f} ms after the dump's end, "
+                    f"not while its state was read (load average {load:.1f})")
+    off = tr.records("offcpu")
+    mine = off[(off["tid"] == known["tid"]) & ((off["flags_u16"] & abi.OFF_OPEN_END) != 0)]
+    assert len(mine) == 1 and mine["end_ns"][0] == end, off[off["tid"] == known["tid"]]
+    assert end - int(mine["start_ns"][0]) >= 0.5e9
+    assert tr.trailer["sleeps_open_at_stop"] >= 1
+    r = analyze(tr)
+    by = {t["tid"]: t for t in r["thread_time"]["by_thread"]}
+    on_cpu = by[known["tid"]]["on_cpu_ns"]
+    assert abs(on_cpu - known["cpu_ns"]) <= TOLERANCE_NS, (on_cpu, known["cpu_ns"])
