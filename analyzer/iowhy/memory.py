@@ -41,6 +41,21 @@ def tune_allocator() -> bool:
     return ok
 
 
+def release_freed() -> bool:
+    """Give the memory glibc keeps (tune_allocator) back to the kernel, once the large
+    temporaries are gone: a process that goes on to load more libraries or build other
+    data (an export's tables) then adds them to what it holds, not to the heap's peak.
+    Whether it applied."""
+    if not _HEAP_KEPT:
+        return False
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def heap_kept() -> bool:
     """Whether tune_allocator() applied: glibc keeps freed memory in the process."""
     return _HEAP_KEPT

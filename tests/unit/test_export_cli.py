@@ -128,3 +128,23 @@ def test_import_replaces_a_symlink_at_the_output(capsys, tmp_path):
     rc, _, err = run(capsys, "import", "ftrace", str(cap), "-o", str(out))
     assert rc == 0 and err.strip().splitlines()[-1].startswith(f"wrote {out}: 1 requests")
     assert victim.read_bytes() == b"keep" and not os.path.islink(out)
+
+
+@pytest.mark.parametrize("argv,pkg", [(["export", "T", "--format", "parquet", "-o", "pq"],
+                                       "pyarrow"),
+                                      (["query", "SELECT 1", "T"], "duckdb")])
+def test_a_missing_package_is_said_before_the_trace_is_read(capsys, tmp_path, monkeypatch,
+                                                            argv, pkg):
+    """pyarrow and DuckDB are imported after the analysis (their libraries would add to
+    its peak), but a machine without them learns it at once: the trace (T) does not
+    exist, and the package is what is said."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == pkg else real(name, *a))
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run(capsys, *[str(tmp_path / "missing.iowt") if x == "T" else x
+                               for x in argv])
+    assert rc != 0
+    assert f"this needs the Python package {pkg}" in one_line(err), err
+    assert f"pip install {pkg}" in err

@@ -10,6 +10,7 @@ one or says in one line how to install it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from typing import Any
 
@@ -31,14 +32,37 @@ def need(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        from ..errors import UserError
-        pkg = PIP_NAMES.get(module, module.split(".")[0])
-        hint = ("this iowhy was installed by `make install EXTRAS=`: run `make install` "
-                "(EXTRAS=export, the default) from the iowhy source"
-                if installed_by_make() else
-                f"pip install 'iowhy[export]' (or pip install {pkg})")
-        raise UserError(f"this needs the Python package {pkg}, which is not installed",
-                        hint) from None
+        raise _missing(module) from None
+
+
+def _missing(module: str) -> Exception:
+    from ..errors import UserError
+    pkg = PIP_NAMES.get(module, module.split(".")[0])
+    hint = ("this iowhy was installed by `make install EXTRAS=`: run `make install` "
+            "(EXTRAS=export, the default) from the iowhy source"
+            if installed_by_make() else
+            f"pip install 'iowhy[export]' (or pip install {pkg})")
+    return UserError(f"this needs the Python package {pkg}, which is not installed", hint)
+
+
+def available(module: str) -> None:
+    """need()'s check without the import (a top-level package: finding a submodule
+    imports its package): a command refuses at once, and imports the package only
+    when it needs it (after_analysis)."""
+    if importlib.util.find_spec(module) is None:
+        raise _missing(module)
+
+
+def after_analysis() -> None:
+    """A run's analysis is done (source.load_run): the memory it freed goes back to the
+    kernel (memory.release_freed), and only then is pyarrow imported, with Arrow's
+    buffers from malloc (arrow_on_heap): the libraries an export or a query loads
+    (pyarrow, DuckDB: 30-70 MiB) and the tables it builds add to what the analysis
+    kept, not to the analysis' peak. Nothing when glibc does not keep freed memory
+    (tune_allocator not called: a library caller)."""
+    from ..memory import release_freed
+    if release_freed():
+        arrow_on_heap()
 
 
 def arrow_on_heap() -> bool:

@@ -100,10 +100,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_dir(args.output)
     else:
         check_target(args.output)
-    tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     if args.format == "parquet":
-        from . import arrow_on_heap
-        arrow_on_heap()  # the tables reuse it too
+        from . import available
+        available("pyarrow")  # imported once the analysis is done (after_analysis)
+    tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     try:
         with progress(f"exporting {args.trace}") as step:
             step("read trace")
@@ -150,8 +150,6 @@ def cmd_query(args: argparse.Namespace) -> int:
     fmt = "csv" if args.csv else "json" if args.json else "table"
     runs = args.runs[0] if len(args.runs) == 1 else f"{len(args.runs)} runs"
     tune_allocator()  # before any trace is read and analyzed
-    from . import arrow_on_heap
-    arrow_on_heap()  # a trace's tables reuse the memory its analysis freed
     from ..reports.terminal import problems_first
     problems: list[str] = []  # each trace's losses, said before the result
 

@@ -26,7 +26,7 @@ from ..cells import aligned, csv_cell, json_value, text_cell
 from ..escape import printable
 from ..names import utf8_text
 from ..progress import phase
-from . import need
+from . import available, need
 from .schema import BOOL, INT64, STRING, STRINGS, UINT64, column_types
 from .tables import TABLES
 
@@ -111,14 +111,14 @@ BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's width
 def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = None) -> Any:
     """A DuckDB connection with the views over `runs`, locked to them; `on_trace` is
     called with each trace file's path and its Trace as it is read (the command says
-    what each lost)."""
-    duckdb = need("duckdb")
-    need("pyarrow")
-    pds = need("pyarrow.dataset")
+    what each lost). DuckDB and pyarrow are imported once they are needed: after a
+    trace's analysis (export.after_analysis), not beside it."""
+    available("duckdb")
+    available("pyarrow")
     from ..errors import load
     from .schema import arrow_schema
     from .tables import run_tables
-    con = duckdb.connect(":memory:")
+    registered: list[tuple[str, Any]] = []  # (name, table), registered once all are read
     seen: dict[str, str] = {}
     parts: dict[str, list[str]] = {t: [] for t in TABLES}
     in_datasets: dict[str, list[str]] = {t: [] for t in TABLES}  # their files, by table
@@ -148,7 +148,7 @@ def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = N
                 try:
                     # opened by its name as it is: DuckDB's own reader would take `*`,
                     # `?` and `[` in a directory's name as a pattern
-                    tables[t] = pds.dataset(f, format="parquet")
+                    tables[t] = need("pyarrow.dataset").dataset(f, format="parquet")
                 except Exception as e:  # pyarrow raises several types for a damaged file
                     raise QueryError(f"cannot read {f}: {str(e).splitlines()[0]}",
                                      "export the trace again") from None
@@ -166,18 +166,24 @@ def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = N
         seen[u] = path
         for t, table in tables.items():
             name = f"_run{i}_{t}"
-            con.register(name, table)
+            registered.append((name, table))
             parts[t].append(_select_all(name, table, t))
+        del tables
     pa = need("pyarrow")
     for t, paths in in_datasets.items():
         if paths:  # every dataset's files of the table as one scan, in the schema's columns
             try:
-                table = pds.dataset(paths, format="parquet", schema=arrow_schema(pa, t))
+                table = need("pyarrow.dataset").dataset(paths, format="parquet",
+                                                        schema=arrow_schema(pa, t))
             except Exception as e:  # pyarrow raises several types for a damaged file
                 raise QueryError(f"cannot read the {t} files of the dataset: "
                                  f"{str(e).splitlines()[0]}", "export the runs again") from None
-            con.register(f"_datasets_{t}", table)
+            registered.append((f"_datasets_{t}", table))
             parts[t].append(f"SELECT * FROM _datasets_{t}")
+    con = need("duckdb").connect(":memory:")
+    for name, table in registered:
+        con.register(name, table)
+    del registered
     for t in TABLES:
         body = " UNION ALL BY NAME ".join(parts[t]) or OPTIONAL_TABLES[t]
         con.execute(f"CREATE VIEW {t} AS {body}")
@@ -204,10 +210,10 @@ def open_query(sql: str, runs: Sequence[str],
     """(column names, the result in batches of rows): the batches are fetched as they are
     iterated, while the block runs. A query that is empty (only blanks or comments) or
     fails is a QueryError, also while the batches are fetched."""
-    duckdb = need("duckdb")
     if not sql.strip():
         raise QueryError("the query is empty", EMPTY_HINT)
     con = connect(runs, on_trace)
+    duckdb = need("duckdb")  # imported by connect, after the runs' analysis
     try:
         phase("query")
         try:

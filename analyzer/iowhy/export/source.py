@@ -312,7 +312,11 @@ def load_run(trace: Any) -> RunModel:
     info["workload_devices"] = a["workload_devices"]
     info["command_short"] = a["command_short"]
     phase("request model")
-    return RunModel(uuid=run_uuid(trace), info=info, attribution_ns=a["attribution_ns"],
-                    requests=request_model(trace, a["roles"]),
-                    source_limits=source_limits(trace), queue_depth=a["queue_depth"],
-                    detail=a["detail"], attribution=a["attribution"])
+    m = RunModel(uuid=run_uuid(trace), info=info, attribution_ns=a["attribution_ns"],
+                 requests=request_model(trace, a["roles"]),
+                 source_limits=source_limits(trace), queue_depth=a["queue_depth"],
+                 detail=a["detail"], attribution=a["attribution"])
+    del a
+    from . import after_analysis
+    after_analysis()
+    return m

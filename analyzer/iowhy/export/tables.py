@@ -166,8 +166,8 @@ def iter_tables(trace: Any, model: RunModel | None = None, in_memory: bool = Fal
     then left dictionary-encoded: a byte or two a row instead of the string's, read as
     strings (DuckDB's VARCHAR) all the same."""
     from ..progress import phase
+    m = model or load_run(trace)  # before pyarrow is imported (export.after_analysis)
     pa = need("pyarrow")
-    m = model or load_run(trace)
     u = m.uuid
 
     def uuids(n: int) -> Any:
