@@ -289,3 +289,25 @@ def busy_trace(tmp_path: Any, n: int = 4000, trailer: bool = True, counters=None
     for name in ("task", "fsync", "journal", "offcpu", "request"):
         t.add(name, d[name])
     return t.close(_trailer(int(d["end_ns"]), counters, exit_status=None) if trailer else None)
+
+
+def fsync_through_flushes(path: Any, *, t: int = 1_000_000, meta_obj: Row | None = None,
+                          sectors: tuple[int, int] = (8, 16)) -> str:
+    """The what-if tests' recording (times from t): thread 100 on CPU [0, 110), submits
+    data write 1 at 100 and waits [110, 300) for it (device [100, 300)); on CPU
+    [300, 410), submits write 2 with PREFLUSH|FUA at 400 and waits in fsync [410, 2600)
+    for it: pre-flush FF [400, 1400), its data [1400, 1600), post-flush FF
+    [1600, 2600); on CPU [2600, 3100), exits."""
+    fl = abi.RQ_TRACKED | abi.RQ_ORIGIN
+    reqs = [req(t + 100, t + 300, submit=t + 100, sector=sectors[0], seq=1, flags=fl),
+            req(t + 400, t + 1400, op=abi.OP_FLUSH, seq=2, flags=abi.RQ_FLUSH_SEQ, tid=0),
+            req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=sectors[1],
+                seq=3, iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_SYNC,
+                flags=fl | abi.RQ_FLUSH_SEQ),
+            req(t + 1600, t + 2600, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)]
+    h = abi.WCTX_HARDIRQ
+    offs = [off(100, t + 110, t + 300, waker=0, ctx=h, rq_seq=1, syscall=1),
+            off(100, t + 410, t + 2600, waker=0, ctx=h, rq_seq=3, syscall=74)]
+    return write_trace(path, start=t, end=t + 3100, requests=reqs, offcpu=offs,
+                       tasks=[task(100, t), task(100, t + 3100, abi.TASK_EXIT)],
+                       meta_obj=meta_obj)

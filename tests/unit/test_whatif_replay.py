@@ -19,7 +19,7 @@ from iowhy import abi
 from iowhy.traceformat import read_trace
 from iowhy.model import classify
 from iowhy.whatif import disk, predict, program, replay
-from tracebuilder import LOG_RANGE, meta, off, req, task, write_trace
+from tracebuilder import LOG_RANGE, fsync_through_flushes, meta, off, req, task, write_trace
 
 T, H = abi.WCTX_TASK, abi.WCTX_HARDIRQ
 FSYNC = 74
@@ -47,24 +47,9 @@ def replay_of(path, specs, service: str = "model") -> Replayed:
 
 
 def fsync_trace(tmp_path, meta_obj=None, sectors=(8, 16)) -> str:
-    """Thread 100, window [0, 3100): on CPU [0, 110), submits data write 1 at 100 and
-    waits [110, 300) for it (device [100, 300)); on CPU [300, 410), submits write 2 with
-    PREFLUSH|FUA at 400 and waits [410, 2600) for it: pre-flush FF [400, 1400), its data
-    [1400, 1600), post-flush FF [1600, 2600); on CPU [2600, 3100), exits."""
-    fl = abi.RQ_TRACKED | abi.RQ_ORIGIN
-    t = T0
-    reqs = [req(t + 100, t + 300, submit=t + 100, sector=sectors[0], seq=1, flags=fl),
-            req(t + 400, t + 1400, op=abi.OP_FLUSH, seq=2, flags=abi.RQ_FLUSH_SEQ, tid=0),
-            req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=sectors[1],
-                seq=3,
-                iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_SYNC,
-                flags=fl | abi.RQ_FLUSH_SEQ),
-            req(t + 1600, t + 2600, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)]
-    offs = [off(100, t + 110, t + 300, waker=0, ctx=H, rq_seq=1, syscall=1),
-            off(100, t + 410, t + 2600, waker=0, ctx=H, rq_seq=3, syscall=FSYNC)]
-    return write_trace(tmp_path / "fsync.iowt", start=t, end=t + 3100, requests=reqs,
-                       offcpu=offs, tasks=[task(100, t), task(100, t + 3100, abi.TASK_EXIT)],
-                       meta_obj=meta_obj)
+    """tracebuilder.fsync_through_flushes, from T0."""
+    return fsync_through_flushes(tmp_path / "fsync.iowt", t=T0, meta_obj=meta_obj,
+                                 sectors=sectors)
 
 
 def test_identity_replay_gives_back_the_recording(tmp_path):
@@ -290,7 +275,7 @@ def test_a_child_starts_where_its_parent_forked_it(tmp_path):
     assert res.birth[child] == T0 + 50
 
 
-def test_cli_whatif_text_json_fit_and_errors(tmp_path, capsys):
+def test_cli_whatif_text_json_and_fit(tmp_path, capsys):
     """`iowhy whatif` in-process (the installed CLI runs it in the tests below)."""
     from iowhy.cli import main
     p = fsync_trace(tmp_path)
@@ -313,14 +298,7 @@ def test_cli_whatif_text_json_fit_and_errors(tmp_path, capsys):
     assert f.returncode == 0, f.stderr
     assert json.loads(prof.read_text())["schema"] == "iowhy-whatif-profile/1"
     assert run(p, "--disk", str(prof)).returncode == 0
-    for args, words in (((p, "--fit"), "--fit needs -o"),
-                        ((p, "-o", str(tmp_path / "x.json")), "-o is for --fit only"),
-                        ((p, "--disk", "floppy"), "unknown disk"),
-                        ((p, "--fit", "--nobarrier", "-o", str(prof)), "--fit takes no"),
-                        ((p, "--disk", str(tmp_path / "none.json")), "cannot read")):
-        e = run(*args)
-        assert e.returncode != 0 and words in e.stderr, (args, e.stderr)
-        assert len(e.stderr.strip().splitlines()) == 1, e.stderr
+    # its refusals: test_whatif_cli.py
 
 
 def test_a_trace_without_wakeup_links_is_refused(tmp_path, iowhy_bin):

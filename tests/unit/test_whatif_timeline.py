@@ -8,33 +8,18 @@ import numpy as np
 import pytest
 
 import tracebuilder as tb
-from iowhy import abi
 from iowhy.traceformat import read_trace
 from iowhy.whatif import predict, replay
 from iowhy.whatif import timeline as WT
 
 T0 = 1_000_000
-FL = abi.RQ_TRACKED | abi.RQ_ORIGIN
 
 
 @pytest.fixture(scope="module")
 def prep(tmp_path_factory):
-    """Thread 100: on CPU, waits [+110, +300) for write 1 (device [+100, +300)), on CPU,
-    waits [+410, +2600) for write 2 with PREFLUSH|FUA (pre-flush FF [+400, +1400), its
-    data [+1400, +1600), post-flush FF [+1600, +2600)), on CPU until it exits at +3100."""
-    t = T0
-    reqs = [tb.req(t + 100, t + 300, submit=t + 100, sector=8, seq=1, flags=FL),
-            tb.req(t + 400, t + 1400, op=abi.OP_FLUSH, seq=2, flags=abi.RQ_FLUSH_SEQ, tid=0),
-            tb.req(t + 1400, t + 2600, submit=t + 400, data_done=t + 1600, sector=16, seq=3,
-                   iflags=abi.F_PREFLUSH | abi.F_FUA | abi.F_SYNC,
-                   flags=FL | abi.RQ_FLUSH_SEQ),
-            tb.req(t + 1600, t + 2600, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)]
-    H = abi.WCTX_HARDIRQ
-    offs = [tb.off(100, t + 110, t + 300, waker=0, ctx=H, rq_seq=1, syscall=1),
-            tb.off(100, t + 410, t + 2600, waker=0, ctx=H, rq_seq=3, syscall=74)]
-    path = tb.write_trace(tmp_path_factory.mktemp("w") / "w.iowt", start=t, end=t + 3100,
-                          requests=reqs, offcpu=offs,
-                          tasks=[tb.task(100, t), tb.task(100, t + 3100, abi.TASK_EXIT)])
+    """tracebuilder.fsync_through_flushes: thread 100's fsync through a pre-flush, its
+    FUA write and a post-flush."""
+    path = tb.fsync_through_flushes(tmp_path_factory.mktemp("w") / "w.iowt", t=T0)
     return predict.prepare(read_trace(path))
 
 
