@@ -272,6 +272,12 @@ def run(path: Any, **cfg: Any) -> dict[str, Any]:
     return analyze(read_trace(str(path)), AnalysisConfig(**cfg))
 
 
+def att(r: dict[str, Any]) -> dict[str, int]:
+    """The categories of an attribution (r: any view with `attribution_ns`) that have
+    time."""
+    return {k: v for k, v in r["attribution_ns"].items() if v}
+
+
 def assert_sums(r: dict[str, Any]) -> None:
     att = r["attribution_ns"]
     assert set(att) in (set(CATS), set(CAUSAL_CATS))

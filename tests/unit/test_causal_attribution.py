@@ -11,15 +11,11 @@ from iowhy import abi
 from iowhy.analysis import AnalysisConfig, analyze
 from iowhy.traceformat import read_trace
 from iowhy.tracewriter import TraceWriter
-from tracebuilder import (CAUSAL_CATS, LOG_RANGE, assert_sums, meta, off, req, run, task,
+from tracebuilder import (att, CAUSAL_CATS, LOG_RANGE, assert_sums, meta, off, req, run, task,
                           write_trace)
 
 T, H, K = abi.WCTX_TASK, abi.WCTX_HARDIRQ, abi.WCTX_SOFTIRQ
 FSYNC, WAIT4, NANOSLEEP, READ, FUTEX = 74, 61, 35, 0, 202  # x86-64 numbers
-
-
-def att(r):
-    return {k: v for k, v in r["attribution_ns"].items() if v}
 
 
 def det(r, cat):

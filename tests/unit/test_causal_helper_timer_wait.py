@@ -14,7 +14,7 @@ flush of the workload's disk is in flight [1030, 1040).
 from __future__ import annotations
 
 from iowhy import abi
-from tracebuilder import assert_sums, off, req, run, write_trace
+from tracebuilder import att, assert_sums, off, req, run, write_trace
 
 T, K = abi.WCTX_TASK, abi.WCTX_SOFTIRQ
 OPENAT = 257  # x86-64
@@ -32,22 +32,18 @@ def _trace(tmp_path, helper_flags: int) -> dict:
     return r
 
 
-def _att(r: dict) -> dict:
-    return {k: v for k, v in r["attribution_ns"].items() if v}
-
-
 def test_helper_timer_wait_is_sleep_beyond_the_devices(tmp_path):
     r = _trace(tmp_path, 0)
     # cpu [1000, 1010) + [1090, 1100); over the wait: the flush 10 (barrier), the rest of
     # 60's timer wait 60 (sleep), helper-runqueue 5, helper-cpu 5.
-    assert _att(r) == {"cpu": 20, "barrier": 10, "sleep": 60, "helper-runqueue": 5,
-                       "helper-cpu": 5}, r["wait_other_by_waker_ns"]
+    assert att(r) == {"cpu": 20, "barrier": 10, "sleep": 60, "helper-runqueue": 5,
+                      "helper-cpu": 5}, r["wait_other_by_waker_ns"]
     assert r["wait_other_by_waker_ns"] == {}
     assert r["thread_time"]["attribution_ns"] == r["attribution_ns"]
 
 
 def test_helper_iowait_without_request_stays_wait_other(tmp_path):
     r = _trace(tmp_path, abi.OFF_IOWAIT)
-    assert _att(r) == {"cpu": 20, "barrier": 10, "wait-other": 60, "helper-runqueue": 5,
-                       "helper-cpu": 5}
+    assert att(r) == {"cpu": 20, "barrier": 10, "wait-other": 60, "helper-runqueue": 5,
+                      "helper-cpu": 5}
     assert r["wait_other_by_waker_ns"] == {"(irq, no request)": 60}

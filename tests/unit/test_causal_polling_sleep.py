@@ -13,7 +13,7 @@ timer (hardirq, idle task), and runs [s + 45, s + 50), for s = 1000, 1050, ..., 
 from __future__ import annotations
 
 from iowhy import abi
-from tracebuilder import assert_sums, off, req, run, task, write_trace
+from tracebuilder import att, assert_sums, off, req, run, task, write_trace
 
 H, T = abi.WCTX_HARDIRQ, abi.WCTX_TASK
 WAIT4, READ, PWRITE, CLOCK_NANOSLEEP = 61, 0, 18, 230  # x86-64 numbers
@@ -33,10 +33,6 @@ def _poller(tid: int):
             for s in range(W0, 1950, 50)]
 
 
-def _att(r: dict) -> dict:
-    return {k: v for k, v in r["attribution_ns"].items() if v}
-
-
 def test_a_child_polling_for_its_job_is_the_jobs_time(tmp_path):
     # The recorded process (100) waits in wait4 [1005, 1990) for the poller (101),
     # which exits at 1985 and wakes it; the job (102) is 101's child.
@@ -49,7 +45,7 @@ def test_a_child_polling_for_its_job_is_the_jobs_time(tmp_path):
                         tasks=tasks))
     assert_sums(r)
     el = r["elapsed_ns"]
-    a = _att(r)
+    a = att(r)
     # Every ns of the poller's sleeps the job was on CPU or waiting on its write: no
     # sleep is left. data: the job's waits [c + 20, c + 100) met by the poller's sleeps
     # [c, c + 45) and [c + 50, c + 95): 25 + 45 per cycle, 9 cycles.
@@ -65,7 +61,7 @@ def test_a_recorded_process_polling_for_its_job(tmp_path):
     r = run(write_trace(tmp_path / "t.iowt", start=W0, end=W1, requests=reqs, offcpu=offs,
                         tasks=tasks))
     assert_sums(r)
-    a = _att(r)
+    a = att(r)
     assert a == {"cpu": r["elapsed_ns"] - 630, "data": 630}, a
 
 
@@ -79,5 +75,5 @@ def test_polling_with_nobody_working_stays_sleep(tmp_path):
     tasks = [task(100, W0), task(102, W0, abi.TASK_FORK)]
     r = run(write_trace(tmp_path / "t.iowt", start=W0, end=W1, offcpu=offs, tasks=tasks))
     assert_sums(r)
-    assert _att(r) == {"sleep": 19 * 45, "cpu": r["elapsed_ns"] - 19 * 45}
+    assert att(r) == {"sleep": 19 * 45, "cpu": r["elapsed_ns"] - 19 * 45}
     assert r["sleep_by_syscall_ns"] == {"clock_nanosleep": 19 * 45}

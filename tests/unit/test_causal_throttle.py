@@ -8,15 +8,11 @@ figures worked out in the comments (window [1000, 1100), one thread 100)."""
 from __future__ import annotations
 
 from iowhy import abi
-from tracebuilder import assert_sums, off, req, run, task, write_trace
+from tracebuilder import att, assert_sums, off, req, run, task, write_trace
 
 T, K, H = abi.WCTX_TASK, abi.WCTX_SOFTIRQ, abi.WCTX_HARDIRQ
 WRITE, FSYNC = 1, 74  # x86-64 numbers
 DIRTY, BLOCK, IOWAIT = abi.OFF_THROTTLE_DIRTY, abi.OFF_THROTTLE_BLOCK, abi.OFF_IOWAIT
-
-
-def att(r):
-    return {k: v for k, v in r["attribution_ns"].items() if v}
 
 
 def test_a_dirty_pause_is_throttle_where_the_same_wait_unflagged_is_unexplained(tmp_path):

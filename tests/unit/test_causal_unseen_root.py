@@ -6,15 +6,11 @@ the time is the other workload threads' best-explained state at each instant."""
 from __future__ import annotations
 
 from iowhy import abi
-from tracebuilder import assert_sums, off, req, run, task, write_trace
+from tracebuilder import att, assert_sums, off, req, run, task, write_trace
 
 H, T = abi.WCTX_HARDIRQ, abi.WCTX_TASK
 FSYNC, READ, FUTEX, NANOSLEEP = 74, 0, 202, 35  # x86-64 numbers
 W0, W1 = 1000, 2000
-
-
-def att(r):
-    return {k: v for k, v in r["attribution_ns"].items() if v}
 
 
 def never_woken(tid: int, syscall: int, start: int = W0) -> dict:

@@ -5,16 +5,12 @@ cpu_to_stop). Window [1000, 1100) unless said otherwise."""
 from __future__ import annotations
 
 from iowhy import abi
-from tracebuilder import assert_sums, off, req, run, write_trace
+from tracebuilder import att, assert_sums, off, req, run, write_trace
 
 H = abi.WCTX_HARDIRQ
 REC = {"attach_mode": "tp_btf"}  # made by the recorder: it names every waker it saw
 FUTEX, NANOSLEEP, FSYNC = 202, 35, 74  # x86-64 numbers
 OPEN = abi.OFF_OPEN_END
-
-
-def att(r):
-    return {k: v for k, v in r["attribution_ns"].items() if v}
 
 
 def test_io_wait_open_at_the_stop_is_what_the_devices_did(tmp_path):
