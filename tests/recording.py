@@ -3,6 +3,8 @@ it, and the check that nothing was dropped."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,6 +36,23 @@ def wait_attached(rec, out, timeout: float = 60) -> None:
         assert rec.poll() is None, rec.communicate()
         time.sleep(0.05)
     raise AssertionError(f"{out}: the recorder did not attach in {timeout} s")
+
+
+def attach_flight(iowhy_bin, request, target, out, *extra, env=None, timeout: float = 60):
+    """`iowhy attach TARGET -o OUT EXTRA` (target: its -p PID or --cgroup DIR arguments;
+    extra: --flight SECONDS and the rest), stopped by SIGINT in a finalizer, returned
+    once it says it is recording (a flight recorder writes no file until a dump: its
+    line on stderr, once every probe is attached)."""
+    rec = subprocess.Popen([*iowhy_bin, "attach", *target, "-o", str(out), *extra], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=60)))
+    deadline = time.monotonic() + timeout
+    for line in rec.stderr:
+        if "flight: recording" in line:
+            return rec
+        assert time.monotonic() < deadline, line
+    raise AssertionError(f"the recorder ended: {rec.wait()}")
 
 
 def emulated_disk(tmp_path, request, size_bytes: int, *, detach_wait_s: float = 5, **kw):

@@ -24,7 +24,7 @@ from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
-from recording import slow_flush_ext4, wait_attached
+from recording import attach_flight, slow_flush_ext4, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -81,21 +81,15 @@ def _record(tmp_path, iowhy_bin, request, flight: bool):
     go, truth, out = tmp_path / "go", tmp_path / "truth.json", tmp_path / "t.iowt"
     w = subprocess.Popen([PY, "-c", WORKLOAD, str(go), str(truth)])
     request.addfinalizer(lambda: (w.poll() is None and w.kill(), w.wait()))
-    # a flight recorder says on stderr when it records (not under -q)
-    extra = ["--flight", "10", "--after", "0"] if flight else ["-q"]
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-p", str(w.pid), "-o", str(out), *extra],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
     deadline = time.monotonic() + 60
-    if flight:  # it writes nothing until a dump: its line once every probe is attached
-        for line in rec.stderr:
-            if "flight: recording" in line:
-                break
-            assert time.monotonic() < deadline, line
-        else:
-            raise AssertionError(f"the recorder ended: {rec.wait()}")
+    if flight:
+        rec = attach_flight(iowhy_bin, request, ["-p", str(w.pid)], out,
+                            "--flight", "10", "--after", "0")
     else:
+        rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(w.pid), "-o", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                      rec.wait(timeout=60)))
         wait_attached(rec, out)
     go.write_text("go")
     while not truth.exists():
@@ -230,18 +224,9 @@ def test_a_sleep_ending_while_a_dump_is_made_stays_a_sleep(bpf, tmp_path, iowhy_
     w = subprocess.Popen([PY, "-c", WAKE_DURING_DUMP, str(go), str(fifo), str(truth)])
     request.addfinalizer(lambda: (w.poll() is None and w.kill(), w.wait()))
     env = dict(os.environ, IOWHY_FLIGHT_STATE_DELAY_MS=str(STATE_DELAY_MS))
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-p", str(w.pid), "-o", str(out),
-                            "--flight", "10", "--after", "0"], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
+    rec = attach_flight(iowhy_bin, request, ["-p", str(w.pid)], out,
+                        "--flight", "10", "--after", "0", env=env)
     deadline = time.monotonic() + 60
-    for line in rec.stderr:  # its line once every probe is attached
-        if "flight: recording" in line:
-            break
-        assert time.monotonic() < deadline, line
-    else:
-        raise AssertionError(f"the recorder ended: {rec.wait()}")
     go.write_text("go")
     while not truth.exists():
         assert time.monotonic() < deadline and w.poll() is None, "the workload did not report"

@@ -23,7 +23,7 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, wait_attached
+from recording import assert_nothing_dropped, attach_flight, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -196,16 +196,8 @@ def test_a_flight_dump_names_the_cgroup_of_a_thread_seen_before_its_window(
     w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop)], preexec_fn=join)
     request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
     out = tmp_path / "fl.iowt"
-    rec = subprocess.Popen([*iowhy_bin, "attach", "--cgroup", str(parent), "-o", str(out),
-                            "--flight", "3", "--dump-on-exit"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
-    deadline = time.monotonic() + 60
-    for line in rec.stderr:  # the recorder's line once every probe is attached
-        if "flight: recording" in line:
-            break
-        assert time.monotonic() < deadline, line
+    rec = attach_flight(iowhy_bin, request, ["--cgroup", str(parent)], out,
+                        "--flight", "3", "--dump-on-exit")
     time.sleep(7)
     rec.send_signal(signal.SIGINT)
     _, err = rec.communicate(timeout=60)

@@ -18,7 +18,7 @@ import pytest
 from conftest import run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import slow_flush_ext4
+from recording import attach_flight, slow_flush_ext4
 
 pytestmark = pytest.mark.bpf
 
@@ -45,18 +45,7 @@ WINDOW_S = 5
 
 def _attach_flight(iowhy_bin, request, pid, out, *extra):
     """`iowhy attach --flight`, once it says it is recording."""
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-p", str(pid), "-o", str(out), *extra],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
-    deadline = time.monotonic() + 60
-    for line in rec.stderr:  # the recorder's line once every probe is attached
-        if "flight: recording" in line:
-            break
-        assert time.monotonic() < deadline, line
-    else:
-        raise AssertionError(f"the recorder ended: {rec.wait()}")
-    return rec
+    return attach_flight(iowhy_bin, request, ["-p", str(pid)], out, *extra)
 
 
 def _wait_for(path: Path, timeout: float = 60) -> None:
