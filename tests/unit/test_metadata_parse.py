@@ -1,16 +1,15 @@
 """Record-time metadata without a device: host and clock facts, block device number
-parsing, and the superblock parsers on hand-built bytes."""
+parsing and small parsing helpers (the superblock parsers: test_superblocks.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import struct
 import time
 
 import pytest
 
-from iowhy import __version__, metadata, superblocks
+from iowhy import __version__, metadata
 from iowhy.metadata import block_device_number, collect
 
 
@@ -55,33 +54,8 @@ def test_block_device_number_rejects(tmp_path):
 
 
 def test_small_helpers():
-    assert superblocks._merge([[8, 16], [0, 8], [20, 24], [22, 30], [5, 5]]) == [[0, 16], [20, 30]]
     assert metadata._bracketed("none [mq-deadline] kyber") == "mq-deadline"
     assert metadata._bracketed("[none] mq-deadline") == "none"
     assert metadata._unescape(r"/mnt/a\040b\011c\134d") == "/mnt/a b\tc\\d"
     assert metadata._merge_options("rw,relatime", "rw,errors=remount-ro") == \
         "rw,relatime,errors=remount-ro"
-
-
-def test_ext4_extent_tree_with_index_level():
-    bs = 1024
-    leaf = bytearray(bs)
-    struct.pack_into("<HHHHI", leaf, 0, 0xF30A, 2, 84, 0, 0)
-    struct.pack_into("<IHHI", leaf, 12, 0, 100, 0, 5000)
-    struct.pack_into("<IHHI", leaf, 24, 100, 32768 + 28, 1, 7)  # unwritten, above 4 GiB
-    root = bytearray(60)
-    struct.pack_into("<HHHHI", root, 0, 0xF30A, 1, 4, 1, 0)
-    struct.pack_into("<IIHH", root, 12, 0, 42, 0, 0)
-    reads = []
-
-    def read(off, length):
-        reads.append((off, length))
-        assert off == 42 * bs
-        return bytes(leaf[:length])
-    got = superblocks._ext4_extent_tree(read, bytes(root), bs)
-    assert got == [(0, 5000, 100), (100, (1 << 32) + 7, 28)]
-    assert reads == [(42 * bs, bs)]
-    assert superblocks._map_range(got, 90, 110) == [(90, 5090, 10), (100, (1 << 32) + 7, 10)]
-    root[0] = 0
-    with pytest.raises(ValueError):
-        superblocks._ext4_extent_tree(read, bytes(root), bs)

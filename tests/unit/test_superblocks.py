@@ -130,6 +130,30 @@ def test_unwritten_extent_maps_the_same_blocks():
     assert sb._ext4_extent_tree(Image().read, bytes(node), BS) == [(0, 300, 7)]
 
 
+def test_ext4_extent_tree_with_index_level():
+    bs = 1024
+    leaf = bytearray(bs)
+    struct.pack_into("<HHHHI", leaf, 0, 0xF30A, 2, 84, 0, 0)
+    struct.pack_into("<IHHI", leaf, 12, 0, 100, 0, 5000)
+    struct.pack_into("<IHHI", leaf, 24, 100, 32768 + 28, 1, 7)  # unwritten, above 4 GiB
+    root = bytearray(60)
+    struct.pack_into("<HHHHI", root, 0, 0xF30A, 1, 4, 1, 0)
+    struct.pack_into("<IIHH", root, 12, 0, 42, 0, 0)
+    reads = []
+
+    def read(off, length):
+        reads.append((off, length))
+        assert off == 42 * bs
+        return bytes(leaf[:length])
+    got = sb._ext4_extent_tree(read, bytes(root), bs)
+    assert got == [(0, 5000, 100), (100, (1 << 32) + 7, 28)]
+    assert reads == [(42 * bs, bs)]
+    assert sb._map_range(got, 90, 110) == [(90, 5090, 10), (100, (1 << 32) + 7, 10)]
+    root[0] = 0
+    with pytest.raises(ValueError):
+        sb._ext4_extent_tree(read, bytes(root), bs)
+
+
 def test_extent_tree_too_deep_is_corrupt():
     node = bytearray(24)
     struct.pack_into("<HHHH", node, 0, sb.EXT4_EXT_MAGIC, 1, 4, sb.EXT4_EXT_MAX_DEPTH + 1)
@@ -150,6 +174,7 @@ def test_indirect_map_follows_the_indirect_block_and_joins_runs():
 
 def test_merge_joins_touching_and_drops_empty():
     assert sb._merge([[10, 20], [0, 5], [20, 30], [25, 27], [40, 40]]) == [[0, 5], [10, 30]]
+    assert sb._merge([[8, 16], [0, 8], [20, 24], [22, 30], [5, 5]]) == [[0, 16], [20, 30]]
 
 
 def xfs_image(bs: int = BS, logstart: int = (2 << 16) + 10, logblocks: int = 2560) -> Image:
