@@ -18,3 +18,22 @@ def one_line(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("iowhy: ") and "Traceback" not in err, err
     return lines[0]
+
+
+class Parsed:
+    """A workload script's main() that only parses: its workload functions `names` of
+    `module` replaced (monkeypatch) by ones that note (name, arguments) and return 0."""
+
+    def __init__(self, monkeypatch, module, names) -> None:
+        self.module, self.got = module, []
+        for name in names:
+            monkeypatch.setattr(module, name,
+                                lambda a, name=name: self.got.append((name, a)) or 0)
+
+    def __call__(self, argv: list[str]) -> tuple[str, dict]:
+        """The workload argv runs and its arguments (without `func`)."""
+        assert self.module.main(argv) == 0
+        name, a = self.got.pop()
+        d = vars(a)
+        d.pop("func")
+        return name, d

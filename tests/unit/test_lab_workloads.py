@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from clirun import Parsed
+
 from iowhy.lab import scenarios, workloads as wl
 
 FUNCS = ("fsyncmix", "callmix", "wait_then_fsync", "fsync_loop", "fsync_tasks", "rmtree",
@@ -23,45 +25,33 @@ FUNCS = ("fsyncmix", "callmix", "wait_then_fsync", "fsync_loop", "fsync_tasks", 
 
 
 @pytest.fixture
-def parsed(monkeypatch) -> list[tuple[str, argparse.Namespace]]:
-    """Each workload replaced by one that notes (its name, its arguments) and returns 0."""
-    got: list[tuple[str, argparse.Namespace]] = []
-    for name in FUNCS:
-        monkeypatch.setattr(wl, name, lambda a, name=name: got.append((name, a)) or 0)
-    return got
-
-
-def _parse(parsed: list, argv: list[str]) -> tuple[str, dict[str, Any]]:
-    assert wl.main(argv) == 0
-    name, a = parsed.pop()
-    d = vars(a)
-    d.pop("func")
-    return name, d
+def parsed(monkeypatch) -> Parsed:
+    """main() with every workload replaced by one that notes its arguments."""
+    return Parsed(monkeypatch, wl, FUNCS)
 
 
 def test_every_workload_and_its_defaults(parsed):
-    assert _parse(parsed, ["fsyncmix", "/d", "2", "3"]) == (
+    assert parsed(["fsyncmix", "/d", "2", "3"]) == (
         "fsyncmix", {"name": "fsyncmix", "dir": "/d", "fsync": 2, "fdatasync": 3,
                      "bytes": 8192})
-    assert _parse(parsed, ["callmix", "/d"])[1]["k"] == 3
-    assert _parse(parsed, ["wait-then-fsync", "/d", "/go", "/pid"])[1] == {
+    assert parsed(["callmix", "/d"])[1]["k"] == 3
+    assert parsed(["wait-then-fsync", "/d", "/go", "/pid"])[1] == {
         "name": "wait-then-fsync", "dir": "/d", "go_file": "/go", "pidfile": "/pid", "k": 3,
         "timeout": 60.0}
-    assert _parse(parsed, ["fsync-loop", "/d", "1.5"])[1] == {
+    assert parsed(["fsync-loop", "/d", "1.5"])[1] == {
         "name": "fsync-loop", "dir": "/d", "seconds": 1.5, "pidfile": None}
-    assert _parse(parsed, ["fsync-tasks", "/d", "8", "16"])[1] == {
+    assert parsed(["fsync-tasks", "/d", "8", "16"])[1] == {
         "name": "fsync-tasks", "dir": "/d", "tasks": 8, "k": 16}
-    assert _parse(parsed, ["rmtree", "/t"]) == ("rmtree", {"name": "rmtree", "tree": "/t"})
-    assert _parse(parsed, ["sqlite", "/d", "0"])[1]["synchronous"] == "FULL"
+    assert parsed(["rmtree", "/t"]) == ("rmtree", {"name": "rmtree", "tree": "/t"})
+    assert parsed(["sqlite", "/d", "0"])[1]["synchronous"] == "FULL"
     for name, fn in (("fio-seq", "fio_seq"), ("fio-rand", "fio_rand")):
-        assert _parse(parsed, [name, "/d"]) == (fn, {
+        assert parsed([name, "/d"]) == (fn, {
             "name": name, "dir": "/d", "ios": 256, "bs": "4k", "size": "32m",
             "layout": False})
     for name, fn in (("untar", "untar"), ("untar-fsync", "untar_fsync"),
                      ("untar-eatmydata", "untar_eatmydata")):
-        assert _parse(parsed, [name, "/d"]) == (fn, {"name": name, "dir": "/d",
-                                                     "files": 5000})
-    assert _parse(parsed, ["prepare", "--files", "0"]) == (
+        assert parsed([name, "/d"]) == (fn, {"name": name, "dir": "/d", "files": 5000})
+    assert parsed(["prepare", "--files", "0"]) == (
         "prepare", {"name": "prepare", "files": 0})
 
 
@@ -72,7 +62,7 @@ def test_every_workload_and_its_defaults(parsed):
 def test_bad_arguments_exit_2_before_any_workload_runs(parsed, argv, capsys):
     with pytest.raises(SystemExit) as e:
         wl.main(argv)
-    assert e.value.code == 2 and parsed == []
+    assert e.value.code == 2 and parsed.got == []
     assert capsys.readouterr().err.startswith("usage: ")
 
 
@@ -84,7 +74,7 @@ def test_every_command_the_scenarios_give_it_parses(parsed):
         for tpl in (*s.setup, *s.measure, s.background):
             if tpl and tpl[0] == "workload":
                 argv = [a.format(**ctx, **s.params) for a in tpl[1:]]
-                assert _parse(parsed, argv)[1]["name"] == argv[0]
+                assert parsed(argv)[1]["name"] == argv[0]
                 seen.add(argv[0])
     assert {"untar", "untar-fsync", "rmtree", "sqlite", "fio-seq", "fsync-loop"} <= seen
 

@@ -14,34 +14,26 @@ from typing import Any
 
 import pytest
 
+from clirun import Parsed
+
 from iowhy.lab import scenarios, workloads_causal as wc
 
 FUNCS = ("fsync_bench", "idle_thread", "write_fsync_loop")
 
 
 @pytest.fixture
-def parsed(monkeypatch) -> list[tuple[str, argparse.Namespace]]:
-    got: list[tuple[str, argparse.Namespace]] = []
-    for name in FUNCS:
-        monkeypatch.setattr(wc, name, lambda a, name=name: got.append((name, a)) or 0)
-    return got
-
-
-def _parse(parsed: list, argv: list[str]) -> tuple[str, dict[str, Any]]:
-    assert wc.main(argv) == 0
-    name, a = parsed.pop()
-    d = vars(a)
-    d.pop("func")
-    return name, d
+def parsed(monkeypatch) -> Parsed:
+    """main() with every workload replaced by one that notes its arguments."""
+    return Parsed(monkeypatch, wc, FUNCS)
 
 
 def test_every_workload_and_its_defaults(parsed):
-    assert _parse(parsed, ["fsync-bench", "/d"]) == ("fsync_bench", {
+    assert parsed(["fsync-bench", "/d"]) == ("fsync_bench", {
         "name": "fsync-bench", "dir": "/d", "threads": 4, "seconds": 2.0, "bytes": 8192,
         "stats": None})
-    assert _parse(parsed, ["idle-thread", "/d", "--pidfile", "/p"]) == ("idle_thread", {
+    assert parsed(["idle-thread", "/d", "--pidfile", "/p"]) == ("idle_thread", {
         "name": "idle-thread", "dir": "/d", "pidfile": "/p", "spin": 0.02, "seconds": 60.0})
-    assert _parse(parsed, ["write-fsync-loop", "/d", "--seconds", "0.5"]) == (
+    assert parsed(["write-fsync-loop", "/d", "--seconds", "0.5"]) == (
         "write_fsync_loop", {"name": "write-fsync-loop", "dir": "/d", "pidfile": None,
                              "seconds": 0.5, "bytes": 64 << 10})
 
@@ -51,7 +43,7 @@ def test_every_workload_and_its_defaults(parsed):
 def test_bad_arguments_exit_2_before_any_workload_runs(parsed, argv, capsys):
     with pytest.raises(SystemExit) as e:
         wc.main(argv)
-    assert e.value.code == 2 and parsed == []
+    assert e.value.code == 2 and parsed.got == []
     assert capsys.readouterr().err.startswith("usage: ")
 
 
@@ -63,7 +55,7 @@ def test_every_command_the_causal_scenarios_give_it_parses(parsed):
         for tpl in (*s.setup, *s.measure, s.background):
             if tpl and tpl[0] == "workload-causal":
                 argv = [a.format(**ctx, **s.params) for a in tpl[1:]]
-                seen[s.name] = _parse(parsed, argv)[1]
+                seen[s.name] = parsed(argv)[1]
     assert set(seen) == {"sleep-bg", "idle-thread", "fsync-bench", "fsync-bench-off"}
     bench = seen["fsync-bench"]
     assert (bench["threads"], bench["seconds"], bench["stats"]) == (
