@@ -48,21 +48,11 @@ def _missing(module: str) -> Exception:
 def available(module: str) -> None:
     """need()'s check without the import (a top-level package: finding a submodule
     imports its package): a command refuses at once, and imports the package only
-    when it needs it (after_analysis)."""
+    when it needs it, after the analysis (source.load_run gives the memory it freed
+    back first): the libraries (pyarrow, DuckDB: 30-70 MiB) then add to what the
+    analysis kept, not to its peak."""
     if importlib.util.find_spec(module) is None:
         raise _missing(module)
-
-
-def after_analysis() -> None:
-    """A run's analysis is done (source.load_run): the memory it freed goes back to the
-    kernel (memory.release_freed), and only then is pyarrow imported, with Arrow's
-    buffers from malloc (arrow_on_heap): the libraries an export or a query loads
-    (pyarrow, DuckDB: 30-70 MiB) and the tables it builds add to what the analysis
-    kept, not to the analysis' peak. Nothing when glibc does not keep freed memory
-    (tune_allocator not called: a library caller)."""
-    from ..memory import release_freed
-    if release_freed():
-        arrow_on_heap()
 
 
 def arrow_on_heap() -> bool:

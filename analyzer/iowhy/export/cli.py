@@ -102,7 +102,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_target(args.output)
     if args.format == "parquet":
         from . import available
-        available("pyarrow")  # imported once the analysis is done (after_analysis)
+        available("pyarrow")  # imported once the analysis is done (export.available)
     tune_allocator()  # before the trace is read: the analysis reuses its freed memory
     try:
         with progress(f"exporting {args.trace}") as step:

@@ -26,7 +26,7 @@ from ..cells import aligned, csv_cell, json_value, text_cell
 from ..escape import printable
 from ..names import utf8_text
 from ..progress import phase
-from . import available, need
+from . import arrow_on_heap, available, need
 from .schema import BOOL, INT64, STRING, STRINGS, UINT64, column_types
 from .tables import TABLES
 
@@ -108,11 +108,17 @@ def is_dataset(path: str) -> bool:
 BATCH = 1000  # rows fetched from DuckDB at a time, and the rows a table's widths come from
 
 
+def _datasets() -> Any:
+    """pyarrow.dataset, Arrow's buffers from malloc (arrow_on_heap)."""
+    arrow_on_heap()
+    return need("pyarrow.dataset")
+
+
 def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = None) -> Any:
     """A DuckDB connection with the views over `runs`, locked to them; `on_trace` is
     called with each trace file's path and its Trace as it is read (the command says
     what each lost). DuckDB and pyarrow are imported once they are needed: after a
-    trace's analysis (export.after_analysis), not beside it."""
+    trace's analysis (export.available), not beside it."""
     available("duckdb")
     available("pyarrow")
     from ..errors import load
@@ -148,7 +154,7 @@ def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = N
                 try:
                     # opened by its name as it is: DuckDB's own reader would take `*`,
                     # `?` and `[` in a directory's name as a pattern
-                    tables[t] = need("pyarrow.dataset").dataset(f, format="parquet")
+                    tables[t] = _datasets().dataset(f, format="parquet")
                 except Exception as e:  # pyarrow raises several types for a damaged file
                     raise QueryError(f"cannot read {f}: {str(e).splitlines()[0]}",
                                      "export the trace again") from None
@@ -173,8 +179,7 @@ def connect(runs: Sequence[str], on_trace: Callable[[str, Any], None] | None = N
     for t, paths in in_datasets.items():
         if paths:  # every dataset's files of the table as one scan, in the schema's columns
             try:
-                table = need("pyarrow.dataset").dataset(paths, format="parquet",
-                                                        schema=arrow_schema(pa, t))
+                table = _datasets().dataset(paths, format="parquet", schema=arrow_schema(pa, t))
             except Exception as e:  # pyarrow raises several types for a damaged file
                 raise QueryError(f"cannot read the {t} files of the dataset: "
                                  f"{str(e).splitlines()[0]}", "export the runs again") from None

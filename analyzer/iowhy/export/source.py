@@ -22,6 +22,7 @@ import numpy as np
 from .. import abi
 from ..categories import ATTRIBUTION_CATEGORIES
 from ..names import CLASS_NAMES, utf8_text
+from ..memory import release_freed
 from ..traceformat import recording
 
 I64 = np.int64
@@ -317,6 +318,7 @@ def load_run(trace: Any) -> RunModel:
                  source_limits=source_limits(trace), queue_depth=a["queue_depth"],
                  detail=a["detail"], attribution=a["attribution"])
     del a
-    from . import after_analysis
-    after_analysis()
+    # The analysis' temporaries are gone: the memory glibc kept goes back before the
+    # exporters import pyarrow (export.available) and build their tables.
+    release_freed()
     return m

@@ -18,7 +18,7 @@ from .. import abi
 from ..names import comm_text, utf8_text
 from ..views.cgroups import cgroup_path
 from ..views.cgroups import recorded as cgroups_recorded
-from . import need
+from . import arrow_on_heap, need
 from .schema import SCHEMA_VERSION, TABLE_NAMES, arrow_schema
 from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, no_requests,
                      syscall_name)
@@ -166,7 +166,8 @@ def iter_tables(trace: Any, model: RunModel | None = None, in_memory: bool = Fal
     then left dictionary-encoded: a byte or two a row instead of the string's, read as
     strings (DuckDB's VARCHAR) all the same."""
     from ..progress import phase
-    m = model or load_run(trace)  # before pyarrow is imported (export.after_analysis)
+    m = model or load_run(trace)  # before pyarrow is imported (export.available)
+    arrow_on_heap()
     pa = need("pyarrow")
     u = m.uuid
 
