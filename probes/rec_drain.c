@@ -129,6 +129,29 @@ static void release_held(struct rec *r, __u64 open[3])
 	memset(&r->stop_q, 0, sizeof(r->stop_q));
 }
 
+/* When a request was first seen: its first bio's, else its insertion, else its issue. */
+static __u64 request_first_ns(const struct iowhy_request *rq)
+{
+	return rq->submit_ns ? rq->submit_ns : rq->insert_ns ? rq->insert_ns : rq->issue_ns;
+}
+
+/*
+ * Request `rq` as it was at `at`, still in flight: the stages reached since not reached
+ * yet (a flight dump's tables are read, and its ring taken again, while the probes run,
+ * moments after its end), flagged INCOMPLETE.
+ */
+static void request_open_at(struct iowhy_request *rq, __u64 at)
+{
+	if (rq->insert_ns > at)
+		rq->insert_ns = 0;
+	if (rq->issue_ns > at)
+		rq->issue_ns = 0;
+	if (rq->data_done_ns > at)
+		rq->data_done_ns = 0;
+	rq->hdr.ts_ns = at;
+	rq->flags_u16 |= IOWHY_RQ_INCOMPLETE;
+}
+
 /*
  * While a flight dump ending at stop_q.dump_at takes what is open at its end: a request,
  * call or sleep the ring brings that began by then belongs to the dump (it ended after
@@ -180,21 +203,15 @@ static void collect_for_dump(struct rec *r, const struct iowhy_rec_hdr *rh)
 		__u64 first;
 
 		memcpy(e, rh, sizeof(*e));
-		first = e->submit_ns ? e->submit_ns : e->insert_ns ? e->insert_ns : e->issue_ns;
+		first = request_first_ns(e);
 		if (!first || first > at)
 			return;
 		if (e->done_ns > at) { /* in flight at the end, as add_inflight writes it */
 			e->done_ns = 0;
-			e->done_bytes = 0;
 			e->error = 0;
-			if (e->insert_ns > at)
-				e->insert_ns = 0;
-			if (e->issue_ns > at)
-				e->issue_ns = 0;
-			if (e->data_done_ns > at)
-				e->data_done_ns = 0;
-			e->hdr.ts_ns = at;
-			e->flags_u16 |= IOWHY_RQ_INCOMPLETE;
+			if (e->data_done_ns > at || !e->data_done_ns)
+				e->done_bytes = 0; /* no completion by then */
+			request_open_at(e, at);
 		}
 	} else {
 		return;
@@ -328,22 +345,11 @@ typedef void (*put_fn)(struct rec *r, int type, const void *rec);
 
 static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop, put_fn put)
 {
-	__u64 first = rq->submit_ns ? rq->submit_ns : rq->insert_ns ? rq->insert_ns : rq->issue_ns;
-
-	/* a flight dump's tables are read while the probes run, moments after its end: a
-	 * request begun since is not in it, and a stage reached since is not reached yet */
-	if (first > stop)
+	if (request_first_ns(rq) > stop) /* begun after a flight dump's end: not in it */
 		return;
-	if (rq->insert_ns > stop)
-		rq->insert_ns = 0;
-	if (rq->issue_ns > stop)
-		rq->issue_ns = 0;
-	if (rq->data_done_ns > stop)
-		rq->data_done_ns = 0;
+	request_open_at(rq, stop);
 	rq->hdr.type = IOWHY_REC_REQUEST;
 	rq->hdr.size_bytes = sizeof(*rq);
-	rq->hdr.ts_ns = stop;
-	rq->flags_u16 |= IOWHY_RQ_INCOMPLETE;
 	rq->pad0 = 0;
 	put(r, IOWHY_REC_REQUEST, rq);
 }
