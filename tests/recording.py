@@ -55,6 +55,23 @@ def attach_flight(iowhy_bin, request, target, out, *extra, env=None, timeout: fl
     raise AssertionError(f"the recorder ended: {rec.wait()}")
 
 
+def interrupt(rec) -> str:
+    """Ctrl-C to the recorder `rec` (a Popen of `iowhy record` or `attach`): it must stop
+    as a user's Ctrl-C stops it (exit 128 + SIGINT); its stderr."""
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 128 + signal.SIGINT, err
+    return err
+
+
+def wait_for_file(path: Path, timeout: float = 60) -> None:
+    """Until `path` exists (a flight recorder's dump, a workload's report)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} was not written"
+        time.sleep(0.05)
+
+
 def emulated_disk(tmp_path, request, size_bytes: int, *, detach_wait_s: float = 5, **kw):
     """The lab's emulated disk (lab/emudisk.py; `kw`: its options), started, stopped in a
     finalizer; skipped without its binary or /dev/fuse. A disk slow to flush may still be

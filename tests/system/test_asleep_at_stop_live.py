@@ -24,7 +24,7 @@ from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
-from recording import attach_flight, slow_flush_ext4, wait_attached
+from recording import attach_flight, interrupt, slow_flush_ext4, wait_attached, wait_for_file
 
 pytestmark = pytest.mark.bpf
 
@@ -98,12 +98,8 @@ def _record(tmp_path, iowhy_bin, request, flight: bool):
     time.sleep(ASLEEP_S)
     if flight:
         rec.send_signal(signal.SIGUSR1)
-        while not out.exists():
-            assert time.monotonic() < deadline, "no dump"
-            time.sleep(0.05)
-    rec.send_signal(signal.SIGINT)
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 128 + signal.SIGINT, err
+        wait_for_file(out)
+    interrupt(rec)
     return read_trace(str(out)), json.loads(truth.read_text())
 
 
@@ -164,9 +160,7 @@ def test_an_fsync_blocked_at_the_stop_is_the_flush_in_flight(bpf, tmp_path, iowh
     wait_attached(rec, out)
     go.touch()
     time.sleep(STOP_AFTER_S)
-    rec.send_signal(signal.SIGINT)
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 128 + signal.SIGINT, err
+    interrupt(rec)
     assert w.wait(timeout=60) == 0
     (t0, t1), = [[int(x) for x in line.split()] for line in log.read_text().splitlines()]
     tr = read_trace(str(out))
@@ -237,12 +231,8 @@ def test_a_sleep_ending_while_a_dump_is_made_stays_a_sleep(bpf, tmp_path, iowhy_
     wfd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     os.write(wfd, b"x")
     os.close(wfd)
-    while not out.exists():
-        assert time.monotonic() < deadline, "no dump"
-        time.sleep(0.05)
-    rec.send_signal(signal.SIGINT)
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 128 + signal.SIGINT, err
+    wait_for_file(out)
+    interrupt(rec)
     known = json.loads(truth.read_text())
     woke = int((tmp_path / "truth.json.woke").read_text())
     tr = read_trace(str(out))

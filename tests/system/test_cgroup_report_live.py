@@ -23,7 +23,7 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, attach_flight, wait_attached
+from recording import assert_nothing_dropped, attach_flight, interrupt, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -199,9 +199,7 @@ def test_a_flight_dump_names_the_cgroup_of_a_thread_seen_before_its_window(
     rec = attach_flight(iowhy_bin, request, ["--cgroup", str(parent)], out,
                         "--flight", "3", "--dump-on-exit")
     time.sleep(7)
-    rec.send_signal(signal.SIGINT)
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 128 + signal.SIGINT, err
+    interrupt(rec)
     stop.touch()
     assert w.wait(timeout=60) == 0
 

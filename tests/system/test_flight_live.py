@@ -18,7 +18,7 @@ import pytest
 from conftest import run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import attach_flight, slow_flush_ext4
+from recording import attach_flight, interrupt, slow_flush_ext4, wait_for_file
 
 pytestmark = pytest.mark.bpf
 
@@ -48,19 +48,10 @@ def _attach_flight(iowhy_bin, request, pid, out, *extra):
     return attach_flight(iowhy_bin, request, ["-p", str(pid)], out, *extra)
 
 
-def _wait_for(path: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} was not written"
-        time.sleep(0.05)
-
-
 def _stop(rec, stopfile: Path, worker) -> str:
     """Ctrl-C to the flight recorder (it writes nothing more, unless a dump is pending or
     --dump-on-exit), then the workload ends."""
-    rec.send_signal(signal.SIGINT)
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 128 + signal.SIGINT, err
+    err = interrupt(rec)
     stopfile.touch()
     assert worker.wait(timeout=60) == 0
     return err
@@ -93,7 +84,7 @@ def test_sigusr1_writes_the_last_seconds(bpf, make_fs, tmp_path, iowhy_bin, requ
     time.sleep(WINDOW_S + 2)
     t_sig = time.monotonic_ns()
     rec.send_signal(signal.SIGUSR1)  # to iowhy, which passes it on
-    _wait_for(out)
+    wait_for_file(out)
     err = _stop(rec, stop, w)
     assert not (tmp_path / "fl.1.iowt").exists(), err
 
@@ -215,7 +206,7 @@ open(log, "w").write(f"{t0} {t1}\n")
                          "--trigger", "fsync>200ms")
     time.sleep(2)
     go.touch()
-    _wait_for(out)
+    wait_for_file(out)
     time.sleep(3)  # another dump would be written by now
     err = _stop(rec, stop, w)
     assert not (tmp_path / "tr.1.iowt").exists(), err
@@ -250,7 +241,7 @@ def test_chunks_dropped_for_the_bound_are_counted_first(bpf, make_fs, tmp_path, 
     rec = _attach_flight(iowhy_bin, request, dd.pid, out, "--flight", "20", "--after", "0")
     time.sleep(12)
     rec.send_signal(signal.SIGUSR1)
-    _wait_for(out)
+    wait_for_file(out)
     rec.send_signal(signal.SIGINT)
     rec.communicate(timeout=60)
     tr = read_trace(str(out))
