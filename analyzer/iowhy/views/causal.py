@@ -945,17 +945,19 @@ def _thread_slices(tl: Timeline, nw: int, most: int
     t = tl.starts(seg)
     qact = np.repeat(np.arange(nw, dtype=I64), cuts + 1)
     head = np.cumsum(cuts + 1) - (cuts + 1)  # each thread's first slice
+    last = head + cuts  # and its last
+    # The cuts in order end the slices that are not a thread's last and start those
+    # that are not its first.
     qa = np.empty(len(qact), I64)
-    qb = np.empty(len(qact), I64)
-    inner = np.ones(len(qact), bool)
-    inner[head] = False
     qa[head] = tl.birth[:nw]
-    qa[inner] = t
-    last = head + cuts
+    not_head = np.ones(len(qact), bool)
+    not_head[head] = False
+    qa[not_head] = t
+    qb = np.empty(len(qact), I64)
     qb[last] = tl.death[:nw]
-    inner[:] = True
-    inner[last] = False
-    qb[inner] = t
+    not_last = np.ones(len(qact), bool)
+    not_last[last] = False
+    qb[not_last] = t
     qseg = np.full(len(qact), most, I64)
     qseg[last] = cnt - cuts * most
     return qact, qa, qb, qseg
@@ -970,8 +972,10 @@ def thread_time_view(tl: Timeline, depth: int, arch: str | None,
     BY_THREAD_MAX, by time not asleep, largest first; comms: tid -> name), with each
     thread's own state beside what explains it (own_state).
 
-    The leaves are summed as each level of the recursion gives them, for THREAD_BATCH
-    segments' worth of threads at a time, and never kept: memory is one level's.
+    The leaves are summed as each level of the recursion gives them, for about
+    THREAD_BATCH segments of the threads at a time (their lives cut in slices of at
+    most that many, _thread_slices), and never kept: memory is one level's of one
+    batch.
 
     groups: a group number per workload thread (views/cgroups.py); the level ones are
     then also summed per group, in `_by_group` (groups x level one), for the caller
