@@ -10,6 +10,7 @@ import pytest
 import tracebuilder as tb
 from iowhy import abi
 from iowhy.export import schema, tables
+from iowhy.export.source import Names
 from iowhy.traceformat import read_trace
 
 pa = pytest.importorskip("pyarrow")
@@ -125,7 +126,9 @@ def test_string_columns_name_each_value_once():
     assert got.to_pylist() == ["n3", None, "n3", "n5", "n3"]
     assert sorted(calls) == [0, 3, 5]
     assert tables._strings(pa, np.array([], np.int64), name).to_pylist() == []
-    assert tables._text_list(pa, ["a", None, "a"]).to_pylist() == ["a", None, "a"]
+    coded = Names(np.array([1, -1, 1, 0], np.int32), ["a", "b"])
+    assert tables._coded(pa, coded).to_pylist() == ["b", None, "b", "a"]
+    assert [coded[i] for i in range(len(coded))] == ["b", None, "b", "a"]
 
 
 def test_zero_time_is_null():

@@ -34,6 +34,23 @@ FS_NAMES = dict(abi.FS_NAMES)
 
 
 @dataclass
+class Names:
+    """A name per request, coded: codes[i] indexes table, -1 for none (None). Reads as a
+    sequence of names for the exporters that take a request at a time; the tables take
+    the codes as they are."""
+
+    codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    table: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: int) -> str | None:
+        c = int(self.codes[i])
+        return None if c < 0 else self.table[c]
+
+
+@dataclass
 class RequestModel:
     """Per request, aligned with trace.records("request") then trace.records("bio")
     (the bios of bio-based devices, which the analysis counts as requests:
@@ -53,10 +70,10 @@ class RequestModel:
     # its level one and level two (None: on a device set apart) by name.
     counted: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     background: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    carried_for: list[str | None] = field(default_factory=list)
-    category: list[str] = field(default_factory=list)
-    served_by: list[str | None] = field(default_factory=list)
-    device: list[str] = field(default_factory=list)  # the report's name of its device
+    carried_for: Names = field(default_factory=Names)
+    category: Names = field(default_factory=Names)
+    served_by: Names = field(default_factory=Names)
+    device: Names = field(default_factory=Names)  # the report's name of its device
 
 
 def no_requests() -> RequestModel:
@@ -213,18 +230,19 @@ def _named(out: RequestModel, cls: np.ndarray, roles: dict[str, Any] | None,
     `roles`) carried for, counted and background."""
     from ..model.classify import CATEGORY_OF_CLASS
     from ..model.wakeups import DEVICE_CAT0, KIND_NAMES
-    cat = CATEGORY_OF_CLASS[cls.astype(I64)] if len(cls) else np.zeros(0, np.int8)
-    out.category = [ATTRIBUTION_CATEGORIES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
-    kinds = [KIND_NAMES[DEVICE_CAT0 + int(k)] for k in cat.tolist()]
-    out.device = [names[d] for d in dev.tolist()]
+    cat = (CATEGORY_OF_CLASS[cls.astype(I64)] if len(cls) else np.zeros(0, np.int8)
+           ).astype(np.int32)
+    nk = int(cat.max()) + 1 if len(cat) else 0
+    out.category = Names(cat, [ATTRIBUTION_CATEGORIES[DEVICE_CAT0 + k] for k in range(nk)])
+    kinds = [KIND_NAMES[DEVICE_CAT0 + k] for k in range(nk)]
+    out.device = Names(np.asarray(dev).astype(np.int32), names)
     if roles is None:
-        out.served_by = list(kinds)
+        out.served_by = Names(cat, kinds)
         return
     out.counted, out.background = roles["counted"], roles["background"]
-    out.carried_for = [names[d] if d >= 0 else None for d in roles["carried_for"].tolist()]
+    out.carried_for = Names(np.asarray(roles["carried_for"]).astype(np.int32), names)
     # No level two for a request the analysis set apart.
-    none = roles["cls"] < 0
-    out.served_by = [None if c else k for k, c in zip(kinds, none.tolist())]
+    out.served_by = Names(np.where(roles["cls"] < 0, -1, cat).astype(np.int32), kinds)
 
 
 def analysis_figures(trace: Any, depth_buckets: int = 200) -> dict[str, Any]:

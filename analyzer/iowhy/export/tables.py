@@ -20,7 +20,7 @@ from ..views.cgroups import cgroup_path
 from ..views.cgroups import recorded as cgroups_recorded
 from . import arrow_on_heap, need
 from .schema import SCHEMA_VERSION, TABLE_NAMES, arrow_schema
-from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, load_run, no_requests,
+from .source import (CATEGORIES, FS_NAMES, OP_NAMES, Names, RunModel, load_run, no_requests,
                      syscall_name)
 
 TABLES = TABLE_NAMES
@@ -51,12 +51,9 @@ def _strings(pa: Any, values: np.ndarray, name: Callable[[Any], str | None]) -> 
     return pa.DictionaryArray.from_arrays(pa.array(inv, mask=null), d)
 
 
-def _text_list(pa: Any, values: Sequence[str | None]) -> Any:
-    """A string column from a list of names (None: NULL), few distinct."""
-    codes: dict[str | None, int] = {}
-    idx = np.fromiter((codes.setdefault(v, len(codes)) for v in values), np.int64,
-                      len(values))
-    return _strings(pa, idx, list(codes).__getitem__)
+def _coded(pa: Any, names: Names) -> Any:
+    """A string column of the model's coded names (-1: NULL)."""
+    return _strings(pa, names.codes, lambda c: None if c < 0 else names.table[c])
 
 
 def _text_or_null(name: str | None) -> str | None:
@@ -357,7 +354,7 @@ def _requests(pa: Any, trace: Any, m: RunModel, uuids: Callable[[int], Any]) -> 
         "run_uuid": uuids(n),
         "seq": _maybe(pa, _concat(rq["seq"], zero), rqv),
         "bio": isbio,
-        "device": _text_list(pa, rm.device),
+        "device": _coded(pa, rm.device),
         "dev_major": _int(pa, _concat(rq["dev_major"], bo["dev_major"])),
         "dev_minor": _int(pa, _concat(rq["dev_minor"], bo["dev_minor"])),
         "class": _strings(pa, rm.cls, lambda c: m.class_names[int(c)]),
@@ -380,8 +377,8 @@ def _requests(pa: Any, trace: Any, m: RunModel, uuids: Callable[[int], Any]) -> 
         "submitter_comm": _comm(pa, comm),
         "workload": tracked,
         "counted": rm.counted, "background": rm.background,
-        "carried_for": rm.carried_for, "category": _text_list(pa, rm.category),
-        "served_by": _text_list(pa, rm.served_by),
+        "carried_for": _coded(pa, rm.carried_for), "category": _coded(pa, rm.category),
+        "served_by": _coded(pa, rm.served_by),
         "call_id": _maybe(pa, rm.call_index, rm.call_index >= 0),
         "error": _maybe(pa, _concat(rq["error"], zero), rqv),
         "requeues": _maybe(pa, _concat(rq["requeues"], zero), rqv),

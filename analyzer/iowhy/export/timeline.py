@@ -214,7 +214,7 @@ def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
         if d not in lanes:
             key = (d >> 32, d & 0xFFFFFFFF)
             # the report's name of the device
-            name = rm.device[i] if i < len(rm.device) else \
+            name = (rm.device[i] if i < len(rm.device) else None) or \
                 devname.get(key, f"{key[0]}:{key[1]}")
             if devices_track is None:
                 devices_track = tl.track("block devices", group="devices")
