@@ -98,6 +98,15 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The held records and the late drain's identities, dropped (written, or a dump not
+ * written). */
+void discard_open_state(struct rec *r)
+{
+	free(r->stop_q.v);
+	free(r->stop_q.seen);
+	memset(&r->stop_q, 0, sizeof(r->stop_q));
+}
+
 /* Whether a held record is of something still open at its end (flagged so). */
 static int held_open(const struct held *h)
 {
@@ -124,9 +133,7 @@ static void release_held(struct rec *r, __u64 open[3])
 		if (held_open(h))
 			open[h->type == IOWHY_REC_REQUEST ? 0 : h->type == IOWHY_REC_FSYNC ? 1 : 2]++;
 	}
-	free(r->stop_q.v);
-	free(r->stop_q.seen);
-	memset(&r->stop_q, 0, sizeof(r->stop_q));
+	discard_open_state(r);
 }
 
 /* When a request was first seen: its first bio's, else its insertion, else its issue. */
@@ -152,6 +159,35 @@ static void request_open_at(struct iowhy_request *rq, __u64 at)
 	rq->flags_u16 |= IOWHY_RQ_INCOMPLETE;
 }
 
+/* Call `e` as it was at `at`, still running (exit unknown): flagged INCOMPLETE. */
+static void call_open_at(struct iowhy_fsync *e, __u64 at)
+{
+	e->exit_ns = e->hdr.ts_ns = at;
+	e->ret = 0;
+	e->flags_u16 |= IOWHY_FS_F_INCOMPLETE;
+}
+
+/*
+ * Off-CPU interval `e` as it was at `at`, not ended: flagged OPEN_END, and not yet woken
+ * if its waking came after `at` (a waking read after the end is not this interval's).
+ */
+static void sleep_open_at(struct iowhy_offcpu *e, __u64 at)
+{
+	e->end_ns = e->hdr.ts_ns = at;
+	e->flags_u16 |= IOWHY_OFF_OPEN_END;
+	if (e->waking_ns > at) {
+		e->waking_ns = 0;
+		e->waker_tgid = e->waker_tid = 0;
+		memset(e->waker_comm, 0, sizeof(e->waker_comm));
+		e->waker_ctx_u16 = 0;
+		e->waker_preempt_count = 0;
+		e->flags_u16 &= ~IOWHY_OFF_WAKER_RQ;
+		e->waker_rq_seq = 0;
+		e->waker_rq_depth = 0;
+		e->waker_rq_class = 0;
+	}
+}
+
 /*
  * While a flight dump ending at stop_q.dump_at takes what is open at its end: a request,
  * call or sleep the ring brings that began by then belongs to the dump (it ended after
@@ -172,32 +208,16 @@ static void collect_for_dump(struct rec *r, const struct iowhy_rec_hdr *rh)
 		memcpy(e, rh, sizeof(*e));
 		if (e->start_ns > at || (e->flags_u16 & IOWHY_OFF_HELPER))
 			return;
-		if (e->end_ns > at) {
-			e->end_ns = e->hdr.ts_ns = at;
-			e->flags_u16 |= IOWHY_OFF_OPEN_END;
-			if (e->waking_ns > at) { /* woken after the end: not yet woken in the dump */
-				e->waking_ns = 0;
-				e->waker_tgid = e->waker_tid = 0;
-				memset(e->waker_comm, 0, sizeof(e->waker_comm));
-				e->waker_ctx_u16 = 0;
-				e->waker_preempt_count = 0;
-				e->flags_u16 &= ~IOWHY_OFF_WAKER_RQ;
-				e->waker_rq_seq = 0;
-				e->waker_rq_depth = 0;
-				e->waker_rq_class = 0;
-			}
-		}
+		if (e->end_ns > at)
+			sleep_open_at(e, at);
 	} else if (rh->type == IOWHY_REC_FSYNC) {
 		struct iowhy_fsync *e = &c.u.fs;
 
 		memcpy(e, rh, sizeof(*e));
 		if (e->enter_ns > at)
 			return;
-		if (e->exit_ns > at) {
-			e->exit_ns = e->hdr.ts_ns = at;
-			e->ret = 0;
-			e->flags_u16 |= IOWHY_FS_F_INCOMPLETE;
-		}
+		if (e->exit_ns > at)
+			call_open_at(e, at);
 	} else if (rh->type == IOWHY_REC_REQUEST) {
 		struct iowhy_request *e = &c.u.rq;
 		__u64 first;
@@ -337,13 +357,7 @@ static void drain_stages(struct rec *r, int wait)
 	}
 }
 
-/*
- * Where the records of what is still open go: held for the late drain at stop
- * (hold_record), or added to a flight dump as it is written (add_record).
- */
-typedef void (*put_fn)(struct rec *r, int type, const void *rec);
-
-static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop, put_fn put)
+static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop)
 {
 	if (request_first_ns(rq) > stop) /* begun after a flight dump's end: not in it */
 		return;
@@ -351,12 +365,12 @@ static void add_inflight(struct rec *r, struct iowhy_request *rq, __u64 stop, pu
 	rq->hdr.type = IOWHY_REC_REQUEST;
 	rq->hdr.size_bytes = sizeof(*rq);
 	rq->pad0 = 0;
-	put(r, IOWHY_REC_REQUEST, rq);
+	hold_record(r, IOWHY_REC_REQUEST, rq);
 }
 
 /* Requests still in flight at stop (in the table or its overflow hash) become records
  * marked incomplete. */
-static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop, put_fn put)
+static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 {
 	int fd = bpf_map__fd(skel->maps.rqs), tfd = bpf_map__fd(skel->maps.rq_tab);
 	__u32 n = bpf_map__max_entries(skel->maps.rq_tab);
@@ -365,12 +379,12 @@ static void dump_inflight(struct rec *r, struct iowhy_bpf *skel, __u64 stop, put
 
 	for (__u32 i = 0; i < n; i++)
 		if (bpf_map_lookup_elem(tfd, &i, &s) == 0 && s.tag)
-			add_inflight(r, &s.r, stop, put);
+			add_inflight(r, &s.r, stop);
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &s) == 0)
-			add_inflight(r, &s.r, stop, put);
+			add_inflight(r, &s.r, stop);
 	}
 }
 
@@ -413,7 +427,7 @@ static int read_task_state(const struct iowhy_bpf *skel, int fd, pid_t tgid, pid
  * a thread blocked in a syscall.
  */
 static void put_open_call(struct rec *r, const struct iowhy_bpf *skel, const struct task_state *st,
-			  pid_t tgid, pid_t tid, __u64 stop, put_fn put)
+			  pid_t tgid, pid_t tid, __u64 stop)
 {
 	struct iowhy_fsync e = {};
 	long long nr = -1, a0 = -1;
@@ -424,9 +438,7 @@ static void put_open_call(struct rec *r, const struct iowhy_bpf *skel, const str
 		return;
 	e.hdr.type = IOWHY_REC_FSYNC;
 	e.hdr.size_bytes = sizeof(e);
-	e.hdr.ts_ns = stop;
 	e.enter_ns = st->sys_enter_ns;
-	e.exit_ns = stop;
 	e.ino = st->fs_ino;
 	e.commit_seq = st->fs_seq;
 	e.tgid = (__u32)tgid;
@@ -435,8 +447,9 @@ static void put_open_call(struct rec *r, const struct iowhy_bpf *skel, const str
 	e.dev_minor = iowhy_dev_minor(st->fs_dev);
 	e.syscall_nr = (__u32)st->sys_nr;
 	e.fs_u16 = st->fs_kind;
-	e.flags_u16 = st->fs_flags | IOWHY_FS_F_INCOMPLETE;
+	e.flags_u16 = st->fs_flags;
 	e.seq_span_u16 = (st->fs_flags & IOWHY_FS_F_SEQ_SPAN) ? st->fs_seq_span : 0;
+	call_open_at(&e, stop);
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", tgid, tid);
 	if ((f = fopen(path, "r"))) {
 		if (fscanf(f, "%lld %llx", &nr, (unsigned long long *)&a0) != 2)
@@ -447,7 +460,7 @@ static void put_open_call(struct rec *r, const struct iowhy_bpf *skel, const str
 	       : nr == st->sys_nr	    ? (__s32)a0
 	       : (st->fs_flags & IOWHY_FS_F_LATE_ENTER) ? (__s32)st->arg0 : -1;
 	read_comm(tgid, tid, e.comm);
-	put(r, IOWHY_REC_FSYNC, &e);
+	hold_record(r, IOWHY_REC_FSYNC, &e);
 }
 
 /*
@@ -457,7 +470,7 @@ static void put_open_call(struct rec *r, const struct iowhy_bpf *skel, const str
  * on CPU (a thread's time between its intervals is). Mirrors emit_offcpu (iowhy.bpf.c).
  */
 static void put_open_sleep(struct rec *r, const struct task_state *st, pid_t tgid, pid_t tid,
-			   __u64 stop, put_fn put)
+			   __u64 stop)
 {
 	struct iowhy_offcpu e = {};
 
@@ -465,17 +478,15 @@ static void put_open_sleep(struct rec *r, const struct task_state *st, pid_t tgi
 		return;
 	e.hdr.type = IOWHY_REC_OFFCPU;
 	e.hdr.size_bytes = sizeof(e);
-	e.hdr.ts_ns = stop;
 	e.start_ns = st->off_ns;
-	e.waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) || st->waking_ns > stop ? 0 : st->waking_ns;
-	e.end_ns = stop;
+	e.waking_ns = (st->off_flags & IOWHY_OFF_PREEMPT) ? 0 : st->waking_ns;
 	e.tgid = (__u32)tgid;
 	e.tid = (__u32)tid;
 	e.state = st->off_state;
 	e.syscall_nr = st->off_sys_nr;
-	e.flags_u16 = st->off_flags | IOWHY_OFF_OPEN_END;
+	e.flags_u16 = st->off_flags;
 	e.run_total_ns = (st->off_flags & IOWHY_OFF_FROM_START) ? 0 : st->run_ns;
-	if (e.waking_ns) { /* a waking read after the stop is not this interval's */
+	if (e.waking_ns) {
 		e.waker_tgid = st->waker_tgid;
 		e.waker_tid = st->waker_tid;
 		memcpy(e.waker_comm, st->waker_comm, sizeof(e.waker_comm));
@@ -487,7 +498,8 @@ static void put_open_sleep(struct rec *r, const struct task_state *st, pid_t tgi
 			e.waker_rq_depth = st->waker_rq_depth;
 		}
 	}
-	put(r, IOWHY_REC_OFFCPU, &e);
+	sleep_open_at(&e, stop);
+	hold_record(r, IOWHY_REC_OFFCPU, &e);
 }
 
 /*
@@ -495,7 +507,7 @@ static void put_open_sleep(struct rec *r, const struct task_state *st, pid_t tgi
  * bitmap names the processes, /proc their threads): the fsync-family call it was in and
  * the off-CPU interval it was in, as records.
  */
-static void dump_open_tasks(struct rec *r, struct iowhy_bpf *skel, __u64 stop, put_fn put)
+static void dump_open_tasks(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
 {
 	int bfd = bpf_map__fd(skel->maps.tracked);
 	int sfd = bpf_map__fd(skel->rodata->use_task_storage ? skel->maps.task_store
@@ -522,13 +534,21 @@ static void dump_open_tasks(struct rec *r, struct iowhy_bpf *skel, __u64 stop, p
 
 			if (tid <= 0 || read_task_state(skel, sfd, tgid, tid, &st))
 				continue;
-			put_open_call(r, skel, &st, tgid, tid, stop, put);
-			put_open_sleep(r, &st, tgid, tid, stop, put);
+			put_open_call(r, skel, &st, tgid, tid, stop);
+			put_open_sleep(r, &st, tgid, tid, stop);
 		}
 		if (tasks)
 			closedir(tasks);
 	}
 	closedir(proc);
+}
+
+/* What is in flight, running or asleep at `at`, read from the probes' tables and the
+ * tracked threads' state, held for the late drain. */
+static void hold_open_state(struct rec *r, __u64 at)
+{
+	dump_inflight(r, r->skel, at);
+	dump_open_tasks(r, r->skel, at);
 }
 
 static void dump_syscalls(struct rec *r, struct iowhy_bpf *skel, __u64 stop)
@@ -698,8 +718,7 @@ void drain_at_stop(struct rec *r)
 	__sync_synchronize();
 	drain_stages(r, 1); /* each stage taken once after `stopping`: none is written again */
 	ring_buffer__consume(r->rb);
-	dump_inflight(r, r->skel, r->end_ns, hold_record);
-	dump_open_tasks(r, r->skel, r->end_ns, hold_record);
+	hold_open_state(r, r->end_ns);
 	r->stop_q.late = 1;
 	ring_buffer__consume(r->rb);
 	r->stop_q.late = 0;
@@ -733,22 +752,13 @@ void take_open_state(struct rec *r, __u64 at)
 
 	if (delay && atol(delay) > 0 && atol(delay) <= 10000)
 		usleep((useconds_t)atol(delay) * 1000);
-	dump_inflight(r, r->skel, at, hold_record);
-	dump_open_tasks(r, r->skel, at, hold_record);
+	hold_open_state(r, at);
 	r->stop_q.late = 1;
 	r->stop_q.dump_at = at;
 	drain_stages(r, 1);
 	ring_buffer__consume(r->rb);
 	r->stop_q.late = 0;
 	r->stop_q.dump_at = 0;
-}
-
-/* What take_open_state held, dropped (the dump was not written). */
-void discard_open_state(struct rec *r)
-{
-	free(r->stop_q.v);
-	free(r->stop_q.seen);
-	memset(&r->stop_q, 0, sizeof(r->stop_q));
 }
 
 /*
