@@ -655,7 +655,7 @@ class _Tasks:
         # sync(2) and syncfs(2): the filesystems each covers and their writeback.
         cov = sync_coverage(fs, self.meta)
         wb = sync_pairs(rq, cls, fs, self.win, cov, self.users, (DATA, FLUSH))
-        fsv = fsync_view(self.win, fs, jr, rq, cls, self.r["join"], cov, wb)
+        fsv = fsync_view(self.win, fs, jr, rq, cls, self.r["join"], cov, wb, self.off)
         # Commits and log bytes of the workload's filesystems and devices only.
         mine = journal_of(jr, workload_filesystems(self.meta, rq.devices, rel, fs))
         log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
@@ -732,7 +732,7 @@ class _Tasks:
             r["timeline"] = None
 
         tl_users = ("workload", "cgroups") if self.cfg.by_cgroup else ("workload",)
-        causal = [((("timeline",), drop_intervals)),
+        causal = [((("timeline", "fsync"), drop_intervals)),
                   *([] if self.cfg.keep_causal else [(tl_users, drop_timeline)])] \
             if self.causal else []
         return [*causal, (("unions", "queue depth"), drop_stage_times),

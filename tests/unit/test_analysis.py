@@ -244,6 +244,28 @@ def test_fsync_split_and_commits_ext4(tmp_path):
     assert c["log_bytes"] == 4096 and c["bytes_logged_per_commit"] == 2048
 
 
+def test_fsync_sleeps_the_journal_thread_ended_are_the_commits(tmp_path):
+    # jbd2 (tid 50) commits 5 [1020,1060) and 6 [1070,1100). Task 101's fsync
+    # [1030,1110) needs 6: it sleeps [1032, woken 1060) while 5 commits (6 cannot start
+    # before 5 ends), then [1062, woken 1100) for its own, 6 starting only at 1070 (the
+    # journal thread waiting for a CPU); both woken by jbd2: commit |[1032,1060) |
+    # [1062,1100)| = 66, other 14 (its own runs). Task 102's fsync [1030,1110) needs 6
+    # too, but its sleep [1032,1100) is ended by another thread (77): commit 30 (6's run),
+    # other 50.
+    j = [jev(abi.J_JBD2_START, 1020, 5), jev(abi.J_JBD2_END, 1060, 5),
+         jev(abi.J_JBD2_START, 1070, 6), jev(abi.J_JBD2_END, 1100, 6)]
+    p = write_trace(tmp_path / "t.iowt", end=1200, fsyncs=[
+        fsync(101, 1030, 1110, seq=6), fsync(102, 1030, 1110, seq=6)], journal=j,
+        offcpu=[off(101, 1032, 1061, waking=1060, waker=50),
+                off(101, 1062, 1104, waking=1100, waker=50),
+                off(102, 1032, 1102, waking=1100, waker=77)],
+        tasks=[task(101, 1000), task(102, 1000, abi.TASK_FORK)])
+    r = run(p)
+    fs = r["fsync"]["by_call"]["fsync"]
+    assert fs["needed_commit"] == 2
+    assert fs["split_ns"] == {"data": 0, "commit": 66 + 30, "flush": 0, "other": 14 + 50}
+
+
 def test_commits_of_other_filesystems_are_left_out(tmp_path):
     # The recorder sees every filesystem's journal. The workload writes to sdz only.
     # Counted: jbd2 commits 5 and 6 of sdz1 (its filesystem, PART) and commit 9 of

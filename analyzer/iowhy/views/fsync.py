@@ -11,10 +11,11 @@ import numpy as np
 from .. import abi
 from ..filesystems import FILESYSTEMS
 from ..kernels import (
-    Coverage, I64, check_keyed, dense_codes, log2_hist, percentiles, small_unique, union_where,
+    I64, check_keyed, dense_codes, log2_hist, merge_unions, percentiles, small_unique,
+    union_intervals, union_where,
     unique,
 )
-from ..model.calls import call_exit, dev_codes, join_calls, seq_key
+from ..model.calls import call_exit, dev_codes, join_calls, join_pairs, seq_key
 from ..model.devices import dev_key
 from ..model.classify import DATA, FLUSH, LOG
 from ..model.requests import Requests, Window, first_start
@@ -30,12 +31,15 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
                rq: Requests, cls: np.ndarray,
                call_of_req: np.ndarray | tuple[np.ndarray, np.ndarray],
                covered: Mapping[str, Any] | None = None,
-               sync_reqs: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+               sync_reqs: tuple[np.ndarray, np.ndarray] | None = None,
+               off: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """fsync-family calls: latency per call type and per-call waiting breakdown.
     call_of_req: join_calls() of the requests, or join_pairs(); covered: the sync(2)
     and syncfs(2) calls and the filesystems each covers (model/calls.sync_coverage);
     sync_reqs: the (request, call) pairs of the writeback they waited for
-    (model/calls.sync_pairs), which count as their own data and flushes."""
+    (model/calls.sync_pairs), which count as their own data and flushes; off: the
+    off-CPU intervals (the sleeps the journal's thread ended are the commit's,
+    _journal_sleeps)."""
     w0, w1 = window.start_ns, window.end_ns
     n = len(fs["enter_ns"])
     enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
@@ -79,7 +83,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     commit_id = np.full(n, -1, I64)
     ev = np.asarray(jr["event_u16"]) if len(jr.get("event_u16", [])) else np.zeros(0, np.uint16)
     jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
-    _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id, covered)
+    ender = _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id,
+                          covered)
     _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
     # btrfs (in-task): from its first log write to the call's exit.
     bl = rcls == LOG
@@ -97,7 +102,17 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     st += base
     en += base
     del base
-    data, commit, flush = _call_split(st, en, rcls, c0, c1, has_c, enter, cspan, n)
+    # The commit's part: its hull, and the sleeps the journal thread ended.
+    ci = np.flatnonzero(has_c)
+    cs, ce = c0[ci], c1[ci]
+    if ender is not None and off is not None:
+        si, ss, se = _journal_sleeps(off, tid, enter, exit_, commit_id, ender)
+        ci, cs, ce = np.concatenate((ci, si)), np.concatenate((cs, ss)), np.concatenate((ce, se))
+    cb = ci * cspan
+    cb -= enter[ci]
+    cs += cb
+    ce += cb
+    data, commit, flush = _call_split(st, en, rcls, cs, ce, cspan, n)
     del st, en, rcls
     other = lat - data
     other -= commit
@@ -120,10 +135,12 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
 def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np.ndarray],
                   ev: np.ndarray, jts: np.ndarray, enter: np.ndarray, exit_: np.ndarray,
                   c0: np.ndarray, c1: np.ndarray, needed: np.ndarray,
-                  commit_id: np.ndarray, covered: Mapping[str, Any] | None = None) -> None:
+                  commit_id: np.ndarray, covered: Mapping[str, Any] | None = None
+                  ) -> np.ndarray | None:
     """ext4 calls and the jbd2 commits they needed: the commits' part of each call (its
     hull c0, c1), `needed` and `commit_id` (the commit's index in the table of commits),
-    in place.
+    in place; returns the thread that ended each commit of that table (-1: its end not
+    recorded), None if no call needed one.
 
     A call with an inode's sync tid (FS_F_SEQ) needed the commit of that tid, or of a
     later one up to the tid the inode had when the sync path returned (FS_F_SEQ_SPAN:
@@ -140,7 +157,7 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
     # filesystems' logs: then no ext4 call needed a commit).
     se = np.flatnonzero((ev == abi.J_JBD2_START) | (ev == abi.J_JBD2_END))
     if not len(se) or not (len(e4) or (covered is not None and len(covered["calls"]))):
-        return
+        return None
     jdev = (np.asarray(jr["dev_major"])[se], np.asarray(jr["dev_minor"])[se])
     jcode, fcode = dev_codes(jdev, (np.asarray(fs["dev_major"])[e4],
                                     np.asarray(fs["dev_minor"])[e4]))
@@ -155,6 +172,8 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
     cs[jpos[st_m]] = sts[st_m]
     ce[jpos[en_m]] = sts[en_m]
     has_end[jpos[en_m]] = True
+    ender = np.full(len(keys), -1, I64)
+    ender[jpos[en_m]] = np.asarray(jr["tid"])[se[en_m]]
     kdev = np.zeros(len(keys), I64)  # each commit's filesystem (dev_key)
     kdev[jpos] = dev_key(*jdev)
     del jpos, sts, st_m, en_m
@@ -202,6 +221,41 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
             _hull_update(c0, c1, calls, a, e_sorted[hi - 1])
             needed[calls] = True
             commit_id[calls] = m[hi - 1]
+    return ender
+
+
+def _journal_sleeps(off: Mapping[str, np.ndarray], tid: np.ndarray, enter: np.ndarray,
+                    exit_: np.ndarray, commit_id: np.ndarray, ender: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of the calls that needed a jbd2 commit, the sleeps that the thread which ended
+    the commit (the journal's) ended: (call, start, waking), waits for the journal.
+
+    The caller wakes the journal thread and sleeps in jbd2_log_wait_commit until the
+    commit of its transaction ends; that commit begins when the journal thread gets a
+    CPU (milliseconds later on a busy machine), and only after the commit before it
+    (another task's) has ended: the journal thread wakes the waiters at each commit's
+    end. A handle waiting for a locked transaction is woken by it too. Each such sleep,
+    from the switch-out to the wakeup (not the wait for a CPU after it), is a wait for
+    the journal: bpftrace sees those sleeps block in jbd2 functions
+    (tests/system/test_devices_live.py)."""
+    none = (np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64))
+    k = np.flatnonzero(commit_id >= 0)
+    if not len(k) or not len(off.get("tid", ())):
+        return none
+    otid = np.asarray(off["tid"]).astype(I64)
+    start = np.asarray(off["start_ns"]).astype(I64)
+    waking = np.asarray(off["waking_ns"]).astype(I64)
+    # Sleeps only (waking 0: preempted or yielded) of the calls' threads.
+    mine = np.flatnonzero(np.isin(otid, small_unique(tid[k])) & (waking > start))
+    if not len(mine):
+        return none
+    # A sleep belongs to the call its switch-out falls in (a thread's calls never overlap).
+    si, ci = join_pairs(otid[mine], start[mine], tid[k], enter[k], exit_[k])
+    ci = k[ci]
+    mine = mine[si]
+    ok = np.asarray(off["waker_tid"])[mine].astype(I64) == ender[commit_id[ci]]
+    ci, mine = ci[ok], mine[ok]
+    return ci, start[mine], np.minimum(waking[mine], exit_[ci])
 
 
 MAX_SPAN = 16  # tids looked at past a call's entry tid (FS_F_SEQ_SPAN)
@@ -261,92 +315,29 @@ def _by_call(pc: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, c0: np.ndarray,
-                c1: np.ndarray, has_c: np.ndarray, enter: np.ndarray, cspan: int, n: int
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, cs: np.ndarray,
+                ce: np.ndarray, cspan: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Time of each of the n calls exclusive to its own data writes, then its commit, then
-    its own flushes (priority in that order): three arrays. ks, ke: the requests' intervals
-    in call-keyed time (call * cspan + time - the call's enter), rcls their classes.
+    its own flushes (priority in that order): three arrays. ks, ke: the requests'
+    intervals in call-keyed time (call * cspan + time - the call's enter), rcls their
+    classes; cs, ce: the commit's intervals (any number per call, overlapping or not).
 
-    D = union of the data writes, C the commit (one interval per call), F the union of
-    the flushes: data = |D|, commit = |C| - |C & D|, flush = |F| - |F & (D | C)| with
-    |F & (D | C)| = |F & D| + |F & C| - |F & C & D|, every term a measure of D inside
-    intervals (Coverage) or an interval overlap. The intervals of D of call g are
-    first[g]:first[g + 1]: the measures of D up to a time of call g are looked up from
-    there, a step or a few each (_CallCover), instead of by binary searches over all.
-    """
-    d = union_where(ks, ke, rcls == DATA)
-    cov = _CallCover(Coverage(*d), cspan, n)
-    del d
-    data = np.take(cov.cum, cov.first[1:])
-    data -= np.take(cov.cum, cov.first[:-1])
-    commit = np.zeros(n, I64)
-    ci = np.flatnonzero(has_c)
-    cbase = ci.astype(I64) * cspan - enter[ci]
-    cs, ce = c0[ci] + cbase, c1[ci] + cbase
-    # cs < ce: the measure up to ce is found from the position of cs on.
-    j = np.take(cov.first, ci)
-    before = cov.upto(j, cs)
-    commit[ci] = (ce - cs) - (cov.upto(j, ce) - before)
-    flush = np.zeros(n, I64)
-    fs_, fe_ = union_where(ks, ke, rcls == FLUSH)
-    if len(fs_):
-        g = fs_ // cspan
-        # The commit interval of each flush's call (empty if it had none).
-        has = has_c[g]
-        gcs = np.where(has, c0[g] + g * cspan - enter[g], 0)
-        gce = np.where(has, c1[g] + g * cspan - enter[g], 0)
-        xs, xe = np.maximum(fs_, gcs), np.minimum(fe_, gce)
-        both = np.maximum(xe - xs, 0)
-        # fs_ < fe_ and fs_ <= xs <= max(xs, xe): each looked up from the position of
-        # one before it.
-        j = np.take(cov.first, g)
-        excl = fe_ - fs_
-        excl += cov.upto(j, fs_)
-        jx = j.copy()
-        excl -= cov.upto(j, fe_)
-        excl -= both
-        excl -= cov.upto(jx, xs)
-        excl += cov.upto(jx, np.maximum(xs, xe))
+    With D the union of the data writes, C of the commit's intervals and F of the
+    flushes: data = |D|, commit = |D | C| - |D|, flush = |D | C | F| - |D | C|, each a
+    sum per call of the pieces of a union (a piece never spans two calls: a call's keyed
+    times lie within [call * cspan, call * cspan + cspan - 2])."""
+    def per_call(u: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         # Per call: at most cspan each, so float64 sums of these integers are exact.
-        flush = np.bincount(g, weights=excl, minlength=n)[:n].astype(I64)
+        return np.bincount(u[0] // cspan, weights=u[1] - u[0], minlength=n)[:n].astype(I64)
+    d = union_where(ks, ke, rcls == DATA)
+    dc = merge_unions(d, union_intervals(cs, ce))
+    dcf = merge_unions(dc, union_where(ks, ke, rcls == FLUSH))
+    data = per_call(d)
+    commit = per_call(dc)
+    flush = per_call(dcf)
+    flush -= commit
+    commit -= data
     return data, commit, flush
-
-
-class _CallCover:
-    """Coverage of disjoint sorted intervals in call-keyed time (call * cspan + offset),
-    looked up by call: the intervals of call g are first[g]:first[g + 1], few, so a
-    lookup steps over them from a position known to be at or before its answer."""
-
-    def __init__(self, cov: Coverage, cspan: int, n: int) -> None:
-        self.s, self.cum, self.prev_e = cov.s, cov.cum, cov.prev_e
-        self.first = np.zeros(n + 1, I64)
-        if len(self.s):
-            np.cumsum(np.bincount(self.s // cspan, minlength=n)[:n], out=self.first[1:])
-        # The starts with one above any time after them: the steps stop there.
-        self.s_pad = np.append(self.s, np.iinfo(I64).max)
-
-    def upto(self, j: np.ndarray, t: np.ndarray, steps: int = 8) -> np.ndarray:
-        """Coverage.upto(t), given j: positions at or before searchsorted(s, t, "right"),
-        which j is advanced to in place (a later lookup of a time >= t can start there):
-        a step over the intervals at a time, then a binary search for those still
-        stepping after `steps`."""
-        act = np.flatnonzero(np.take(self.s_pad, j) <= t)
-        for _ in range(steps):
-            if not len(act):
-                break
-            j[act] += 1
-            act = np.take(act, np.flatnonzero(np.take(self.s_pad, np.take(j, act))
-                                              <= np.take(t, act)))
-        if len(act):
-            j[act] = np.searchsorted(self.s, np.take(t, act), side="right")
-        # cum[j] minus the part of interval j - 1 at or after t (as Coverage.upto).
-        cut = np.take(self.prev_e, j)
-        cut -= t
-        np.maximum(cut, 0, out=cut)
-        out = np.take(self.cum, j)
-        out -= cut
-        return out
 
 
 def fsync_values(per_call: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
