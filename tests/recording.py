@@ -98,16 +98,19 @@ def emulated_disk(tmp_path, request, size_bytes: int, *, detach_wait_s: float = 
     return d
 
 
-def slow_flush_ext4(tmp_path, request, flush_ns: int, size_bytes: int = 128 << 20):
-    """ext4 on an emulated RAM disk with a write cache whose every flush takes flush_ns,
-    mounted at tmp_path/mnt (unmounted, and its cache flushed, in a finalizer); no lazy
-    init, so no background writes and flushes of its own. Returns (disk, mount point)."""
+def slow_flush_fs(tmp_path, request, flush_ns: int, fstype: str = "ext4",
+                  size_bytes: int = 128 << 20):
+    """A filesystem (the lab's mkfs: for ext4 no lazy init, so no background writes and
+    flushes of its own) on an emulated RAM disk with a write cache whose every flush
+    takes flush_ns, mounted at tmp_path/mnt (unmounted, and its cache flushed, in a
+    finalizer). Returns (disk, mount point)."""
+    from iowhy.filesystems import FILESYSTEMS
     d = emulated_disk(tmp_path, request, size_bytes, preset="ram", cache=True,
                       extra_args=["--flush-ns", str(flush_ns)],
                       detach_wait_s=max(5, 2 * flush_ns / 1e9))
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", d.dev])
+    run([*next(f.mkfs for f in FILESYSTEMS if f.name == fstype), d.dev])
     run(["mount", d.dev, str(mnt)])
 
     def umount() -> None:

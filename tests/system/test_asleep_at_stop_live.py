@@ -24,7 +24,7 @@ from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
-from recording import attach_flight, interrupt, slow_flush_ext4, wait_attached, wait_for_file
+from recording import attach_flight, interrupt, slow_flush_fs, wait_attached, wait_for_file
 
 pytestmark = pytest.mark.bpf
 
@@ -149,7 +149,7 @@ def test_an_fsync_blocked_at_the_stop_is_the_flush_in_flight(bpf, tmp_path, iowh
     flight) when the recording stops STOP_AFTER_S into it: the wait open at the stop is
     the flush's (barrier), not unexplained; the call is written incomplete. The
     workload's own clock says the fsync outlasted the stop."""
-    _, mnt = slow_flush_ext4(tmp_path, request, FLUSH_S * 10**9)
+    _, mnt = slow_flush_fs(tmp_path, request, FLUSH_S * 10**9)
     go, log, out = tmp_path / "go", tmp_path / "calls", tmp_path / "f.iowt"
     w = subprocess.Popen([PY, "-c", FSYNC_ONCE, str(mnt / "f"), str(go), str(log)])
     request.addfinalizer(lambda: (go.touch(), w.poll() is None and w.kill(), w.wait()))

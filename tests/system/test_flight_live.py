@@ -18,7 +18,7 @@ import pytest
 from conftest import run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import attach_flight, interrupt, slow_flush_ext4, wait_for_file
+from recording import attach_flight, interrupt, slow_flush_fs, wait_for_file
 
 pytestmark = pytest.mark.bpf
 
@@ -186,7 +186,7 @@ def test_a_slow_fsync_fires_once_and_is_in_the_dump(bpf, tmp_path, iowhy_bin, re
     ext4 take longer than the trigger's 200 ms; it makes fast writes for 2 s, one fsync,
     and then only fast writes again. The trigger fires once (no second dump, nothing
     pending joined it), and the dump holds that fsync."""
-    _, mnt = slow_flush_ext4(tmp_path, request, 400_000_000)
+    _, mnt = slow_flush_fs(tmp_path, request, 400_000_000)
     go, stop, log = tmp_path / "go", tmp_path / "stop", tmp_path / "calls"
     one = r"""
 import os, sys, time

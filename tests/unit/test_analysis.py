@@ -383,6 +383,35 @@ def test_btrfs_log_writes_in_task(tmp_path):
     assert r["commits"]["count"] == 2
 
 
+def test_btrfs_sleeps_another_log_sync_ended_are_the_commits(tmp_path):
+    # btrfs (anonymous dev 0:45). Task 100's fsync [1010,1100) syncs the log: its log
+    # write submitted at 1040, so commit [1040,1100) 60, other 30. Task 102's fsync
+    # [1020,1110) sleeps [1025, woken 1099) by task 100, then in its call on the same
+    # filesystem (wait_log_commit): commit 74, other 16. Task 103's sleep is ended by
+    # 100 at 1105, after its call: other 90. Task 104's, on another btrfs (0:46), by 100
+    # in its call: other 90.
+    m = meta("btrfs")
+    anon, other_fs = (0, 45), (0, 46)
+    m["filesystems"][0].update({"st_dev_major": anon[0], "st_dev_minor": anon[1]})
+    p = write_trace(tmp_path / "t.iowt", end=1200, requests=[
+        req(1041, 1050, submit=1040, sector=70_000, iflags=abi.F_META)],
+        fsyncs=[fsync(100, 1010, 1100, fs=abi.FS_BTRFS, dev=anon),
+                fsync(102, 1020, 1110, fs=abi.FS_BTRFS, dev=anon),
+                fsync(103, 1020, 1110, fs=abi.FS_BTRFS, dev=anon),
+                fsync(104, 1020, 1110, fs=abi.FS_BTRFS, dev=other_fs)],
+        offcpu=[off(102, 1025, 1100, waking=1099, waker=100),
+                off(103, 1025, 1106, waking=1105, waker=100),
+                off(104, 1025, 1100, waking=1099, waker=100)],
+        tasks=[task(100, 1000), *(task(t, 1000, abi.TASK_FORK) for t in (102, 103, 104))],
+        meta_obj=m)
+    r = run(p)
+    assert r["requests"]["log"]["count"] == 1
+    fs = r["fsync"]["by_call"]["fsync"]
+    assert fs["split_ns"] == {"data": 0, "commit": 60 + 74, "flush": 0,
+                              "other": 30 + 16 + 90 + 90}
+    assert fs["needed_commit"] == 1  # the log sync of task 100
+
+
 # -- classification ---------------------------------------------------------------------------
 
 def test_classification_rules():

@@ -17,7 +17,7 @@ from ..kernels import (
 )
 from ..model.calls import call_exit, dev_codes, join_calls, join_pairs, seq_key
 from ..model.devices import dev_key
-from ..model.classify import DATA, FLUSH, LOG
+from ..model.classify import DATA, FLUSH, LOG, LOG_IN_CALLS
 from ..model.requests import Requests, Window, first_start
 
 
@@ -38,8 +38,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     and syncfs(2) calls and the filesystems each covers (model/calls.sync_coverage);
     sync_reqs: the (request, call) pairs of the writeback they waited for
     (model/calls.sync_pairs), which count as their own data and flushes; off: the
-    off-CPU intervals (the sleeps the journal's thread ended are the commit's,
-    _journal_sleeps)."""
+    off-CPU intervals (the sleeps that were waits for the journal or log are the
+    commit's, _log_sleeps)."""
     w0, w1 = window.start_ns, window.end_ns
     n = len(fs["enter_ns"])
     enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
@@ -102,11 +102,11 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     st += base
     en += base
     del base
-    # The commit's part: its hull, and the sleeps the journal thread ended.
+    # The commit's part: its hull, and the sleeps that were waits for the journal or log.
     ci = np.flatnonzero(has_c)
     cs, ce = c0[ci], c1[ci]
-    if ender is not None and off is not None:
-        si, ss, se = _journal_sleeps(off, tid, enter, exit_, commit_id, ender)
+    if off is not None:
+        si, ss, se = _log_sleeps(off, fs, tid, enter, exit_, commit_id, ender)
         ci, cs, ce = np.concatenate((ci, si)), np.concatenate((cs, ss)), np.concatenate((ce, se))
     cb = ci * cspan
     cb -= enter[ci]
@@ -224,22 +224,27 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
     return ender
 
 
-def _journal_sleeps(off: Mapping[str, np.ndarray], tid: np.ndarray, enter: np.ndarray,
-                    exit_: np.ndarray, commit_id: np.ndarray, ender: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Of the calls that needed a jbd2 commit, the sleeps that the thread which ended
-    the commit (the journal's) ended: (call, start, waking), waits for the journal.
+def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid: np.ndarray,
+                enter: np.ndarray, exit_: np.ndarray, commit_id: np.ndarray,
+                ender: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sleeps of the calls that were waits for the journal or log: (call, start,
+    waking), from the switch-out to the wakeup (not the wait for a CPU after it).
 
-    The caller wakes the journal thread and sleeps in jbd2_log_wait_commit until the
-    commit of its transaction ends; that commit begins when the journal thread gets a
-    CPU (milliseconds later on a busy machine), and only after the commit before it
+    jbd2: the caller wakes the journal thread and sleeps in jbd2_log_wait_commit until
+    the commit of its transaction ends; that commit begins when the journal thread gets
+    a CPU (milliseconds later on a busy machine), and only after the commit before it
     (another task's) has ended: the journal thread wakes the waiters at each commit's
-    end. A handle waiting for a locked transaction is woken by it too. Each such sleep,
-    from the switch-out to the wakeup (not the wait for a CPU after it), is a wait for
-    the journal: bpftrace sees those sleeps block in jbd2 functions
+    end (a handle waiting for a locked transaction too). So a sleep of a call that
+    needed a jbd2 commit, ended by the thread that ended it (`ender`, per commit), was
+    one. A filesystem whose fsync calls write its log (btrfs): a call whose log another
+    task is syncing waits in wait_log_commit for that task to end it, in its own call.
+    So a sleep ended by another thread then in a call on the same filesystem was one.
+    bpftrace sees those sleeps block in jbd2 functions and in btrfs_sync_log
     (tests/system/test_devices_live.py)."""
     none = (np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64))
-    k = np.flatnonzero(commit_id >= 0)
+    jbd2 = commit_id >= 0 if ender is not None else np.zeros(len(tid), bool)
+    in_call_log = np.isin(np.asarray(fs["fs_u16"]), LOG_IN_CALLS)
+    k = np.flatnonzero(jbd2 | in_call_log)
     if not len(k) or not len(off.get("tid", ())):
         return none
     otid = np.asarray(off["tid"]).astype(I64)
@@ -253,7 +258,20 @@ def _journal_sleeps(off: Mapping[str, np.ndarray], tid: np.ndarray, enter: np.nd
     si, ci = join_pairs(otid[mine], start[mine], tid[k], enter[k], exit_[k])
     ci = k[ci]
     mine = mine[si]
-    ok = np.asarray(off["waker_tid"])[mine].astype(I64) == ender[commit_id[ci]]
+    woke = np.asarray(off["waker_tid"])[mine].astype(I64)
+    wake_at = waking[mine]
+    ok = np.zeros(len(ci), bool)
+    if ender is not None:
+        j = np.flatnonzero(jbd2[ci])
+        ok[j] = woke[j] == ender[commit_id[ci[j]]]
+    lg = np.flatnonzero(in_call_log[ci] & (woke != tid[ci]))
+    if len(lg):
+        # The waker's call at the wakeup, if it was in one on the same filesystem.
+        calls = np.flatnonzero(in_call_log)
+        wi, wc = join_pairs(woke[lg], wake_at[lg], tid[calls], enter[calls], exit_[calls])
+        dev = dev_key(np.asarray(fs["dev_major"]), np.asarray(fs["dev_minor"]))
+        same = dev[calls[wc]] == dev[ci[lg[wi]]]
+        ok[lg[wi[same]]] = True
     ci, mine = ci[ok], mine[ok]
     return ci, start[mine], np.minimum(waking[mine], exit_[ci])
 
