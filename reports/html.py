@@ -417,7 +417,8 @@ def section_fsync(r: Mapping[str, Any], figure: str = "") -> str:
                 "own data", "commit/log", "own flushes", "other", "needed a commit")
         parts.append(table(head, rows, numeric=range(1, len(head)), table_id="table-fsync"))
         parts.append("<p class=\"muted\">own data / commit/log / own flushes / other: share of "
-                     "the calls' time spent waiting for each, by priority.</p>")
+                     "the calls' time spent waiting for each; a time in two counts once, "
+                     "first as own data, then as own flushes, then as commit/log.</p>")
     parts.append(kv_table(commit_pairs(r), table_id="table-commits"))
     if figure:
         parts.append(figure)

@@ -245,25 +245,48 @@ def test_fsync_split_and_commits_ext4(tmp_path):
 
 
 def test_fsync_sleeps_the_journal_thread_ended_are_the_commits(tmp_path):
-    # jbd2 (tid 50) commits 5 [1020,1060) and 6 [1070,1100). Task 101's fsync
-    # [1030,1110) needs 6: it sleeps [1032, woken 1060) while 5 commits (6 cannot start
-    # before 5 ends), then [1062, woken 1100) for its own, 6 starting only at 1070 (the
-    # journal thread waiting for a CPU); both woken by jbd2: commit |[1032,1060) |
-    # [1062,1100)| = 66, other 14 (its own runs). Task 102's fsync [1030,1110) needs 6
-    # too, but its sleep [1032,1100) is ended by another thread (77): commit 30 (6's run),
-    # other 50.
+    # Two journals: jbd2 thread 50 commits 5 [1020,1060) and 6 [1070,1100) on PART,
+    # thread 60 commits 9 [1040,1080) on (8, 49). One call of each type, so that each
+    # call's split is its type's:
+    # - fsync [1030,1110) of 101 needs 6: it sleeps [1032, woken 1060) while 5 commits (6
+    #   cannot begin before 5 ends), then [1062, woken 1100), 6 beginning only at 1070
+    #   (the journal thread waiting for a CPU), both woken by 50: commit 28 + 38 = 66,
+    #   other 14. Its sleep [1005, 1020) is before the call: nothing.
+    # - fdatasync [1030,1110) of 102 needs 6, its sleep [1032,1100) ended by another
+    #   task (77): commit 30 (6's run), other 50.
+    # - msync [1035,1090) of 103 needs 9: its sleep [1036, woken 1081) by 50 (the other
+    #   journal's thread) is not 9's; [1082, woken 1085) by 60 is: commit 40 + 3,
+    #   other 12.
+    # - osync_write [1030,1110) of 104 needs 6: its sleep [1032, woken 1050) in a hard
+    #   interrupt on top of 50 is not the journal's; [1100, woken 1105) by 50 is:
+    #   commit 30 + 5, other 45.
+    elsewhere = (8, 49)
     j = [jev(abi.J_JBD2_START, 1020, 5), jev(abi.J_JBD2_END, 1060, 5),
-         jev(abi.J_JBD2_START, 1070, 6), jev(abi.J_JBD2_END, 1100, 6)]
+         jev(abi.J_JBD2_START, 1070, 6), jev(abi.J_JBD2_END, 1100, 6),
+         jev(abi.J_JBD2_START, 1040, 9, tid=60, dev=elsewhere),
+         jev(abi.J_JBD2_END, 1080, 9, tid=60, dev=elsewhere)]
     p = write_trace(tmp_path / "t.iowt", end=1200, fsyncs=[
-        fsync(101, 1030, 1110, seq=6), fsync(102, 1030, 1110, seq=6)], journal=j,
-        offcpu=[off(101, 1032, 1061, waking=1060, waker=50),
+        fsync(101, 1030, 1110, seq=6), fsync(102, 1030, 1110, seq=6, call=abi.CALL_FDATASYNC),
+        fsync(103, 1035, 1090, seq=9, dev=elsewhere, call=abi.CALL_MSYNC),
+        fsync(104, 1030, 1110, seq=6, call=abi.CALL_OSYNC_WRITE)], journal=j,
+        offcpu=[off(101, 1005, 1021, waking=1020, waker=50),
+                off(101, 1032, 1061, waking=1060, waker=50),
                 off(101, 1062, 1104, waking=1100, waker=50),
-                off(102, 1032, 1102, waking=1100, waker=77)],
-        tasks=[task(101, 1000), task(102, 1000, abi.TASK_FORK)])
+                off(102, 1032, 1102, waking=1100, waker=77),
+                off(103, 1036, 1081, waking=1081, waker=50),
+                off(103, 1082, 1086, waking=1085, waker=60),
+                off(104, 1032, 1051, waking=1050, waker=50, ctx=abi.WCTX_HARDIRQ),
+                off(104, 1100, 1106, waking=1105, waker=50, ctx=abi.WCTX_TASK)],
+        tasks=[task(101, 1000), *(task(t, 1000, abi.TASK_FORK) for t in (102, 103, 104))])
     r = run(p)
-    fs = r["fsync"]["by_call"]["fsync"]
-    assert fs["needed_commit"] == 2
-    assert fs["split_ns"] == {"data": 0, "commit": 66 + 30, "flush": 0, "other": 14 + 50}
+    by = r["fsync"]["by_call"]
+    assert {c: by[c]["split_ns"]["commit"] for c in by} == {
+        "fsync": 66, "fdatasync": 30, "msync": 43, "osync_write": 35}
+    assert {c: by[c]["split_ns"]["other"] for c in by} == {
+        "fsync": 14, "fdatasync": 50, "msync": 12, "osync_write": 45}
+    assert r["fsync"]["split_ns"]["data"] == r["fsync"]["split_ns"]["flush"] == 0
+    assert {c: by[c]["needed_commit"] for c in by} == {
+        "fsync": 1, "fdatasync": 1, "msync": 1, "osync_write": 1}
 
 
 def test_commits_of_other_filesystems_are_left_out(tmp_path):
@@ -384,32 +407,62 @@ def test_btrfs_log_writes_in_task(tmp_path):
 
 
 def test_btrfs_sleeps_another_log_sync_ended_are_the_commits(tmp_path):
-    # btrfs (anonymous dev 0:45). Task 100's fsync [1010,1100) syncs the log: its log
-    # write submitted at 1040, so commit [1040,1100) 60, other 30. Task 102's fsync
-    # [1020,1110) sleeps [1025, woken 1099) by task 100, then in its call on the same
-    # filesystem (wait_log_commit): commit 74, other 16. Task 103's sleep is ended by
-    # 100 at 1105, after its call: other 90. Task 104's, on another btrfs (0:46), by 100
-    # in its call: other 90.
+    # btrfs (anonymous dev 0:45). One call of each type, so that each call's split is its
+    # type's:
+    # - fsync [1010,1100) of 100 syncs the log: its log write submitted at 1040, so its
+    #   commit runs [1040,1100), but for its own cache flush (an empty PREFLUSH) 1060-1080:
+    #   commit 40, flush 20, other 30.
+    # - fdatasync [1020,1110) of 102 sleeps [1025, woken 1099) by 100, then in its log
+    #   sync on the same filesystem (wait_log_commit): commit 74, other 16.
+    # - osync_write [1020,1110) of 103: its sleep [1025, woken 1035) by 100 before 100's
+    #   first log write (at 1040: a lock, not the log sync), [1036, woken 1045) in a
+    #   softirq on top of 100, [1046, woken 1105) by 100 after 100's call: other 90.
+    # - sync_file_range [1020,1110) of 104, on another btrfs (0:46), woken by 100 in its
+    #   log sync: other 90.
     m = meta("btrfs")
     anon, other_fs = (0, 45), (0, 46)
     m["filesystems"][0].update({"st_dev_major": anon[0], "st_dev_minor": anon[1]})
     p = write_trace(tmp_path / "t.iowt", end=1200, requests=[
-        req(1041, 1050, submit=1040, sector=70_000, iflags=abi.F_META)],
+        req(1041, 1050, submit=1040, sector=70_000, iflags=abi.F_META),
+        req(0, 1080, submit=1060, nbytes=0, iflags=abi.F_PREFLUSH,
+            flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | abi.RQ_NO_ISSUE)],
         fsyncs=[fsync(100, 1010, 1100, fs=abi.FS_BTRFS, dev=anon),
-                fsync(102, 1020, 1110, fs=abi.FS_BTRFS, dev=anon),
-                fsync(103, 1020, 1110, fs=abi.FS_BTRFS, dev=anon),
-                fsync(104, 1020, 1110, fs=abi.FS_BTRFS, dev=other_fs)],
+                fsync(102, 1020, 1110, fs=abi.FS_BTRFS, dev=anon, call=abi.CALL_FDATASYNC),
+                fsync(103, 1020, 1110, fs=abi.FS_BTRFS, dev=anon, call=abi.CALL_OSYNC_WRITE),
+                fsync(104, 1020, 1110, fs=abi.FS_BTRFS, dev=other_fs,
+                      call=abi.CALL_SYNC_FILE_RANGE)],
         offcpu=[off(102, 1025, 1100, waking=1099, waker=100),
-                off(103, 1025, 1106, waking=1105, waker=100),
+                off(103, 1025, 1035, waking=1035, waker=100),
+                off(103, 1036, 1045, waking=1045, waker=100, ctx=abi.WCTX_SOFTIRQ),
+                off(103, 1046, 1106, waking=1105, waker=100),
                 off(104, 1025, 1100, waking=1099, waker=100)],
         tasks=[task(100, 1000), *(task(t, 1000, abi.TASK_FORK) for t in (102, 103, 104))],
         meta_obj=m)
     r = run(p)
     assert r["requests"]["log"]["count"] == 1
-    fs = r["fsync"]["by_call"]["fsync"]
-    assert fs["split_ns"] == {"data": 0, "commit": 60 + 74, "flush": 0,
-                              "other": 30 + 16 + 90 + 90}
-    assert fs["needed_commit"] == 1  # the log sync of task 100
+    by = r["fsync"]["by_call"]
+    assert {c: by[c]["split_ns"] for c in by} == {
+        "fsync": {"data": 0, "commit": 40, "flush": 20, "other": 30},
+        "fdatasync": {"data": 0, "commit": 74, "flush": 0, "other": 16},
+        "osync_write": {"data": 0, "commit": 0, "flush": 0, "other": 90},
+        "sync_file_range": {"data": 0, "commit": 0, "flush": 0, "other": 90}}
+    # The calls that synced the log (the waiters' commit is that sync).
+    assert {c: by[c]["needed_commit"] for c in by} == {
+        "fsync": 1, "fdatasync": 0, "osync_write": 0, "sync_file_range": 0}
+
+
+def test_fsync_own_flush_inside_the_xfs_log_force(tmp_path):
+    # XFS fsync [1010,1100): log force at 1040 (its commit to the exit), then, as when
+    # another task wrote the iclog, its own empty PREFLUSH 1070-1090: commit 40,
+    # flush 20, other 30.
+    j = [jev(abi.J_XFS_FORCE, 1040, 9, tid=100, fs=abi.FS_XFS)]
+    p = write_trace(tmp_path / "t.iowt", requests=[
+        req(0, 1090, submit=1070, nbytes=0, iflags=abi.F_PREFLUSH,
+            flags=abi.RQ_TRACKED | abi.RQ_FLUSH_SEQ | abi.RQ_NO_ISSUE)],
+        fsyncs=[fsync(100, 1010, 1100, seq=9, fs=abi.FS_XFS)], journal=j,
+        meta_obj=meta("xfs"))
+    r = run(p)
+    assert r["fsync"]["split_ns"] == {"data": 0, "commit": 40, "flush": 20, "other": 30}
 
 
 # -- classification ---------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_sync_file_range_counts_its_own_data_writes(tmp_path):
     assert split(r, "sync_file_range") == {"data": 28, "commit": 0, "flush": 0, "other": 12}
 
 
-def sync_trace(path, call: int, dev=(0, 0), fs: int = abi.FS_NONE) -> str:
+def sync_trace(path, call: int, dev=(0, 0), fs: int = abi.FS_NONE, more=()) -> str:
     # A sync-like call [1010, 1090) of thread 100. The flusher (kworker, tid 300) writes
     # back data on DEV 1012-1030 and on sdy 1015-1035; another user process (dd, tid
     # 400) writes on DEV 1031-1039 (not the call's). Commits: DEV's filesystem 1040-1060,
@@ -86,7 +86,7 @@ def sync_trace(path, call: int, dev=(0, 0), fs: int = abi.FS_NONE) -> str:
     kw, dd = {"comm": b"kworker/u8:2"}, {"comm": b"dd"}
     reqs = [{**tb.req(1013, 1030, submit=1012, flags=origin, tid=300, seq=1), **kw},
             {**tb.req(1016, 1035, submit=1015, flags=origin, tid=300, seq=2, dev=OTHER), **kw},
-            {**tb.req(1032, 1039, submit=1031, flags=origin, tid=400, seq=3), **dd}]
+            {**tb.req(1032, 1039, submit=1031, flags=origin, tid=400, seq=3), **dd}, *more]
     jr = commit(5, 1001, 1008) + commit(6, 1040, 1060) + commit(2, 1062, 1070, dev=OTHER)
     return tb.write_trace(path, requests=reqs, fsyncs=[c], journal=jr,
                           meta_obj=two_fs_meta())
@@ -101,6 +101,19 @@ def test_sync_waits_for_the_writeback_and_commits_of_every_filesystem(tmp_path):
     assert r["fsync"]["by_call"]["sync"]["needed_commit"] == 1
     assert sorted(r["workload"]["devices"]) == ["sdy", "sdz"]
     assert r["commits"]["jbd2"]["count"] == 3
+
+
+def test_the_commits_flushes_a_sync_waited_for_are_the_commits(tmp_path):
+    # As above, and the journal's cache flush on DEV 1045-1055, inside DEV's commit: a
+    # flush the sync waited for, but not one it issued, so the commit's (as the
+    # commit's own in an fsync); the split is the one without it.
+    ff = tb.req(1045, 1055, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)
+    r = tb.run(sync_trace(tmp_path / "t.iowt", abi.CALL_SYNC, more=[ff]))
+    assert split(r, "sync") == {"data": 23, "commit": 30, "flush": 0, "other": 27}
+    # The same flush from 1065 to 1075 is after the commits' hull (1040-1070) by 5.
+    ff = tb.req(1065, 1075, op=abi.OP_FLUSH, seq=4, flags=abi.RQ_FLUSH_SEQ, tid=0)
+    r = tb.run(sync_trace(tmp_path / "u.iowt", abi.CALL_SYNC, more=[ff]))
+    assert split(r, "sync") == {"data": 23, "commit": 30, "flush": 5, "other": 22}
 
 
 def test_syncfs_covers_its_own_filesystem_only(tmp_path):

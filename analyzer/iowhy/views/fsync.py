@@ -63,13 +63,15 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     else:
         ri = np.flatnonzero(call_of_req >= 0)
         rc = np.take(call_of_req, ri)
+    n_own = len(ri)  # the calls' own requests, then the writeback a sync waited for
     if sync_reqs is not None and len(sync_reqs[0]):
         ri = np.concatenate((np.asarray(ri, I64), sync_reqs[0]))
         rc = np.concatenate((np.asarray(rc, I64), sync_reqs[1]))
+    own = np.arange(len(ri)) < n_own
     lost = (np.take(rq.flags, ri) & abi.RQ_LOST_DONE) != 0
     if lost.any():
         keep = np.flatnonzero(~lost)
-        ri, rc = np.take(ri, keep), np.take(rc, keep)
+        ri, rc, own = np.take(ri, keep), np.take(rc, keep), np.take(own, keep)
     del lost
     rc = rc.astype(I64)  # int64 indices: faster gathers
     rcls = np.take(cls, ri)
@@ -93,7 +95,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         _hull_update(c0, c1, rc[bl], st[bl], exit_[rc[bl]])
         needed[rc[bl]] = True
     has_c = c1 > c0
-    # Per-call priority timeline: data (0) > commit (1) > flush (2), call-relative keys.
+    # Per-call priority timeline (_call_split), call-relative keys.
     cspan = int(lat.max()) + 2 if n else 2
     check_keyed(n, cspan)
     base = np.multiply(rc, cspan)
@@ -106,14 +108,14 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     ci = np.flatnonzero(has_c)
     cs, ce = c0[ci], c1[ci]
     if off is not None:
-        si, ss, se = _log_sleeps(off, fs, tid, enter, exit_, commit_id, ender)
+        si, ss, se = _log_sleeps(off, fs, tid, enter, exit_, commit_id, ender, c0, c1)
         ci, cs, ce = np.concatenate((ci, si)), np.concatenate((cs, ss)), np.concatenate((ce, se))
     cb = ci * cspan
     cb -= enter[ci]
     cs += cb
     ce += cb
-    data, commit, flush = _call_split(st, en, rcls, cs, ce, cspan, n)
-    del st, en, rcls
+    data, commit, flush = _call_split(st, en, rcls, own, cs, ce, cspan, n)
+    del st, en, rcls, own
     other = lat - data
     other -= commit
     other -= flush
@@ -226,9 +228,12 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
 
 def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid: np.ndarray,
                 enter: np.ndarray, exit_: np.ndarray, commit_id: np.ndarray,
-                ender: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                ender: np.ndarray | None, c0: np.ndarray, c1: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The sleeps of the calls that were waits for the journal or log: (call, start,
-    waking), from the switch-out to the wakeup (not the wait for a CPU after it).
+    waking), from the switch-out to the wakeup (not the wait for a CPU after it). Only
+    wakeups made by a task count: an interrupt's runs on top of whichever thread is on
+    the CPU, which names that thread (c0, c1: each call's commit hull).
 
     jbd2: the caller wakes the journal thread and sleeps in jbd2_log_wait_commit until
     the commit of its transaction ends; that commit begins when the journal thread gets
@@ -238,7 +243,9 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
     needed a jbd2 commit, ended by the thread that ended it (`ender`, per commit), was
     one. A filesystem whose fsync calls write its log (btrfs): a call whose log another
     task is syncing waits in wait_log_commit for that task to end it, in its own call.
-    So a sleep ended by another thread then in a call on the same filesystem was one.
+    So a sleep ended by another thread then in a call on the same filesystem, after that
+    call's first log write (before it, as at the inode lock of a file both sync, the
+    other call was not syncing the log yet), was one.
     bpftrace sees those sleeps block in jbd2 functions and in btrfs_sync_log
     (tests/system/test_devices_live.py)."""
     none = (np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64))
@@ -260,18 +267,23 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
     mine = mine[si]
     woke = np.asarray(off["waker_tid"])[mine].astype(I64)
     wake_at = waking[mine]
+    ctx = np.asarray(off.get("waker_ctx_u16", np.zeros(len(otid), np.uint16)))[mine]
+    by_task = (ctx == abi.WCTX_TASK) | (ctx == abi.WCTX_UNKNOWN)
     ok = np.zeros(len(ci), bool)
     if ender is not None:
-        j = np.flatnonzero(jbd2[ci])
+        j = np.flatnonzero(jbd2[ci] & by_task)
         ok[j] = woke[j] == ender[commit_id[ci[j]]]
-    lg = np.flatnonzero(in_call_log[ci] & (woke != tid[ci]))
+    lg = np.flatnonzero(in_call_log[ci] & by_task & (woke != tid[ci]))
     if len(lg):
-        # The waker's call at the wakeup, if it was in one on the same filesystem.
+        # The waker's call at the wakeup, if it was in one on the same filesystem and
+        # had begun its log sync.
         calls = np.flatnonzero(in_call_log)
         wi, wc = join_pairs(woke[lg], wake_at[lg], tid[calls], enter[calls], exit_[calls])
         dev = dev_key(np.asarray(fs["dev_major"]), np.asarray(fs["dev_minor"]))
-        same = dev[calls[wc]] == dev[ci[lg[wi]]]
-        ok[lg[wi[same]]] = True
+        wcall = calls[wc]
+        syncing = (dev[wcall] == dev[ci[lg[wi]]]) & (c1[wcall] > c0[wcall])
+        syncing &= wake_at[lg[wi]] >= c0[wcall]
+        ok[lg[wi[syncing]]] = True
     ci, mine = ci[ok], mine[ok]
     return ci, start[mine], np.minimum(waking[mine], exit_[ci])
 
@@ -333,28 +345,39 @@ def _by_call(pc: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, cs: np.ndarray,
-                ce: np.ndarray, cspan: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Time of each of the n calls exclusive to its own data writes, then its commit, then
-    its own flushes (priority in that order): three arrays. ks, ke: the requests'
-    intervals in call-keyed time (call * cspan + time - the call's enter), rcls their
-    classes; cs, ce: the commit's intervals (any number per call, overlapping or not).
+def _call_split(ks: np.ndarray, ke: np.ndarray, rcls: np.ndarray, own: np.ndarray,
+                cs: np.ndarray, ce: np.ndarray, cspan: int, n: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Time of each of the n calls exclusive to its data writes, then its own flushes,
+    then its commit, then the flushes a sync waited for (priority in that order):
+    (data, commit, flush), flush both kinds. ks, ke: the requests' intervals in
+    call-keyed time (call * cspan + time - the call's enter), rcls their classes, own
+    whether the call submitted it (else the writeback of a sync or syncfs); cs, ce: the
+    commit's intervals (any number per call, overlapping or not).
 
-    With D the union of the data writes, C of the commit's intervals and F of the
-    flushes: data = |D|, commit = |D | C| - |D|, flush = |D | C | F| - |D | C|, each a
-    sum per call of the pieces of a union (a piece never spans two calls: a call's keyed
-    times lie within [call * cspan, call * cspan + cspan - 2])."""
+    With D the union of the data writes, F of the own flushes, C of the commit's
+    intervals and S of the others: data = |D|, flush = |D | F| - |D| + |D | F | C | S| -
+    |D | F | C|, commit = |D | F | C| - |D | F|, each a sum per call of the pieces of a
+    union (a piece never spans two calls: a call's keyed times lie within
+    [call * cspan, call * cspan + cspan - 2]). A flush the call issued is its own cache
+    flush even inside its commit's hull (an XFS call's after its log force, a btrfs
+    call's in the log sync it makes); the flushes a sync waited for include the
+    journal's own, which are the commits' it waited for."""
     def per_call(u: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         # Per call: at most cspan each, so float64 sums of these integers are exact.
         return np.bincount(u[0] // cspan, weights=u[1] - u[0], minlength=n)[:n].astype(I64)
+    fl = rcls == FLUSH
     d = union_where(ks, ke, rcls == DATA)
-    dc = merge_unions(d, union_intervals(cs, ce))
-    dcf = merge_unions(dc, union_where(ks, ke, rcls == FLUSH))
+    df = merge_unions(d, union_where(ks, ke, fl & own))
+    dfc = merge_unions(df, union_intervals(cs, ce))
     data = per_call(d)
-    commit = per_call(dc)
-    flush = per_call(dcf)
-    flush -= commit
-    commit -= data
+    flush = per_call(df)
+    flush -= data
+    commit = per_call(dfc)
+    commit -= per_call(df)
+    if not own.all():
+        flush += per_call(merge_unions(dfc, union_where(ks, ke, fl & ~own)))
+        flush -= per_call(dfc)
     return data, commit, flush
 
 
