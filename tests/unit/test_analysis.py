@@ -446,9 +446,12 @@ def test_btrfs_sleeps_another_log_sync_ended_are_the_commits(tmp_path):
         "fdatasync": {"data": 0, "commit": 74, "flush": 0, "other": 16},
         "osync_write": {"data": 0, "commit": 0, "flush": 0, "other": 90},
         "sync_file_range": {"data": 0, "commit": 0, "flush": 0, "other": 90}}
-    # The calls that synced the log (the waiters' commit is that sync).
+    # The call that synced the log, and the one that waited for its sync: one log sync
+    # for two calls.
     assert {c: by[c]["needed_commit"] for c in by} == {
-        "fsync": 1, "fdatasync": 0, "osync_write": 0, "sync_file_range": 0}
+        "fsync": 1, "fdatasync": 1, "osync_write": 0, "sync_file_range": 0}
+    assert r["commits"]["btrfs"]["log_syncs"] == 1
+    assert r["commits"]["fsyncs_per_commit"] == 2.0
 
 
 def test_fsync_own_flush_inside_the_xfs_log_force(tmp_path):

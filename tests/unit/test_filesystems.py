@@ -96,7 +96,7 @@ def test_the_reports_have_a_line_for_each_journal_kind_s_figures():
           "aux0": np.zeros(n, np.uint64), "aux1": np.zeros(n, np.uint64),
           "aux2": np.zeros(n, np.uint64)}
     fs = {"fs_u16": np.array([abi.FS_BTRFS], np.uint16)}
-    pc = {"needed": np.array([True])}
+    pc = {"needed": np.array([True]), "sync_of": np.array([-1])}
     keys: list[str] = []
     for f in FILESYSTEMS:
         figures, _, _ = commits.JOURNAL_FIGURES[f.journal](

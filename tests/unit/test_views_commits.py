@@ -86,12 +86,18 @@ def test_xfs_iclogs_and_log_forces():
 def test_btrfs_commits_and_the_calls_sharing_commits():
     fsrows = [tb.fsync(1, 1000, 1010, fs=abi.FS_BTRFS), tb.fsync(2, 1000, 1012, fs=abi.FS_BTRFS),
               tb.fsync(3, 1020, 1030, fs=abi.FS_BTRFS), tb.fsync(4, 1040, 1050, fs=abi.FS_BTRFS)]
-    pc = {"needed": np.array([True, True, True, False]), "commit_id": np.array([4, 4, -1, -1])}
+    pc = {"needed": np.array([True, True, True, False]), "commit_id": np.array([4, 4, -1, -1]),
+          "sync_of": np.full(4, -1)}
     v = _view([J(abi.J_BTRFS_COMMIT, 1100, fs=abi.FS_BTRFS)], fsrows, pc)
     assert v["btrfs"] == {"transaction_commits": 1, "log_syncs": 3}
     assert v["count"] == 4
     # 3 calls needed a commit: two the same one (4), one its own
     assert v["fsyncs_per_commit"] == 1.5
+    # The fourth waited for the third's log sync: 4 calls, 2 commits, the same 3 syncs.
+    pc = {**pc, "needed": np.ones(4, bool), "sync_of": np.array([-1, -1, -1, 2])}
+    v = _view([J(abi.J_BTRFS_COMMIT, 1100, fs=abi.FS_BTRFS)], fsrows, pc)
+    assert v["btrfs"] == {"transaction_commits": 1, "log_syncs": 3}
+    assert v["fsyncs_per_commit"] == 2.0
 
 
 def test_no_journal_record_no_commit():

@@ -129,8 +129,9 @@ def _btrfs_figures(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray,
     bm = ev == abi.J_BTRFS_COMMIT
     btrfs_log = 0
     if pc is not None:
+        # The calls that synced the log themselves (the others waited for one of them).
         btrfs_calls = np.asarray(fs["fs_u16"]) == abi.FS_BTRFS
-        btrfs_log = int((btrfs_calls & pc["needed"]).sum())
+        btrfs_log = int((btrfs_calls & pc["needed"] & (pc["sync_of"] < 0)).sum())
     if not (bm.any() or btrfs_log):
         return {}, 0, {}
     n = int(bm.sum())
@@ -232,7 +233,8 @@ def _xfs(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.nd
 
 def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.ndarray]
                        ) -> float | None:
-    """Batching: calls that needed a commit / distinct commits they needed."""
+    """Batching: calls that needed a commit / distinct commits they needed (a call that
+    waited for another call's log sync, `sync_of`, shares that call's)."""
     if pc is None:
         return None
     needed = pc["needed"]
@@ -240,7 +242,8 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
         return None
     cid = pc["commit_id"]
     with_id = needed & (cid >= 0)
-    distinct = len(unique(cid[with_id])) + int((needed & (cid < 0)).sum())
+    own = needed & (cid < 0) & (pc["sync_of"] < 0)
+    distinct = len(unique(cid[with_id])) + int(own.sum())
     # XFS: calls forcing the same CIL sequence share one commit.
     xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
         ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0)

@@ -95,6 +95,9 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
         _hull_update(c0, c1, rc[bl], st[bl], exit_[rc[bl]])
         needed[rc[bl]] = True
     has_c = c1 > c0
+    # The call whose log sync a call waited for instead of syncing the log itself (btrfs:
+    # a call whose log another task synced), else -1.
+    sync_of = np.full(n, -1, I64)
     # Per-call priority timeline (_call_split), call-relative keys.
     cspan = int(lat.max()) + 2 if n else 2
     check_keyed(n, cspan)
@@ -108,8 +111,14 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     ci = np.flatnonzero(has_c)
     cs, ce = c0[ci], c1[ci]
     if off is not None:
-        si, ss, se = _log_sleeps(off, fs, tid, enter, exit_, commit_id, ender, c0, c1)
+        si, ss, se, by = _log_sleeps(off, fs, tid, enter, exit_, commit_id, ender, c0, c1)
         ci, cs, ce = np.concatenate((ci, si)), np.concatenate((cs, ss)), np.concatenate((ce, se))
+        # Waited for another call's log sync with none of its own: the last one's (in
+        # the order of the sleeps).
+        w = np.flatnonzero((by >= 0) & ~has_c[si])
+        o = w[np.argsort(ss[w], kind="stable")]
+        sync_of[si[o]] = by[o]
+        needed[si[w]] = True
     cb = ci * cspan
     cb -= enter[ci]
     cs += cb
@@ -121,7 +130,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     other -= flush
     per_call = {"latency": lat, "data": data, "commit": commit, "flush": flush,
                 "other": other, "call": call, "needed": needed, "commit_id": commit_id,
-                "incomplete": incomplete, "enter": enter, "exit": exit_, "tid": tid}
+                "sync_of": sync_of, "incomplete": incomplete, "enter": enter, "exit": exit_,
+                "tid": tid}
     out: dict[str, Any] = {
         "count": int(n),
         "incomplete": int(incomplete.sum()),
@@ -229,9 +239,10 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
 def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid: np.ndarray,
                 enter: np.ndarray, exit_: np.ndarray, commit_id: np.ndarray,
                 ender: np.ndarray | None, c0: np.ndarray, c1: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The sleeps of the calls that were waits for the journal or log: (call, start,
-    waking), from the switch-out to the wakeup (not the wait for a CPU after it). Only
+    waking, the call whose log sync ended it or -1), from the switch-out to the wakeup
+    (not the wait for a CPU after it). Only
     wakeups made by a task count: an interrupt's runs on top of whichever thread is on
     the CPU, which names that thread (c0, c1: each call's commit hull).
 
@@ -248,7 +259,7 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
     other call was not syncing the log yet), was one.
     bpftrace sees those sleeps block in jbd2 functions and in btrfs_sync_log
     (tests/system/test_devices_live.py)."""
-    none = (np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64))
+    none = (np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64))
     jbd2 = commit_id >= 0 if ender is not None else np.zeros(len(tid), bool)
     in_call_log = np.isin(np.asarray(fs["fs_u16"]), LOG_IN_CALLS)
     k = np.flatnonzero(jbd2 | in_call_log)
@@ -270,6 +281,7 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
     ctx = np.asarray(off.get("waker_ctx_u16", np.zeros(len(otid), np.uint16)))[mine]
     by_task = (ctx == abi.WCTX_TASK) | (ctx == abi.WCTX_UNKNOWN)
     ok = np.zeros(len(ci), bool)
+    by = np.full(len(ci), -1, I64)
     if ender is not None:
         j = np.flatnonzero(jbd2[ci] & by_task)
         ok[j] = woke[j] == ender[commit_id[ci[j]]]
@@ -284,8 +296,9 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
         syncing = (dev[wcall] == dev[ci[lg[wi]]]) & (c1[wcall] > c0[wcall])
         syncing &= wake_at[lg[wi]] >= c0[wcall]
         ok[lg[wi[syncing]]] = True
-    ci, mine = ci[ok], mine[ok]
-    return ci, start[mine], np.minimum(waking[mine], exit_[ci])
+        by[lg[wi[syncing]]] = wcall[syncing]
+    ci, mine, by = ci[ok], mine[ok], by[ok]
+    return ci, start[mine], np.minimum(waking[mine], exit_[ci]), by
 
 
 MAX_SPAN = 16  # tids looked at past a call's entry tid (FS_F_SEQ_SPAN)
