@@ -29,7 +29,7 @@ from .model.stages import device_stages, stage_service
 from .views.classes import per_class, request_counts
 from .views.commits import commits_view, journal_of, workload_filesystems
 from .views.device import device_unions, device_view, relevant_devices
-from .views.fsync import fsync_values, fsync_view
+from .views.fsync import call_sleeps, fsync_values, fsync_view
 from .views.latency import latency_figures, latency_split, latency_values, values_by_class
 from .views.locality import locality
 from .views.placement import remapped_devices, seek_split, seek_values_by_class
@@ -383,6 +383,9 @@ class _Tasks:
             ("thread time", "thread time", ("timeline",), self.thread_time),
         ] if self.causal else []
         graph: list[Task] = [
+            # What the fsync view reads of the off-CPU intervals, before they are dropped.
+            ("sleeps of the fsync calls", "call sleeps", (),
+             lambda: call_sleeps(self.off, self.fs, self.jr, self.win)),
             ("classify", "classify", ("join",) if btrfs else (), self.classes),
             ("device stages and seeks", "stages", () if btrfs else ("classify",),
              self.stages),
@@ -397,7 +400,8 @@ class _Tasks:
             ("per class and placement", "per class",
              ("service", "classify", "once", "latency"), self.classes_view),
             ("queue depth", "queue depth", ("service",), self.qdepth),
-            ("fsync and commits", "fsync", ("join", "classify", "counts"), self.fsync_commits),
+            ("fsync and commits", "fsync", ("join", "classify", "counts", "call sleeps"),
+             self.fsync_commits),
             ("locality", "locality", ("stages", "classify", "once"),
              self.local if cfg.locality else (lambda: None)),
             *(causal if cfg.threads <= 1 else []),
@@ -655,7 +659,8 @@ class _Tasks:
         # sync(2) and syncfs(2): the filesystems each covers and their writeback.
         cov = sync_coverage(fs, self.meta)
         wb = sync_pairs(rq, cls, fs, self.win, cov, self.users, (DATA, FLUSH))
-        fsv = fsync_view(self.win, fs, jr, rq, cls, self.r["join"], cov, wb, self.off)
+        fsv = fsync_view(self.win, fs, jr, rq, cls, self.r["join"], cov, wb,
+                         self.r["call sleeps"])
         # Commits and log bytes of the workload's filesystems and devices only.
         mine = journal_of(jr, workload_filesystems(self.meta, rq.devices, rel, fs))
         log_bytes = int(round(rc.dev_bytes[rel][:, LOG].sum())) if rel else 0
@@ -717,6 +722,9 @@ class _Tasks:
         def drop_join() -> None:
             r["join"] = None
 
+        def drop_call_sleeps() -> None:
+            r["call sleeps"] = None
+
         # Request columns read by early tasks only (rq is the caller's, which reads none
         # of them afterwards).
         def drop_thread_ids() -> None:
@@ -732,13 +740,14 @@ class _Tasks:
             r["timeline"] = None
 
         tl_users = ("workload", "cgroups") if self.cfg.by_cgroup else ("workload",)
-        causal = [((("timeline", "fsync"), drop_intervals)),
+        causal = [((("timeline", "call sleeps"), drop_intervals)),
                   *([] if self.cfg.keep_causal else [(tl_users, drop_timeline)])] \
             if self.causal else []
         return [*causal, (("unions", "queue depth"), drop_stage_times),
                 (("unions", "locality"), drop_stage_order),
                 (("per class",), drop_seeks),
                 (("fsync", "classify"), drop_join),
+                (("fsync",), drop_call_sleeps),
                 (("join", "classify", "once", "fsync"), drop_thread_ids),
                 (("classify", "counts", "once", "data unseen", "devices",
                   *(("split",) if self.cfg.split else ())), drop_iflags)]

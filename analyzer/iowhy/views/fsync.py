@@ -38,8 +38,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     and syncfs(2) calls and the filesystems each covers (model/calls.sync_coverage);
     sync_reqs: the (request, call) pairs of the writeback they waited for
     (model/calls.sync_pairs), which count as their own data and flushes; off: the
-    off-CPU intervals (the sleeps that were waits for the journal or log are the
-    commit's, _log_sleeps)."""
+    sleeps of the calls' threads (call_sleeps: those that were waits for the journal or
+    log are the commit's, _log_sleeps)."""
     w0, w1 = window.start_ns, window.end_ns
     n = len(fs["enter_ns"])
     enter = np.clip(np.asarray(fs["enter_ns"]).astype(I64), w0, w1)
@@ -236,13 +236,40 @@ def _jbd2_commits(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str,
     return ender
 
 
+SLEEP_FIELDS = ("tid", "start_ns", "waking_ns", "waker_tid", "waker_ctx_u16")
+
+
+def call_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray],
+                jr: Mapping[str, np.ndarray], window: Window) -> dict[str, np.ndarray]:
+    """The off-CPU intervals fsync_view reads (`off`): the sleeps that began in an
+    fsync-family call and that a thread able to end a wait for the journal or log ended
+    (one that ended a jbd2 commit, one that made a call on a filesystem whose calls
+    write its log: _log_sleeps), taken from the whole recording's table so that it can
+    be dropped before the view runs."""
+    tid = np.asarray(fs["tid"]).astype(I64)
+    ev = np.asarray(jr.get("event_u16", np.zeros(0, np.uint16)))
+    wakers = np.union1d(np.asarray(jr["tid"])[ev == abi.J_JBD2_END] if len(ev) else [],
+                        tid[np.isin(np.asarray(fs["fs_u16"]), LOG_IN_CALLS)]).astype(I64)
+    if not len(wakers) or not len(off.get("tid", ())):
+        return {f: np.zeros(0, I64) for f in SLEEP_FIELDS}
+    otid = np.asarray(off["tid"])
+    start, waking = np.asarray(off["start_ns"]), np.asarray(off["waking_ns"])
+    keep = np.flatnonzero(np.isin(np.asarray(off["waker_tid"]), wakers) & (waking > start))
+    keep = keep[np.isin(otid[keep], small_unique(tid))]
+    enter = np.asarray(fs["enter_ns"]).astype(I64)
+    keep = keep[join_pairs(otid[keep].astype(I64), start[keep].astype(I64), tid, enter,
+                           np.maximum(call_exit(fs, window.end_ns), enter))[0]]
+    return {f: (np.asarray(off[f])[keep] if f in off else np.zeros(len(keep), np.uint16))
+            for f in SLEEP_FIELDS}
+
+
 def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid: np.ndarray,
                 enter: np.ndarray, exit_: np.ndarray, commit_id: np.ndarray,
                 ender: np.ndarray | None, c0: np.ndarray, c1: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The sleeps of the calls that were waits for the journal or log: (call, start,
-    waking, the call whose log sync ended it or -1), from the switch-out to the wakeup
-    (not the wait for a CPU after it). Only
+    """Of the sleeps `off` (call_sleeps), those of the calls that were waits for the
+    journal or log: (call, start, waking, the call whose log sync ended it or -1), from
+    the switch-out to the wakeup (not the wait for a CPU after it). Only
     wakeups made by a task count: an interrupt's runs on top of whichever thread is on
     the CPU, which names that thread (c0, c1: each call's commit hull).
 
@@ -265,20 +292,14 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
     k = np.flatnonzero(jbd2 | in_call_log)
     if not len(k) or not len(off.get("tid", ())):
         return none
-    otid = np.asarray(off["tid"]).astype(I64)
     start = np.asarray(off["start_ns"]).astype(I64)
     waking = np.asarray(off["waking_ns"]).astype(I64)
-    # Sleeps only (waking 0: preempted or yielded) of the calls' threads.
-    mine = np.flatnonzero(np.isin(otid, small_unique(tid[k])) & (waking > start))
-    if not len(mine):
-        return none
     # A sleep belongs to the call its switch-out falls in (a thread's calls never overlap).
-    si, ci = join_pairs(otid[mine], start[mine], tid[k], enter[k], exit_[k])
+    si, ci = join_pairs(np.asarray(off["tid"]).astype(I64), start, tid[k], enter[k], exit_[k])
     ci = k[ci]
-    mine = mine[si]
-    woke = np.asarray(off["waker_tid"])[mine].astype(I64)
-    wake_at = waking[mine]
-    ctx = np.asarray(off.get("waker_ctx_u16", np.zeros(len(otid), np.uint16)))[mine]
+    start, wake_at = start[si], waking[si]
+    woke = np.asarray(off["waker_tid"])[si].astype(I64)
+    ctx = np.asarray(off["waker_ctx_u16"])[si]
     by_task = (ctx == abi.WCTX_TASK) | (ctx == abi.WCTX_UNKNOWN)
     ok = np.zeros(len(ci), bool)
     by = np.full(len(ci), -1, I64)
@@ -297,8 +318,8 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
         syncing &= wake_at[lg[wi]] >= c0[wcall]
         ok[lg[wi[syncing]]] = True
         by[lg[wi[syncing]]] = wcall[syncing]
-    ci, mine, by = ci[ok], mine[ok], by[ok]
-    return ci, start[mine], np.minimum(waking[mine], exit_[ci]), by
+    ci, by = ci[ok], by[ok]
+    return ci, start[ok], np.minimum(wake_at[ok], exit_[ci]), by
 
 
 MAX_SPAN = 16  # tids looked at past a call's entry tid (FS_F_SEQ_SPAN)
