@@ -269,9 +269,9 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Of the sleeps `off` (call_sleeps), those of the calls that were waits for the
     journal or log: (call, start, waking, the call whose log sync ended it or -1), from
-    the switch-out to the wakeup (not the wait for a CPU after it). Only
-    wakeups made by a task count: an interrupt's runs on top of whichever thread is on
-    the CPU, which names that thread (c0, c1: each call's commit hull).
+    the switch-out to the wakeup (not the wait for a CPU after it). Only wakeups made by
+    a task count: an interrupt's runs on top of whichever thread is on the CPU, which
+    names that thread (c0, c1: each call's commit hull).
 
     jbd2: the caller wakes the journal thread and sleeps in jbd2_log_wait_commit until
     the commit of its transaction ends; that commit begins when the journal thread gets
@@ -283,9 +283,8 @@ def _log_sleeps(off: Mapping[str, np.ndarray], fs: Mapping[str, np.ndarray], tid
     task is syncing waits in wait_log_commit for that task to end it, in its own call.
     So a sleep ended by another thread then in a call on the same filesystem, after that
     call's first log write (before it, as at the inode lock of a file both sync, the
-    other call was not syncing the log yet), was one.
-    bpftrace sees those sleeps block in jbd2 functions and in btrfs_sync_log
-    (tests/system/test_devices_live.py)."""
+    other call was not syncing the log yet), was one. bpftrace sees those sleeps block
+    in jbd2 functions and in btrfs_sync_log (tests/system/test_devices_live.py)."""
     none = (np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64), np.zeros(0, I64))
     jbd2 = commit_id >= 0 if ender is not None else np.zeros(len(tid), bool)
     in_call_log = np.isin(np.asarray(fs["fs_u16"]), LOG_IN_CALLS)
