@@ -92,8 +92,8 @@ def test_exported_scheduling_matches_tracefs(bpf, iowhy_bin, make_fs, tmp_path):
 
     def nearest(events, t):
         """The event of `events` (time first) closest to t, if within SLACK."""
-        best = min(events, key=lambda x: abs(x[0] - t))
-        return best if abs(best[0] - t) <= SLACK else None
+        best = min(events, key=lambda x: abs(x[0] - t), default=None)
+        return best if best is not None and abs(best[0] - t) <= SLACK else None
     # Seen here: ftrace's buffer at times holds no switch away from a CPU's idle task
     # (none at all on one CPU of a VM) while the probe sees them. A running period whose
     # switch-in tracefs lacks must then sit where tracefs shows that CPU going idle and
@@ -108,18 +108,19 @@ def test_exported_scheduling_matches_tracefs(bpf, iowhy_bin, make_fs, tmp_path):
     for r in running:
         if r[1] in late:
             continue
-        hit = nearest(ins, r[1])
+        # The switch-in on its CPU: one on the other CPU can be as near (the thread ran
+        # there 45 us before, and tracefs lacked this one, from idle).
+        hit = nearest([x for x in ins if x[1] == r[3]], r[1])
         if hit is None:
             assert from_idle(r), r
             unseen += 1
             continue
-        assert hit[1] == r[3], (r, hit)
         matched += 1
     first, last = running[0][1] - SLACK, running[-1][1] + SLACK
     seen = sum(1 for ts, _ in ins if first <= ts <= last)
     assert matched > 20 and seen - matched <= len(late), (seen, matched, unseen, len(late))
     for r, nxt in zip(st, st[1:]):
         if r[0] == "Running" and r[2] is not None and nxt[0] != "X":
-            hit = nearest(outs, r[2])
-            assert hit is not None and hit[1] == r[3], (r, hit)
+            hit = nearest([x for x in outs if x[1] == r[3]], r[2])  # on its CPU
+            assert hit is not None, (r, [x for x in outs if abs(x[0] - r[2]) <= SLACK])
             assert nxt[0].rstrip("+") == hit[2].rstrip("+")[:1], (nxt, hit)
