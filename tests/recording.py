@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import need, run
+from conftest import MKFS, need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
 
@@ -104,13 +104,12 @@ def slow_flush_fs(tmp_path, request, flush_ns: int, fstype: str = "ext4",
     flushes of its own) on an emulated RAM disk with a write cache whose every flush
     takes flush_ns, mounted at tmp_path/mnt (unmounted, and its cache flushed, in a
     finalizer). Returns (disk, mount point)."""
-    from iowhy.filesystems import FILESYSTEMS
     d = emulated_disk(tmp_path, request, size_bytes, preset="ram", cache=True,
                       extra_args=["--flush-ns", str(flush_ns)],
                       detach_wait_s=max(5, 2 * flush_ns / 1e9))
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    run([*next(f.mkfs for f in FILESYSTEMS if f.name == fstype), d.dev])
+    run([*MKFS[fstype], d.dev])
     run(["mount", d.dev, str(mnt)])
 
     def umount() -> None:
