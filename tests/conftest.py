@@ -135,6 +135,28 @@ MKFS = {f.name: list(f.mkfs) for f in FILESYSTEMS}
 
 
 @pytest.fixture
+def zram(root, request):
+    """A zram device of its own (hot_add), 64 MiB; reset and removed at teardown."""
+    ctl = Path("/sys/class/zram-control/hot_add")
+    need(ctl.exists(), "needs the zram module (/sys/class/zram-control)")
+    n = int(ctl.read_text().strip())
+    name = f"zram{n}"
+
+    def _remove() -> None:
+        try:
+            Path(f"/sys/block/{name}/reset").write_text("1\n")
+        except OSError:
+            pass
+        try:
+            Path("/sys/class/zram-control/hot_remove").write_text(f"{n}\n")
+        except OSError:
+            pass
+    request.addfinalizer(_remove)
+    Path(f"/sys/block/{name}/disksize").write_text(f"{64 << 20}\n")
+    return name
+
+
+@pytest.fixture
 def make_fs(make_loop, tmp_path, request):
     """make_fs(fstype, size_mib=512, mkfs_args=(), mount_opts=None) -> (Loop, mountpoint)."""
     mounts: list[Path] = []

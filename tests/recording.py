@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
+
 from conftest import MKFS, need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
@@ -18,6 +20,35 @@ def record(iowhy_bin, out, cmd, *extra, check=True, **kw):
     if check and p.returncode != 0:
         raise AssertionError(f"iowhy record exited {p.returncode}: {p.stderr}")
     return p
+
+
+# Appends 4 KiB and fsyncs, SLEEP s apart (argument 4, default 0: none), until the file
+# STOP exists; then writes the CLOCK_MONOTONIC ns before and after every fsync, one
+# "t0 t1" line each, to LOG (whole: written aside, then renamed). Arguments: PATH STOP
+# LOG [SLEEP]; fsync_calls(LOG) reads them.
+FSYNC_LOOP = r"""
+import os, sys, time
+path, stop, log = sys.argv[1:4]
+sleep = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+calls = []
+while not os.path.exists(stop):
+    os.write(fd, b"x" * 4096)
+    t0 = time.monotonic_ns()
+    os.fsync(fd)
+    calls.append((t0, time.monotonic_ns()))
+    if sleep:
+        time.sleep(sleep)
+with open(log + ".tmp", "w") as f:
+    f.write("".join(f"{a} {b}\n" for a, b in calls))
+os.rename(log + ".tmp", log)
+"""
+
+
+def fsync_calls(log: Path) -> np.ndarray:
+    """FSYNC_LOOP's LOG: one row (t0, t1) per fsync, ns."""
+    return np.array([[int(x) for x in line.split()] for line in log.read_text().splitlines()],
+                    dtype=np.int64).reshape(-1, 2)
 
 
 def wait_attached(rec, out, timeout: float = 60) -> None:
@@ -36,6 +67,38 @@ def wait_attached(rec, out, timeout: float = 60) -> None:
         assert rec.poll() is None, rec.communicate()
         time.sleep(0.05)
     raise AssertionError(f"{out}: the recorder did not attach in {timeout} s")
+
+
+def cgroup_mount(fstype: str = "cgroup2") -> Path | None:
+    """The first mount point of `fstype` (cgroup2, or cgroup: a v1 hierarchy) in
+    /proc/self/mountinfo, or None."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        head, _, tail = line.partition(" - ")
+        if tail.split()[:1] == [fstype]:
+            return Path(head.split()[4])
+    return None
+
+
+def attach_running(request, argv, out):
+    """Start `argv` (an `iowhy attach ... -o OUT` command line, or one that execs it),
+    stopped by SIGINT in a finalizer; returned once every probe is attached."""
+    rec = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=30)))
+    wait_attached(rec, out)
+    return rec
+
+
+def release_until_exit(rec, target, go: Path, out: Path):
+    """Let the attached `target` run (it waits for file `go`), wait for it to exit and
+    for the recorder `rec` to stop there by itself; the trace it wrote to `out`."""
+    go.write_text("go")
+    assert target.wait(timeout=60) == 0
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    tr = read_trace(str(out))
+    assert tr.trailer["stop_reason"] == "target-exit"
+    return tr
 
 
 def attach_flight(iowhy_bin, request, target, out, *extra, env=None, timeout: float = 60):

@@ -16,19 +16,15 @@ from recording import assert_nothing_dropped, emulated_disk, record
 pytestmark = pytest.mark.bpf
 
 
-@pytest.mark.lab
-def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_bin, request):
-    """A write the disk is still serving when recording stops is written out by the
-    recorder, flagged incomplete and counted, with its op, sector and length: not as a
-    0-byte read at sector 0. (A completion the kernel never delivers leaves a request in
-    this state too.) The emulated disk's slow media hold a 256 KiB direct write about
-    1 s; the workload, a shell, starts it in the background and exits after 0.3 s."""
+def _slow_disk_and_dd(tmp_path, request):
+    """An emulated disk whose media take about 1 s for 256 KiB, and the file the test's
+    background dd writes its PID to: a finalizer waits (by that PID, up to 10 s) until
+    the dd, asleep until its data is on the media, is gone."""
     d = emulated_disk(tmp_path, request, 64 << 20, cache=False,
                       extra_args=["--media-rate", str(256 << 10)])
     pidfile = tmp_path / "dd.pid"
 
     def _wait_dd():
-        # dd is in uninterruptible sleep until its write is served: wait for it by PID.
         if pidfile.exists() and pidfile.read_text().strip():
             proc = Path(f"/proc/{int(pidfile.read_text())}")
             for _ in range(200):
@@ -36,6 +32,17 @@ def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_
                     break
                 time.sleep(0.05)
     request.addfinalizer(_wait_dd)
+    return d, pidfile
+
+
+@pytest.mark.lab
+def test_request_in_flight_at_stop_is_written_as_it_stands(bpf, tmp_path, iowhy_bin, request):
+    """A write the disk is still serving when recording stops is written out by the
+    recorder, flagged incomplete and counted, with its op, sector and length: not as a
+    0-byte read at sector 0. (A completion the kernel never delivers leaves a request in
+    this state too.) The emulated disk's slow media hold a 256 KiB direct write about
+    1 s; the workload, a shell, starts it in the background and exits after 0.3 s."""
+    d, pidfile = _slow_disk_and_dd(tmp_path, request)
     out = tmp_path / "t.iowt"
     sector = 2048
     record(iowhy_bin, out, ["sh", "-c",
@@ -62,19 +69,7 @@ def test_fsync_still_running_at_stop_is_written_incomplete(bpf, tmp_path, iowhy_
     shell, starts dd in the background and exits after 0.5 s; dd writes 256 KiB through
     the page cache of the emulated disk, whose slow media need about 1 s for it, and
     then fsyncs its output (fd 1)."""
-    d = emulated_disk(tmp_path, request, 64 << 20, cache=False,
-                      extra_args=["--media-rate", str(256 << 10)])
-    pidfile = tmp_path / "dd.pid"
-
-    def _wait_dd():
-        # dd sleeps in fsync until its data is on the media: wait for it by PID.
-        if pidfile.exists() and pidfile.read_text().strip():
-            proc = Path(f"/proc/{int(pidfile.read_text())}")
-            for _ in range(200):
-                if not proc.exists():
-                    break
-                time.sleep(0.05)
-    request.addfinalizer(_wait_dd)
+    d, pidfile = _slow_disk_and_dd(tmp_path, request)
     out = tmp_path / "t.iowt"
     t0 = time.monotonic_ns()
     record(iowhy_bin, out, ["sh", "-c",

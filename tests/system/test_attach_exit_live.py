@@ -5,14 +5,12 @@ just before it exits."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 
 import pytest
 
 from conftest import run  # noqa: F401  (the tier's fixtures)
-from iowhy.traceformat import read_trace
-from recording import wait_attached
+from recording import attach_running, release_until_exit
 
 pytestmark = pytest.mark.bpf
 
@@ -36,17 +34,9 @@ def _attach_once(tmp_path, iowhy_bin, request, i: int) -> int:
     target = subprocess.Popen([PY, "-c", TARGET, str(go), str(stamp)])
     request.addfinalizer(lambda: (target.poll() is None and target.kill(), target.wait()))
     out = tmp_path / f"attach{i}.iowt"
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=30)))
-    wait_attached(rec, out)
-    go.write_text("go")
-    assert target.wait(timeout=60) == 0
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 0, err
-    tr = read_trace(str(out))
-    assert tr.trailer["stop_reason"] == "target-exit"
+    rec = attach_running(
+        request, [*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)], out)
+    tr = release_until_exit(rec, target, go, out)
     exited = int(stamp.read_text())
     assert tr.end_ns >= exited
     return tr.end_ns - exited

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from conftest import recorder_path, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, wait_attached
+from recording import assert_nothing_dropped, attach_running, release_until_exit
 
 pytestmark = pytest.mark.bpf
 
@@ -178,18 +177,11 @@ def test_attach_records_the_state_of_a_sleeping_thread(bpf, tmp_path, iowhy_bin,
     out = tmp_path / "attach.iowt"
     argv = [*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)]
     inner = " ".join(shlex.quote(a) for a in argv)
-    rec = subprocess.Popen(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c",
-         "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; "
-         f"exec {inner}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=30)))
-    wait_attached(rec, out)
-    go.write_text("go")
-    assert target.wait(timeout=60) == 0
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 0, err
-    tr = read_trace(str(out))
+    rec = attach_running(request, [
+        "unshare", "-m", "--propagation", "private", "sh", "-c",
+        "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; "
+        f"exec {inner}"], out)
+    tr = release_until_exit(rec, target, go, out)
     th = tr.records("thread")
     assert sorted(th["tid"].tolist()) == tids
     mine = th[th["tid"] == tid]
@@ -211,29 +203,6 @@ def test_attach_records_the_state_of_a_sleeping_thread(bpf, tmp_path, iowhy_bin,
     assert int(f["end_ns"]) > int(f["waking_ns"]) > tr.start_ns
     # Nothing earlier for that thread: the interval is its first.
     assert int(off[off["tid"] == tid]["start_ns"].min()) == int(f["start_ns"])
-
-
-@pytest.fixture
-def zram(root, request):
-    """A zram device of our own (hot_add), removed at teardown."""
-    ctl = Path("/sys/class/zram-control/hot_add")
-    if not ctl.exists():
-        pytest.skip("no zram-control (zram not built in or not loaded)")
-    n = int(ctl.read_text())
-    name = f"zram{n}"
-
-    def _remove():
-        try:
-            Path(f"/sys/block/{name}/reset").write_text("1\n")
-        except OSError:
-            pass
-        try:
-            Path("/sys/class/zram-control/hot_remove").write_text(f"{n}\n")
-        except OSError:
-            pass
-    request.addfinalizer(_remove)
-    Path(f"/sys/block/{name}/disksize").write_text("16M\n")
-    return name
 
 
 def test_bio_based_device_bios_are_recorded(bpf, zram, tmp_path, iowhy_bin):

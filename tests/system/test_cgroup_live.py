@@ -20,7 +20,7 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, wait_attached
+from recording import assert_nothing_dropped, cgroup_mount, wait_attached
 
 pytestmark = pytest.mark.bpf
 
@@ -44,27 +44,11 @@ for ph in phases:
 K = 12  # fsyncs per phase
 
 
-def _cgroup2_root() -> Path | None:
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        head, _, tail = line.partition(" - ")
-        if tail.split()[:1] == ["cgroup2"]:
-            return Path(head.split()[4])
-    return None
-
-
-def _v1_dir() -> Path | None:
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        head, _, tail = line.partition(" - ")
-        if tail.split()[:1] == ["cgroup"]:
-            return Path(head.split()[4])
-    return None
-
-
 @pytest.fixture
 def cgroup(root, request):
     """A new cgroup v2 (and one below it), removed at teardown once its processes (all
     the test's own, ended by the test's finalizers first) are gone."""
-    base = _cgroup2_root()
+    base = cgroup_mount()
     need(base is not None and os.access(base, os.W_OK), "needs a writable cgroup2 mount")
     cg = base / f"iowhy-test-{uuid.uuid4().hex[:8]}"
     cg.mkdir()
@@ -172,7 +156,7 @@ def test_attach_cgroup_follows_joiners_not_outsiders(bpf, cgroup, tmp_path, iowh
 
 def test_cgroup_v1_and_other_paths_are_refused(bpf, tmp_path, iowhy_bin):
     paths = [tmp_path]
-    v1 = _v1_dir()
+    v1 = cgroup_mount("cgroup")
     if v1 is not None:
         paths.append(v1)
     for path in paths:

@@ -16,14 +16,14 @@ import signal
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, attach_flight, interrupt, wait_attached
+from recording import (assert_nothing_dropped, attach_flight, cgroup_mount, interrupt,
+                       wait_attached)
 
 pytestmark = pytest.mark.bpf
 
@@ -61,19 +61,11 @@ sys.exit(os.waitpid(child, 0)[1] != 0)
 LOOPS = {"fast": (150, 0.002), "slow": (30, 0.03), "late": (20, 0.01)}
 
 
-def _cgroup2_root() -> Path | None:
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        head, _, tail = line.partition(" - ")
-        if tail.split()[:1] == ["cgroup2"]:
-            return Path(head.split()[4])
-    return None
-
-
 @pytest.fixture
 def cgroups(root, request):
     """A new cgroup v2 with two below it, removed at teardown once the test's processes
     (ended by its finalizers first) have left them."""
-    base = _cgroup2_root()
+    base = cgroup_mount()
     need(base is not None and os.access(base, os.W_OK), "needs a writable cgroup2 mount")
     parent = base / f"iowhy-test-{uuid.uuid4().hex[:8]}"
     parent.mkdir()

@@ -64,28 +64,6 @@ def umount_later(request, mnt: Path) -> None:
     request.addfinalizer(_undo)
 
 
-@pytest.fixture
-def zram(root, request):
-    """A zram device of its own (hot_add), 64 MiB; reset and removed at teardown."""
-    ctl = Path("/sys/class/zram-control/hot_add")
-    need(ctl.exists(), "needs the zram module (/sys/class/zram-control)")
-    n = int(ctl.read_text().strip())
-    name = f"zram{n}"
-
-    def _remove() -> None:
-        try:
-            Path(f"/sys/block/{name}/reset").write_text("1\n")
-        except OSError:
-            pass
-        try:
-            Path("/sys/class/zram-control/hot_remove").write_text(f"{n}\n")
-        except OSError:
-            pass
-    request.addfinalizer(_remove)
-    Path(f"/sys/block/{name}/disksize").write_text(f"{64 << 20}\n")
-    return name
-
-
 def test_zram_bios_match_its_stat(bpf, zram, tmp_path, iowhy_bin, request):
     """ext4 on zram, 200 files written and fsynced: every bio the device completed
     (its stat) is in the report, as the device's requests and in the class tables."""

@@ -18,28 +18,12 @@ import pytest
 from conftest import run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import attach_flight, interrupt, slow_flush_fs, wait_for_file
+from recording import (FSYNC_LOOP, attach_flight, fsync_calls, interrupt, slow_flush_fs,
+                       wait_for_file)
 
 pytestmark = pytest.mark.bpf
 
 PY = "/usr/bin/python3"
-# Appends 4 KiB and fsyncs, SLEEP s apart, until STOP exists; then writes its pid and
-# the CLOCK_MONOTONIC ns before and after every fsync, one "t0 t1" line each, to LOG.
-LOOP = r"""
-import os, sys, time
-path, stop, log, sleep = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-calls = []
-while not os.path.exists(stop):
-    os.write(fd, b"x" * 4096)
-    t0 = time.monotonic_ns()
-    os.fsync(fd)
-    calls.append((t0, time.monotonic_ns()))
-    time.sleep(sleep)
-with open(log + ".tmp", "w") as f:
-    f.write("".join(f"{a} {b}\n" for a, b in calls))
-os.rename(log + ".tmp", log)
-"""
 WINDOW_S = 5
 
 
@@ -57,11 +41,6 @@ def _stop(rec, stopfile: Path, worker) -> str:
     return err
 
 
-def _calls(log: Path) -> np.ndarray:
-    return np.array([[int(x) for x in line.split()] for line in log.read_text().splitlines()],
-                    dtype=np.int64).reshape(-1, 2)
-
-
 def _reads(iowhy_bin, path: Path, tmp_path: Path) -> None:
     """Every reading command reads the dump and says first that it is one."""
     for cmd in (["info"], ["info", "--json"], ["report"], ["report", "--json"],
@@ -76,7 +55,7 @@ def _reads(iowhy_bin, path: Path, tmp_path: Path) -> None:
 def test_sigusr1_writes_the_last_seconds(bpf, make_fs, tmp_path, iowhy_bin, request):
     _, mnt = make_fs("ext4", 256)
     stop, log = tmp_path / "stop", tmp_path / "calls"
-    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
+    w = subprocess.Popen([PY, "-c", FSYNC_LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
     request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
     out = tmp_path / "fl.iowt"
     rec = _attach_flight(iowhy_bin, request, w.pid, out, "--flight", str(WINDOW_S),
@@ -98,7 +77,7 @@ def test_sigusr1_writes_the_last_seconds(bpf, make_fs, tmp_path, iowhy_bin, requ
     assert abs(span - WINDOW_S * 10**9) <= WINDOW_S * 10**8, span  # +-10%
     assert 0 <= tr.end_ns - t_sig <= 10**9, tr.end_ns - t_sig
     # every fsync the workload made inside the window is in it, as its own clock says
-    calls = _calls(log)
+    calls = fsync_calls(log)
     inside = calls[(calls[:, 0] >= tr.start_ns) & (calls[:, 1] <= tr.end_ns - 200_000_000)]
     assert len(inside) >= 50, len(inside)
     fs = tr.records("fsync")
@@ -120,7 +99,7 @@ def test_sigint_with_dump_on_exit_writes_the_last_seconds(bpf, make_fs, tmp_path
     within 1 s of the signal) with every fsync the workload made in it, then exits."""
     _, mnt = make_fs("ext4", 256)
     stop, log = tmp_path / "stop", tmp_path / "calls"
-    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
+    w = subprocess.Popen([PY, "-c", FSYNC_LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
     request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
     out = tmp_path / "ex.iowt"
     rec = _attach_flight(iowhy_bin, request, w.pid, out, "--flight", str(WINDOW_S),
@@ -140,7 +119,7 @@ def test_sigint_with_dump_on_exit_writes_the_last_seconds(bpf, make_fs, tmp_path
     assert abs(tr.end_ns - tr.start_ns - WINDOW_S * 10**9) <= WINDOW_S * 10**8  # +-10%
     assert 0 <= tr.end_ns - t_sig <= 10**9, tr.end_ns - t_sig
     # every fsync the workload made in the window, up to the signal, is in it
-    calls = _calls(log)
+    calls = fsync_calls(log)
     inside = calls[(calls[:, 0] >= tr.start_ns) & (calls[:, 1] <= t_sig)]
     assert len(inside) >= 50, len(inside)
     fs = tr.records("fsync")
@@ -159,7 +138,7 @@ def test_a_dump_pending_at_stop_is_written(bpf, make_fs, tmp_path, iowhy_bin, re
     stop (its --after cut short), not lost; without --dump-on-exit, nothing more."""
     _, mnt = make_fs("ext4", 256)
     stop, log = tmp_path / "stop", tmp_path / "calls"
-    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
+    w = subprocess.Popen([PY, "-c", FSYNC_LOOP, str(mnt / "f"), str(stop), str(log), "0.01"])
     request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
     out = tmp_path / "pe.iowt"
     rec = _attach_flight(iowhy_bin, request, w.pid, out, "--flight", "3", "--after", "30")
@@ -210,7 +189,7 @@ open(log, "w").write(f"{t0} {t1}\n")
     time.sleep(3)  # another dump would be written by now
     err = _stop(rec, stop, w)
     assert not (tmp_path / "tr.1.iowt").exists(), err
-    (t0, t1), = _calls(log)
+    (t0, t1), = fsync_calls(log)
     assert t1 - t0 > 200_000_000, (t1 - t0) / 1e6  # by the workload's clock
 
     tr = read_trace(str(out))

@@ -23,7 +23,7 @@ import pytest
 from conftest import REPO, need, recorder_path, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, record, wait_attached
+from recording import assert_nothing_dropped, attach_running, record, release_until_exit
 
 pytestmark = pytest.mark.bpf
 
@@ -295,17 +295,9 @@ def test_attach_follows_later_fsyncs_and_children(bpf, make_fs, tmp_path, iowhy_
                                "--k", str(k)])
     request.addfinalizer(lambda: (target.poll() is None and target.kill(), target.wait()))
     out = tmp_path / "attach.iowt"
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=30)))
-    wait_attached(rec, out)
-    go.write_text("go")
-    assert target.wait(timeout=60) == 0
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 0, err
-    tr = read_trace(str(out))
-    assert tr.trailer["stop_reason"] == "target-exit"
+    rec = attach_running(
+        request, [*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)], out)
+    tr = release_until_exit(rec, target, go, out)
     f = tr.records("fsync")
     by_tgid = {int(t): int(c) for t, c in zip(*np.unique(f["tgid"], return_counts=True))}
     assert by_tgid.get(target.pid) == k

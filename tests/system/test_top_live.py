@@ -8,46 +8,38 @@ import json
 import os
 import subprocess
 
-import numpy as np
 import pytest
 
 from conftest import run
+from recording import FSYNC_LOOP, fsync_calls
 
 pytestmark = pytest.mark.bpf
 
 PY = "/usr/bin/python3"
-# 4 KiB append+fsync until STOP exists; then the CLOCK_MONOTONIC ns before and after
-# every fsync, one "t0 t1" line each, to LOG.
-LOOP = r"""
-import os, sys, time
-path, stop, log = sys.argv[1:4]
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-calls = []
-while not os.path.exists(stop):
-    os.write(fd, b"x" * 4096)
-    t0 = time.monotonic_ns()
-    os.fsync(fd)
-    calls.append((t0, time.monotonic_ns()))
-with open(log + ".tmp", "w") as f:
-    f.write("".join(f"{a} {b}\n" for a, b in calls))
-os.rename(log + ".tmp", log)
-"""
 IO = ("barrier", "log", "metadata", "data")
+
+
+def _top_beside(iowhy_bin, request, dev: str, stop, script: list[str]):
+    """`python3 -c SCRIPT...` (it runs until the file `stop` exists), and three 1 s
+    snapshots of `iowhy top -p` on it, device `dev`; then the script stopped. Returns
+    (its Popen, the snapshots)."""
+    w = subprocess.Popen([PY, "-c", *script])
+    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
+    p = run([*iowhy_bin, "top", "-p", str(w.pid), "-n", "3", "-i", "1", "--json",
+             "-d", dev], timeout=120)
+    stop.touch()
+    assert w.wait(timeout=60) == 0
+    snaps = [json.loads(line) for line in p.stdout.splitlines()]
+    assert len(snaps) == 3, p.stdout
+    return w, snaps
 
 
 def test_top_names_an_fsync_loop_with_io_causes(bpf, make_fs, tmp_path, iowhy_bin, request):
     lp, mnt = make_fs("ext4", 256)
     stop, log = tmp_path / "stop", tmp_path / "calls"
-    w = subprocess.Popen([PY, "-c", LOOP, str(mnt / "f"), str(stop), str(log)])
-    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
-    p = run([*iowhy_bin, "top", "-p", str(w.pid), "-n", "3", "-i", "1", "--json",
-             "-d", lp.dev], timeout=120)
-    stop.touch()
-    assert w.wait(timeout=60) == 0
-    snaps = [json.loads(line) for line in p.stdout.splitlines()]
-    assert len(snaps) == 3, p.stdout
-    calls = np.array([[int(x) for x in ln.split()] for ln in log.read_text().splitlines()],
-                     dtype=np.int64)
+    w, snaps = _top_beside(iowhy_bin, request, lp.dev, stop,
+                           [FSYNC_LOOP, str(mnt / "f"), str(stop), str(log)])
+    calls = fsync_calls(log)
     dev = os.path.basename(os.path.realpath(lp.dev))
     counted = 0
     for s in snaps:
@@ -92,14 +84,8 @@ while not os.path.exists(stop):
 def test_top_names_a_wait_for_a_flush_barrier(bpf, make_fs, tmp_path, iowhy_bin, request):
     lp, mnt = make_fs("ext4", 256)
     stop = tmp_path / "stop"
-    w = subprocess.Popen([PY, "-c", OVERWRITE, str(mnt / "f"), str(stop)])
-    request.addfinalizer(lambda: (stop.touch(), w.poll() is None and w.kill(), w.wait()))
-    p = run([*iowhy_bin, "top", "-p", str(w.pid), "-n", "3", "-i", "1", "--json",
-             "-d", lp.dev], timeout=120)
-    stop.touch()
-    assert w.wait(timeout=60) == 0
-    snaps = [json.loads(line) for line in p.stdout.splitlines()]
-    assert len(snaps) == 3, p.stdout
+    w, snaps = _top_beside(iowhy_bin, request, lp.dev, stop,
+                           [OVERWRITE, str(mnt / "f"), str(stop)])
     a = {c: 0 for c in ("barrier", "log", "metadata", "data")}
     calls = flushes = blocked = 0
     for s in snaps:

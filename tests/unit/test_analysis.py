@@ -11,6 +11,7 @@ import json
 import numpy as np
 
 from iowhy import abi
+import golden_traces as gt
 from iowhy.analysis import metric_values
 from iowhy.model.classify import CLASS_NAMES, classify
 from iowhy.traceformat import read_trace
@@ -297,32 +298,8 @@ def test_commits_of_other_filesystems_are_left_out(tmp_path):
     # write to) with a commit, a fast commit and its log write; the root filesystem
     # (8, 33; not in the metadata) with two commits and an iclog; an unrelated btrfs
     # (0, 99) transaction commit.
-    m = meta()
-    m["devices"].append({"name": "sdy", "major": 8, "minor": 16, "rotational": 1,
-                         "write_cache": "write back", "fua": 0})
-    m["filesystems"].append({**m["filesystems"][0], "source": "/dev/sdy1",
-                             "mountpoint": "/mnt/other", "dev_major": 8, "dev_minor": 17,
-                             "st_dev_major": 8, "st_dev_minor": 17, "disk": "sdy",
-                             "disk_major": 8, "disk_minor": 16})
-    other, root, elsewhere = (8, 17), (8, 33), (8, 49)
-    j = [jev(abi.J_JBD2_START, 1010, 5), jev(abi.J_JBD2_END, 1020, 5),
-         jev(abi.J_JBD2_START, 1030, 6), jev(abi.J_JBD2_END, 1060, 6),
-         jev(abi.J_JBD2_START, 1062, 9, dev=elsewhere),
-         jev(abi.J_JBD2_END, 1066, 9, dev=elsewhere),
-         jev(abi.J_JBD2_START, 1011, 70, dev=other), jev(abi.J_JBD2_END, 1090, 70, dev=other),
-         jev(abi.J_EXT4_FC_START, 1040, 0, dev=other),
-         jev(abi.J_EXT4_FC_STOP, 1041, 0, dev=other),
-         jev(abi.J_JBD2_START, 1012, 300, dev=root), jev(abi.J_JBD2_END, 1013, 300, dev=root),
-         jev(abi.J_JBD2_START, 1050, 301, dev=root), jev(abi.J_JBD2_END, 1095, 301, dev=root),
-         jev(abi.J_XLOG_SYNC, 1070, 1 << 32, dev=root, fs=abi.FS_XFS),
-         jev(abi.J_XLOG_DONE, 1072, 1 << 32, dev=root, fs=abi.FS_XFS),
-         jev(abi.J_BTRFS_COMMIT, 1080, 12, dev=(0, 99), fs=abi.FS_BTRFS)]
-    p = write_trace(tmp_path / "t.iowt", requests=[
-        req(1015, 1030, sector=50_000),
-        req(1052, 1060, sector=LOG_RANGE[0], iflags=abi.F_META, flags=0, tid=50),
-        req(1052, 1060, sector=LOG_RANGE[0], nbytes=8192, iflags=abi.F_META, flags=0,
-            tid=51, dev=(8, 16)),
-    ], fsyncs=[fsync(100, 1061, 1070, seq=9, dev=elsewhere)], journal=j, meta_obj=m)
+    p = tmp_path / "t.iowt"
+    gt.other_fs_commits(p)  # the golden trace of this shape
     r = run(p)
     assert r["workload"]["devices"] == ["sdz"]
     c = r["commits"]

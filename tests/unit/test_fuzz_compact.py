@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import zstandard
 
 from conftest import FUZZ_STRIDES
-from damaged_traces import Chunk, Sample, commands, join, run_cli, split, write_base
+from damaged_traces import Chunk, join, split
 from iowhy import abi
 from test_fuzz import KINDS as BASE_KINDS
-from test_fuzz import check, variants
-from test_fuzz_zstd import FRAME_KINDS, frame_variants
+from test_fuzz import variants
+from test_fuzz_zstd import FRAME_KINDS, frame_variants, fuzz_chunked
 
 SEED = 26
 COMPACT_KINDS = ("data byte", "out of range", "bytes short", "bytes long", "compact flag on")
@@ -77,34 +77,6 @@ def compact_variants(base: bytes, rng: random.Random) -> Iterator[tuple[str, str
 
 @pytest.mark.parametrize("every", FUZZ_STRIDES)
 def test_fuzz_compacted_trace(tmp_path: Path, every: int) -> None:
-    """Every variant (`all`, slow) or a sample of every kind (`sample`, Sample)."""
-    base = Path(write_base(tmp_path / "base.iowt", zstd_level=3, compact=True,
-                           chunk_records=8))
-    other = str(tmp_path / "other.iowt")
-    write_base(other, zstd_level=3, compact=True)
-    data = base.read_bytes()
-    _, chunks = split(data)
-    assert sum(1 for c in chunks if c.type & abi.CHUNK_COMPACT) >= 5
-    target = tmp_path / "t.iowt"
-    target.write_bytes(data)
-    clean: dict[str, str] = {}
-    cmds = list(commands(str(target), other))
-    for argv in cmds:
-        r = run_cli(argv)
-        assert r.rc == 0 and not r.out.startswith("WARNING"), (argv, r.out[:300])
-        clean[" ".join(argv[:-1])] = r.out
-    rng = random.Random(SEED)
-    n = total = 0
-    gen: list[Iterator[Any]] = [variants(data, rng), frame_variants(data, rng),
-                                compact_variants(data, rng)]
-    for g, kinds in zip(gen, KINDS):
-        sample = Sample(g, every, kinds)
-        for kind, name, blob in sample:
-            target.write_bytes(blob)
-            chosen = [cmds[1]] + [cmds[j] for j in range(len(cmds)) if j != 1
-                                  and (j + n) % 4 == 0]
-            for argv in chosen:
-                check(run_cli(argv), kind, clean, name)
-            n += 1
-        total += sample.total
-    assert total >= 250 and n >= total // every, (total, n)
+    fuzz_chunked(tmp_path, every, abi.CHUNK_COMPACT,
+                 (variants, frame_variants, compact_variants), KINDS, 250, SEED,
+                 compact=True)

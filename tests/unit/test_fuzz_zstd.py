@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 import zstandard
@@ -66,15 +66,20 @@ def frame_variants(base: bytes, rng: random.Random) -> Iterator[tuple[str, str, 
             join(head, chunks[:i] + [new] + chunks[i + 1:])
 
 
-@pytest.mark.parametrize("every", FUZZ_STRIDES)
-def test_fuzz_compressed_trace(tmp_path: Path, every: int) -> None:
-    """Every variant (`all`, slow) or a sample of every kind (`sample`, Sample)."""
-    base = Path(write_base(tmp_path / "base.iowt", zstd_level=3, chunk_records=8))
+def fuzz_chunked(tmp_path: Path, every: int, flag: int,
+                 generators: Sequence[Callable[[bytes, random.Random], Iterator[Any]]],
+                 kinds: Sequence[Sequence[str]], min_total: int, seed: int,
+                 **write_kw: Any) -> None:
+    """The fuzz of a trace written with zstd (and write_kw) in small chunks, at least 5
+    of them with `flag`: each generator's variants (generator(data, rng)), every one
+    (`all`, slow) or a sample of each of its kinds (`sample`, Sample), each read by
+    `info --json` and by about a quarter of the other reading commands in turn."""
+    base = Path(write_base(tmp_path / "base.iowt", zstd_level=3, chunk_records=8, **write_kw))
     other = str(tmp_path / "other.iowt")
-    write_base(other, zstd_level=3)
+    write_base(other, zstd_level=3, **write_kw)
     data = base.read_bytes()
     _, chunks = split(data)
-    assert sum(1 for c in chunks if c.type & abi.CHUNK_ZSTD) >= 5
+    assert sum(1 for c in chunks if c.type & flag) >= 5
     target = tmp_path / "t.iowt"
     target.write_bytes(data)
     clean: dict[str, str] = {}
@@ -83,11 +88,10 @@ def test_fuzz_compressed_trace(tmp_path: Path, every: int) -> None:
         r = run_cli(argv)
         assert r.rc == 0 and not r.out.startswith("WARNING"), (argv, r.out[:300])
         clean[" ".join(argv[:-1])] = r.out
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     n = total = 0
-    gen: list[Iterator[Any]] = [variants(data, rng), frame_variants(data, rng)]
-    for g, kinds in zip(gen, KINDS):
-        sample = Sample(g, every, kinds)
+    for gen, gkinds in zip(generators, kinds):
+        sample = Sample(gen(data, rng), every, gkinds)
         for kind, name, blob in sample:
             target.write_bytes(blob)
             chosen = [cmds[1]] + [cmds[j] for j in range(len(cmds)) if j != 1
@@ -96,4 +100,10 @@ def test_fuzz_compressed_trace(tmp_path: Path, every: int) -> None:
                 check(run_cli(argv), kind, clean, name)
             n += 1
         total += sample.total
-    assert total >= 200 and n >= total // every, (total, n)
+    assert total >= min_total and n >= total // every, (total, n)
+
+
+@pytest.mark.parametrize("every", FUZZ_STRIDES)
+def test_fuzz_compressed_trace(tmp_path: Path, every: int) -> None:
+    fuzz_chunked(tmp_path, every, abi.CHUNK_ZSTD, (variants, frame_variants), KINDS, 200,
+                 SEED)
