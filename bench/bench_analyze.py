@@ -95,6 +95,10 @@ TARGET_BUSY_S = 60.0  # `report --json` of the 60 s busy trace, s
 QUERY = "SELECT count(*) FROM requests"  # `iowhy query` on a trace: its tables in memory
 KINDS = ("busy", "fio", "fsync", "untar", "synthetic")
 RECORDED = ("busy", "fio", "fsync", "untar")
+# what recording each trace runs besides iowhy
+RECORD_TOOLS = {"busy": ("fio", "losetup", "mkfs.xfs", "mount"), "fio": ("fio", "losetup"),
+                "fsync": ("losetup", "mkfs.xfs", "mount"),
+                "untar": ("losetup", "mkfs.xfs", "mount", "tar")}
 
 
 def say(*a: Any) -> None:
@@ -624,6 +628,12 @@ def main(argv: list[str] | None = None) -> int:
             if kind in RECORDED and (a.rerecord or not path.exists()):
                 if os.geteuid() != 0:
                     say(f"\n== {label}: not recorded yet, and recording needs root: skipped")
+                    continue
+                gone = [t for t in RECORD_TOOLS[kind] if shutil.which(t) is None]
+                if gone:
+                    say(f"\n== {label}: not recorded yet, and recording needs"
+                        f" {', '.join(gone)} (apt-get install fio xfsprogs mount tar):"
+                        " skipped")
                     continue
                 record(kind, path, a)
             if a.record_only:
