@@ -237,16 +237,18 @@ def test_lower_disk_shared_with_another_writer(bpf, make_fs, tmp_path, iowhy_bin
     why = (bg[lower.name], theirs, counts, upper_requests)
     assert theirs <= bg[lower.name]["requests"] <= theirs + others, why
     assert bg[lower.name]["set_apart"] is False
-    # The class tables: the workload's own requests, each counted once, at the top
-    # (the loop worker's carried writes are left out, and so are the other writer's
-    # data writes), and at most the lower filesystem's own that bpftrace saw (a jbd2
-    # commit, an inode's writeback by a kernel thread, while the loop device was busy:
-    # the rule of docs/design.md counts those as the workload's).
+    # The class tables: the workload's data writes, each counted once, at the top (the
+    # loop worker's carried writes are left out, and so are the other writer's: both
+    # would be data writes). Beside them the tables hold what the rule of
+    # docs/design.md counts as the workload's on the disks below, kernel threads'
+    # requests and flushes submitted while its requests were in flight (the lower
+    # journal's, and the root disk's under the lower loop device's backing file, as
+    # busy as the rest of the machine makes it): no data write among them.
     tables = sum(c["count"] for c in res["requests"].values())
     assert res["requests"]["data"]["count"] == upper_requests, (res["requests"]["data"],
                                                                 upper_requests)
     assert res["requests"]["data"]["tracked"] == upper_requests
-    assert upper_requests <= tables <= upper_requests + others, (tables, why)
+    assert tables >= upper_requests, (tables, why)
     carried = {(e["upper"], e["lower"]): e["requests"] for e in res["stack_carried"]}
     assert carried.get((uname, lower.name), 0) >= upper_requests, res["stack_carried"]
     assert res["workload"]["devices"] == [uname]
