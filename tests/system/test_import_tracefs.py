@@ -10,8 +10,10 @@ PREFLUSH writes and their flushes) and direct reads.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -122,13 +124,22 @@ def test_perf_script_capture_matches_block_stat(make_loop, tmp_path):
                  "--pid", (tmp_path / "pid").read_text().strip()]) == 0
     tr = read_trace(str(out))
     rq = tr.records("request")
-    # perf records every device: only this loop device is compared; its requests all
-    # match (other devices may have had requests in flight at the start or end).
+    # perf records every device: only this loop device is compared, idle before and after
+    # the workload; its requests all match, but for a completion perf itself lacks (the
+    # kernel withholds a few events per run on some VMs): that request is kept, flagged
+    # incomplete, as many as perf's own issues of the device without a completion.
     mine = (rq["dev_major"] == lp.major) & (rq["dev_minor"] == lp.minor)
-    assert not (rq["flags_u16"][mine] & (abi.RQ_UNMATCHED | abi.RQ_INCOMPLETE)).any()
+    assert not (rq["flags_u16"][mine] & abi.RQ_UNMATCHED).any()
+    seen: dict[str, Counter[tuple[int, int]]] = {"issue": Counter(), "complete": Counter()}
+    for m in re.finditer(rf"block:block_rq_(issue|complete): {lp.major},{lp.minor} .*?"
+                         r"(\d+) \+ (\d+) ", (tmp_path / "perf.txt").read_text()):
+        if int(m.group(3)):  # a data request (by sector and length; flushes have none)
+            seen[m.group(1)][int(m.group(2)), int(m.group(3))] += 1
+    undelivered = sum((seen["issue"] - seen["complete"]).values())
+    assert int(((rq["flags_u16"][mine] & abi.RQ_INCOMPLETE) != 0).sum()) == undelivered
 
-    def of(op):
-        sel = mine & (rq["op"] == op) & (rq["done_ns"] > 0)
+    def of(op):  # every request of the device: the kernel completed them all (its stat)
+        sel = mine & (rq["op"] == op)
         return int(sel.sum()), int(rq["len_bytes"][sel].sum()) // 512
     assert of(abi.OP_READ) == (d[0], d[2]) == (8, 8 * 128)
     assert of(abi.OP_WRITE) == (d[4], d[6])
