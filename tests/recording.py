@@ -79,12 +79,20 @@ def cgroup_mount(fstype: str = "cgroup2") -> Path | None:
     return None
 
 
+def _recorder(request, argv, env=None):
+    """`argv` (an `iowhy attach` command line, or one that execs it) started, stopped by
+    SIGINT in a finalizer if still running."""
+    rec = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
+                                  rec.wait(timeout=60)))
+    return rec
+
+
 def attach_running(request, argv, out):
     """Start `argv` (an `iowhy attach ... -o OUT` command line, or one that execs it),
     stopped by SIGINT in a finalizer; returned once every probe is attached."""
-    rec = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=30)))
+    rec = _recorder(request, argv)
     wait_attached(rec, out)
     return rec
 
@@ -106,10 +114,7 @@ def attach_flight(iowhy_bin, request, target, out, *extra, env=None, timeout: fl
     extra: --flight SECONDS and the rest), stopped by SIGINT in a finalizer, returned
     once it says it is recording (a flight recorder writes no file until a dump: its
     line on stderr, once every probe is attached)."""
-    rec = subprocess.Popen([*iowhy_bin, "attach", *target, "-o", str(out), *extra], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
+    rec = _recorder(request, [*iowhy_bin, "attach", *target, "-o", str(out), *extra], env)
     deadline = time.monotonic() + timeout
     for line in rec.stderr:
         if "flight: recording" in line:

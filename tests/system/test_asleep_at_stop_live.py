@@ -24,7 +24,7 @@ from conftest import run  # noqa: F401  (the tier's fixtures)
 from iowhy import abi
 from iowhy.analysis import analyze
 from iowhy.traceformat import read_trace
-from recording import attach_flight, interrupt, slow_flush_fs, wait_attached, wait_for_file
+from recording import attach_flight, attach_running, interrupt, slow_flush_fs, wait_for_file
 
 pytestmark = pytest.mark.bpf
 
@@ -86,11 +86,8 @@ def _record(tmp_path, iowhy_bin, request, flight: bool):
         rec = attach_flight(iowhy_bin, request, ["-p", str(w.pid)], out,
                             "--flight", "10", "--after", "0")
     else:
-        rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(w.pid), "-o", str(out)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                      rec.wait(timeout=60)))
-        wait_attached(rec, out)
+        rec = attach_running(
+            request, [*iowhy_bin, "attach", "-q", "-p", str(w.pid), "-o", str(out)], out)
     go.write_text("go")
     while not truth.exists():
         assert time.monotonic() < deadline and w.poll() is None, "the workload did not report"
@@ -153,11 +150,8 @@ def test_an_fsync_blocked_at_the_stop_is_the_flush_in_flight(bpf, tmp_path, iowh
     go, log, out = tmp_path / "go", tmp_path / "calls", tmp_path / "f.iowt"
     w = subprocess.Popen([PY, "-c", FSYNC_ONCE, str(mnt / "f"), str(go), str(log)])
     request.addfinalizer(lambda: (go.touch(), w.poll() is None and w.kill(), w.wait()))
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(w.pid), "-o", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
-    wait_attached(rec, out)
+    rec = attach_running(
+        request, [*iowhy_bin, "attach", "-q", "-p", str(w.pid), "-o", str(out)], out)
     go.touch()
     time.sleep(STOP_AFTER_S)
     interrupt(rec)

@@ -20,7 +20,7 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import assert_nothing_dropped, cgroup_mount, wait_attached
+from recording import assert_nothing_dropped, attach_running, cgroup_mount
 
 pytestmark = pytest.mark.bpf
 
@@ -106,11 +106,9 @@ def test_attach_cgroup_follows_joiners_not_outsiders(bpf, cgroup, tmp_path, iowh
     joiner, jpid, jlog = _worker(tmp_path, request, "joiner", ["j1", "j2"])
     outside, opid, olog = _worker(tmp_path, request, "outside", ["o1"])
     out = tmp_path / "cg.iowt"
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "--cgroup", str(cgroup), "-o", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
-    wait_attached(rec, out)  # every probe attached, the cgroup walked
+    # every probe attached, the cgroup walked
+    rec = attach_running(
+        request, [*iowhy_bin, "attach", "-q", "--cgroup", str(cgroup), "-o", str(out)], out)
     _release(tmp_path, "j1")              # the joiner, still outside: not recorded
     _release(tmp_path, "o1")              # outside all along: not recorded
     _release(tmp_path, "m1")              # in the cgroup from the start: recorded

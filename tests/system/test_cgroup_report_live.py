@@ -22,8 +22,8 @@ import pytest
 from conftest import need, run
 from iowhy import abi
 from iowhy.traceformat import read_trace
-from recording import (assert_nothing_dropped, attach_flight, cgroup_mount, interrupt,
-                       wait_attached)
+from recording import (assert_nothing_dropped, attach_flight, attach_running, cgroup_mount,
+                       interrupt)
 
 pytestmark = pytest.mark.bpf
 
@@ -113,11 +113,9 @@ def test_report_by_cgroup_puts_each_loop_under_its_cgroup(bpf, cgroups, make_fs,
     _, mnt = make_fs("ext4", 256)
     workers = {name: _worker(tmp_path, request, name, kids[name], mnt) for name in LOOPS}
     out = tmp_path / "cg.iowt"
-    rec = subprocess.Popen([*iowhy_bin, "attach", "-q", "--cgroup", str(parent), "-o", str(out)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: (rec.poll() is None and rec.send_signal(signal.SIGINT),
-                                  rec.wait(timeout=60)))
-    wait_attached(rec, out)  # every probe attached, the cgroup walked
+    # every probe attached, the cgroup walked
+    rec = attach_running(
+        request, [*iowhy_bin, "attach", "-q", "--cgroup", str(parent), "-o", str(out)], out)
     kids["late"].mkdir()
     (kids["late"] / "cgroup.procs").write_text(str(workers["late"][1]))
     for name in LOOPS:
