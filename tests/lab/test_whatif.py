@@ -43,9 +43,6 @@ KNOWN_MISS = {
                       "875 ms) and +40% at load 2.7 (948 vs 678 ms), +55 to +64% at load "
                       "7-13 without the bound on helpers' waits for a CPU: the workload's "
                       "CPU as on the hdd (181 vs 97 ms) and the log (docs/whatif.md)",
-    ("nobarrier", "btrfs"): "wc-barrier on btrfs predicted --nobarrier: -18% at load 3.6, "
-                            "-24% at load 2.2, -36% at load 2.8, -28 to -30% at load 1.4, "
-                            "+23% at load 11",
     ("ssd", "ext4"): "fsync-tar on ext4 predicted on the ssd: +39% at load 4.8 (854 vs 614 "
                      "ms), +18% at load 3 (690 vs 587 ms), +36% at load 3.8 (1485 vs 1093 "
                      "ms: the workload waited 629 ms for a CPU in the recording, 176 ms in "

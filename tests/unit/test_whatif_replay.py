@@ -19,7 +19,8 @@ from iowhy import abi
 from iowhy.traceformat import read_trace
 from iowhy.model import classify
 from iowhy.whatif import disk, predict, program, replay
-from tracebuilder import LOG_RANGE, fsync_through_flushes, meta, off, req, task, write_trace
+from tracebuilder import (LOG_RANGE, fsync_through_flushes, helper, meta, off, req, task,
+                          write_trace)
 
 T, H = abi.WCTX_TASK, abi.WCTX_HARDIRQ
 FSYNC = 74
@@ -439,6 +440,73 @@ def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
     assert 2010 <= el_rec <= 2200
     el, res, _ = replay_of(p, [spec()])
     assert el < 500, el
+
+
+def test_timer_sleeps_inside_another_call_are_no_polling_loop(tmp_path):
+    """The polling loop's shape, with the main thread's 20 timer sleeps inside openat
+    (a filesystem's timed wait, not a sleeping syscall: model/wakeups.py SLEEP_SYSCALLS,
+    which the analysis' polling loops are too): the work's own, kept at their recorded
+    length; the thread exits at 2,200 as recorded."""
+    t = T0
+    reqs = [req(t + 100, t + 2000, op=abi.OP_READ, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
+    offs = [off(101, t + 100, t + 2000, waker=0, ctx=H, rq_seq=1, syscall=0)]
+    s = 60
+    while s + 11 < 2200:
+        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=257))
+        s += 101
+    tasks = [task(100, t),
+             {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
+              "event_u16": abi.TASK_FORK},
+             {"tid": 101, "tgid": 101, "ts_ns": t + 2010, "event_u16": abi.TASK_EXIT},
+             task(100, t + 2200, abi.TASK_EXIT)]
+    p = write_trace(tmp_path / "timed.iowt", start=t, end=t + 2200, requests=reqs,
+                    offcpu=offs, tasks=tasks)
+    el, _, prep = replay_of(p, [spec()])
+    assert prep.progs.kind.tolist().count(program.POLL) == 0
+    assert el == 2200
+
+
+def helper_timer_trace(tmp_path) -> str:
+    """Thread 100 hands kworker 50 work at 90 and, in openat from 100, waits for it;
+    the kworker waits for a CPU [90, 95), runs [95, 150), sleeps on its own timer for
+    3 ms, [150, TIMER_END) (woken from an interrupt, no request completed within
+    program.GUESS_NS before), runs 41 ns, waking the thread at TIMER_END + 40, and
+    sleeps; the thread waits 10 for a CPU, runs 100 and exits at TIMER_END + 150. A
+    read [10, 50) gives the trace its device."""
+    t, e = T0, T0 + TIMER_END
+    reqs = [req(t + 10, t + 50, op=abi.OP_READ, submit=t + 10, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=100)]
+    offs = [off(100, t + 10, t + 50, waker=0, ctx=H, rq_seq=1, syscall=0),
+            off(100, t + 100, e + 50, waking=e + 40, waker=50, ctx=T, comm="kworker/0:1",
+                syscall=257)]
+    helpers = [helper(50, t + 90, t + 95, waking=t + 90, waker=100, ctx=T, comm="tar"),
+               helper(50, t + 150, e, waker=0, ctx=H),
+               helper(50, e + 41, e + 150, waker=777, ctx=T, comm="other")]
+    return write_trace(tmp_path / "htimer.iowt", start=t, end=e + 150, requests=reqs,
+                       offcpu=offs, helpers=helpers,
+                       tasks=[task(100, t), task(100, e + 150, abi.TASK_EXIT)])
+
+
+TIMER_END = 150 + 3_000_000
+
+
+def test_a_helpers_own_timer_the_workload_waits_out_keeps_its_length(tmp_path):
+    """The kworker's timer sleep ends while the thread waits for it: the helper slept in
+    the middle of the thread's work, not waiting for work, and the replay keeps it (the
+    analysis names it the thread's `sleep`): the thread exits at TIMER_END + 150 as
+    recorded, where a helper's other waits cost nothing (without this, 3 ms sooner)."""
+    p = helper_timer_trace(tmp_path)
+    el, res, prep = replay_of(p, [spec()], service="recorded")
+    kw = int(np.flatnonzero(prep.cm.timeline.tids == 50)[0])
+    st = prep.progs
+    steps = range(int(st.first[kw]), int(st.first[kw + 1]))
+    timer = [k for k in steps if st.ra[k] == T0 + 150]
+    assert len(timer) == 1 and st.kind[timer[0]] == program.FIXED
+    assert el == TIMER_END + 150
+    r = predict.predict(read_trace(p), predict.Scenario(nobarrier=True))
+    assert r["attribution_ns"]["sleep"] == 3_000_000
+    assert r["predicted_attribution_ns"]["sleep"] == 3_000_000
 
 
 def hidden_runq_trace(tmp_path) -> str:

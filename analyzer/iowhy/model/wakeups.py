@@ -945,7 +945,7 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     flags = c.get("flags_u16")
     wtid = c.get("waker_tid")
     ctx = c.get("waker_ctx_u16")
-    sleepy = _syscalls_in(sysnr, SLEEP_SYSCALLS, arch)
+    sleepy = syscalls_in(sysnr, SLEEP_SYSCALLS, arch)
     # 0. a throttled wait (the probes saw the throttle): whatever ended it.
     dirty = (flags & abi.OFF_THROTTLE_DIRTY) != 0
     blockq = ((flags & abi.OFF_THROTTLE_BLOCK) != 0) & ~dirty
@@ -962,7 +962,7 @@ def _causes(tl: Timeline, iv: _Intervals, link: RequestLink, names: _Names,
     detail[unseen & sleepy] = -1
     at_stop = unseen & ~sleepy & ~iv.woken & ((flags & abi.OFF_OPEN_END) != 0)
     if at_stop.any():
-        at_stop &= ((flags & abi.OFF_IOWAIT) != 0) | _syscalls_in(sysnr, SYNC_SYSCALLS, arch)
+        at_stop &= ((flags & abi.OFF_IOWAIT) != 0) | syscalls_in(sysnr, SYNC_SYSCALLS, arch)
         detail[at_stop] = AT_STOP
     del at_stop
     # 1. request link: the request numbers read and looked up only where one is named.
@@ -1054,7 +1054,7 @@ def _reaped_then_waited(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: n
         return
     wc = (cat == RECURSE) & ~iv.helper
     cand = np.flatnonzero(wc)
-    wc[cand] = _syscalls_in(sysnr[cand], WAIT_CHILD, arch)
+    wc[cand] = syscalls_in(sysnr[cand], WAIT_CHILD, arch)
     k = np.flatnonzero(wc[:-1] & wc[1:] & (iv.act[:-1] == iv.act[1:]))
     if not len(k):
         return
@@ -1135,7 +1135,7 @@ def _handed_by(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray
     return out
 
 
-def _syscalls_in(nr: np.ndarray, names: frozenset[str], arch: str | None) -> np.ndarray:
+def syscalls_in(nr: np.ndarray, names: frozenset[str], arch: str | None) -> np.ndarray:
     """Per syscall number: whether its name is one of `names`; by a table over the
     numbers met (a count of each) when they span few values, else per distinct one."""
     if not len(nr):

@@ -136,7 +136,8 @@ def prepare_from(trace: Any, res: dict[str, Any]) -> Prepared:
     w0, w1 = cm.window.start_ns, cm.window.end_ns
     reqs = wreq.load(trace, cm.request_seq, cm.request_class, cm.request_dev,
                      cm.device_names, trace.meta or {}, w0, w1)
-    progs = program.build(trace, cm.timeline, reqs)
+    meta = trace.meta or {}
+    progs = program.build(trace, cm.timeline, reqs, meta.get("machine"))
     births = program.births(trace, cm.timeline, cm.root)
     aa, at = program.anchors(reqs, cm.timeline)
     fits: list[dict[str, Any] | None] = []
@@ -149,7 +150,6 @@ def prepare_from(trace: Any, res: dict[str, Any]) -> Prepared:
             idx, pth = f["_path"]
             path[idx] = pth
     from ..views.stack import carrier_devices
-    meta = trace.meta or {}
     devs = [(int(d.get("major", -1)), int(d.get("minor", -1)))
             for d in meta.get("devices", []) or [] if isinstance(d, Mapping)]
     names = [str(d.get("name")) for d in meta.get("devices", []) or []
@@ -432,9 +432,10 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]],
         "CPU keeps its place in the distribution of the machine's waits for a CPU after "
         "a sleep as long as the one before it (measured on the trace's wakeups: the "
         "machine as loaded as when recorded)",
-        "a thread that sleeps on its timer again and again (a polling loop, fio's main "
-        "thread) stops once the other threads of the workload are done or waiting for "
-        "each other; a single sleep keeps its length",
+        "a thread that sleeps on its timer in a sleeping syscall (nanosleep, poll, "
+        "select, epoll...) again and again (a polling loop, fio's main thread) stops "
+        "once the other threads of the workload are done or waiting for each other; a "
+        "single sleep, a timer inside another call keep their length",
         "a wait ends when what ended it in the recording does in the replay: the "
         "request whose completion woke it, or the thread whose wakeup did; a sleep on a "
         "timer, a wait on a process outside the workload keep their recorded length",
@@ -442,7 +443,9 @@ def assumptions(prep: Prepared, sc: Scenario, infos: list[dict[str, Any]],
         "their submitter reaches its recorded submission, are served in arrival order "
         "and stay concurrent up to the device's queue depth",
         "kernel helper threads (kworkers) do the workload's recorded work for it; their "
-        "other work costs the workload nothing",
+        "other work costs the workload nothing, nor does a wait of theirs that nothing "
+        "of the workload ended, but a sleep on their own timer while the workload "
+        "waited for them",
         _runq_cap_words(st["helper_runqueue_cap"]),
         "the device is served by the emulated disk's model (lab/emudisk.c): seek, "
         "rotation, media and interface transfer, a write cache that absorbs writes and "

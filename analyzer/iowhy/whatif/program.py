@@ -36,7 +36,7 @@ from .. import abi
 from ..kernels import I64
 from ..model.wakeups import (BARRIER, CARRIED, CPU, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
                              LOG, METADATA, OTHER, QUEUE, READ, RECURSE, RUNQ, SLEEP,
-                             TASK_IO, TIMER, Timeline)
+                             SLEEP_SYSCALLS, TASK_IO, TIMER, Timeline, syscalls_in)
 from .requests import RequestTable
 
 FIXED, WAIT_ACTOR, WAIT_RQ, IDLE, POLL = 0, 1, 2, 3, 4
@@ -97,8 +97,9 @@ def _linked(trace: Any, tl: Timeline, reqs: RequestTable
     return tuple(np.concatenate(x) for x in zip(*parts))  # type: ignore[return-value]
 
 
-def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
-    """The programs of every actor of tl (see the module doc)."""
+def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None) -> Programs:
+    """The programs of every actor of tl (see the module doc); arch names the trace's
+    syscalls (META `machine`)."""
     n = len(tl.kstart)
     starts = tl.starts(np.arange(n))
     ends = tl.ends(np.arange(n))
@@ -140,11 +141,16 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable) -> Programs:
         ok = (k >= 0) & (dn[np.maximum(k, 0)] >= ends[j] - GUESS_NS)
         kind[j[ok]], dep[j[ok]] = WAIT_RQ, done[k[ok]]
         guessed = int(ok.sum())
-    # A workload thread sleeping on its timer again and again (POLL_MIN times or more)
-    # is polling: fio's main thread checking on its jobs. Its sleeps end, in the replay,
-    # once the other threads are done (replay.py); a single sleep keeps its length.
+    # A workload thread sleeping on its timer in a sleeping syscall (SLEEP_SYSCALLS, as
+    # the causal view's polling loops) again and again (POLL_MIN times or more) is
+    # polling: fio's main thread checking on its jobs in clock_nanosleep. Its sleeps end,
+    # in the replay, once the other threads are done (replay.py); a single sleep keeps
+    # its length, and so does a timer inside another call (a filesystem's timed wait in
+    # openat: the work's own, which the replay meets again).
     tsleep = (kind == FIXED) & ~tl.helper[tl.actor.astype(I64)] & (tl.cat == SLEEP) & \
         (tl.arg == TIMER)
+    j = np.flatnonzero(tsleep)
+    tsleep[j] = syscalls_in(tl.sys[j], SLEEP_SYSCALLS, arch)
     per = np.bincount(tl.actor[tsleep].astype(I64), minlength=len(tl.tids))
     kind[tsleep & (per[tl.actor.astype(I64)] >= POLL_MIN)] = POLL
     keep = np.flatnonzero(~absorbed)
@@ -317,10 +323,39 @@ def _helper_episodes(p: Programs, tl: Timeline, pt_actor: np.ndarray, pt_t: np.n
             if not kept[f]:
                 kept[f] = True
                 todo.append(f)
-    drop = hstep & (~kept[np.maximum(job, 0)] | (blocked & (p.kind == FIXED)))
+    timed = _timed_for_workload(p, tl, owner, wa[src_job < 0])
+    drop = hstep & (~kept[np.maximum(job, 0)] | (blocked & (p.kind == FIXED) & ~timed))
     p.kind[drop] = IDLE
     p.kept_episodes = int(kept.sum())
     p.episodes = njob
+
+
+def _timed_for_workload(p: Programs, tl: Timeline, owner: np.ndarray, waits: np.ndarray
+                        ) -> np.ndarray:
+    """Per step: a helper's sleep on its own timer (HELPER_IRQ, not taken for an I/O
+    wait) that ended while a workload thread was waiting for that helper (`waits`: the
+    workload threads' WAIT_ACTOR steps). The helper slept in the middle of the workload's
+    work (a timed wait or a retry a tick later: btrfs's metadata reservation, with tar
+    in openat waiting for the kworker that flushes for it), not waiting for work: the
+    analysis names that time the workload's `sleep`, and the replay keeps its recorded
+    length where other helper waits cost nothing (_helper_episodes).
+
+    Work: the waits' intervals keyed by the helper they wait for, sorted by start, with
+    the running maximum of their ends: one searchsorted per timer."""
+    out = np.zeros(len(p.kind), bool)
+    t = np.flatnonzero(tl.helper[owner] & (p.kind == FIXED) & (tl.cat[p.seg] == OTHER)
+                       & (tl.arg[p.seg] == HELPER_IRQ))
+    if not len(t) or not len(waits):
+        return out
+    h = p.dep[waits]
+    ws = h * tl.span + (p.ra[waits] - tl.origin)
+    we = h * tl.span + (p.rb[waits] - tl.origin)
+    o = np.argsort(ws, kind="stable")
+    ws, reach = ws[o], np.maximum.accumulate(we[o])
+    end = owner[t] * tl.span + (p.rb[t] - tl.origin)
+    k = np.searchsorted(ws, end, side="right") - 1
+    out[t] = (k >= 0) & (reach[np.maximum(k, 0)] >= end)
+    return out
 
 
 @dataclass
