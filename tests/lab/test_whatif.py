@@ -42,7 +42,9 @@ KNOWN_MISS = {
     ("ssd", "btrfs"): "fsync-tar on btrfs predicted on the ssd: +8% at load 4.3 (949 vs "
                       "875 ms) and +40% at load 2.7 (948 vs 678 ms), +55 to +64% at load "
                       "7-13 without the bound on helpers' waits for a CPU: the workload's "
-                      "CPU as on the hdd (181 vs 97 ms) and the log (docs/whatif.md)",
+                      "CPU as on the hdd (181 vs 97 ms) and the log; each request's path as on "
+                      "the hdd (186 vs 132 us; with the ssd run's, +33% -> +9%: "
+                      "docs/whatif.md, \"The path on another disk\")",
     ("ssd", "ext4"): "fsync-tar on ext4 predicted on the ssd: +39% at load 4.8 (854 vs 614 "
                      "ms), +18% at load 3 (690 vs 587 ms), +36% at load 3.8 (1485 vs 1093 "
                      "ms: the workload waited 629 ms for a CPU in the recording, 176 ms in "
@@ -50,14 +52,17 @@ KNOWN_MISS = {
                      "kernel counted 121-127 ms, 61-84 ms on the ssd: the same work on a CPU "
                      "gone cold in the hdd's 33 ms waits) and the recording has no sample of "
                      "it after a short wait; with its bursts cut to the ssd's, still +18% "
-                     "(the workload's and the helpers' waits for a CPU as on the hdd; "
-                     "docs/whatif.md)",
+                     "(the workload's and the helpers' waits for a CPU as on the hdd); each "
+                     "request's path as on the hdd (201 vs 141 us; with the ssd run's, "
+                     "+19% -> +12%: docs/whatif.md, \"The path on another disk\")",
     ("ssd", "xfs"): "fsync-tar on xfs predicted on the ssd: +39% at load 4.9 (731 vs 526 ms), "
                     "+25% at load 3 (644 vs 516 ms); +26 to +31% at load 1.5-1.8 (640-648 "
                     "ms predicted, 489-532 ms real) without the bound on helpers' waits for "
                     "a CPU: the cold CPU as on ext4 (163 ms kept from the hdd, 80 ms in the "
                     "real run; the kernel counted 146 ms on the hdd, 70-74 ms on the ssd) "
-                    "and the recording's waits for a CPU (docs/whatif.md)",
+                    "and the recording's waits for a CPU; each request's path as on the hdd "
+                    "(178 vs 123 us; with the ssd run's, +18% -> +10%: docs/whatif.md, "
+                    "\"The path on another disk\")",
     ("cache-off", "ext4"): "wc-barrier on ext4 predicted --write-cache off: 0.71-0.79 s "
                            "predicted, 0.84 and 0.96 s real in 2 runs, 2.8-3.5 s in 4 at "
                            "load 0.7-2; -26% at load 3.7 (0.80 vs 1.08 s), +11% at load 2.2 "

@@ -87,8 +87,12 @@ def test_a_prediction_and_its_invariants(traced):
     assert any(a.startswith("--nobarrier") for a in r["assumptions"])
     # the baseline is replayed once, then kept
     base = prep.baseline
-    PR.predict(tr, PR.Scenario(disk="ssd"), prep)
+    ssd = PR.predict(tr, PR.Scenario(disk="ssd"), prep)
     assert prep.baseline is base
+    # another disk's path is the recorded device's: said for a preset, not otherwise
+    path = [c for c in ssd["cannot_tell"] if c.startswith("each request's path")]
+    assert len(path) == 1 and "--fit" in path[0]
+    assert not [c for c in r["cannot_tell"] if c.startswith("each request's path")]
     assert PR.render(r).startswith("iowhy whatif")
 
 

@@ -535,6 +535,14 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
     lines.append("CPU bursts keep their recorded length: a thread that waits less wakes "
                  "on a warmer CPU and often runs faster than recorded (a shorter "
                  "prediction would then still be long)")
+    if sc.disk:
+        lines.append("each request's path beyond the disk (the loop device or driver, the "
+                     "threads that serve it) is the recorded device's typical one, "
+                     "measured while those threads slept through its service: on a faster "
+                     "disk they sleep less and the path is shorter (the lab's emulated hdd "
+                     "against its ssd: 1.4 to 4 times), so a prediction onto a faster disk "
+                     "can be long by that much per request; a profile fitted on the target "
+                     "disk (`iowhy whatif --fit`) carries its own path")
     lines.append("the machine's load: waits for a CPU follow the recording's, so the "
                  "prediction is for a machine as busy as it was then; on a busier or "
                  "quieter one the same run takes longer or shorter")
