@@ -338,7 +338,10 @@ def _timed_for_workload(p: Programs, tl: Timeline, owner: np.ndarray, waits: np.
     work (a timed wait or a retry a tick later: btrfs's metadata reservation, with tar
     in openat waiting for the kworker that flushes for it), not waiting for work: the
     analysis names that time the workload's `sleep`, and the replay keeps its recorded
-    length where other helper waits cost nothing (_helper_episodes).
+    length where other helper waits cost nothing (_helper_episodes): from where the
+    helper reaches it, as a timer it set itself at the end of the work before. (Cut to
+    the part the workload waited out, the sleep would end early by the rest: the
+    baseline of a btrfs recording came out 3.5% short instead of 1.3%.)
 
     Work: the waits' intervals keyed by the helper they wait for, sorted by start, with
     the running maximum of their ends: one searchsorted per timer."""
