@@ -467,6 +467,9 @@ def test_timer_sleeps_inside_another_call_are_no_polling_loop(tmp_path):
     assert el == 2200
 
 
+TIMER_END = 150 + 3_000_000  # the kworker's timer sleep ends (from T0)
+
+
 def helper_timer_trace(tmp_path) -> str:
     """Thread 100 hands kworker 50 work at 90 and, in openat from 100, waits for it;
     the kworker waits for a CPU [90, 95), runs [95, 150), sleeps on its own timer for
@@ -486,9 +489,6 @@ def helper_timer_trace(tmp_path) -> str:
     return write_trace(tmp_path / "htimer.iowt", start=t, end=e + 150, requests=reqs,
                        offcpu=offs, helpers=helpers,
                        tasks=[task(100, t), task(100, e + 150, abi.TASK_EXIT)])
-
-
-TIMER_END = 150 + 3_000_000
 
 
 def test_a_helpers_own_timer_the_workload_waits_out_keeps_its_length(tmp_path):
