@@ -412,30 +412,34 @@ def test_a_wait_for_a_cpu_moves_with_the_sleep_before_it():
     assert w.moved(50_000, 20_000_000, 200_000) == 50_000  # no wakeups in that bin
 
 
-def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
+def polling_trace(tmp_path, syscall: int) -> str:
     """fio's shape: the main thread (100) sleeps 10 ns on its timer again and again
-    (20 times from 60 on, 1 ns of CPU between) while a job thread (101, forked at 50)
-    reads [100, 2000) from the disk and exits at 2010; the main thread exits at 2200.
-    On the test device the read takes 200: the job exits at 310 and the polling ends
-    with it."""
+    (20 times from 60 on, 1 ns of CPU between), in `syscall`, while a job thread (101,
+    forked at 50) reads [100, 2000) from the disk and exits at 2010; the main thread
+    exits at 2200."""
     t = T0
     reqs = [req(t + 100, t + 2000, op=abi.OP_READ, submit=t + 100, sector=8, seq=1,
                 flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
     offs = [off(101, t + 100, t + 2000, waker=0, ctx=H, rq_seq=1, syscall=0)]
     s = 60
     while s + 11 < 2200:
-        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=230))
+        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=syscall))
         s += 101
     tasks = [task(100, t),
              {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
               "event_u16": abi.TASK_FORK},
              {"tid": 101, "tgid": 101, "ts_ns": t + 2010, "event_u16": abi.TASK_EXIT},
              task(100, t + 2200, abi.TASK_EXIT)]
-    p = write_trace(tmp_path / "poll.iowt", start=t, end=t + 2200, requests=reqs,
-                    offcpu=offs, tasks=tasks)
+    return write_trace(tmp_path / f"poll-{syscall}.iowt", start=t, end=t + 2200,
+                       requests=reqs, offcpu=offs, tasks=tasks)
+
+
+def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
+    """polling_trace in clock_nanosleep (230). On the test device the read takes 200:
+    the job exits at 310 and the polling ends with it."""
+    p = polling_trace(tmp_path, 230)
     el_rec, _, prep = replay_of(p, [spec()], service="recorded")
-    from iowhy.whatif.program import POLL
-    assert prep.progs.kind.tolist().count(POLL) >= 3
+    assert prep.progs.kind.tolist().count(program.POLL) >= 3
     # replayed as recorded, the polling ends with the job, not at the next tick
     assert 2010 <= el_rec <= 2200
     el, res, _ = replay_of(p, [spec()])
@@ -443,26 +447,11 @@ def test_a_polling_loop_stops_when_the_work_it_polls_is_done(tmp_path):
 
 
 def test_timer_sleeps_inside_another_call_are_no_polling_loop(tmp_path):
-    """The polling loop's shape, with the main thread's 20 timer sleeps inside openat
-    (a filesystem's timed wait, not a sleeping syscall: model/wakeups.py SLEEP_SYSCALLS,
-    which the analysis' polling loops are too): the work's own, kept at their recorded
-    length; the thread exits at 2,200 as recorded."""
-    t = T0
-    reqs = [req(t + 100, t + 2000, op=abi.OP_READ, submit=t + 100, sector=8, seq=1,
-                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
-    offs = [off(101, t + 100, t + 2000, waker=0, ctx=H, rq_seq=1, syscall=0)]
-    s = 60
-    while s + 11 < 2200:
-        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=257))
-        s += 101
-    tasks = [task(100, t),
-             {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
-              "event_u16": abi.TASK_FORK},
-             {"tid": 101, "tgid": 101, "ts_ns": t + 2010, "event_u16": abi.TASK_EXIT},
-             task(100, t + 2200, abi.TASK_EXIT)]
-    p = write_trace(tmp_path / "timed.iowt", start=t, end=t + 2200, requests=reqs,
-                    offcpu=offs, tasks=tasks)
-    el, _, prep = replay_of(p, [spec()])
+    """polling_trace with the main thread's timer sleeps inside openat (257: a
+    filesystem's timed wait, not a sleeping syscall, model/wakeups.py SLEEP_SYSCALLS,
+    which the analysis' polling loops are made of too): the work's own, kept at their
+    recorded length; the thread exits at 2,200 as recorded."""
+    el, _, prep = replay_of(polling_trace(tmp_path, 257), [spec()])
     assert prep.progs.kind.tolist().count(program.POLL) == 0
     assert el == 2200
 
