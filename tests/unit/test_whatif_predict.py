@@ -10,6 +10,7 @@ import json
 import pytest
 
 import tracebuilder as tb
+from iowhy import abi
 from iowhy.categories import ATTRIBUTION_CATEGORIES
 from iowhy.traceformat import read_trace
 from iowhy.whatif import predict as PR
@@ -121,3 +122,64 @@ def test_changes_of_1_percent_or_more_largest_first(traced):
     assert ch[1]["text"] == "barrier 300 ns would go: 2 cache flushes x 150 ns no longer sent"
     assert ch[2]["text"] == "read 0 would grow to 150 ns"
     assert ch[1]["delta_ns"] == -300
+
+
+def _write_through_commit(tmp_path, fstype: str, options: str = "rw,relatime") -> str:
+    """An fsync on a write-through disk (the block layer dropped every PREFLUSH and
+    FUA): thread 100 writes data [100, 300), then waits in fsync [410, 1000) for the
+    last log write. ext4: the journal thread (50) logs commit 7 (LOGGING at 450, END at
+    1010) with log writes at 500 [500, 700) and 800 [800, 1000) (its commit block);
+    thread 60 writes to the log at 600 too. XFS: thread 100's iclog write (XLOG_WRITE
+    at 450, ic_flags NEED_FLUSH | NEED_FUA) is its log write at 500, and it writes to
+    the log again at 800. Times from t = 1e6."""
+    t = 1_000_000
+    fl = abi.RQ_TRACKED | abi.RQ_ORIGIN
+    log_tid = 50 if fstype == "ext4" else 100
+    comm = b"jbd2/sdz1-8" if fstype == "ext4" else b"star"
+    lo = tb.LOG_RANGE[0]
+    reqs = [tb.req(t + 100, t + 300, sector=1000, seq=1, flags=fl),
+            tb.req(t + 500, t + 700, sector=lo + 8, seq=2, tid=log_tid, comm=comm,
+                   flags=abi.RQ_ORIGIN | (fl if log_tid == 100 else 0)),
+            tb.req(t + 800, t + 1000, sector=lo + 16, seq=3, tid=log_tid, comm=comm,
+                   flags=abi.RQ_ORIGIN | (fl if log_tid == 100 else 0))]
+    journal = []
+    if fstype == "ext4":
+        reqs.append(tb.req(t + 600, t + 650, sector=lo + 24, seq=4, tid=60,
+                           comm=b"jbd2/sdz1-8", flags=abi.RQ_ORIGIN))
+        journal = [tb.jev(abi.J_JBD2_LOGGING, t + 450, 7), tb.jev(abi.J_JBD2_END, t + 1010, 7)]
+    else:
+        journal = [tb.jev(abi.J_XLOG_WRITE, t + 450, 9, tid=100, fs=abi.FS_XFS, aux0=3)]
+    h = abi.WCTX_HARDIRQ
+    offs = [tb.off(100, t + 110, t + 300, waker=0, ctx=h, rq_seq=1, syscall=1),
+            tb.off(100, t + 410, t + 1000, waker=0, ctx=h, rq_seq=3, syscall=74)]
+    m = tb.meta(fstype, write_cache="write through")
+    m["filesystems"][0]["options"] = options
+    return tb.write_trace(tmp_path / f"wt-{fstype}.iowt", start=t, end=t + 1100,
+                          requests=reqs, journal=journal, offcpu=offs, meta_obj=m,
+                          tasks=[tb.task(100, t), tb.task(100, t + 1100, abi.TASK_EXIT)])
+
+
+@pytest.mark.parametrize("fstype,options,asked", [
+    ("ext4", "rw,relatime", {3: abi.F_PREFLUSH | abi.F_FUA}),
+    ("xfs", "rw,relatime", {2: abi.F_PREFLUSH | abi.F_FUA}),
+    ("ext4", "rw,barrier=0", {}),
+])
+def test_write_cache_on_sends_the_flushes_the_journal_asked_for(tmp_path, fstype,
+                                                                options, asked):
+    """A recording on a write-through disk carries no PREFLUSH or FUA; `--write-cache on`
+    sends those the journal records say the filesystem asked for: ext4's commit block
+    (the journal thread's last log write of the commit), XFS's iclog write (the log
+    write its task submitted next), none under barrier=0."""
+    tr = read_trace(_write_through_commit(tmp_path, fstype, options))
+    prep = PR.prepare(tr)
+    got = {int(prep.reqs.seq[i]): int(prep.asked[i]) for i in range(len(prep.reqs))
+           if prep.asked[i]}
+    assert got == asked
+    r = PR.predict(tr, PR.Scenario(write_cache="on"), prep)
+    assert r["replay"]["asked_barriers"] == len(asked)
+    assert r["replay"]["flushes"] == (2 if asked else 0)  # the disk has no FUA: pre, post
+    assert r["replay"]["baseline_flushes"] == 0
+    said = [c for c in r["cannot_tell"] if c.startswith("the recording sent no flush")]
+    assert len(said) == 1 and f"({len(asked)} requests:" in said[0]
+    # as recorded (write-through), nothing is asked
+    assert PR.predict(tr, PR.Scenario(disk="ssd"), prep)["replay"]["asked_barriers"] == 0

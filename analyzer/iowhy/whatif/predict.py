@@ -17,7 +17,7 @@ walk (whatif/timeline.py, views/causal.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -106,6 +106,9 @@ class Prepared:
     path: np.ndarray  # per request: its recorded path (fit.py "_path"), -1: none
     baseline: Any = None  # (result, end, attribution) of the replay as recorded, once run
     stacked: list[str] = field(default_factory=list)  # loop devices over recorded ones
+    # per request: the PREFLUSH and FUA its filesystem asked for that its bios did not
+    # carry (a write-through device's; requests.asked_barriers)
+    asked: np.ndarray | None = None
 
 
 def prepare(trace: Any, config: AnalysisConfig | None = None) -> Prepared:
@@ -160,8 +163,9 @@ def prepare_from(trace: Any, res: dict[str, Any]) -> Prepared:
         carriers = {}
     stacked = sorted(names[u] for u in carriers if u < len(names)
                      and names[u] in cm.device_names)
+    asked = wreq.asked_barriers(trace, reqs, meta) & ~reqs.iflags
     return Prepared(res, cm, reqs, progs, births, aa, at, fits, meta.get("machine"), path,
-                    stacked=stacked)
+                    stacked=stacked, asked=asked)
 
 
 def fit_profile(trace: Any) -> dict[str, Any]:
@@ -239,24 +243,43 @@ def _spec(base: Mapping[str, Any], reqs: wreq.RequestTable, d: int, sc: Scenario
     return spec, info
 
 
-def _attribute(prep: Prepared, res: replay.Result, end: int) -> dict[str, Any]:
+def _attribute(prep: Prepared, res: replay.Result, end: int,
+               reqs: wreq.RequestTable | None = None) -> dict[str, Any]:
     cm = prep.cm
-    stl = wtl.build(cm.timeline, prep.progs, res, prep.reqs, end)
-    ev, _ = elapsed_view(stl, cm.root, CAUSAL_DEPTH, prep.arch,
-                         wtl.fill_of(stl, res, prep.reqs))
+    reqs = reqs if reqs is not None else prep.reqs
+    stl = wtl.build(cm.timeline, prep.progs, res, reqs, end)
+    ev, _ = elapsed_view(stl, cm.root, CAUSAL_DEPTH, prep.arch, wtl.fill_of(stl, res, reqs))
     return ev
 
 
+def _with_asked(prep: Prepared, specs: list[replay.DeviceSpec]) -> wreq.RequestTable:
+    """The requests as the replay sends them: on a device recorded write-through that
+    the replay gives a write cache the kernel flushes, each request also asks for the
+    PREFLUSH and FUA its filesystem asked for and the block layer dropped (prep.asked)."""
+    t = prep.reqs
+    if prep.asked is None or not prep.asked.any():
+        return t
+    wt = np.asarray([s.flushes and t.devices[d].get("write_cache") != "write back"
+                     for d, s in enumerate(specs)], bool)
+    add = np.where(wt[t.dev], prep.asked, 0) if len(wt) else np.zeros(len(t), np.int64)
+    if not add.any():
+        return t
+    return replace(t, iflags=t.iflags | add,
+                   flush_seq=t.flush_seq | ((add != 0) & (t.kind > 0)))
+
+
 def run(prep: Prepared, sc: Scenario | None, service: str = "model"
-        ) -> tuple[replay.Result, int, list[dict[str, Any]]]:
-    """One replay: (its result, the predicted window end, the devices as replayed)."""
-    cm, reqs = prep.cm, prep.reqs
+        ) -> tuple[replay.Result, int, list[dict[str, Any]], wreq.RequestTable]:
+    """One replay: (its result, the predicted window end, the devices as replayed, the
+    requests as sent: _with_asked)."""
+    cm = prep.cm
     specs, infos = [], []
-    for d in range(len(reqs.devices)):
-        base = prep.fits[d] or _fallback_fit(reqs, d)
-        s, i = _spec(base, reqs, d, sc)
+    for d in range(len(prep.reqs.devices)):
+        base = prep.fits[d] or _fallback_fit(prep.reqs, d)
+        s, i = _spec(base, prep.reqs, d, sc)
         specs.append(s)
         infos.append(i)
+    reqs = _with_asked(prep, specs)
     # each request keeps its recorded path on the device it was recorded on; another
     # disk has its own (its typical path: the fit's median, or the profile's)
     other_disk = sc is not None and (sc.disk is not None or sc.profile is not None)
@@ -275,7 +298,7 @@ def run(prep: Prepared, sc: Scenario | None, service: str = "model"
         raise WhatifError("the replay did not finish: the recorded process waits on "
                           "something nothing ends", "report this trace as a bug")
     end = int(res.death[root] + (cm.window.end_ns - tl.death[root]))
-    return res, end, infos
+    return res, end, infos, reqs
 
 
 def predict(trace: Any, sc: Scenario, prep: Prepared | None = None) -> dict[str, Any]:
@@ -285,11 +308,11 @@ def predict(trace: Any, sc: Scenario, prep: Prepared | None = None) -> dict[str,
     w0, w1 = cm.window.start_ns, cm.window.end_ns
     measured = w1 - w0
     if prep.baseline is None:
-        base_res, base_end, _ = run(prep, None)
-        prep.baseline = (base_res, base_end, _attribute(prep, base_res, base_end))
+        base_res, base_end, _, base_reqs = run(prep, None)
+        prep.baseline = (base_res, base_end, _attribute(prep, base_res, base_end, base_reqs))
     base_res, base_end, bev = prep.baseline
-    res, end, infos = run(prep, sc)
-    ev = _attribute(prep, res, end)
+    res, end, infos, sent = run(prep, sc)
+    ev = _attribute(prep, res, end, sent)
     rec = prep.result
     out: dict[str, Any] = {
         "schema": SCHEMA,
@@ -309,6 +332,7 @@ def predict(trace: Any, sc: Scenario, prep: Prepared | None = None) -> dict[str,
         "recorded_devices": [_recorded_device(prep, d) for d in range(len(reqs.devices))],
         "replay": _replay_stats(prep, base_res, res),
     }
+    out["replay"]["asked_barriers"] = int((sent.iflags != reqs.iflags).sum())
     out["changes"] = changes(prep, out, base_res, res)
     out["assumptions"] = assumptions(prep, sc, infos, out["replay"])
     out["cannot_tell"] = cannot_tell(prep, sc, out)
@@ -568,9 +592,14 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
                      "like the others")
     if sc.write_cache == "on" and any(d.get("write_cache") != "write back"
                                       for d in prep.reqs.devices):
-        lines.append("the recording sent no flush: only the requests whose bios carried "
-                     "PREFLUSH or FUA get one (a filesystem mounted without barriers sent "
-                     "none)")
+        n = st.get("asked_barriers", 0)
+        lines.append("the recording sent no flush: the kernel saw a write-through device "
+                     "and dropped PREFLUSH and FUA from every bio. The replay sends those "
+                     f"the filesystem's journal records say it asked for ({n:,} requests: "
+                     "XFS's iclog writes, ext4's journal commit blocks) and no other: an "
+                     "fsync's own flush when there was nothing to commit, btrfs's flushes "
+                     "and superblock writes are not recorded (a filesystem mounted without "
+                     "barriers asks for none)")
     return lines
 
 

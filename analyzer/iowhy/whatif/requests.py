@@ -17,12 +17,14 @@ import numpy as np
 from .. import abi
 from ..kernels import I64
 from ..model.classify import CATEGORY_OF_CLASS, FLUSH as CLS_FLUSH
+from ..names import CLASS_NAMES
 from ..model.wakeups import DEVICE_CAT0
 from . import disk
 
 # What a request asks of the flush state machine (blk-flush.c): a pre-flush before its
 # data, a post-flush after it (FUA on a device without FUA), both, or neither.
 PRE, POST = 1, 2
+CLASS_NAMES_LOG = CLASS_NAMES.index("log")
 
 
 @dataclass
@@ -161,6 +163,92 @@ def _pair_flushes(t: RequestTable) -> dict[int, list[tuple[int, int]]]:
                 k = int(np.searchsorted(fdone, t.done[i], side="right")) - 1
                 if k >= 0 and fiss[k] >= t.data_done[i]:
                     out.setdefault(int(ff[k]), []).append((i, POST))
+    return out
+
+
+# XFS's iclog flags (fs/xfs/xfs_log_priv.h, XLOG_ICL_NEED_FLUSH / XLOG_ICL_NEED_FUA):
+# what xlog_write_iclog() asks of the iclog's bio, recorded in the XLOG_WRITE record
+XLOG_ICL_NEED_FLUSH, XLOG_ICL_NEED_FUA = 1, 2
+NO_BARRIER_OPTIONS = ("nobarrier", "barrier=0")
+
+
+def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.ndarray:
+    """Per request, the PREFLUSH and FUA (abi.F_*) its filesystem asked for, as its
+    journal records say, whatever its bios carried: on a device the kernel sees as
+    write-through the block layer drops both from the bios before any request exists
+    (submit_bio_noacct), so a recording on such a device has none, yet the filesystem
+    asked. Two are recorded:
+
+    * XFS: each iclog write (XLOG_WRITE) records its ic_flags; the log request that
+      task submitted next on that device is that iclog's (its first request, if the
+      block layer split it);
+    * ext4 (jbd2, barriers on: the mount has no nobarrier or barrier=0): a commit's
+      commit block, with PREFLUSH and FUA (journal_submit_commit_record, without
+      async_commit): the last log request the journal thread submitted between the
+      commit's LOGGING and END records.
+
+    Not recorded, so not here: an fsync's own flush when there was nothing to commit
+    (an empty PREFLUSH bio, dropped whole), btrfs's superblock writes and flushes."""
+    out = np.zeros(len(t), I64)
+    j = trace.records("journal")
+    if not len(j) or not len(t):
+        return out
+    # a journal record names its filesystem's device (a partition, or the whole disk):
+    # its requests are the disk's
+    names = [d.get("name") for d in t.devices]
+    devno: dict[tuple[int, int], int] = {}
+    for d in meta.get("devices", []) or []:
+        if isinstance(d, Mapping) and d.get("name") in names:
+            devno[(int(d.get("major", -1)), int(d.get("minor", -1)))] = names.index(
+                d.get("name"))
+    no_barrier: set[tuple[int, int]] = set()
+    for f in meta.get("filesystems", []) or []:
+        if not isinstance(f, Mapping) or f.get("disk") not in names:
+            continue
+        at = (int(f.get("dev_major", -1)), int(f.get("dev_minor", -1)))
+        devno.setdefault(at, names.index(f.get("disk")))
+        if any(o in str(f.get("options") or "").split(",") for o in NO_BARRIER_OPTIONS):
+            no_barrier.add(at)
+    log = np.flatnonzero((t.cls == CLASS_NAMES_LOG) & (t.kind == disk.WRITE))
+    if not len(log):
+        return out
+    ev = j["event_u16"].astype(I64)
+    jdev = np.asarray([devno.get((int(a), int(b)), -1)
+                       for a, b in zip(j["dev_major"].tolist(), j["dev_minor"].tolist())], I64)
+    ts, jtid = j["ts_ns"].astype(I64), j["tid"].astype(I64)
+    jat = list(zip(j["dev_major"].tolist(), j["dev_minor"].tolist()))
+    # log requests by (device, submitter), in arrival order
+    o = np.lexsort((t.arrive[log], t.tid[log], t.dev[log]))
+    log = log[o]
+    key = (t.dev[log] << 32) | t.tid[log]
+
+    def first_after(d: int, tid: int, at: int) -> int:
+        k = (d << 32) | tid
+        lo, hi = np.searchsorted(key, k), np.searchsorted(key, k, side="right")
+        i = lo + int(np.searchsorted(t.arrive[log[lo:hi]], at))
+        return int(log[i]) if i < hi else -1
+
+    for i in np.flatnonzero((ev == abi.J_XLOG_WRITE) & (jdev >= 0)).tolist():
+        f = int(j["aux0"][i])
+        want = (abi.F_PREFLUSH if f & XLOG_ICL_NEED_FLUSH else 0) | \
+            (abi.F_FUA if f & XLOG_ICL_NEED_FUA else 0)
+        if want and jat[i] not in no_barrier:
+            r = first_after(int(jdev[i]), int(jtid[i]), int(ts[i]))
+            if r >= 0:
+                out[r] |= want
+    logging = {(jat[i], int(j["seq"][i])): (int(ts[i]), int(jtid[i]))
+               for i in np.flatnonzero((ev == abi.J_JBD2_LOGGING) & (jdev >= 0)).tolist()}
+    for i in np.flatnonzero((ev == abi.J_JBD2_END) & (jdev >= 0)).tolist():
+        d = int(jdev[i])
+        start = logging.get((jat[i], int(j["seq"][i])))
+        if start is None or jat[i] in no_barrier:
+            continue
+        k = (d << 32) | start[1]
+        lo, hi = np.searchsorted(key, k), np.searchsorted(key, k, side="right")
+        arr = t.arrive[log[lo:hi]]
+        m = np.flatnonzero((arr >= start[0]) & (arr <= int(ts[i])))
+        if len(m):
+            out[log[lo + m[-1]]] |= abi.F_PREFLUSH | abi.F_FUA
     return out
 
 
