@@ -131,23 +131,26 @@ def _write_through_commit(tmp_path, fstype: str, options: str = "rw,relatime") -
     1010) with log writes at 500 [500, 700) and 800 [800, 1000) (its commit block);
     thread 60 writes to the log at 600 too. XFS: thread 100's iclog write (XLOG_WRITE
     at 450, ic_flags NEED_FLUSH | NEED_FUA) is its log write at 500, and it writes to
-    the log again at 800. Times from t = 1e6."""
+    the log again at 800. btrfs: the writes at 500 and 800 are its primary superblock
+    (64 KiB into the partition, sector 2048) and its first mirror (64 MiB in). Times
+    from t = 1e6."""
     t = 1_000_000
     fl = abi.RQ_TRACKED | abi.RQ_ORIGIN
     log_tid = 50 if fstype == "ext4" else 100
     comm = b"jbd2/sdz1-8" if fstype == "ext4" else b"star"
-    lo = tb.LOG_RANGE[0]
+    at = {"btrfs": (2048 + 128, 2048 + 131072)}.get(
+        fstype, (tb.LOG_RANGE[0] + 8, tb.LOG_RANGE[0] + 16))
     reqs = [tb.req(t + 100, t + 300, sector=1000, seq=1, flags=fl),
-            tb.req(t + 500, t + 700, sector=lo + 8, seq=2, tid=log_tid, comm=comm,
+            tb.req(t + 500, t + 700, sector=at[0], seq=2, tid=log_tid, comm=comm,
                    flags=abi.RQ_ORIGIN | (fl if log_tid == 100 else 0)),
-            tb.req(t + 800, t + 1000, sector=lo + 16, seq=3, tid=log_tid, comm=comm,
+            tb.req(t + 800, t + 1000, sector=at[1], seq=3, tid=log_tid, comm=comm,
                    flags=abi.RQ_ORIGIN | (fl if log_tid == 100 else 0))]
     journal = []
     if fstype == "ext4":
-        reqs.append(tb.req(t + 600, t + 650, sector=lo + 24, seq=4, tid=60,
+        reqs.append(tb.req(t + 600, t + 650, sector=tb.LOG_RANGE[0] + 24, seq=4, tid=60,
                            comm=b"jbd2/sdz1-8", flags=abi.RQ_ORIGIN))
         journal = [tb.jev(abi.J_JBD2_LOGGING, t + 450, 7), tb.jev(abi.J_JBD2_END, t + 1010, 7)]
-    else:
+    elif fstype == "xfs":
         journal = [tb.jev(abi.J_XLOG_WRITE, t + 450, 9, tid=100, fs=abi.FS_XFS, aux0=3)]
     h = abi.WCTX_HARDIRQ
     offs = [tb.off(100, t + 110, t + 300, waker=0, ctx=h, rq_seq=1, syscall=1),
@@ -163,13 +166,16 @@ def _write_through_commit(tmp_path, fstype: str, options: str = "rw,relatime") -
     ("ext4", "rw,relatime", {3: abi.F_PREFLUSH | abi.F_FUA}),
     ("xfs", "rw,relatime", {2: abi.F_PREFLUSH | abi.F_FUA}),
     ("ext4", "rw,barrier=0", {}),
+    ("btrfs", "rw,relatime", {2: abi.F_PREFLUSH | abi.F_FUA}),
+    ("btrfs", "rw,nobarrier", {}),
 ])
 def test_write_cache_on_sends_the_flushes_the_journal_asked_for(tmp_path, fstype,
                                                                 options, asked):
     """A recording on a write-through disk carries no PREFLUSH or FUA; `--write-cache on`
     sends those the journal records say the filesystem asked for: ext4's commit block
     (the journal thread's last log write of the commit), XFS's iclog write (the log
-    write its task submitted next), none under barrier=0."""
+    write its task submitted next), btrfs's primary superblock write (not its mirror);
+    none under barrier=0 or nobarrier."""
     tr = read_trace(_write_through_commit(tmp_path, fstype, options))
     prep = PR.prepare(tr)
     got = {int(prep.reqs.seq[i]): int(prep.asked[i]) for i in range(len(prep.reqs))

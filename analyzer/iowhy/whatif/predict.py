@@ -595,11 +595,11 @@ def cannot_tell(prep: Prepared, sc: Scenario, out: Mapping[str, Any]) -> list[st
         n = st.get("asked_barriers", 0)
         lines.append("the recording sent no flush: the kernel saw a write-through device "
                      "and dropped PREFLUSH and FUA from every bio. The replay sends those "
-                     f"the filesystem's journal records say it asked for ({n:,} requests: "
-                     "XFS's iclog writes, ext4's journal commit blocks) and no other: an "
-                     "fsync's own flush when there was nothing to commit, btrfs's flushes "
-                     "and superblock writes are not recorded (a filesystem mounted without "
-                     "barriers asks for none)")
+                     f"the filesystem's records say it asked for ({n:,} requests: XFS's "
+                     "iclog writes, ext4's journal commit blocks, btrfs's superblock "
+                     "writes) and no other: an fsync's own flush when there was nothing "
+                     "to commit is not recorded (a filesystem mounted without barriers "
+                     "asks for none)")
     return lines
 
 

@@ -170,14 +170,15 @@ def _pair_flushes(t: RequestTable) -> dict[int, list[tuple[int, int]]]:
 # what xlog_write_iclog() asks of the iclog's bio, recorded in the XLOG_WRITE record
 XLOG_ICL_NEED_FLUSH, XLOG_ICL_NEED_FUA = 1, 2
 NO_BARRIER_OPTIONS = ("nobarrier", "barrier=0")
+BTRFS_SUPER_OFFSET = 65536  # the primary superblock, bytes into the filesystem's device
 
 
 def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.ndarray:
     """Per request, the PREFLUSH and FUA (abi.F_*) its filesystem asked for, as its
-    journal records say, whatever its bios carried: on a device the kernel sees as
-    write-through the block layer drops both from the bios before any request exists
-    (submit_bio_noacct), so a recording on such a device has none, yet the filesystem
-    asked. Two are recorded:
+    journal records (btrfs: where it wrote) say, whatever its bios carried: on a device
+    the kernel sees as write-through the block layer drops both from the bios before any
+    request exists (submit_bio_noacct), so a recording on such a device has none, yet
+    the filesystem asked. Three are recorded:
 
     * XFS: each iclog write (XLOG_WRITE) records its ic_flags; the log request that
       task submitted next on that device is that iclog's (its first request, if the
@@ -185,13 +186,15 @@ def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.n
     * ext4 (jbd2, barriers on: the mount has no nobarrier or barrier=0): a commit's
       commit block, with PREFLUSH and FUA (journal_submit_commit_record, without
       async_commit): the last log request the journal thread submitted between the
-      commit's LOGGING and END records.
+      commit's LOGGING and END records;
+    * btrfs (barriers on): each write of its primary superblock, where the device holds
+      it (write_all_supers: an empty PREFLUSH bio, waited for, then the superblock with
+      FUA; the mirrors go without), given both.
 
     Not recorded, so not here: an fsync's own flush when there was nothing to commit
-    (an empty PREFLUSH bio, dropped whole), btrfs's superblock writes and flushes."""
+    (an empty PREFLUSH bio, dropped whole), a journal on another device."""
     out = np.zeros(len(t), I64)
-    j = trace.records("journal")
-    if not len(j) or not len(t):
+    if not len(t):
         return out
     # a journal record names its filesystem's device (a partition, or the whole disk):
     # its requests are the disk's
@@ -202,6 +205,7 @@ def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.n
             devno[(int(d.get("major", -1)), int(d.get("minor", -1)))] = names.index(
                 d.get("name"))
     no_barrier: set[tuple[int, int]] = set()
+    supers: list[tuple[int, int]] = []  # (device, byte offset) of btrfs superblocks
     for f in meta.get("filesystems", []) or []:
         if not isinstance(f, Mapping) or f.get("disk") not in names:
             continue
@@ -209,8 +213,15 @@ def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.n
         devno.setdefault(at, names.index(f.get("disk")))
         if any(o in str(f.get("options") or "").split(",") for o in NO_BARRIER_OPTIONS):
             no_barrier.add(at)
+        elif f.get("fstype") == "btrfs":
+            start = int(f.get("part_start_sector") or 0) * disk.SECTOR
+            supers.append((names.index(f.get("disk")), start + BTRFS_SUPER_OFFSET))
+    for d, at_byte in supers:
+        m = (t.dev == d) & (t.kind == disk.WRITE) & (t.offset == at_byte)
+        out[m] |= abi.F_PREFLUSH | abi.F_FUA
+    j = trace.records("journal")
     log = np.flatnonzero((t.cls == CLASS_NAMES_LOG) & (t.kind == disk.WRITE))
-    if not len(log):
+    if not len(log) or not len(j):
         return out
     ev = j["event_u16"].astype(I64)
     jdev = np.asarray([devno.get((int(a), int(b)), -1)
