@@ -640,8 +640,9 @@ NAV_WHATIF = (("whatif", "what if"),)
 
 def section_whatif(w: Mapping[str, Any]) -> str:
     """What if (iowhy whatif, docs/whatif.md): the recording replayed without barriers,
-    with the write cache off and on the emulated ssd (whatif.predict.for_report), or why
-    it was not."""
+    with the write cache off and on the emulated ssd (on a write-through recording: with
+    the write cache on, with and without barriers, and on the ssd;
+    whatif.predict.for_report), or why it was not."""
     if w.get("note"):
         return section("whatif", "What if", f"<p>{esc(w['note'])}</p>")
     preds = w.get("predictions") or []

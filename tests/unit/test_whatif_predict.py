@@ -189,3 +189,19 @@ def test_write_cache_on_sends_the_flushes_the_journal_asked_for(tmp_path, fstype
     assert len(said) == 1 and f"({len(asked)} requests:" in said[0]
     # as recorded (write-through), nothing is asked
     assert PR.predict(tr, PR.Scenario(disk="ssd"), prep)["replay"]["asked_barriers"] == 0
+
+
+def test_the_report_asks_a_write_through_recording_about_a_write_cache(tmp_path):
+    """The HTML report's what-if: barriers off and the write cache off change nothing on
+    a recording whose devices were all write-through; it asks for the write cache on,
+    with and without barriers, instead (and the ssd, as for any)."""
+    from iowhy.analysis import AnalysisConfig, analyze
+    tr = read_trace(_write_through_commit(tmp_path, "ext4"))
+    w = PR.for_report(tr, analyze(tr, AnalysisConfig(keep_causal=True)))
+    got = {p["name"]: p for p in w["predictions"]}
+    assert list(got) == ["write cache on", "write cache on, barriers off", "the emulated ssd"]
+    assert got["write cache on"]["replay"]["flushes"] == 2
+    assert got["write cache on, barriers off"]["replay"]["flushes"] == 0
+    tr = read_trace(tb.fsync_through_flushes(tmp_path / "wb.iowt"))
+    w = PR.for_report(tr, analyze(tr, AnalysisConfig(keep_causal=True)))
+    assert [p["name"] for p in w["predictions"]] == [n for n, _ in PR.REPORT_SCENARIOS]

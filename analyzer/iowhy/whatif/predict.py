@@ -435,6 +435,14 @@ def changes(prep: Prepared, out: Mapping[str, Any], base: replay.Result,
                 a = fmt_ns(s0 / n0) if n0 else "-"
                 b = fmt_ns(s1 / n1) if n1 else "-"
                 why = f"{n0:,} -> {n1:,} {noun}, device {a} -> {b} each"
+            f0 = st["by_class_recorded"].get("flush") or {}
+            f1 = st["by_class"].get("flush") or {}
+            nf0, nf1 = f0.get("requests", 0), f1.get("requests", 0)
+            if cat == "log" and nf1 != nf0:
+                # a flush a log write waits for is the log's time (model/wakeups.py)
+                why += f"; cache flushes {nf0:,} -> {nf1:,}"
+                if nf1:
+                    why += f", {fmt_ns(f1.get('service_ns', 0) / nf1)} each"
         verb = "would go" if pred[cat] == 0 else "would grow" if d > 0 else "would shrink"
         text = f"{cat} {fmt_ns(rec[cat]) if rec[cat] else '0'} {verb}"
         if pred[cat]:
@@ -613,13 +621,21 @@ def render(r: Mapping[str, Any]) -> str:
 REPORT_SCENARIOS = (("barriers off", Scenario(nobarrier=True)),
                     ("write cache off", Scenario(write_cache="off")),
                     ("the emulated ssd", Scenario(disk="ssd")))
+# a recording whose devices were all write-through: turning the cache off or the barriers
+# off changes nothing there; the question is what a write cache would do, with barriers
+# and without
+REPORT_SCENARIOS_WRITE_THROUGH = (("write cache on", Scenario(write_cache="on")),
+                                  ("write cache on, barriers off",
+                                   Scenario(write_cache="on", nobarrier=True)),
+                                  ("the emulated ssd", Scenario(disk="ssd")))
 REPORT_MAX_STEPS = 500_000
 
 
 def for_report(trace: Any, result: dict[str, Any]) -> dict[str, Any]:
     """The report's "what if" (reports/html.py section_whatif): the predictions of
-    REPORT_SCENARIOS from an analysis run with keep_causal, or why there are none
-    ({} for a trace without wakeup links or without an attribution: no section)."""
+    REPORT_SCENARIOS (REPORT_SCENARIOS_WRITE_THROUGH when every device was recorded
+    write-through) from an analysis run with keep_causal, or why there are none ({} for
+    a trace without wakeup links or without an attribution: no section)."""
     cm = result.get("_causal")
     if cm is None or result.get("attribution_unavailable"):
         return {}  # the page says why there is no attribution; no replay without it
@@ -630,7 +646,9 @@ def for_report(trace: Any, result: dict[str, Any]) -> dict[str, Any]:
     try:
         prep = prepare_from(trace, result)
         out = []
-        for name, sc in REPORT_SCENARIOS:
+        wt = bool(prep.reqs.devices) and all(d.get("write_cache") != "write back"
+                                             for d in prep.reqs.devices)
+        for name, sc in REPORT_SCENARIOS_WRITE_THROUGH if wt else REPORT_SCENARIOS:
             r = predict(trace, sc, prep)
             r["name"] = name
             out.append(r)
