@@ -205,3 +205,21 @@ def test_the_report_asks_a_write_through_recording_about_a_write_cache(tmp_path)
     tr = read_trace(tb.fsync_through_flushes(tmp_path / "wb.iowt"))
     w = PR.for_report(tr, analyze(tr, AnalysisConfig(keep_causal=True)))
     assert [p["name"] for p in w["predictions"]] == [n for n, _ in PR.REPORT_SCENARIOS]
+
+
+def test_the_replay_is_explained_as_deep_as_the_recording(tmp_path):
+    """A chain of 9 threads, each woken by the next (100 by 101, ..., 107 by 108, which
+    runs): the analysis follows it to its end (AnalysisConfig.causal_depth), and so
+    must the prediction's attribution of the replay, or the chain's end reads wait-other
+    "(depth limit)" there only. Thread 100+k waits [1010, 1100 - 5k) in futex, woken
+    by 100+k+1 just before; a read [1001, 1002) gives the trace its device."""
+    t = 1000
+    tasks = [tb.task(100 + k, t) for k in range(9)]
+    offs = [tb.off(100 + k, t + 10, t + 100 - 5 * k, waking=t + 99 - 5 * k, waker=101 + k,
+                   ctx=abi.WCTX_TASK, comm="w", syscall=202) for k in range(8)]
+    reqs = [tb.req(t + 1, t + 2, op=abi.OP_READ, seq=1, flags=abi.RQ_TRACKED | abi.RQ_ORIGIN)]
+    tr = read_trace(tb.write_trace(tmp_path / "chain.iowt", start=t, end=t + 200,
+                                   tasks=tasks, offcpu=offs, requests=reqs))
+    r = PR.predict(tr, PR.Scenario(nobarrier=True))
+    assert r["attribution_ns"]["wait-other"] == 0
+    assert r["baseline_attribution_ns"] == r["attribution_ns"]

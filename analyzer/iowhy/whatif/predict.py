@@ -34,7 +34,7 @@ from . import requests as wreq
 from . import timeline as wtl
 
 SCHEMA = "iowhy-whatif/1"
-CAUSAL_DEPTH = 6  # as AnalysisConfig.causal_depth
+CAUSAL_DEPTH = AnalysisConfig().causal_depth  # the analysis' own, so both walk as deep
 
 
 class WhatifError(ValueError):
