@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tracebuilder as tb
+from iowhy import abi
 from iowhy.traceformat import read_trace
 from iowhy.whatif import predict, replay
 from iowhy.whatif import timeline as WT
@@ -71,3 +72,28 @@ def test_no_replayed_flush_no_flushing():
     res = replay.Result(z, z, z, z, z, z, z, z)
     fs, fe = WT.flushing(res)
     assert len(fs) == len(fe) == 0
+
+
+def test_a_guessed_wait_is_named_as_the_analysis_names_it(tmp_path):
+    """Thread 100 writes data [100, 500), the journal thread writes the log [500, 900),
+    and thread 100 waits [100, 1100) in iowait, woken from an interrupt with no request
+    link: the analysis names the wait by what the device did, data, then log, then
+    wait-other "(irq, no request)". The replay times the wait by the write that
+    completed last before it ended (program.build's guess: the log write) and keeps its
+    recorded kind, so that the same fill names it the same (by the guessed write's
+    class it would be log throughout)."""
+    t = T0
+    reqs = [tb.req(t + 100, t + 500, sector=8, seq=1, flags=abi.RQ_TRACKED | abi.RQ_ORIGIN),
+            tb.req(t + 500, t + 900, sector=tb.LOG_RANGE[0] + 8, seq=2, tid=50,
+                   comm=b"jbd2/sdz1-8", flags=abi.RQ_ORIGIN)]
+    offs = [tb.off(100, t + 100, t + 1100, waker=0, ctx=abi.WCTX_HARDIRQ, syscall=1,
+                   flags=abi.OFF_IOWAIT)]
+    p = predict.prepare(read_trace(tb.write_trace(
+        tmp_path / "g.iowt", start=t, end=t + 1200, requests=reqs, offcpu=offs,
+        tasks=[tb.task(100, t), tb.task(100, t + 1200, abi.TASK_EXIT)])))
+    assert p.progs.guessed == 1
+    rec = {k: v for k, v in p.result["attribution_ns"].items() if v}
+    assert rec == {"cpu": 200, "data": 400, "log": 400, "wait-other": 200}
+    res, end = _identity(p)
+    att = predict._attribute(p, res, end)["attribution_ns"]
+    assert {k: v for k, v in att.items() if v} == rec

@@ -8,7 +8,10 @@ RECURSE to it; a helper's idle step (its own business) leaves no time at all; a 
 a request is cut around the request's replayed service as model/wakeups.py cuts a
 recorded one (_linked_pieces): before its device stage, its pre-flush (a flush
 sequence) or its queue; its stage, its class; after it, its post-flush; a piece while a
-flush was in flight on the device, flush; every piece's purpose the request's class.
+flush was in flight on the device, flush; every piece's purpose the request's class. A
+wait the trace did not link to a request, which the replay times by a guessed one
+(program.build), keeps its recorded kind (wait-other, with its detail), and the fill
+names it by the replayed devices' work, as the analysis names the recorded one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 
 from ..kernels import I64, Coverage, check_keyed, key_span, union_intervals
 from ..names import CLASS_NAMES
-from ..model.wakeups import (BARRIER, FLUSH, HELPER_IRQ, QUEUE, RECURSE, Timeline,
+from ..model.wakeups import (BARRIER, FLUSH, HELPER_IRQ, OTHER, QUEUE, RECURSE, Timeline,
                              cut_ordered)
 from ..views.causal import (device_fill, helper_busy, helper_timers,
                             unrecorded_helper_details)
@@ -56,8 +59,13 @@ def build(tl: Timeline, progs: Programs, res: Result, reqs: RequestTable,
     a, b = st[k], en[k]
     wa = kind == WAIT_ACTOR
     cat[wa], arg[wa] = RECURSE, progs.dep[k[wa]]
-    rq = np.flatnonzero(kind == WAIT_RQ)
-    plain = np.flatnonzero(kind != WAIT_RQ)
+    # A wait the trace does not link to a request (wait-other: an I/O completion in an
+    # interrupt or another task) waits in the replay for the request program.build
+    # guessed, but is named as the analysis names it, by what the devices were doing
+    # over it (the fill): the guess times it, it is no evidence of what it was for.
+    linked = (kind == WAIT_RQ) & (cat != OTHER)
+    rq = np.flatnonzero(linked)
+    plain = np.flatnonzero(~linked)
     cols = [act[plain], a[plain], b[plain], cat[plain], arg[plain], sysn[plain], pur[plain]]
     if len(rq):
         r = progs.dep[k[rq]]
