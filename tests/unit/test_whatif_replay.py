@@ -456,6 +456,37 @@ def test_timer_sleeps_inside_another_call_are_no_polling_loop(tmp_path):
     assert el == 2200
 
 
+def test_a_poller_that_others_wait_for_keeps_polling(tmp_path):
+    """fio's start: its main thread (100) forks a job (101) at 50 and polls on its timer
+    (clock_nanosleep, 100 ns at a time from 55, 1 ns of CPU between); the job waits
+    [60, 156) for the main thread, which starts it after its first sleep (at 155), and
+    reads [160, 1160) from the disk; the job exits at 1170, the main thread at 1300.
+    The job waits for the poller itself: the poller's sleep is what it waits out, kept
+    at its length, and the replay as recorded gives back the recording (ending the
+    polling there would start the job 100 ns early)."""
+    t = T0
+    reqs = [req(t + 160, t + 1160, op=abi.OP_READ, submit=t + 160, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN, tid=101)]
+    offs = [off(101, t + 60, t + 156, waking=t + 155, waker=100, ctx=T, comm="fio",
+                syscall=202),
+            off(101, t + 160, t + 1160, waker=0, ctx=H, rq_seq=1, syscall=0)]
+    s = 55
+    while s + 101 < 1300:
+        offs.append(off(100, t + s, t + s + 100, waker=0, ctx=H, syscall=230))
+        s += 101
+    tasks = [task(100, t),
+             {"tid": 101, "tgid": 101, "parent_tgid": 100, "ts_ns": t + 50,
+              "event_u16": abi.TASK_FORK},
+             {"tid": 101, "tgid": 101, "ts_ns": t + 1170, "event_u16": abi.TASK_EXIT},
+             task(100, t + 1300, abi.TASK_EXIT)]
+    p = write_trace(tmp_path / "start.iowt", start=t, end=t + 1300, requests=reqs,
+                    offcpu=offs, tasks=tasks)
+    el, res, prep = replay_of(p, [spec()], service="recorded")
+    job = int(np.flatnonzero(prep.cm.timeline.tids == 101)[0])
+    assert res.death[job] - T0 == 1170
+    assert 1170 <= el <= 1300
+
+
 TIMER_END = 150 + 3_000_000  # the kworker's timer sleep ends (from T0)
 
 

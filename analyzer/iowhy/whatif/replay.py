@@ -142,6 +142,16 @@ class Replay:
                             else [bool(x) for x in workload.tolist()])
         self.cur = [-1] * nact  # each actor's current step; -2 once dead
         self.polling: dict[int, int] = {}  # actor -> its POLL step under way
+        # per step: the recorded start of its actor's next polling sleep (none: the
+        # largest time), which bounds the work a poller does after the sleep
+        pk = np.flatnonzero(progs.kind == POLL)
+        nxt = np.searchsorted(pk, np.arange(nst), side="right")
+        owner = np.searchsorted(progs.first, np.arange(nst), side="right") - 1
+        ok = nxt < len(pk)
+        nk = pk[np.minimum(nxt, max(len(pk) - 1, 0))] if len(pk) else np.zeros(nst, I64)
+        same = ok & (np.searchsorted(progs.first, nk, side="right") - 1 == owner)
+        self.next_poll = np.where(same, progs.ra[nk] if len(pk) else 0,
+                                  np.iinfo(np.int64).max).tolist()
         self.s_start = [-1] * nst
         self.s_end = [-1] * nst
         self.birth = [-1] * nact
@@ -388,17 +398,26 @@ class Replay:
     def polls(self, time: int) -> None:
         """End the polling sleeps of the threads whose polling is over: every other
         workload thread is dead, itself polling, or waiting for another workload thread
-        (none of them has work of its own left that the poller could be waiting for)."""
+        (none of them has work of its own left that the poller could be waiting for). A
+        thread not started yet has all of its work ahead, and one the poller woke, in
+        the recording, right after this sleep (before its next one) waits for this
+        sleep's end: fio's jobs, created, wait for its main thread, which starts them
+        after its polling sleep. (A wait for the poller's exit, wait4 on it, does not.)"""
         for a, k in list(self.polling.items()):
             done = True
             for b in range(len(self.cur)):
                 if b == a or not self.is_workload[b] or b in self.polling:
                     continue
                 c = self.cur[b]
-                if c == -2 or c == -1:  # dead, or not started yet
+                if c == -2:  # dead
                     continue
+                if c == -1:  # not started yet: its work is ahead
+                    done = False
+                    break
                 if self.kind[c] == WAIT_ACTOR and 0 <= self.dep[c] < len(self.cur) \
-                        and self.is_workload[self.dep[c]]:
+                        and self.is_workload[self.dep[c]] \
+                        and not (self.dep[c] == a
+                                 and self.rb[k] <= self.rb[c] < self.next_poll[k]):
                     continue
                 done = False
                 break
