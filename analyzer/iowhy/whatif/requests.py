@@ -214,8 +214,8 @@ def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.n
         if any(o in str(f.get("options") or "").split(",") for o in NO_BARRIER_OPTIONS):
             no_barrier.add(at)
         elif f.get("fstype") == "btrfs":
-            start = int(f.get("part_start_sector") or 0) * disk.SECTOR
-            supers.append((names.index(f.get("disk")), start + BTRFS_SUPER_OFFSET))
+            part = int(f.get("part_start_sector") or 0) * disk.SECTOR
+            supers.append((names.index(f.get("disk")), part + BTRFS_SUPER_OFFSET))
     for d, at_byte in supers:
         m = (t.dev == d) & (t.kind == disk.WRITE) & (t.offset == at_byte)
         out[m] |= abi.F_PREFLUSH | abi.F_FUA
