@@ -487,6 +487,43 @@ def test_a_poller_that_others_wait_for_keeps_polling(tmp_path):
     assert 1170 <= el <= 1300
 
 
+def test_a_loop_workers_wait_for_its_server_is_the_request_it_serves(tmp_path):
+    """Thread 100 writes (request 1, issued at 100, done at 1060) and waits [100, 1070)
+    for kworker 50, which woke it at 1065 (the loop worker completes the request and
+    the thread's wait). The kworker, handed the work at 100, waits [110, 1050) for the
+    process serving its backing file (woken by "emudisk", another task, no request link:
+    an I/O wait completed in another task), then runs. No request completed just
+    before that wait ended, but request 1 was in flight all through it and completed
+    right after: the kworker served it, and in the replay its wait is that request's
+    service. Replayed as recorded, the thread exits at 1210: the kworker's wait now
+    ends at the request's completion (1060), 10 after it did (it woke first, then
+    completed the request), and what follows moves by that. On the test device the
+    request takes 200 ([100, 300)); the kworker runs 15 and wakes the thread at 315,
+    which waits 5 for a CPU, runs its last 130 and exits at 450."""
+    t = T0
+    reqs = [req(t + 100, t + 1060, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN)]
+    offs = [off(100, t + 100, t + 1070, waking=t + 1065, waker=50, ctx=T,
+                comm="kworker/u8:1", syscall=74)]
+    helpers = [helper(50, t + 100, t + 105, waking=t + 100, waker=100, ctx=T, comm="w"),
+               helper(50, t + 110, t + 1050, waker=777, ctx=T, comm="emudisk",
+                      flags=abi.OFF_IOWAIT),
+               helper(50, t + 1066, t + 1200, waker=777, ctx=T, comm="other")]
+    p = write_trace(tmp_path / "loopw.iowt", start=t, end=t + 1200, requests=reqs,
+                    offcpu=offs, helpers=helpers,
+                    tasks=[task(100, t), task(100, t + 1200, abi.TASK_EXIT)])
+    el_rec, _, prep = replay_of(p, [spec()], service="recorded")
+    kw = int(np.flatnonzero(prep.cm.timeline.tids == 50)[0])
+    st = prep.progs
+    wait = [k for k in range(int(st.first[kw]), int(st.first[kw + 1]))
+            if st.ra[k] == T0 + 110]
+    assert len(wait) == 1 and st.kind[wait[0]] == program.WAIT_RQ
+    assert int(prep.reqs.seq[st.dep[wait[0]]]) == 1
+    assert el_rec == 1210
+    el, _, _ = replay_of(p, [spec()])
+    assert el == 450
+
+
 TIMER_END = 150 + 3_000_000  # the kworker's timer sleep ends (from T0)
 
 

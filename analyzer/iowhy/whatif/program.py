@@ -127,7 +127,7 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
     # thread in iowait, a completion run in another task's context, a helper out of an
     # interrupt): the request of its devices that completed last before it ended, if
     # one did within GUESS_NS (never a later one: what the waiter does next may be what
-    # that request needs).
+    # that request needs; but see the helpers' below).
     io = (kind == FIXED) & (tl.cat == OTHER) & np.isin(tl.arg, (IRQ_NO_RQ, TASK_IO,
                                                                 HELPER_IRQ))
     guessed = 0
@@ -141,6 +141,20 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
         ok = (k >= 0) & (dn[np.maximum(k, 0)] >= ends[j] - GUESS_NS)
         kind[j[ok]], dep[j[ok]] = WAIT_RQ, done[k[ok]]
         guessed = int(ok.sum())
+        # A helper's wait ended from another task (TASK_IO) that no completion just
+        # before explains, under a request issued before the wait began and completed
+        # just after it ended: the helper served that request, as a loop device's
+        # worker waits for the process serving its backing file (the lab's FUSE daemon)
+        # and then completes the request itself. The wait is the request's service.
+        srv = np.flatnonzero(~ok & tl.helper[tl.actor[j].astype(I64)] & (tl.arg[j] == TASK_IO))
+        if len(srv):
+            js = j[srv]
+            nx = np.minimum(np.searchsorted(dn, ends[js], side="left"), len(dn) - 1)
+            served = done[nx]
+            hit = (dn[nx] >= ends[js]) & (dn[nx] <= ends[js] + GUESS_NS) & \
+                (reqs.issue[served] > 0) & (reqs.issue[served] <= starts[js])
+            kind[js[hit]], dep[js[hit]] = WAIT_RQ, served[hit]
+            guessed += int(hit.sum())
     # A workload thread sleeping on its timer in a sleeping syscall (SLEEP_SYSCALLS, as
     # the causal view's polling loops) again and again (POLL_MIN times or more) is
     # polling: fio's main thread checking on its jobs in clock_nanosleep. Its sleeps end,
