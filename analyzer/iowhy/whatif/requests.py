@@ -16,15 +16,15 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64
-from ..model.classify import CATEGORY_OF_CLASS, FLUSH as CLS_FLUSH
-from ..names import CLASS_NAMES
+from ..filesystems import FILESYSTEMS
+from ..model.classify import CATEGORY_OF_CLASS, FLUSH as CLS_FLUSH, LOG as CLS_LOG
 from ..model.wakeups import DEVICE_CAT0
+from ..superblocks import BTRFS_SUPER_OFFSETS
 from . import disk
 
 # What a request asks of the flush state machine (blk-flush.c): a pre-flush before its
 # data, a post-flush after it (FUA on a device without FUA), both, or neither.
 PRE, POST = 1, 2
-CLASS_NAMES_LOG = CLASS_NAMES.index("log")
 
 
 @dataclass
@@ -169,8 +169,8 @@ def _pair_flushes(t: RequestTable) -> dict[int, list[tuple[int, int]]]:
 # XFS's iclog flags (fs/xfs/xfs_log_priv.h, XLOG_ICL_NEED_FLUSH / XLOG_ICL_NEED_FUA):
 # what xlog_write_iclog() asks of the iclog's bio, recorded in the XLOG_WRITE record
 XLOG_ICL_NEED_FLUSH, XLOG_ICL_NEED_FUA = 1, 2
-NO_BARRIER_OPTIONS = ("nobarrier", "barrier=0")
-BTRFS_SUPER_OFFSET = 65536  # the primary superblock, bytes into the filesystem's device
+# the mount options that send no cache flush (ext4 takes either)
+NO_BARRIER_OPTIONS = frozenset(f.nobarrier_option for f in FILESYSTEMS if f.nobarrier_option)
 
 
 def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.ndarray:
@@ -215,12 +215,12 @@ def asked_barriers(trace: Any, t: RequestTable, meta: Mapping[str, Any]) -> np.n
             no_barrier.add(at)
         elif f.get("fstype") == "btrfs":
             part = int(f.get("part_start_sector") or 0) * disk.SECTOR
-            supers.append((names.index(f.get("disk")), part + BTRFS_SUPER_OFFSET))
+            supers.append((names.index(f.get("disk")), part + BTRFS_SUPER_OFFSETS[0]))
     for d, at_byte in supers:
         m = (t.dev == d) & (t.kind == disk.WRITE) & (t.offset == at_byte)
         out[m] |= abi.F_PREFLUSH | abi.F_FUA
     j = trace.records("journal")
-    log = np.flatnonzero((t.cls == CLASS_NAMES_LOG) & (t.kind == disk.WRITE))
+    log = np.flatnonzero((t.cls == CLS_LOG) & (t.kind == disk.WRITE))
     if not len(log) or not len(j):
         return out
     ev = j["event_u16"].astype(I64)
