@@ -214,7 +214,7 @@ def test_loop_stack_flush_time_is_the_lower_disks_flush_time(lab_runs):
     flush, its journal write, the loop worker)."""
     r, rep = _run(lab_runs, "loop-stack")
     # Each flush also pays the emulation's own round trip, which the truth cannot see: on
-    # a machine so busy that its jitter exceeds the allowed error, the lab judges no
+    # a machine so busy that its latency exceeds the allowed error, the lab judges no
     # device figure (validate.py), nor this one.
     v = {e["figure"]: e for e in r["validation"]}["barrier"]
     if not v["comparable"]:
