@@ -382,3 +382,48 @@ def test_imported_scheduling_keeps_its_cpus(tmp_path):
         ("Running", 600_000, 0, None), ("S", 2 * ms, 0, None), ("R", 3 * ms, 1, 22),
         ("Running", 3_100_000, 1, None), ("R+", 4 * ms, 1, None),
         ("Running", 4_500_000, 1, None)]
+
+
+def _cpu_events_reference(tl, c):
+    """The scheduler events of CPU c as the writer defines them, as plain lists."""
+    OUT, WAKE, IN = 1, 2, 3
+    ev = []
+    for cpu, s, e, tid, st in tl.sched:
+        if cpu == c:
+            ev.append((s, IN, 0, 0, tid))
+            if e:
+                ev.append((e, OUT, 0, st, 0))
+    ev += [(t, WAKE, 1, tid, waker) for cpu, t, tid, waker in tl.wakings if cpu == c]
+    ev = sorted(ev)
+    ev.insert(0, (min(tl.start_ns, ev[0][0]), 0, 0, 0, 0))
+    merged = []
+    for x in ev:
+        if (merged and x[2] == 0 and x[1] == IN and merged[-1][2] == 0
+                and merged[-1][1] == OUT and merged[-1][0] == x[0]):
+            t, o, k, st, _ = merged.pop()
+            x = (t, o, k, st, x[4])
+        merged.append(x)
+    return merged
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cpu_events_are_the_plain_merge_of_switches_and_wakings(seed):
+    # Few distinct times, so that switch-outs meet switch-ins (merged) and wakings
+    # between them (not merged), zero-length periods and chains of switch-ins.
+    import numpy as np
+
+    from iowhy.export import perfetto as pf
+    from iowhy.export.timeline import Timeline
+    rng = np.random.default_rng(seed)
+    tl = Timeline(start_ns=5)
+    for _ in range(2000):
+        s = int(rng.integers(0, 60))
+        e = 0 if rng.random() < 0.05 else s + int(rng.choice([0, 1, 3]))
+        tl.sched.append((int(rng.integers(0, 3)), s, e, int(rng.integers(1, 9)),
+                         int(rng.choice([1, 2, 0x100]))))
+    tl.wakings = [(int(rng.integers(0, 3)), int(rng.integers(0, 60)),
+                   int(rng.integers(1, 9)), int(rng.integers(0, 9))) for _ in range(500)]
+    runs = np.array(tl.sched, np.int64).reshape(-1, 5)
+    wakes = np.array(tl.wakings, np.int64).reshape(-1, 4)
+    for c in range(3):
+        assert list(pf._cpu_events(tl, c, runs, wakes)) == _cpu_events_reference(tl, c)

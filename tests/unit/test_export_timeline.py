@@ -176,3 +176,62 @@ def test_an_empty_trace_has_a_timeline(tmp_path):
     tl = tlm.build(read_trace(tb.write_trace(tmp_path / "e.iowt")))
     assert not [s for s in tl.slices if s.cat in ("request", "fsync", "journal")]
     assert tl.sched == [] and np.isfinite([v for _, _, v in tl.counters]).all()
+
+
+def _sorted_reference(tl: tlm.Timeline) -> list:
+    """The order sorted_events promises, as a plain sort of Python tuples."""
+    ev = []
+    for k, s in enumerate(tl.slices):
+        d = s.end - s.start
+        if d <= 0:
+            ev.append((s.start, 2, 0, k, ("I", s)))
+            continue
+        ev.append((s.start, 1, -d, k, ("B", s)))
+        ev.append((s.end, 0, d, -k, ("E", s)))
+    for k, s in enumerate(tl.instants):
+        ev.append((s.start, 2, 0, k, ("I", s)))
+    for k, c in enumerate(tl.counters):
+        ev.append((c[1], 3, 0, k, ("C", c)))
+    ev.sort(key=lambda x: x[:4])
+    return [x[4] for x in ev]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sorted_events_is_the_plain_sort_of_its_keys(seed):
+    # Many ties (few distinct times, equal lengths, instants at slice edges) across more
+    # events than it turns into objects at once.
+    rng = np.random.default_rng(seed)
+    tl = tlm.Timeline()
+    n = 3000
+    st = rng.integers(0, 40, n)
+    ln = rng.choice([0, 0, 1, 2, 5], n)
+    tl.slices = [tlm.Slice(int(rng.integers(1, 4)), int(a), int(a + d), f"s{i}", "x")
+                 for i, (a, d) in enumerate(zip(st, ln))]
+    tl.instants = [tlm.Slice(1, int(a), int(a), f"i{i}", "x")
+                   for i, a in enumerate(rng.integers(0, 40, 500))]
+    tl.counters = [(9, int(a), float(i)) for i, a in enumerate(rng.integers(0, 40, 200))]
+    old = tlm.EVENTS_AT_ONCE
+    tlm.EVENTS_AT_ONCE = 256
+    try:
+        got = list(tlm.sorted_events(tl))
+    finally:
+        tlm.EVENTS_AT_ONCE = old
+    want = _sorted_reference(tl)
+    assert len(got) == len(want)
+    assert all(gk == wk and gi is wi for (gk, gi), (wk, wi) in zip(got, want))
+
+
+def test_shared_arguments_are_one_object_per_set_and_read_only():
+    tl = tlm.Timeline()
+    a = tl.shared_args(syscall="fsync", waker="kworker/7")
+    assert tl.shared_args(syscall="fsync", waker="kworker/7") is a
+    assert tl.shared_args(waker="kworker/7", syscall="fsync") is not a  # another order
+    with pytest.raises(TypeError):
+        a["syscall"] = "read"  # type: ignore[index]
+    s = tlm.Slice(1, 0, 1, "x", "x")
+    assert dict(s.args) == {} and s.flows_in == () and s.flows_out == ()
+    t = tlm.Slice(1, 1, 2, "y", "x")
+    tlm.add_flow(tl, s, t)
+    tlm.add_flow(tl, s, t)
+    assert s.flows_out == [1, 2] and t.flows_in == [1, 2] and tl.flows == 2
+    assert tlm.Slice(1, 0, 1, "z", "x").flows_out == ()  # the default is not shared state

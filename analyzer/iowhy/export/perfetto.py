@@ -21,8 +21,11 @@ no traced thread ran there (another task or none). Priorities are not recorded: 
 
 from __future__ import annotations
 
+import itertools
 import json
-from typing import Any
+from typing import Any, Iterator, Mapping
+
+import numpy as np
 
 from ..names import utf8_text
 from ..progress import phase
@@ -40,6 +43,7 @@ CLOCK_MONOTONIC, CLOCK_BOOTTIME = 3, 6  # BuiltinClock
 MERGE_BY_KEY = 3  # TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
 PRIO = 120  # not recorded: nice 0
 BUNDLE_EVENTS = 8192  # sched events per ftrace bundle (bounds a packet's size)
+I64 = np.int64
 
 
 class _Interner:
@@ -61,7 +65,7 @@ class _Interner:
         return iid
 
 
-def _annotate(p: Any, te: Any, args: dict[str, Any], intern: _Interner) -> None:
+def _annotate(p: Any, te: Any, args: Mapping[str, Any], intern: _Interner) -> None:
     for k, v in args.items():
         a = te.debug_annotations.add()
         a.name_iid = intern(p, "debug_annotation_names", k)
@@ -75,7 +79,7 @@ def _annotate(p: Any, te: Any, args: dict[str, Any], intern: _Interner) -> None:
             a.string_value = utf8_text(v)
 
 
-def _safe(args: dict[str, Any]) -> dict[str, Any]:
+def _safe(args: Mapping[str, Any]) -> dict[str, Any]:
     return {k: utf8_text(v) if isinstance(v, str) else v for k, v in args.items()}
 
 
@@ -113,36 +117,56 @@ def _preamble(b: Any, trace: Any, tl: Timeline, boot: int) -> None:
     b.write_packet(p)
 
 
+def _cpu_events(tl: Timeline, c: int, runs: np.ndarray, wakes: np.ndarray
+                ) -> Iterator[tuple[int, int, int, int, int]]:
+    """The scheduler events of CPU c in time order, as (time, order, kind, a, b): order
+    at one time switch-out, waking, switch-in; kind 0 a switch (a = prev_state, b = next
+    pid), 1 a waking (a = woken tid, b = waker tid). Perfetto takes a CPU's first switch
+    only for its next task (the CPU's current one): a switch to pid 0 opens each CPU. A
+    switch-out to pid 0 followed at once by switch-ins at its time is one switch (to the
+    last of them). runs: (cpu, start, end or 0, tid, state) rows; wakes: (cpu, time,
+    tid, waker) rows."""
+    r = runs[runs[:, 0] == c] if len(runs) else runs
+    w = wakes[wakes[:, 0] == c] if len(wakes) else wakes
+    out = r[r[:, 2] != 0]
+    nr, no, nw = len(r), len(out), len(w)
+    t = np.concatenate((r[:, 1], out[:, 2], w[:, 1]))
+    order = np.concatenate((np.full(nr, _IN, I64), np.full(no, _OUT, I64), np.full(nw, _WAKE, I64)))
+    kind = np.concatenate((np.zeros(nr + no, I64), np.ones(nw, I64)))
+    a = np.concatenate((np.zeros(nr, I64), out[:, 4], w[:, 2]))
+    bb = np.concatenate((r[:, 3], np.zeros(no, I64), w[:, 3]))
+    o = np.lexsort((bb, a, kind, order, t))
+    t, order, kind, a, bb = t[o], order[o], kind[o], a[o], bb[o]
+    pending = (min(tl.start_ns, int(t[0])) if len(t) else tl.start_ns, 0, 0, 0, 0)
+    for lo in range(0, len(t), BUNDLE_EVENTS):
+        hi = lo + BUNDLE_EVENTS
+        for x in zip(t[lo:hi].tolist(), order[lo:hi].tolist(), kind[lo:hi].tolist(),
+                     a[lo:hi].tolist(), bb[lo:hi].tolist()):
+            if (x[2] == 0 and x[1] == _IN and pending[2] == 0 and pending[1] == _OUT
+                    and pending[0] == x[0]):
+                pending = (pending[0], pending[1], 0, pending[3], x[4])
+                continue
+            yield pending
+            pending = x
+    yield pending
+
+
+_OUT, _WAKE, _IN = 1, 2, 3
+
+
 def _sched(b: Any, tl: Timeline, boot: int) -> tuple[int, int]:
     """The native scheduler data (module docstring): per CPU, bundles of compact
     switches and full waking events, times in BOOTTIME. Returns (switches, wakings)."""
-    per_cpu: dict[int, list[tuple[int, int, int, int, int]]] = {}
-    # (time, order at one time: switch-out, waking, switch-in; kind 0 switch / 1 waking,
-    # a, b): switch a = prev_state, b = next pid; waking a = woken tid, b = waker tid
-    OUT, WAKE, IN = 1, 2, 3
-    for c, s, e, tid, st in tl.sched:
-        ev = per_cpu.setdefault(c, [])
-        ev.append((s, IN, 0, 0, tid))
-        if e:
-            ev.append((e, OUT, 0, st, 0))
-    for c, t, tid, waker in tl.wakings:
-        per_cpu.setdefault(c, []).append((t, WAKE, 1, tid, waker))
+    runs = np.array(tl.sched, I64).reshape(-1, 5)
+    wakes = np.array(tl.wakings, I64).reshape(-1, 4)
     nsw = nwk = 0
     first = True
-    for c in sorted(per_cpu):
-        ev = sorted(per_cpu[c])
-        # Perfetto takes a CPU's first switch only for its next task (the CPU's current
-        # one): a switch to pid 0 opens each CPU.
-        ev.insert(0, (min(tl.start_ns, ev[0][0]), 0, 0, 0, 0))
-        # a switch-out to pid 0 followed at once by a switch-in is one switch
-        merged: list[tuple[int, int, int, int, int]] = []
-        for x in ev:
-            if (merged and x[2] == 0 and x[1] == IN and merged[-1][2] == 0
-                    and merged[-1][1] == OUT and merged[-1][0] == x[0]):
-                t, o, k, st, _ = merged.pop()
-                x = (t, o, k, st, x[4])
-            merged.append(x)
-        for lo in range(0, len(merged), BUNDLE_EVENTS):
+    for c in np.unique(np.concatenate((runs[:, 0], wakes[:, 0]))).tolist():
+        events = _cpu_events(tl, c, runs, wakes)
+        while True:
+            bundle = list(itertools.islice(events, BUNDLE_EVENTS))
+            if not bundle:
+                break
             p = b.create_packet()
             p.trusted_packet_sequence_id = SCHED_SEQ_ID
             if first:
@@ -160,7 +184,7 @@ def _sched(b: Any, tl: Timeline, boot: int) -> tuple[int, int]:
                     cs.intern_table.append(n)
                 return names[n]
             last = 0
-            for t, _, kind, a, bb in merged[lo:lo + BUNDLE_EVENTS]:
+            for t, _, kind, a, bb in bundle:
                 t += boot
                 if kind == 0:
                     cs.switch_timestamp.append(t - last)
@@ -299,7 +323,7 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
     counts = {"tracks": len(tl.tracks), "slices": 0, "instants": 0, "counter values": 0,
               "flows": 0}
     # Flows join slices in this format: the wakeups' flows, between instants, stay out.
-    at_instants = {f for s in tl.instants for f in s.flows_out + s.flows_in}
+    at_instants = {f for s in tl.instants for fl in (s.flows_out, s.flows_in) for f in fl}
 
     def us(ns: int) -> float:
         return round((ns - tl.start_ns) / 1000.0, 3)

@@ -32,7 +32,8 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -59,17 +60,38 @@ class Track:
     state: bool = False  # a thread's scheduling-state track (sent natively to Perfetto)
 
 
-@dataclass
+NO_ARGS: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(slots=True)
 class Slice:
+    """A slice (start < end) or an instant (start == end) on a track. A timeline holds
+    a few per record: their arguments are shared between slices that have the same
+    (Timeline.shared_args; never changed once a slice holds them), and a slice with no
+    flow holds the empty tuple, not a list of its own."""
+
     track: int
     start: int
     end: int
     name: str
     cat: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: Mapping[str, Any] = field(default_factory=lambda: NO_ARGS)
     # Flows (arrows): ids leaving this slice, and ids ending on it.
-    flows_out: list[int] = field(default_factory=list)
-    flows_in: list[int] = field(default_factory=list)
+    flows_out: list[int] | tuple[int, ...] = ()
+    flows_in: list[int] | tuple[int, ...] = ()
+
+
+def add_flow(tl: "Timeline", src: Slice, dst: Slice) -> None:
+    """A new flow from src to dst."""
+    tl.flows += 1
+    if isinstance(src.flows_out, list):
+        src.flows_out.append(tl.flows)
+    else:
+        src.flows_out = [tl.flows]
+    if isinstance(dst.flows_in, list):
+        dst.flows_in.append(tl.flows)
+    else:
+        dst.flows_in = [tl.flows]
 
 
 @dataclass
@@ -90,12 +112,28 @@ class Timeline:
     comms: dict[int, str] = field(default_factory=dict)  # tid -> name, for sched data
     sched_unknown_cpu: int = 0  # running periods left out: their CPU is not known
     _next: int = 1
+    _args: dict[tuple[Any, ...], Mapping[str, Any]] = field(default_factory=dict)
+    _names: dict[str, str] = field(default_factory=dict)
 
     def track(self, name: str, parent: int | None = None, **kw: Any) -> int:
         u = self._next
         self._next += 1
         self.tracks[u] = Track(u, utf8_text(name), parent, **kw)
         return u
+
+    def shared_name(self, *parts: str) -> str:
+        """The name made of parts, one string object per distinct name."""
+        key = "".join(parts)
+        return self._names.setdefault(key, key)
+
+    def shared_args(self, **args: Any) -> Mapping[str, Any]:
+        """The arguments as one object per distinct set (in their order): the state
+        slices of a run repeat a few sets (a syscall, a waker) over and over."""
+        key = tuple(args.items())
+        got = self._args.get(key)
+        if got is None:
+            got = self._args[key] = MappingProxyType(args)
+        return got
 
 
 def _comm(b: bytes) -> str:
@@ -223,11 +261,38 @@ def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
                              name, lane_parent=devices_track, group="devices",
                              merge_key=name, same_name=True)
         s, e = int(start[i]), int(max(end[i], start[i]))
-        args = _request_args(rq[i], i, m, bool(incomplete[i]), int(issue[i]))
         req_slice[i] = Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
-                             "request", args)
+                             "request", RequestArgs(rq, i, m))
         tl.slices.append(req_slice[i])
     return req_slice
+
+
+class RequestArgs(Mapping[str, Any]):
+    """A request slice's arguments (_request_args), made from its record each time they
+    are read (once, by a writer): a timeline holds one slice per request, and the
+    arguments would be most of its size."""
+
+    __slots__ = ("_rq", "_i", "_m")
+
+    def __init__(self, rq: np.ndarray, i: int, m: RunModel) -> None:
+        self._rq, self._i, self._m = rq, i, m
+
+    def _made(self) -> dict[str, Any]:
+        r = self._rq[self._i]
+        return _request_args(r, self._i, self._m,
+                             bool(int(r["flags_u16"]) & abi.RQ_INCOMPLETE), int(r["issue_ns"]))
+
+    def __getitem__(self, k: str) -> Any:
+        return self._made()[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    def items(self) -> Any:
+        return self._made().items()
 
 
 def _request_args(r: Any, i: int, m: RunModel, incomplete: bool, issue: int
@@ -342,14 +407,16 @@ def _off_cpu_slices(tl: Timeline, r: Any, track: int, s: int, wk: int, e: int) -
     preempt = bool(fl & abi.OFF_PREEMPT) or not wk
     if preempt:
         tl.slices.append(Slice(track, s, e, "runnable (preempted)", "sched",
-                               {"syscall": sysname}))
+                               tl.shared_args(syscall=sysname)))
     else:
         wk = min(max(wk, s), e)
-        tl.slices.append(Slice(track, s, wk, f"blocked: {sysname}", "sched",
-                               {"syscall": sysname, "iowait": bool(fl & abi.OFF_IOWAIT),
-                                "uninterruptible": bool(fl & abi.OFF_D), **waker}))
+        tl.slices.append(Slice(track, s, wk, tl.shared_name("blocked: ", sysname), "sched",
+                               tl.shared_args(syscall=sysname,
+                                              iowait=bool(fl & abi.OFF_IOWAIT),
+                                              uninterruptible=bool(fl & abi.OFF_D), **waker)))
         if e > wk:
-            tl.slices.append(Slice(track, wk, e, "runnable", "sched", waker))
+            tl.slices.append(Slice(track, wk, e, "runnable", "sched",
+                                   tl.shared_args(**waker)))
 
 
 def _call_slices(tl: Timeline, fs: np.ndarray, thread_track: dict[int, int]
@@ -389,9 +456,7 @@ def _call_flows(tl: Timeline, call_index: np.ndarray, call_slice: dict[int, Slic
     for j in np.flatnonzero(call_index >= 0).tolist():
         ci = int(call_index[j])
         if ci in call_slice and j in req_slice:
-            tl.flows += 1
-            call_slice[ci].flows_out.append(tl.flows)
-            req_slice[j].flows_in.append(tl.flows)
+            add_flow(tl, call_slice[ci], req_slice[j])
 
 
 def _counters(tl: Timeline, m: RunModel, counters: dict[str, int], w0: int) -> None:
@@ -528,19 +593,17 @@ def _wakeup_flows(tl: Timeline, trace: Any, off: np.ndarray, order: np.ndarray,
             wcomm = _comm(r["waker_comm"])
             name = tl.comms.get(tid) or life.get(tid, (0, 0, 0, ""))[3] or \
                 (_comm(r["comm"]) if "comm" in (recs.dtype.names or ()) else "")
+            waker = f"{wcomm or '?'}/{wt}"
             woken = Slice(track_of(tid, int(r["tgid"]), name), wk, wk, "woken", "wakeup",
-                          {"waker": f"{wcomm or '?'}/{wt}"})
+                          {"waker": waker, "request_seq": seq} if j in req_slice
+                          else tl.shared_args(waker=waker))
             if j in req_slice:
-                tl.flows += 1
-                req_slice[j].flows_out.append(tl.flows)
-                woken.flows_in.append(tl.flows)
-                woken.args["request_seq"] = seq
+                add_flow(tl, req_slice[j], woken)
             if wt:
-                tl.flows += 1
-                tl.instants.append(Slice(track_of(wt, int(r["waker_tgid"]), wcomm), wk, wk,
-                                         "wakes", "wakeup", {"woken": f"{name or '?'}/{tid}"},
-                                         flows_out=[tl.flows]))
-                woken.flows_in.append(tl.flows)
+                wakes = Slice(track_of(wt, int(r["waker_tgid"]), wcomm), wk, wk, "wakes",
+                              "wakeup", tl.shared_args(woken=f"{name or '?'}/{tid}"))
+                add_flow(tl, wakes, woken)
+                tl.instants.append(wakes)
             tl.instants.append(woken)
 
 
@@ -638,25 +701,62 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
         bounds = [(t, n) for t, n in ph if s <= t <= e_] + [(e_, "")]
         for (t0, n0), (t1, _) in zip(bounds, bounds[1:]):
             if t1 > t0:
-                tl.slices.append(Slice(tr, t0, t1, n0, "journal", {}))
+                tl.slices.append(Slice(tr, t0, t1, n0, "journal"))
 
 
-def sorted_events(tl: Timeline) -> list[tuple[str, Any]]:
+EVENTS_AT_ONCE = 1 << 16  # sorted events turned into Python objects at a time
+
+
+def sorted_events(tl: Timeline) -> Iterator[tuple[str, Any]]:
     """Every slice begin ("B") and end ("E"), instant ("I") and counter value ("C") in
     an order where slices nest on each track: at one time, ends before begins; of
     slices beginning together the longer first (the one made first if equally long),
-    of those ending together the reverse. A slice of no length is an instant."""
-    ev: list[tuple[int, int, int, int, tuple[str, Any]]] = []
-    for k, s in enumerate(tl.slices):
-        d = s.end - s.start
-        if d <= 0:
-            ev.append((s.start, 2, 0, k, ("I", s)))
-            continue
-        ev.append((s.start, 1, -d, k, ("B", s)))
-        ev.append((s.end, 0, d, -k, ("E", s)))
-    for k, s in enumerate(tl.instants):
-        ev.append((s.start, 2, 0, k, ("I", s)))
-    for k, c in enumerate(tl.counters):
-        ev.append((c[1], 3, 0, k, ("C", c)))
-    ev.sort(key=lambda x: x[:4])
-    return [x[4] for x in ev]
+    of those ending together the reverse. A slice of no length is an instant.
+
+    The order is one stable sort of four int64 keys per event (time, then end / begin /
+    instant / counter, then length, then the slice's number: begins ascending, ends
+    descending), events made in the order slices, instants, counters; they are yielded
+    one at a time, so the only arrays of the events' size are those keys."""
+    ns, ni, nc = len(tl.slices), len(tl.instants), len(tl.counters)
+    st = np.fromiter((s.start for s in tl.slices), I64, ns)
+    d = np.fromiter((s.end for s in tl.slices), I64, ns)
+    d -= st
+    point = d <= 0
+    # Per slice its begin (or instant) then its end, kept where the slice has a length:
+    # the events of the slices in order, then the instants', then the counters'.
+    keep = np.ones(2 * ns, bool)
+    keep[1::2] = ~point
+    ne = int(keep.sum())
+    n = ne + ni + nc
+    time = np.empty(n, I64)
+    time[:ne] = np.stack((st, st + d), axis=1).ravel()[keep]
+    time[ne:ne + ni] = np.fromiter((s.start for s in tl.instants), I64, ni)
+    time[ne + ni:] = np.fromiter((c[1] for c in tl.counters), I64, nc)
+    del st
+    # what each event is, which is also its rank at one time but for begins and slice
+    # instants: slice begin 0, its instant 1, its end 2; an instant 3; a counter value 4
+    what = np.empty(n, np.int8)
+    what[:ne] = np.stack((point.astype(np.int8), np.full(ns, 2, np.int8)), axis=1).ravel()[keep]
+    what[ne:ne + ni] = 3
+    what[ne + ni:] = 4
+    rank = np.array([1, 2, 0, 2, 3], np.int8)[what]  # end, begin, instant, counter
+    length = np.zeros(n, I64)
+    length[:ne] = np.stack((-d, d), axis=1).ravel()[keep]
+    length[:ne][what[:ne] == 1] = 0
+    del d, point
+    # the number of the slice (its end: negated), instant or counter value; also what
+    # each event is made from
+    src = np.empty(n, I64)
+    k = np.arange(ns, dtype=I64)
+    src[:ne] = np.stack((k, -k), axis=1).ravel()[keep]
+    src[ne:ne + ni] = np.arange(ni, dtype=I64)
+    src[ne + ni:] = np.arange(nc, dtype=I64)
+    del k, keep
+    order = np.lexsort((src, length, rank, time))
+    del time, rank, length
+    src, what = np.abs(src[order]), what[order]
+    del order
+    kinds = ("B", "I", "E", "I", "C")
+    for a in range(0, len(src), EVENTS_AT_ONCE):
+        for w, j in zip(what[a:a + EVENTS_AT_ONCE].tolist(), src[a:a + EVENTS_AT_ONCE].tolist()):
+            yield kinds[w], (tl.slices if w < 3 else tl.instants if w == 3 else tl.counters)[j]
