@@ -43,6 +43,7 @@ CLOCK_MONOTONIC, CLOCK_BOOTTIME = 3, 6  # BuiltinClock
 MERGE_BY_KEY = 3  # TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
 PRIO = 120  # not recorded: nice 0
 BUNDLE_EVENTS = 8192  # sched events per ftrace bundle (bounds a packet's size)
+JSON_EVENTS_AT_ONCE = 1 << 14  # Trace Event JSON events encoded per write
 I64 = np.int64
 
 
@@ -327,42 +328,55 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
 
     def us(ns: int) -> float:
         return round((ns - tl.start_ns) / 1000.0, 3)
-    for kind, item in sorted_events(tl):
-        if kind == "E":
-            continue
-        if kind == "C":
-            track, ts, value = item
-            events.append({"ph": "C", "name": tl.tracks[track].name, "ts": us(ts),
-                           "pid": group_pid["counters"], "tid": 0, "args": {"value": value}})
-            counts["counter values"] += 1
-            continue
-        s: Slice = item
-        pid, tid = ids[s.track]
-        if kind == "B":
-            events.append({"ph": "X", "name": s.name, "cat": s.cat, "ts": us(s.start),
-                           "dur": round((s.end - s.start) / 1000.0, 3), "pid": pid, "tid": tid,
-                           "args": _safe(s.args)})
-            counts["slices"] += 1
-            # flows: "s" inside the call's slice, "f" bound to the request's slice
-            for fid in s.flows_out:
-                if fid in at_instants:
-                    continue
-                counts["flows"] += 1
-                events.append({"ph": "s", "id": fid, "name": "submitted", "cat": "flow",
-                               "ts": us(s.start), "pid": pid, "tid": tid})
-            for fid in s.flows_in:
-                if fid in at_instants:
-                    continue
-                events.append({"ph": "f", "bp": "e", "id": fid, "name": "submitted",
-                               "cat": "flow", "ts": us(s.start), "pid": pid, "tid": tid})
-        else:
-            events.append({"ph": "i", "s": "t", "name": s.name, "cat": s.cat,
-                           "ts": us(s.start), "pid": pid, "tid": tid, "args": _safe(s.args)})
-            counts["instants"] += 1
-    doc = {"traceEvents": events, "displayTimeUnit": "ns",
-           "otherData": {"source": "iowhy export", "trace": utf8_text(trace.path),
-                         "start_monotonic_ns": tl.start_ns,
-                         "note": "ts are microseconds from start_monotonic_ns"}}
+
+    def timeline_events() -> Iterator[dict[str, Any]]:
+        for kind, item in sorted_events(tl):
+            if kind == "E":
+                continue
+            if kind == "C":
+                track, ts, value = item
+                yield {"ph": "C", "name": tl.tracks[track].name, "ts": us(ts),
+                       "pid": group_pid["counters"], "tid": 0, "args": {"value": value}}
+                counts["counter values"] += 1
+                continue
+            s: Slice = item
+            pid, tid = ids[s.track]
+            if kind == "B":
+                yield {"ph": "X", "name": s.name, "cat": s.cat, "ts": us(s.start),
+                       "dur": round((s.end - s.start) / 1000.0, 3), "pid": pid, "tid": tid,
+                       "args": _safe(s.args)}
+                counts["slices"] += 1
+                # flows: "s" inside the call's slice, "f" bound to the request's slice
+                for fid in s.flows_out:
+                    if fid in at_instants:
+                        continue
+                    counts["flows"] += 1
+                    yield {"ph": "s", "id": fid, "name": "submitted", "cat": "flow",
+                           "ts": us(s.start), "pid": pid, "tid": tid}
+                for fid in s.flows_in:
+                    if fid in at_instants:
+                        continue
+                    yield {"ph": "f", "bp": "e", "id": fid, "name": "submitted",
+                           "cat": "flow", "ts": us(s.start), "pid": pid, "tid": tid}
+            else:
+                yield {"ph": "i", "s": "t", "name": s.name, "cat": s.cat,
+                       "ts": us(s.start), "pid": pid, "tid": tid, "args": _safe(s.args)}
+                counts["instants"] += 1
+    other = {"source": "iowhy export", "trace": utf8_text(trace.path),
+             "start_monotonic_ns": tl.start_ns,
+             "note": "ts are microseconds from start_monotonic_ns"}
+    # The document json.dumps(separators=(",", ":")) makes of {"traceEvents": [...],
+    # "displayTimeUnit": "ns", "otherData": {...}}, written as the events are made.
+    dump = json.JSONEncoder(separators=(",", ":")).encode
     with output_file(path) as f:
-        f.write(json.dumps(doc, separators=(",", ":")).encode())
+        part = ['{"traceEvents":[']
+        sep = ""
+        for e in itertools.chain(events, timeline_events()):
+            part.append(sep + dump(e))
+            sep = ","
+            if len(part) >= JSON_EVENTS_AT_ONCE:
+                f.write("".join(part).encode())
+                part = []
+        part.append('],"displayTimeUnit":"ns","otherData":' + dump(other) + "}")
+        f.write("".join(part).encode())
     return counts
