@@ -212,7 +212,7 @@ def _sched(b: Any, tl: Timeline, boot: int) -> tuple[int, int]:
 
 def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[str, int]:
     pb = need("perfetto.trace_builder.proto_builder")
-    tl = tl or build(trace)
+    tl = tl or build(trace, state_slices=False)
     phase("writing perfetto")
     counts = {"tracks": 0, "slices": 0, "instants": 0, "counter values": 0, "flows": tl.flows}
     off = boottime_offset(trace)

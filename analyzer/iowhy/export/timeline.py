@@ -196,9 +196,12 @@ def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int,
     return out
 
 
-def build(trace: Any, model: RunModel | None = None) -> Timeline:
+def build(trace: Any, model: RunModel | None = None, state_slices: bool = True) -> Timeline:
     """The run's timeline (module doc): tracks, slices and flows added in a fixed order
-    (devices, threads, calls, wakeups, journal, counters), so track ids are stable."""
+    (devices, threads, calls, wakeups, journal, counters), so track ids are stable.
+    state_slices=False leaves the scheduling-state tracks empty (their tracks are made
+    all the same): the Perfetto writer sends that state as native scheduler data
+    (Timeline.sched, Timeline.wakings) and needs none of their slices."""
     from ..progress import phase
     m = model or load_run(trace)
     phase("timeline")
@@ -217,7 +220,8 @@ def build(trace: Any, model: RunModel | None = None) -> Timeline:
     procs, thread_track, state_track = _thread_tracks(tl, tids, life, off, fs, w0)
     o_order = np.lexsort((off["start_ns"], off["tid"]))
     _native_sched(tl, off, o_order, life)
-    _sched_states(tl, off, o_order, life, state_track, tids, w0)
+    if state_slices:
+        _sched_states(tl, off, o_order, life, state_track, tids, w0)
     call_slice = _call_slices(tl, fs, thread_track)
     _call_flows(tl, m.requests.call_index, call_slice, req_slice)
     _wakeup_flows(tl, trace, off, o_order, thread_track, procs, req_slice, life)
@@ -293,6 +297,29 @@ class RequestArgs(Mapping[str, Any]):
 
     def items(self) -> Any:
         return self._made().items()
+
+
+class WokenArgs(Mapping[str, Any]):
+    """The arguments of a wakeup by a request's completion, {"waker": ..., "request_seq":
+    ...}, in two slots (a timeline holds one per such wakeup)."""
+
+    __slots__ = ("_waker", "_seq")
+
+    def __init__(self, waker: str, seq: int) -> None:
+        self._waker, self._seq = waker, seq
+
+    def __getitem__(self, k: str) -> Any:
+        if k == "waker":
+            return self._waker
+        if k == "request_seq":
+            return self._seq
+        raise KeyError(k)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("waker", "request_seq"))
+
+    def __len__(self) -> int:
+        return 2
 
 
 def _request_args(r: Any, i: int, m: RunModel, incomplete: bool, issue: int
@@ -593,9 +620,9 @@ def _wakeup_flows(tl: Timeline, trace: Any, off: np.ndarray, order: np.ndarray,
             wcomm = _comm(r["waker_comm"])
             name = tl.comms.get(tid) or life.get(tid, (0, 0, 0, ""))[3] or \
                 (_comm(r["comm"]) if "comm" in (recs.dtype.names or ()) else "")
-            waker = f"{wcomm or '?'}/{wt}"
+            waker = tl.shared_name(wcomm or "?", "/", str(wt))
             woken = Slice(track_of(tid, int(r["tgid"]), name), wk, wk, "woken", "wakeup",
-                          {"waker": waker, "request_seq": seq} if j in req_slice
+                          WokenArgs(waker, seq) if j in req_slice
                           else tl.shared_args(waker=waker))
             if j in req_slice:
                 add_flow(tl, req_slice[j], woken)
