@@ -652,3 +652,29 @@ def test_too_few_waits_for_a_cpu_bound_no_helpers_wait(tmp_path):
     assert r["replay"]["helper_runqueue_cap"]["shortened"] == 0
     assert any("keeps its recorded length (the workload's threads waited for a CPU 1 "
                "times" in a for a in r["assumptions"]), r["assumptions"]
+
+
+def test_a_guessed_wait_ends_as_long_after_its_request_as_recorded(tmp_path):
+    """Thread 100 writes (request 1, recorded [100, 1000)) and waits [100, 1310) in
+    fsync, in iowait, woken at 1300 from an interrupt that names no request (the
+    completion's way to it ran elsewhere): the replay guesses request 1, done 300
+    before the waking, and
+    keeps those 300. As recorded, the thread waits 10 for a CPU, runs [1310, 1400) and
+    exits at 1400 (ending the wait at the completion gave 1100). On the test device the
+    write takes 200, [100, 300): the wait ends at 600; what follows takes what it took."""
+    t = T0
+    reqs = [req(t + 100, t + 1000, submit=t + 100, sector=8, seq=1,
+                flags=abi.RQ_TRACKED | abi.RQ_ORIGIN)]
+    offs = [off(100, t + 100, t + 1310, waking=t + 1300, ctx=H, syscall=FSYNC,
+                flags=abi.OFF_IOWAIT)]
+    p = write_trace(tmp_path / "guess.iowt", start=t, end=t + 1400, requests=reqs,
+                    offcpu=offs, tasks=[task(100, t), task(100, t + 1400, abi.TASK_EXIT)])
+    el, _, prep = replay_of(p, [spec()], service="recorded")
+    st = prep.progs
+    k = int(np.flatnonzero(st.ra == t + 100)[0])
+    assert st.kind[k] == program.WAIT_RQ and prep.progs.guessed == 1
+    assert st.lag is not None and int(st.lag[k]) == 300
+    assert el == 1400
+    el, res, _ = replay_of(p, [spec()])
+    assert int(res.step_end[k]) - t == 600
+    assert el == 700

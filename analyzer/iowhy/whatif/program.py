@@ -73,6 +73,8 @@ class Programs:
     runq_bound: int = -1  # the bound of a helper's wait for a CPU: the workload threads'
     #                       99th percentile in the recording (runq_bound), -1: none
     runq_waits: int = 0  # ... of how many
+    lag: np.ndarray | None = None  # int64 per step: a guessed WAIT_RQ's recorded end after
+    #                                its request's completion (0: ends at the completion)
 
 
 def _linked(trace: Any, tl: Timeline, reqs: RequestTable
@@ -131,6 +133,9 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
     io = (kind == FIXED) & (tl.cat == OTHER) & np.isin(tl.arg, (IRQ_NO_RQ, TASK_IO,
                                                                 HELPER_IRQ))
     guessed = 0
+    # How long after its request's completion a guessed wait ended (the completion's
+    # way to the waiter: a softirq, a worker, another task); the replay keeps it.
+    lag = np.zeros(n, I64)
     j = np.flatnonzero(io & ~absorbed)
     if len(j):
         done = np.flatnonzero(reqs.done > 0)
@@ -140,6 +145,7 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
         k = np.searchsorted(dn, ends[j], side="right") - 1
         ok = (k >= 0) & (dn[np.maximum(k, 0)] >= ends[j] - GUESS_NS)
         kind[j[ok]], dep[j[ok]] = WAIT_RQ, done[k[ok]]
+        lag[j[ok]] = ends[j[ok]] - dn[k[ok]]
         guessed = int(ok.sum())
         # A helper's wait ended from another task (TASK_IO) that no completion just
         # before explains, under a request issued before the wait began and completed
@@ -169,6 +175,7 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
     kind[tsleep & (per[tl.actor.astype(I64)] >= POLL_MIN)] = POLL
     keep = np.flatnonzero(~absorbed)
     kind, ra, rb, dep, seg = kind[keep], starts[keep], rb[keep], dep[keep], keep.astype(I64)
+    lag = lag[keep]
     gate = np.zeros(len(keep), bool)
     ga, gt, gw = _stretch_gates(trace, tl)
     if len(ga):
@@ -184,11 +191,12 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
         ra, rb = np.insert(ra, pos, gt), np.insert(rb, pos, gt)
         dep, seg = np.insert(dep, pos, gw), np.insert(seg, pos, gseg)
         gate = np.insert(gate, pos, True)
+        lag = np.insert(lag, pos, 0)
     owner = tl.actor[seg].astype(I64)
     first = np.searchsorted(owner, np.arange(len(tl.tids) + 1), side="left")
     p = Programs(first=first.astype(I64), kind=kind, ra=ra, rb=rb, dep=dep, seg=seg,
                  linked_waits=len(act), linked_unplaced=len(act) - placed, guessed=guessed,
-                 gate=gate)
+                 gate=gate, lag=lag)
     aa, at = anchors(reqs, tl)
     _helper_episodes(p, tl, aa[aa >= 0], at[aa >= 0])
     p.wake = wake_latency(trace)

@@ -137,6 +137,9 @@ class Replay:
         self.ra = progs.ra.tolist()
         self.rb = progs.rb.tolist()
         self.dep = progs.dep.tolist()
+        # a wait on a request ends this long after its completion (a guessed one's
+        # recorded lag: program.build)
+        self.lag = progs.lag.tolist() if progs.lag is not None else [0] * nst
         self.first = progs.first.tolist()
         self.is_workload = ([True] * nact if workload is None
                             else [bool(x) for x in workload.tolist()])
@@ -390,7 +393,7 @@ class Replay:
         else:
             r = self.dep[k]
             if self.done[r] >= 0:
-                self.push(max(time, self.done[r]), _STEP_END, a, k)
+                self.push(max(time, self.done[r] + self.lag[k]), _STEP_END, a, k)
             else:
                 self.rq_waiters.setdefault(r, []).append(k)
                 heapq.heappush(self.open_waits, (time, k, False, r))
@@ -597,7 +600,7 @@ class Replay:
         if self.arrive[r] < 0:
             self.arrive[r] = time
         for k in self.rq_waiters.pop(r, ()):
-            self.push(max(time, self.s_start[k]), _STEP_END, self._owner(k), k)
+            self.push(max(time + self.lag[k], self.s_start[k]), _STEP_END, self._owner(k), k)
         t = self.reqs
         for u in self.clock_waiters.pop(r, ()):
             self.push(time + max(0, int(t.arrive[u] - t.done[r])), _ARRIVE, u)
