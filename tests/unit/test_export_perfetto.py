@@ -388,12 +388,12 @@ def _cpu_events_reference(tl, c):
     """The scheduler events of CPU c as the writer defines them, as plain lists."""
     OUT, WAKE, IN = 1, 2, 3
     ev = []
-    for cpu, s, e, tid, st in tl.sched:
+    for cpu, s, e, tid, st in tl.sched.tolist():
         if cpu == c:
             ev.append((s, IN, 0, 0, tid))
             if e:
                 ev.append((e, OUT, 0, st, 0))
-    ev += [(t, WAKE, 1, tid, waker) for cpu, t, tid, waker in tl.wakings if cpu == c]
+    ev += [(t, WAKE, 1, tid, waker) for cpu, t, tid, waker in tl.wakings.tolist() if cpu == c]
     ev = sorted(ev)
     ev.insert(0, (min(tl.start_ns, ev[0][0]), 0, 0, 0, 0))
     merged = []
@@ -416,14 +416,16 @@ def test_cpu_events_are_the_plain_merge_of_switches_and_wakings(seed):
     from iowhy.export.timeline import Timeline
     rng = np.random.default_rng(seed)
     tl = Timeline(start_ns=5)
+    sched = []
     for _ in range(2000):
         s = int(rng.integers(0, 60))
         e = 0 if rng.random() < 0.05 else s + int(rng.choice([0, 1, 3]))
-        tl.sched.append((int(rng.integers(0, 3)), s, e, int(rng.integers(1, 9)),
-                         int(rng.choice([1, 2, 0x100]))))
-    tl.wakings = [(int(rng.integers(0, 3)), int(rng.integers(0, 60)),
-                   int(rng.integers(1, 9)), int(rng.integers(0, 9))) for _ in range(500)]
-    runs = np.array(tl.sched, np.int64).reshape(-1, 5)
-    wakes = np.array(tl.wakings, np.int64).reshape(-1, 4)
+        sched.append((int(rng.integers(0, 3)), s, e, int(rng.integers(1, 9)),
+                      int(rng.choice([1, 2, 0x100]))))
+    tl.sched = np.array(sched, np.int64)
+    tl.wakings = np.array([(int(rng.integers(0, 3)), int(rng.integers(0, 60)),
+                            int(rng.integers(1, 9)), int(rng.integers(0, 9)))
+                           for _ in range(500)], np.int64)
+    runs, wakes = tl.sched, tl.wakings
     for c in range(3):
         assert list(pf._cpu_events(tl, c, runs, wakes)) == _cpu_events_reference(tl, c)

@@ -125,7 +125,7 @@ def test_scheduling_states(tl):
     assert on(tl, "app 100 state") == [(1000, 1031, "running"),
                                        (1031, 1051, "blocked: fsync"),
                                        (1051, 1054, "runnable"), (1054, 1100, "running")]
-    assert tl.wakings == [(1, 1051, W, 50)]
+    assert tl.wakings.tolist() == [[1, 1051, W, 50]]
     assert tl.comms[W] == "app"
 
 
@@ -175,7 +175,7 @@ def test_xfs_log_force_lasts_until_the_next_iclog_completion(tmp_path):
 def test_an_empty_trace_has_a_timeline(tmp_path):
     tl = tlm.build(read_trace(tb.write_trace(tmp_path / "e.iowt")))
     assert not [s for s in tl.slices if s.cat in ("request", "fsync", "journal")]
-    assert tl.sched == [] and np.isfinite([v for _, _, v in tl.counters]).all()
+    assert not len(tl.sched) and np.isfinite([v for _, _, v in tl.counters]).all()
 
 
 def _sorted_reference(tl: tlm.Timeline) -> list:

@@ -158,8 +158,8 @@ _OUT, _WAKE, _IN = 1, 2, 3
 def _sched(b: Any, tl: Timeline, boot: int) -> tuple[int, int]:
     """The native scheduler data (module docstring): per CPU, bundles of compact
     switches and full waking events, times in BOOTTIME. Returns (switches, wakings)."""
-    runs = np.array(tl.sched, I64).reshape(-1, 5)
-    wakes = np.array(tl.wakings, I64).reshape(-1, 4)
+    runs = np.asarray(tl.sched, I64).reshape(-1, 5)
+    wakes = np.asarray(tl.wakings, I64).reshape(-1, 4)
     nsw = nwk = 0
     first = True
     for c in np.unique(np.concatenate((runs[:, 0], wakes[:, 0]))).tolist():

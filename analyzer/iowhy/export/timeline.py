@@ -107,8 +107,9 @@ class Timeline:
     # while still running at the end, tid, the kernel's prev_state at the end: 1 S,
     # 2 D, 0x10 X, 0x80 I, 0x100 preempted) and wakeups (cpu of the woken thread's next
     # switch-in, time, woken tid, waker tid or 0 for an interrupt on an idle CPU).
-    sched: list[tuple[int, int, int, int, int]] = field(default_factory=list)
-    wakings: list[tuple[int, int, int, int]] = field(default_factory=list)
+    # As int64 rows (a timeline holds about one of each per off-CPU record).
+    sched: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), I64))
+    wakings: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), I64))
     comms: dict[int, str] = field(default_factory=dict)  # tid -> name, for sched data
     sched_unknown_cpu: int = 0  # running periods left out: their CPU is not known
     _next: int = 1
@@ -533,6 +534,7 @@ def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
     Before a thread's first switch-in the CPU it ran on is not known: that period is
     left out (counted). A thread that exits leaves its CPU in state X at its death."""
     runs: list[tuple[int, int, int, int, int]] = []
+    wakings: list[tuple[int, int, int, int]] = []
     cur, cpu, since = -1, -1, 0
     for i in order.tolist():
         r = off[i]
@@ -553,20 +555,24 @@ def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
             cpu = -2  # still off CPU at the end
             continue
         if wk and not fl & abi.OFF_PREEMPT and s <= wk <= e:
-            tl.wakings.append((int(r["cpu"]), wk, tid, int(r["waker_tid"])))
+            wakings.append((int(r["cpu"]), wk, tid, int(r["waker_tid"])))
         cpu, since = int(r["cpu"]), e
     if cur >= 0 and cpu >= 0:
         _last_run(runs, tl, cur, cpu, since, life)
+    tl.wakings = np.array(wakings, I64).reshape(-1, 4)
+    del wakings
     # One CPU runs one thread at a time: a period overlapping the one before it on its
     # CPU (records that disagree) is left out and counted, never drawn over another.
     runs.sort()
     end_at: dict[int, int] = {}
-    for c, s, e, tid, st in runs:
+    keep = np.zeros(len(runs), bool)
+    for k, (c, s, e, tid, st) in enumerate(runs):
         if s < end_at.get(c, 0):
             tl.sched_unknown_cpu += 1
             continue
         end_at[c] = e if e else 1 << 63
-        tl.sched.append((c, s, e, tid, st))
+        keep[k] = True
+    tl.sched = np.array(runs, I64).reshape(-1, 5)[keep]
 
 
 def _last_run(runs: list[tuple[int, int, int, int, int]], tl: Timeline, tid: int,
