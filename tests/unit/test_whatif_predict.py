@@ -122,6 +122,14 @@ def test_changes_of_1_percent_or_more_largest_first(traced):
     assert ch[1]["text"] == "barrier 300 ns would go: 2 cache flushes x 150 ns no longer sent"
     assert ch[2]["text"] == "read 0 would grow to 150 ns"
     assert ch[1]["delta_ns"] == -300
+    assert all(c["baseline_delta_ns"] == 0 for c in ch)  # no baseline given
+    # The baseline (the replay with nothing changed) moves barrier by -200 and read by
+    # +50 (under 1% of elapsed): the barrier line says so, the read line does not.
+    out["baseline_attribution_ns"] = {**out["attribution_ns"], "barrier": 100, "read": 50}
+    ch = PR.changes(prep, out, None, None)
+    assert ch[1]["text"].endswith("(with nothing changed, the replay moves it -200 ns)")
+    assert ch[1]["baseline_delta_ns"] == -200
+    assert ch[2]["text"] == "read 0 would grow to 150 ns" and ch[2]["baseline_delta_ns"] == 50
 
 
 def _write_through_commit(tmp_path, fstype: str, options: str = "rw,relatime") -> str:

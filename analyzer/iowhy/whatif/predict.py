@@ -410,8 +410,13 @@ def changes(prep: Prepared, out: Mapping[str, Any], base: replay.Result,
             res: replay.Result) -> list[dict[str, Any]]:
     """The difference explained, one line per level-one category that moves by 1% of
     the measured elapsed time or more, largest first: the category's recorded and
-    predicted time and, for a device category, what its requests cost then and now."""
+    predicted time and, for a device category, what its requests cost then and now.
+    Where the baseline (the replay with nothing changed, on the recorded device's
+    model) already moves the category by 1% of elapsed or more, the line says by how
+    much (`baseline_delta_ns`): that part of the move is the replay's, not the
+    scenario's (docs/whatif.md, "How good it is")."""
     rec, pred = out["attribution_ns"], out["predicted_attribution_ns"]
+    b_att = out.get("baseline_attribution_ns") or {}
     el = max(1, out["measured_elapsed_ns"])
     st = out["replay"]
     lines: list[dict[str, Any]] = []
@@ -449,8 +454,13 @@ def changes(prep: Prepared, out: Mapping[str, Any], base: replay.Result,
             text += f" to {fmt_ns(pred[cat])}"
         if why:
             text += f": {why}"
+        bd = int(b_att[cat] - rec[cat]) if cat in b_att else 0
+        if abs(bd) >= 0.01 * el:
+            text += (f" (with nothing changed, the replay moves it "
+                     f"{'+' if bd > 0 else '-'}{fmt_ns(abs(bd))})")
         lines.append({"category": cat, "recorded_ns": int(rec[cat]),
-                      "predicted_ns": int(pred[cat]), "delta_ns": int(d), "text": text})
+                      "predicted_ns": int(pred[cat]), "delta_ns": int(d),
+                      "baseline_delta_ns": bd, "text": text})
     lines.sort(key=lambda x: -abs(int(x["delta_ns"])))
     return lines
 
