@@ -118,6 +118,9 @@ def _preamble(b: Any, trace: Any, tl: Timeline, boot: int) -> None:
     b.write_packet(p)
 
 
+_OUT, _WAKE, _IN = 1, 2, 3  # the order of a CPU's events at one time
+
+
 def _cpu_events(tl: Timeline, c: int, runs: np.ndarray, wakes: np.ndarray
                 ) -> Iterator[tuple[int, int, int, int, int]]:
     """The scheduler events of CPU c in time order, as (time, order, kind, a, b): order
@@ -150,9 +153,6 @@ def _cpu_events(tl: Timeline, c: int, runs: np.ndarray, wakes: np.ndarray
             yield pending
             pending = x
     yield pending
-
-
-_OUT, _WAKE, _IN = 1, 2, 3
 
 
 def _sched(b: Any, tl: Timeline, boot: int) -> tuple[int, int]:
