@@ -272,19 +272,18 @@ def compare(report: Mapping[str, Any], truth: np.ndarray, meta: Mapping[str, Any
             e["tolerance"] = f"{TOLERANCE_PCT_OF_ELAPSED:g}% of elapsed"
             e["allowed_ns"] = int(TOLERANCE_PCT_OF_ELAPSED / 100.0 * el)
             e["ok"] = abs(err) <= e["allowed_ns"]
-        if fig == "positioning" and jitter_ns > e["allowed_ns"]:
+        if fig == "positioning":
+            noise = jitter_ns
+            what = (f"latency jitter ({jitter_ns / 1e6:.1f} ms: loop worker and FUSE "
+                    "completions waiting for a CPU)")
+        else:
+            noise = delay_ns
+            what = (f"latency ({delay_ns / 1e6:.1f} ms, {jitter_ns / 1e6:.1f} ms of it "
+                    "jitter: the loop worker and the FUSE round trip, in flight for iowhy)")
+        if noise > e["allowed_ns"]:
             e["comparable"] = False
             e["ok"] = None
-            e["note"] = (f"the emulated disk's own latency jitter ({jitter_ns / 1e6:.1f} ms: "
-                         "loop worker and FUSE completions waiting for a CPU) exceeds the "
-                         f"allowed error ({e['allowed_ns'] / 1e6:.1f} ms): machine too busy "
-                         "for this check")
-        elif fig != "positioning" and delay_ns > e["allowed_ns"]:
-            e["comparable"] = False
-            e["ok"] = None
-            e["note"] = (f"the emulated disk's own latency ({delay_ns / 1e6:.1f} ms, "
-                         f"{jitter_ns / 1e6:.1f} ms of it jitter: the loop worker and the FUSE "
-                         "round trip, in flight for iowhy) exceeds the allowed error "
+            e["note"] = (f"the emulated disk's own {what} exceeds the allowed error "
                          f"({e['allowed_ns'] / 1e6:.1f} ms): machine too busy for this check")
         if fig == "log" and btrfs and not _btrfs_log_comparable(report):
             e["comparable"] = False
