@@ -57,11 +57,8 @@ def test_prev_state():
 
 def test_sorted_events_nest_slices():
     tl = tlm.Timeline()
-    outer = tlm.Slice(1, 0, 10, "outer", "x")
-    inner = tlm.Slice(1, 0, 4, "inner", "x")
-    after = tlm.Slice(1, 4, 10, "after", "x")
-    point = tlm.Slice(1, 4, 4, "point", "x")
-    tl.slices = [inner, after, outer, point]
+    for s, e, name in ((0, 4, "inner"), (4, 10, "after"), (0, 10, "outer"), (4, 4, "point")):
+        tl.slices.add(1, s, e, name, "x")
     tl.counters = [(2, 4, 1.0)]
     got = [(k, s.name if k != "C" else s[2]) for k, s in tlm.sorted_events(tl)]
     assert got == [("B", "outer"), ("B", "inner"), ("E", "inner"), ("B", "after"),
@@ -179,19 +176,20 @@ def test_an_empty_trace_has_a_timeline(tmp_path):
 
 
 def _sorted_reference(tl: tlm.Timeline) -> list:
-    """The order sorted_events promises, as a plain sort of Python tuples."""
+    """The order sorted_events promises, as a plain sort of Python tuples: (kind, what
+    it is) for each event."""
     ev = []
     for k, s in enumerate(tl.slices):
         d = s.end - s.start
         if d <= 0:
-            ev.append((s.start, 2, 0, k, ("I", s)))
+            ev.append((s.start, 2, 0, k, ("I", ("slice", k))))
             continue
-        ev.append((s.start, 1, -d, k, ("B", s)))
-        ev.append((s.end, 0, d, -k, ("E", s)))
+        ev.append((s.start, 1, -d, k, ("B", ("slice", k))))
+        ev.append((s.end, 0, d, -k, ("E", ("slice", k))))
     for k, s in enumerate(tl.instants):
-        ev.append((s.start, 2, 0, k, ("I", s)))
+        ev.append((s.start, 2, 0, k, ("I", ("instant", k))))
     for k, c in enumerate(tl.counters):
-        ev.append((c[1], 3, 0, k, ("C", c)))
+        ev.append((c[1], 3, 0, k, ("C", ("counter", k))))
     ev.sort(key=lambda x: x[:4])
     return [x[4] for x in ev]
 
@@ -205,20 +203,33 @@ def test_sorted_events_is_the_plain_sort_of_its_keys(seed):
     n = 3000
     st = rng.integers(0, 40, n)
     ln = rng.choice([0, 0, 1, 2, 5], n)
-    tl.slices = [tlm.Slice(int(rng.integers(1, 4)), int(a), int(a + d), f"s{i}", "x")
-                 for i, (a, d) in enumerate(zip(st, ln))]
-    tl.instants = [tlm.Slice(1, int(a), int(a), f"i{i}", "x")
-                   for i, a in enumerate(rng.integers(0, 40, 500))]
+    for i, (a, d) in enumerate(zip(st, ln)):
+        tl.slices.add(int(rng.integers(1, 4)), int(a), int(a + d), f"s{i}", "x")
+    for i, a in enumerate(rng.integers(0, 40, 500)):
+        tl.instants.add(1, int(a), int(a), f"i{i}", "x")
     tl.counters = [(9, int(a), float(i)) for i, a in enumerate(rng.integers(0, 40, 200))]
     old = tlm.EVENTS_AT_ONCE
     tlm.EVENTS_AT_ONCE = 256
     try:
         got = list(tlm.sorted_events(tl))
+        no_ends = list(tlm.sorted_events(tl, ends=False))
     finally:
         tlm.EVENTS_AT_ONCE = old
     want = _sorted_reference(tl)
-    assert len(got) == len(want)
-    assert all(gk == wk and gi is wi for (gk, gi), (wk, wi) in zip(got, want))
+    # each event named by what it is made of: a slice's or an instant's name is its
+    # row, a counter value is its own tuple
+    row = {f"s{i}": ("slice", i) for i in range(n)} | {f"i{i}": ("instant", i)
+                                                       for i in range(500)}
+    named = [(k, ("counter", tl.counters.index(x)) if k == "C" else row[x.name])
+             for k, x in got]
+    assert named == want
+    assert [(k, x) for k, x in got if k != "E"] == no_ends  # the same, less the ends
+    # a begin or an instant is its row whole; an end carries no arguments or flows
+    for k, x in got:
+        if k in "BE":
+            assert (x.track, x.start, x.end) == (tl.slices.track[row[x.name][1]],
+                                                 tl.slices.start[row[x.name][1]],
+                                                 tl.slices.end[row[x.name][1]])
 
 
 def test_shared_arguments_are_one_object_per_set_and_read_only():
@@ -228,10 +239,25 @@ def test_shared_arguments_are_one_object_per_set_and_read_only():
     assert tl.shared_args(waker="kworker/7", syscall="fsync") is not a  # another order
     with pytest.raises(TypeError):
         a["syscall"] = "read"  # type: ignore[index]
-    s = tlm.Slice(1, 0, 1, "x", "x")
-    assert dict(s.args) == {} and s.flows_in == () and s.flows_out == ()
-    t = tlm.Slice(1, 1, 2, "y", "x")
-    tlm.add_flow(tl, s, t)
-    tlm.add_flow(tl, s, t)
-    assert s.flows_out == [1, 2] and t.flows_in == [1, 2] and tl.flows == 2
-    assert tlm.Slice(1, 0, 1, "z", "x").flows_out == ()  # the default is not shared state
+    s = tl.slices.add(1, 0, 1, "x", "x")
+    assert dict(tl.slices[s].args) == {} and tl.slices[s].flows_in == () and \
+        tl.slices[s].flows_out == ()
+    t = tl.instants.add(1, 1, 1, "y", "x", a)
+    u = tl.slices.add(1, 1, 2, "z", "x", a)
+    assert tl.slices.objs == [a]  # the shared set kept once
+    assert tl.flow(tl.slices, s, tl.instants, t) == 1
+    tl.flow_all(tl.slices, np.array([s, u]), tl.instants, np.array([t, t]))
+    assert tl.slices[s].flows_out == [1, 2] and tl.instants[t].flows_in == [1, 2, 3]
+    assert tl.slices[u].flows_out == [3] and tl.flows == 3
+    assert tl.slices[u].args is a and not tl.slices[u].flows_in
+
+
+def test_fields_take_only_the_named_fields_of_every_chunk(tmp_path):
+    tr = read_trace(tiny(tmp_path / "t.iowt"))
+    full = tr.records("request")
+    got = tlm._fields(tr, "request", ("seq", "issue_ns", "comm"))
+    assert got.dtype.names == ("seq", "issue_ns", "comm")
+    assert got["seq"].tolist() == full["seq"].tolist() == [1, 2, 3]
+    assert got["comm"].tolist() == full["comm"].tolist()
+    some = tlm._fields(tr, "request", ("seq",), lambda v: v["seq"] != 2)
+    assert some["seq"].tolist() == [1, 3]

@@ -324,15 +324,14 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
     counts = {"tracks": len(tl.tracks), "slices": 0, "instants": 0, "counter values": 0,
               "flows": 0}
     # Flows join slices in this format: the wakeups' flows, between instants, stay out.
-    at_instants = {f for s in tl.instants for fl in (s.flows_out, s.flows_in) for f in fl}
+    at_instants = np.zeros(tl.flows + 1, bool)
+    at_instants[tl.instants.flow_ids()] = True
 
     def us(ns: int) -> float:
         return round((ns - tl.start_ns) / 1000.0, 3)
 
     def timeline_events() -> Iterator[dict[str, Any]]:
-        for kind, item in sorted_events(tl):
-            if kind == "E":
-                continue
+        for kind, item in sorted_events(tl, ends=False):
             if kind == "C":
                 track, ts, value = item
                 yield {"ph": "C", "name": tl.tracks[track].name, "ts": us(ts),
@@ -348,13 +347,13 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
                 counts["slices"] += 1
                 # flows: "s" inside the call's slice, "f" bound to the request's slice
                 for fid in s.flows_out:
-                    if fid in at_instants:
+                    if at_instants[fid]:
                         continue
                     counts["flows"] += 1
                     yield {"ph": "s", "id": fid, "name": "submitted", "cat": "flow",
                            "ts": us(s.start), "pid": pid, "tid": tid}
                 for fid in s.flows_in:
-                    if fid in at_instants:
+                    if at_instants[fid]:
                         continue
                     yield {"ph": "f", "bp": "e", "id": fid, "name": "submitted",
                            "cat": "flow", "ts": us(s.start), "pid": pid, "tid": tid}

@@ -25,15 +25,23 @@ Tracks:
   per interval, and every loss counter.
 
 Times are the trace's (CLOCK_MONOTONIC ns).
+
+Memory: a timeline holds a few slices or instants per record, so they are rows of
+columns (SliceTable), with their arguments made from the records when a writer reads
+them; the records are copied out of the trace with only the fields read here
+(_fields); the writers take the events in order from sorted_events, which merges four
+sorted streams a block at a time. A timeline of a recorded trace then takes about 80 B
+per record beside the analysis's model of the run.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+from array import array
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -65,10 +73,8 @@ NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(slots=True)
 class Slice:
-    """A slice (start < end) or an instant (start == end) on a track. A timeline holds
-    a few per record: their arguments are shared between slices that have the same
-    (Timeline.shared_args; never changed once a slice holds them), and a slice with no
-    flow holds the empty tuple, not a list of its own."""
+    """A slice (start < end) or an instant (start == end) on a track, as a writer reads
+    it: made from a row of a SliceTable when read (table[k]), and dropped after."""
 
     track: int
     start: int
@@ -76,29 +82,134 @@ class Slice:
     name: str
     cat: str
     args: Mapping[str, Any] = field(default_factory=lambda: NO_ARGS)
-    # Flows (arrows): ids leaving this slice, and ids ending on it.
+    # Flows (arrows): ids leaving this slice, and ids ending on it, in the order made.
     flows_out: list[int] | tuple[int, ...] = ()
     flows_in: list[int] | tuple[int, ...] = ()
 
 
-def add_flow(tl: "Timeline", src: Slice, dst: Slice) -> None:
-    """A new flow from src to dst."""
-    tl.flows += 1
-    if isinstance(src.flows_out, list):
-        src.flows_out.append(tl.flows)
-    else:
-        src.flows_out = [tl.flows]
-    if isinstance(dst.flows_in, list):
-        dst.flows_in.append(tl.flows)
-    else:
-        dst.flows_in = [tl.flows]
+ArgsMaker = Callable[[int, int], Mapping[str, Any]]
+
+
+class SliceTable:
+    """Slices (or instants) in columns, one row each, in the order added. A timeline
+    holds a few per record (a request, a wakeup and its waker, a scheduling state): as
+    Python objects, with their ints, arguments and flow lists, that was about 400 B
+    each; here it is 8 columns of 1-8 B and 16 B per flow end.
+
+    A row's name and category are indices into `names` (each distinct string once); its
+    arguments are `makers[maker](a0, a1)`, made when the row is read: maker 0 is no
+    arguments, 1 an object kept in `objs` (a0 its index; an object added again, such as
+    a Timeline.shared_args set, is kept once), the others registered by the builder
+    (`maker()`): a request's from its record, for instance. Flows leaving and ending on
+    rows are (row, flow id) pairs in the order made (Timeline.flow); reading a row
+    finds its flows through an index made on the first read after a flow was added."""
+
+    def __init__(self) -> None:
+        self.track, self.start, self.end = array("q"), array("q"), array("q")
+        self.name, self.cat = array("i"), array("i")
+        self.maker_ix, self.a0, self.a1 = array("b"), array("q"), array("q")
+        self.names: list[str] = []
+        self._name_ix: dict[str, int] = {}
+        self.objs: list[Mapping[str, Any]] = []
+        self._obj_ix: dict[int, int] = {}
+        self.makers: list[ArgsMaker] = [lambda a0, a1: NO_ARGS, lambda a0, a1: self.objs[a0]]
+        self.out_row, self.out_id = array("q"), array("q")
+        self.in_row, self.in_id = array("q"), array("q")
+        self._flow_ix: tuple[array[int], ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def intern(self, name: str) -> int:
+        k = self._name_ix.get(name)
+        if k is None:
+            k = self._name_ix[name] = len(self.names)
+            self.names.append(name)
+        return k
+
+    def maker(self, fn: ArgsMaker) -> int:
+        """Register an arguments maker; its number for add()."""
+        self.makers.append(fn)
+        return len(self.makers) - 1
+
+    def add(self, track: int, start: int, end: int, name: str, cat: str,
+            args: Mapping[str, Any] | None = None, maker: int = 0, a0: int = 0,
+            a1: int = 0) -> int:
+        """A row (args: an object to keep, else maker(a0, a1) when read); its number."""
+        if args is not None:
+            k = self._obj_ix.get(id(args))
+            if k is None:
+                k = self._obj_ix[id(args)] = len(self.objs)
+                self.objs.append(args)
+            maker, a0 = 1, k
+        self.track.append(track)
+        self.start.append(start)
+        self.end.append(end)
+        self.name.append(self.intern(name))
+        self.cat.append(self.intern(cat))
+        self.maker_ix.append(maker)
+        self.a0.append(a0)
+        self.a1.append(a1)
+        return len(self.start) - 1
+
+    def column(self, name: str) -> np.ndarray:
+        """A copy of a column as a numpy int64 array."""
+        col = getattr(self, name)
+        return np.array(col, I64) if len(col) else np.zeros(0, I64)
+
+    def _flows(self) -> tuple[array[int], ...]:
+        """Per direction, where each row's flows begin (row k's: [at[k], at[k + 1]) ) and
+        the flow ids in that order (as arrays: an item read is a plain int; the offsets
+        4 B each while the flows' number allows)."""
+        if self._flow_ix is None:
+            ix: list[array[int]] = []
+            for rows, ids in (("out_row", "out_id"), ("in_row", "in_id")):
+                r = self.column(rows)
+                o = np.argsort(r, kind="stable")  # each row's flows in the order made
+                at = np.searchsorted(r[o], np.arange(len(self) + 1, dtype=I64))
+                for col, code in ((at, "i" if len(r) < 1 << 31 else "q"),
+                                  (self.column(ids)[o], "q")):
+                    a = array(code)
+                    a.frombytes(col.astype(np.int32 if a.itemsize == 4 else I64).tobytes())
+                    ix.append(a)
+            self._flow_ix = tuple(ix)
+        return self._flow_ix
+
+    def view(self, name: str) -> np.ndarray:
+        """A column as a numpy array without a copy (the table cannot grow while the
+        view lives)."""
+        col = getattr(self, name)
+        return np.frombuffer(col, I64 if col.typecode == "q" else np.int32) if len(col) \
+            else np.zeros(0, I64)
+
+    def flow_ids(self) -> np.ndarray:
+        """Every flow id that leaves or ends on a row."""
+        return np.concatenate((self.column("out_id"), self.column("in_id")))
+
+    def __getitem__(self, k: int) -> Slice:
+        o_at, o_id, i_at, i_id = self._flow_ix or self._flows()
+        lo, hi = o_at[k], o_at[k + 1]
+        fo = o_id[lo:hi].tolist() if hi > lo else ()
+        lo, hi = i_at[k], i_at[k + 1]
+        fi = i_id[lo:hi].tolist() if hi > lo else ()
+        return Slice(self.track[k], self.start[k], self.end[k], self.names[self.name[k]],
+                     self.names[self.cat[k]],
+                     self.makers[self.maker_ix[k]](self.a0[k], self.a1[k]), fo, fi)
+
+    def bare(self, k: int) -> Slice:
+        """Row k without its arguments and flows (what a slice's end needs)."""
+        return Slice(self.track[k], self.start[k], self.end[k], self.names[self.name[k]],
+                     self.names[self.cat[k]])
+
+    def __iter__(self) -> Iterator[Slice]:
+        return (self[k] for k in range(len(self)))
 
 
 @dataclass
 class Timeline:
     tracks: dict[int, Track] = field(default_factory=dict)
-    slices: list[Slice] = field(default_factory=list)
-    instants: list[Slice] = field(default_factory=list)  # start == end
+    slices: SliceTable = field(default_factory=SliceTable)
+    instants: SliceTable = field(default_factory=SliceTable)  # start == end
     counters: list[tuple[int, int, float]] = field(default_factory=list)  # track, ts, value
     start_ns: int = 0
     end_ns: int = 0
@@ -135,6 +246,27 @@ class Timeline:
         if got is None:
             got = self._args[key] = MappingProxyType(args)
         return got
+
+    def flow(self, src: SliceTable, src_row: int, dst: SliceTable, dst_row: int) -> int:
+        """A new flow from a row of src to a row of dst; its id."""
+        self.flows += 1
+        src.out_row.append(src_row)
+        src.out_id.append(self.flows)
+        dst.in_row.append(dst_row)
+        dst.in_id.append(self.flows)
+        src._flow_ix = dst._flow_ix = None
+        return self.flows
+
+    def flow_all(self, src: SliceTable, src_rows: np.ndarray, dst: SliceTable,
+                 dst_rows: np.ndarray) -> None:
+        """A new flow from each src row to the dst row beside it, ids in that order."""
+        ids = np.arange(self.flows + 1, self.flows + 1 + len(src_rows), dtype=I64)
+        self.flows += len(src_rows)
+        for rows, at, tab in ((src_rows, src.out_row, src.out_id),
+                              (dst_rows, dst.in_row, dst.in_id)):
+            at.frombytes(np.asarray(rows, I64).tobytes())
+            tab.frombytes(ids.tobytes())
+        src._flow_ix = dst._flow_ix = None
 
 
 def _comm(b: bytes) -> str:
@@ -197,6 +329,44 @@ def _lifetimes(tasks: np.ndarray, w0: int, w1: int) -> dict[int, tuple[int, int,
     return out
 
 
+# The fields of each record type the timeline reads: only those are copied out of the
+# trace's chunks (_fields), so that a timeline does not hold whole records beside it.
+REQUEST_FIELDS = ("issue_ns", "done_ns", "insert_ns", "submit_ns", "flags_u16", "dev_major",
+                  "dev_minor", "seq", "iflags", "start_sector", "len_bytes", "op", "comm",
+                  "tid")
+OFFCPU_FIELDS = ("tid", "tgid", "cpu", "start_ns", "waking_ns", "end_ns", "flags_u16",
+                 "state", "syscall_nr", "waker_tid", "waker_tgid", "waker_comm",
+                 "waker_rq_seq")
+FSYNC_FIELDS = ("tid", "tgid", "enter_ns", "exit_ns", "flags_u16", "call_u16", "fs_u16",
+                "fd", "ino", "ret", "commit_seq")
+
+
+def _fields(trace: Any, name: str, fields: tuple[str, ...],
+            keep: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """The records of one type with only these fields, in file order, a chunk taken at a
+    time (a released type's chunks decoded one by one: Trace.iter_chunks); keep: the
+    rows of a chunk to take (default all)."""
+    dtype = abi.RECORD_TYPES[abi.RECORD_NAMES[name]][1]
+    narrow = np.dtype([(f, dtype[f]) for f in fields])
+    # filled in place when every row is taken (as many as the trace counts), else in
+    # parts joined at the end
+    out = np.empty(trace.count(name) if keep is None else 0, narrow)
+    at = 0
+    parts = []
+    for v in trace.iter_chunks(name):
+        if keep is not None:
+            v = v[keep(v)]
+        if at + len(v) <= len(out):
+            dst = out[at:at + len(v)]
+            at += len(v)
+        else:
+            dst = np.empty(len(v), narrow)
+            parts.append(dst)
+        for f in fields:
+            dst[f] = v[f]
+    return np.concatenate([out[:at], *parts]) if parts else out[:at]
+
+
 def build(trace: Any, model: RunModel | None = None, state_slices: bool = True) -> Timeline:
     """The run's timeline (module doc): tracks, slices and flows added in a fixed order
     (devices, threads, calls, wakeups, journal, counters), so track ids are stable.
@@ -211,11 +381,12 @@ def build(trace: Any, model: RunModel | None = None, state_slices: bool = True) 
     tl.start_ns, tl.end_ns = w0, max(w1, w0)
     meta = trace.meta or {}
     devname = device_names(meta)
-    req_slice = _device_slices(tl, trace.records("request"), m, devname)
+    rq = _fields(trace, "request", REQUEST_FIELDS)
+    req_row = _device_slices(tl, rq, m, devname)
 
     tasks = trace.records("task")
-    off = trace.records("offcpu")
-    fs = trace.records("fsync")
+    off = _fields(trace, "offcpu", OFFCPU_FIELDS)
+    fs = _fields(trace, "fsync", FSYNC_FIELDS)
     life = _lifetimes(tasks, w0, tl.end_ns)
     tids = sorted(set(life) | {int(x) for x in off["tid"]} | {int(x) for x in fs["tid"]})
     procs, thread_track, state_track = _thread_tracks(tl, tids, life, off, fs, w0)
@@ -223,19 +394,23 @@ def build(trace: Any, model: RunModel | None = None, state_slices: bool = True) 
     _native_sched(tl, off, o_order, life)
     if state_slices:
         _sched_states(tl, off, o_order, life, state_track, tids, w0)
-    call_slice = _call_slices(tl, fs, thread_track)
-    _call_flows(tl, m.requests.call_index, call_slice, req_slice)
-    _wakeup_flows(tl, trace, off, o_order, thread_track, procs, req_slice, life)
+    call_row = _call_slices(tl, fs, thread_track)
+    _call_flows(tl, m.requests.call_index, call_row, req_row)
+    # only a helper's wakeup by a request's completion is drawn
+    helpers = _fields(trace, "helper", OFFCPU_FIELDS, lambda h: h["waker_rq_seq"] != 0)
+    _wakeup_flows(tl, rq, off, o_order, helpers, thread_track, procs, req_row, life)
+    del off, helpers
     _journal(tl, trace.records("journal"), devname, meta)
     _counters(tl, m, trace.counters, w0)
     return tl
 
 
 def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
-                   devname: dict[tuple[int, int], str]) -> dict[int, Slice]:
+                   devname: dict[tuple[int, int], str]) -> np.ndarray:
     """Every request with a start as a slice on its device's lanes, from its start
     (issue, else insert, else submit) to its completion (the end if incomplete), in
-    (device, start) order; returns request index -> slice."""
+    (device, start) order; returns each request's row in tl.slices (-1: none). Its
+    arguments are made from its record when a writer reads them (_request_args)."""
     rm = m.requests
     issue = rq["issue_ns"].astype(I64)
     done = rq["done_ns"].astype(I64)
@@ -248,8 +423,9 @@ def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
     dev = (rq["dev_major"].astype(I64) << 32) | rq["dev_minor"].astype(I64)
     order = np.lexsort((start, dev))
     lanes: dict[int, Lanes] = {}
-    req_slice: dict[int, Slice] = {}
+    req_row = np.full(len(rq), -1, I64)
     devices_track: int | None = None
+    args = tl.slices.maker(lambda i, _: _request_args(rq[i], i, m))
     for i in order.tolist():
         if not keep[i]:
             continue
@@ -266,68 +442,17 @@ def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
                              name, lane_parent=devices_track, group="devices",
                              merge_key=name, same_name=True)
         s, e = int(start[i]), int(max(end[i], start[i]))
-        req_slice[i] = Slice(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
-                             "request", RequestArgs(rq, i, m))
-        tl.slices.append(req_slice[i])
-    return req_slice
+        req_row[i] = tl.slices.add(lanes[d].place(s, e), s, e, m.class_names[int(rm.cls[i])],
+                                   "request", maker=args, a0=i)
+    return req_row
 
 
-class RequestArgs(Mapping[str, Any]):
-    """A request slice's arguments (_request_args), made from its record each time they
-    are read (once, by a writer): a timeline holds one slice per request, and the
-    arguments would be most of its size."""
-
-    __slots__ = ("_rq", "_i", "_m")
-
-    def __init__(self, rq: np.ndarray, i: int, m: RunModel) -> None:
-        self._rq, self._i, self._m = rq, i, m
-
-    def _made(self) -> dict[str, Any]:
-        r = self._rq[self._i]
-        return _request_args(r, self._i, self._m,
-                             bool(int(r["flags_u16"]) & abi.RQ_INCOMPLETE), int(r["issue_ns"]))
-
-    def __getitem__(self, k: str) -> Any:
-        return self._made()[k]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._made())
-
-    def __len__(self) -> int:
-        return len(self._made())
-
-    def items(self) -> Any:
-        return self._made().items()
-
-
-class WokenArgs(Mapping[str, Any]):
-    """The arguments of a wakeup by a request's completion, {"waker": ..., "request_seq":
-    ...}, in two slots (a timeline holds one per such wakeup)."""
-
-    __slots__ = ("_waker", "_seq")
-
-    def __init__(self, waker: str, seq: int) -> None:
-        self._waker, self._seq = waker, seq
-
-    def __getitem__(self, k: str) -> Any:
-        if k == "waker":
-            return self._waker
-        if k == "request_seq":
-            return self._seq
-        raise KeyError(k)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(("waker", "request_seq"))
-
-    def __len__(self) -> int:
-        return 2
-
-
-def _request_args(r: Any, i: int, m: RunModel, incomplete: bool, issue: int
-                  ) -> dict[str, Any]:
+def _request_args(r: Any, i: int, m: RunModel) -> dict[str, Any]:
     """A request slice's arguments (record r, index i): class, level two, the device
     above, sector, bytes, op, flags, submitter, and the times and seek it has."""
     rm = m.requests
+    incomplete = bool(int(r["flags_u16"]) & abi.RQ_INCOMPLETE)
+    issue = int(r["issue_ns"])
     ifl = int(r["iflags"])
     flags = [n for b, n in ((abi.F_SYNC, "sync"), (abi.F_META, "meta"),
                             (abi.F_FUA, "fua"), (abi.F_PREFLUSH, "preflush"),
@@ -434,27 +559,26 @@ def _off_cpu_slices(tl: Timeline, r: Any, track: int, s: int, wk: int, e: int) -
         if int(r["waker_tid"]) else {}
     preempt = bool(fl & abi.OFF_PREEMPT) or not wk
     if preempt:
-        tl.slices.append(Slice(track, s, e, "runnable (preempted)", "sched",
-                               tl.shared_args(syscall=sysname)))
+        tl.slices.add(track, s, e, "runnable (preempted)", "sched",
+                      tl.shared_args(syscall=sysname))
     else:
         wk = min(max(wk, s), e)
-        tl.slices.append(Slice(track, s, wk, tl.shared_name("blocked: ", sysname), "sched",
-                               tl.shared_args(syscall=sysname,
-                                              iowait=bool(fl & abi.OFF_IOWAIT),
-                                              uninterruptible=bool(fl & abi.OFF_D), **waker)))
+        tl.slices.add(track, s, wk, tl.shared_name("blocked: ", sysname), "sched",
+                      tl.shared_args(syscall=sysname, iowait=bool(fl & abi.OFF_IOWAIT),
+                                     uninterruptible=bool(fl & abi.OFF_D), **waker))
         if e > wk:
-            tl.slices.append(Slice(track, wk, e, "runnable", "sched",
-                                   tl.shared_args(**waker)))
+            tl.slices.add(track, wk, e, "runnable", "sched", tl.shared_args(**waker))
 
 
 def _call_slices(tl: Timeline, fs: np.ndarray, thread_track: dict[int, int]
-                 ) -> dict[int, Slice]:
+                 ) -> np.ndarray:
     """fsync-family calls on their thread's track (lanes in case records overlap), in
-    (thread, entry) order; an incomplete one runs to the end. Returns call index ->
-    slice."""
+    (thread, entry) order; an incomplete one runs to the end. Returns each call's row in
+    tl.slices (-1: none)."""
     call_lanes: dict[int, Lanes] = {}
-    call_slice: dict[int, Slice] = {}
+    call_row = np.full(len(fs), -1, I64)
     f_order = np.lexsort((fs["enter_ns"], fs["tid"]))
+    args = tl.slices.maker(lambda i, _: _call_args(fs[i], i))
     for i in f_order.tolist():
         r = fs[i]
         tid = int(r["tid"])
@@ -467,24 +591,31 @@ def _call_slices(tl: Timeline, fs: np.ndarray, thread_track: dict[int, int]
         if tid not in call_lanes:
             tt = tl.tracks[thread_track[tid]]
             call_lanes[tid] = Lanes(tl, tt.uuid, f"{tt.name} calls", tt.parent, group="threads")
-        args = {"fs": FS_NAMES.get(int(r["fs_u16"]), ""), "fd": int(r["fd"]),
-                "ino": int(r["ino"]), "ret": int(r["ret"]), "call_id": int(i)}
-        if int(r["flags_u16"]) & abi.FS_F_SEQ:
-            args["commit_seq"] = int(r["commit_seq"])
-        call_slice[i] = Slice(call_lanes[tid].place(s, e), s, e,
-                              abi.CALL_NAMES.get(int(r["call_u16"]), "call"), "fsync", args)
-        tl.slices.append(call_slice[i])
-    return call_slice
+        call_row[i] = tl.slices.add(call_lanes[tid].place(s, e), s, e,
+                                    abi.CALL_NAMES.get(int(r["call_u16"]), "call"), "fsync",
+                                    maker=args, a0=i)
+    return call_row
 
 
-def _call_flows(tl: Timeline, call_index: np.ndarray, call_slice: dict[int, Slice],
-                req_slice: dict[int, Slice]) -> None:
+def _call_args(r: Any, i: int) -> dict[str, Any]:
+    """A call slice's arguments (record r, index i)."""
+    args = {"fs": FS_NAMES.get(int(r["fs_u16"]), ""), "fd": int(r["fd"]),
+            "ino": int(r["ino"]), "ret": int(r["ret"]), "call_id": int(i)}
+    if int(r["flags_u16"]) & abi.FS_F_SEQ:
+        args["commit_seq"] = int(r["commit_seq"])
+    return args
+
+
+def _call_flows(tl: Timeline, call_index: np.ndarray, call_row: np.ndarray,
+                req_row: np.ndarray) -> None:
     """A flow from each call to every request its thread submitted inside it (both
     drawn), in request order."""
-    for j in np.flatnonzero(call_index >= 0).tolist():
-        ci = int(call_index[j])
-        if ci in call_slice and j in req_slice:
-            add_flow(tl, call_slice[ci], req_slice[j])
+    j = np.flatnonzero(call_index[:len(req_row)] >= 0)
+    ci = np.asarray(call_index, I64)[j]
+    j, ci = j[ci < len(call_row)], ci[ci < len(call_row)]
+    src, dst = call_row[ci], req_row[j]
+    both = (src >= 0) & (dst >= 0)
+    tl.flow_all(tl.slices, src[both], tl.slices, dst[both])
 
 
 def _counters(tl: Timeline, m: RunModel, counters: dict[str, int], w0: int) -> None:
@@ -532,9 +663,11 @@ def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
     would give them. An off-CPU record is written at the switch-in that ends it, on
     that CPU (its header's cpu): the thread then runs there until its next switch-out.
     Before a thread's first switch-in the CPU it ran on is not known: that period is
-    left out (counted). A thread that exits leaves its CPU in state X at its death."""
-    runs: list[tuple[int, int, int, int, int]] = []
-    wakings: list[tuple[int, int, int, int]] = []
+    left out (counted). A thread that exits leaves its CPU in state X at its death.
+    Periods and wakeups are gathered as flat int64 arrays (5 and 4 values each), not
+    tuples: a run holds about one of each per off-CPU record."""
+    runs = array("q")
+    wakings = array("q")
     cur, cpu, since = -1, -1, 0
     for i in order.tolist():
         r = off[i]
@@ -549,13 +682,13 @@ def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
             continue
         fl = int(r["flags_u16"])
         if cpu >= 0:
-            runs.append((cpu, since, s, tid, _prev_state(int(r["state"]), fl)))
+            runs.extend((cpu, since, s, tid, _prev_state(int(r["state"]), fl)))
         if not e or e > tl.end_ns or (fl & (abi.OFF_LATE_END | abi.OFF_OPEN_END)
                                       and e >= tl.end_ns):
             cpu = -2  # still off CPU at the end
             continue
         if wk and not fl & abi.OFF_PREEMPT and s <= wk <= e:
-            wakings.append((int(r["cpu"]), wk, tid, int(r["waker_tid"])))
+            wakings.extend((int(r["cpu"]), wk, tid, int(r["waker_tid"])))
         cpu, since = int(r["cpu"]), e
     if cur >= 0 and cpu >= 0:
         _last_run(runs, tl, cur, cpu, since, life)
@@ -563,42 +696,50 @@ def _native_sched(tl: Timeline, off: np.ndarray, order: np.ndarray,
     del wakings
     # One CPU runs one thread at a time: a period overlapping the one before it on its
     # CPU (records that disagree) is left out and counted, never drawn over another.
-    runs.sort()
+    # In (cpu, start, end, tid, state) order, a block at a time.
+    rr = np.array(runs, I64).reshape(-1, 5)
+    del runs
+    rr = rr[np.lexsort(rr.T[::-1])]
     end_at: dict[int, int] = {}
-    keep = np.zeros(len(runs), bool)
-    for k, (c, s, e, tid, st) in enumerate(runs):
-        if s < end_at.get(c, 0):
-            tl.sched_unknown_cpu += 1
-            continue
-        end_at[c] = e if e else 1 << 63
-        keep[k] = True
-    tl.sched = np.array(runs, I64).reshape(-1, 5)[keep]
+    keep = np.zeros(len(rr), bool)
+    for lo in range(0, len(rr), EVENTS_AT_ONCE):
+        b = rr[lo:lo + EVENTS_AT_ONCE]
+        for k, (c, s, e) in enumerate(zip(b[:, 0].tolist(), b[:, 1].tolist(),
+                                          b[:, 2].tolist()), lo):
+            if s < end_at.get(c, 0):
+                tl.sched_unknown_cpu += 1
+                continue
+            end_at[c] = e if e else 1 << 63
+            keep[k] = True
+    tl.sched = rr[keep]
 
 
-def _last_run(runs: list[tuple[int, int, int, int, int]], tl: Timeline, tid: int,
-              cpu: int, since: int, life: dict[int, tuple[int, int, int, str]]) -> None:
+def _last_run(runs: array[int], tl: Timeline, tid: int, cpu: int, since: int,
+              life: dict[int, tuple[int, int, int, str]]) -> None:
     death = life.get(tid, (0, 0, tl.end_ns, ""))[2]
     if death < tl.end_ns and death >= since:
-        runs.append((cpu, since, death, tid, PREV_X))
+        runs.extend((cpu, since, death, tid, PREV_X))
     else:
-        runs.append((cpu, since, 0, tid, 0))
+        runs.extend((cpu, since, 0, tid, 0))
 
 
-def _wakeup_flows(tl: Timeline, trace: Any, off: np.ndarray, order: np.ndarray,
-                  thread_track: dict[int, int], procs: dict[int, int],
-                  req_slice: dict[int, Slice], life: dict[int, tuple[int, int, int, str]]
+def _wakeup_flows(tl: Timeline, rq: np.ndarray, off: np.ndarray, order: np.ndarray,
+                  helpers: np.ndarray, thread_track: dict[int, int], procs: dict[int, int],
+                  req_row: np.ndarray, life: dict[int, tuple[int, int, int, str]]
                   ) -> None:
     """At each wakeup of a blocked workload thread, and of a helper thread (jbd2, a
     kworker: the helper records) that a request's completion woke: an instant on its
     track ("woken"), with a flow from an instant on its waker's thread track ("wakes")
     and one from the slice of the request whose completion woke it (the recording's
     waker_rq_seq)."""
-    helpers = trace.records("helper")
     if not len(off) and not len(helpers):
         return
-    rq = trace.records("request")
-    by_seq = {int(q): j for j, q in enumerate(rq["seq"].tolist())} if len(rq) else {}
+    # request index by sequence number (of equal numbers, the last)
+    by_seq = np.argsort(rq["seq"], kind="stable") if len(rq) else np.zeros(0, I64)
+    seqs = np.asarray(rq["seq"], I64)[by_seq]
     tracks = dict(thread_track)
+    inst = tl.instants
+    woken_args = inst.maker(lambda a0, a1: {"waker": inst.names[a0], "request_seq": a1})
 
     def track_of(tid: int, tgid: int, comm: str) -> int:
         if tid not in tracks:
@@ -612,37 +753,45 @@ def _wakeup_flows(tl: Timeline, trace: Any, off: np.ndarray, order: np.ndarray,
     h_order = np.lexsort((helpers["start_ns"], helpers["tid"])) if len(helpers) else \
         np.zeros(0, np.int64)
     for recs, rec_order, helper in ((off, order, False), (helpers, h_order, True)):
+        # the row of the request whose completion woke each record's thread (-1: none)
+        seq = np.asarray(recs["waker_rq_seq"], I64)
+        row_of = np.full(len(recs), -1, I64)
+        if len(seqs):
+            at = np.maximum(np.searchsorted(seqs, seq, side="right") - 1, 0)
+            found = (seq != 0) & (seqs[at] == seq)
+            row_of[found] = req_row[by_seq[at[found]]]
         for i in np.asarray(rec_order).tolist():
             r = recs[i]
             s, wk, e = int(r["start_ns"]), int(r["waking_ns"]), int(r["end_ns"])
             fl = int(r["flags_u16"])
             if not wk or fl & abi.OFF_PREEMPT or wk < s or (e and wk > e) or wk > tl.end_ns:
                 continue
-            seq = int(r["waker_rq_seq"])
-            j = by_seq.get(seq, -1) if seq else -1
-            if helper and j not in req_slice:
+            q = int(row_of[i])
+            if helper and q < 0:
                 continue
             tid, wt = int(r["tid"]), int(r["waker_tid"])
             wcomm = _comm(r["waker_comm"])
-            name = tl.comms.get(tid) or life.get(tid, (0, 0, 0, ""))[3] or \
-                (_comm(r["comm"]) if "comm" in (recs.dtype.names or ()) else "")
+            name = tl.comms.get(tid) or life.get(tid, (0, 0, 0, ""))[3]
             waker = tl.shared_name(wcomm or "?", "/", str(wt))
-            woken = Slice(track_of(tid, int(r["tgid"]), name), wk, wk, "woken", "wakeup",
-                          WokenArgs(waker, seq) if j in req_slice
-                          else tl.shared_args(waker=waker))
-            if j in req_slice:
-                add_flow(tl, req_slice[j], woken)
+            woken_track = track_of(tid, int(r["tgid"]), name)
+            # the waker's instant first, then the woken one (their order in instants)
             if wt:
-                wakes = Slice(track_of(wt, int(r["waker_tgid"]), wcomm), wk, wk, "wakes",
-                              "wakeup", tl.shared_args(woken=f"{name or '?'}/{tid}"))
-                add_flow(tl, wakes, woken)
-                tl.instants.append(wakes)
-            tl.instants.append(woken)
+                wakes = inst.add(track_of(wt, int(r["waker_tgid"]), wcomm), wk, wk, "wakes",
+                                 "wakeup", tl.shared_args(woken=f"{name or '?'}/{tid}"))
+            if q >= 0:
+                woken = inst.add(woken_track, wk, wk, "woken", "wakeup", maker=woken_args,
+                                 a0=inst.intern(waker), a1=int(r["waker_rq_seq"]))
+                tl.flow(tl.slices, q, inst, woken)
+            else:
+                woken = inst.add(woken_track, wk, wk, "woken", "wakeup",
+                                 tl.shared_args(waker=waker))
+            if wt:
+                tl.flow(inst, wakes, inst, woken)
 
 
 def _running(tl: Timeline, track: int, s: int, e: int) -> None:
     if e > s:
-        tl.slices.append(Slice(track, s, e, "running", "sched"))
+        tl.slices.add(track, s, e, "running", "sched")
 
 
 # The journal events that begin or end a stretch of a journal's work (a commit, an
@@ -723,73 +872,106 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
             if i < len(d):
                 items.append((t, d[i], key, fs, "log force", args, []))
             else:
-                tl.instants.append(Slice(base(key, fs), t, t, "log force", "journal", args))
+                tl.instants.add(base(key, fs), t, t, "log force", "journal", args)
         else:
             name = {abi.J_XFS_FORCE: "log force"}.get(e, abi.JOURNAL_EVENT_NAMES.get(e, "event"))
-            tl.instants.append(Slice(base(key, fs), t, t, name, "journal",
-                                     {"seq": seq, "tid": int(r["tid"])}))
+            tl.instants.add(base(key, fs), t, t, name, "journal",
+                            {"seq": seq, "tid": int(r["tid"])})
     for s, e_, key, fs, name, args, ph in sorted(items, key=lambda x: (x[0], -x[1])):
         tr = lane(key, fs, s, e_)
-        tl.slices.append(Slice(tr, s, e_, name, "journal", args))
+        tl.slices.add(tr, s, e_, name, "journal", args)
         bounds = [(t, n) for t, n in ph if s <= t <= e_] + [(e_, "")]
         for (t0, n0), (t1, _) in zip(bounds, bounds[1:]):
             if t1 > t0:
-                tl.slices.append(Slice(tr, t0, t1, n0, "journal"))
+                tl.slices.add(tr, t0, t1, n0, "journal")
 
 
-EVENTS_AT_ONCE = 1 << 16  # sorted events turned into Python objects at a time
+EVENTS_AT_ONCE = 1 << 16  # events merged (and made Python objects) at a time, per stream
 
 
-def sorted_events(tl: Timeline) -> Iterator[tuple[str, Any]]:
+def sorted_events(tl: Timeline, ends: bool = True) -> Iterator[tuple[str, Any]]:
     """Every slice begin ("B") and end ("E"), instant ("I") and counter value ("C") in
     an order where slices nest on each track: at one time, ends before begins; of
     slices beginning together the longer first (the one made first if equally long),
-    of those ending together the reverse. A slice of no length is an instant.
+    of those ending together the reverse. A slice of no length is an instant; instants
+    at one time come by their number (a slice's row, an instant's row), a slice's
+    before an instant's of the same number; counter values by theirs. A slice's end
+    carries no arguments or flows: its begin has them. ends=False leaves the ends out
+    (a writer of complete slices).
 
-    The order is one stable sort of four int64 keys per event (time, then end / begin /
-    instant / counter, then length, then the slice's number: begins ascending, ends
-    descending), events made in the order slices, instants, counters; they are yielded
-    one at a time, so the only arrays of the events' size are those keys."""
-    ns, ni, nc = len(tl.slices), len(tl.instants), len(tl.counters)
-    st = np.fromiter((s.start for s in tl.slices), I64, ns)
-    d = np.fromiter((s.end for s in tl.slices), I64, ns)
+    Four streams, each sorted on its own with the order above (ends, begins, instants,
+    counter values: at one time, in that order), merged EVENTS_AT_ONCE per stream at a
+    time: what stays alive is each stream's order, 8 B per event (the times are read
+    from the tables a block at a time), not the keys of a sort of all events at once."""
+    ni, nc = len(tl.instants), len(tl.counters)
+    st = tl.slices.column("start")
+    d = tl.slices.column("end")
     d -= st
-    point = d <= 0
-    # Per slice its begin (or instant) then its end, kept where the slice has a length:
-    # the events of the slices in order, then the instants', then the counters'.
-    keep = np.ones(2 * ns, bool)
-    keep[1::2] = ~point
-    ne = int(keep.sum())
-    n = ne + ni + nc
-    time = np.empty(n, I64)
-    time[:ne] = np.stack((st, st + d), axis=1).ravel()[keep]
-    time[ne:ne + ni] = np.fromiter((s.start for s in tl.instants), I64, ni)
-    time[ne + ni:] = np.fromiter((c[1] for c in tl.counters), I64, nc)
+    k = np.flatnonzero(d > 0)
+    # begins by (start, longer first, row); ends by (end, shorter first, later row first)
+    b_ord = k[np.lexsort((-d[k], st[k]))]
+    k = k[::-1] if ends else k[:0]
+    e_ord = k[np.lexsort((d[k], (st + d)[k]))]
+    del k
+    # instants: a slice of no length (by its row), then the instants (by theirs)
+    pk = np.flatnonzero(d <= 0)
+    del d
+    p_num = np.concatenate((pk, np.arange(ni, dtype=I64)))
+    p_ord = np.lexsort((p_num, np.concatenate((st[pk], tl.instants.column("start")))))
     del st
-    # what each event is, which is also its rank at one time but for begins and slice
-    # instants: slice begin 0, its instant 1, its end 2; an instant 3; a counter value 4
-    what = np.empty(n, np.int8)
-    what[:ne] = np.stack((point.astype(np.int8), np.full(ns, 2, np.int8)), axis=1).ravel()[keep]
-    what[ne:ne + ni] = 3
-    what[ne + ni:] = 4
-    rank = np.array([1, 2, 0, 2, 3], np.int8)[what]  # end, begin, instant, counter
-    length = np.zeros(n, I64)
-    length[:ne] = np.stack((-d, d), axis=1).ravel()[keep]
-    length[:ne][what[:ne] == 1] = 0
-    del d, point
-    # the number of the slice (its end: negated), instant or counter value; also what
-    # each event is made from
-    src = np.empty(n, I64)
-    k = np.arange(ns, dtype=I64)
-    src[:ne] = np.stack((k, -k), axis=1).ravel()[keep]
-    src[ne:ne + ni] = np.arange(ni, dtype=I64)
-    src[ne + ni:] = np.arange(nc, dtype=I64)
-    del k, keep
-    order = np.lexsort((src, length, rank, time))
-    del time, rank, length
-    src, what = np.abs(src[order]), what[order]
-    del order
-    kinds = ("B", "I", "E", "I", "C")
-    for a in range(0, len(src), EVENTS_AT_ONCE):
-        for w, j in zip(what[a:a + EVENTS_AT_ONCE].tolist(), src[a:a + EVENTS_AT_ONCE].tolist()):
-            yield kinds[w], (tl.slices if w < 3 else tl.instants if w == 3 else tl.counters)[j]
+    p_num = p_num[p_ord]
+    p_code = np.where(p_ord >= len(pk), 3, 2).astype(np.int8)  # an instant's, a slice's
+    del p_ord, pk
+    c_t = np.fromiter((c[1] for c in tl.counters), I64, nc)
+    c_ord = np.argsort(c_t, kind="stable")
+    c_t = c_t[c_ord]
+    # per stream, in the order of their rank at one time: its rows and what each
+    # event is (0 an end, 1 a begin, 2 a slice's instant, 3 an instant, 4 a value);
+    # the times are read from the tables a block at a time
+    rows = (e_ord, b_ord, p_num, c_ord)
+    codes = (None, None, p_code, None)
+    kinds = ("E", "B", "I", "I", "C")
+    makes = (tl.slices.bare, tl.slices.__getitem__, tl.slices.__getitem__,
+             tl.instants.__getitem__, tl.counters.__getitem__)
+
+    def times(s: int, lo: int, hi: int) -> np.ndarray:
+        r = rows[s][lo:hi]
+        if s == 0:
+            return tl.slices.view("end")[r]
+        if s == 1:
+            return tl.slices.view("start")[r]
+        if s == 2:
+            inst = p_code[lo:hi] == 3
+            t = tl.slices.view("start")[np.where(inst, 0, r)] if len(tl.slices) else \
+                np.zeros(hi - lo, I64)
+            t[inst] = tl.instants.view("start")[r[inst]]
+            return t
+        return c_t[lo:hi]
+    at = [0, 0, 0, 0]
+    while True:
+        stop = [min(at[s] + EVENTS_AT_ONCE, len(rows[s])) for s in range(4)]
+        block = [times(s, at[s], stop[s]) for s in range(4)]
+        # The merge may go up to the smallest (time, rank) that ends a stream's block
+        # short of the stream's end: nothing after it in any stream comes before it.
+        bound = min(((int(block[s][-1]), s) for s in range(4) if stop[s] < len(rows[s])),
+                    default=None)
+        take_t, take_s, take_r, take_c = [], [], [], []
+        for s in range(4):
+            lo, n = at[s], stop[s] - at[s]
+            if bound is not None:
+                n = int(np.searchsorted(block[s], bound[0],
+                                        side="right" if s <= bound[1] else "left"))
+            take_t.append(block[s][:n])
+            take_s.append(np.full(n, s, np.int8))
+            take_r.append(rows[s][lo:lo + n])
+            c = codes[s]
+            take_c.append(c[lo:lo + n] if c is not None else np.full(n, (0, 1, 0, 4)[s], np.int8))
+            at[s] = lo + n
+        del block
+        t = np.concatenate(take_t)
+        if not len(t):
+            return
+        w = np.concatenate(take_s)
+        o = np.lexsort((w, t))  # stable: each stream's own order kept at one (time, rank)
+        for c, r in zip(np.concatenate(take_c)[o].tolist(), np.concatenate(take_r)[o].tolist()):
+            yield kinds[c], makes[c](r)
