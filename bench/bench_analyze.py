@@ -43,8 +43,9 @@ what woke the off-CPU and helper intervals), then:
     record, and seconds and records/s per analysis phase;
   * `iowhy report --json TRACE` as a subprocess (every trace), `iowhy export --format
     parquet` and `iowhy query 'SELECT count(*) FROM requests' TRACE` (the busy trace;
-    --export-all: every one): wall time, records/s, CPU time (the child's, from wait4),
-    peak RSS per record (the child's ru_maxrss).
+    --export-all: every one; --timelines adds `export --format perfetto` and `--format
+    chrome-json` there): wall time, records/s, CPU time (the child's, from wait4), peak
+    RSS per record (the child's ru_maxrss).
 
 --cpu runs analyze() alone, on one thread (the decoding too), every figure read from that
 thread's CPU clock: per phase the work it does, which the other processes of a shared
@@ -481,6 +482,12 @@ def bench_trace(label: str, path: Path, a: argparse.Namespace, tmp: Path,
         # the .iowt's tables in memory, all at once (a query may read any of them)
         res["query"] = run_command("iowhy query", [iowhy(a), "query", QUERY, str(path)],
                                    n, a, subprocess.DEVNULL)
+        for fmt in (("perfetto", "chrome-json") if a.timelines else ()):
+            out = tmp / f"timeline.{fmt}"
+            res[fmt] = run_command(f"iowhy export --format {fmt}",
+                                   [iowhy(a), "export", "--format", fmt, "-o", str(out),
+                                    str(path)], n, a, subprocess.DEVNULL)
+            out.unlink(missing_ok=True)
     res["records"] = n
     return res
 
@@ -527,6 +534,15 @@ def summary(results: list[dict[str, Any]], a: argparse.Namespace) -> None:
             f"{rec_s(an, 'seconds', n, 9)}{cpu}{per_rec(an, n, 7)}{secs(rp, 'wall_s', 10)}"
             f"{rec_s(rp, 'wall_s', n, 9)}{per_rec(rp, n, 7)}{secs(ex, 'wall_s', 10)}"
             f"{per_rec(ex, n, 7)}{secs(qu, 'wall_s', 9)}{per_rec(qu, n, 7)}")
+    timed = [r for r in results if r.get("perfetto") or r.get("chrome-json")]
+    if timed:
+        say(f"\n{'trace':<26}{'records':>12}{'perfetto s':>11}{'B/rec':>7}"
+            f"{'chrome-json s':>14}{'B/rec':>7}")
+    for res in timed:
+        n = res["records"]
+        pf, cj = res.get("perfetto"), res.get("chrome-json")
+        say(f"{res['label']:<26}{n:>12,}{secs(pf, 'wall_s', 11)}{per_rec(pf, n, 7)}"
+            f"{secs(cj, 'wall_s', 14)}{per_rec(cj, n, 7)}")
     say("analyze s: read_trace + analyze() in a fresh process; CPU s: its CPU time (all"
         " threads); report/export/query s: the whole"
         " command's wall time; M rec/s: all records per second of that time; B/rec: peak"
@@ -588,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--export-all", action="store_true",
                     help="time `iowhy export --format parquet` and `iowhy query` on every"
                          " trace (default: busy)")
+    ap.add_argument("--timelines", action="store_true",
+                    help="also time `iowhy export --format perfetto` and `--format"
+                         " chrome-json` where the parquet export runs")
     ap.add_argument("--timeout", type=float, default=1200.0,
                     help="stop a measured run after this many seconds (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=2,
@@ -657,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     # a run stopped at --timeout is a figure; one that failed is a failure
     failed = [r["label"] for r in results if r.get("failed") or any(
         r.get(k) and not r[k].get("timed_out") and (r[k].get("rc") or r[k].get("failed"))
-        for k in ("analysis", "report", "export", "query"))]
+        for k in ("analysis", "report", "export", "query", "perfetto", "chrome-json"))]
     if failed:
         say(f"failed: {', '.join(failed)}")
     return 1 if failed else 0
