@@ -136,6 +136,15 @@ def test_wakeup_instants_and_flows(tl):
     assert set(woken[0].flows_in) == set(req2.flows_out) | set(wakes[0].flows_out)
 
 
+def test_a_wakeup_whose_numbers_do_not_fit_keeps_its_arguments(tmp_path, monkeypatch):
+    # no waker name index fits in the packed number: the arguments are kept as they are
+    monkeypatch.setattr(tlm, "WAKER_MASK", 0)
+    tl = tlm.build(read_trace(tiny(tmp_path / "t.iowt")))
+    [woken] = [s for s in tl.instants if s.name == "woken"]
+    assert dict(woken.args) == {"waker": "jbd2/sdz1-8/50", "request_seq": 2}
+    assert tl.instants.maker_ix[tl.instants.start.index(1051) + 1] == 1  # an object
+
+
 def test_journal_commit_with_phases_and_a_log_force(tl):
     j = [(s.start, s.end, s.name) for s in tl.slices if s.cat == "journal"]
     # each phase from its event to the next, the last to the commit's end

@@ -87,17 +87,17 @@ class Slice:
     flows_in: list[int] | tuple[int, ...] = ()
 
 
-ArgsMaker = Callable[[int, int], Mapping[str, Any]]
+ArgsMaker = Callable[[int], Mapping[str, Any]]
 
 
 class SliceTable:
     """Slices (or instants) in columns, one row each, in the order added. A timeline
     holds a few per record (a request, a wakeup and its waker, a scheduling state): as
     Python objects, with their ints, arguments and flow lists, that was about 400 B
-    each; here it is 8 columns of 1-8 B and 16 B per flow end.
+    each; here it is 7 columns, 35 B a row, and 16 B per flow end.
 
-    A row's name and category are indices into `names` (each distinct string once); its
-    arguments are `makers[maker](a0, a1)`, made when the row is read: maker 0 is no
+    A row's name and category are indices into `names` and `cats` (each distinct string
+    once); its arguments are `makers[maker](a0)`, made when the row is read: maker 0 is no
     arguments, 1 an object kept in `objs` (a0 its index; an object added again, such as
     a Timeline.shared_args set, is kept once), the others registered by the builder
     (`maker()`): a request's from its record, for instance. Flows leaving and ending on
@@ -105,14 +105,15 @@ class SliceTable:
     finds its flows through an index made on the first read after a flow was added."""
 
     def __init__(self) -> None:
-        self.track, self.start, self.end = array("q"), array("q"), array("q")
-        self.name, self.cat = array("i"), array("i")
-        self.maker_ix, self.a0, self.a1 = array("b"), array("q"), array("q")
+        self.track, self.start, self.end = array("i"), array("q"), array("q")
+        self.name, self.cat = array("i"), array("h")
+        self.maker_ix, self.a0 = array("b"), array("q")
         self.names: list[str] = []
         self._name_ix: dict[str, int] = {}
+        self.cats: list[str] = []
         self.objs: list[Mapping[str, Any]] = []
         self._obj_ix: dict[int, int] = {}
-        self.makers: list[ArgsMaker] = [lambda a0, a1: NO_ARGS, lambda a0, a1: self.objs[a0]]
+        self.makers: list[ArgsMaker] = [lambda a0: NO_ARGS, lambda a0: self.objs[a0]]
         self.out_row, self.out_id = array("q"), array("q")
         self.in_row, self.in_id = array("q"), array("q")
         self._flow_ix: tuple[array[int], ...] | None = None
@@ -127,15 +128,19 @@ class SliceTable:
             self.names.append(name)
         return k
 
+    def _cat(self, cat: str) -> int:
+        if cat not in self.cats:
+            self.cats.append(cat)
+        return self.cats.index(cat)  # a few categories (request, sched, wakeup, ...)
+
     def maker(self, fn: ArgsMaker) -> int:
         """Register an arguments maker; its number for add()."""
         self.makers.append(fn)
         return len(self.makers) - 1
 
     def add(self, track: int, start: int, end: int, name: str, cat: str,
-            args: Mapping[str, Any] | None = None, maker: int = 0, a0: int = 0,
-            a1: int = 0) -> int:
-        """A row (args: an object to keep, else maker(a0, a1) when read); its number."""
+            args: Mapping[str, Any] | None = None, maker: int = 0, a0: int = 0) -> int:
+        """A row (args: an object to keep, else maker(a0) when read); its number."""
         if args is not None:
             k = self._obj_ix.get(id(args))
             if k is None:
@@ -146,16 +151,22 @@ class SliceTable:
         self.start.append(start)
         self.end.append(end)
         self.name.append(self.intern(name))
-        self.cat.append(self.intern(cat))
+        self.cat.append(self._cat(cat))
         self.maker_ix.append(maker)
         self.a0.append(a0)
-        self.a1.append(a1)
         return len(self.start) - 1
 
     def column(self, name: str) -> np.ndarray:
         """A copy of a column as a numpy int64 array."""
         col = getattr(self, name)
         return np.array(col, I64) if len(col) else np.zeros(0, I64)
+
+    def view(self, name: str) -> np.ndarray:
+        """An int64 column as a numpy array without a copy (the table cannot grow while
+        the view lives)."""
+        col = getattr(self, name)
+        assert col.typecode == "q"
+        return np.frombuffer(col, I64) if len(col) else np.zeros(0, I64)
 
     def _flows(self) -> tuple[array[int], ...]:
         """Per direction, where each row's flows begin (row k's: [at[k], at[k + 1]) ) and
@@ -175,13 +186,6 @@ class SliceTable:
             self._flow_ix = tuple(ix)
         return self._flow_ix
 
-    def view(self, name: str) -> np.ndarray:
-        """A column as a numpy array without a copy (the table cannot grow while the
-        view lives)."""
-        col = getattr(self, name)
-        return np.frombuffer(col, I64 if col.typecode == "q" else np.int32) if len(col) \
-            else np.zeros(0, I64)
-
     def flow_ids(self) -> np.ndarray:
         """Every flow id that leaves or ends on a row."""
         return np.concatenate((self.column("out_id"), self.column("in_id")))
@@ -193,13 +197,12 @@ class SliceTable:
         lo, hi = i_at[k], i_at[k + 1]
         fi = i_id[lo:hi].tolist() if hi > lo else ()
         return Slice(self.track[k], self.start[k], self.end[k], self.names[self.name[k]],
-                     self.names[self.cat[k]],
-                     self.makers[self.maker_ix[k]](self.a0[k], self.a1[k]), fo, fi)
+                     self.cats[self.cat[k]], self.makers[self.maker_ix[k]](self.a0[k]), fo, fi)
 
     def bare(self, k: int) -> Slice:
         """Row k without its arguments and flows (what a slice's end needs)."""
         return Slice(self.track[k], self.start[k], self.end[k], self.names[self.name[k]],
-                     self.names[self.cat[k]])
+                     self.cats[self.cat[k]])
 
     def __iter__(self) -> Iterator[Slice]:
         return (self[k] for k in range(len(self)))
@@ -425,7 +428,7 @@ def _device_slices(tl: Timeline, rq: np.ndarray, m: RunModel,
     lanes: dict[int, Lanes] = {}
     req_row = np.full(len(rq), -1, I64)
     devices_track: int | None = None
-    args = tl.slices.maker(lambda i, _: _request_args(rq[i], i, m))
+    args = tl.slices.maker(lambda i: _request_args(rq[i], i, m))
     for i in order.tolist():
         if not keep[i]:
             continue
@@ -578,7 +581,7 @@ def _call_slices(tl: Timeline, fs: np.ndarray, thread_track: dict[int, int]
     call_lanes: dict[int, Lanes] = {}
     call_row = np.full(len(fs), -1, I64)
     f_order = np.lexsort((fs["enter_ns"], fs["tid"]))
-    args = tl.slices.maker(lambda i, _: _call_args(fs[i], i))
+    args = tl.slices.maker(lambda i: _call_args(fs[i], i))
     for i in f_order.tolist():
         r = fs[i]
         tid = int(r["tid"])
@@ -723,6 +726,10 @@ def _last_run(runs: array[int], tl: Timeline, tid: int, cpu: int, since: int,
         runs.extend((cpu, since, 0, tid, 0))
 
 
+WAKER_BITS = 24  # a woken instant's a0: request index << WAKER_BITS | waker name index
+WAKER_MASK = (1 << WAKER_BITS) - 1
+
+
 def _wakeup_flows(tl: Timeline, rq: np.ndarray, off: np.ndarray, order: np.ndarray,
                   helpers: np.ndarray, thread_track: dict[int, int], procs: dict[int, int],
                   req_row: np.ndarray, life: dict[int, tuple[int, int, int, str]]
@@ -739,7 +746,10 @@ def _wakeup_flows(tl: Timeline, rq: np.ndarray, off: np.ndarray, order: np.ndarr
     seqs = np.asarray(rq["seq"], I64)[by_seq]
     tracks = dict(thread_track)
     inst = tl.instants
-    woken_args = inst.maker(lambda a0, a1: {"waker": inst.names[a0], "request_seq": a1})
+    # a wakeup by a request's completion: its waker's name (an index into inst.names)
+    # and the request (its index) in one number, while both fit
+    woken_args = inst.maker(lambda a0: {"waker": inst.names[a0 & WAKER_MASK],
+                                        "request_seq": int(rq["seq"][a0 >> WAKER_BITS])})
 
     def track_of(tid: int, tgid: int, comm: str) -> int:
         if tid not in tracks:
@@ -756,10 +766,12 @@ def _wakeup_flows(tl: Timeline, rq: np.ndarray, off: np.ndarray, order: np.ndarr
         # the row of the request whose completion woke each record's thread (-1: none)
         seq = np.asarray(recs["waker_rq_seq"], I64)
         row_of = np.full(len(recs), -1, I64)
+        req_of = np.full(len(recs), -1, I64)
         if len(seqs):
             at = np.maximum(np.searchsorted(seqs, seq, side="right") - 1, 0)
             found = (seq != 0) & (seqs[at] == seq)
-            row_of[found] = req_row[by_seq[at[found]]]
+            req_of[found] = by_seq[at[found]]
+            row_of[found] = req_row[req_of[found]]
         for i in np.asarray(rec_order).tolist():
             r = recs[i]
             s, wk, e = int(r["start_ns"]), int(r["waking_ns"]), int(r["end_ns"])
@@ -779,8 +791,13 @@ def _wakeup_flows(tl: Timeline, rq: np.ndarray, off: np.ndarray, order: np.ndarr
                 wakes = inst.add(track_of(wt, int(r["waker_tgid"]), wcomm), wk, wk, "wakes",
                                  "wakeup", tl.shared_args(woken=f"{name or '?'}/{tid}"))
             if q >= 0:
-                woken = inst.add(woken_track, wk, wk, "woken", "wakeup", maker=woken_args,
-                                 a0=inst.intern(waker), a1=int(r["waker_rq_seq"]))
+                w = inst.intern(waker)
+                if w <= WAKER_MASK:
+                    woken = inst.add(woken_track, wk, wk, "woken", "wakeup", maker=woken_args,
+                                     a0=int(req_of[i]) << WAKER_BITS | w)
+                else:
+                    woken = inst.add(woken_track, wk, wk, "woken", "wakeup",
+                                     {"waker": waker, "request_seq": int(r["waker_rq_seq"])})
                 tl.flow(tl.slices, q, inst, woken)
             else:
                 woken = inst.add(woken_track, wk, wk, "woken", "wakeup",
