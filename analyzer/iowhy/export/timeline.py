@@ -30,8 +30,8 @@ Memory: a timeline holds a few slices or instants per record, so they are rows o
 columns (SliceTable), with their arguments made from the records when a writer reads
 them; the records are copied out of the trace with only the fields read here
 (_fields); the writers take the events in order from sorted_events, which merges four
-sorted streams a block at a time. A timeline of a recorded trace then takes about 80 B
-per record beside the analysis's model of the run.
+sorted streams a block at a time. A timeline of a recorded trace then takes 60-80 B per
+record beside the analysis's model of the run (bench/README.md, "Current figures").
 """
 
 from __future__ import annotations
