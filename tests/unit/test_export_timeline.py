@@ -270,3 +270,19 @@ def test_fields_take_only_the_named_fields_of_every_chunk(tmp_path):
     assert got["comm"].tolist() == full["comm"].tolist()
     some = tlm._fields(tr, "request", ("seq",), lambda v: v["seq"] != 2)
     assert some["seq"].tolist() == [1, 3]
+
+
+def test_sorted_events_names_its_progress(monkeypatch):
+    tl = tlm.Timeline()
+    for i in range(1000):
+        tl.slices.add(1, i, i + 5, "s", "x")
+    said: list[str] = []
+    monkeypatch.setattr(tlm, "phase", said.append)
+    monkeypatch.setattr(tlm, "EVENTS_AT_ONCE", 100)
+    assert len(list(tlm.sorted_events(tl, label="writing"))) == 2000
+    share = [int(p.split(": ")[1].split("%")[0]) for p in said]
+    assert said[0] == "writing: 0% of 2,000 events" and share == sorted(share)
+    assert len(said) > 10 and share[-1] >= 90
+    said.clear()
+    list(tlm.sorted_events(tl))
+    assert not said  # no label, no progress

@@ -248,7 +248,7 @@ def write_perfetto(trace: Any, path: str, tl: Timeline | None = None) -> dict[st
             b.write_packet(p)
             counts["tracks"] += 1
         intern = _Interner()
-        for kind, item in sorted_events(tl):
+        for kind, item in sorted_events(tl, label="writing perfetto"):
             if kind != "C" and item.track in state_tracks:
                 continue  # sent as native scheduler data
             p = b.create_packet()
@@ -331,7 +331,7 @@ def write_chrome_json(trace: Any, path: str, tl: Timeline | None = None) -> dict
         return round((ns - tl.start_ns) / 1000.0, 3)
 
     def timeline_events() -> Iterator[dict[str, Any]]:
-        for kind, item in sorted_events(tl, ends=False):
+        for kind, item in sorted_events(tl, ends=False, label="writing trace event JSON"):
             if kind == "C":
                 track, ts, value = item
                 yield {"ph": "C", "name": tl.tracks[track].name, "ts": us(ts),

@@ -48,6 +48,7 @@ import numpy as np
 from .. import abi
 from ..filesystems import FILESYSTEMS, JournalSpan
 from ..names import comm_text, utf8_text
+from ..progress import phase
 from .source import (CATEGORIES, FS_NAMES, OP_NAMES, RunModel, device_names, load_run,
                      syscall_name)
 
@@ -376,7 +377,6 @@ def build(trace: Any, model: RunModel | None = None, state_slices: bool = True) 
     state_slices=False leaves the scheduling-state tracks empty (their tracks are made
     all the same): the Perfetto writer sends that state as native scheduler data
     (Timeline.sched, Timeline.wakings) and needs none of their slices."""
-    from ..progress import phase
     m = model or load_run(trace)
     phase("timeline")
     tl = Timeline()
@@ -906,7 +906,8 @@ def _journal(tl: Timeline, jr: np.ndarray, devname: dict[tuple[int, int], str],
 EVENTS_AT_ONCE = 1 << 16  # events merged (and made Python objects) at a time, per stream
 
 
-def sorted_events(tl: Timeline, ends: bool = True) -> Iterator[tuple[str, Any]]:
+def sorted_events(tl: Timeline, ends: bool = True, label: str | None = None
+                  ) -> Iterator[tuple[str, Any]]:
     """Every slice begin ("B") and end ("E"), instant ("I") and counter value ("C") in
     an order where slices nest on each track: at one time, ends before begins; of
     slices beginning together the longer first (the one made first if equally long),
@@ -914,7 +915,8 @@ def sorted_events(tl: Timeline, ends: bool = True) -> Iterator[tuple[str, Any]]:
     at one time come by their number (a slice's row, an instant's row), a slice's
     before an instant's of the same number; counter values by theirs. A slice's end
     carries no arguments or flows: its begin has them. ends=False leaves the ends out
-    (a writer of complete slices).
+    (a writer of complete slices). label: the phase the progress line names, with the
+    share of the events taken so far (progress.phase), a block at a time.
 
     Four streams, each sorted on its own with the order above (ends, begins, instants,
     counter values: at one time, in that order), merged EVENTS_AT_ONCE per stream at a
@@ -965,7 +967,10 @@ def sorted_events(tl: Timeline, ends: bool = True) -> Iterator[tuple[str, Any]]:
             return t
         return c_t[lo:hi]
     at = [0, 0, 0, 0]
+    total = sum(len(r) for r in rows)
     while True:
+        if label is not None and total:
+            phase(f"{label}: {sum(at) * 100 // total}% of {total:,} events")
         stop = [min(at[s] + EVENTS_AT_ONCE, len(rows[s])) for s in range(4)]
         block = [times(s, at[s], stop[s]) for s in range(4)]
         # The merge may go up to the smallest (time, rank) that ends a stream's block
