@@ -915,8 +915,8 @@ def sorted_events(tl: Timeline, ends: bool = True, label: str | None = None
     at one time come by their number (a slice's row, an instant's row), a slice's
     before an instant's of the same number; counter values by theirs. A slice's end
     carries no arguments or flows: its begin has them. ends=False leaves the ends out
-    (a writer of complete slices). label: the phase the progress line names, with the
-    share of the events taken so far (progress.phase), a block at a time.
+    (a writer of complete slices). label: the phase the progress line names, after the
+    share of the events taken so far ("45% writing perfetto"), a block at a time.
 
     Four streams, each sorted on its own with the order above (ends, begins, instants,
     counter values: at one time, in that order), merged EVENTS_AT_ONCE per stream at a
@@ -970,7 +970,8 @@ def sorted_events(tl: Timeline, ends: bool = True, label: str | None = None
     total = sum(len(r) for r in rows)
     while True:
         if label is not None and total:
-            phase(f"{label}: {sum(at) * 100 // total}% of {total:,} events")
+            # the share first: a narrow terminal's line keeps a phase's start
+            phase(f"{sum(at) * 100 // total}% {label}")
         stop = [min(at[s] + EVENTS_AT_ONCE, len(rows[s])) for s in range(4)]
         block = [times(s, at[s], stop[s]) for s in range(4)]
         # The merge may go up to the smallest (time, rank) that ends a stream's block
