@@ -158,9 +158,8 @@ class SliceTable:
         return len(self.start) - 1
 
     def column(self, name: str) -> np.ndarray:
-        """A copy of a column as a numpy int64 array."""
-        col = getattr(self, name)
-        return np.array(col, I64) if len(col) else np.zeros(0, I64)
+        """A copy of an int64 column as a numpy array."""
+        return self.view(name).copy()
 
     def view(self, name: str) -> np.ndarray:
         """An int64 column as a numpy array without a copy (the table cannot grow while
@@ -923,15 +922,15 @@ def sorted_events(tl: Timeline, ends: bool = True, label: str | None = None
     time: what stays alive is each stream's order, 8 B per event (the times are read
     from the tables a block at a time), not the keys of a sort of all events at once."""
     ni, nc = len(tl.instants), len(tl.counters)
-    st = tl.slices.column("start")
-    d = tl.slices.column("end")
-    d -= st
+    st = tl.slices.view("start")
+    en = tl.slices.view("end")
+    d = en - st
     k = np.flatnonzero(d > 0)
     # begins by (start, longer first, row); ends by (end, shorter first, later row first)
     b_ord = k[np.lexsort((-d[k], st[k]))]
     k = k[::-1] if ends else k[:0]
-    e_ord = k[np.lexsort((d[k], (st + d)[k]))]
-    del k
+    e_ord = k[np.lexsort((d[k], en[k]))]
+    del k, en
     # instants: a slice of no length (by its row), then the instants (by theirs)
     pk = np.flatnonzero(d <= 0)
     del d
@@ -948,7 +947,7 @@ def sorted_events(tl: Timeline, ends: bool = True, label: str | None = None
     # event is (0 an end, 1 a begin, 2 a slice's instant, 3 an instant, 4 a value);
     # the times are read from the tables a block at a time
     rows = (e_ord, b_ord, p_num, c_ord)
-    codes = (None, None, p_code, None)
+    codes: tuple[int | np.ndarray, ...] = (0, 1, p_code, 4)
     kinds = ("E", "B", "I", "I", "C")
     makes = (tl.slices.bare, tl.slices.__getitem__, tl.slices.__getitem__,
              tl.instants.__getitem__, tl.counters.__getitem__)
@@ -988,7 +987,7 @@ def sorted_events(tl: Timeline, ends: bool = True, label: str | None = None
             take_s.append(np.full(n, s, np.int8))
             take_r.append(rows[s][lo:lo + n])
             c = codes[s]
-            take_c.append(c[lo:lo + n] if c is not None else np.full(n, (0, 1, 0, 4)[s], np.int8))
+            take_c.append(c[lo:lo + n] if isinstance(c, np.ndarray) else np.full(n, c, np.int8))
             at[s] = lo + n
         del block
         t = np.concatenate(take_t)
