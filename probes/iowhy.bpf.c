@@ -495,8 +495,17 @@ static __always_inline void on_getrq(int btf, struct bio *bio)
 	b = bpf_map_lookup_elem(&bios, &idx1);
 	if (!a || !b)
 		return;
-	/* A free slot, else the one written longer ago. */
-	s = a->bio == BIO_FREE ? a : b->bio == BIO_FREE ? b : a->ts_ns <= b->ts_ns ? a : b;
+	/*
+	 * A slot that still holds this very bio, else a free one, else the one written
+	 * longer ago. A bio submitted again at the same address whose earlier slot was
+	 * never taken must not leave that slot beside the new one, or the request would take
+	 * the stale origin and time, and so would every later request of that bio at that
+	 * address (blkdev_issue_flush's empty PREFLUSH is an on-stack bio, at one address
+	 * call after call): a slot is left behind by a request whose insert, issue and
+	 * completion the probes all missed (one submitted while they were being attached).
+	 */
+	s = a->bio == key ? a : b->bio == key ? b : a->bio == BIO_FREE ? a
+		: b->bio == BIO_FREE ? b : a->ts_ns <= b->ts_ns ? a : b;
 	/*
 	 * Claim the slot by marking it busy: a reader that has already matched the old
 	 * tag then fails its own compare-and-swap and ignores what it read, and another
