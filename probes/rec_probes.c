@@ -38,12 +38,17 @@ static int btf_enum_has(const struct btf *btf, const char *type, const char *nam
 /*
  * --top: tracepoints whose records `iowhy top` does not read (rec_top.c folds off-CPU,
  * fsync-family and request records only): the journal and filesystem events, bio-based
- * completions and exec. Not loaded, so their events cost nothing.
+ * completions and exec; and a request's insert and merge: top times a request from its
+ * submission to its completion, and its entry is made at its issue (a request merged
+ * into another before its issue never has one). The issue stays: a request issued
+ * again without a completion seen between is how a lost completion is counted
+ * (rq_fresh). Not loaded, so their events cost nothing.
  */
 static int top_unread(const char *tp)
 {
 	static const char *const prefixes[] = { "jbd2_", "ext4_", "xfs_", "xlog_", "btrfs_",
-						"block_bio_complete", "sched_process_exec" };
+						"block_bio_complete", "sched_process_exec",
+						"block_rq_insert", "block_rq_merge" };
 
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
 		if (!strncmp(tp, prefixes[i], strlen(prefixes[i])))
