@@ -8,7 +8,8 @@
  * submitted), the class of the request whose completion ended a wait comes with the
  * off-CPU record, and the journal, filesystem and write-family programs are not loaded.
  *
- *   {"start_ns": .., "end_ns": .., "interval_ns": .., "counters": {lost..: n},
+ *   {"start_ns": .., "end_ns": .., "interval_ns": .., "block_start": {disk: [stat]},
+ *    "block_end": {..}, "counters": {lost..: n},
  *    "processes": [{"pid": .., "attribution_ns": {cause: ns}, "fsync": {"count", "p99_ns",
  *    "max_ns"}, "requests": {"count", "p99_ns", "max_ns"}}]}
  *
@@ -55,6 +56,7 @@ struct top {
 	__u32 nprocs, dropped;
 	struct { __u32 tid; __u64 run; } *threads;
 	__u64 t0, last_counters[IOWHY_C_MAX];
+	char *block0; /* block_stats() at the current interval's start */
 };
 
 static __u32 bucket(__u64 v)
@@ -121,6 +123,86 @@ int top_init(struct rec *r)
 	}
 	r->top = t;
 	return 0;
+}
+
+/*
+ * The kernel's counters of every disk, /sys/block/DEV/stat, as the JSON object
+ * {"DEV": [field, ...]} (a malloc'd string; "{}" when unreadable). Read here, at the
+ * moment an interval starts and ends, so that `iowhy top`'s device line covers the same
+ * time as the processes' rows however late it reads the line. A name that is not a
+ * plain device name, or a field that is not a number, leaves that device out.
+ */
+static char *block_stats(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int dfd = open("/sys/block", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+	int first = 1;
+
+	if (!f) {
+		if (d)
+			closedir(d);
+		else if (dfd >= 0)
+			close(dfd);
+		return strdup("{}");
+	}
+	fputc('{', f);
+	while (d && (de = readdir(d))) {
+		char path[300], text[512], *p, *end;
+		int fd, ok = 1, n = 0;
+		ssize_t got;
+
+		if (de->d_name[0] == '.' || strlen(de->d_name) > 64)
+			continue;
+		for (p = de->d_name; *p; p++)
+			ok &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.';
+		if (!ok)
+			continue;
+		snprintf(path, sizeof(path), "%s/stat", de->d_name);
+		fd = openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		got = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (got <= 0)
+			continue;
+		text[got] = 0;
+		fprintf(f, "%s\"%s\": [", first ? "" : ", ", de->d_name);
+		for (p = text;; p = end) {
+			unsigned long long v;
+
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (!*p || *p == '\n')
+				break;
+			errno = 0;
+			v = strtoull(p, &end, 10);
+			if (end == p || errno)
+				break;
+			fprintf(f, "%s%llu", n++ ? ", " : "", v);
+		}
+		fputc(']', f);
+		first = 0;
+	}
+	fputc('}', f);
+	if (d)
+		closedir(d);
+	else if (dfd >= 0)
+		close(dfd);
+	if (fclose(f) || !buf)
+		return strdup("{}");
+	return buf;
+}
+
+/* The recording has started (r->start_ns is set): the first interval's disk counters. */
+void top_start(struct rec *r)
+{
+	if (r->top && !r->top->block0)
+		r->top->block0 = block_stats();
 }
 
 static struct tproc *proc_of(struct top *t, __u32 tgid)
@@ -280,16 +362,22 @@ void top_tick(struct rec *r, __u64 now)
 {
 	struct top *t = r->top;
 	__u64 c[IOWHY_C_MAX];
+	char *block;
 	int first = 1;
 
 	t->t0 = interval_start(r);
 	if (now - t->t0 < r->env.top_ms * 1000000ULL)
 		return;
 	counters_sum(r->counters_fd, c);
+	block = block_stats();
 	printf("{\"start_ns\": %llu, \"end_ns\": %llu, \"interval_ns\": %llu, "
-	       "\"dropped_processes\": %u, \"counters\": {",
+	       "\"dropped_processes\": %u, \"block_start\": %s, \"block_end\": %s, "
+	       "\"counters\": {",
 	       (unsigned long long)t->t0, (unsigned long long)now,
-	       (unsigned long long)(now - t->t0), t->dropped);
+	       (unsigned long long)(now - t->t0), t->dropped, t->block0 ? t->block0 : "{}",
+	       block ? block : "{}");
+	free(t->block0);
+	t->block0 = block;
 	for (int i = 0; i < IOWHY_C_MAX; i++)
 		printf("%s\"%s\": %llu", i ? ", " : "", counter_names[i],
 		       (unsigned long long)(c[i] - t->last_counters[i]));
@@ -324,6 +412,7 @@ void top_finish(struct rec *r)
 		return;
 	free(r->top->procs);
 	free(r->top->threads);
+	free(r->top->block0);
 	free(r->top);
 	r->top = NULL;
 	r->ret = stop_signal ? 128 + stop_signal : 0;

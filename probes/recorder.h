@@ -328,6 +328,7 @@ void flight_finish(struct rec *r);
 /* rec_top.c: --top */
 int top_init(struct rec *r);
 void top_event(struct rec *r, const struct iowhy_rec_hdr *h);
+void top_start(struct rec *r);
 int top_wait_ms(struct rec *r, __u64 now);
 void top_tick(struct rec *r, __u64 now);
 void top_finish(struct rec *r);

@@ -3,9 +3,10 @@ interval, like top or biotop.
 
 The recorder runs with `--top MS` (probes/rec_top.c): it keeps no trace and no record,
 folds each record into per-process totals as it arrives, and prints one JSON line per
-interval. This module names the processes (comm and cgroup from /proc), adds a line per
-device from the kernel's own counters (/sys/block/DEV/stat: busy time, time in queue,
-flushes), and prints a table sorted by blocked time, or one JSON object per interval.
+interval, with the kernel's own counters of each disk (/sys/block/DEV/stat) read at the
+interval's start and end. This module names the processes (comm and cgroup from /proc),
+adds a line per device from those counters (busy time, time in queue, flushes), and
+prints a table sorted by blocked time, or one JSON object per interval.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,7 +28,6 @@ CAUSES = tuple(TOP_SHORT)
 # blocked: every cause but running and waiting for a CPU
 BLOCKED = tuple(c for c in CAUSES if c not in ("cpu", "runqueue"))
 SHORT = TOP_SHORT
-SYS_BLOCK = "/sys/block"
 
 
 def _read(path: str) -> str | None:
@@ -49,20 +48,19 @@ def process_names(pid: int) -> tuple[str, str | None]:
     return comm, cg
 
 
-def device_stats(names: list[str] | None = None) -> dict[str, list[int]]:
-    """/sys/block/DEV/stat of every whole disk (or of `names`), as integers."""
+def block_counters(raw: dict[str, Any], key: str,
+                   names: list[str] | None = None) -> dict[str, list[int]]:
+    """The disks' /sys/block/DEV/stat fields as the recorder read them at the start
+    (key "block_start") or the end ("block_end") of its interval, so that the device
+    line covers the interval of the processes' rows (of `names` only, if given)."""
     out: dict[str, list[int]] = {}
-    try:
-        devs = names if names is not None else sorted(os.listdir(SYS_BLOCK))
-    except OSError:
+    got = raw.get(key)
+    if not isinstance(got, dict):
         return out
-    for d in devs:
-        text = _read(f"{SYS_BLOCK}/{d}/stat")
-        if text:
-            try:
-                out[d] = [int(x) for x in text.split()]
-            except ValueError:
-                continue
+    for d, fields in got.items():
+        if (names is None or d in names) and isinstance(fields, list) and all(
+                isinstance(x, int) for x in fields):
+            out[d] = fields
     return out
 
 
@@ -242,12 +240,12 @@ def cmd_top(args: argparse.Namespace) -> int:
     seen: dict[int, tuple[str, str | None]] = {}
     shown = 0
     tty = sys.stdout.isatty() and not args.json and args.count is None
-    before, t_before = device_stats(names), time.monotonic_ns()
     try:
         for raw in _lines(proc):
-            after, t_after = device_stats(names), time.monotonic_ns()
-            snap = snapshot(raw, device_rows(before, after, t_after - t_before), seen, args.by)
-            before, t_before = after, t_after
+            devices = device_rows(block_counters(raw, "block_start", names),
+                                  block_counters(raw, "block_end", names),
+                                  int(raw["interval_ns"]))
+            snap = snapshot(raw, devices, seen, args.by)
             if args.json:
                 print(json.dumps(snap, sort_keys=True), flush=True)
             else:

@@ -54,6 +54,17 @@ def test_device_rows_from_the_kernel_counters():
                      "writes_per_s": 40.0, "flushes_per_s": 20.0}]
 
 
+def test_device_counters_are_the_recorders_at_its_interval_bounds():
+    raw = {**RAW, "block_start": {"sda": [0] * 17, "vdb": [1] * 17, "bad": ["x"], "no": 3},
+           "block_end": {"sda": [10, 0, 0, 0, 40] + [0] * 12}}
+    assert top.block_counters(raw, "block_start") == {"sda": [0] * 17, "vdb": [1] * 17}
+    assert top.block_counters(raw, "block_start", ["vdb"]) == {"vdb": [1] * 17}
+    assert top.block_counters(RAW, "block_end") == {}  # a line without them: no device line
+    rows = top.device_rows(top.block_counters(raw, "block_start"),
+                           top.block_counters(raw, "block_end"), raw["interval_ns"])
+    assert [(r["name"], r["writes_per_s"]) for r in rows] == [("sda", 40.0)]
+
+
 @pytest.mark.parametrize("argv,words", [
     ([], "one target: -p PID, --cgroup PATH or -a"),
     (["-p", "3", "-i", "0"], "-i 0.0 is not a number of seconds"),
