@@ -87,7 +87,7 @@ def test_top_names_a_wait_for_a_flush_barrier(bpf, make_fs, tmp_path, iowhy_bin,
     w, snaps = _top_beside(iowhy_bin, request, lp.dev, stop,
                            [OVERWRITE, str(mnt / "f"), str(stop)])
     a = {c: 0 for c in ("barrier", "log", "metadata", "data")}
-    calls = flushes = blocked = 0
+    calls = flushes = blocked = requests = rq_max = call_max = 0
     for s in snaps:
         top = s["processes"][0]
         assert top["pid"] == w.pid, top
@@ -95,10 +95,22 @@ def test_top_names_a_wait_for_a_flush_barrier(bpf, make_fs, tmp_path, iowhy_bin,
             a[c] += top["attribution_ns"][c]
         blocked += top["blocked_ns"]
         calls += top["fsync"]["count"]
+        requests += top["requests"]["count"]
+        # (not in the first interval: a call under way at the attach is not counted,
+        # its requests after the attach are, and the attach itself can stall it)
+        if s is not snaps[0] and top["requests"]["count"]:
+            rq_max = max(rq_max, top["requests"]["max_ns"])
+        call_max = max(call_max, top["fsync"]["max_ns"] if top["fsync"]["count"] else 0)
         flushes += sum(d["flushes_per_s"] * s["interval_ns"] / 1e9 for d in s["devices"])
     # the kernel's own count (/sys/block/DEV/stat): a flush per call, so the calls were
     # what this test means them to be
     assert calls > 20 and flushes >= 0.8 * calls, (calls, flushes)
+    # the loop submits two requests per call, its 4 KiB write and the empty PREFLUSH
+    # write of blkdev_issue_flush (a call a journal commit served has the commit's flush
+    # instead; a request can fall in the neighbouring interval at each end)
+    assert abs(requests - 2 * calls) <= 0.05 * calls + 3, (requests, calls)
+    # each completes inside its call: the longest no longer than the longest call
+    assert 0 < rq_max <= call_max, (rq_max, call_max)
     # and the loop's waits went by the flush its completion ended
     assert max(a, key=lambda c: a[c]) == "barrier" and a["barrier"] > 0.5 * blocked, (a, blocked)
 
