@@ -193,8 +193,10 @@ static char *block_stats(void)
 		closedir(d);
 	else if (dfd >= 0)
 		close(dfd);
-	if (fclose(f) || !buf)
+	if (fclose(f) || !buf) {
+		free(buf);
 		return strdup("{}");
+	}
 	return buf;
 }
 
