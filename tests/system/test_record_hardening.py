@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import recorder_path, run
+from recording import wait_attached
 from iowhy.traceformat import read_trace
 
 pytestmark = pytest.mark.bpf
@@ -299,7 +300,7 @@ def test_attach_never_signals_its_target_and_claims_no_status(bpf, iowhy_bin, tm
     fe = subprocess.Popen([*iowhy_bin, "attach", "-q", "-p", str(target.pid), "-o", str(out)],
                           stderr=subprocess.PIPE)
     reaper.append(fe.pid)
-    time.sleep(2.0)
+    wait_attached(fe, out)  # not a fixed wait: a loaded machine starts it slower
     fe.send_signal(signal.SIGINT)
     fe.wait(timeout=20)
     assert target.poll() is None, "attach signalled its target"
