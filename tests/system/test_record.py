@@ -647,6 +647,10 @@ def test_disk_full_stops_cleanly(bpf, make_fs, tmp_path, iowhy_bin, request):
     small.mkdir()
     run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)])
     request.addfinalizer(lambda: subprocess.run(["umount", str(small)], capture_output=True))
+    # 640 KiB left: under a second of this loop's trace on an idle machine, several on a
+    # loaded one, where the loop runs many times slower (2 MiB lasted its 20 s at a load
+    # average of 9)
+    (small / "filler").write_bytes(b"\0" * (2048 - 640) * 1024)
     out = small / "full.iowt"
     p = record(iowhy_bin, out, [PY, WORKLOADS, "fsync-loop", str(mnt), "20"], check=False)
     assert p.returncode == 1, p.stderr
