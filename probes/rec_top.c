@@ -129,41 +129,33 @@ int top_init(struct rec *r)
  * The kernel's counters of every disk, /sys/block/DEV/stat, as the JSON object
  * {"DEV": [field, ...]} (a malloc'd string; "{}" when unreadable). Read here, at the
  * moment an interval starts and ends, so that `iowhy top`'s device line covers the same
- * time as the processes' rows however late it reads the line. A name that is not a
- * plain device name, or a field that is not a number, leaves that device out.
+ * time as the processes' rows however late it reads the line. The fields are taken up
+ * to the first that is not a number.
  */
 static char *block_stats(void)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	int dfd = open("/sys/block", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	DIR *d = opendir("/sys/block");
 	struct dirent *de;
 	int first = 1;
 
 	if (!f) {
 		if (d)
 			closedir(d);
-		else if (dfd >= 0)
-			close(dfd);
 		return strdup("{}");
 	}
 	fputc('{', f);
 	while (d && (de = readdir(d))) {
-		char path[300], text[512], *p, *end;
-		int fd, ok = 1, n = 0;
+		char path[NAME_MAX + 8], text[512], *p, *end;
+		int fd, n = 0;
 		ssize_t got;
 
-		if (de->d_name[0] == '.' || strlen(de->d_name) > 64)
-			continue;
-		for (p = de->d_name; *p; p++)
-			ok &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-			      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.';
-		if (!ok)
+		if (de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/stat", de->d_name);
-		fd = openat(dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		fd = openat(dirfd(d), path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		got = read(fd, text, sizeof(text) - 1);
@@ -171,7 +163,9 @@ static char *block_stats(void)
 		if (got <= 0)
 			continue;
 		text[got] = 0;
-		fprintf(f, "%s\"%s\": [", first ? "" : ", ", de->d_name);
+		fputs(first ? "" : ", ", f);
+		json_str(f, de->d_name);
+		fputs(": [", f);
 		for (p = text;; p = end) {
 			unsigned long long v;
 
@@ -191,8 +185,6 @@ static char *block_stats(void)
 	fputc('}', f);
 	if (d)
 		closedir(d);
-	else if (dfd >= 0)
-		close(dfd);
 	if (fclose(f) || !buf) {
 		free(buf);
 		return strdup("{}");
@@ -203,8 +195,7 @@ static char *block_stats(void)
 /* The recording has started (r->start_ns is set): the first interval's disk counters. */
 void top_start(struct rec *r)
 {
-	if (r->top && !r->top->block0)
-		r->top->block0 = block_stats();
+	r->top->block0 = block_stats();
 }
 
 static struct tproc *proc_of(struct top *t, __u32 tgid)

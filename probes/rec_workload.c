@@ -260,7 +260,6 @@ int start_workload(struct rec *r)
 			track_cgroup(r);
 		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
 		r->start_ns = now_ns(CLOCK_MONOTONIC);
-		top_start(r);
 		if (write(go_pipe[1], "g", 1) != 1) {
 			fprintf(stderr, "failed to start workload: %s\n", strerror(errno));
 			return -1;
@@ -289,7 +288,6 @@ int start_workload(struct rec *r)
 		}
 		cpu_ns(&r->cpu0_user, &r->cpu0_sys);
 		r->start_ns = now_ns(CLOCK_MONOTONIC);
-		top_start(r);
 		r->stop_reason = "target-exit";
 	}
 	return 0;

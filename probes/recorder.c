@@ -222,7 +222,9 @@ int main(int argc, char **argv)
 	}
 	if (open_ring(r) || (!r->top && write_header(r)) || start_workload(r))
 		return cleanup(r);
-	if (!r->top)
+	if (r->top)
+		top_start(r);
+	else
 		write_recorder_chunk(r);
 	poll_until_stop(r);
 	if (r->top) {
