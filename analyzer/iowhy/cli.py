@@ -618,21 +618,44 @@ READING_COMMANDS = ("info", "report", "hist", "compare", "requests", "export", "
 _PARSER: list[argparse.ArgumentParser] = []
 
 
+def _import_numpy() -> None:
+    """Import numpy with SIGINT's default action, before the command starts: numpy turns
+    a KeyboardInterrupt inside its C extensions' import into an ImportError and a page
+    of advice on broken installs. A Ctrl-C in that tenth of a second ends the process
+    by the signal, before the command has done anything."""
+    if "numpy" in sys.modules:
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is not signal.default_int_handler:  # ignored, or a caller's own: kept
+        import numpy  # noqa: F401
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        import numpy  # noqa: F401,F811
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     # One parser per process: building it (every subcommand's help through gettext)
     # costs more than most commands on a small trace, and tests call main() thousands of
     # times in one process. Parsing leaves no state in it.
-    if not _PARSER:
-        _PARSER.append(build_parser())
-    parser = _PARSER[0]
-    args = parser.parse_args(argv)
+    try:
+        if not _PARSER:
+            _PARSER.append(build_parser())
+        parser = _PARSER[0]
+        args = parser.parse_args(argv)
+        from .outfile import flush_stdout, guarded_stdout, silence_stdout
+    except KeyboardInterrupt:  # as below: Ctrl-C while the parser is built and imported
+        return 130
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="iowhy: %(levelname)s: %(message)s")
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from .outfile import flush_stdout, guarded_stdout, silence_stdout
+    if args.cmd not in ("record", "attach"):  # those two never import numpy
+        _import_numpy()
     try:
         set_decode_ratio(getattr(args, "decode_ratio", None))
         with guarded_stdout():      # a full stdout: one line, not a traceback

@@ -203,3 +203,33 @@ def test_info_text(capsys, tmp_path):
     p = tb.write_trace(tmp_path / "t.iowt", requests=[tb.req(1010, 1050)])
     rc, out, err = run(capsys, "info", p)
     assert rc == 0 and "star -x" in out
+
+
+def test_ctrl_c_at_any_moment_of_the_start_prints_no_traceback(tmp_path):
+    """SIGINT at delays spread over the imports and the command (0.1 s or more): the
+    process ends by the signal (during the imports) or with 130, or it finished first;
+    never a traceback (numpy's import turns a KeyboardInterrupt into an ImportError).
+    The child signals once Python has started and `run` is imported: what comes before
+    (the interpreter's own start) is not iowhy's to handle."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import iowhy
+    env = dict(os.environ, PYTHONPATH=str(Path(iowhy.__file__).parent.parent))
+    code = ("import sys; from iowhy.__main__ import run; sys.stdout.write('go\\n'); "
+            "sys.stdout.flush(); sys.argv[0] = 'iowhy'; sys.exit(run())")
+    seen = set()
+    for ms in range(1, 241, 8):
+        p = subprocess.Popen([sys.executable, "-c", code, "info", str(tmp_path / "none.iowt")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert p.stdout is not None and p.stdout.readline() == b"go\n"
+        time.sleep(ms / 1000)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert b"Traceback" not in err and b"Error" not in err, (ms, err.decode()[-400:])
+        assert p.returncode in (-signal.SIGINT, 130, EXIT_FAIL), (ms, p.returncode, err)
+        seen.add(p.returncode)
+    # some signals met the imports or the command, not only a finished process
+    assert seen & {-signal.SIGINT, 130}, seen
