@@ -637,17 +637,22 @@ def _import_numpy() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `iowhy` command: its exit status. Ctrl-C at any point of it (building the
+    parser, the command, printing its error) exits with 130, without a traceback."""
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _command(argv: list[str] | None) -> int:
     # One parser per process: building it (every subcommand's help through gettext)
     # costs more than most commands on a small trace, and tests call main() thousands of
     # times in one process. Parsing leaves no state in it.
-    try:
-        if not _PARSER:
-            _PARSER.append(build_parser())
-        parser = _PARSER[0]
-        args = parser.parse_args(argv)
-        from .outfile import flush_stdout, guarded_stdout, silence_stdout
-    except KeyboardInterrupt:  # as below: Ctrl-C while the parser is built and imported
-        return 130
+    if not _PARSER:
+        _PARSER.append(build_parser())
+    parser = _PARSER[0]
+    args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="iowhy: %(levelname)s: %(message)s")
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
@@ -656,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if args.cmd not in ("record", "attach"):  # those two never import numpy
         _import_numpy()
+    from .outfile import flush_stdout, guarded_stdout, silence_stdout
     try:
         set_decode_ratio(getattr(args, "decode_ratio", None))
         with guarded_stdout():      # a full stdout: one line, not a traceback
@@ -682,5 +688,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         silence_stdout()    # the reader went away (`| head`): exit quietly
         return 0
-    except KeyboardInterrupt:
-        return 130
