@@ -104,6 +104,21 @@ def test_helper_chain_its_cpu_runqueue_and_requests(tmp_path):
     assert r["workload"]["helpers"] == 1
 
 
+def test_a_forked_threads_first_run_is_on_cpu_after_its_wait_for_a_cpu(tmp_path):
+    # 101, forked at 1020, waits for a CPU to 1030 and runs to 1040 (its first interval's
+    # CPU total, run_total_ns, is 10), is preempted [1040, 1060), runs and exits at 1070.
+    # Its thread time: runqueue 10 + 20, cpu 10 + 10; the root (never off a CPU) cpu 100.
+    # (The head's two segments were once counted as one, so its run read as runqueue.)
+    tasks = [task(100, 1000), task(101, 1020, abi.TASK_FORK), task(101, 1070, abi.TASK_EXIT)]
+    offs = [off(101, 1040, 1060, preempt=True, run_total_ns=10)]
+    r = run(write_trace(tmp_path / "t.iowt", offcpu=offs, tasks=tasks,
+                        recorder={"attach_mode": "command"}))
+    assert_sums(r)
+    tt = r["thread_time"]
+    assert tt["threads"] == 2 and tt["total_ns"] == 100 + 50
+    assert {k: v for k, v in tt["attribution_ns"].items() if v} == {"cpu": 120, "runqueue": 30}
+
+
 def test_wait4_on_a_child_that_fsyncs_names_the_child(tmp_path):
     # sh (100) forks 101 at 1005 and waits in wait4 [1010, 1095); 101 runs, fsyncs
     # [1020, 1080) woken by its flush (seq 9), runs and exits at 1090 waking 100.

@@ -568,7 +568,9 @@ def _lay_out(tl: Timeline, iv: _Intervals, cat: np.ndarray, target: np.ndarray,
     del first, fi, fa, rt0, ok
     ifirst = np.searchsorted(act, np.arange(nact))  # each actor's first interval
     off = np.zeros(n + nact, I64)
-    off[ifirst + np.arange(nact)] = head + (head & (head_run > 0))
+    # Integers: a head of a thread forked in the window is two segments (runnable, then
+    # on CPU); booleans would add as a logical or.
+    off[ifirst + np.arange(nact)] = head.astype(I64) + (head & (head_run > 0))
 
     def count(a: int) -> None:
         b = min(n, a + LAYOUT_CHUNK)
