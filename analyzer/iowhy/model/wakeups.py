@@ -102,18 +102,13 @@ DEVICE_CAT0 = BARRIER  # device kinds are BARRIER + classify.CATEGORY_OF_CLASS
 NATURAL_L1 = np.array([_L1[str(c.parent)] for c in level_two()], np.int8)
 
 # Fixed details (reasons) of wait-other time; waker names follow them.
-(NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER, CARRIED,
- AT_STOP) = range(10)
+(NOT_SEEN, NO_TASK, DEPTH, IRQ_NO_RQ, NOT_RECORDED, TASK_IO, HELPER_IRQ, TIMER,
+ AT_STOP) = range(9)
 FIXED_DETAILS = ("(not seen)", "(no task)", "(depth limit)", "(irq, no request)",
                  "(not recorded)", "(I/O completed in another task)",
-                 "(helper's timer)", "(timer)", "(loop worker)", "(blocked at the stop)")
+                 "(helper's timer)", "(timer)", "(blocked at the stop)")
 # TIMER is the detail of a `sleep` segment woken by its timer (rule 2), which a polling
 # loop is made of (views/causal.py continues it); other sleep segments have none (-1).
-# CARRIED marks the fill's helper-cpu time while a carrier request was in flight with the
-# devices below it idle (its loop worker serving it; views/causal.py device_fill), which
-# the fill splits by what the recorded helper threads were doing (on a CPU, waiting for
-# one). No segment of the timeline has it: a wait linked to a carrier request is named
-# by the carrier's own service (_linked_pieces).
 
 # Kernel threads the recorder treats as helpers (docs/trace-format.md, helper), by the
 # prefix of their comm: the filesystems' journal threads and the generic helpers.

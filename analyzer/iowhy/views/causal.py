@@ -52,7 +52,7 @@ from ..model.wakeups import (AT_STOP, BARRIER, BLOCKQ, CAUSAL_CATEGORIES, CPU, D
                              EXTERNAL, FIXED_DETAILS, HCPU, HELPER_PREFIXES, HRUNQ, IRQ_NO_RQ,
                              KIND_NAMES, L_CPU, L_HCPU, L_HRUNQ, L_LOG, L_OTHER, L_RUNQ, L_SLEEP,
                              L_EXTERNAL, NATURAL_L1, NO_TASK, NOT_RECORDED, NOT_SEEN, OTHER,
-                             QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ, CARRIED,
+                             QUEUE, RECURSE, RUNQ, SLEEP, TASK_IO, TCPU, TRUNQ,
                              Timeline)
 from ..model.wakeups import HELPER_IRQ, SLEEP_SYSCALLS, TIMER, chunk_map, ordered_map
 from ..syscalls import syscall_name
@@ -115,7 +115,7 @@ def helper_busy(tl: Timeline, foreign: Sequence[int] = (), threads: int = 1
 
 
 def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray],
-                helpers: Sequence[int] = (), carried: Coverage | None = None,
+                helpers: Sequence[int] = (),
                 busy: Sequence[tuple[Coverage, int]] = (),
                 log_waits: tuple[np.ndarray, np.ndarray] | None = None) -> Fill:
     """A fill for the time a followed helper was not recorded ("(not recorded)"), a wait
@@ -129,20 +129,14 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
     pieces of a filled one follow each other in that order inside it (their lengths are
     exact, their places within it are not known).
 
-    covers and waits are those of the devices that do I/O themselves; carried: the time
-    a request of a carrier device (views/stack.py, carrier_devices) was in flight. While
-    one was and the devices below were idle, its loop worker was serving it: helper-cpu
-    (after the device categories). busy (helper_busy): last, the time a recorded helper
+    covers and waits are those of the workload's devices: a loop device's own requests
+    (its service, as a wait linked to one is named: never its loop worker) and the
+    devices below it. busy (helper_busy): last, the time a recorded helper
     thread (one working for the workload: it was handed work by a workload thread or
     ended one's wait) was on a CPU or waiting for one, as helper-cpu and
     helper-runqueue: with no I/O in flight, an unexplained wait is most likely one on
     that helper's work (an XFS log push formatting the log, a flusher building bios);
     not a helper's own timer wait ("(helper's timer)", HELPER_IRQ).
-
-    The loop worker's time (helper-cpu "(loop worker)", from `carried` above) is split
-    the same way: helper-runqueue
-    where a recorded helper was waiting for a CPU and none was on one, the rest
-    helper-cpu; on a loaded machine a loop worker mostly waits for a CPU.
 
     log_waits (a subset of waits): the flush-wait windows of the log writes (a journal
     commit block or an XFS iclog write waiting out its pre- or post-flush). Time under
@@ -160,15 +154,6 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         cum.append(nested_coverage(cum[-1] if cum else None, s, e))
     cats = [BARRIER] * len(pur1) + [BARRIER + k for k in range(len(covers))]
     pur1 += [-1] * len(covers)
-    carried_at = -1  # the index in cats of the loop worker's time, if any
-    if carried is not None and len(carried.s):
-        carried_at = len(cats)
-        prev = cum[-1] if cum else Coverage(ws, we)
-        s, e = union_intervals(np.concatenate((prev.s, carried.s)),
-                               np.concatenate((prev.e, carried.e)), runs=True)
-        cum.append(nested_coverage(prev, s, e))
-        cats.append(HCPU)
-        pur1.append(-1)
     busy_at = len(cats)  # cats from here on: the recorded helpers' own time
     for cov, cat in busy:
         if not len(cov.s):
@@ -179,38 +164,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
         cum.append(nested_coverage(prev, s, e))
         cats.append(cat)
         pur1.append(-1)
-    none = Coverage(np.zeros(0, I64), np.zeros(0, I64))
-    on_cpu = next((c for c, k in busy if k == HCPU), none)
-    any_busy = none
-    if busy:
-        any_busy = Coverage(*union_intervals(np.concatenate([c.s for c, _ in busy]),
-                                             np.concatenate([c.e for c, _ in busy]), runs=True))
 
     def fill(lv: Leaves) -> Leaves:
-        return _loop_worker(_fill(lv))
-
-    def _loop_worker(lv: Leaves) -> Leaves:
-        m = (lv.cat == HCPU) & (lv.detail == CARRIED)
-        if not m.any():
-            return lv
-        i = np.flatnonzero(m)
-        a, b = lv.a[i], lv.b[i]
-        runq = any_busy.within(a, b) - on_cpu.within(a, b)
-        keep = ~m
-        m1 = np.full(len(i), -1, np.int32)
-        cols = [np.concatenate((lv.root[keep], lv.root[i], lv.root[i])),
-                np.concatenate((lv.a[keep], a, b - runq)),
-                np.concatenate((lv.b[keep], b - runq, b)),
-                np.concatenate((lv.cat[keep], np.full(len(i), HCPU, np.int8),
-                                np.full(len(i), HRUNQ, np.int8))),
-                np.concatenate((lv.detail[keep], m1, m1)),
-                np.concatenate((lv.top_sys[keep], lv.top_sys[i], lv.top_sys[i])),
-                np.concatenate((lv.in_sys[keep], lv.in_sys[i], lv.in_sys[i])),
-                np.concatenate((lv.pur[keep], lv.pur[i], lv.pur[i]))]
-        nz = cols[2] > cols[1]
-        return Leaves(*(c[nz] for c in cols))
-
-    def _fill(lv: Leaves) -> Leaves:
         m = (lv.cat == OTHER) & np.isin(lv.detail, (NOT_RECORDED, IRQ_NO_RQ, TASK_IO, AT_STOP,
                                                     *helpers))
         if not m.any() or not cum:
@@ -228,9 +183,8 @@ def device_fill(covers: Sequence[Coverage], waits: tuple[np.ndarray, np.ndarray]
                 excl[k] = np.where(own, 0, excl[k])
         parts = []
         at = a.copy()
-        for n, (k, ln, p1) in enumerate(zip(cats + [OTHER], excl, pur1 + [-1])):
-            det = (lv.detail[i] if k == OTHER else
-                   np.full(len(i), CARRIED if n == carried_at else -1))
+        for k, ln, p1 in zip(cats + [OTHER], excl, pur1 + [-1]):
+            det = lv.detail[i] if k == OTHER else np.full(len(i), -1)
             pur = lv.pur[i] if p1 < 0 else np.where(lv.pur[i] >= 0, lv.pur[i],
                                                     p1).astype(lv.pur.dtype)
             parts.append((lv.root[i], at, at + ln, np.full(len(i), k, np.int8),

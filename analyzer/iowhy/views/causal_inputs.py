@@ -4,7 +4,9 @@ a blocked instant by what the workload's devices were doing, and the root thread
 
 A loop device's requests are carried by the devices below it when those are recorded
 (views/stack.py): a wait on one is named by the loop device's own service (its flush,
-its stage), and the fill of a carrying device covers its carried requests too.
+its stage), and so is a wait the fill names (the loop device's requests are among the
+devices the fill covers, beside the devices below: never its server, the loop worker or
+the class of the I/O it sends below).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..kernels import Coverage, union_intervals, unique
+from ..kernels import union_intervals, unique
 from ..model.devices import described_names
 from ..model.requests import Requests, Window
 from ..model.wakeups import (HELPER_IRQ, RequestLink, Timeline, build_timeline,
@@ -73,6 +75,10 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
         return workload_covers(rq, stages, unions, flush, devs)
     served = served_devices(relevant, carriers)
     covers, waits = covers_of(served)
+    # The fill covers a loop device's own requests too, beside the devices below it: its
+    # class names a wait as it names one linked to its request (a metadata read through
+    # a loop device is metadata, whatever the class of the read its worker sends below).
+    fill_covers = covers_of(sorted(set(served) | set(relevant)))[0] if carriers else covers
     # The fill's flush waits are a carrier's too: a wait on one is its own service's, a
     # flush, as a wait linked to its request (model/wakeups.py); the log writes' come
     # first (a subset of them: the fill's coverages nest).
@@ -83,13 +89,10 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
     if covers:
         link.flushing = union_intervals(np.concatenate((covers[0].s, waits[0])),
                                         np.concatenate((covers[0].e, waits[1])))
-    carried = None
     if carriers:
         cc, cw = covers_of(sorted(carriers))
         link.carriers = np.asarray(sorted(carriers), np.int32)
         if cc:
-            carried = Coverage(*union_intervals(np.concatenate((cc[-1].s, cw[0])),
-                                                np.concatenate((cc[-1].e, cw[1]))))
             link.flushing_carried = union_intervals(np.concatenate((cc[0].s, cw[0])),
                                                     np.concatenate((cc[0].e, cw[1])))
     tl = build_timeline(win, tasks, off, helper, link, arch, devices=described_names(meta),
@@ -99,8 +102,8 @@ def causal_inputs(win: Window, meta: Mapping[str, Any], rq: Requests, stages: An
     foreign, names = foreign_helpers(tl, wtid, wcomm), helper_names(tl, wtid, wcomm)
     del wtid, wcomm  # a name per waker record: not kept while the fill is made
     busy = helper_busy(tl, foreign, threads)
-    fill = helper_timers(device_fill(covers, fill_waits,
+    fill = helper_timers(device_fill(fill_covers, fill_waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                     carried, busy, log_waits))
+                                     busy, log_waits))
     root = root_actor(tl, tasks, recorder_pid)
     return tl, fill, root, names

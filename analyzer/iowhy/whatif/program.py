@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import abi
 from ..kernels import I64
-from ..model.wakeups import (BARRIER, CARRIED, CPU, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
+from ..model.wakeups import (BARRIER, CPU, DATA, HCPU, HELPER_IRQ, HRUNQ, IRQ_NO_RQ,
                              LOG, METADATA, OTHER, QUEUE, READ, RECURSE, RUNQ, SLEEP,
                              SLEEP_SYSCALLS, TASK_IO, TIMER, Timeline, syscalls_in)
 from .requests import RequestTable
@@ -116,7 +116,7 @@ def build(trace: Any, tl: Timeline, reqs: RequestTable, arch: str | None = None)
         w = np.clip(w, s, tl.death[act])
         j0 = np.searchsorted(tl.kstart, tl.keys(act, s), side="left")
         j1 = np.searchsorted(tl.kstart, tl.keys(act, w), side="left")
-        linked = np.isin(tl.cat, LINKED_KINDS) | ((tl.cat == HCPU) & (tl.arg == CARRIED))
+        linked = np.isin(tl.cat, LINKED_KINDS)
         for a0, a1, r in zip(j0.tolist(), j1.tolist(), ri.tolist()):
             while a0 < a1 and not linked[a0]:
                 a0 += 1

@@ -145,4 +145,4 @@ def fill_of(tl: Timeline, res: Result, reqs: RequestTable) -> Any:
     cv, waits = covers(res, reqs)
     return helper_timers(device_fill(cv, waits,
                                      [*unrecorded_helper_details(tl), HELPER_IRQ],
-                                     None, helper_busy(tl), log_waits(res, reqs, waits)))
+                                     helper_busy(tl), log_waits(res, reqs, waits)))
