@@ -339,6 +339,29 @@ def test_fsync_xfs_log_force(tmp_path):
     assert r["commits"]["fsyncs_per_commit"] == 2.0
 
 
+def test_xfs_fsyncs_per_commit_follow_the_sequences_the_calls_forced(tmp_path):
+    # Four tasks' fsyncs. The inode's sequence the probe read at entry is stale (6, an
+    # older checkpoint) for two and unknown for the other two: XFS logs an append's size
+    # update as its data completes, inside the call. What each call forced names its
+    # checkpoint: 100 and 101 force 7, 102 and 103 force 8 (100's earlier force of
+    # everything, sequence 0, names none): 4 calls for 2 checkpoints.
+    j = [jev(abi.J_XFS_FORCE, 1015, 0, tid=100, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1040, 7, tid=100, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1045, 7, tid=101, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1060, 8, tid=102, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1065, 8, tid=103, fs=abi.FS_XFS)]
+    calls = [fsync(100, 1010, 1050, seq=6, fs=abi.FS_XFS),
+             fsync(101, 1012, 1055, seq=6, fs=abi.FS_XFS),
+             fsync(102, 1030, 1070, fs=abi.FS_XFS),
+             fsync(103, 1032, 1075, fs=abi.FS_XFS)]
+    p = write_trace(tmp_path / "t.iowt", fsyncs=calls, journal=j, meta_obj=meta("xfs"),
+                    tasks=[task(100, 1000)] + [task(t, 1000, abi.TASK_FORK)
+                                               for t in (101, 102, 103)])
+    r = run(p)
+    assert r["fsync"]["by_call"]["fsync"]["needed_commit"] == 4
+    assert r["commits"]["fsyncs_per_commit"] == 2.0
+
+
 def test_fsync_ext4_fast_commit_in_task(tmp_path):
     # An fsync [1010,1100) whose own task makes a fast commit (start 1040, stop 1070):
     # data [1012,1030) 18, commit [1040,1070] 30, other 42. Another task's fast commit

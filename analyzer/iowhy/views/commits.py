@@ -244,13 +244,18 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
     with_id = needed & (cid >= 0)
     own = needed & (cid < 0) & (pc["sync_of"] < 0)
     distinct = len(unique(cid[with_id])) + int(own.sum())
-    # XFS: calls forcing the same CIL sequence share one commit.
+    # XFS: calls forcing the same CIL sequence share one commit: the sequence of the
+    # call's own log force (views/fsync.py), else the inode's at its entry.
+    fseq = pc.get("force_seq")
+    forced = fseq >= 0 if fseq is not None else np.zeros(len(needed), bool)
     xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
-        ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0)
+        (forced | ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0))
     if xf.any():
+        seqs = np.where(forced, fseq, np.asarray(fs["commit_seq"]).astype(I64)) \
+            if fseq is not None else np.asarray(fs["commit_seq"]).astype(I64)
         xk = seq_key(dev_codes((np.asarray(fs["dev_major"])[xf],
                                 np.asarray(fs["dev_minor"])[xf]))[0],
-                     np.asarray(fs["commit_seq"])[xf])
+                     seqs[xf].astype(np.uint64))
         distinct -= int(xf.sum()) - len(unique(xk))
     return round(int(needed.sum()) / distinct, 3) if distinct else None
 

@@ -87,7 +87,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
     ender = _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id,
                           covered)
-    _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
+    force_seq = _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
     # btrfs (in-task): from its first log write to the call's exit.
     bl = rcls == LOG
     bl &= fstype[rc] == abi.FS_BTRFS
@@ -131,7 +131,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     per_call = {"latency": lat, "data": data, "commit": commit, "flush": flush,
                 "other": other, "call": call, "needed": needed, "commit_id": commit_id,
                 "sync_of": sync_of, "incomplete": incomplete, "enter": enter, "exit": exit_,
-                "tid": tid}
+                "tid": tid, "force_seq": force_seq}
     out: dict[str, Any] = {
         "count": int(n),
         "incomplete": int(incomplete.sum()),
@@ -332,9 +332,25 @@ CALL_COMMITS = tuple((tuple(abi.JOURNAL_EVENT_CODES[e] for e in f.call_commit),
 
 def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
                      tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, c0: np.ndarray,
-                     c1: np.ndarray, needed: np.ndarray) -> None:
+                     c1: np.ndarray, needed: np.ndarray) -> np.ndarray:
     """Commits made in the calling task (CALL_COMMITS: ext4 fast commits, XFS log
-    forces): widen each call's commit hull (c0, c1) and mark it `needed`, in place."""
+    forces): widen each call's commit hull (c0, c1) and mark it `needed`, in place.
+    Returns per call the CIL sequence of the last XFS log force it made (-1: none):
+    the checkpoint it waited for. The inode's sequence the probe reads at the call's
+    entry can be older (its data writeback's size update is logged after it) or 0."""
+    force_seq = np.full(len(tid), -1, I64)
+    fm = ev == abi.J_XFS_FORCE if len(ev) else np.zeros(0, bool)
+    if fm.any():
+        fi = np.flatnonzero(fm)
+        fi = fi[np.asarray(jr["seq"])[fi] > 0]  # a force of everything names no sequence
+        fc = join_calls(np.asarray(jr["tid"])[fi].astype(I64), jts[fi], tid, enter, exit_)
+        ok = fc >= 0
+        fi, fc = fi[ok], fc[ok].astype(I64)
+        last = np.lexsort((jts[fi], fc))  # by call, then time: each call's last is last
+        keep = np.ones(len(last), bool)
+        keep[:-1] = fc[last][1:] != fc[last][:-1]
+        sel = last[keep]
+        force_seq[fc[sel]] = np.asarray(jr["seq"])[fi[sel]].astype(I64)
     for evs, to_exit in CALL_COMMITS:
         m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
         if not m.any():
@@ -348,6 +364,7 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
         else:
             _hull_update(c0, c1, jc, jts[ji], jts[ji])
         needed[jc] = True
+    return force_seq
 
 
 def _by_call(pc: Mapping[str, np.ndarray]) -> dict[str, Any]:
