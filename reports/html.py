@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 from . import figures as F
 from .escape import neutralise_page
 from iowhy.categories import colours, display_order  # read at each use
-from iowhy.findings import served_text
+from iowhy.findings import plural, served_text
 
 from .fmt import (SERVED_BELOW_NOTE, cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct,
                   remapped_note, served_below, short_command, yes_no)
@@ -372,7 +372,9 @@ def _jbd2_text(j: Mapping[str, Any]) -> str:
 
 
 def _xfs_text(x: Mapping[str, Any]) -> str:
-    return (f"{x['count']:,} iclog writes, {x['forces']:,} log forces, force to "
+    cp = f", {plural(x['checkpoints'], 'checkpoint')} the calls forced" \
+        if x.get("checkpoints") else ""
+    return (f"{x['count']:,} iclog writes, {x['forces']:,} log forces{cp}, force to "
             f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, "
             f"iclog p50 {fmt_ns(x['iclog_ns']['p50'])}")
 

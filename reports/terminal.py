@@ -395,8 +395,9 @@ def _fsync(r: Mapping[str, Any]) -> list[str]:
         if com.get("bytes_logged_per_commit") is not None:
             parts.append(f"{com['bytes_logged_per_commit'] / 1024:,.1f} KiB logged per commit")
         lines += wrap_text(", ".join(parts), f"  {'commits':<12}", " " * 14)
-        lines += [f"  {'':<12}{line(com[key])}" for key, line in COMMIT_LINES
-                  if com.get(key)]
+        for key, line in COMMIT_LINES:
+            if com.get(key):
+                lines += wrap_text(line(com[key]), " " * 14, " " * 16)
     return lines
 
 
@@ -408,8 +409,11 @@ def _jbd2_line(j: Mapping[str, Any]) -> str:
 
 
 def _xfs_line(x: Mapping[str, Any]) -> str:
-    return (f"xfs: {x['forces']:,} log forces, force to iclog done p50 "
-            f"{fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
+    cp = f", {plural(x['checkpoints'], 'checkpoint')} the calls forced" \
+        if x.get("checkpoints") else ""
+    return (f"xfs: {plural(x['count'], 'iclog write')}, {plural(x['forces'], 'log force')}{cp}, "
+            f"force to "
+            f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
             f"{fmt_ns(x['iclog_ns']['p50'])}")
 
 

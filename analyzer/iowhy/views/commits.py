@@ -72,9 +72,12 @@ def commits_view(window: Window, jr: Mapping[str, np.ndarray], fsv: Mapping[str,
         out.update(figures)
         durations.update(d)
         total += n
+    per_commit, checkpoints = _fsyncs_per_commit(pc, fs)
+    if "xfs" in out:  # what an XFS call's commit is (the iclog writes carry them)
+        out["xfs"]["checkpoints"] = checkpoints
     out_all: dict[str, Any] = {
         "count": int(total),
-        "fsyncs_per_commit": _fsyncs_per_commit(pc, fs),
+        "fsyncs_per_commit": per_commit,
         "log_bytes": int(log_bytes),
         "bytes_logged_per_commit": int(log_bytes // total) if total else None,
     }
@@ -232,14 +235,15 @@ def _xfs(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.nd
 
 
 def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.ndarray]
-                       ) -> float | None:
+                       ) -> tuple[float | None, int]:
     """Batching: calls that needed a commit / distinct commits they needed (a call that
-    waited for another call's log sync, `sync_of`, shares that call's)."""
+    waited for another call's log sync, `sync_of`, shares that call's); and the XFS
+    checkpoints (distinct CIL sequences) those calls needed."""
     if pc is None:
-        return None
+        return None, 0
     needed = pc["needed"]
     if not needed.any():
-        return None
+        return None, 0
     cid = pc["commit_id"]
     with_id = needed & (cid >= 0)
     own = needed & (cid < 0) & (pc["sync_of"] < 0)
@@ -250,14 +254,16 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
     forced = fseq >= 0 if fseq is not None else np.zeros(len(needed), bool)
     xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
         (forced | ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0))
+    checkpoints = 0
     if xf.any():
         seqs = np.where(forced, fseq, np.asarray(fs["commit_seq"]).astype(I64)) \
             if fseq is not None else np.asarray(fs["commit_seq"]).astype(I64)
         xk = seq_key(dev_codes((np.asarray(fs["dev_major"])[xf],
                                 np.asarray(fs["dev_minor"])[xf]))[0],
                      seqs[xf].astype(np.uint64))
-        distinct -= int(xf.sum()) - len(unique(xk))
-    return round(int(needed.sum()) / distinct, 3) if distinct else None
+        checkpoints = len(unique(xk))
+        distinct -= int(xf.sum()) - checkpoints
+    return (round(int(needed.sum()) / distinct, 3) if distinct else None), checkpoints
 
 
 def _positive(d: np.ndarray) -> np.ndarray:
