@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from iowhy import abi
 import golden_traces as gt
@@ -339,19 +340,26 @@ def test_fsync_xfs_log_force(tmp_path):
     assert r["commits"]["fsyncs_per_commit"] == 2.0
 
 
-def test_xfs_fsyncs_per_commit_follow_the_sequences_the_calls_forced(tmp_path):
+@pytest.mark.parametrize("one_iclog", [False, True])
+def test_xfs_fsyncs_per_commit_follow_what_the_calls_forced(tmp_path, one_iclog):
     # Four tasks' fsyncs. The inode's sequence the probe read at entry is stale (6, an
     # older checkpoint) for two and unknown for the other two: XFS logs an append's size
     # update as its data completes, inside the call. What each call forced names its
     # checkpoint: 100 and 101 force 7, 102 and 103 force 8 (100's earlier force of
-    # everything, sequence 0, names none): 4 calls for 2 checkpoints.
+    # everything, sequence 0, names none). Their commit is the iclog write that
+    # completed each checkpoint (the last iclog completion between a call's force and
+    # its exit): one iclog each (done at 1052 and 1068), or one for both (at 1068).
     j = [jev(abi.J_XFS_FORCE, 1015, 0, tid=100, fs=abi.FS_XFS),
          jev(abi.J_XFS_FORCE, 1040, 7, tid=100, fs=abi.FS_XFS),
          jev(abi.J_XFS_FORCE, 1045, 7, tid=101, fs=abi.FS_XFS),
          jev(abi.J_XFS_FORCE, 1060, 8, tid=102, fs=abi.FS_XFS),
-         jev(abi.J_XFS_FORCE, 1065, 8, tid=103, fs=abi.FS_XFS)]
-    calls = [fsync(100, 1010, 1050, seq=6, fs=abi.FS_XFS),
-             fsync(101, 1012, 1055, seq=6, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1065, 8, tid=103, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1068, (3 << 32) | 80, fs=abi.FS_XFS)]
+    if not one_iclog:
+        j.append(jev(abi.J_XLOG_DONE, 1052, (3 << 32) | 64, fs=abi.FS_XFS))
+    x0 = 1070 if one_iclog else 1053  # the checkpoint-7 calls' exits
+    calls = [fsync(100, 1010, x0, seq=6, fs=abi.FS_XFS),
+             fsync(101, 1012, x0 + 2, seq=6, fs=abi.FS_XFS),
              fsync(102, 1030, 1070, fs=abi.FS_XFS),
              fsync(103, 1032, 1075, fs=abi.FS_XFS)]
     p = write_trace(tmp_path / "t.iowt", fsyncs=calls, journal=j, meta_obj=meta("xfs"),
@@ -359,7 +367,8 @@ def test_xfs_fsyncs_per_commit_follow_the_sequences_the_calls_forced(tmp_path):
                                                for t in (101, 102, 103)])
     r = run(p)
     assert r["fsync"]["by_call"]["fsync"]["needed_commit"] == 4
-    assert r["commits"]["fsyncs_per_commit"] == 2.0
+    assert r["commits"]["xfs"]["checkpoints"] == 2
+    assert r["commits"]["fsyncs_per_commit"] == (4.0 if one_iclog else 2.0)
 
 
 def test_fsync_ext4_fast_commit_in_task(tmp_path):

@@ -237,8 +237,10 @@ def _xfs(window: Window, jr: Mapping[str, np.ndarray], ev: np.ndarray, ts: np.nd
 def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.ndarray]
                        ) -> tuple[float | None, int]:
     """Batching: calls that needed a commit / distinct commits they needed (a call that
-    waited for another call's log sync, `sync_of`, shares that call's); and the XFS
-    checkpoints (distinct CIL sequences) those calls needed."""
+    waited for another call's log sync, `sync_of`, shares that call's; an XFS call's
+    commit is the iclog write that completed its checkpoint, views/fsync.py
+    _xfs_iclogs, else its checkpoint); and the XFS checkpoints (distinct CIL sequences)
+    those calls needed."""
     if pc is None:
         return None, 0
     needed = pc["needed"]
@@ -248,8 +250,9 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
     with_id = needed & (cid >= 0)
     own = needed & (cid < 0) & (pc["sync_of"] < 0)
     distinct = len(unique(cid[with_id])) + int(own.sum())
-    # XFS: calls forcing the same CIL sequence share one commit: the sequence of the
-    # call's own log force (views/fsync.py), else the inode's at its entry.
+    # XFS: calls whose checkpoints one iclog write completed share one commit; a call
+    # with none found, its checkpoint: the sequence of its own log force
+    # (views/fsync.py), else the inode's at its entry.
     fseq = pc.get("force_seq")
     forced = fseq >= 0 if fseq is not None else np.zeros(len(needed), bool)
     xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
@@ -262,7 +265,11 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
                                 np.asarray(fs["dev_minor"])[xf]))[0],
                      seqs[xf].astype(np.uint64))
         checkpoints = len(unique(xk))
-        distinct -= int(xf.sum()) - checkpoints
+        icl = pc.get("iclog")
+        il = np.asarray(icl)[xf] if icl is not None else np.full(len(xk), -1, I64)
+        by_iclog = il >= 0
+        commits = len(unique(il[by_iclog])) + len(unique(xk[~by_iclog]))
+        distinct -= int(xf.sum()) - commits
     return (round(int(needed.sum()) / distinct, 3) if distinct else None), checkpoints
 
 

@@ -87,7 +87,8 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     jts = np.asarray(jr["ts_ns"]).astype(I64) if len(ev) else np.zeros(0, I64)
     ender = _jbd2_commits(window, fs, jr, ev, jts, enter, exit_, c0, c1, needed, commit_id,
                           covered)
-    force_seq = _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
+    force_seq, force_ts = _in_task_commits(jr, ev, jts, tid, enter, exit_, c0, c1, needed)
+    iclog = _xfs_iclogs(jr, ev, jts, fs, force_seq, force_ts, exit_)
     # btrfs (in-task): from its first log write to the call's exit.
     bl = rcls == LOG
     bl &= fstype[rc] == abi.FS_BTRFS
@@ -131,7 +132,7 @@ def fsync_view(window: Window, fs: Mapping[str, np.ndarray], jr: Mapping[str, np
     per_call = {"latency": lat, "data": data, "commit": commit, "flush": flush,
                 "other": other, "call": call, "needed": needed, "commit_id": commit_id,
                 "sync_of": sync_of, "incomplete": incomplete, "enter": enter, "exit": exit_,
-                "tid": tid, "force_seq": force_seq}
+                "tid": tid, "force_seq": force_seq, "iclog": iclog}
     out: dict[str, Any] = {
         "count": int(n),
         "incomplete": int(incomplete.sum()),
@@ -332,13 +333,15 @@ CALL_COMMITS = tuple((tuple(abi.JOURNAL_EVENT_CODES[e] for e in f.call_commit),
 
 def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
                      tid: np.ndarray, enter: np.ndarray, exit_: np.ndarray, c0: np.ndarray,
-                     c1: np.ndarray, needed: np.ndarray) -> np.ndarray:
+                     c1: np.ndarray, needed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Commits made in the calling task (CALL_COMMITS: ext4 fast commits, XFS log
     forces): widen each call's commit hull (c0, c1) and mark it `needed`, in place.
-    Returns per call the CIL sequence of the last XFS log force it made (-1: none):
-    the checkpoint it waited for. The inode's sequence the probe reads at the call's
-    entry can be older (its data writeback's size update is logged after it) or 0."""
+    Returns per call the CIL sequence of the last XFS log force it made (-1: none),
+    the checkpoint it waited for, and that force's time. The inode's sequence the probe
+    reads at the call's entry can be older (its data writeback's size update is logged
+    after it) or 0."""
     force_seq = np.full(len(tid), -1, I64)
+    force_ts = np.full(len(tid), -1, I64)
     fm = ev == abi.J_XFS_FORCE if len(ev) else np.zeros(0, bool)
     if fm.any():
         fi = np.flatnonzero(fm)
@@ -351,6 +354,7 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
         keep[:-1] = fc[last][1:] != fc[last][:-1]
         sel = last[keep]
         force_seq[fc[sel]] = np.asarray(jr["seq"])[fi[sel]].astype(I64)
+        force_ts[fc[sel]] = jts[fi[sel]]
     for evs, to_exit in CALL_COMMITS:
         m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
         if not m.any():
@@ -364,7 +368,48 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
         else:
             _hull_update(c0, c1, jc, jts[ji], jts[ji])
         needed[jc] = True
-    return force_seq
+    return force_seq, force_ts
+
+
+def _xfs_iclogs(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
+                fs: Mapping[str, np.ndarray], force_seq: np.ndarray, force_ts: np.ndarray,
+                exit_: np.ndarray) -> np.ndarray:
+    """Per call, the iclog write that completed its checkpoint (seq_key of its device
+    and the iclog's lsn; -1: none): the last iclog completion on the call's filesystem
+    between its log force and its exit, the one whose end woke it. A call whose
+    checkpoint was already on the disk waited for none: it takes the iclog of another
+    call that forced the same checkpoint and waited. Several checkpoints share an iclog
+    write when they are forced while the one before is in flight: the iclog write (with
+    its flushes) is the commit the calls share, what `fsyncs_per_commit` counts."""
+    out = np.full(len(force_seq), -1, I64)
+    calls = np.flatnonzero(force_seq >= 0)
+    dm = ev == abi.J_XLOG_DONE if len(ev) else np.zeros(0, bool)
+    if not len(calls) or not dm.any():
+        return out
+    di = np.flatnonzero(dm)
+    dcode, ccode = dev_codes((np.asarray(jr["dev_major"])[di], np.asarray(jr["dev_minor"])[di]),
+                             (np.asarray(fs["dev_major"])[calls],
+                              np.asarray(fs["dev_minor"])[calls]))
+    dts, dlsn = jts[di], np.asarray(jr["seq"])[di]
+    for code in unique(ccode).tolist():
+        d = np.flatnonzero(dcode == code)
+        c = calls[ccode == code]
+        if not len(d):
+            continue
+        d = d[np.argsort(dts[d], kind="stable")]
+        j = np.searchsorted(dts[d], exit_[c], side="right") - 1  # the last done by exit
+        ok = j >= 0
+        ok[ok] = dts[d[j[ok]]] >= force_ts[c[ok]]  # ... after the force
+        out[c[ok]] = seq_key(np.full(int(ok.sum()), code), dlsn[d[j[ok]]])
+    # The calls of one checkpoint share its iclog: the one a waiting call found.
+    ck = seq_key(dev_codes((np.asarray(fs["dev_major"])[calls],
+                            np.asarray(fs["dev_minor"])[calls]))[0],
+                 force_seq[calls].astype(np.uint64))
+    keys, pos = np.unique(ck, return_inverse=True)
+    best = np.full(len(keys), -1, I64)
+    np.maximum.at(best, pos.reshape(-1), out[calls])
+    out[calls] = np.where(out[calls] >= 0, out[calls], best[pos.reshape(-1)])
+    return out
 
 
 def _by_call(pc: Mapping[str, np.ndarray]) -> dict[str, Any]:
