@@ -371,6 +371,27 @@ def test_xfs_fsyncs_per_commit_follow_what_the_calls_forced(tmp_path, one_iclog)
     assert r["commits"]["fsyncs_per_commit"] == (4.0 if one_iclog else 2.0)
 
 
+def test_xfs_calls_of_one_checkpoint_share_the_iclog_that_carried_it(tmp_path):
+    # Checkpoint 5: 100 forces it at 1040 and waits for the iclog done at 1050; 101 (the
+    # inode's sequence 5 at its entry) forces only everything (sequence 0); 102 forces 5
+    # at 1055, already on disk, and exits after an unrelated iclog at 1070. One commit:
+    # the earliest iclog its calls found, for all three.
+    j = [jev(abi.J_XFS_FORCE, 1040, 5, tid=100, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1041, 0, tid=101, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1050, (3 << 32) | 64, fs=abi.FS_XFS),
+         jev(abi.J_XFS_FORCE, 1055, 5, tid=102, fs=abi.FS_XFS),
+         jev(abi.J_XLOG_DONE, 1070, (3 << 32) | 72, fs=abi.FS_XFS)]
+    calls = [fsync(100, 1010, 1051, fs=abi.FS_XFS), fsync(101, 1012, 1060, seq=5, fs=abi.FS_XFS),
+             fsync(102, 1052, 1080, fs=abi.FS_XFS)]
+    p = write_trace(tmp_path / "t.iowt", fsyncs=calls, journal=j, meta_obj=meta("xfs"),
+                    tasks=[task(100, 1000), task(101, 1000, abi.TASK_FORK),
+                           task(102, 1000, abi.TASK_FORK)])
+    r = run(p)
+    assert r["fsync"]["by_call"]["fsync"]["needed_commit"] == 3
+    assert r["commits"]["xfs"]["checkpoints"] == 1
+    assert r["commits"]["fsyncs_per_commit"] == 3.0
+
+
 def test_fsync_ext4_fast_commit_in_task(tmp_path):
     # An fsync [1010,1100) whose own task makes a fast commit (start 1040, stop 1070):
     # data [1012,1030) 18, commit [1040,1070] 30, other 42. Another task's fast commit

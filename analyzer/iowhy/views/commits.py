@@ -238,9 +238,9 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
                        ) -> tuple[float | None, int]:
     """Batching: calls that needed a commit / distinct commits they needed (a call that
     waited for another call's log sync, `sync_of`, shares that call's; an XFS call's
-    commit is the iclog write that completed its checkpoint, views/fsync.py
-    _xfs_iclogs, else its checkpoint); and the XFS checkpoints (distinct CIL sequences)
-    those calls needed."""
+    commit is the iclog write that completed its checkpoint, the earliest its calls
+    found (views/fsync.py _xfs_iclogs), else the checkpoint); and the XFS checkpoints
+    (distinct CIL sequences) those calls needed."""
     if pc is None:
         return None, 0
     needed = pc["needed"]
@@ -264,11 +264,19 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
         xk = seq_key(dev_codes((np.asarray(fs["dev_major"])[xf],
                                 np.asarray(fs["dev_minor"])[xf]))[0],
                      seqs[xf].astype(np.uint64))
-        checkpoints = len(unique(xk))
+        # Each checkpoint's commit: the earliest iclog write its calls found (one whose
+        # checkpoint was already on disk may have found a later, unrelated one), for
+        # every call of it (one that forced nothing of its own too); else itself.
+        cks, inv = np.unique(xk, return_inverse=True)
+        inv = inv.reshape(-1)
+        checkpoints = len(cks)
         icl = pc.get("iclog")
         il = np.asarray(icl)[xf] if icl is not None else np.full(len(xk), -1, I64)
-        by_iclog = il >= 0
-        commits = len(unique(il[by_iclog])) + len(unique(xk[~by_iclog]))
+        none = np.iinfo(I64).max
+        first = np.full(len(cks), none, I64)
+        np.minimum.at(first, inv[il >= 0], il[il >= 0])
+        found = first != none
+        commits = len(unique(first[found])) + int((~found).sum())
         distinct -= int(xf.sum()) - commits
     return (round(int(needed.sum()) / distinct, 3) if distinct else None), checkpoints
 

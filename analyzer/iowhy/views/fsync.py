@@ -374,13 +374,14 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
 def _xfs_iclogs(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
                 fs: Mapping[str, np.ndarray], force_seq: np.ndarray, force_ts: np.ndarray,
                 exit_: np.ndarray) -> np.ndarray:
-    """Per call, the iclog write that completed its checkpoint (seq_key of its device
-    and the iclog's lsn; -1: none): the last iclog completion on the call's filesystem
-    between its log force and its exit, the one whose end woke it. A call whose
-    checkpoint was already on the disk waited for none: it takes the iclog of another
-    call that forced the same checkpoint and waited. Several checkpoints share an iclog
-    write when they are forced while the one before is in flight: the iclog write (with
-    its flushes) is the commit the calls share, what `fsyncs_per_commit` counts."""
+    """Per call with a log force, the iclog write that ended its wait (seq_key of its
+    device and the iclog's lsn; -1: none): the last iclog completion on the call's
+    filesystem between its last log force and its exit, the one whose end woke it. A
+    call whose checkpoint was already on the disk waited for none, or only for an
+    unrelated one: views/commits.py takes each checkpoint's earliest iclog found for
+    all of its calls. Several checkpoints share an iclog write when they are forced while
+    the one before is in flight: the iclog write (with its flushes) is the commit the
+    calls share, what `fsyncs_per_commit` counts."""
     out = np.full(len(force_seq), -1, I64)
     calls = np.flatnonzero(force_seq >= 0)
     dm = ev == abi.J_XLOG_DONE if len(ev) else np.zeros(0, bool)
@@ -401,14 +402,6 @@ def _xfs_iclogs(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarray,
         ok = j >= 0
         ok[ok] = dts[d[j[ok]]] >= force_ts[c[ok]]  # ... after the force
         out[c[ok]] = seq_key(np.full(int(ok.sum()), code), dlsn[d[j[ok]]])
-    # The calls of one checkpoint share its iclog: the one a waiting call found.
-    ck = seq_key(dev_codes((np.asarray(fs["dev_major"])[calls],
-                            np.asarray(fs["dev_minor"])[calls]))[0],
-                 force_seq[calls].astype(np.uint64))
-    keys, pos = np.unique(ck, return_inverse=True)
-    best = np.full(len(keys), -1, I64)
-    np.maximum.at(best, pos.reshape(-1), out[calls])
-    out[calls] = np.where(out[calls] >= 0, out[calls], best[pos.reshape(-1)])
     return out
 
 
