@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -626,7 +627,9 @@ def _import_numpy() -> None:
     if "numpy" in sys.modules:
         return
     handler = signal.getsignal(signal.SIGINT)
-    if handler is not signal.default_int_handler:  # ignored, or a caller's own: kept
+    # Ignored, or a caller's own, is kept; and only the main thread may set a handler.
+    if (handler is not signal.default_int_handler
+            or threading.current_thread() is not threading.main_thread()):
         import numpy  # noqa: F401
         return
     signal.signal(signal.SIGINT, signal.SIG_DFL)
