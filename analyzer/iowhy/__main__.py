@@ -16,7 +16,7 @@ def run() -> int:
     main() then handles it as every command does (exit status 130, no traceback). A
     SIGINT ignored from the start stays ignored."""
     pythons_handler = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
-    if pythons_handler:  # not when started with SIGINT ignored (nohup, `&` in a script): kept so
+    if pythons_handler:  # else ignored from the start (nohup, `&` in a script): it stays
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     from .cli import main
     if pythons_handler:

@@ -253,14 +253,14 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
     # XFS: calls whose checkpoints one iclog write completed share one commit; a call
     # with none found, its checkpoint: the sequence of its own log force
     # (views/fsync.py), else the inode's at its entry.
-    fseq = pc.get("force_seq")
-    forced = fseq >= 0 if fseq is not None else np.zeros(len(needed), bool)
+    none = np.full(len(needed), -1, I64)
+    fseq = pc.get("force_seq", none)
+    forced = fseq >= 0
     xf = needed & (cid < 0) & (np.asarray(fs["fs_u16"]) == abi.FS_XFS) & \
         (forced | ((np.asarray(fs["flags_u16"]) & abi.FS_F_SEQ) != 0))
     checkpoints = 0
     if xf.any():
-        seqs = np.where(forced, fseq, np.asarray(fs["commit_seq"]).astype(I64)) \
-            if fseq is not None else np.asarray(fs["commit_seq"]).astype(I64)
+        seqs = np.where(forced, fseq, np.asarray(fs["commit_seq"]).astype(I64))
         xk = seq_key(dev_codes((np.asarray(fs["dev_major"])[xf],
                                 np.asarray(fs["dev_minor"])[xf]))[0],
                      seqs[xf].astype(np.uint64))
@@ -270,12 +270,11 @@ def _fsyncs_per_commit(pc: Mapping[str, np.ndarray] | None, fs: Mapping[str, np.
         cks, inv = np.unique(xk, return_inverse=True)
         inv = inv.reshape(-1)
         checkpoints = len(cks)
-        icl = pc.get("iclog")
-        il = np.asarray(icl)[xf] if icl is not None else np.full(len(xk), -1, I64)
-        none = np.iinfo(I64).max
-        first = np.full(len(cks), none, I64)
+        il = np.asarray(pc.get("iclog", none))[xf]
+        last = np.iinfo(I64).max
+        first = np.full(len(cks), last, I64)
         np.minimum.at(first, inv[il >= 0], il[il >= 0])
-        found = first != none
+        found = first != last
         commits = len(unique(first[found])) + int((~found).sum())
         distinct -= int(xf.sum()) - commits
     return (round(int(needed.sum()) / distinct, 3) if distinct else None), checkpoints
