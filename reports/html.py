@@ -31,12 +31,12 @@ from typing import Any, Callable, Mapping
 from . import figures as F
 from .escape import neutralise_page
 from iowhy.categories import colours, display_order  # read at each use
-from iowhy.findings import plural, served_text
+from iowhy.findings import served_text
 
 from .fmt import (SERVED_BELOW_NOTE, cgroup_name, command_text, fmt_count, fmt_mib, fmt_pct,
                   remapped_note, served_below, short_command, yes_no)
 from .terminal import (carried_text, cpu_to_stop_note, fmt_ns, lower_devices, preflush_text,
-                       root_wait_note, thread_line, title)
+                       root_wait_note, thread_line, title, xfs_text)
 from .units import time_text
 from .htmlkit import (Raw, _bar, _label, _swatch, esc, figure_block, kv_table, nav, page,
                       prefix_ids, section, section_mapping, table, text_block)
@@ -371,14 +371,6 @@ def _jbd2_text(j: Mapping[str, Any]) -> str:
             "blocks logged")
 
 
-def _xfs_text(x: Mapping[str, Any]) -> str:
-    cp = f", {plural(x['checkpoints'], 'checkpoint')} the calls forced" \
-        if x.get("checkpoints") else ""
-    return (f"{x['count']:,} iclog writes, {x['forces']:,} log forces{cp}, force to "
-            f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, "
-            f"iclog p50 {fmt_ns(x['iclog_ns']['p50'])}")
-
-
 def _btrfs_text(b: Mapping[str, Any]) -> str:
     return f"{b['transaction_commits']:,} transaction commits, {b['log_syncs']:,} log-tree syncs"
 
@@ -392,7 +384,7 @@ def _fast_commit_text(fc: Mapping[str, Any]) -> str:
 # report's `commits` a journal kind adds: views/commits.py JOURNAL_FIGURES), in this
 # order: (key, label, text).
 COMMIT_ROWS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], str]], ...] = (
-    ("jbd2", "jbd2", _jbd2_text), ("xfs", "xfs", _xfs_text), ("btrfs", "btrfs", _btrfs_text),
+    ("jbd2", "jbd2", _jbd2_text), ("xfs", "xfs", xfs_text), ("btrfs", "btrfs", _btrfs_text),
     ("ext4_fast_commit", "ext4 fast commits", _fast_commit_text))
 
 

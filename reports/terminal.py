@@ -408,13 +408,17 @@ def _jbd2_line(j: Mapping[str, Any]) -> str:
             f"{fmt_ns(ph['flushing']['p50'])}, logging {fmt_ns(ph['logging']['p50'])}")
 
 
-def _xfs_line(x: Mapping[str, Any]) -> str:
+def xfs_text(x: Mapping[str, Any]) -> str:
+    """The XFS log's figures (the report's `commits.xfs`) in words, text and HTML."""
     cp = f", {plural(x['checkpoints'], 'checkpoint')} the calls forced" \
         if x.get("checkpoints") else ""
-    return (f"xfs: {plural(x['count'], 'iclog write')}, {plural(x['forces'], 'log force')}{cp}, "
-            f"force to "
-            f"iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
+    return (f"{plural(x['count'], 'iclog write')}, {plural(x['forces'], 'log force')}{cp}, "
+            f"force to iclog done p50 {fmt_ns(x['force_to_iclog_done_ns']['p50'])}, iclog p50 "
             f"{fmt_ns(x['iclog_ns']['p50'])}")
+
+
+def _xfs_line(x: Mapping[str, Any]) -> str:
+    return "xfs: " + xfs_text(x)
 
 
 def _btrfs_line(b: Mapping[str, Any]) -> str:

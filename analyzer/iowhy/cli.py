@@ -7,6 +7,7 @@ non-zero exit, never a traceback. Warnings go through `logging` to stderr.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import math
@@ -17,7 +18,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -620,23 +620,12 @@ _PARSER: list[argparse.ArgumentParser] = []
 
 
 def _import_numpy() -> None:
-    """Import numpy with SIGINT's default action, before the command starts: numpy turns
-    a KeyboardInterrupt inside its C extensions' import into an ImportError and a page
-    of advice on broken installs. A Ctrl-C in that tenth of a second ends the process
-    by the signal, before the command has done anything."""
-    if "numpy" in sys.modules:
-        return
-    handler = signal.getsignal(signal.SIGINT)
-    # Ignored, or a caller's own, is kept; and only the main thread may set a handler.
-    if (handler is not signal.default_int_handler
-            or threading.current_thread() is not threading.main_thread()):
-        import numpy  # noqa: F401
-        return
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    try:
-        import numpy  # noqa: F401,F811
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    """Import numpy before the command starts, a Ctrl-C meanwhile ending the process by
+    the signal (sigint.py): numpy turns a KeyboardInterrupt inside its C extensions'
+    import into an ImportError and a page of advice on broken installs."""
+    if "numpy" not in sys.modules:
+        from .sigint import with_default_sigint
+        with_default_sigint(lambda: importlib.import_module("numpy"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -342,19 +342,6 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
     after it) or 0."""
     force_seq = np.full(len(tid), -1, I64)
     force_ts = np.full(len(tid), -1, I64)
-    fm = ev == abi.J_XFS_FORCE if len(ev) else np.zeros(0, bool)
-    if fm.any():
-        fi = np.flatnonzero(fm)
-        fi = fi[np.asarray(jr["seq"])[fi] > 0]  # a force of everything names no sequence
-        fc = join_calls(np.asarray(jr["tid"])[fi].astype(I64), jts[fi], tid, enter, exit_)
-        ok = fc >= 0
-        fi, fc = fi[ok], fc[ok].astype(I64)
-        last = np.lexsort((jts[fi], fc))  # by call, then time: each call's last is last
-        keep = np.ones(len(last), bool)
-        keep[:-1] = fc[last][1:] != fc[last][:-1]
-        sel = last[keep]
-        force_seq[fc[sel]] = np.asarray(jr["seq"])[fi[sel]].astype(I64)
-        force_ts[fc[sel]] = jts[fi[sel]]
     for evs, to_exit in CALL_COMMITS:
         m = np.isin(ev, evs) if len(ev) else np.zeros(0, bool)
         if not m.any():
@@ -368,6 +355,16 @@ def _in_task_commits(jr: Mapping[str, np.ndarray], ev: np.ndarray, jts: np.ndarr
         else:
             _hull_update(c0, c1, jc, jts[ji], jts[ji])
         needed[jc] = True
+        # Each call's last XFS log force naming a sequence (a force of everything: 0).
+        seq = np.asarray(jr["seq"])[ji].astype(I64)
+        f = np.flatnonzero((ev[ji] == abi.J_XFS_FORCE) & (seq > 0))
+        if len(f):
+            last = f[np.lexsort((jts[ji[f]], jc[f]))]  # by call, then time
+            keep = np.ones(len(last), bool)
+            keep[:-1] = jc[last][1:] != jc[last][:-1]
+            last = last[keep]
+            force_seq[jc[last]] = seq[last]
+            force_ts[jc[last]] = jts[ji[last]]
     return force_seq, force_ts
 
 
